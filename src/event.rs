@@ -1,0 +1,1012 @@
+//! The event record (ledger-core §1): read-side validation, semantic digest, replay JSON, timestamp
+//! rules and the canonical causal order of a set of events.
+//!
+//! Validation follows the reference's order (§1.14): type gate, self-parent, semantic rebuild
+//! through the field normalizers, event id, occurrence, semantic digest, `recorded_at`, and finally
+//! byte equality of the rebuilt record with the input (which refuses unknown keys, non-canonical
+//! presence of optional fields, unsorted arrays and un-normalized text in one check).
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+
+use crate::canonical::{self, Value};
+use crate::identity::{self, Digest};
+use crate::privacy;
+
+/// `ACTION_EVENT_SCHEMA`.
+pub const SCHEMA: &str = "clawsweeper.state-ledger-event.v1";
+
+/// Subject kinds accepted by the validator (§1.10, enforced).
+pub const SUBJECT_KINDS: &[&str] = &[
+    "issue",
+    "pull_request",
+    "cluster",
+    "command",
+    "workflow",
+    "repository",
+    "notification",
+    "commit",
+    "queue_item",
+    "deployment",
+    "publication",
+];
+
+/// The value contract of an allowlisted attribute key (§1.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttributeKind {
+    PositiveInteger,
+    NonNegativeInteger,
+    Boolean,
+    UnitInterval,
+    MachineText,
+}
+
+/// `ACTION_EVENT_ATTRIBUTE_KEYS` with their contracts (§1.8), sorted by key.
+pub const ATTRIBUTE_KEYS: &[(&str, AttributeKind)] = {
+    use AttributeKind::*;
+    &[
+        ("action_count", NonNegativeInteger),
+        ("attempt", PositiveInteger),
+        ("batch_index", NonNegativeInteger),
+        ("batch_size", PositiveInteger),
+        ("cache_mode", MachineText),
+        ("cached", Boolean),
+        ("candidate_count", NonNegativeInteger),
+        ("closed_count", NonNegativeInteger),
+        ("comment_count", NonNegativeInteger),
+        ("completion_reason", MachineText),
+        ("cost_usd_micros", NonNegativeInteger),
+        ("coverage_complete", Boolean),
+        ("coverage_ratio", UnitInterval),
+        ("delivery_kind", MachineText),
+        ("dispatch_kind", MachineText),
+        ("duration_ms", NonNegativeInteger),
+        ("failed_count", NonNegativeInteger),
+        ("final_attempt", Boolean),
+        ("finding_count", NonNegativeInteger),
+        ("input_tokens", NonNegativeInteger),
+        ("item_count", NonNegativeInteger),
+        ("lease_duration_ms", NonNegativeInteger),
+        ("log_count", NonNegativeInteger),
+        ("log_kind", MachineText),
+        ("model", MachineText),
+        ("output_tokens", NonNegativeInteger),
+        ("partial", Boolean),
+        ("phase", MachineText),
+        ("processed_count", NonNegativeInteger),
+        ("publication_kind", MachineText),
+        ("published_count", NonNegativeInteger),
+        ("query_version", MachineText),
+        ("queue_depth", NonNegativeInteger),
+        ("queue_kind", MachineText),
+        ("reasoning_effort", MachineText),
+        ("result_count", NonNegativeInteger),
+        ("retry_count", NonNegativeInteger),
+        ("retry_delay_ms", NonNegativeInteger),
+        ("review_mode", MachineText),
+        ("shard_count", PositiveInteger),
+        ("shard_index", NonNegativeInteger),
+        ("skipped_count", NonNegativeInteger),
+        ("state", MachineText),
+        ("status_kind", MachineText),
+        ("validation_count", NonNegativeInteger),
+        ("validation_kind", MachineText),
+        ("wait_duration_ms", NonNegativeInteger),
+        ("warning_count", NonNegativeInteger),
+        ("work_kind", MachineText),
+        ("workflow_phase", MachineText),
+    ]
+};
+
+/// The contract of an attribute key, `None` when the key is not allowlisted.
+pub fn attribute_kind(key: &str) -> Option<AttributeKind> {
+    ATTRIBUTE_KEYS
+        .binary_search_by(|(k, _)| (*k).cmp(key))
+        .ok()
+        .map(|i| ATTRIBUTE_KEYS[i].1)
+}
+
+/// A field rule that failed; texts are the reference's (ledger-core §7).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    #[error(transparent)]
+    Text(#[from] privacy::Error),
+    #[error(transparent)]
+    Identity(#[from] identity::Error),
+    #[error(transparent)]
+    Canonical(#[from] canonical::Error),
+    #[error("{label} must be a boolean")]
+    NotBoolean { label: String },
+    #[error("{label} must be a non-negative integer")]
+    NotNonNegativeInteger { label: String },
+    #[error("{label} must be between 0 and 1")]
+    NotUnitInterval { label: String },
+    #[error("{label} must be an ISO date-time timestamp")]
+    NotTimestamp { label: String },
+    #[error("action event attribute {0} must be a scalar")]
+    AttributeNotScalar(String),
+    #[error("action event attribute is not allowlisted: {0}")]
+    AttributeNotAllowlisted(String),
+    #[error("action event attribute {0} exceeds 64 values")]
+    AttributeTooMany(String),
+    #[error("action event evidence exceeds 64 entries")]
+    EvidenceTooMany,
+    #[error("action event privacy fieldsDropped exceeds 64 entries")]
+    FieldsDroppedTooMany,
+    #[error("invalid action event privacy classification: {0}")]
+    Classification(String),
+    #[error("invalid action event subject kind: {0}")]
+    SubjectKind(String),
+    #[error("action event occurred_at_source must be source or generated")]
+    OccurrenceSource,
+    #[error("action event cannot reference itself as its parent")]
+    SelfParent,
+}
+
+/// Why an event record was refused. `source` names the file (and line) it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("invalid action event object: {origin}")]
+    NotObject { origin: String },
+    #[error("invalid action event schema: {origin}")]
+    Schema { origin: String },
+    #[error("{error}: {origin}")]
+    Field { origin: String, error: FieldError },
+    #[error("invalid action event identity: {origin}")]
+    Identity { origin: String },
+    #[error("invalid action event semantic digest: {origin}")]
+    SemanticDigest { origin: String },
+    #[error("action event contains unknown or non-canonical fields: {origin}")]
+    NonCanonicalFields { origin: String },
+    #[error("action event JSON contains a duplicate object key: {origin}")]
+    DuplicateKey { origin: String },
+    #[error("action event JSON exceeds canonical complexity limits: {origin}")]
+    Complexity { origin: String },
+    #[error("invalid action event JSON: {origin}")]
+    Json { origin: String },
+    #[error("action event JSON is not canonical: {origin}")]
+    NotCanonical { origin: String },
+    #[error("action event shard contains duplicate event: {0}")]
+    DuplicateEvent(Digest),
+    #[error("action event shard contains a causal cycle")]
+    Cycle,
+}
+
+/// A validated event: the canonical record plus the fields that ordering, identity and binding
+/// need. Construct with [`Event::parse_line`] or [`validate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// The canonical record.
+    pub value: Value,
+    /// Its canonical JSON (no newline): the shard line and spool file body.
+    pub json: String,
+    pub event_id: Digest,
+    pub parent_event_id: Option<Digest>,
+    pub semantic_sha256: Digest,
+    /// `Some(occurred_at)` when `occurred_at_source == "source"`.
+    pub source_occurred_at: Option<String>,
+}
+
+impl Event {
+    /// Canonical-parse one line (ledger-core §2.6): strict scan, validation, byte equality.
+    pub fn parse_line(text: &str, source: &str) -> Result<Event, Error> {
+        let value = canonical::parse(text).map_err(|e| match e {
+            canonical::Error::DuplicateKey { .. } => Error::DuplicateKey {
+                origin: source.to_owned(),
+            },
+            canonical::Error::ComplexityLimit => Error::Complexity {
+                origin: source.to_owned(),
+            },
+            _ => Error::Json {
+                origin: source.to_owned(),
+            },
+        })?;
+        let event = validate(&value, source)?;
+        if event.json != text {
+            return Err(Error::NotCanonical {
+                origin: source.to_owned(),
+            });
+        }
+        Ok(event)
+    }
+
+    fn get_str(&self, path: &[&str]) -> &str {
+        let mut v = &self.value;
+        for k in path {
+            match v.get(k) {
+                Some(x) => v = x,
+                None => return "",
+            }
+        }
+        v.as_str().unwrap_or("")
+    }
+
+    /// `subject.repository` (normalized).
+    pub fn subject_repository(&self) -> &str {
+        self.get_str(&["subject", "repository"])
+    }
+
+    /// `event_type`.
+    pub fn event_type(&self) -> &str {
+        self.get_str(&["event_type"])
+    }
+
+    /// The persisted producer object (snake_case keys).
+    pub fn producer(&self) -> &Value {
+        self.value.get("producer").unwrap_or(&Value::Null)
+    }
+
+    /// The shard identity this event belongs to on `partition_date` (runtime §2.3).
+    pub fn shard_identity(&self, partition_date: &str) -> identity::ShardIdentity {
+        let p = |k| self.get_str(&["producer", k]).to_owned();
+        identity::ShardIdentity {
+            repository: p("repository"),
+            sha: p("sha"),
+            producer: p("component"),
+            workflow: p("workflow"),
+            job: p("job"),
+            run_id: p("run_id"),
+            run_attempt: self
+                .producer()
+                .get("run_attempt")
+                .and_then(Value::as_safe_integer)
+                .unwrap_or(0),
+            partition_date: partition_date.to_owned(),
+        }
+    }
+
+    /// `actionEventReplayJson` (§1.12): the record without `recorded_at`, and without
+    /// `occurred_at` for generated occurrences.
+    pub fn replay_json(&self) -> String {
+        let mut v = self.value.clone();
+        if let Value::Object(m) = &mut v {
+            m.remove("recorded_at");
+            if self.source_occurred_at.is_none() {
+                m.remove("occurred_at");
+            }
+        }
+        canonical::to_canonical_unchecked(&v)
+    }
+}
+
+/// Replay digest of a list (runtime §1.1): sha256 of the replay JSON lines, each ending in `\n`.
+pub fn replay_digest<'a>(events: impl IntoIterator<Item = &'a Event>) -> Digest {
+    let mut text = String::new();
+    for e in events {
+        text.push_str(&e.replay_json());
+        text.push('\n');
+    }
+    Digest::of(text)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+struct Ctx<'a> {
+    source: &'a str,
+}
+
+impl Ctx<'_> {
+    fn field(&self, error: impl Into<FieldError>) -> Error {
+        Error::Field {
+            origin: self.source.to_owned(),
+            error: error.into(),
+        }
+    }
+}
+
+fn str_of<'v>(obj: &'v Value, key: &str) -> &'v str {
+    obj.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn text(ctx: &Ctx, obj: &Value, key: &str, label: &str, max: usize) -> Result<Value, Error> {
+    privacy::machine_text(str_of(obj, key), label, max)
+        .map(Value::String)
+        .map_err(|e| ctx.field(e))
+}
+
+/// Optional machine text included only when truthy (stored `""` is therefore dropped, and the
+/// final canonical comparison refuses it).
+fn opt_text(
+    ctx: &Ctx,
+    out: &mut BTreeMap<String, Value>,
+    obj: &Value,
+    key: &str,
+    label: &str,
+) -> Result<(), Error> {
+    if let Some(v) = obj.get(key).filter(|v| v.is_truthy()) {
+        let s = v
+            .as_str()
+            .ok_or_else(|| ctx.field(privacy::Error::NotMachineText { label: label.into() }))?;
+        out.insert(
+            key.into(),
+            Value::String(privacy::machine_text(s, label, 256).map_err(|e| ctx.field(e))?),
+        );
+    }
+    Ok(())
+}
+
+fn sha(ctx: &Ctx, obj: &Value, key: &str, label: &str) -> Result<Value, Error> {
+    identity::required_sha256(str_of(obj, key), label)
+        .map(|d| Value::String(d.as_str().to_owned()))
+        .map_err(|e| ctx.field(e))
+}
+
+fn positive(ctx: &Ctx, v: Option<&Value>, label: &str) -> Result<Value, Error> {
+    identity::positive_integer(v.unwrap_or(&Value::Null), label)
+        .map(Value::from)
+        .map_err(|e| ctx.field(e))
+}
+
+fn boolean(ctx: &Ctx, v: Option<&Value>, label: &str) -> Result<Value, Error> {
+    v.and_then(Value::as_bool)
+        .map(Value::Bool)
+        .ok_or_else(|| ctx.field(FieldError::NotBoolean { label: label.into() }))
+}
+
+fn producer(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
+    Ok(Value::object([
+        (
+            "component",
+            text(ctx, p, "component", "action event producer component", 256)?,
+        ),
+        ("job", text(ctx, p, "job", "action event producer job", 128)?),
+        (
+            "repository",
+            identity::normalize_repository(str_of(p, "repository"))
+                .map(Value::String)
+                .map_err(|e| ctx.field(e))?,
+        ),
+        (
+            "run_attempt",
+            positive(ctx, p.get("run_attempt"), "action event producer run attempt")?,
+        ),
+        ("run_id", text(ctx, p, "run_id", "action event producer run id", 256)?),
+        ("sha", text(ctx, p, "sha", "action event producer sha", 256)?),
+        (
+            "workflow",
+            text(ctx, p, "workflow", "action event producer workflow", 128)?,
+        ),
+    ]))
+}
+
+fn subject(ctx: &Ctx, s: &Value) -> Result<Value, Error> {
+    let mut out = BTreeMap::new();
+    let kind = str_of(s, "kind");
+    let kind_trim = privacy::js_trim(kind);
+    if !SUBJECT_KINDS.contains(&kind_trim) {
+        return Err(ctx.field(FieldError::SubjectKind(kind.to_owned())));
+    }
+    out.insert("kind".into(), Value::str(kind_trim));
+    out.insert(
+        "repository".into(),
+        identity::normalize_repository(str_of(s, "repository"))
+            .map(Value::String)
+            .map_err(|e| ctx.field(e))?,
+    );
+    opt_text(ctx, &mut out, s, "subject_id", "action event subject id")?;
+    if let Some(n) = s.get("number") {
+        out.insert(
+            "number".into(),
+            positive(ctx, Some(n), "action event subject number")?,
+        );
+    }
+    opt_text(ctx, &mut out, s, "cluster_id", "action event subject cluster id")?;
+    opt_text(
+        ctx,
+        &mut out,
+        s,
+        "source_revision",
+        "action event subject source revision",
+    )?;
+    if let Some(v) = s.get("record_path").filter(|v| v.is_truthy()) {
+        let label = "action event subject record path";
+        let p = privacy::relative_data_path(v.as_str().unwrap_or(""), label)
+            .map_err(|e| ctx.field(e))?;
+        out.insert("record_path".into(), Value::String(p));
+    }
+    Ok(Value::Object(out))
+}
+
+fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
+    let mut out = BTreeMap::new();
+    out.insert(
+        "name".into(),
+        text(ctx, a, "name", "action event action name", 256)?,
+    );
+    out.insert(
+        "status".into(),
+        text(ctx, a, "status", "action event action status", 256)?,
+    );
+    opt_text(ctx, &mut out, a, "reason_code", "action event action reason code")?;
+    out.insert(
+        "retryable".into(),
+        boolean(ctx, a.get("retryable"), "action event action retryable")?,
+    );
+    out.insert(
+        "mutation".into(),
+        boolean(ctx, a.get("mutation"), "action event action mutation")?,
+    );
+    Ok(Value::Object(out))
+}
+
+fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
+    let mut out = BTreeMap::new();
+    out.insert(
+        "category".into(),
+        text(ctx, l, "category", "action event learning category", 256)?,
+    );
+    out.insert(
+        "signal".into(),
+        text(ctx, l, "signal", "action event learning signal", 256)?,
+    );
+    opt_text(ctx, &mut out, l, "rule_id", "action event learning rule id")?;
+    if let Some(c) = l.get("confidence") {
+        let label = "action event learning confidence";
+        match c.as_f64() {
+            Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => {
+                out.insert("confidence".into(), Value::Number(x));
+            }
+            _ => {
+                return Err(ctx.field(FieldError::NotUnitInterval {
+                    label: label.into(),
+                }));
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
+    if list.len() > 64 {
+        return Err(ctx.field(FieldError::EvidenceTooMany));
+    }
+    let mut entries = Vec::with_capacity(list.len());
+    for e in list {
+        let mut out = BTreeMap::new();
+        out.insert(
+            "kind".into(),
+            text(ctx, e, "kind", "action event evidence kind", 256)?,
+        );
+        if let Some(v) = e.get("sha256") {
+            let d = identity::required_sha256(v.as_str().unwrap_or(""), "action event evidence sha256")
+                .map_err(|e| ctx.field(e))?;
+            out.insert("sha256".into(), Value::str(d.as_str()));
+        }
+        if let Some(v) = e.get("report_path") {
+            let p = privacy::relative_data_path(
+                v.as_str().unwrap_or(""),
+                "action event evidence report path",
+            )
+            .map_err(|e| ctx.field(e))?;
+            out.insert("report_path".into(), Value::String(p));
+        }
+        if let Some(v) = e.get("run_url") {
+            let u = privacy::public_run_url(v.as_str().unwrap_or(""), "action event evidence run URL")
+                .map_err(|e| ctx.field(e))?;
+            out.insert("run_url".into(), Value::String(u));
+        }
+        if let Some(v) = e.get("snapshot_id") {
+            let s = privacy::machine_text(
+                v.as_str().unwrap_or(""),
+                "action event evidence snapshot id",
+                256,
+            )
+            .map_err(|e| ctx.field(e))?;
+            out.insert("snapshot_id".into(), Value::String(s));
+        }
+        let entry = Value::Object(out);
+        let key = canonical::to_canonical(&entry).map_err(|e| ctx.field(e))?;
+        entries.push((key, entry));
+    }
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    // Sorted by canonical bytes; duplicates are kept (stable sort keeps input order among equals).
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(Value::Array(
+        entries.into_iter().map(|(_, v)| v).collect(),
+    )))
+}
+
+fn attribute_scalar(ctx: &Ctx, key: &str, kind: AttributeKind, v: &Value) -> Result<Value, Error> {
+    let label = format!("action event attribute {key}");
+    let ok = match kind {
+        AttributeKind::PositiveInteger => {
+            return positive(ctx, Some(v), &label);
+        }
+        AttributeKind::NonNegativeInteger => v.as_safe_integer().is_some_and(|n| n >= 0),
+        AttributeKind::Boolean => {
+            return boolean(ctx, Some(v), &label);
+        }
+        AttributeKind::UnitInterval => v
+            .as_f64()
+            .is_some_and(|x| x.is_finite() && (0.0..=1.0).contains(&x)),
+        AttributeKind::MachineText => {
+            let s = v
+                .as_str()
+                .ok_or_else(|| ctx.field(privacy::Error::NotMachineText { label: label.clone() }))?;
+            return privacy::machine_text(s, &label, 256)
+                .map(Value::String)
+                .map_err(|e| ctx.field(e));
+        }
+    };
+    if ok {
+        Ok(v.clone())
+    } else if kind == AttributeKind::UnitInterval {
+        Err(ctx.field(FieldError::NotUnitInterval { label }))
+    } else {
+        Err(ctx.field(FieldError::NotNonNegativeInteger { label }))
+    }
+}
+
+fn attributes(ctx: &Ctx, attrs: &BTreeMap<String, Value>) -> Result<Value, Error> {
+    let mut out = BTreeMap::new();
+    for (raw_key, v) in attrs {
+        let key = privacy::machine_text(raw_key, "action event attribute key", 256)
+            .map_err(|e| ctx.field(e))?;
+        let kind = attribute_kind(&key)
+            .ok_or_else(|| ctx.field(FieldError::AttributeNotAllowlisted(key.clone())))?;
+        let scalar = |x: &Value| matches!(x, Value::String(_) | Value::Number(_) | Value::Bool(_));
+        let normalized = match v {
+            Value::Array(items) => {
+                if items.len() > 64 {
+                    return Err(ctx.field(FieldError::AttributeTooMany(key)));
+                }
+                let mut out_items = Vec::with_capacity(items.len());
+                for item in items {
+                    if !scalar(item) {
+                        return Err(ctx.field(FieldError::AttributeNotScalar(key)));
+                    }
+                    out_items.push(attribute_scalar(ctx, &key, kind, item)?);
+                }
+                Value::Array(out_items)
+            }
+            x if scalar(x) => attribute_scalar(ctx, &key, kind, x)?,
+            _ => return Err(ctx.field(FieldError::AttributeNotScalar(key))),
+        };
+        out.insert(key, normalized);
+    }
+    Ok(Value::Object(out))
+}
+
+fn privacy_block(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
+    let class = str_of(p, "classification");
+    if class != "public" && class != "internal" {
+        return Err(ctx.field(FieldError::Classification(class.to_owned())));
+    }
+    let dropped = p.get("fields_dropped").and_then(Value::as_array).unwrap_or(&[]);
+    if dropped.len() > 64 {
+        return Err(ctx.field(FieldError::FieldsDroppedTooMany));
+    }
+    let mut set = BTreeSet::new();
+    for d in dropped {
+        let s = privacy::machine_text(d.as_str().unwrap_or(""), "action event privacy field", 256)
+            .map_err(|e| ctx.field(e))?;
+        set.insert(s);
+    }
+    Ok(Value::object([
+        ("classification", Value::str(class)),
+        (
+            "fields_dropped",
+            Value::Array(set.into_iter().map(Value::String).collect()),
+        ),
+        (
+            "redaction_version",
+            text(ctx, p, "redaction_version", "action event privacy redaction version", 256)?,
+        ),
+    ]))
+}
+
+/// `requiredTimestamp` (§4.3): trimmed; `YYYY-MM-DDTHH:MM:SS[.f+](Z|±HH:MM)`, year 0001–9999,
+/// a real Gregorian date, hour ≤ 23, no leap second, offset hour ≤ 23.
+pub fn timestamp(raw: &str, label: &str) -> Result<String, FieldError> {
+    let s = privacy::js_trim(raw);
+    if parse_timestamp(s).is_some() {
+        Ok(s.to_owned())
+    } else {
+        Err(FieldError::NotTimestamp {
+            label: label.to_owned(),
+        })
+    }
+}
+
+/// (epoch seconds of the value without its fraction, fraction digits).
+fn parse_timestamp(s: &str) -> Option<(i64, &str)> {
+    let b = s.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (y, mo, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (h, mi, se) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if y == 0 || !(1..=12).contains(&mo) || d == 0 || d > identity::days_in_month(y, mo) {
+        return None;
+    }
+    if h > 23 || mi > 59 || se > 59 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut fraction = "";
+    if let Some(r) = rest.strip_prefix('.') {
+        let n = r.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        fraction = &r[..n];
+        rest = &r[n..];
+    }
+    let offset_secs: i64 = if rest == "Z" {
+        0
+    } else {
+        let rb = rest.as_bytes();
+        if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
+            return None;
+        }
+        let oh = digits_of(&rest[1..3])?;
+        let om = digits_of(&rest[4..6])?;
+        if oh > 23 || om > 59 {
+            return None;
+        }
+        let sign = if rb[0] == b'-' { -1 } else { 1 };
+        sign * (oh as i64 * 3600 + om as i64 * 60)
+    };
+    let days = days_from_civil(y as i64, mo as i64, d as i64);
+    let local = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + se as i64;
+    Some((local - offset_secs, fraction))
+}
+
+fn digits_of(s: &str) -> Option<u32> {
+    s.bytes()
+        .all(|c| c.is_ascii_digit())
+        .then(|| s.parse().ok())
+        .flatten()
+}
+
+/// Days since 1970-01-01 of a proleptic-Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `compareActionEventTimestamps` (§4.3): instant without fraction, then fraction digits compared
+/// position by position with missing digits as `0`. Invalid timestamps sort as equal.
+pub fn compare_timestamps(a: &str, b: &str) -> Ordering {
+    let (Some((sa, fa)), Some((sb, fb))) = (parse_timestamp(a), parse_timestamp(b)) else {
+        return Ordering::Equal;
+    };
+    sa.cmp(&sb).then_with(|| {
+        let n = fa.len().max(fb.len());
+        let pad = |f: &str, i: usize| f.as_bytes().get(i).copied().unwrap_or(b'0');
+        (0..n)
+            .map(|i| pad(fa, i).cmp(&pad(fb, i)))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    })
+}
+
+/// `validateActionEvent` (§1.14): full read-side validation of a parsed record.
+pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
+    let ctx = Ctx { source };
+    let Value::Object(_) = value else {
+        return Err(Error::NotObject {
+            origin: source.to_owned(),
+        });
+    };
+    // Type gate.
+    let is_str = |k: &str| matches!(value.get(k), Some(Value::String(_)));
+    let gate = value.get("schema").and_then(Value::as_str) == Some(SCHEMA)
+        && value.get("schema_version").and_then(Value::as_f64) == Some(1.0)
+        && [
+            "event_id",
+            "event_key",
+            "operation_id",
+            "attempt_id",
+            "idempotency_key_sha256",
+            "semantic_sha256",
+            "occurred_at_source",
+        ]
+        .iter()
+        .all(|k| is_str(k))
+        && matches!(
+            value.get("parent_event_id"),
+            Some(Value::Null | Value::String(_))
+        )
+        && matches!(value.get("phase_seq"), Some(Value::Number(_)))
+        && ["producer", "subject", "action", "privacy"]
+            .iter()
+            .all(|k| value.get(k).is_some_and(Value::is_truthy));
+    if !gate {
+        return Err(Error::Schema {
+            origin: source.to_owned(),
+        });
+    }
+    let stored_event_id = str_of(value, "event_id");
+    let parent_raw = value.get("parent_event_id").and_then(Value::as_str);
+    if parent_raw == Some(stored_event_id) {
+        return Err(ctx.field(FieldError::SelfParent));
+    }
+
+    // Semantic value (§1.11).
+    let mut sem = BTreeMap::new();
+    sem.insert(
+        "operation_id".to_owned(),
+        sha(&ctx, value, "operation_id", "action event operation id")?,
+    );
+    sem.insert(
+        "attempt_id".to_owned(),
+        sha(&ctx, value, "attempt_id", "action event attempt id")?,
+    );
+    let parent = match parent_raw {
+        None => None,
+        Some(p) => Some(
+            identity::required_sha256(p, "action event parent event id")
+                .map_err(|e| ctx.field(e))?,
+        ),
+    };
+    sem.insert(
+        "parent_event_id".to_owned(),
+        parent
+            .as_ref()
+            .map_or(Value::Null, |p| Value::str(p.as_str())),
+    );
+    sem.insert(
+        "phase_seq".to_owned(),
+        positive(&ctx, value.get("phase_seq"), "action event phase sequence")?,
+    );
+    sem.insert(
+        "idempotency_key_sha256".to_owned(),
+        sha(
+            &ctx,
+            value,
+            "idempotency_key_sha256",
+            "action event idempotency key",
+        )?,
+    );
+    sem.insert(
+        "event_type".to_owned(),
+        text(&ctx, value, "event_type", "action event type", 256)?,
+    );
+    let empty = Value::Object(BTreeMap::new());
+    sem.insert(
+        "producer".to_owned(),
+        producer(&ctx, value.get("producer").unwrap_or(&empty))?,
+    );
+    let subject_v = subject(&ctx, value.get("subject").unwrap_or(&empty))?;
+    sem.insert("subject".to_owned(), subject_v);
+    sem.insert(
+        "action".to_owned(),
+        action(&ctx, value.get("action").unwrap_or(&empty))?,
+    );
+    if let Some(l) = value.get("learning").filter(|l| l.is_truthy()) {
+        sem.insert("learning".to_owned(), learning(&ctx, l)?);
+    }
+    if let Some(ev) = value.get("evidence") {
+        let list = ev.as_array().unwrap_or(&[]);
+        if let Some(v) = evidence(&ctx, list)? {
+            sem.insert("evidence".to_owned(), v);
+        }
+    }
+    if let Some(Value::Object(attrs)) = value.get("attributes") {
+        sem.insert("attributes".to_owned(), attributes(&ctx, attrs)?);
+    }
+    sem.insert(
+        "privacy".to_owned(),
+        privacy_block(&ctx, value.get("privacy").unwrap_or(&empty))?,
+    );
+    let semantic = Value::Object(sem);
+    let semantic_json = canonical::to_canonical(&semantic).map_err(|e| ctx.field(e))?;
+
+    // Identity.
+    let subject_repo = value
+        .get("subject")
+        .map(|s| str_of(s, "repository"))
+        .unwrap_or("");
+    let event_key = str_of(value, "event_key");
+    let derived = identity::event_id(subject_repo, event_key).map_err(|e| ctx.field(e))?;
+    if derived.as_str() != stored_event_id {
+        return Err(Error::Identity {
+            origin: source.to_owned(),
+        });
+    }
+
+    // Occurrence.
+    let occurred_at = timestamp(str_of(value, "occurred_at"), "action event occurred_at")
+        .map_err(|e| ctx.field(e))?;
+    let source_kind = str_of(value, "occurred_at_source");
+    let occurrence = match source_kind {
+        "source" => Value::object([
+            ("occurred_at", Value::str(&occurred_at)),
+            ("occurred_at_source", Value::str("source")),
+        ]),
+        "generated" => Value::object([("occurred_at_source", Value::str("generated"))]),
+        _ => return Err(ctx.field(FieldError::OccurrenceSource)),
+    };
+    let digest_input = format!(
+        "{{\"occurrence\":{},\"semantic\":{}}}",
+        canonical::to_canonical_unchecked(&occurrence),
+        semantic_json
+    );
+    let semantic_sha = Digest::of(digest_input);
+    if semantic_sha.as_str() != str_of(value, "semantic_sha256") {
+        return Err(Error::SemanticDigest {
+            origin: source.to_owned(),
+        });
+    }
+    let recorded_at = timestamp(str_of(value, "recorded_at"), "action event recorded_at")
+        .map_err(|e| ctx.field(e))?;
+
+    // Whole record, rebuilt.
+    let Value::Object(mut record) = semantic else {
+        unreachable!("semantic value is an object")
+    };
+    record.insert("schema".into(), Value::str(SCHEMA));
+    record.insert("schema_version".into(), Value::from(1));
+    record.insert("event_id".into(), Value::str(derived.as_str()));
+    record.insert(
+        "event_key".into(),
+        Value::str(privacy::js_trim(event_key)),
+    );
+    record.insert("semantic_sha256".into(), Value::str(semantic_sha.as_str()));
+    record.insert("occurred_at".into(), Value::str(&occurred_at));
+    record.insert("occurred_at_source".into(), Value::str(source_kind));
+    record.insert("recorded_at".into(), Value::String(recorded_at));
+    let record = Value::Object(record);
+    let json = canonical::to_canonical_unchecked(&record);
+    let input_json = canonical::to_canonical(value).map_err(|e| ctx.field(e))?;
+    if json != input_json {
+        return Err(Error::NonCanonicalFields {
+            origin: source.to_owned(),
+        });
+    }
+    Ok(Event {
+        value: record,
+        json,
+        event_id: derived,
+        parent_event_id: parent,
+        semantic_sha256: semantic_sha,
+        source_occurred_at: (source_kind == "source").then_some(occurred_at),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canonical causal order (§6.2)
+
+/// The tie-break comparator: source-timed events first by instant then id; generated by id.
+pub fn compare_events(a: &Event, b: &Event) -> Ordering {
+    match (&a.source_occurred_at, &b.source_occurred_at) {
+        (Some(x), Some(y)) => compare_timestamps(x, y).then_with(|| a.event_id.cmp(&b.event_id)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.event_id.cmp(&b.event_id),
+    }
+}
+
+struct Ready<'a>(&'a Event, usize);
+impl PartialEq for Ready<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Ready<'_> {}
+impl PartialOrd for Ready<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ready<'_> {
+    // BinaryHeap is a max-heap; reverse for a min-queue.
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_events(other.0, self.0)
+    }
+}
+
+/// `sortActionEventsCausally`: Kahn's algorithm over parent edges inside the set, with the ready
+/// set ordered by [`compare_events`]. Returns indices into `events` in canonical order.
+pub fn causal_order(events: &[Event]) -> Result<Vec<usize>, Error> {
+    let mut index: HashMap<&Digest, usize> = HashMap::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        if index.insert(&e.event_id, i).is_some() {
+            return Err(Error::DuplicateEvent(e.event_id.clone()));
+        }
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); events.len()];
+    let mut indegree = vec![0usize; events.len()];
+    for (i, e) in events.iter().enumerate() {
+        if let Some(p) = e.parent_event_id.as_ref().and_then(|p| index.get(p)) {
+            children[*p].push(i);
+            indegree[i] += 1;
+        }
+    }
+    let mut heap: BinaryHeap<Ready> = (0..events.len())
+        .filter(|&i| indegree[i] == 0)
+        .map(|i| Ready(&events[i], i))
+        .collect();
+    let mut order = Vec::with_capacity(events.len());
+    while let Some(Ready(_, i)) = heap.pop() {
+        order.push(i);
+        for &c in &children[i] {
+            indegree[c] -= 1;
+            if indegree[c] == 0 {
+                heap.push(Ready(&events[c], c));
+            }
+        }
+    }
+    if order.len() != events.len() {
+        return Err(Error::Cycle);
+    }
+    Ok(order)
+}
+
+/// Sorts `events` into canonical causal order.
+pub fn sort_causally(events: Vec<Event>) -> Result<Vec<Event>, Error> {
+    let order = causal_order(&events)?;
+    let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+    Ok(order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each index once"))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        for ok in [
+            "2026-01-15T12:34:56.789Z",
+            "2024-02-29T00:00:00Z",
+            "2026-01-15T12:34:56+02:00",
+            "0001-01-01T00:00:00.1234567Z",
+        ] {
+            assert!(timestamp(ok, "t").is_ok(), "{ok}");
+        }
+        for bad in [
+            "2023-02-29T00:00:00Z",
+            "2026-01-15T24:00:00Z",
+            "2026-01-15T12:34:60Z",
+            "2026-01-15t12:34:56Z",
+            "2026-01-15T12:34:56.Z",
+            "2026-01-15T12:34:56+24:00",
+            "0000-01-01T00:00:00Z",
+            "2026-01-15T12:34:56",
+        ] {
+            assert!(timestamp(bad, "t").is_err(), "{bad}");
+        }
+        assert_eq!(
+            compare_timestamps("2026-01-15T12:00:00.5Z", "2026-01-15T14:00:00.50+02:00"),
+            Ordering::Equal
+        );
+        assert_eq!(
+            compare_timestamps("2026-01-15T12:00:00.05Z", "2026-01-15T12:00:00.5Z"),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_timestamps("2026-01-15T12:00:01Z", "2026-01-15T12:00:00.999Z"),
+            Ordering::Greater
+        );
+    }
+
+    #[test]
+    fn attribute_table_is_sorted_and_complete() {
+        assert_eq!(ATTRIBUTE_KEYS.len(), 50);
+        assert!(ATTRIBUTE_KEYS.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(attribute_kind("coverage_ratio"), Some(AttributeKind::UnitInterval));
+        assert_eq!(attribute_kind("token_count"), None);
+    }
+}

@@ -1,0 +1,432 @@
+//! Content-derived identities (ledger-core §3): repository normalization and slugs, event scopes
+//! and keys, operation / attempt / idempotency ids, event ids, shard identities and their digests.
+//!
+//! Every id is a lowercase hex SHA-256 of canonical text; the exact text hashed is part of the
+//! format, so each derivation names its shape.
+
+use std::fmt;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::canonical::{self, Value};
+use crate::privacy;
+
+/// A lowercase 64-hex SHA-256 digest (event ids, semantic digests, replay digests, binding ids).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Digest(String);
+
+impl Digest {
+    /// SHA-256 of `bytes`.
+    pub fn of(bytes: impl AsRef<[u8]>) -> Digest {
+        Digest(hex(&Sha256::digest(bytes.as_ref())))
+    }
+
+    /// Accepts exactly `^[a-f0-9]{64}$` (no trimming, no case folding: stored form).
+    pub fn parse(s: &str) -> Option<Digest> {
+        is_hex64(s).then(|| Digest(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first `n` hex characters (12 for path digests).
+    pub fn prefix(&self, n: usize) -> &str {
+        &self.0[..n]
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// `^[a-f0-9]{64}$`.
+pub fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Errors of identity derivations; texts are the reference's (ledger-core §7).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("action event repository is required")]
+    RepositoryRequired,
+    #[error("action event repository contains control characters")]
+    RepositoryControl,
+    #[error("invalid action event repository: {0}")]
+    InvalidRepository(String),
+    #[error("action event scope is required")]
+    ScopeRequired,
+    #[error("action event scope contains control characters")]
+    ScopeControl,
+    #[error("action event scope exceeds 128 characters")]
+    ScopeTooLong,
+    #[error("action event scope must be machine-readable text")]
+    ScopeNotMachineText,
+    #[error("action event scope contains a confidential identifier")]
+    ScopeConfidential,
+    #[error("action event key must be generated from a machine-readable scope and digest")]
+    InvalidEventKey,
+    #[error("{label} must be a lowercase SHA-256 digest")]
+    NotSha256 { label: String },
+    #[error("{label} must be a positive integer")]
+    NotPositiveInteger { label: String },
+    #[error("{label} must be an ISO calendar date")]
+    NotCalendarDate { label: String },
+    #[error(transparent)]
+    Canonical(#[from] canonical::Error),
+    #[error(transparent)]
+    Field(#[from] privacy::Error),
+}
+
+fn has_control(s: &str) -> bool {
+    s.encode_utf16().any(|u| u <= 31 || u == 127)
+}
+
+/// `requiredRepo` (§3.1): JS trim, required, no control characters, lowercase, then
+/// `^[a-z0-9_][a-z0-9_.-]*/[a-z0-9_][a-z0-9_.-]*$`.
+pub fn normalize_repository(raw: &str) -> Result<String, Error> {
+    let trimmed = privacy::js_trim(raw);
+    if trimmed.is_empty() {
+        return Err(Error::RepositoryRequired);
+    }
+    if has_control(trimmed) {
+        return Err(Error::RepositoryControl);
+    }
+    let repo = trimmed.to_lowercase();
+    let valid = repo.split_once('/').is_some_and(|(owner, name)| {
+        let part = |p: &str| {
+            let b = p.as_bytes();
+            !b.is_empty()
+                && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit() || b[0] == b'_')
+                && b
+                    .iter()
+                    .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_.-".contains(&c))
+        };
+        part(owner) && part(name)
+    });
+    if !valid {
+        return Err(Error::InvalidRepository(raw.to_owned()));
+    }
+    Ok(repo)
+}
+
+/// `slugForRepo`: every maximal run of characters outside `[A-Za-z0-9_.-]` becomes one `-`.
+pub fn slug_for_repo(repo: &str) -> String {
+    replace_runs(repo, |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'), "-")
+}
+
+fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_run = false;
+    for c in s.chars() {
+        if keep(c) {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push_str(with);
+            in_run = true;
+        }
+    }
+    out
+}
+
+/// `eventScope` (§3.2): trimmed, ≤128 UTF-16 units, `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, and free of
+/// confidential identifiers.
+pub fn event_scope(raw: &str) -> Result<String, Error> {
+    let s = privacy::js_trim(raw);
+    if s.is_empty() {
+        return Err(Error::ScopeRequired);
+    }
+    if has_control(s) {
+        return Err(Error::ScopeControl);
+    }
+    if privacy::utf16_len(s) > 128 {
+        return Err(Error::ScopeTooLong);
+    }
+    let b = s.as_bytes();
+    let pattern = b[0].is_ascii_alphanumeric()
+        && b
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || b"_.+-".contains(&c));
+    if !pattern {
+        return Err(Error::ScopeNotMachineText);
+    }
+    if privacy::contains_confidential_identifier(s) {
+        return Err(Error::ScopeConfidential);
+    }
+    Ok(s.to_owned())
+}
+
+/// `requiredSha256`: trim + lowercase, then `^[a-f0-9]{64}$`, else "`label` must be a lowercase
+/// SHA-256 digest".
+pub fn required_sha256(raw: &str, label: &str) -> Result<Digest, Error> {
+    let s = privacy::js_trim(raw).to_lowercase();
+    Digest::parse(&s).ok_or_else(|| Error::NotSha256 {
+        label: label.to_owned(),
+    })
+}
+
+fn identity_digest(value: &Value) -> Result<Digest, Error> {
+    Ok(Digest::of(canonical::to_identity_canonical(value)?))
+}
+
+/// `actionOperationId` (§3.3): sha256 of
+/// `{"identity":<identity>,"operation":<scope>,"repository":<repo>}` in identity canonical form.
+pub fn operation_id(repository: &str, operation: &str, identity: &Value) -> Result<Digest, Error> {
+    let repository = normalize_repository(repository)?;
+    let operation = event_scope(operation)?;
+    identity_digest(&Value::object([
+        ("identity", identity.clone()),
+        ("operation", Value::String(operation)),
+        ("repository", Value::String(repository)),
+    ]))
+}
+
+/// `actionAttemptId` (§3.3): sha256 of `{"identity":<identity>,"operation_id":<hex64>}`.
+pub fn attempt_id(operation_id: &str, identity: &Value) -> Result<Digest, Error> {
+    let op = required_sha256(operation_id, "action operation id")?;
+    identity_digest(&Value::object([
+        ("identity", identity.clone()),
+        ("operation_id", Value::String(op.0)),
+    ]))
+}
+
+/// `actionIdempotencyKey` (§3.3): sha256 of the identity canonical form of `identity`.
+pub fn idempotency_key(identity: &Value) -> Result<Digest, Error> {
+    identity_digest(identity)
+}
+
+/// `actionEventKey` (§3.4): `<scope>:<sha256(identity canonical JSON)>`.
+pub fn event_key(scope: &str, identity: &Value) -> Result<String, Error> {
+    let scope = event_scope(scope)?;
+    Ok(format!("{scope}:{}", identity_digest(identity)?))
+}
+
+/// `requiredEventKey` (§3.4): trimmed, ≤193 characters,
+/// `^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}:[a-f0-9]{64}$`, and a valid scope before the first `:`.
+pub fn required_event_key(raw: &str) -> Result<String, Error> {
+    let key = privacy::js_trim(raw);
+    let Some((scope, digest)) = key.split_once(':') else {
+        return Err(Error::InvalidEventKey);
+    };
+    let sb = scope.as_bytes();
+    let shape = privacy::utf16_len(key) <= 193
+        && !sb.is_empty()
+        && sb.len() <= 128
+        && sb[0].is_ascii_alphanumeric()
+        && sb
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || b"_.+-".contains(&c))
+        && is_hex64(digest);
+    if !shape {
+        return Err(Error::InvalidEventKey);
+    }
+    event_scope(scope)?;
+    Ok(key.to_owned())
+}
+
+/// `actionEventId` (§3.5): sha256 of `<normalized repository>\n<event key>`.
+pub fn event_id(repository: &str, event_key: &str) -> Result<Digest, Error> {
+    let repository = normalize_repository(repository)?;
+    let key = required_event_key(event_key)?;
+    Ok(Digest::of(format!("{repository}\n{key}")))
+}
+
+/// `requiredPositiveInteger`: a safe integer ≥ 1.
+pub fn positive_integer(value: &Value, label: &str) -> Result<i64, Error> {
+    match value.as_safe_integer() {
+        Some(n) if n >= 1 => Ok(n),
+        _ => Err(Error::NotPositiveInteger {
+            label: label.to_owned(),
+        }),
+    }
+}
+
+/// `requiredCalendarDate` (§4.3): trimmed `YYYY-MM-DD`, year ≥ 1, a real proleptic-Gregorian date.
+pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
+    let s = privacy::js_trim(raw);
+    let err = || Error::NotCalendarDate {
+        label: label.to_owned(),
+    };
+    let b = s.as_bytes();
+    if b.len() != 10
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !b
+            .iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+    {
+        return Err(err());
+    }
+    let y: u32 = s[0..4].parse().map_err(|_| err())?;
+    let m: u32 = s[5..7].parse().map_err(|_| err())?;
+    let d: u32 = s[8..10].parse().map_err(|_| err())?;
+    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
+        return Err(err());
+    }
+    Ok(s.to_owned())
+}
+
+/// Days in month `m` of proleptic-Gregorian year `y`.
+pub fn days_in_month(y: u32, m: u32) -> u32 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        _ => 0,
+    }
+}
+
+/// The identity of one producer run's shard set (§3.8, runtime §2.3). The serialized form uses
+/// camelCase keys: `job, partitionDate, producer, repository, runAttempt, runId, sha, workflow`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ShardIdentity {
+    pub repository: String,
+    pub sha: String,
+    /// The events' `producer.component`.
+    pub producer: String,
+    pub workflow: String,
+    pub job: String,
+    pub run_id: String,
+    pub run_attempt: i64,
+    pub partition_date: String,
+}
+
+impl ShardIdentity {
+    /// Normalizes and validates every field (repository rule, machine text 256/128, positive
+    /// run attempt, calendar date).
+    pub fn normalized(&self) -> Result<ShardIdentity, Error> {
+        Ok(ShardIdentity {
+            repository: normalize_repository(&self.repository)?,
+            sha: privacy::machine_text(&self.sha, "action event shard sha", 256)?,
+            producer: privacy::machine_text(&self.producer, "action event shard producer", 256)?,
+            workflow: privacy::machine_text(&self.workflow, "action event shard workflow", 128)?,
+            job: privacy::machine_text(&self.job, "action event shard job", 128)?,
+            run_id: privacy::machine_text(&self.run_id, "action event shard run id", 256)?,
+            run_attempt: positive_integer(
+                &Value::from(self.run_attempt),
+                "action event shard run attempt",
+            )?,
+            partition_date: calendar_date(&self.partition_date, "action event shard partition date")?,
+        })
+    }
+
+    /// The canonical object of all eight fields.
+    pub fn to_value(&self) -> Value {
+        let mut v = self.run_value();
+        if let Value::Object(m) = &mut v {
+            m.insert("partitionDate".into(), Value::str(&self.partition_date));
+        }
+        v
+    }
+
+    /// The producer-run object: the identity without `partitionDate`.
+    pub fn run_value(&self) -> Value {
+        Value::object([
+            ("job", Value::str(&self.job)),
+            ("producer", Value::str(&self.producer)),
+            ("repository", Value::str(&self.repository)),
+            ("runAttempt", Value::from(self.run_attempt)),
+            ("runId", Value::str(&self.run_id)),
+            ("sha", Value::str(&self.sha)),
+            ("workflow", Value::str(&self.workflow)),
+        ])
+    }
+
+    /// sha256 of the canonical identity: its first 12 hex name shard files, all 64 name the
+    /// shard-set reservation and completion marker.
+    pub fn digest(&self) -> Digest {
+        Digest::of(canonical::to_canonical_unchecked(&self.to_value()))
+    }
+
+    /// sha256 of the canonical producer-run object (names the producer-run binding).
+    pub fn run_digest(&self) -> Digest {
+        Digest::of(canonical::to_canonical_unchecked(&self.run_value()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worked_example_digests() {
+        // ledger-runtime §14.
+        let id = ShardIdentity {
+            repository: "openclaw/clawsweeper".into(),
+            sha: "a".repeat(40),
+            producer: "review.process.default".into(),
+            workflow: "sweep.yml".into(),
+            job: "review".into(),
+            run_id: "123".into(),
+            run_attempt: 2,
+            partition_date: "2026-07-12".into(),
+        };
+        assert_eq!(
+            id.digest().as_str(),
+            "f64c7bbdc35c1719bf666116b86a7975bde6cb3aefd9d1d716f8ffed6c7d63d6"
+        );
+        assert_eq!(
+            id.run_digest().as_str(),
+            "8b56d49522f16c294c9adf507f1a7ef9357a616fe30bbe9be6a1ad43131b1716"
+        );
+        assert_eq!(slug_for_repo("openclaw/clawsweeper"), "openclaw-clawsweeper");
+        assert_eq!(
+            Digest::of("openclaw/clawsweeper").prefix(12),
+            "51dc767358d3"
+        );
+    }
+
+    #[test]
+    fn repository_rules() {
+        assert_eq!(normalize_repository(" OpenClaw/X ").unwrap(), "openclaw/x");
+        assert_eq!(normalize_repository("  "), Err(Error::RepositoryRequired));
+        assert_eq!(normalize_repository("a/b\u{7}"), Err(Error::RepositoryControl));
+        assert!(matches!(normalize_repository("a/b/c"), Err(Error::InvalidRepository(_))));
+        assert!(matches!(normalize_repository("-x/y"), Err(Error::InvalidRepository(_))));
+        assert_eq!(slug_for_repo("a//b c"), "a-b-c");
+    }
+
+    #[test]
+    fn event_key_and_id() {
+        let key = event_key("user.example.com", &Value::object::<&str>([])).unwrap();
+        assert_eq!(
+            key,
+            "user.example.com:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+        assert_eq!(event_key("a/b", &Value::Null), Err(Error::ScopeNotMachineText));
+        let k = format!("review.item:{}", "b".repeat(64));
+        assert_eq!(
+            event_id("OpenClaw/ClawSweeper", &k).unwrap().as_str(),
+            "6a0dc595b7e028c7fe76e3a71cfbff91d7ab5bac4d55faa9af973a50034c5927"
+        );
+        assert_eq!(
+            event_id("openclaw/clawsweeper", "review.item:abc"),
+            Err(Error::InvalidEventKey)
+        );
+    }
+
+    #[test]
+    fn calendar_dates() {
+        assert!(calendar_date("2024-02-29", "d").is_ok());
+        assert!(calendar_date("2023-02-29", "d").is_err());
+        assert!(calendar_date("1900-02-29", "d").is_err());
+        assert!(calendar_date("2000-02-29", "d").is_ok());
+        assert!(calendar_date("0000-01-01", "d").is_err());
+        assert!(calendar_date("2024-1-01", "d").is_err());
+    }
+}
