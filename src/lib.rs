@@ -8,3 +8,7 @@ pub mod canonical;
 pub mod event;
 pub mod identity;
 pub mod privacy;
+pub mod files;
+pub mod seal;
+pub mod shard;
+pub mod spool;

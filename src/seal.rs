@@ -1,0 +1,274 @@
+//! Sealing (finalization) of a spool (runtime §7): per producer, the canonical causal order of its
+//! events, a create-only seal record that fixes the event count and replay digest, and the
+//! deterministic shard parts.
+//!
+//! Seal file `_finalizations/<sha256(producer)>.json`: canonical JSON plus `\n` of
+//! `{event_count, partition_date, producer, replay_sha256, schema, schema_version: 1}`. A seal is
+//! never rewritten: sealing again must reproduce it byte for byte, otherwise events arrived after
+//! the seal (`action event producer finalization conflicts with late spool events`).
+//!
+//! If the process dies mid-seal, some seals (and output shards) exist and others do not; running
+//! `seal` again completes the set, because every file is create-only and reproduced identically.
+
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Value};
+use crate::event::{self, Event};
+use crate::files::{self, Written};
+use crate::identity::{Digest, ShardIdentity};
+use crate::shard::{self, Shard};
+use crate::spool::{self, Spool};
+
+/// Schema string of the seal record.
+pub const SCHEMA: &str = "clawsweeper.action-ledger-producer-finalization";
+/// Largest seal file.
+pub const MAX_SEAL_BYTES: u64 = 1024 * 1024;
+
+/// Why sealing or reading a sealed spool failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Spool(#[from] spool::Error),
+    #[error(transparent)]
+    Shard(#[from] shard::Error),
+    #[error(transparent)]
+    File(#[from] files::Error),
+    #[error("action event partition marker is missing for producer {producer}: {path}")]
+    MissingMarker { producer: String, path: PathBuf },
+    #[error("invalid action event producer finalization: {0}")]
+    InvalidSeal(PathBuf),
+    #[error("action event producer finalization conflicts with late spool events: {0}")]
+    LateEvents(PathBuf),
+    #[error(
+        "spool {root} is not sealed (producer {producer} has no seal); run `action-ledger seal {root}` first"
+    )]
+    Unsealed { root: PathBuf, producer: String },
+    #[error("action event shard conflict at {path}: existing content differs from the sealed events")]
+    ShardConflict { path: PathBuf },
+}
+
+/// One producer's share of a spool, ready to seal or publish.
+#[derive(Clone, Debug)]
+pub struct ProducerRun {
+    /// The persisted producer object (snake_case).
+    pub producer: Value,
+    /// sha256 of its canonical JSON.
+    pub producer_digest: Digest,
+    /// Normalized shard identity (producer plus partition date).
+    pub identity: ShardIdentity,
+    /// Events in canonical causal order.
+    pub events: Vec<Event>,
+    /// Exact seal file bytes.
+    pub seal: String,
+}
+
+impl ProducerRun {
+    /// The shard parts of this run (runtime §5.2).
+    pub fn shards(&self) -> Result<Vec<Shard>, Error> {
+        Ok(shard::pack(&self.identity, self.events.clone())?)
+    }
+
+    /// Spool-relative path of the seal.
+    pub fn seal_relative_path(&self) -> String {
+        spool::seal_relative_path(&self.producer_digest)
+    }
+}
+
+/// Groups the spool's events by producer (in first appearance of the comparator-sorted spool,
+/// as the reference does), orders each group causally and derives its seal.
+pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
+    let events = spool.read_all()?;
+    let mut groups: Vec<(String, Vec<Event>)> = Vec::new();
+    for e in events {
+        let key = canonical::to_canonical_unchecked(e.producer());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, list)) => list.push(e),
+            None => groups.push((key, vec![e])),
+        }
+    }
+    let mut runs = Vec::with_capacity(groups.len());
+    for (key, events) in groups {
+        let producer = events[0].producer().clone();
+        let digest = Digest::of(&key);
+        let date = spool
+            .partition_date(&digest)?
+            .ok_or_else(|| Error::MissingMarker {
+                producer: key.clone(),
+                path: spool.root().join(spool::marker_relative_path(&digest)),
+            })?;
+        let identity = events[0]
+            .shard_identity(&date)
+            .normalized()
+            .map_err(shard::Error::from)?;
+        let events = shard::normalize_events(&identity, events, shard::MAX_SET_EVENTS)?;
+        let record = Value::object([
+            ("event_count", Value::from(events.len() as i64)),
+            ("partition_date", Value::str(&date)),
+            ("producer", producer.clone()),
+            (
+                "replay_sha256",
+                Value::str(event::replay_digest(&events).as_str()),
+            ),
+            ("schema", Value::str(SCHEMA)),
+            ("schema_version", Value::from(1)),
+        ]);
+        runs.push(ProducerRun {
+            seal: format!("{}\n", canonical::to_canonical_unchecked(&record)),
+            producer,
+            producer_digest: digest,
+            identity,
+            events,
+        });
+    }
+    Ok(runs)
+}
+
+/// What [`seal`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SealReport {
+    /// Seals written now.
+    pub sealed: usize,
+    /// Seals that already existed with identical bytes.
+    pub already_sealed: usize,
+    /// Sorted shard paths of all producers (written to the output root when one was given).
+    pub shard_paths: Vec<String>,
+    /// Shard files created in the output root.
+    pub shards_created: usize,
+}
+
+/// Seals every producer of the spool (create-only seal files) and, with `output`, writes the
+/// shard parts below `output` as the reference's finalize does (existing shards must be
+/// identical or replay-equivalent).
+pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
+    let runs = plan(spool)?;
+    let mut report = SealReport::default();
+    for run in &runs {
+        let rel = run.seal_relative_path();
+        match files::write_create_only(spool.root(), &rel, run.seal.as_bytes(), "action event producer finalization")? {
+            Written::Created => report.sealed += 1,
+            Written::Exists => {
+                check_existing_seal(spool, run)?;
+                report.already_sealed += 1;
+            }
+        }
+        for s in run.shards()? {
+            if let Some(out) = output {
+                match files::write_create_only(out, &s.path, s.content.as_bytes(), "action event shard")? {
+                    Written::Created => report.shards_created += 1,
+                    Written::Exists => {
+                        let path = out.join(&s.path);
+                        let existing = files::read_text(&path, shard::MAX_BYTES as u64, "action event shard")?
+                            .unwrap_or_default();
+                        if !shard::existing_is_equivalent(&existing, &s)? {
+                            return Err(Error::ShardConflict { path });
+                        }
+                    }
+                }
+            }
+            report.shard_paths.push(s.path);
+        }
+    }
+    report.shard_paths.sort();
+    Ok(report)
+}
+
+fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
+    let path = spool.root().join(run.seal_relative_path());
+    let existing = files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?;
+    match existing {
+        Some(text) if text == run.seal => Ok(()),
+        Some(text) if is_valid_seal(&text, &run.producer) => Err(Error::LateEvents(path)),
+        _ => Err(Error::InvalidSeal(path)),
+    }
+}
+
+/// Seal validation on read (runtime §7.1): canonical, exact schema and version, the expected
+/// producer, a calendar partition date, `event_count` ≥ 1, a hex64 replay digest, no other keys.
+pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
+    let Some(body) = text.strip_suffix('\n') else {
+        return false;
+    };
+    let Ok(v) = canonical::parse_canonical(body) else {
+        return false;
+    };
+    let Some(map) = v.as_object() else {
+        return false;
+    };
+    map.len() == 6
+        && v.get("schema").and_then(Value::as_str) == Some(SCHEMA)
+        && v.get("schema_version").and_then(Value::as_f64) == Some(1.0)
+        && v.get("producer") == Some(producer)
+        && v.get("partition_date")
+            .and_then(Value::as_str)
+            .is_some_and(|d| crate::identity::calendar_date(d, "seal").is_ok_and(|n| n == d))
+        && v.get("event_count")
+            .and_then(Value::as_safe_integer)
+            .is_some_and(|n| n >= 1)
+        && v.get("replay_sha256")
+            .and_then(Value::as_str)
+            .is_some_and(crate::identity::is_hex64)
+}
+
+/// The producer runs of a spool that must already be sealed: every producer needs a seal equal
+/// to the one its current events produce (else [`Error::Unsealed`] or [`Error::LateEvents`]).
+pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
+    let runs = plan(spool)?;
+    for run in &runs {
+        let path = spool.root().join(run.seal_relative_path());
+        if files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?.is_none() {
+            return Err(Error::Unsealed {
+                root: spool.root().to_owned(),
+                producer: run.identity.producer.clone(),
+            });
+        }
+        check_existing_seal(spool, run)?;
+    }
+    Ok(runs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+        walkdir::WalkDir::new(root)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                (rel, std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    }
+
+    /// Every sealed spool of the day1 corpus reproduces the reference's finalize output byte for
+    /// byte, and its existing seals (the reference's) are recognized as identical.
+    #[test]
+    fn corpus_spools_reproduce_reference_shards() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1");
+        let mut jobs: Vec<_> = std::fs::read_dir(corpus.join("spools"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        jobs.sort();
+        assert_eq!(jobs.len(), 24);
+        for job in jobs {
+            let src = corpus.join("spools").join(&job);
+            let copy = tempfile::tempdir().unwrap();
+            for (rel, bytes) in tree(&src) {
+                let p = copy.path().join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, bytes).unwrap();
+            }
+            let out = tempfile::tempdir().unwrap();
+            let spool = Spool::open(copy.path()).unwrap();
+            let report = seal(&spool, Some(out.path())).unwrap();
+            assert_eq!(report.sealed, 0, "{job}: reference seals must match");
+            assert!(report.already_sealed > 0);
+            assert_eq!(tree(out.path()), tree(&corpus.join("shards").join(&job)), "{job}");
+            assert_eq!(tree(copy.path()), tree(&src), "{job}: spool unchanged");
+        }
+    }
+}

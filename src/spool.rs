@@ -1,0 +1,237 @@
+//! The spool: one canonical event file per event under a job's spool root (ledger-core §5,
+//! runtime §3), plus the per-producer partition markers, seals and locks beside them.
+//!
+//! ```text
+//! <root>/.clawsweeper-repair/action-events/
+//!     <slug(repo)>-<sha256(repo)[0:12]>/<event_id>.json
+//!     _partitions/<sha256(canonical(producer))>.txt      YYYY-MM-DD\n
+//!     _finalizations/<sha256(canonical(producer))>.json  the seal
+//!     _locks/<sha256(canonical(producer))>.lock
+//! ```
+//! Reading is bounded (§5.1): 256 repository directories, 4,096 entries per directory, 65,536
+//! events, 256 producers, 64 MiB of canonical event bytes. Entries that are not what the layout
+//! allows are refused, never skipped, except staging files (names not ending in `.json`).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Value};
+use crate::event::{self, Event};
+use crate::files::{self, EntryKind};
+use crate::identity::{self, Digest};
+
+/// The spool directory below a spool root.
+pub const SPOOL_DIR: &str = ".clawsweeper-repair/action-events";
+/// Most repository directories in a spool.
+pub const MAX_REPOSITORIES: usize = 256;
+/// Most entries in one repository directory.
+pub const MAX_ENTRIES: usize = 4096;
+/// Most events in a spool.
+pub const MAX_EVENTS: usize = 65_536;
+/// Most distinct producers in a spool.
+pub const MAX_PRODUCERS: usize = 256;
+/// Most canonical event bytes (each event counted as its JSON plus a newline).
+pub const MAX_TOTAL_BYTES: usize = 64 * 1024 * 1024;
+/// Largest spool event file.
+pub const MAX_EVENT_FILE_BYTES: u64 = 1024 * 1024;
+/// Largest partition marker.
+pub const MAX_MARKER_BYTES: u64 = 64;
+
+const RESERVED: [&str; 3] = ["_partitions", "_finalizations", "_locks"];
+
+/// Why a spool could not be read; texts follow the reference (runtime §3, §12 R14).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    File(#[from] files::Error),
+    #[error(transparent)]
+    Event(#[from] event::Error),
+    #[error("refusing unsafe action event spool entry: {0}")]
+    UnsafeEntry(PathBuf),
+    #[error("action event spool exceeds 256 repository limit")]
+    TooManyRepositories,
+    #[error("directory exceeds {max} entry limit: {dir}")]
+    TooManyEntries { max: usize, dir: PathBuf },
+    #[error("action event spool exceeds 65536 event limit")]
+    TooManyEvents,
+    #[error("action event spool exceeds 67108864 total byte limit")]
+    TooManyBytes,
+    #[error("action event spool exceeds 256 producer limit")]
+    TooManyProducers,
+    #[error("action event file content is not canonical: {0}")]
+    NotCanonicalFile(PathBuf),
+    #[error("action event spool path is not canonical: {0}")]
+    NonCanonicalPath(String),
+    #[error("invalid action event partition marker {path}: {reason}")]
+    InvalidMarker { path: PathBuf, reason: String },
+    #[error("no action event spool at {0} (expected a directory {SPOOL_DIR} below it)")]
+    Missing(PathBuf),
+}
+
+/// sha256 of the canonical persisted producer object: names markers, seals and locks.
+pub fn producer_digest(producer: &Value) -> Digest {
+    Digest::of(canonical::to_canonical_unchecked(producer))
+}
+
+/// `<slug>-<sha256(repo)[0:12]>` for a normalized repository (§3.7).
+pub fn repository_dir(repo: &str) -> String {
+    format!(
+        "{}-{}",
+        identity::slug_for_repo(repo),
+        Digest::of(repo).prefix(12)
+    )
+}
+
+/// The spool-relative path of an event file (§5).
+pub fn event_relative_path(event: &Event) -> String {
+    format!(
+        "{SPOOL_DIR}/{}/{}.json",
+        repository_dir(event.subject_repository()),
+        event.event_id
+    )
+}
+
+/// The spool-relative path of a producer's partition marker.
+pub fn marker_relative_path(producer: &Digest) -> String {
+    format!("{SPOOL_DIR}/_partitions/{producer}.txt")
+}
+
+/// The spool-relative path of a producer's seal.
+pub fn seal_relative_path(producer: &Digest) -> String {
+    format!("{SPOOL_DIR}/_finalizations/{producer}.json")
+}
+
+/// A spool root: an existing directory that holds [`SPOOL_DIR`].
+#[derive(Clone, Debug)]
+pub struct Spool {
+    root: PathBuf,
+}
+
+impl Spool {
+    /// Opens the spool at `root` (made absolute); refuses a root without a spool directory.
+    pub fn open(root: &Path) -> Result<Spool, Error> {
+        let root = files::absolute_root(root)?;
+        match std::fs::symlink_metadata(root.join(SPOOL_DIR)) {
+            Ok(m) if m.file_type().is_dir() => Ok(Spool { root }),
+            Ok(_) => Err(Error::UnsafeEntry(root.join(SPOOL_DIR))),
+            Err(_) => Err(Error::Missing(root)),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `readAllSpooledActionEvents` (§5): every event of every repository directory, validated,
+    /// path-checked and within the read budget, sorted by [`event::compare_events`].
+    pub fn read_all(&self) -> Result<Vec<Event>, Error> {
+        let dir = self.root.join(SPOOL_DIR);
+        let entries = files::list_dir(&dir)?.ok_or_else(|| Error::Missing(self.root.clone()))?;
+        if entries.len() > MAX_REPOSITORIES + RESERVED.len() {
+            return Err(Error::TooManyEntries {
+                max: MAX_REPOSITORIES + RESERVED.len(),
+                dir,
+            });
+        }
+        let mut budget = Budget::default();
+        let mut events = Vec::new();
+        let mut repositories = 0usize;
+        for (name, kind) in entries {
+            if kind != EntryKind::Dir {
+                return Err(Error::UnsafeEntry(dir.join(&name)));
+            }
+            if RESERVED.contains(&name.as_str()) {
+                continue;
+            }
+            repositories += 1;
+            if repositories > MAX_REPOSITORIES {
+                return Err(Error::TooManyRepositories);
+            }
+            self.read_repository_dir(&name, &mut budget, &mut events)?;
+        }
+        events.sort_by(event::compare_events);
+        Ok(events)
+    }
+
+    fn read_repository_dir(
+        &self,
+        name: &str,
+        budget: &mut Budget,
+        out: &mut Vec<Event>,
+    ) -> Result<(), Error> {
+        let dir = self.root.join(SPOOL_DIR).join(name);
+        let entries = files::list_dir(&dir)?.unwrap_or_default();
+        if entries.len() > MAX_ENTRIES {
+            return Err(Error::TooManyEntries {
+                max: MAX_ENTRIES,
+                dir,
+            });
+        }
+        for (file, kind) in entries {
+            let path = dir.join(&file);
+            if kind != EntryKind::File {
+                return Err(Error::UnsafeEntry(path));
+            }
+            if !file.ends_with(".json") {
+                continue; // staging files of interrupted writes
+            }
+            let rel = format!("{SPOOL_DIR}/{name}/{file}");
+            let text = files::read_text(&path, MAX_EVENT_FILE_BYTES, "action event")?
+                .ok_or_else(|| Error::UnsafeEntry(path.clone()))?;
+            let line = text
+                .strip_suffix('\n')
+                .filter(|l| !l.contains('\n') && !l.ends_with('\r'))
+                .ok_or_else(|| Error::NotCanonicalFile(path.clone()))?;
+            let event = Event::parse_line(line, &path.display().to_string())?;
+            if event_relative_path(&event) != rel {
+                return Err(Error::NonCanonicalPath(rel));
+            }
+            budget.admit(&event)?;
+            out.push(event);
+        }
+        Ok(())
+    }
+
+    /// The partition date recorded for `producer`, `None` when no marker exists.
+    pub fn partition_date(&self, producer: &Digest) -> Result<Option<String>, Error> {
+        let path = self.root.join(marker_relative_path(producer));
+        let Some(text) = files::read_text(&path, MAX_MARKER_BYTES, "action event partition marker")?
+        else {
+            return Ok(None);
+        };
+        identity::calendar_date(&text, "action event partition marker")
+            .map(Some)
+            .map_err(|e| Error::InvalidMarker {
+                path,
+                reason: e.to_string(),
+            })
+    }
+}
+
+#[derive(Default)]
+struct Budget {
+    events: usize,
+    bytes: usize,
+    producers: HashSet<String>,
+}
+
+impl Budget {
+    fn admit(&mut self, e: &Event) -> Result<(), Error> {
+        if self.events >= MAX_EVENTS {
+            return Err(Error::TooManyEvents);
+        }
+        self.events += 1;
+        self.bytes += e.json.len() + 1;
+        if self.bytes > MAX_TOTAL_BYTES {
+            return Err(Error::TooManyBytes);
+        }
+        let producer = canonical::to_canonical_unchecked(e.producer());
+        if !self.producers.contains(&producer) {
+            if self.producers.len() >= MAX_PRODUCERS {
+                return Err(Error::TooManyProducers);
+            }
+            self.producers.insert(producer);
+        }
+        Ok(())
+    }
+}
