@@ -315,7 +315,7 @@ pub fn parse_path(path: &str) -> Option<(String, Option<Part>)> {
     if !portable(segs[3]) || !portable(segs[4]) || !portable(stem) {
         return None;
     }
-    let part = stem.len().checked_sub(25).and_then(|at| {
+    let part = stem.len().checked_sub(22).and_then(|at| {
         let tail = &stem[at..];
         let (i, c) = tail.strip_prefix("-part-")?.split_once("-of-")?;
         (digits(i, 6) && digits(c, 6)).then(|| (i.parse().ok(), c.parse().ok()))
