@@ -325,7 +325,8 @@ pub fn is_credential_key(key: &str) -> bool {
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    CREDENTIAL_KEYS.contains(&norm.as_str()) || CREDENTIAL_SUFFIXES.iter().any(|s| norm.ends_with(s))
+    CREDENTIAL_KEYS.contains(&norm.as_str())
+        || CREDENTIAL_SUFFIXES.iter().any(|s| norm.ends_with(s))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,7 +595,9 @@ impl Parser<'_> {
                             } else {
                                 hi
                             };
-                            out.push(char::from_u32(code).ok_or_else(|| self.err("bad code point"))?);
+                            out.push(
+                                char::from_u32(code).ok_or_else(|| self.err("bad code point"))?,
+                            );
                         }
                         _ => return Err(self.err("invalid escape")),
                     }
@@ -665,8 +668,18 @@ mod tests {
 
     #[test]
     fn numbers_follow_ecmascript() {
-        assert_eq!(canon("[0.1,1e-7,1.5e-300,123.456,-0.5,100,1e2,5e-324,1e21]".replace(",1e21", "").as_str()), "[0.1,1e-7,1.5e-300,123.456,-0.5,100,100,5e-324]");
-        assert_eq!(canon("[0.000001,1.5e-7,-9007199254740991]"), "[0.000001,1.5e-7,-9007199254740991]");
+        assert_eq!(
+            canon(
+                "[0.1,1e-7,1.5e-300,123.456,-0.5,100,1e2,5e-324,1e21]"
+                    .replace(",1e21", "")
+                    .as_str()
+            ),
+            "[0.1,1e-7,1.5e-300,123.456,-0.5,100,100,5e-324]"
+        );
+        assert_eq!(
+            canon("[0.000001,1.5e-7,-9007199254740991]"),
+            "[0.000001,1.5e-7,-9007199254740991]"
+        );
     }
 
     #[test]
@@ -724,23 +737,47 @@ mod tests {
     #[test]
     fn canonical_parse_requires_exact_bytes() {
         assert!(parse_canonical(r#"{"a":1}"#).is_ok());
-        for bad in [r#"{ "a":1}"#, r#"{"b":1,"a":2}"#, "1.0", "1e2", r#""\u0041""#, "-0"] {
+        for bad in [
+            r#"{ "a":1}"#,
+            r#"{"b":1,"a":2}"#,
+            "1.0",
+            "1e2",
+            r#""\u0041""#,
+            "-0",
+        ] {
             assert!(parse_canonical(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn credential_keys() {
-        for k in ["password", "myPassword", "GITHUB_TOKEN", "refresh-token", "input_token", "authorizationHeader"] {
+        for k in [
+            "password",
+            "myPassword",
+            "GITHUB_TOKEN",
+            "refresh-token",
+            "input_token",
+            "authorizationHeader",
+        ] {
             assert!(is_credential_key(k), "{k}");
         }
-        for k in ["tokens", "tokenizer", "max_tokens", "session_cookie", "x_api_key", "author", "cookies"] {
+        for k in [
+            "tokens",
+            "tokenizer",
+            "max_tokens",
+            "session_cookie",
+            "x_api_key",
+            "author",
+            "cookies",
+        ] {
             assert!(!is_credential_key(k), "{k}");
         }
         let v = parse(r#"[{"ok":1},{"token":1}]"#).unwrap();
         assert_eq!(
             to_identity_canonical(&v).unwrap_err(),
-            Error::CredentialField { path: "$[1]".into() }
+            Error::CredentialField {
+                path: "$[1]".into()
+            }
         );
         assert!(to_canonical(&v).is_ok());
     }

@@ -315,9 +315,11 @@ fn opt_text(
     label: &str,
 ) -> Result<(), Error> {
     if let Some(v) = obj.get(key).filter(|v| v.is_truthy()) {
-        let s = v
-            .as_str()
-            .ok_or_else(|| ctx.field(privacy::Error::NotMachineText { label: label.into() }))?;
+        let s = v.as_str().ok_or_else(|| {
+            ctx.field(privacy::Error::NotMachineText {
+                label: label.into(),
+            })
+        })?;
         out.insert(
             key.into(),
             Value::String(privacy::machine_text(s, label, 256).map_err(|e| ctx.field(e))?),
@@ -339,9 +341,11 @@ fn positive(ctx: &Ctx, v: Option<&Value>, label: &str) -> Result<Value, Error> {
 }
 
 fn boolean(ctx: &Ctx, v: Option<&Value>, label: &str) -> Result<Value, Error> {
-    v.and_then(Value::as_bool)
-        .map(Value::Bool)
-        .ok_or_else(|| ctx.field(FieldError::NotBoolean { label: label.into() }))
+    v.and_then(Value::as_bool).map(Value::Bool).ok_or_else(|| {
+        ctx.field(FieldError::NotBoolean {
+            label: label.into(),
+        })
+    })
 }
 
 fn producer(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
@@ -350,7 +354,10 @@ fn producer(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
             "component",
             text(ctx, p, "component", "action event producer component", 256)?,
         ),
-        ("job", text(ctx, p, "job", "action event producer job", 128)?),
+        (
+            "job",
+            text(ctx, p, "job", "action event producer job", 128)?,
+        ),
         (
             "repository",
             identity::normalize_repository(str_of(p, "repository"))
@@ -359,10 +366,20 @@ fn producer(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
         ),
         (
             "run_attempt",
-            positive(ctx, p.get("run_attempt"), "action event producer run attempt")?,
+            positive(
+                ctx,
+                p.get("run_attempt"),
+                "action event producer run attempt",
+            )?,
         ),
-        ("run_id", text(ctx, p, "run_id", "action event producer run id", 256)?),
-        ("sha", text(ctx, p, "sha", "action event producer sha", 256)?),
+        (
+            "run_id",
+            text(ctx, p, "run_id", "action event producer run id", 256)?,
+        ),
+        (
+            "sha",
+            text(ctx, p, "sha", "action event producer sha", 256)?,
+        ),
         (
             "workflow",
             text(ctx, p, "workflow", "action event producer workflow", 128)?,
@@ -391,7 +408,13 @@ fn subject(ctx: &Ctx, s: &Value) -> Result<Value, Error> {
             positive(ctx, Some(n), "action event subject number")?,
         );
     }
-    opt_text(ctx, &mut out, s, "cluster_id", "action event subject cluster id")?;
+    opt_text(
+        ctx,
+        &mut out,
+        s,
+        "cluster_id",
+        "action event subject cluster id",
+    )?;
     opt_text(
         ctx,
         &mut out,
@@ -418,7 +441,13 @@ fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
         "status".into(),
         text(ctx, a, "status", "action event action status", 256)?,
     );
-    opt_text(ctx, &mut out, a, "reason_code", "action event action reason code")?;
+    opt_text(
+        ctx,
+        &mut out,
+        a,
+        "reason_code",
+        "action event action reason code",
+    )?;
     out.insert(
         "retryable".into(),
         boolean(ctx, a.get("retryable"), "action event action retryable")?,
@@ -469,8 +498,9 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
             text(ctx, e, "kind", "action event evidence kind", 256)?,
         );
         if let Some(v) = e.get("sha256") {
-            let d = identity::required_sha256(v.as_str().unwrap_or(""), "action event evidence sha256")
-                .map_err(|e| ctx.field(e))?;
+            let d =
+                identity::required_sha256(v.as_str().unwrap_or(""), "action event evidence sha256")
+                    .map_err(|e| ctx.field(e))?;
             out.insert("sha256".into(), Value::str(d.as_str()));
         }
         if let Some(v) = e.get("report_path") {
@@ -482,8 +512,9 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
             out.insert("report_path".into(), Value::String(p));
         }
         if let Some(v) = e.get("run_url") {
-            let u = privacy::public_run_url(v.as_str().unwrap_or(""), "action event evidence run URL")
-                .map_err(|e| ctx.field(e))?;
+            let u =
+                privacy::public_run_url(v.as_str().unwrap_or(""), "action event evidence run URL")
+                    .map_err(|e| ctx.field(e))?;
             out.insert("run_url".into(), Value::String(u));
         }
         if let Some(v) = e.get("snapshot_id") {
@@ -523,9 +554,11 @@ fn attribute_scalar(ctx: &Ctx, key: &str, kind: AttributeKind, v: &Value) -> Res
             .as_f64()
             .is_some_and(|x| x.is_finite() && (0.0..=1.0).contains(&x)),
         AttributeKind::MachineText => {
-            let s = v
-                .as_str()
-                .ok_or_else(|| ctx.field(privacy::Error::NotMachineText { label: label.clone() }))?;
+            let s = v.as_str().ok_or_else(|| {
+                ctx.field(privacy::Error::NotMachineText {
+                    label: label.clone(),
+                })
+            })?;
             return privacy::machine_text(s, &label, 256)
                 .map(Value::String)
                 .map_err(|e| ctx.field(e));
@@ -575,7 +608,10 @@ fn privacy_block(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
     if class != "public" && class != "internal" {
         return Err(ctx.field(FieldError::Classification(class.to_owned())));
     }
-    let dropped = p.get("fields_dropped").and_then(Value::as_array).unwrap_or(&[]);
+    let dropped = p
+        .get("fields_dropped")
+        .and_then(Value::as_array)
+        .unwrap_or(&[]);
     if dropped.len() > 64 {
         return Err(ctx.field(FieldError::FieldsDroppedTooMany));
     }
@@ -593,7 +629,13 @@ fn privacy_block(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
         ),
         (
             "redaction_version",
-            text(ctx, p, "redaction_version", "action event privacy redaction version", 256)?,
+            text(
+                ctx,
+                p,
+                "redaction_version",
+                "action event privacy redaction version",
+                256,
+            )?,
         ),
     ]))
 }
@@ -857,10 +899,7 @@ pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
     record.insert("schema".into(), Value::str(SCHEMA));
     record.insert("schema_version".into(), Value::from(1));
     record.insert("event_id".into(), Value::str(derived.as_str()));
-    record.insert(
-        "event_key".into(),
-        Value::str(privacy::js_trim(event_key)),
-    );
+    record.insert("event_key".into(), Value::str(privacy::js_trim(event_key)));
     record.insert("semantic_sha256".into(), Value::str(semantic_sha.as_str()));
     record.insert("occurred_at".into(), Value::str(&occurred_at));
     record.insert("occurred_at_source".into(), Value::str(source_kind));
@@ -1006,7 +1045,10 @@ mod tests {
     fn attribute_table_is_sorted_and_complete() {
         assert_eq!(ATTRIBUTE_KEYS.len(), 50);
         assert!(ATTRIBUTE_KEYS.windows(2).all(|w| w[0].0 < w[1].0));
-        assert_eq!(attribute_kind("coverage_ratio"), Some(AttributeKind::UnitInterval));
+        assert_eq!(
+            attribute_kind("coverage_ratio"),
+            Some(AttributeKind::UnitInterval)
+        );
         assert_eq!(attribute_kind("token_count"), None);
     }
 }

@@ -103,7 +103,9 @@ pub fn list_dir(dir: &Path) -> Result<Option<Vec<(String, EntryKind)>>, Error> {
     let mut out = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io("cannot list", dir))?;
-        let ft = entry.file_type().map_err(io("cannot inspect", &entry.path()))?;
+        let ft = entry
+            .file_type()
+            .map_err(io("cannot inspect", &entry.path()))?;
         let kind = if ft.is_dir() {
             EntryKind::Dir
         } else if ft.is_file() {
@@ -154,7 +156,12 @@ static NONCE: AtomicU64 = AtomicU64::new(0);
 /// Create-only write of `bytes` at `root/rel` (`rel` uses `/`). Parents are created one at a
 /// time and must be real directories; the final name is never replaced. Returns
 /// [`Written::Exists`] when the name already exists, so the caller applies its equality rule.
-pub fn write_create_only(root: &Path, rel: &str, bytes: &[u8], label: &str) -> Result<Written, Error> {
+pub fn write_create_only(
+    root: &Path,
+    rel: &str,
+    bytes: &[u8],
+    label: &str,
+) -> Result<Written, Error> {
     checked_relative(rel, label)?;
     let mut dir = root.to_path_buf();
     let segments: Vec<&str> = rel.split('/').collect();
@@ -197,7 +204,8 @@ pub fn write_create_only(root: &Path, rel: &str, bytes: &[u8], label: &str) -> R
         .open(&staging)
         .map_err(io("cannot create", &staging))?;
     let result = (|| {
-        file.write_all(bytes).map_err(io("cannot write", &staging))?;
+        file.write_all(bytes)
+            .map_err(io("cannot write", &staging))?;
         file.sync_all().map_err(io("cannot sync", &staging))?;
         match fs::hard_link(&staging, &target) {
             Ok(()) => {
@@ -292,6 +300,9 @@ mod tests {
             write_create_only(dir.path(), "dirlink/x", b"x", "test"),
             Err(Error::LinkInPath { .. })
         ));
-        assert_eq!(read_text(&dir.path().join("missing"), 1, "t").unwrap(), None);
+        assert_eq!(
+            read_text(&dir.path().join("missing"), 1, "t").unwrap(),
+            None
+        );
     }
 }

@@ -110,8 +110,7 @@ pub fn normalize_repository(raw: &str) -> Result<String, Error> {
             let b = p.as_bytes();
             !b.is_empty()
                 && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit() || b[0] == b'_')
-                && b
-                    .iter()
+                && b.iter()
                     .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_.-".contains(&c))
         };
         part(owner) && part(name)
@@ -124,7 +123,11 @@ pub fn normalize_repository(raw: &str) -> Result<String, Error> {
 
 /// `slugForRepo`: every maximal run of characters outside `[A-Za-z0-9_.-]` becomes one `-`.
 pub fn slug_for_repo(repo: &str) -> String {
-    replace_runs(repo, |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'), "-")
+    replace_runs(
+        repo,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'),
+        "-",
+    )
 }
 
 fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
@@ -157,8 +160,7 @@ pub fn event_scope(raw: &str) -> Result<String, Error> {
     }
     let b = s.as_bytes();
     let pattern = b[0].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|&c| c.is_ascii_alphanumeric() || b"_.+-".contains(&c));
     if !pattern {
         return Err(Error::ScopeNotMachineText);
@@ -321,7 +323,10 @@ impl ShardIdentity {
                 &Value::from(self.run_attempt),
                 "action event shard run attempt",
             )?,
-            partition_date: calendar_date(&self.partition_date, "action event shard partition date")?,
+            partition_date: calendar_date(
+                &self.partition_date,
+                "action event shard partition date",
+            )?,
         })
     }
 
@@ -384,7 +389,10 @@ mod tests {
             id.run_digest().as_str(),
             "8b56d49522f16c294c9adf507f1a7ef9357a616fe30bbe9be6a1ad43131b1716"
         );
-        assert_eq!(slug_for_repo("openclaw/clawsweeper"), "openclaw-clawsweeper");
+        assert_eq!(
+            slug_for_repo("openclaw/clawsweeper"),
+            "openclaw-clawsweeper"
+        );
         assert_eq!(
             Digest::of("openclaw/clawsweeper").prefix(12),
             "51dc767358d3"
@@ -395,9 +403,18 @@ mod tests {
     fn repository_rules() {
         assert_eq!(normalize_repository(" OpenClaw/X ").unwrap(), "openclaw/x");
         assert_eq!(normalize_repository("  "), Err(Error::RepositoryRequired));
-        assert_eq!(normalize_repository("a/b\u{7}"), Err(Error::RepositoryControl));
-        assert!(matches!(normalize_repository("a/b/c"), Err(Error::InvalidRepository(_))));
-        assert!(matches!(normalize_repository("-x/y"), Err(Error::InvalidRepository(_))));
+        assert_eq!(
+            normalize_repository("a/b\u{7}"),
+            Err(Error::RepositoryControl)
+        );
+        assert!(matches!(
+            normalize_repository("a/b/c"),
+            Err(Error::InvalidRepository(_))
+        ));
+        assert!(matches!(
+            normalize_repository("-x/y"),
+            Err(Error::InvalidRepository(_))
+        ));
         assert_eq!(slug_for_repo("a//b c"), "a-b-c");
     }
 
@@ -408,7 +425,10 @@ mod tests {
             key,
             "user.example.com:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
         );
-        assert_eq!(event_key("a/b", &Value::Null), Err(Error::ScopeNotMachineText));
+        assert_eq!(
+            event_key("a/b", &Value::Null),
+            Err(Error::ScopeNotMachineText)
+        );
         let k = format!("review.item:{}", "b".repeat(64));
         assert_eq!(
             event_id("OpenClaw/ClawSweeper", &k).unwrap().as_str(),

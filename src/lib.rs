@@ -5,10 +5,13 @@
 //! {event, privacy, identity} → canonical`.
 
 pub mod canonical;
+pub mod cli;
 pub mod event;
+pub mod files;
 pub mod identity;
 pub mod privacy;
-pub mod files;
+pub mod publish;
 pub mod seal;
 pub mod shard;
 pub mod spool;
+pub mod store;

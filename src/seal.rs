@@ -43,7 +43,9 @@ pub enum Error {
         "spool {root} is not sealed (producer {producer} has no seal); run `action-ledger seal {root}` first"
     )]
     Unsealed { root: PathBuf, producer: String },
-    #[error("action event shard conflict at {path}: existing content differs from the sealed events")]
+    #[error(
+        "action event shard conflict at {path}: existing content differs from the sealed events"
+    )]
     ShardConflict { path: PathBuf },
 }
 
@@ -144,7 +146,12 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
     let mut report = SealReport::default();
     for run in &runs {
         let rel = run.seal_relative_path();
-        match files::write_create_only(spool.root(), &rel, run.seal.as_bytes(), "action event producer finalization")? {
+        match files::write_create_only(
+            spool.root(),
+            &rel,
+            run.seal.as_bytes(),
+            "action event producer finalization",
+        )? {
             Written::Created => report.sealed += 1,
             Written::Exists => {
                 check_existing_seal(spool, run)?;
@@ -153,12 +160,18 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
         }
         for s in run.shards()? {
             if let Some(out) = output {
-                match files::write_create_only(out, &s.path, s.content.as_bytes(), "action event shard")? {
+                match files::write_create_only(
+                    out,
+                    &s.path,
+                    s.content.as_bytes(),
+                    "action event shard",
+                )? {
                     Written::Created => report.shards_created += 1,
                     Written::Exists => {
                         let path = out.join(&s.path);
-                        let existing = files::read_text(&path, shard::MAX_BYTES as u64, "action event shard")?
-                            .unwrap_or_default();
+                        let existing =
+                            files::read_text(&path, shard::MAX_BYTES as u64, "action event shard")?
+                                .unwrap_or_default();
                         if !shard::existing_is_equivalent(&existing, &s)? {
                             return Err(Error::ShardConflict { path });
                         }
@@ -215,7 +228,8 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let runs = plan(spool)?;
     for run in &runs {
         let path = spool.root().join(run.seal_relative_path());
-        if files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?.is_none() {
+        if files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?.is_none()
+        {
             return Err(Error::Unsealed {
                 root: spool.root().to_owned(),
                 producer: run.identity.producer.clone(),
@@ -237,7 +251,12 @@ mod tests {
             .map(|e| e.unwrap())
             .filter(|e| e.file_type().is_file())
             .map(|e| {
-                let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 (rel, std::fs::read(e.path()).unwrap())
             })
             .collect()
@@ -267,7 +286,11 @@ mod tests {
             let report = seal(&spool, Some(out.path())).unwrap();
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
-            assert_eq!(tree(out.path()), tree(&corpus.join("shards").join(&job)), "{job}");
+            assert_eq!(
+                tree(out.path()),
+                tree(&corpus.join("shards").join(&job)),
+                "{job}"
+            );
             assert_eq!(tree(copy.path()), tree(&src), "{job}: spool unchanged");
         }
     }

@@ -390,12 +390,19 @@ mod tests {
 
     #[test]
     fn path_parsing() {
-        let p = "ledger/v1/events/2026/07/12/o-r/prod/1-2-job-abcdefabcdef-part-000002-of-000003.jsonl";
+        let p =
+            "ledger/v1/events/2026/07/12/o-r/prod/1-2-job-abcdefabcdef-part-000002-of-000003.jsonl";
         assert_eq!(parse_path(p), Some(("2026-07-12".into(), Some((2, 3)))));
         let p = "ledger/v1/events/2026/07/12/o-r/prod/1-2-job-abcdefabcdef.jsonl";
         assert_eq!(parse_path(p), Some(("2026-07-12".into(), None)));
-        assert_eq!(parse_path("ledger/v1/events/2026/07/12/o r/p/x.jsonl"), None);
+        assert_eq!(
+            parse_path("ledger/v1/events/2026/07/12/o r/p/x.jsonl"),
+            None
+        );
         assert_eq!(parse_path("ledger/v1/events/2026/7/12/o/p/x.jsonl"), None);
-        assert_eq!(parse_path("ledger/v1/events/2026/07/12/o/p/q/x.jsonl"), None);
+        assert_eq!(
+            parse_path("ledger/v1/events/2026/07/12/o/p/q/x.jsonl"),
+            None
+        );
     }
 }

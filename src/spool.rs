@@ -195,7 +195,8 @@ impl Spool {
     /// The partition date recorded for `producer`, `None` when no marker exists.
     pub fn partition_date(&self, producer: &Digest) -> Result<Option<String>, Error> {
         let path = self.root.join(marker_relative_path(producer));
-        let Some(text) = files::read_text(&path, MAX_MARKER_BYTES, "action event partition marker")?
+        let Some(text) =
+            files::read_text(&path, MAX_MARKER_BYTES, "action event partition marker")?
         else {
             return Ok(None);
         };

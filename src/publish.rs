@@ -1,0 +1,908 @@
+//! The publisher: the reference's shard import (runtime §8) written directly as Git objects.
+//!
+//! A publication takes one source (a sealed spool or a finalized shard root), validates the whole
+//! batch before looking at the repository (§8.3), then validates it against the tip of the ledger
+//! ref (§8.4: history, bindings, payloads) and writes every new file (payload shards, producer-run
+//! / event / shard-set reservations and completion markers) into ONE commit whose parent is that
+//! tip, landed by ONE compare-and-swap of the ref (design.md §3).
+//!
+//! Guarantees:
+//! - Nothing is written to the ref unless the whole batch is valid against the tip it builds on;
+//!   a refusal leaves the ref unchanged (at most unreachable objects remain).
+//! - Reservations, payloads and completion markers land in the same commit, so readers never see
+//!   a reserved-but-incomplete set written by us.
+//! - Existing paths keep their bytes: identical → unchanged; replay-equivalent shard → unchanged
+//!   (first writer wins); anything else → conflict, nothing written.
+//! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
+//!   rebuilt on the new tip, within `Options::max_attempts`.
+//! - A publication that adds nothing makes no commit and reports `unchanged`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Value};
+use crate::event::{self, Event};
+use crate::files::{self, EntryKind};
+use crate::identity::{Digest, ShardIdentity};
+use crate::seal;
+use crate::shard::{self, Shard};
+use crate::spool::{self, Spool};
+use crate::store::{self, CommitId, Signature, Snapshot, Store};
+
+/// Import limits (runtime §8.1).
+pub mod limits {
+    pub const MAX_DEPTH: usize = 6;
+    pub const MAX_ENTRIES_PER_DIRECTORY: usize = 512;
+    pub const MAX_DIRECTORIES: usize = 512;
+    pub const MAX_FILES: usize = 256;
+    pub const MAX_FILE_BYTES: usize = 2 * 1024 * 1024;
+    pub const MAX_FILE_LINES: usize = 2048;
+    pub const MAX_FILE_EVENTS: usize = 1024;
+    pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+    pub const MAX_TOTAL_EVENTS: usize = 262_144;
+    pub const MAX_CAUSAL_BINDINGS: usize = 262_144;
+    pub const MAX_PUBLISH_PATHS: usize = 262_144 + 256 * 4;
+    pub const MAX_BINDING_BYTES: u64 = 1024 * 1024;
+}
+
+/// Schema of producer-run bindings.
+pub const PRODUCER_RUN_SCHEMA: &str = "clawsweeper.action-ledger-import-producer-run";
+/// Schema of event identity bindings.
+pub const EVENT_BINDING_SCHEMA: &str = "clawsweeper.action-ledger-import-event";
+/// Schema of shard-set reservations.
+pub const SHARD_SET_SCHEMA: &str = "clawsweeper.action-ledger-import-shard-set";
+/// Schema of shard-set completion markers.
+pub const COMPLETION_SCHEMA: &str = "clawsweeper.action-ledger-import-shard-set-completion";
+/// Directory of all binding files (reference layout, design.md §4).
+pub const BINDINGS_ROOT: &str = "ledger/v1/import-bindings";
+
+/// Why a publication was refused or could not be made. Texts follow the reference (runtime §12).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Shard(#[from] shard::Error),
+    #[error(transparent)]
+    Event(#[from] event::Error),
+    #[error(transparent)]
+    Seal(#[from] seal::Error),
+    #[error(transparent)]
+    Spool(#[from] spool::Error),
+    #[error(transparent)]
+    File(#[from] files::Error),
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error(
+        "{0} is neither a sealed spool root (with .clawsweeper-repair/action-events) nor a shard root (with ledger/v1/events)"
+    )]
+    UnknownSource(PathBuf),
+    #[error("action event shard manifest is empty")]
+    ManifestEmpty,
+    #[error("action event shard manifest exceeds 256 event paths")]
+    ManifestTooLong,
+    #[error("action event shard manifest paths must be sorted and unique")]
+    ManifestOrder,
+    #[error("invalid action event shard manifest path: {0}")]
+    ManifestPath(String),
+    #[error("action event shard manifest source root is missing")]
+    ManifestRootMissing,
+    #[error("action event shard manifest path is missing: {0}")]
+    ManifestFileMissing(String),
+    #[error("action event shard import exceeds 512 directory limit")]
+    TooManyDirectories,
+    #[error("directory exceeds 512 entry limit: {0}")]
+    TooManyEntries(String),
+    #[error("action event shard import exceeds maximum depth 6: {0}")]
+    TooDeep(String),
+    #[error("action event shard import exceeds 256 file limit")]
+    TooManyFiles,
+    #[error("refusing symbolic link in action event shard import: {0}")]
+    Symlink(String),
+    #[error("refusing unsafe action event shard import entry: {0}")]
+    UnsafeEntry(String),
+    #[error("invalid action event shard path: {0}")]
+    InvalidPath(String),
+    #[error("action event shard file exceeds 2097152 byte limit: {0}")]
+    FileTooLarge(String),
+    #[error("action event shard import exceeds 16777216 total byte limit")]
+    TotalBytes,
+    #[error("action event shard exceeds 2048 line limit: {0}")]
+    TooManyLines(String),
+    #[error("action event shard exceeds 1024 event limit: {0}")]
+    TooManyFileEvents(String),
+    #[error("action event shard import exceeds 262144 total event limit")]
+    TotalEvents,
+    #[error("action event shard is empty or has an invalid path: {0}")]
+    EmptyShard(String),
+    #[error("action event shard contains duplicate events: {0}")]
+    DuplicateInFile(String),
+    #[error("action event shard mixes producer identities: {0}")]
+    MixedProducers(String),
+    #[error("action event shard content is not canonical: {0}")]
+    NotCanonical(String),
+    #[error("action event shard path does not match canonical identity: {actual} != {expected}")]
+    PathMismatch { actual: String, expected: String },
+    #[error("action event shard batch contains duplicate event: {0}")]
+    DuplicateInBatch(Digest),
+    #[error("action event shard batch splits one producer run across partition dates")]
+    SplitRun,
+    #[error("action event shard batch contains repeated unnumbered producer shards")]
+    RepeatedUnnumbered,
+    #[error("action event shard batch mixes numbered and unnumbered producer shards")]
+    MixedNumbering,
+    #[error("action event shard batch is incomplete")]
+    Incomplete,
+    #[error("action event shard batch is not deterministically packed")]
+    NotDeterministic,
+    #[error(
+        "action event shard producer provenance mismatch for {field}: expected {expected}, got {actual}"
+    )]
+    Provenance {
+        field: &'static str,
+        expected: String,
+        actual: String,
+    },
+    #[error("action event shard import event identity conflict: {0}")]
+    IdentityConflict(Digest),
+    #[error("action event shard import contains a causal cycle: {0}")]
+    HistoryCycle(Digest),
+    #[error("action event shard import exceeds 262144 causal binding limit")]
+    BindingLimit,
+    #[error("invalid action event shard import event identity binding: {0}")]
+    InvalidEventBinding(Digest),
+    #[error("{label} conflict: {path}")]
+    BindingConflict { label: &'static str, path: String },
+    #[error("action event shard import conflict: {0}")]
+    PayloadConflict(String),
+    #[error("action event shard import exceeds 263168 publish path limit")]
+    PathLimit,
+    #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
+    Contention { ref_name: String, attempts: u32 },
+}
+
+/// The provenance a caller expects of every shard (runtime §8.3 step 7; `component` is not
+/// checked).
+#[derive(Clone, Debug, Default)]
+pub struct ExpectedProducer {
+    pub repository: String,
+    pub sha: String,
+    pub workflow: String,
+    pub job: String,
+    pub run_id: String,
+    pub run_attempt: i64,
+}
+
+/// Knobs of a publication; required inputs are parameters of [`publish`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Full ref name of the ledger (default `refs/heads/main`).
+    pub ref_name: String,
+    /// Author and committer of the publication commit.
+    pub signature: Signature,
+    /// Attempts when the ref moves under us (default 64).
+    pub max_attempts: u32,
+    /// Optional provenance check.
+    pub expected_producer: Option<ExpectedProducer>,
+    /// Optional exact list of shard paths to import (a lane manifest's `event_paths`); only
+    /// meaningful for shard-root sources.
+    pub expected_event_paths: Option<Vec<String>>,
+}
+
+impl Options {
+    /// Defaults with the given signature.
+    pub fn new(signature: Signature) -> Options {
+        Options {
+            ref_name: "refs/heads/main".into(),
+            signature,
+            max_attempts: 64,
+            expected_producer: None,
+            expected_event_paths: None,
+        }
+    }
+}
+
+/// The publication manifest (runtime §8.7): payload counts and every path of the batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Payload shards newly written.
+    pub created: usize,
+    /// Payload shards already present (identical or replay-equivalent).
+    pub unchanged: usize,
+    pub event_paths: Vec<String>,
+    pub reservation_paths: Vec<String>,
+    pub completion_paths: Vec<String>,
+    /// Sorted, unique union of the three lists.
+    pub paths: Vec<String>,
+}
+
+impl Manifest {
+    /// The reference's JSON shape and key order:
+    /// `{"created","unchanged","eventPaths","reservationPaths","completionPaths","paths"}`.
+    pub fn to_json(&self) -> String {
+        let list = |v: &[String]| {
+            let items: Vec<String> = v
+                .iter()
+                .map(|p| canonical::to_canonical_unchecked(&Value::str(p)))
+                .collect();
+            format!("[{}]", items.join(","))
+        };
+        format!(
+            "{{\"created\":{},\"unchanged\":{},\"eventPaths\":{},\"reservationPaths\":{},\"completionPaths\":{},\"paths\":{}}}",
+            self.created,
+            self.unchanged,
+            list(&self.event_paths),
+            list(&self.reservation_paths),
+            list(&self.completion_paths),
+            list(&self.paths)
+        )
+    }
+}
+
+/// Whether a publication changed the ref.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// A new commit landed.
+    Created,
+    /// Everything was already present; no commit.
+    Unchanged,
+}
+
+/// Result of [`publish`].
+#[derive(Clone, Debug)]
+pub struct Publication {
+    pub manifest: Manifest,
+    pub status: Status,
+    /// The ref's value after the publication.
+    pub commit: Option<CommitId>,
+    /// Compare-and-swap attempts used (1 when no other publisher interfered).
+    pub attempts: u32,
+    /// Files added by the commit (0 when unchanged).
+    pub files_written: usize,
+}
+
+/// A source file of a batch: shard path and content.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    pub path: String,
+    pub content: String,
+}
+
+/// Reads a publication source: a sealed spool root (its shards are derived from the sealed
+/// events) or a finalized shard root (files under `ledger/v1/events`, traversed within the
+/// import limits, §8.2).
+pub fn read_source(
+    root: &Path,
+    expected_paths: Option<&[String]>,
+) -> Result<Vec<SourceFile>, Error> {
+    if root.join(spool::SPOOL_DIR).is_dir() {
+        let spool = Spool::open(root)?;
+        let mut files = Vec::new();
+        for run in seal::sealed_runs(&spool)? {
+            for s in run.shards()? {
+                files.push(SourceFile {
+                    path: s.path,
+                    content: s.content,
+                });
+            }
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(files);
+    }
+    if let Some(paths) = expected_paths {
+        return read_manifest_files(root, paths);
+    }
+    if !root.exists() {
+        return Err(Error::UnknownSource(root.to_owned()));
+    }
+    if !root.join(shard::EVENTS_ROOT).is_dir() {
+        if root.join(".clawsweeper-repair").exists() || !root.is_dir() {
+            return Err(Error::UnknownSource(root.to_owned()));
+        }
+        return Ok(Vec::new());
+    }
+    traverse(root)
+}
+
+fn read_manifest_files(root: &Path, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
+    if paths.is_empty() {
+        return Err(Error::ManifestEmpty);
+    }
+    if paths.len() > 256 {
+        return Err(Error::ManifestTooLong);
+    }
+    if paths.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::ManifestOrder);
+    }
+    if let Some(p) = paths.iter().find(|p| shard::parse_path(p).is_none()) {
+        return Err(Error::ManifestPath(p.clone()));
+    }
+    if !root.is_dir() {
+        return Err(Error::ManifestRootMissing);
+    }
+    paths
+        .iter()
+        .map(|p| {
+            let content = read_shard_file(&root.join(p), p)?
+                .ok_or_else(|| Error::ManifestFileMissing(p.clone()))?;
+            Ok(SourceFile {
+                path: p.clone(),
+                content,
+            })
+        })
+        .collect()
+}
+
+fn read_shard_file(path: &Path, rel: &str) -> Result<Option<String>, Error> {
+    files::read_text(path, limits::MAX_FILE_BYTES as u64, "action event shard").map_err(|e| match e
+    {
+        files::Error::TooLarge { .. } => Error::FileTooLarge(rel.to_owned()),
+        other => Error::File(other),
+    })
+}
+
+fn traverse(root: &Path) -> Result<Vec<SourceFile>, Error> {
+    let mut found = Vec::new();
+    let mut directories = 0usize;
+    let mut file_count = 0usize;
+    let mut stack = vec![(shard::EVENTS_ROOT.to_owned(), 0usize)];
+    while let Some((rel, depth)) = stack.pop() {
+        directories += 1;
+        if directories > limits::MAX_DIRECTORIES {
+            return Err(Error::TooManyDirectories);
+        }
+        let entries = files::list_dir(&root.join(&rel))?.unwrap_or_default();
+        if entries.len() > limits::MAX_ENTRIES_PER_DIRECTORY {
+            return Err(Error::TooManyEntries(rel));
+        }
+        for (name, kind) in entries {
+            let child = format!("{rel}/{name}");
+            let child_depth = depth + 1;
+            if child_depth > limits::MAX_DEPTH {
+                return Err(Error::TooDeep(child));
+            }
+            match kind {
+                EntryKind::Dir if child_depth == limits::MAX_DEPTH => {
+                    return Err(Error::TooDeep(child));
+                }
+                EntryKind::Dir => stack.push((child, child_depth)),
+                EntryKind::File => {
+                    file_count += 1;
+                    if file_count > limits::MAX_FILES {
+                        return Err(Error::TooManyFiles);
+                    }
+                    if name.ends_with(".jsonl") {
+                        found.push(child);
+                    }
+                }
+                EntryKind::Other => {
+                    let is_link = std::fs::symlink_metadata(root.join(&child))
+                        .is_ok_and(|m| m.file_type().is_symlink());
+                    return Err(if is_link {
+                        Error::Symlink(child)
+                    } else {
+                        Error::UnsafeEntry(child)
+                    });
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+        .into_iter()
+        .map(|p| {
+            let content = read_shard_file(&root.join(&p), &p)?.unwrap_or_default();
+            Ok(SourceFile { path: p, content })
+        })
+        .collect()
+}
+
+/// A batch that passed the source-side checks (§8.3).
+#[derive(Debug)]
+pub struct Batch {
+    /// Shards in path order.
+    pub shards: Vec<Shard>,
+    /// Normalized identity of each shard (parallel to `shards`).
+    pub identities: Vec<ShardIdentity>,
+}
+
+/// Validates a whole batch before the repository is consulted (runtime §8.3).
+pub fn validate_batch(
+    files: &[SourceFile],
+    expected: Option<&ExpectedProducer>,
+) -> Result<Batch, Error> {
+    let mut total_bytes = 0usize;
+    let mut total_events = 0usize;
+    let mut shards = Vec::with_capacity(files.len());
+    let mut identities = Vec::with_capacity(files.len());
+    for f in files {
+        let Some((date, part)) = shard::parse_path(&f.path) else {
+            return Err(Error::InvalidPath(f.path.clone()));
+        };
+        if f.content.len() > limits::MAX_FILE_BYTES {
+            return Err(Error::FileTooLarge(f.path.clone()));
+        }
+        total_bytes += f.content.len();
+        if total_bytes > limits::MAX_TOTAL_BYTES {
+            return Err(Error::TotalBytes);
+        }
+        let lines = f.content.bytes().filter(|&b| b == b'\n').count()
+            + usize::from(!f.content.ends_with('\n'));
+        if lines > limits::MAX_FILE_LINES {
+            return Err(Error::TooManyLines(f.path.clone()));
+        }
+        if !f.content.ends_with('\n') {
+            return Err(shard::Error::NoFinalNewline(f.path.clone()).into());
+        }
+        let events = shard::parse_content(&f.content, &f.path)?;
+        if events.len() > limits::MAX_FILE_EVENTS {
+            return Err(Error::TooManyFileEvents(f.path.clone()));
+        }
+        total_events += events.len();
+        if total_events > limits::MAX_TOTAL_EVENTS {
+            return Err(Error::TotalEvents);
+        }
+        if events.is_empty() {
+            return Err(Error::EmptyShard(f.path.clone()));
+        }
+        let mut ids = HashSet::with_capacity(events.len());
+        if !events.iter().all(|e| ids.insert(&e.event_id)) {
+            return Err(Error::DuplicateInFile(f.path.clone()));
+        }
+        if events.iter().any(|e| e.producer() != events[0].producer()) {
+            return Err(Error::MixedProducers(f.path.clone()));
+        }
+        let sorted = event::sort_causally(events.clone())?;
+        if shard::content(&sorted) != f.content {
+            return Err(Error::NotCanonical(f.path.clone()));
+        }
+        let identity = events[0]
+            .shard_identity(&date)
+            .normalized()
+            .map_err(shard::Error::from)?;
+        let expected_path = shard::relative_path(&identity, part)?;
+        if expected_path != f.path {
+            return Err(Error::PathMismatch {
+                actual: f.path.clone(),
+                expected: expected_path,
+            });
+        }
+        if let Some(x) = expected {
+            check_provenance(&identity, x)?;
+        }
+        identities.push(identity);
+        shards.push(Shard {
+            path: f.path.clone(),
+            events,
+            content: f.content.clone(),
+        });
+    }
+
+    // Batch level: unique ids and an acyclic union.
+    let mut seen = HashSet::new();
+    for e in shards.iter().flat_map(|s| &s.events) {
+        if !seen.insert(&e.event_id) {
+            return Err(Error::DuplicateInBatch(e.event_id.clone()));
+        }
+    }
+    let union: Vec<Event> = shards
+        .iter()
+        .flat_map(|s| s.events.iter().cloned())
+        .collect();
+    event::causal_order(&union)?;
+
+    // One producer run, one partition date.
+    let mut run_dates: HashMap<String, &str> = HashMap::new();
+    for id in &identities {
+        let run = canonical::to_canonical_unchecked(&id.run_value());
+        if *run_dates.entry(run).or_insert(&id.partition_date) != id.partition_date {
+            return Err(Error::SplitRun);
+        }
+    }
+
+    // Complete, deterministically packed shard sets.
+    let mut groups: BTreeMap<&ShardIdentity, Vec<usize>> = BTreeMap::new();
+    for (i, id) in identities.iter().enumerate() {
+        groups.entry(id).or_default().push(i);
+    }
+    for (id, members) in &groups {
+        let parts: Vec<Option<shard::Part>> = members
+            .iter()
+            .map(|&i| shard::parse_path(&shards[i].path).and_then(|(_, p)| p))
+            .collect();
+        let numbered = parts.iter().filter(|p| p.is_some()).count();
+        if numbered == 0 {
+            if members.len() != 1 {
+                return Err(Error::RepeatedUnnumbered);
+            }
+            continue;
+        }
+        if numbered != members.len() {
+            return Err(Error::MixedNumbering);
+        }
+        let mut parts: Vec<(u32, u32, usize)> = parts
+            .iter()
+            .zip(members)
+            .map(|(p, &i)| {
+                let (idx, count) = p.expect("numbered");
+                (idx, count, i)
+            })
+            .collect();
+        parts.sort();
+        let count = parts[0].1;
+        let complete = parts.iter().all(|p| p.1 == count)
+            && parts.len() == count as usize
+            && parts.iter().enumerate().all(|(k, p)| p.0 == k as u32 + 1);
+        if !complete {
+            return Err(Error::Incomplete);
+        }
+        let events: Vec<Event> = parts
+            .iter()
+            .flat_map(|&(_, _, i)| shards[i].events.iter().cloned())
+            .collect();
+        let repacked = shard::pack(id, event::sort_causally(events)?)?;
+        let same = repacked.len() == parts.len()
+            && repacked
+                .iter()
+                .zip(&parts)
+                .all(|(r, &(_, _, i))| r.path == shards[i].path && r.content == shards[i].content);
+        if !same {
+            return Err(Error::NotDeterministic);
+        }
+    }
+    Ok(Batch { shards, identities })
+}
+
+fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {
+    let checks: [(&'static str, String, String); 6] = [
+        ("repository", x.repository.clone(), id.repository.clone()),
+        ("sha", x.sha.clone(), id.sha.clone()),
+        ("workflow", x.workflow.clone(), id.workflow.clone()),
+        ("job", x.job.clone(), id.job.clone()),
+        ("run_id", x.run_id.clone(), id.run_id.clone()),
+        (
+            "run_attempt",
+            x.run_attempt.to_string(),
+            id.run_attempt.to_string(),
+        ),
+    ];
+    for (field, expected, actual) in checks {
+        if expected != actual {
+            return Err(Error::Provenance {
+                field,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Path of the producer-run binding for `id`.
+pub fn producer_run_path(id: &ShardIdentity) -> String {
+    format!("{BINDINGS_ROOT}/producer-runs/{}.json", id.run_digest())
+}
+/// Path of the event identity binding for an event id.
+pub fn event_binding_path(id: &Digest) -> String {
+    format!("{BINDINGS_ROOT}/events/{id}.json")
+}
+/// Path of the shard-set reservation for `id`.
+pub fn shard_set_path(id: &ShardIdentity) -> String {
+    format!("{BINDINGS_ROOT}/shard-sets/{}.json", id.digest())
+}
+/// Path of the shard-set completion marker for `id`.
+pub fn completion_path(id: &ShardIdentity) -> String {
+    format!("{BINDINGS_ROOT}/completed-shard-sets/{}.json", id.digest())
+}
+
+fn file_text(v: &Value) -> String {
+    format!("{}\n", canonical::to_canonical_unchecked(v))
+}
+
+/// Exact bytes of the event identity binding of `e` (§8.5 item 2).
+pub fn event_binding(e: &Event) -> String {
+    file_text(&Value::object([
+        ("event_id", Value::str(e.event_id.as_str())),
+        (
+            "parent_event_id",
+            e.parent_event_id
+                .as_ref()
+                .map_or(Value::Null, |p| Value::str(p.as_str())),
+        ),
+        ("schema", Value::str(EVENT_BINDING_SCHEMA)),
+        ("schema_version", Value::from(1)),
+        ("semantic_sha256", Value::str(e.semantic_sha256.as_str())),
+    ]))
+}
+
+/// A durable event binding, strictly parsed: `(semantic digest, parent)`.
+fn parse_event_binding(text: &str, id: &Digest) -> Result<(Digest, Option<Digest>), Error> {
+    let bad = || Error::InvalidEventBinding(id.clone());
+    let body = text.strip_suffix('\n').ok_or_else(bad)?;
+    let v = canonical::parse_canonical(body).map_err(|_| bad())?;
+    let map = v.as_object().ok_or_else(bad)?;
+    let str_field = |k: &str| v.get(k).and_then(Value::as_str);
+    let semantic = str_field("semantic_sha256")
+        .and_then(Digest::parse)
+        .ok_or_else(bad)?;
+    let parent = match v.get("parent_event_id") {
+        Some(Value::Null) => None,
+        Some(Value::String(p)) => Some(Digest::parse(p).ok_or_else(bad)?),
+        _ => return Err(bad()),
+    };
+    let ok = map.len() == 5
+        && str_field("schema") == Some(EVENT_BINDING_SCHEMA)
+        && v.get("schema_version").and_then(Value::as_f64) == Some(1.0)
+        && str_field("event_id") == Some(id.as_str());
+    if !ok {
+        return Err(bad());
+    }
+    Ok((semantic, parent))
+}
+
+/// Everything a batch would add, computed against one snapshot.
+struct Plan {
+    manifest: Manifest,
+    /// New files (path, bytes), sorted by path.
+    additions: Vec<(String, Vec<u8>)>,
+}
+
+const PRODUCER_RUN_LABEL: &str = "action event shard import producer partition binding";
+const EVENT_LABEL: &str = "action event shard import event identity binding";
+const SHARD_SET_LABEL: &str = "action event shard import producer shard-set binding";
+const COMPLETION_LABEL: &str = "action event shard import producer shard-set completion binding";
+
+/// The transaction of runtime §8.4 against `snap`: history, bindings, payloads.
+fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
+    let incoming: HashMap<&Digest, &Event> = batch
+        .shards
+        .iter()
+        .flat_map(|s| &s.events)
+        .map(|e| (&e.event_id, e))
+        .collect();
+    let existing_event_bindings: HashSet<String> = snap
+        .list_files(&format!("{BINDINGS_ROOT}/events"))?
+        .into_iter()
+        .collect();
+
+    // 1. History: identity conflicts, then parent walks through incoming events and bindings.
+    let mut durable: HashMap<Digest, Option<(Digest, Option<Digest>)>> = HashMap::new();
+    let read_binding = |id: &Digest,
+                        durable: &mut HashMap<Digest, Option<(Digest, Option<Digest>)>>|
+     -> Result<Option<(Digest, Option<Digest>)>, Error> {
+        if let Some(b) = durable.get(id) {
+            return Ok(b.clone());
+        }
+        if durable.len() >= limits::MAX_CAUSAL_BINDINGS {
+            return Err(Error::BindingLimit);
+        }
+        let path = event_binding_path(id);
+        let b = if existing_event_bindings.contains(&path) {
+            let text = snap
+                .read(&path, limits::MAX_BINDING_BYTES)?
+                .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?;
+            let text =
+                String::from_utf8(text).map_err(|_| Error::InvalidEventBinding(id.clone()))?;
+            Some(parse_event_binding(&text, id)?)
+        } else {
+            None
+        };
+        durable.insert(id.clone(), b.clone());
+        Ok(b)
+    };
+    let ordered: Vec<&Event> = batch.shards.iter().flat_map(|s| &s.events).collect();
+    for e in &ordered {
+        if let Some((semantic, _)) = read_binding(&e.event_id, &mut durable)? {
+            if semantic != e.semantic_sha256 {
+                return Err(Error::IdentityConflict(e.event_id.clone()));
+            }
+        }
+    }
+    let mut resolved: HashSet<Digest> = HashSet::new();
+    for e in &ordered {
+        let mut on_walk: Vec<Digest> = Vec::new();
+        let mut walk_set: HashSet<Digest> = HashSet::new();
+        let mut current = Some(e.event_id.clone());
+        while let Some(id) = current {
+            if resolved.contains(&id) {
+                break;
+            }
+            if !walk_set.insert(id.clone()) {
+                return Err(Error::HistoryCycle(id));
+            }
+            on_walk.push(id.clone());
+            current = match incoming.get(&id) {
+                Some(ev) => ev.parent_event_id.clone(),
+                None => read_binding(&id, &mut durable)?.and_then(|(_, p)| p),
+            };
+        }
+        resolved.extend(on_walk);
+    }
+
+    // 2. Bindings.
+    let mut reservations: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+    let mut completions: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+    let mut sets: BTreeMap<&ShardIdentity, Vec<&Shard>> = BTreeMap::new();
+    for (s, id) in batch.shards.iter().zip(&batch.identities) {
+        sets.entry(id).or_default().push(s);
+        for e in &s.events {
+            reservations.insert(
+                event_binding_path(&e.event_id),
+                (event_binding(e), EVENT_LABEL),
+            );
+        }
+    }
+    for (id, shards) in &sets {
+        let run = file_text(&Value::object([
+            ("partition_date", Value::str(&id.partition_date)),
+            ("producer", id.run_value()),
+            ("schema", Value::str(PRODUCER_RUN_SCHEMA)),
+            ("schema_version", Value::from(1)),
+        ]));
+        reservations.insert(producer_run_path(id), (run, PRODUCER_RUN_LABEL));
+        let mut listed: Vec<&&Shard> = shards.iter().collect();
+        listed.sort_by(|a, b| a.path.cmp(&b.path));
+        let entries = listed
+            .iter()
+            .map(|s| {
+                Value::object([
+                    ("path", Value::str(&s.path)),
+                    ("replay_sha256", Value::str(s.replay_sha256().as_str())),
+                ])
+            })
+            .collect();
+        let reservation = file_text(&Value::object([
+            ("producer", id.to_value()),
+            ("schema", Value::str(SHARD_SET_SCHEMA)),
+            ("schema_version", Value::from(1)),
+            ("shards", Value::Array(entries)),
+        ]));
+        let completion = file_text(&Value::object([
+            ("producer", id.to_value()),
+            (
+                "reservation_sha256",
+                Value::str(Digest::of(&reservation).as_str()),
+            ),
+            ("schema", Value::str(COMPLETION_SCHEMA)),
+            ("schema_version", Value::from(1)),
+        ]));
+        reservations.insert(shard_set_path(id), (reservation, SHARD_SET_LABEL));
+        completions.insert(completion_path(id), (completion, COMPLETION_LABEL));
+    }
+    let mut additions: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, (bytes, label)) in reservations.iter().chain(&completions) {
+        let exists = if label == &EVENT_LABEL {
+            existing_event_bindings.contains(path)
+        } else {
+            true
+        };
+        let current = if exists {
+            snap.read(path, limits::MAX_BINDING_BYTES)?
+        } else {
+            None
+        };
+        match current {
+            Some(cur) if cur == bytes.as_bytes() => {}
+            Some(_) => {
+                return Err(Error::BindingConflict {
+                    label,
+                    path: path.clone(),
+                });
+            }
+            None => additions.push((path.clone(), bytes.clone().into_bytes())),
+        }
+    }
+
+    // 3. Payloads.
+    let mut manifest = Manifest::default();
+    for s in &batch.shards {
+        match snap.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
+            None => {
+                manifest.created += 1;
+                additions.push((s.path.clone(), s.content.clone().into_bytes()));
+            }
+            Some(cur) => {
+                let cur =
+                    String::from_utf8(cur).map_err(|_| Error::PayloadConflict(s.path.clone()))?;
+                let equivalent = shard::existing_is_equivalent(&cur, s)
+                    .map_err(|_| Error::PayloadConflict(s.path.clone()))?;
+                if !equivalent {
+                    return Err(Error::PayloadConflict(s.path.clone()));
+                }
+                manifest.unchanged += 1;
+            }
+        }
+    }
+    additions.sort_by(|a, b| a.0.cmp(&b.0));
+
+    manifest.event_paths = batch.shards.iter().map(|s| s.path.clone()).collect();
+    manifest.event_paths.sort();
+    manifest.reservation_paths = reservations.into_keys().collect();
+    manifest.completion_paths = completions.into_keys().collect();
+    let all: BTreeSet<&String> = manifest
+        .event_paths
+        .iter()
+        .chain(&manifest.reservation_paths)
+        .chain(&manifest.completion_paths)
+        .collect();
+    if all.len() > limits::MAX_PUBLISH_PATHS {
+        return Err(Error::PathLimit);
+    }
+    manifest.paths = all.into_iter().cloned().collect();
+    Ok(Plan {
+        manifest,
+        additions,
+    })
+}
+
+/// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
+/// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
+pub fn publish_batch(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+) -> Result<Publication, Error> {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let tip = store.tip(&options.ref_name)?;
+        let snap = store.snapshot(tip)?;
+        let plan = plan(batch, &snap)?;
+        if plan.additions.is_empty() {
+            return Ok(Publication {
+                manifest: plan.manifest,
+                status: Status::Unchanged,
+                commit: tip,
+                attempts,
+                files_written: 0,
+            });
+        }
+        let manifest_json = plan.manifest.to_json();
+        let message = format!(
+            "ledger: publish {} shard(s), {} new file(s)\n\nLedger-Manifest-Sha256: {}\n",
+            plan.manifest.event_paths.len(),
+            plan.additions.len(),
+            Digest::of(&manifest_json)
+        );
+        let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+        match store.update_ref(&options.ref_name, tip, commit, "action-ledger publish") {
+            Ok(()) => {
+                return Ok(Publication {
+                    manifest: plan.manifest,
+                    status: Status::Created,
+                    commit: Some(commit),
+                    attempts,
+                    files_written: plan.additions.len(),
+                });
+            }
+            Err(store::Error::RefMoved { .. } | store::Error::RefLocked { .. })
+                if attempts < options.max_attempts =>
+            {
+                backoff(attempts);
+            }
+            Err(store::Error::RefMoved { .. } | store::Error::RefLocked { .. }) => {
+                return Err(Error::Contention {
+                    ref_name: options.ref_name.clone(),
+                    attempts,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
+fn backoff(attempt: u32) {
+    let base = 1u64 << attempt.min(8);
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::from(d.subsec_nanos()))
+        .unwrap_or(0)
+        % base.max(1);
+    std::thread::sleep(std::time::Duration::from_millis(base + jitter));
+}
+
+/// Reads, validates and publishes one source (see [`read_source`]) into `store`.
+pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
+    let files = read_source(source, options.expected_event_paths.as_deref())?;
+    let batch = validate_batch(&files, options.expected_producer.as_ref())?;
+    publish_batch(store, &batch, options)
+}

@@ -1,0 +1,1626 @@
+//! The Git-native store: the only module that talks to Git (design.md §3).
+//!
+//! The state repository is an ordinary Git repository, bare or not. This module never touches a
+//! work tree or an index and never runs `git`: it writes blobs, edits trees (only the trees on
+//! changed paths are rewritten), writes commits, and moves one ref with a compare-and-swap.
+//!
+//! # The only write path: prepare, then one commit point
+//!
+//! 1. **Prepare** — [`Store::write_commit`] validates every path against the base tree and against
+//!    each other (no file where a directory is needed and vice versa, no existing path with
+//!    different bytes) *before* writing anything, then writes the blobs, the edited trees and one
+//!    commit whose single parent is the base. Newly written objects and their directories are
+//!    fsynced before it returns. No ref moves.
+//! 2. **Commit point** — [`Store::update_ref`] moves the ref from the tip the commit was built on
+//!    to the new commit through a `gix-ref` transaction with
+//!    `PreviousValue::MustExistAndMatch(old)` (or `MustNotExist` for the first commit). The
+//!    expected value is checked while the ref's `.lock` file is held, and the lock is renamed over
+//!    the ref, so the swap is atomic. The ref file and its directories are then fsynced.
+//!
+//! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
+//! by another writer is [`Error::RefLocked`]. The caller (publish) re-reads the tip, re-validates
+//! and rebuilds on [`Error::RefMoved`], and backs off on [`Error::RefLocked`]. Locks are waited
+//! for at most [`LOCK_WAIT`].
+//!
+//! # What remains on disk after a crash
+//!
+//! - **Before the ref update** (during or after `write_commit`): the ref still names the old tip.
+//!   Any blobs, trees and commit already written are unreachable loose objects; they are harmless,
+//!   invisible to readers, and `git gc` prunes them. Rebuilding writes identical objects again.
+//! - **During the ref update**: at most a stale `<ref>.lock` file remains; the ref itself is either
+//!   the old value or the new one (rename is atomic). A stale lock makes later updates fail with
+//!   [`Error::RefLocked`] until it is removed.
+//! - **After the ref update**: the new tip is complete — every object it reaches was written and
+//!   fsynced before the ref was moved.
+//!
+//! Not done here yet: writing many objects as one pack (design.md §3); objects are loose.
+//!
+//! # Reads
+//!
+//! [`Snapshot`] is a read view of one commit's tree. It decodes each tree once and caches it by
+//! object id, so repeated lookups in a directory with thousands of entries cost one hash-map
+//! probe per path component.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use gix::ObjectId;
+use gix::bstr::{BStr, ByteSlice};
+use gix::objs::tree::EntryKind;
+use gix::refs::transaction::{PreviousValue, RefEdit};
+use gix::refs::{FullName, Target};
+
+/// How long [`Store::update_ref`] waits for a ref lock held by another writer before it returns
+/// [`Error::RefLocked`]. Git's own default (`core.filesRefLockTimeout`) is the same 100 ms.
+pub const LOCK_WAIT: Duration = Duration::from_millis(100);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of the store. Each variant names the path, ref or object that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The repository at `path` could not be opened.
+    #[error(
+        "could not open git repository at {path}: check that it exists and is a git repository"
+    )]
+    Open {
+        /// The path given to [`Store::open`].
+        path: PathBuf,
+        /// The underlying Git error.
+        #[source]
+        source: BoxError,
+    },
+    /// A bare repository could not be created at `path`.
+    #[error(
+        "could not create a bare git repository at {path}: check that the parent directory is writable"
+    )]
+    Init {
+        /// The path given to [`Store::open_or_init_bare`].
+        path: PathBuf,
+        /// The underlying Git error.
+        #[source]
+        source: BoxError,
+    },
+    /// A ref name is not a valid full ref name under `refs/`.
+    #[error("invalid ref name {ref_name:?}: use a full name such as refs/heads/main")]
+    InvalidRefName {
+        /// The rejected name.
+        ref_name: String,
+    },
+    /// A string is not a 40-hex object id.
+    #[error("invalid commit id {input:?}: expected 40 lowercase hex digits")]
+    InvalidCommitId {
+        /// The rejected input.
+        input: String,
+    },
+    /// A path is not a valid '/'-separated repository path.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The rejected path (lossy UTF-8 for names read from a tree).
+        path: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The commit signature cannot be written in a form `git fsck --strict` accepts.
+    #[error("invalid commit signature: {reason}")]
+    InvalidSignature {
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The commit message cannot be written in a form `git fsck --strict` accepts.
+    #[error("invalid commit message: {reason}")]
+    InvalidMessage {
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// The ref did not hold the expected value when its lock was taken: another writer won.
+    #[error(
+        "ref {ref_name} moved: expected {}, found {}; re-read the tip, rebuild the commit and retry",
+        display_opt(.expected),
+        display_opt(.actual)
+    )]
+    RefMoved {
+        /// The ref that was to be updated.
+        ref_name: String,
+        /// The value the caller built on (`None`: the ref was expected not to exist).
+        expected: Option<CommitId>,
+        /// The value found under the lock (`None`: the ref does not exist).
+        actual: Option<CommitId>,
+    },
+    /// Another writer holds `<ref>.lock` (or the `packed-refs.lock`).
+    #[error(
+        "ref {ref_name} is locked by another writer: retry later, or delete {ref_name}.lock if no writer is running"
+    )]
+    RefLocked {
+        /// The ref that was to be updated.
+        ref_name: String,
+    },
+    /// The ref is symbolic; the store only reads and writes direct refs.
+    #[error("ref {ref_name} is symbolic (points to {target}): use the ref it points to")]
+    SymbolicRef {
+        /// The symbolic ref.
+        ref_name: String,
+        /// The ref it points to.
+        target: String,
+    },
+    /// An object that must exist is missing from the object database.
+    #[error(
+        "object {id} is missing from the repository: fetch it or check the repository with git fsck"
+    )]
+    MissingObject {
+        /// Hex id of the missing object.
+        id: String,
+    },
+    /// An object expected to be a commit is of another kind.
+    #[error("object {id} is not a commit: pass a commit id")]
+    NotACommit {
+        /// Hex id of the object.
+        id: String,
+    },
+    /// A blob is larger than the caller's limit; it was not decompressed.
+    #[error("{path} is larger than {max} bytes: refusing to read it")]
+    TooLarge {
+        /// The path of the blob.
+        path: String,
+        /// The limit that was exceeded.
+        max: u64,
+    },
+    /// A file was expected at `path`, but a directory (tree) or a submodule is there.
+    #[error("{path} is a directory or submodule, not a file")]
+    NotAFile {
+        /// The path looked up.
+        path: String,
+    },
+    /// A directory was expected at `path`, but a file is there.
+    #[error("{path} is a file, not a directory")]
+    NotADirectory {
+        /// The path looked up.
+        path: String,
+    },
+    /// Writing `path` needs `file` to be a directory, but it is a file (in the base tree or in
+    /// the same batch).
+    #[error(
+        "cannot write {path}: {file} is a file, not a directory; choose a path that does not pass through a file"
+    )]
+    FileInTheWay {
+        /// The path to be written.
+        path: String,
+        /// The existing (or co-written) file on its way.
+        file: String,
+    },
+    /// Writing a file at `path` would replace a directory.
+    #[error(
+        "cannot write {path}: it is a directory in the base tree; files never replace directories"
+    )]
+    DirectoryInTheWay {
+        /// The path to be written.
+        path: String,
+    },
+    /// `path` already exists in the base tree with different bytes; files are create-only.
+    #[error("{path} already exists with different bytes: published files are never rewritten")]
+    Conflict {
+        /// The path to be written.
+        path: String,
+    },
+    /// The same path appears twice in one batch with different bytes.
+    #[error("{path} is listed twice with different bytes: pass each path once")]
+    DuplicatePath {
+        /// The repeated path.
+        path: String,
+    },
+    /// Flushing a written file or directory to disk failed; the operation did not complete.
+    #[error("could not flush {path} to disk: check the file system")]
+    Sync {
+        /// The file or directory that could not be fsynced.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other Git failure while doing `action` on `subject`.
+    #[error("git failed to {action} {subject}: check the repository with git fsck")]
+    Git {
+        /// What was being done, e.g. "read tree".
+        action: &'static str,
+        /// The object, ref or path concerned.
+        subject: String,
+        /// The underlying Git error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+fn display_opt(id: &Option<CommitId>) -> String {
+    match id {
+        Some(id) => id.to_hex(),
+        None => "none".to_owned(),
+    }
+}
+
+fn base_name(base: &Option<CommitId>) -> String {
+    match base {
+        Some(id) => format!("base commit {id}"),
+        None => "an empty base".to_owned(),
+    }
+}
+
+fn git_err(action: &'static str, subject: impl fmt::Display) -> impl FnOnce(gix::Error) -> Error {
+    let subject = subject.to_string();
+    move |err| Error::Git {
+        action,
+        subject,
+        source: Box::new(err),
+    }
+}
+
+/// A commit object id (40-hex SHA-1). `Display` is the lowercase hex form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommitId(ObjectId);
+
+impl CommitId {
+    /// The 40 lowercase hex digits of the id.
+    pub fn to_hex(&self) -> String {
+        self.0.to_hex().to_string()
+    }
+
+    /// Parse 40 lowercase hex digits.
+    ///
+    /// # Errors
+    /// [`Error::InvalidCommitId`] for any other input. This only parses; it does not check that
+    /// the object exists or is a commit.
+    pub fn from_hex(s: &str) -> Result<Self, Error> {
+        let invalid = || Error::InvalidCommitId {
+            input: s.to_owned(),
+        };
+        if s.len() != 40 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(invalid());
+        }
+        ObjectId::from_hex(s.as_bytes())
+            .map(CommitId)
+            .map_err(|_| invalid())
+    }
+}
+
+impl fmt::Display for CommitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The identity and time written as both author and committer of a commit, with UTC offset
+/// `+0000`. The caller injects the time (clock or `SOURCE_DATE_EPOCH`); the store never reads it.
+///
+/// `name` must be non-empty; `name` and `email` must not contain `<`, `>`, newlines or NUL, nor
+/// start or end with whitespace; `email` may be empty. `time_seconds` must not be negative.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// Author and committer name.
+    pub name: String,
+    /// Author and committer e-mail (written between `<` and `>`).
+    pub email: String,
+    /// Seconds since the Unix epoch.
+    pub time_seconds: i64,
+}
+
+impl Signature {
+    fn validate(&self) -> Result<(), Error> {
+        let bad = |s: &str| s.contains(['<', '>', '\n', '\0']) || s.trim() != s;
+        if self.name.is_empty() {
+            return Err(Error::InvalidSignature {
+                reason: "the name is empty; set a name",
+            });
+        }
+        if bad(&self.name) {
+            return Err(Error::InvalidSignature {
+                reason: "the name contains '<', '>', a newline, NUL, or surrounding whitespace",
+            });
+        }
+        if bad(&self.email) {
+            return Err(Error::InvalidSignature {
+                reason: "the email contains '<', '>', a newline, NUL, or surrounding whitespace",
+            });
+        }
+        if self.time_seconds < 0 {
+            return Err(Error::InvalidSignature {
+                reason: "the time is before 1970; pass seconds since the unix epoch",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// An open state repository (design.md §3). Holds one `gix` repository handle; open it once and
+/// reuse it for all reads and writes of a run.
+pub struct Store {
+    repo: gix::Repository,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("git_dir", &self.repo.git_dir())
+            .finish()
+    }
+}
+
+impl Store {
+    /// Open an existing repository (bare, or the work tree / `.git` directory of a non-bare one)
+    /// at `path`.
+    ///
+    /// Only the repository's own configuration is read — no global or system config and no `GIT_*`
+    /// environment variables — so results do not depend on the machine.
+    ///
+    /// # Errors
+    /// [`Error::Open`] if `path` is not a Git repository.
+    pub fn open(path: &Path) -> Result<Store, Error> {
+        gix::open_opts(path, gix::open::Options::isolated())
+            .map(|repo| Store { repo })
+            .map_err(|err| Error::Open {
+                path: path.to_owned(),
+                source: Box::new(err),
+            })
+    }
+
+    /// Open the repository at `path`, or create a bare one when `path` does not exist or is an
+    /// empty directory. On creation, `HEAD` is made a symbolic ref to `ref_name` (a full name such
+    /// as `refs/heads/main`) so that a fresh `git clone` checks out the ledger ref.
+    ///
+    /// An existing repository is opened as is; its `HEAD` is not changed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRefName`], [`Error::Init`], [`Error::Open`], or [`Error::Git`] if `HEAD`
+    /// cannot be written.
+    pub fn open_or_init_bare(path: &Path, ref_name: &str) -> Result<Store, Error> {
+        let name = full_name(ref_name)?;
+        let is_empty_dir = match std::fs::read_dir(path) {
+            Ok(mut entries) => entries.next().is_none(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => true,
+            Err(_) => false,
+        };
+        if !is_empty_dir {
+            return Store::open(path);
+        }
+        let created = gix::ThreadSafeRepository::init_opts(
+            path,
+            gix::create::Kind::Bare,
+            gix::create::Options::default(),
+            gix::open::Options::isolated(),
+        );
+        let repo = match created {
+            Ok(repo) => repo.to_thread_local(),
+            // Another process may have created it between our check and our init.
+            Err(err) => {
+                return Store::open(path).map_err(|_| Error::Init {
+                    path: path.to_owned(),
+                    source: Box::new(err),
+                });
+            }
+        };
+        let head: FullName = "HEAD".try_into().map_err(|_| Error::InvalidRefName {
+            ref_name: "HEAD".to_owned(),
+        })?;
+        // Symbolic ref changes carry no object id, so gix writes no reflog and needs no committer.
+        let edit = RefEdit::update(head, Target::Symbolic(name), PreviousValue::Any, "");
+        repo.refs
+            .transaction()
+            .prepare(
+                Some(edit),
+                gix::lock::acquire::Fail::Immediately,
+                gix::lock::acquire::Fail::Immediately,
+            )
+            .and_then(|tx| tx.commit(None))
+            .map_err(git_err("point HEAD at", ref_name))?;
+        Ok(Store { repo })
+    }
+
+    /// The current value of `ref_name` (a full name such as `refs/heads/main`), or `None` if the
+    /// ref does not exist. Loose and packed refs are both read.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRefName`], [`Error::SymbolicRef`], or [`Error::Git`] if the ref cannot be
+    /// read.
+    pub fn tip(&self, ref_name: &str) -> Result<Option<CommitId>, Error> {
+        let name = full_name(ref_name)?;
+        let found = self
+            .repo
+            .refs
+            .try_find(name.as_ref())
+            .map_err(git_err("read ref", ref_name))?;
+        match found.map(|r| r.target) {
+            None => Ok(None),
+            Some(Target::Object(id)) => Ok(Some(CommitId(id))),
+            Some(Target::Symbolic(target)) => Err(Error::SymbolicRef {
+                ref_name: ref_name.to_owned(),
+                target: target.as_bstr().to_string(),
+            }),
+        }
+    }
+
+    /// A read view of the tree of `commit`; `None` gives a view of the empty tree.
+    ///
+    /// # Errors
+    /// [`Error::MissingObject`] or [`Error::NotACommit`] for a bad `commit`, [`Error::Git`] if it
+    /// cannot be decoded.
+    pub fn snapshot(&self, commit: Option<CommitId>) -> Result<Snapshot<'_>, Error> {
+        let root = match commit {
+            None => None,
+            Some(id) => Some(self.commit_tree(id)?),
+        };
+        Ok(Snapshot {
+            store: self,
+            commit,
+            root,
+            trees: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// Prepare a publication: write a blob for each of `files` (a '/'-separated path and its
+    /// bytes), edit the tree of `base` (only trees on changed paths are rewritten), and write a
+    /// commit with `message` whose single parent is `base` (no parent when `None`), with `sig` as
+    /// author and committer. Returns the new commit id. **No ref moves**; call
+    /// [`Store::update_ref`] to publish it.
+    ///
+    /// Paths are upserted, but the store is create-only: a path that exists in `base` with the
+    /// same bytes is left as it is; with different bytes it is an error. All the validation errors
+    /// below are found before the first object is written. Written objects are fsynced before
+    /// returning.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] (empty, absolute, `.`/`..`/`.git` components, …),
+    /// [`Error::DuplicatePath`], [`Error::FileInTheWay`], [`Error::DirectoryInTheWay`],
+    /// [`Error::Conflict`], [`Error::InvalidSignature`], [`Error::InvalidMessage`], errors of
+    /// [`Store::snapshot`] for `base`, [`Error::Git`] if writing fails, [`Error::Sync`].
+    pub fn write_commit(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        sig.validate()?;
+        if message.contains('\0') {
+            return Err(Error::InvalidMessage {
+                reason: "it contains a NUL byte",
+            });
+        }
+        let hash_kind = self.repo.object_hash();
+
+        // Prepare: validate the whole batch against itself and the base before writing anything.
+        let mut batch: BTreeMap<&str, (&[u8], ObjectId)> = BTreeMap::new();
+        for (path, bytes) in files {
+            validate_write_path(path)?;
+            let id = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
+                .map_err(git_err("hash blob for", path))?;
+            if let Some((_, existing)) = batch.insert(path, (bytes, id))
+                && existing != id
+            {
+                return Err(Error::DuplicatePath { path: path.clone() });
+            }
+        }
+        for path in batch.keys() {
+            for (idx, _) in path.match_indices('/') {
+                let ancestor = &path[..idx];
+                if batch.contains_key(ancestor) {
+                    return Err(Error::FileInTheWay {
+                        path: (*path).to_owned(),
+                        file: ancestor.to_owned(),
+                    });
+                }
+            }
+        }
+        let base_view = self.snapshot(base)?;
+        let mut new_files = Vec::new();
+        for (path, (bytes, id)) in &batch {
+            match base_view.lookup_for_write(path)? {
+                None => new_files.push((*path, *bytes, *id)),
+                Some(entry) if entry.kind == EntryKind::Tree => {
+                    return Err(Error::DirectoryInTheWay {
+                        path: (*path).to_owned(),
+                    });
+                }
+                Some(entry) if is_file(entry.kind) && entry.id == *id => {}
+                Some(entry) if is_file(entry.kind) => {
+                    return Err(Error::Conflict {
+                        path: (*path).to_owned(),
+                    });
+                }
+                Some(_) => {
+                    return Err(Error::NotAFile {
+                        path: (*path).to_owned(),
+                    });
+                }
+            }
+        }
+
+        // Write: blobs, the trees on changed paths, the commit.
+        let mut to_sync = Vec::new();
+        let mut editor = self
+            .repo
+            .edit_tree(
+                base_view
+                    .root
+                    .unwrap_or_else(|| ObjectId::empty_tree(hash_kind)),
+            )
+            .map_err(git_err("load tree of", base_name(&base)))?;
+        for (path, bytes, expected_id) in &new_files {
+            let was_present = self.repo.objects.exists_without_refresh(expected_id);
+            let id = self
+                .repo
+                .write_blob(bytes)
+                .map_err(git_err("write blob for", path))?
+                .detach();
+            if !was_present {
+                to_sync.push(id);
+            }
+            editor
+                .upsert(*path, EntryKind::Blob, id)
+                .map_err(git_err("add to tree", path))?;
+        }
+        let tree = editor
+            .write()
+            .map_err(git_err("write tree for commit on", base_name(&base)))?
+            .detach();
+        let time = format!("{} +0000", sig.time_seconds);
+        let signature = gix::actor::SignatureRef {
+            name: BStr::new(&sig.name),
+            email: BStr::new(&sig.email),
+            time: &time,
+        };
+        let commit = self
+            .repo
+            .new_commit_as(signature, signature, message, tree, base.map(|b| b.0))
+            .map_err(git_err("write commit on", base_name(&base)))?
+            .id;
+
+        // The new trees are exactly those on the directories of new files (plus the root).
+        let new_view = self.snapshot(Some(CommitId(commit)))?;
+        let mut dirs: Vec<&str> = new_files
+            .iter()
+            .map(|(path, _, _)| path.rsplit_once('/').map_or("", |(dir, _)| dir))
+            .collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        to_sync.extend(new_view.root);
+        for dir in dirs.into_iter().filter(|dir| !dir.is_empty()) {
+            let ends = dir
+                .match_indices('/')
+                .map(|(idx, _)| idx)
+                .chain([dir.len()]);
+            for end in ends {
+                if let Some(entry) = new_view.lookup(&dir[..end])? {
+                    to_sync.push(entry.id);
+                }
+            }
+        }
+        to_sync.push(commit);
+        to_sync.sort_unstable();
+        to_sync.dedup();
+        self.sync_loose_objects(&to_sync)?;
+        Ok(CommitId(commit))
+    }
+
+    /// The commit point: move `ref_name` from `expected` to `new` as a compare-and-swap.
+    ///
+    /// `expected = Some(old)` requires the ref to hold `old` (`PreviousValue::MustExistAndMatch`);
+    /// `None` requires it not to exist (`PreviousValue::MustNotExist`). The check happens while
+    /// the ref's lock is held, and the lock is waited for at most [`LOCK_WAIT`]. If the ref already
+    /// holds `new`, the call succeeds without change. `log_message` goes to the reflog (newlines are
+    /// replaced by spaces), written as the committer of `new`, when the repository keeps reflogs.
+    /// The ref file is fsynced before returning.
+    ///
+    /// # Errors
+    /// - [`Error::RefMoved`] with the actual value when the ref does not hold `expected`; the ref
+    ///   is unchanged.
+    /// - [`Error::RefLocked`] when another writer holds the ref's (or `packed-refs`') lock.
+    /// - [`Error::InvalidRefName`], [`Error::MissingObject`]/[`Error::NotACommit`] when `new` is
+    ///   not a commit in the repository, [`Error::SymbolicRef`], [`Error::Git`], [`Error::Sync`].
+    pub fn update_ref(
+        &self,
+        ref_name: &str,
+        expected: Option<CommitId>,
+        new: CommitId,
+        log_message: &str,
+    ) -> Result<(), Error> {
+        let name = full_name(ref_name)?;
+        let new_commit = self.find_commit(new)?;
+        let committer = new_commit
+            .committer()
+            .map_err(git_err("read committer of", new))?;
+        let previous = match expected {
+            Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old.0)),
+            None => PreviousValue::MustNotExist,
+        };
+        let message = log_message.replace(['\n', '\r'], " ");
+        let edit = RefEdit::update(name, Target::Object(new.0), previous, message);
+        let lock_fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(LOCK_WAIT);
+        let prepared = match self
+            .repo
+            .refs
+            .transaction()
+            .prepare(Some(edit), lock_fail, lock_fail)
+        {
+            Ok(prepared) => prepared,
+            Err(err) => return Err(self.classify_prepare_error(err, ref_name, expected)),
+        };
+        prepared
+            .commit(Some(committer))
+            .map_err(git_err("update ref", ref_name))?;
+        self.sync_ref(ref_name)
+    }
+
+    /// Turn a failed `prepare` into a typed error: a moved ref, a held lock, or anything else.
+    fn classify_prepare_error(
+        &self,
+        err: gix::Error,
+        ref_name: &str,
+        expected: Option<CommitId>,
+    ) -> Error {
+        use gix::refs::file::transaction::prepare::{MustNotExist, ReferenceOutOfDate};
+        let moved = |actual: &Target| match actual {
+            Target::Object(id) => Error::RefMoved {
+                ref_name: ref_name.to_owned(),
+                expected,
+                actual: Some(CommitId(*id)),
+            },
+            Target::Symbolic(target) => Error::SymbolicRef {
+                ref_name: ref_name.to_owned(),
+                target: target.as_bstr().to_string(),
+            },
+        };
+        for cause in err.iter_errors() {
+            if let Some(out_of_date) = cause.downcast_ref::<ReferenceOutOfDate>() {
+                return moved(&out_of_date.actual);
+            }
+            if let Some(exists) = cause.downcast_ref::<MustNotExist>() {
+                return moved(&exists.actual);
+            }
+            // gix-lock reports a lock file that exists as `AlreadyExists`, after the bounded wait.
+            if cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+            {
+                return Error::RefLocked {
+                    ref_name: ref_name.to_owned(),
+                };
+            }
+        }
+        // `MustExistAndMatch` on an absent ref is reported as "not found", without a type.
+        if expected.is_some() && err.is_not_found() && matches!(self.tip(ref_name), Ok(None)) {
+            return Error::RefMoved {
+                ref_name: ref_name.to_owned(),
+                expected,
+                actual: None,
+            };
+        }
+        git_err("prepare update of ref", ref_name)(err)
+    }
+
+    fn find_commit(&self, id: CommitId) -> Result<gix::Commit<'_>, Error> {
+        let object = self
+            .repo
+            .try_find_object(id.0)
+            .map_err(git_err("read object", id))?
+            .ok_or_else(|| Error::MissingObject { id: id.to_hex() })?;
+        if object.kind != gix::objs::Kind::Commit {
+            return Err(Error::NotACommit { id: id.to_hex() });
+        }
+        Ok(object.into_commit())
+    }
+
+    fn commit_tree(&self, id: CommitId) -> Result<ObjectId, Error> {
+        let commit = self.find_commit(id)?;
+        commit
+            .tree_id()
+            .map(gix::Id::detach)
+            .map_err(git_err("read tree of commit", id))
+    }
+
+    fn objects_dir(&self) -> PathBuf {
+        self.repo.common_dir().join("objects")
+    }
+
+    /// fsync the loose files of `ids` (those that are loose), their fan-out directories and the
+    /// objects directory, so a ref never names an object that a power loss could take away.
+    fn sync_loose_objects(&self, ids: &[ObjectId]) -> Result<(), Error> {
+        let objects = self.objects_dir();
+        let mut dirs = Vec::new();
+        for id in ids {
+            let hex = id.to_hex().to_string();
+            let dir = objects.join(&hex[..2]);
+            let file = dir.join(&hex[2..]);
+            if file.is_file() {
+                sync_path(&file)?;
+                dirs.push(dir);
+            }
+        }
+        dirs.sort_unstable();
+        dirs.dedup();
+        for dir in &dirs {
+            sync_dir(dir)?;
+        }
+        if !dirs.is_empty() {
+            sync_dir(&objects)?;
+        }
+        Ok(())
+    }
+
+    /// fsync the loose ref file and its directories up to the repository directory.
+    fn sync_ref(&self, ref_name: &str) -> Result<(), Error> {
+        let base = self.repo.common_dir();
+        let file = base.join(ref_name);
+        sync_path(&file)?;
+        let mut dir = file.parent();
+        while let Some(d) = dir {
+            sync_dir(d)?;
+            if d == base {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+}
+
+fn sync_path(path: &Path) -> Result<(), Error> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|source| Error::Sync {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn sync_dir(path: &Path) -> Result<(), Error> {
+    // Directories can be opened and fsynced on Unix only; elsewhere renames are durable enough.
+    if cfg!(unix) { sync_path(path) } else { Ok(()) }
+}
+
+fn full_name(ref_name: &str) -> Result<FullName, Error> {
+    let invalid = || Error::InvalidRefName {
+        ref_name: ref_name.to_owned(),
+    };
+    if !ref_name.starts_with("refs/") {
+        return Err(invalid());
+    }
+    FullName::try_from(ref_name).map_err(|_| invalid())
+}
+
+fn is_file(kind: EntryKind) -> bool {
+    matches!(
+        kind,
+        EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link
+    )
+}
+
+/// Structural checks for any path: '/'-separated, relative, no empty components.
+fn validate_path(path: &str) -> Result<(), Error> {
+    let invalid = |reason| Error::InvalidPath {
+        path: path.to_owned(),
+        reason,
+    };
+    if path.is_empty() {
+        return Err(invalid(
+            "it is empty; pass a path such as ledger/v1/file.json",
+        ));
+    }
+    if path.starts_with('/') || path.ends_with('/') || path.contains("//") {
+        return Err(invalid(
+            "it has a leading, trailing or doubled '/'; pass a relative path such as a/b.json",
+        ));
+    }
+    if path.contains('\0') {
+        return Err(invalid("it contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Checks for paths that will be written: structure, plus names Git refuses in trees.
+fn validate_write_path(path: &str) -> Result<(), Error> {
+    validate_path(path)?;
+    for component in path.split('/') {
+        if component == "." || component == ".." {
+            return Err(Error::InvalidPath {
+                path: path.to_owned(),
+                reason: "it has a '.' or '..' component; pass a normalized path",
+            });
+        }
+        if component.eq_ignore_ascii_case(".git") {
+            return Err(Error::InvalidPath {
+                path: path.to_owned(),
+                reason: "it has a '.git' component, which git refuses to check out",
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    kind: EntryKind,
+    id: ObjectId,
+}
+
+/// One decoded tree: entries by file name.
+type Dir = HashMap<Vec<u8>, Entry>;
+
+/// A read view of the tree of one commit (or the empty tree), from [`Store::snapshot`].
+///
+/// Paths are '/'-separated and relative, like `ledger/v1/a.json`. Decoded trees are cached by
+/// object id for the lifetime of the snapshot, so use one snapshot per tip and drop it afterwards.
+pub struct Snapshot<'a> {
+    store: &'a Store,
+    commit: Option<CommitId>,
+    root: Option<ObjectId>,
+    trees: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+}
+
+impl fmt::Debug for Snapshot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("commit", &self.commit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Snapshot<'_> {
+    /// The commit this view reads, or `None` for the empty tree.
+    pub fn commit(&self) -> Option<CommitId> {
+        self.commit
+    }
+
+    /// The bytes of the file at `path`, or `None` if nothing is there (also when a component on
+    /// the way is a file). The size is checked from the object header before the blob is
+    /// decompressed.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if the blob is larger than `max_bytes`, [`Error::NotAFile`] if `path`
+    /// is a directory or submodule, [`Error::InvalidPath`], [`Error::MissingObject`],
+    /// [`Error::Git`].
+    pub fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
+        let Some(entry) = self.file_entry(path)? else {
+            return Ok(None);
+        };
+        let repo = &self.store.repo;
+        let header = repo
+            .try_find_header(entry.id)
+            .map_err(git_err("read object header of", path))?
+            .ok_or_else(|| Error::MissingObject {
+                id: entry.id.to_hex().to_string(),
+            })?;
+        if header.size() > max_bytes {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                max: max_bytes,
+            });
+        }
+        let mut blob = repo
+            .find_blob(entry.id)
+            .map_err(git_err("read blob of", path))?;
+        // The header and the object come from the same immutable object; check anyway.
+        if blob.data.len() as u64 > max_bytes {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                max: max_bytes,
+            });
+        }
+        Ok(Some(blob.take_data()))
+    }
+
+    /// Whether a file exists at `path`.
+    ///
+    /// # Errors
+    /// [`Error::NotAFile`] if a directory or submodule is at `path` (a layout the caller did not
+    /// expect), [`Error::InvalidPath`], [`Error::Git`].
+    pub fn exists(&self, path: &str) -> Result<bool, Error> {
+        Ok(self.file_entry(path)?.is_some())
+    }
+
+    /// All file paths under the directory `prefix` (recursively), as full '/'-separated paths,
+    /// sorted by byte order. `""` lists the whole tree; a trailing '/' on `prefix` is ignored.
+    /// Empty if `prefix` does not exist. Submodule entries are not files and are skipped.
+    ///
+    /// # Errors
+    /// [`Error::NotADirectory`] if `prefix` is a file, [`Error::InvalidPath`] for a bad prefix or a
+    /// file name that is not UTF-8, [`Error::Git`].
+    pub fn list_files(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+        let start = if prefix.is_empty() {
+            match self.root {
+                Some(root) => root,
+                None => return Ok(Vec::new()),
+            }
+        } else {
+            validate_path(prefix)?;
+            match self.lookup(prefix)? {
+                None => return Ok(Vec::new()),
+                Some(entry) if entry.kind == EntryKind::Tree => entry.id,
+                Some(_) => {
+                    return Err(Error::NotADirectory {
+                        path: prefix.to_owned(),
+                    });
+                }
+            }
+        };
+        let mut out = Vec::new();
+        let mut pending = vec![(prefix.to_owned(), start)];
+        while let Some((dir_path, id)) = pending.pop() {
+            // Subtrees below the prefix are read once, so they are not cached.
+            let dir = self.decode_tree(id, &dir_path)?;
+            for (name, entry) in &dir {
+                let name = std::str::from_utf8(name).map_err(|_| Error::InvalidPath {
+                    path: format!("{dir_path}/{}", name.as_bstr()),
+                    reason: "a file name in the tree is not valid UTF-8",
+                })?;
+                let full = if dir_path.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{dir_path}/{name}")
+                };
+                match entry.kind {
+                    EntryKind::Tree => pending.push((full, entry.id)),
+                    kind if is_file(kind) => out.push(full),
+                    _ => {}
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// The entry at `path` if it is a file; `None` if absent.
+    fn file_entry(&self, path: &str) -> Result<Option<Entry>, Error> {
+        validate_path(path)?;
+        match self.lookup(path)? {
+            None => Ok(None),
+            Some(entry) if is_file(entry.kind) => Ok(Some(entry)),
+            Some(_) => Err(Error::NotAFile {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    /// The entry at `path`; `None` if absent or if a component on the way is not a tree.
+    fn lookup(&self, path: &str) -> Result<Option<Entry>, Error> {
+        let Some(mut tree) = self.root else {
+            return Ok(None);
+        };
+        let mut components = path.split('/').peekable();
+        while let Some(name) = components.next() {
+            let dir = self.cached_tree(tree, path)?;
+            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+                return Ok(None);
+            };
+            if components.peek().is_none() {
+                return Ok(Some(entry));
+            }
+            if entry.kind != EntryKind::Tree {
+                return Ok(None);
+            }
+            tree = entry.id;
+        }
+        Ok(None)
+    }
+
+    /// Like [`Self::lookup`], but a file on the way to `path` is an error, as writing `path`
+    /// would have to replace it by a directory.
+    fn lookup_for_write(&self, path: &str) -> Result<Option<Entry>, Error> {
+        let Some(mut tree) = self.root else {
+            return Ok(None);
+        };
+        let mut walked = 0;
+        let mut components = path.split('/').peekable();
+        while let Some(name) = components.next() {
+            walked += name.len();
+            let dir = self.cached_tree(tree, path)?;
+            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+                return Ok(None);
+            };
+            if components.peek().is_none() {
+                return Ok(Some(entry));
+            }
+            if entry.kind != EntryKind::Tree {
+                return Err(Error::FileInTheWay {
+                    path: path.to_owned(),
+                    file: path[..walked].to_owned(),
+                });
+            }
+            tree = entry.id;
+            walked += 1;
+        }
+        Ok(None)
+    }
+
+    fn cached_tree(&self, id: ObjectId, path: &str) -> Result<Rc<Dir>, Error> {
+        if let Some(dir) = self.trees.borrow().get(&id) {
+            return Ok(Rc::clone(dir));
+        }
+        let dir = Rc::new(self.decode_tree(id, path)?);
+        self.trees.borrow_mut().insert(id, Rc::clone(&dir));
+        Ok(dir)
+    }
+
+    fn decode_tree(&self, id: ObjectId, path: &str) -> Result<Dir, Error> {
+        let tree = self
+            .store
+            .repo
+            .find_tree(id)
+            .map_err(git_err("read tree on the way to", path))?;
+        let decoded = tree
+            .decode()
+            .map_err(git_err("decode tree on the way to", path))?;
+        Ok(decoded
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.filename.to_vec(),
+                    Entry {
+                        kind: e.mode.kind(),
+                        id: e.oid.to_owned(),
+                    },
+                )
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    const MAIN: &str = "refs/heads/main";
+
+    fn sig() -> Signature {
+        Signature {
+            name: "action-ledger".to_owned(),
+            email: "ledger@invalid".to_owned(),
+            time_seconds: 1_700_000_000,
+        }
+    }
+
+    /// Run real git with no user or system configuration; return trimmed stdout.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = git_raw(dir, args);
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .expect("git prints utf-8 here")
+            .trim_end()
+            .to_owned()
+    }
+
+    fn git_raw(dir: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env_remove("GIT_DIR")
+            .output()
+            .expect("git is installed")
+    }
+
+    fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+        list.iter()
+            .map(|(p, b)| ((*p).to_owned(), b.as_bytes().to_vec()))
+            .collect()
+    }
+
+    fn new_store() -> (tempfile::TempDir, PathBuf, Store) {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let path = tmp.path().join("state.git");
+        let store = Store::open_or_init_bare(&path, MAIN).expect("init");
+        (tmp, path, store)
+    }
+
+    /// Write and publish one commit on the current tip.
+    fn publish(store: &Store, list: &[(&str, &str)]) -> CommitId {
+        let base = store.tip(MAIN).expect("tip");
+        let commit = store
+            .write_commit(base, &files(list), "publish\n", &sig())
+            .expect("write");
+        store
+            .update_ref(MAIN, base, commit, "publish")
+            .expect("update ref");
+        commit
+    }
+
+    fn assert_fsck_clean(repo: &Path) {
+        let out = git_raw(repo, &["fsck", "--strict", "--no-dangling"]);
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "fsck: {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn first_commit_with_must_not_exist_then_second_on_top() {
+        let (_tmp, repo, store) = new_store();
+        assert_eq!(store.tip(MAIN).expect("tip"), None);
+        assert_eq!(git(&repo, &["symbolic-ref", "HEAD"]), MAIN);
+
+        let c1 = store
+            .write_commit(
+                None,
+                &files(&[("ledger/v1/layout.json", "{\"layout\":\"fanout\"}\n")]),
+                "first\n\nLedger-Digest: abc\n",
+                &sig(),
+            )
+            .expect("write first");
+        assert_eq!(
+            store.tip(MAIN).expect("tip"),
+            None,
+            "write_commit moves no ref"
+        );
+        store
+            .update_ref(MAIN, None, c1, "first")
+            .expect("create ref");
+        assert_eq!(store.tip(MAIN).expect("tip"), Some(c1));
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c1.to_hex());
+
+        let tree1 = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert_eq!(
+            git(&repo, &["cat-file", "-p", &c1.to_hex()]),
+            format!(
+                "tree {tree1}\n\
+                 author action-ledger <ledger@invalid> 1700000000 +0000\n\
+                 committer action-ledger <ledger@invalid> 1700000000 +0000\n\
+                 \n\
+                 first\n\
+                 \n\
+                 Ledger-Digest: abc"
+            )
+        );
+
+        let c2 = store
+            .write_commit(
+                Some(c1),
+                &files(&[("ledger/v1/events/e1.json", "{\"n\":1}\n")]),
+                "second\n",
+                &sig(),
+            )
+            .expect("write second");
+        store
+            .update_ref(MAIN, Some(c1), c2, "second")
+            .expect("move ref");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+        assert_eq!(git(&repo, &["rev-parse", &format!("{c2}^")]), c1.to_hex());
+        assert_eq!(git(&repo, &["rev-list", "--count", MAIN]), "2");
+        assert_eq!(
+            git(&repo, &["ls-tree", "-r", MAIN]),
+            format!(
+                "100644 blob {}\tledger/v1/events/e1.json\n100644 blob {}\tledger/v1/layout.json",
+                git(
+                    &repo,
+                    &["rev-parse", &format!("{c2}:ledger/v1/events/e1.json")]
+                ),
+                git(
+                    &repo,
+                    &["rev-parse", &format!("{c1}:ledger/v1/layout.json")]
+                ),
+            )
+        );
+        assert_eq!(
+            git(&repo, &["cat-file", "-p", "main:ledger/v1/layout.json"]),
+            "{\"layout\":\"fanout\"}"
+        );
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn nested_paths_and_3000_files_in_one_directory() {
+        let (_tmp, repo, store) = new_store();
+        let mut batch = vec![("a/b/c.json".to_owned(), b"{\"c\":true}\n".to_vec())];
+        for i in 0..3000 {
+            batch.push((
+                format!("ledger/v1/events/{i:05}.json"),
+                format!("{{\"i\":{i}}}\n").into_bytes(),
+            ));
+        }
+        let c1 = store
+            .write_commit(None, &batch, "bulk\n", &sig())
+            .expect("write");
+        store.update_ref(MAIN, None, c1, "bulk").expect("ref");
+
+        let view = store.snapshot(Some(c1)).expect("snapshot");
+        assert_eq!(view.commit(), Some(c1));
+        assert_eq!(
+            view.read("a/b/c.json", 1024).expect("read"),
+            Some(b"{\"c\":true}\n".to_vec())
+        );
+        for i in [0, 1, 1499, 2999] {
+            let path = format!("ledger/v1/events/{i:05}.json");
+            assert_eq!(
+                view.read(&path, 1024).expect("read"),
+                Some(format!("{{\"i\":{i}}}\n").into_bytes())
+            );
+            assert!(view.exists(&path).expect("exists"));
+        }
+        assert!(!view.exists("ledger/v1/events/03000.json").expect("exists"));
+
+        let events = view.list_files("ledger/v1/events").expect("list");
+        let mut expected: Vec<String> = (0..3000)
+            .map(|i| format!("ledger/v1/events/{i:05}.json"))
+            .collect();
+        expected.sort();
+        assert_eq!(events, expected);
+        let all = view.list_files("").expect("list all");
+        assert_eq!(all.len(), 3001);
+        assert_eq!(all[0], "a/b/c.json");
+        let git_paths = git(&repo, &["ls-tree", "-r", "--name-only", MAIN]);
+        assert_eq!(git_paths.lines().collect::<Vec<_>>(), all);
+        let modes = git(&repo, &["ls-tree", "-r", MAIN]);
+        assert!(modes.lines().all(|l| l.starts_with("100644 blob ")));
+        assert_eq!(
+            git(
+                &repo,
+                &["cat-file", "-p", "main:ledger/v1/events/02999.json"]
+            ),
+            "{\"i\":2999}"
+        );
+
+        // One more file in the big directory rewrites only the trees on its path.
+        let c2 = publish(&store, &[("ledger/v1/events/03000.json", "{}\n")]);
+        let rev = |spec: String| git(&repo, &["rev-parse", &spec]);
+        assert_eq!(rev(format!("{c1}:a")), rev(format!("{c2}:a")));
+        assert_ne!(
+            rev(format!("{c1}:ledger/v1/events")),
+            rev(format!("{c2}:ledger/v1/events"))
+        );
+        assert_eq!(
+            store
+                .snapshot(Some(c2))
+                .expect("snapshot")
+                .list_files("ledger/v1/events/")
+                .expect("list")
+                .len(),
+            3001
+        );
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn list_files_is_sorted_by_full_path_bytes() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(
+            &store,
+            &[
+                ("d/b", "1"),
+                ("d/a/z", "2"),
+                ("d/a.txt", "3"),
+                ("d/a-b/x", "4"),
+                ("d/A", "5"),
+                ("e", "6"),
+            ],
+        );
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        // Git's tree order would put "a.txt" after "a-b" but "a" (as "a/") after "a.txt"; we
+        // return plain byte order of the full path.
+        assert_eq!(
+            view.list_files("d").expect("list"),
+            vec!["d/A", "d/a-b/x", "d/a.txt", "d/a/z", "d/b"]
+        );
+        assert_eq!(
+            view.list_files("nope").expect("absent"),
+            Vec::<String>::new()
+        );
+        assert_eq!(view.list_files("d/a").expect("list"), vec!["d/a/z"]);
+        assert!(matches!(
+            view.list_files("e"),
+            Err(Error::NotADirectory { path }) if path == "e"
+        ));
+        let empty = store.snapshot(None).expect("empty");
+        assert_eq!(empty.list_files("").expect("list"), Vec::<String>::new());
+        assert_eq!(empty.read("e", 10).expect("read"), None);
+    }
+
+    #[test]
+    fn read_limits_and_kinds() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(&store, &[("a/b/c.json", "0123456789")]);
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        assert_eq!(
+            view.read("a/b/c.json", 10).expect("at limit"),
+            Some(b"0123456789".to_vec())
+        );
+        match view.read("a/b/c.json", 9) {
+            Err(Error::TooLarge { path, max }) => {
+                assert_eq!((path.as_str(), max), ("a/b/c.json", 9));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert!(matches!(view.read("a/b", 100), Err(Error::NotAFile { path }) if path == "a/b"));
+        assert!(matches!(view.exists("a"), Err(Error::NotAFile { .. })));
+        assert_eq!(view.read("a/b/missing", 100).expect("absent"), None);
+        assert!(!view.exists("a/b/c.json/under-a-file").expect("absent"));
+        assert!(matches!(
+            view.read("a//b", 100),
+            Err(Error::InvalidPath { path, .. }) if path == "a//b"
+        ));
+    }
+
+    #[test]
+    fn write_rejects_conflicts_and_bad_paths_before_writing() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a/b/c.json", "one"), ("x", "x")]);
+        let tree1 = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        let objects_before = git(&repo, &["count-objects"]);
+
+        let write = |list: &[(&str, &str)]| store.write_commit(Some(c1), &files(list), "m", &sig());
+        assert!(matches!(
+            write(&[("new.json", "n"), ("a/b/c.json", "two")]),
+            Err(Error::Conflict { path }) if path == "a/b/c.json"
+        ));
+        assert!(matches!(
+            write(&[("a/b", "file over dir")]),
+            Err(Error::DirectoryInTheWay { path }) if path == "a/b"
+        ));
+        assert!(matches!(
+            write(&[("a/b/c.json/d", "under a file")]),
+            Err(Error::FileInTheWay { path, file }) if path == "a/b/c.json/d" && file == "a/b/c.json"
+        ));
+        assert!(matches!(
+            write(&[("n/m", "1"), ("n/m/o", "2")]),
+            Err(Error::FileInTheWay { path, file }) if path == "n/m/o" && file == "n/m"
+        ));
+        assert!(matches!(
+            write(&[("d", "1"), ("d", "2")]),
+            Err(Error::DuplicatePath { path }) if path == "d"
+        ));
+        for bad in [
+            "",
+            "/abs",
+            "trailing/",
+            "a//b",
+            "../up",
+            "a/./b",
+            ".git/config",
+            "a/.GIT/x",
+        ] {
+            assert!(
+                matches!(write(&[(bad, "v")]), Err(Error::InvalidPath { ref path, .. }) if path == bad),
+                "{bad:?} must be rejected"
+            );
+        }
+        let bad_sig = Signature {
+            name: "a <b>".to_owned(),
+            ..sig()
+        };
+        assert!(matches!(
+            store.write_commit(Some(c1), &files(&[("y", "y")]), "m", &bad_sig),
+            Err(Error::InvalidSignature { .. })
+        ));
+        assert_eq!(
+            git(&repo, &["count-objects"]),
+            objects_before,
+            "nothing written"
+        );
+
+        // Identical bytes are unchanged: same tree, and a duplicate with equal bytes is fine.
+        let c2 = write(&[("a/b/c.json", "one"), ("x", "x"), ("x", "x")]).expect("replay");
+        assert_eq!(git(&repo, &["rev-parse", &format!("{c2}^{{tree}}")]), tree1);
+        assert_eq!(store.tip(MAIN).expect("tip"), Some(c1));
+    }
+
+    #[test]
+    fn stale_expected_value_is_ref_moved_and_leaves_the_ref() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        // Two writers build on c1; the first wins.
+        let winner = store
+            .write_commit(Some(c1), &files(&[("b", "2")]), "w\n", &sig())
+            .expect("write");
+        let loser = store
+            .write_commit(Some(c1), &files(&[("c", "3")]), "l\n", &sig())
+            .expect("write");
+        store.update_ref(MAIN, Some(c1), winner, "w").expect("win");
+        match store.update_ref(MAIN, Some(c1), loser, "l") {
+            Err(Error::RefMoved {
+                ref_name,
+                expected,
+                actual,
+            }) => {
+                assert_eq!(ref_name, MAIN);
+                assert_eq!(expected, Some(c1));
+                assert_eq!(actual, Some(winner));
+            }
+            other => panic!("expected RefMoved, got {other:?}"),
+        }
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), winner.to_hex());
+
+        // MustNotExist on an existing ref.
+        match store.update_ref(MAIN, None, loser, "l") {
+            Err(Error::RefMoved {
+                expected, actual, ..
+            }) => assert_eq!((expected, actual), (None, Some(winner))),
+            other => panic!("expected RefMoved, got {other:?}"),
+        }
+        // MustExistAndMatch on an absent ref.
+        match store.update_ref("refs/heads/other", Some(c1), loser, "l") {
+            Err(Error::RefMoved {
+                expected, actual, ..
+            }) => assert_eq!((expected, actual), (Some(c1), None)),
+            other => panic!("expected RefMoved, got {other:?}"),
+        }
+        assert_eq!(store.tip("refs/heads/other").expect("tip"), None);
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), winner.to_hex());
+        // Replaying the winning swap is a no-op success.
+        store
+            .update_ref(MAIN, Some(c1), winner, "again")
+            .expect_err("c1 is no longer the tip");
+        store
+            .update_ref(MAIN, Some(winner), winner, "same")
+            .expect("no-op");
+    }
+
+    #[test]
+    fn held_lock_is_ref_locked_not_ref_moved() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        let c2 = store
+            .write_commit(Some(c1), &files(&[("b", "2")]), "m", &sig())
+            .expect("write");
+        let lock = repo.join("refs/heads/main.lock");
+        std::fs::write(&lock, "").expect("lock");
+        let started = std::time::Instant::now();
+        match store.update_ref(MAIN, Some(c1), c2, "m") {
+            Err(Error::RefLocked { ref_name }) => assert_eq!(ref_name, MAIN),
+            other => panic!("expected RefLocked, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "bounded wait");
+        assert!(lock.exists(), "another writer's lock is left alone");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c1.to_hex());
+        std::fs::remove_file(&lock).expect("unlock");
+        store
+            .update_ref(MAIN, Some(c1), c2, "m")
+            .expect("after unlock");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+    }
+
+    #[test]
+    fn fresh_clone_checks_out_the_ledger_ref() {
+        let (tmp, repo, store) = new_store();
+        publish(&store, &[("ledger/v1/a.json", "{\"a\":1}\n")]);
+        let work = tmp.path().join("work");
+        let repo_arg = repo.to_str().expect("utf-8 temp path");
+        let work_arg = work.to_str().expect("utf-8 temp path");
+        git(tmp.path(), &["clone", "--quiet", repo_arg, work_arg]);
+        assert_eq!(
+            std::fs::read(work.join("ledger/v1/a.json")).expect("checked out"),
+            b"{\"a\":1}\n"
+        );
+        assert_eq!(git(&work, &["symbolic-ref", "HEAD"]), MAIN);
+
+        // Opening again keeps HEAD, even with another ref name.
+        drop(store);
+        let again = Store::open_or_init_bare(&repo, "refs/heads/other").expect("reopen");
+        assert!(again.tip(MAIN).expect("tip").is_some());
+        assert_eq!(git(&repo, &["symbolic-ref", "HEAD"]), MAIN);
+    }
+
+    #[test]
+    fn packed_refs_are_read_and_swapped() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        git(&repo, &["pack-refs", "--all"]);
+        assert!(!repo.join("refs/heads/main").exists(), "ref is packed");
+        let store = Store::open(&repo).expect("open");
+        assert_eq!(store.tip(MAIN).expect("tip"), Some(c1));
+        let c2 = publish(&store, &[("b", "2")]);
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn reads_a_non_bare_repository_written_by_git() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
+        git(dir, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::create_dir_all(dir.join("ledger/v1")).expect("mkdir");
+        std::fs::write(dir.join("ledger/v1/x.json"), "{}\n").expect("write");
+        git(dir, &["add", "--chmod=+x", "."]);
+        git(
+            dir,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "-m",
+                "m",
+            ],
+        );
+        let head = git(dir, &["rev-parse", "HEAD"]);
+        let store = Store::open(dir).expect("open");
+        let tip = store.tip(MAIN).expect("tip").expect("exists");
+        assert_eq!(tip.to_hex(), head);
+        let view = store.snapshot(Some(tip)).expect("snapshot");
+        assert_eq!(
+            view.read("ledger/v1/x.json", 3).expect("read"),
+            Some(b"{}\n".to_vec())
+        );
+        // The reflog of a non-bare repository is written with the commit's committer.
+        let c2 = publish(
+            &store,
+            &[("ledger/v1/y.json", "[]\n"), ("ledger/v1/x.json", "{}\n")],
+        );
+        // Re-publishing identical bytes leaves the existing entry (and its mode) alone.
+        assert!(
+            git(dir, &["ls-tree", MAIN, "ledger/v1/x.json"]).starts_with("100755 blob "),
+            "existing entry kept"
+        );
+        assert_eq!(
+            git(dir, &["reflog", "-1", "--format=%H %gs %gn", MAIN]),
+            format!("{c2} publish action-ledger")
+        );
+    }
+
+    #[test]
+    fn ids_refs_and_objects_are_validated() {
+        let hex = "0123456789abcdef0123456789abcdef01234567";
+        let id = CommitId::from_hex(hex).expect("valid");
+        assert_eq!(
+            (id.to_hex(), id.to_string()),
+            (hex.to_owned(), hex.to_owned())
+        );
+        for bad in [
+            "",
+            "0123",
+            &hex.to_uppercase(),
+            &format!("{hex}0"),
+            &hex.replace('0', "g"),
+        ] {
+            assert!(matches!(
+                CommitId::from_hex(bad),
+                Err(Error::InvalidCommitId { .. })
+            ));
+        }
+
+        let (_tmp, repo, store) = new_store();
+        assert!(matches!(
+            store.tip("main"),
+            Err(Error::InvalidRefName { .. })
+        ));
+        assert!(matches!(
+            store.tip("refs/heads/a..b"),
+            Err(Error::InvalidRefName { .. })
+        ));
+        assert!(matches!(
+            store.snapshot(Some(id)),
+            Err(Error::MissingObject { id }) if id == hex
+        ));
+        let c1 = publish(&store, &[("a", "1")]);
+        let tree = CommitId::from_hex(&git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]))
+            .expect("hex");
+        assert!(matches!(
+            store.snapshot(Some(tree)),
+            Err(Error::NotACommit { .. })
+        ));
+        assert!(matches!(
+            store.update_ref(MAIN, Some(c1), tree, "m"),
+            Err(Error::NotACommit { .. })
+        ));
+        let not_a_repo = tempfile::tempdir().expect("temp dir");
+        std::fs::write(not_a_repo.path().join("file"), "x").expect("write");
+        assert!(matches!(
+            Store::open(not_a_repo.path()),
+            Err(Error::Open { .. })
+        ));
+        assert!(matches!(
+            Store::open_or_init_bare(not_a_repo.path(), MAIN),
+            Err(Error::Open { .. })
+        ));
+    }
+}
