@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod cli;
+mod conformance;
 pub mod event;
 pub mod files;
 pub mod identity;

@@ -259,6 +259,26 @@ pub fn pack(identity: &ShardIdentity, events: Vec<Event>) -> Result<Vec<Shard>, 
         .collect()
 }
 
+/// `writeActionEventShard` without index/count (§6.5): one unnumbered shard of at most 1,024
+/// raw events and 2 MiB, events normalized and causally ordered. Legacy and direct writes only;
+/// sealing always numbers parts.
+pub fn single(identity: &ShardIdentity, events: Vec<Event>) -> Result<Shard, Error> {
+    let identity = identity.normalized()?;
+    let events = normalize_events(&identity, events, MAX_EVENTS)?;
+    if let Some(e) = events.iter().find(|e| e.json.len() + 1 > MAX_BYTES) {
+        return Err(Error::EventTooLarge(e.event_id.clone()));
+    }
+    let content = content(&events);
+    if content.len() > MAX_BYTES {
+        return Err(Error::RawLimit(MAX_EVENTS));
+    }
+    Ok(Shard {
+        path: relative_path(&identity, None)?,
+        events,
+        content,
+    })
+}
+
 /// `parseActionEventShardContent` (§6.6 step 2): final newline required, no empty line, no `\r`,
 /// each line canonical (source `<path>:<line>`). Does not check order.
 pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
