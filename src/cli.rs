@@ -178,7 +178,7 @@ fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
         | E::HistoryCycle(_)
         | E::Provenance { .. }
         | E::Contention { .. } => 1,
-        E::Seal(s) if matches!(s, seal::Error::LateEvents(_) | seal::Error::Unsealed { .. }) => 1,
+        E::Seal(seal::Error::LateEvents(_) | seal::Error::Unsealed { .. }) => 1,
         _ => 2,
     };
     Failure {

@@ -1,69 +1,1496 @@
-//! TEMPORARY placeholder: replaced by the full privacy module (helper build in progress).
+//! Privacy validation of the ledger's free-text fields (ledger-core §4).
+//!
+//! Every string that the ledger stores verbatim passes through one of four gates:
+//! [`machine_text`] (§4.1: identifiers, names, attribute keys and values), [`relative_data_path`]
+//! (§4.2: `record_path`, `report_path`), [`public_run_url`] (§4.5: `run_url`) or the plain
+//! [`bounded_text`] step they share. All of them reject, with the reference's message texts (§7),
+//! anything that [`contains_confidential_identifier`] (§4.4) flags: private paths, credentials,
+//! e-mail addresses, private or internal hosts and URLs.
+//!
+//! Compatibility with the TypeScript reference is accept/reject-exact, so the JavaScript
+//! primitives it relies on are emulated rather than replaced by their Rust look-alikes:
+//! `String.prototype.trim` ([`js_trim`]), UTF-16 lengths ([`utf16_len`]), regex `\s`/`\b`/`\d`,
+//! `Number(string)`, Node's `net.isIP`, and the WHATWG URL parser (the `url` crate implements
+//! the same algorithm as Node's `new URL`). Nothing here does I/O.
+
+use std::sync::LazyLock;
+
+use regex::{Regex, RegexSet};
+use url::{Host, Url};
+
+/// Rejections of a text field; `label` names the field as the reference does (for example
+/// `action event producer job`), and the messages are the reference's texts (ledger-core §7).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum Error {
+    /// Empty after JS trim.
     #[error("{label} is required")]
     Required { label: String },
+    /// A UTF-16 code unit ≤ 0x1F or = 0x7F.
     #[error("{label} contains control characters")]
     ControlCharacters { label: String },
+    /// More than `max` UTF-16 code units after trim.
     #[error("{label} exceeds {max} characters")]
     TooLong { label: String, max: usize },
+    /// §4.4 flagged the value.
     #[error("{label} contains a confidential identifier")]
     Confidential { label: String },
+    /// Not `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
     #[error("{label} must be machine-readable text")]
     NotMachineText { label: String },
+    /// Not a namespaced path of portable segments (§4.2).
+    #[error("{label} must be a namespaced repository-relative data path using portable segments")]
+    NotRelativeDataPath { label: String },
+    /// Run URL with `?`/`#`, a scheme other than https, userinfo, an explicit non-default port,
+    /// a query or a fragment.
+    #[error("{label} must be a credential-free HTTPS URL")]
+    NotCredentialFreeHttps { label: String },
+    /// Run URL whose host is not `github.com` or whose path is not
+    /// `/<owner>/<repo>/actions/runs/<digits>`.
+    #[error("{label} must identify a public github.com Actions run")]
+    NotGithubActionsRun { label: String },
+    /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` ("Invalid URL")
+    /// escape here; no conformance vector pins that text, so the message names the field.
+    /// Besides unparsable run URLs this is also what [`machine_text`] returns where the
+    /// reference's §4.4 scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
+    /// Node's `net.isIP` accepts and `new URL` refuses.
+    #[error("{label} must be a valid URL")]
+    InvalidUrl { label: String },
 }
+
+/// One entry of the reference's `ACTION_EVENT_CONFIDENTIAL_IDENTIFIER_PATTERN_SOURCES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfidentialPattern {
+    /// 1-based position in the reference list (ledger-core §4.4 numbers them the same way).
+    pub id: u8,
+    /// What the pattern is meant to catch; our wording, not the reference's.
+    pub family: &'static str,
+    /// The reference's JavaScript regex source, verbatim; it is used without flags.
+    pub source: &'static str,
+}
+
+/// The 26 confidential identifier patterns of ledger-core §4.4 (check A), in reference order.
+///
+/// The sources are kept verbatim so that they can be compared with the reference; they are
+/// translated to `regex` syntax once, on first use (see `rust_regex_source`).
+pub static CONFIDENTIAL_PATTERNS: [ConfidentialPattern; 26] = [
+    ConfidentialPattern {
+        id: 1,
+        family: "posix private directory",
+        source: r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
+    },
+    ConfidentialPattern {
+        id: 2,
+        family: "windows users directory",
+        source: r"\\[Uu][Ss][Ee][Rr][Ss]\\",
+    },
+    ConfidentialPattern {
+        id: 3,
+        family: "windows drive path",
+        source: r"(?:^|[\\/])[A-Za-z]:[\\/]",
+    },
+    ConfidentialPattern {
+        id: 4,
+        family: "scheme-like prefix before an absolute path",
+        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?!/)|[A-Za-z]:/)",
+    },
+    ConfidentialPattern {
+        id: 5,
+        family: "percent-encoded octet",
+        source: r"%[0-9A-Fa-f]{2}",
+    },
+    ConfidentialPattern {
+        id: 6,
+        family: "file url",
+        source: r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:",
+    },
+    ConfidentialPattern {
+        id: 7,
+        family: "url userinfo",
+        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@]+@",
+    },
+    ConfidentialPattern {
+        id: 8,
+        family: "userinfo without authority slashes",
+        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^\s/@]+@",
+    },
+    ConfidentialPattern {
+        id: 9,
+        family: "pem private key",
+        source: r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY",
+    },
+    ConfidentialPattern {
+        id: 10,
+        family: "github or openai style token",
+        source: r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
+    },
+    ConfidentialPattern {
+        id: 11,
+        family: "npm token",
+        source: r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
+    },
+    ConfidentialPattern {
+        id: 12,
+        family: "slack token",
+        source: r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
+    },
+    ConfidentialPattern {
+        id: 13,
+        family: "aws access key id",
+        source: r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
+    },
+    ConfidentialPattern {
+        id: 14,
+        family: "json web token",
+        source: r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
+    },
+    ConfidentialPattern {
+        id: 15,
+        family: "bearer, api key or cloudflare credential",
+        source: r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:\s+|%20|\s*[:=_+\-]\s*)[A-Za-z0-9._~+\/-]{16,}={0,2}",
+    },
+    ConfidentialPattern {
+        id: 16,
+        family: "basic credentials",
+        source: r"[Bb][Aa][Ss][Ii][Cc](?:\s+|%20|\s*[:+]\s*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])",
+    },
+    ConfidentialPattern {
+        id: 17,
+        family: "e-mail address",
+        source: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+    },
+    ConfidentialPattern {
+        id: 18,
+        family: "internal host name",
+        source: r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 19,
+        family: "private dotted ipv4",
+        source: r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
+    },
+    ConfidentialPattern {
+        id: 20,
+        family: "dotted quad with a leading-zero octet",
+        source: r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
+    },
+    ConfidentialPattern {
+        id: 21,
+        family: "ipv6 loopback, mapped loopback, unique-local or link-local",
+        source: r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 22,
+        family: "ipv6-embedded private ipv4 in hex",
+        source: r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 23,
+        family: "ipv6-embedded private ipv4 in hex, partially compressed",
+        source: r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 24,
+        family: "shorthand private ipv4 url",
+        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 25,
+        family: "single-number host url",
+        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
+    },
+    ConfidentialPattern {
+        id: 26,
+        family: "mixed-radix host url",
+        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
+    },
+];
+
+/// Check D's dotted-quad candidates (reference source, global flag).
+const IPV4_CANDIDATE_SOURCE: &str = r"\b(?:\d{1,3}\.){3}\d{1,3}\b";
+/// Check D's bracketed IPv6 candidates (reference source, global + case-insensitive flags).
+const IPV6_CANDIDATE_SOURCE: &str = r"\[[0-9a-f:]+\]";
+/// Check E's URL candidates (reference source, global flag).
+const URL_CANDIDATE_SOURCE: &str = r#"\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+"#;
+
+/// The ECMAScript WhiteSpace + LineTerminator set (what JS `\s` and `trim` use), written as the
+/// members of a `regex` character class. Unlike Unicode `White_Space` it has U+FEFF and lacks
+/// U+0085.
+const JS_WHITESPACE_CLASS_MEMBERS: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
+
+static CONFIDENTIAL_SET: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(
+        CONFIDENTIAL_PATTERNS
+            .iter()
+            .map(|pattern| rust_regex_source(pattern.source)),
+    )
+    .expect("every confidential pattern translates to valid regex syntax")
+});
+
+static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&rust_regex_source(IPV4_CANDIDATE_SOURCE))
+        .expect("the IPv4 candidate pattern is valid regex syntax")
+});
+
+static IPV6_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!("(?i){}", rust_regex_source(IPV6_CANDIDATE_SOURCE)))
+        .expect("the IPv6 candidate pattern is valid regex syntax")
+});
+
+static URL_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&rust_regex_source(URL_CANDIDATE_SOURCE))
+        .expect("the URL candidate pattern is valid regex syntax")
+});
+
+/// Node's `net.isIPv6` (lib/internal/net.js). It differs from the WHATWG IPv6 parser in
+/// accepting a `%zone` suffix, which is why `private_host` can fail.
+static NODE_IPV6: LazyLock<Regex> = LazyLock::new(|| {
+    let v4_seg = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+    let v4 = format!(r"(?:{v4_seg}\.){{3}}{v4_seg}");
+    let v6 = "(?:[0-9a-fA-F]{1,4})";
+    let source = format!(
+        "^(?:\
+         (?:{v6}:){{7}}(?:{v6}|:)|\
+         (?:{v6}:){{6}}(?:{v4}|:{v6}|:)|\
+         (?:{v6}:){{5}}(?::{v4}|(?::{v6}){{1,2}}|:)|\
+         (?:{v6}:){{4}}(?:(?::{v6}){{0,1}}:{v4}|(?::{v6}){{1,3}}|:)|\
+         (?:{v6}:){{3}}(?:(?::{v6}){{0,2}}:{v4}|(?::{v6}){{1,4}}|:)|\
+         (?:{v6}:){{2}}(?:(?::{v6}){{0,3}}:{v4}|(?::{v6}){{1,5}}|:)|\
+         (?:{v6}:){{1}}(?:(?::{v6}){{0,4}}:{v4}|(?::{v6}){{1,6}}|:)|\
+         (?::(?:(?::{v6}){{0,5}}:{v4}|(?::{v6}){{1,7}}|:))\
+         )(?:%[0-9a-zA-Z.:-]{{1,}})?$"
+    );
+    Regex::new(&source).expect("Node's IPv6 pattern is valid regex syntax")
+});
+
+/// privateHost step 5: `::a:b` or `::ffff:a:b`, an IPv4 address in two hex groups.
+static EMBEDDED_IPV4: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^::(?:ffff:)?([0-9a-f]{1,4}):([0-9a-f]{1,4})$")
+        .expect("the embedded IPv4 pattern is valid regex syntax")
+});
+
+/// §4.5 path shape, checked on the WHATWG-normalized pathname.
+static RUN_PATH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]+$")
+        .expect("the run path pattern is valid regex syntax")
+});
+
+/// The namespaces a relative data path may start with (§4.2).
+const DATA_PATH_NAMESPACES: [&str; 8] = [
+    ".artifacts",
+    "artifacts",
+    "jobs",
+    "ledger",
+    "logs",
+    "notifications",
+    "records",
+    "results",
+];
+
+/// Longest relative data path, in UTF-16 code units (§4.2).
+const MAX_DATA_PATH_LEN: usize = 512;
+
+/// Longest segment of a relative data path (`[A-Za-z0-9_](?:…{0,253}…)?`).
+const MAX_DATA_PATH_SEGMENT_LEN: usize = 255;
+
+/// JS `String.prototype.trim` (ledger-core §3.1, §10.1): strips TAB, LF, VT, FF, CR, SPACE,
+/// U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 and U+FEFF from both
+/// ends. Rust's `str::trim` differs (it keeps U+FEFF and strips U+0085), which would change
+/// which values are accepted.
 pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(|c: char| {
-        matches!(
-            c,
-            '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-                ..='\u{200a}'
-                    | '\u{2028}'
-                    | '\u{2029}'
-                    | '\u{202f}'
-                    | '\u{205f}'
-                    | '\u{3000}'
-                    | '\u{feff}'
-        )
-    })
+    s.trim_matches(is_js_whitespace)
 }
+
+/// Length of `s` in UTF-16 code units, the unit of every length limit of the reference
+/// (ledger-core §10.2).
 pub fn utf16_len(s: &str) -> usize {
-    s.encode_utf16().count()
+    s.chars().map(char::len_utf16).sum()
 }
-pub fn contains_confidential_identifier(_v: &str) -> bool {
-    false
+
+/// Whether `value` contains a confidential identifier (ledger-core §4.4): true if any of the
+/// 26 [`CONFIDENTIAL_PATTERNS`] matches anywhere (A), the whole value is a [`private_url`] (B) or
+/// a [`private_host`] (C), a dotted-quad or bracketed-IPv6 substring is a private host (D), or a
+/// `scheme://…` substring is a private URL (E).
+///
+/// Where the reference throws instead of answering (an IPv6 literal with a zone id, see
+/// [`Error::InvalidUrl`]) this returns true: the reference rejects such values either way.
+pub fn contains_confidential_identifier(value: &str) -> bool {
+    scan(value).unwrap_or(true)
 }
+
+/// The reference's `privateHost` (ledger-core §4.4): whether `s` names a loopback, private,
+/// link-local, unique-local or internal host. `s` may be bracketed and have trailing dots; an
+/// IPv6 literal is first re-serialized as WHATWG does, and a dotted quad is read octet by octet
+/// with JS `Number()` (so `0x7f.0.0.1` and `1e1.0.0.1` are private, while `127.1` and
+/// `0177.0.0.1` are not: only [`private_url`]'s WHATWG parsing expands those).
+///
+/// Returns true where the reference throws (an IPv6 literal with a zone id).
+pub fn private_host(s: &str) -> bool {
+    try_private_host(s).unwrap_or(true)
+}
+
+/// The reference's `privateUrl` (ledger-core §4.4): whether `s` parses as a WHATWG URL that is a
+/// `file:` URL, carries a username or password, or whose host is a [`private_host`]. WHATWG
+/// host parsing canonicalizes IPv4 aliases first, so `http://127.1`, `http://0x7f.1`,
+/// `http://2130706433` and `http://0177.0.0.1` are all private. Unparsable input is not private.
+pub fn private_url(s: &str) -> bool {
+    try_private_url(s).unwrap_or(true)
+}
+
+/// Machine text (ledger-core §4.1): the trimmed value, if it is non-empty, free of control
+/// characters, at most `max_len` UTF-16 code units (256 for most fields, 128 for workflow and
+/// job), free of confidential identifiers and of the form `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
+/// The checks run in that order and the first failure is returned.
 pub fn machine_text(value: &str, label: &str, max_len: usize) -> Result<String, Error> {
-    let v = js_trim(value);
-    if v.is_empty() {
-        return Err(Error::Required {
-            label: label.into(),
+    let text = bounded_text(value, label, max_len)?;
+    reject_confidential(&text, label)?;
+    if !is_machine_text(&text) {
+        return Err(Error::NotMachineText {
+            label: label.to_owned(),
         });
     }
-    if v.chars().any(|c| (c as u32) < 32 || c as u32 == 127) {
-        return Err(Error::ControlCharacters {
-            label: label.into(),
-        });
-    }
-    if utf16_len(v) > max_len {
+    Ok(text)
+}
+
+/// The reference's `boundedText`: the JS-trimmed value, if it is non-empty
+/// ([`Error::Required`]), has no UTF-16 code unit ≤ 0x1F or = 0x7F
+/// ([`Error::ControlCharacters`]) and is at most `max_len` UTF-16 code units long
+/// ([`Error::TooLong`]).
+pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, Error> {
+    let text = required_text(value, label)?;
+    if utf16_len(text) > max_len {
         return Err(Error::TooLong {
-            label: label.into(),
+            label: label.to_owned(),
             max: max_len,
         });
     }
-    let ok = v.as_bytes()[0].is_ascii_alphanumeric()
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.:/@+-".contains(&b));
-    if !ok {
-        return Err(Error::NotMachineText {
-            label: label.into(),
+    Ok(text.to_owned())
+}
+
+/// Relative data path (ledger-core §4.2), for `subject.record_path` and
+/// `evidence[].report_path`: [`bounded_text`] with a 512 limit, one leading `./` removed, then
+/// a namespace (`.artifacts`, `artifacts`, `jobs`, `ledger`, `logs`, `notifications`,
+/// `records`, `results`) followed by one or more `/`-separated portable segments, else
+/// [`Error::NotRelativeDataPath`]; finally the confidential scan ([`Error::Confidential`], e.g.
+/// `records/tmp/x`, `records/a@b`). Returns the path without the `./`.
+pub fn relative_data_path(value: &str, label: &str) -> Result<String, Error> {
+    let text = bounded_text(value, label, MAX_DATA_PATH_LEN)?;
+    let path = text.strip_prefix("./").unwrap_or(&text);
+    if !is_relative_data_path(path) {
+        return Err(Error::NotRelativeDataPath {
+            label: label.to_owned(),
         });
     }
-    Ok(v.to_string())
+    reject_confidential(path, label)?;
+    Ok(path.to_owned())
 }
-pub fn relative_data_path(value: &str, label: &str) -> Result<String, Error> {
-    machine_text(value, label, 512)
+
+/// Public run URL (ledger-core §4.5), only for `evidence[].run_url`: the trimmed value must be
+/// non-empty and free of control characters (no length limit), contain no `?` or `#`, parse as
+/// a WHATWG URL ([`Error::InvalidUrl`]), be `https` without userinfo, explicit non-default port,
+/// query or fragment ([`Error::NotCredentialFreeHttps`]), and have host `github.com` and a
+/// normalized path `/<owner>/<repo>/actions/runs/<digits>`
+/// ([`Error::NotGithubActionsRun`]). Returns the WHATWG href, so case, `:443`, backslashes and
+/// dot segments come back normalized. No confidential scan applies to this field.
+pub fn public_run_url(value: &str, label: &str) -> Result<String, Error> {
+    let text = required_text(value, label)?;
+    let not_credential_free = || Error::NotCredentialFreeHttps {
+        label: label.to_owned(),
+    };
+    // Checked on the raw text because WHATWG serializes an empty query or fragment as "".
+    if text.contains(['?', '#']) {
+        return Err(not_credential_free());
+    }
+    let url = Url::parse(text).map_err(|_| Error::InvalidUrl {
+        label: label.to_owned(),
+    })?;
+    if url.scheme() != "https"
+        || !url.username().is_empty()
+        || url.password().is_some_and(|password| !password.is_empty())
+        || url.port().is_some()
+        || url.query().is_some_and(|query| !query.is_empty())
+        || url.fragment().is_some_and(|fragment| !fragment.is_empty())
+    {
+        return Err(not_credential_free());
+    }
+    if url.host_str() != Some("github.com") || !RUN_PATH.is_match(url.path()) {
+        return Err(Error::NotGithubActionsRun {
+            label: label.to_owned(),
+        });
+    }
+    Ok(url.into())
 }
-pub fn public_run_url(value: &str, _label: &str) -> Result<String, Error> {
-    Ok(value.to_string())
+
+/// The reference threw where the Rust API wants an answer: WHATWG could not re-serialize an
+/// address that Node's `net.isIP` called IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReferenceThrows;
+
+fn is_js_whitespace(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200A}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202F}'
+                | '\u{205F}'
+                | '\u{3000}'
+                | '\u{FEFF}'
+    )
+}
+
+/// Trim, required, control characters: the steps every gate starts with.
+fn required_text<'a>(value: &'a str, label: &str) -> Result<&'a str, Error> {
+    let text = js_trim(value);
+    if text.is_empty() {
+        return Err(Error::Required {
+            label: label.to_owned(),
+        });
+    }
+    // Lone surrogates cannot occur in a `str`, so code units ≤ 0x1F are exactly these chars.
+    if text.chars().any(|c| c <= '\u{1F}' || c == '\u{7F}') {
+        return Err(Error::ControlCharacters {
+            label: label.to_owned(),
+        });
+    }
+    Ok(text)
+}
+
+fn reject_confidential(text: &str, label: &str) -> Result<(), Error> {
+    match scan(text) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Error::Confidential {
+            label: label.to_owned(),
+        }),
+        Err(ReferenceThrows) => Err(Error::InvalidUrl {
+            label: label.to_owned(),
+        }),
+    }
+}
+
+/// §4.4 in the reference's order, stopping at the first hit: the order decides whether a value
+/// that is both flagged and unserializable is reported as confidential or as thrown.
+fn scan(value: &str) -> Result<bool, ReferenceThrows> {
+    if CONFIDENTIAL_SET.is_match(value) || try_private_url(value)? || try_private_host(value)? {
+        return Ok(true);
+    }
+    for candidate in IPV4_CANDIDATE
+        .find_iter(value)
+        .chain(IPV6_CANDIDATE.find_iter(value))
+    {
+        if try_private_host(candidate.as_str())? {
+            return Ok(true);
+        }
+    }
+    for candidate in URL_CANDIDATE.find_iter(value) {
+        if try_private_url(candidate.as_str())? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn try_private_url(s: &str) -> Result<bool, ReferenceThrows> {
+    let Ok(url) = Url::parse(s) else {
+        return Ok(false);
+    };
+    if url.scheme() == "file"
+        || !url.username().is_empty()
+        || url.password().is_some_and(|password| !password.is_empty())
+    {
+        return Ok(true);
+    }
+    // Like Node's `hostname`, `host_str` keeps the brackets of an IPv6 host; privateHost drops them.
+    try_private_host(url.host_str().unwrap_or(""))
+}
+
+fn try_private_host(s: &str) -> Result<bool, ReferenceThrows> {
+    let h = js_trim(s);
+    let h = h.strip_prefix('[').unwrap_or(h);
+    let h = h.strip_suffix(']').unwrap_or(h);
+    let mut h = h.trim_end_matches('.').to_lowercase();
+    if h.is_empty() {
+        return Ok(false);
+    }
+    if NODE_IPV6.is_match(&h) {
+        h = whatwg_ipv6(&h).ok_or(ReferenceThrows)?;
+    }
+    const INTERNAL_SUFFIXES: [&str; 7] = [
+        ".local",
+        ".localhost",
+        ".internal",
+        ".corp",
+        ".lan",
+        ".home",
+        ".home.arpa",
+    ];
+    if h == "localhost"
+        || INTERNAL_SUFFIXES.iter().any(|suffix| h.ends_with(suffix))
+        || h.starts_with("internal.")
+        || h.starts_with("intranet.")
+    {
+        return Ok(true);
+    }
+    if h == "::1" || is_unique_local_or_link_local(&h) {
+        return Ok(true);
+    }
+    if let Some(groups) = EMBEDDED_IPV4.captures(&h)
+        && let (Ok(high), Ok(low)) = (
+            u16::from_str_radix(&groups[1], 16),
+            u16::from_str_radix(&groups[2], 16),
+        )
+    {
+        let dotted = format!("{}.{}.{}.{}", high >> 8, high & 0xff, low >> 8, low & 0xff);
+        return try_private_host(&dotted);
+    }
+    Ok(is_private_dotted_ipv4(&h))
+}
+
+/// WHATWG's serialization of the IPv6 literal `h` (lowercase, RFC 5952 compression, embedded
+/// IPv4 as two hex groups), or `None` where WHATWG refuses it, e.g. for a zone id.
+fn whatwg_ipv6(h: &str) -> Option<String> {
+    match Host::parse(&format!("[{h}]")) {
+        Ok(Host::Ipv6(address)) => {
+            let bracketed = Host::<&str>::Ipv6(address).to_string();
+            Some(
+                bracketed
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// `^(?:fc|fd)[0-9a-f]{2}:` (fc00::/7) or `^fe[89ab][0-9a-f]:` (fe80::/10) on a lowercase host.
+fn is_unique_local_or_link_local(h: &str) -> bool {
+    let b = h.as_bytes();
+    let hex = |i: usize| {
+        b.get(i)
+            .is_some_and(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let colon = b.get(4) == Some(&b':');
+    let unique_local = b.starts_with(b"fc") || b.starts_with(b"fd");
+    let link_local = b.starts_with(b"fe") && matches!(b.get(2), Some(b'8' | b'9' | b'a' | b'b'));
+    (unique_local && hex(2) && hex(3) && colon) || (link_local && hex(3) && colon)
+}
+
+/// privateHost step 6: exactly four `.`-separated parts, each a JS `Number()` that is an integer
+/// in 0…255, in 10/8, 127/8, 100.64/10, 169.254/16, 192.168/16 or 172.16/12.
+fn is_private_dotted_ipv4(h: &str) -> bool {
+    let parts: Vec<&str> = h.split('.').collect();
+    if parts.len() != 4 {
+        return false;
+    }
+    let octets: Vec<f64> = parts.iter().map(|part| js_number(part)).collect();
+    if !octets
+        .iter()
+        .all(|&n| n.is_finite() && n.fract() == 0.0 && (0.0..=255.0).contains(&n))
+    {
+        return false;
+    }
+    let (a, b) = (octets[0], octets[1]);
+    a == 10.0
+        || a == 127.0
+        || (a == 100.0 && (64.0..=127.0).contains(&b))
+        || (a == 169.0 && b == 254.0)
+        || (a == 192.0 && b == 168.0)
+        || (a == 172.0 && (16.0..=31.0).contains(&b))
+}
+
+/// JS `Number(string)` (ECMAScript StringToNumber): JS-trimmed; empty → 0; `0x`/`0o`/`0b`
+/// integers (unsigned); otherwise an optionally signed decimal literal or `Infinity`; anything
+/// else → NaN. Non-decimal literals are accumulated in `f64`, which can round differently from
+/// JS above 2^53; only the 0…255 range matters to the caller.
+fn js_number(s: &str) -> f64 {
+    let text = js_trim(s);
+    if text.is_empty() {
+        return 0.0;
+    }
+    let radix = match text.get(..2) {
+        Some("0x" | "0X") => 16,
+        Some("0o" | "0O") => 8,
+        Some("0b" | "0B") => 2,
+        _ => 10,
+    };
+    if radix != 10 {
+        let digits = &text[2..];
+        if digits.is_empty() {
+            return f64::NAN;
+        }
+        let mut value = 0.0;
+        for c in digits.chars() {
+            let Some(digit) = c.to_digit(radix) else {
+                return f64::NAN;
+            };
+            value = value * f64::from(radix) + f64::from(digit);
+        }
+        return value;
+    }
+    let (sign, unsigned) = match text.as_bytes()[0] {
+        b'+' => (1.0, &text[1..]),
+        b'-' => (-1.0, &text[1..]),
+        _ => (1.0, text),
+    };
+    if unsigned == "Infinity" {
+        return sign * f64::INFINITY;
+    }
+    if !is_unsigned_decimal_literal(unsigned) {
+        return f64::NAN;
+    }
+    // The grammar check above keeps Rust-only spellings ("inf", "nan") away from `parse`.
+    unsigned
+        .parse::<f64>()
+        .map_or(f64::NAN, |value| sign * value)
+}
+
+/// StrUnsignedDecimalLiteral without `Infinity`: `digits [. digits] [exp]` or `. digits [exp]`
+/// (at least one mantissa digit), `exp` = `e|E [+|-] digits`.
+fn is_unsigned_decimal_literal(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits_from = |mut i: usize| {
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        (i, i - start)
+    };
+    let (mut i, integer_digits) = digits_from(0);
+    let mut fraction_digits = 0;
+    if b.get(i) == Some(&b'.') {
+        (i, fraction_digits) = digits_from(i + 1);
+    }
+    if integer_digits + fraction_digits == 0 {
+        return false;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exponent_digits;
+        (i, exponent_digits) = digits_from(i);
+        if exponent_digits == 0 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$` (the reference's machine text pattern).
+fn is_machine_text(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"_.:/@+-".contains(c))
+}
+
+/// The reference's relative data path pattern (§4.2), matched segment by segment because its
+/// device-name guard is a negative look-ahead that `regex` cannot express.
+fn is_relative_data_path(path: &str) -> bool {
+    let mut segments = path.split('/');
+    let namespace_ok = segments
+        .next()
+        .is_some_and(|namespace| DATA_PATH_NAMESPACES.contains(&namespace));
+    let mut children = 0usize;
+    for segment in segments {
+        if !is_portable_segment(segment) {
+            return false;
+        }
+        children += 1;
+    }
+    namespace_ok && children > 0
+}
+
+/// `[A-Za-z0-9_](?:[A-Za-z0-9._+@\-]{0,253}[A-Za-z0-9_+@\-])?`, not starting with a Windows
+/// device name followed by `.` or the segment's end.
+fn is_portable_segment(segment: &str) -> bool {
+    let b = segment.as_bytes();
+    let (Some(&first), Some(&last)) = (b.first(), b.last()) else {
+        return false;
+    };
+    b.len() <= MAX_DATA_PATH_SEGMENT_LEN
+        && (first.is_ascii_alphanumeric() || first == b'_')
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._+@-".contains(c))
+        && (b.len() == 1 || last != b'.')
+        && !starts_with_device_name(b)
+}
+
+/// The look-ahead `(?!(?:CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(?:\.|/|$))`, any ASCII case, for
+/// one segment: the segment's end stands for both `/` and the end of the path.
+fn starts_with_device_name(segment: &[u8]) -> bool {
+    let stem = |name: &[u8]| {
+        segment.len() >= name.len() && segment[..name.len()].eq_ignore_ascii_case(name)
+    };
+    let stem_len = if [b"con", b"prn", b"aux", b"nul"]
+        .iter()
+        .any(|name| stem(*name))
+    {
+        3
+    } else if (stem(b"com") || stem(b"lpt")) && matches!(segment.get(3), Some(b'1'..=b'9')) {
+        4
+    } else {
+        return false;
+    };
+    matches!(segment.get(stem_len), None | Some(b'.'))
+}
+
+/// Translates a JavaScript regex source (no `u` flag) to `regex` syntax with the same matches:
+/// `\s` becomes the JS whitespace set, `\d` becomes `[0-9]`, `\b` becomes the ASCII word
+/// boundary, and pattern #4's trailing `/(?!/)` becomes `/(?:[^/]|$)`. The last rewrite is only
+/// sound because the look-ahead ends its pattern and the table is only used to ask whether a
+/// value matches, never where.
+fn rust_regex_source(js: &str) -> String {
+    let js = js.replace("/(?!/)", "/(?:[^/]|$)");
+    let mut out = String::with_capacity(js.len() + 64);
+    let mut in_class = false;
+    let mut chars = js.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(escaped) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                match (escaped, in_class) {
+                    ('s', true) => out.push_str(JS_WHITESPACE_CLASS_MEMBERS),
+                    ('s', false) => {
+                        out.push('[');
+                        out.push_str(JS_WHITESPACE_CLASS_MEMBERS);
+                        out.push(']');
+                    }
+                    ('d', true) => out.push_str("0-9"),
+                    ('d', false) => out.push_str("[0-9]"),
+                    ('b', false) => out.push_str(r"(?-u:\b)"),
+                    _ => {
+                        out.push('\\');
+                        out.push(escaped);
+                    }
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids of the table patterns that match `value`.
+    fn pattern_hits(value: &str) -> Vec<u8> {
+        CONFIDENTIAL_SET
+            .matches(value)
+            .iter()
+            .map(|index| CONFIDENTIAL_PATTERNS[index].id)
+            .collect()
+    }
+
+    fn machine(value: &str) -> Result<String, Error> {
+        machine_text(value, "x", 256)
+    }
+
+    #[test]
+    fn pattern_table_is_numbered_in_reference_order() {
+        let ids: Vec<u8> = CONFIDENTIAL_PATTERNS.iter().map(|p| p.id).collect();
+        assert_eq!(ids, (1..=26).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn every_translated_pattern_compiles_without_look_around() {
+        for pattern in &CONFIDENTIAL_PATTERNS {
+            let source = rust_regex_source(pattern.source);
+            for look_around in ["(?=", "(?!", "(?<=", "(?<!"] {
+                assert!(
+                    !source.contains(look_around),
+                    "#{} {}",
+                    pattern.id,
+                    pattern.family
+                );
+            }
+            assert!(
+                Regex::new(&source).is_ok(),
+                "#{} {}",
+                pattern.id,
+                pattern.family
+            );
+        }
+    }
+
+    #[test]
+    fn translation_rewrites_only_js_specific_syntax() {
+        assert_eq!(
+            rust_regex_source(r"a\sb[^\s/]\d[\d]\b\.\\"),
+            format!(
+                r"a[{JS_WHITESPACE_CLASS_MEMBERS}]b[^{JS_WHITESPACE_CLASS_MEMBERS}/][0-9][0-9](?-u:\b)\.\\"
+            )
+        );
+        assert_eq!(rust_regex_source("x:(?:/(?!/)|y)"), "x:(?:/(?:[^/]|$)|y)");
+    }
+
+    /// One value per family that its pattern must flag and one that it must not (outcomes
+    /// checked against the reference's JavaScript regexes).
+    #[test]
+    fn every_family_flags_its_sample_and_spares_its_near_miss() {
+        let cases: [(u8, &str, &str); 26] = [
+            (1, "logs/tmp/x", "logs/tmpx/y"),
+            (2, r"C:\Users\alice", r"C:\Userss\x"),
+            (3, "D:/data", "ab:/data"),
+            (4, "s3:/bucket/key", "https://github.com/o/r"),
+            (5, "a%2Fb", "a%2Gb"),
+            (6, "x file:y", "my-file:x"),
+            (7, "https://user:pw@github.com/x", "https://github.com/@x"),
+            (8, "ssh:git@github.com", "git:git@github.com"),
+            (9, "BEGIN OPENSSH PRIVATE KEY", "begin private key"),
+            (10, "ghp_ABCDEFGHIJKLMNOP", "ghp_ABCDEFGHIJKLMNO"),
+            (
+                11,
+                "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+                "npm_abcdefghijklmnopqrstuvwxyz0123456789a",
+            ),
+            (12, "xoxb-1234567890-abcdef", "xoxb-123456789"),
+            (13, "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ"),
+            (
+                14,
+                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmnop",
+                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmno",
+            ),
+            (
+                15,
+                "Bearer:abcdefghijklmnopqrstuvwxyz",
+                "Bearer:abcdefghijklmno",
+            ),
+            (16, "basic abcd", "Basic:abcde"),
+            (17, "a@b", "a@-b"),
+            (18, "router.home.arpa", "printer.localdomain"),
+            (19, "host-10.1.2.3", "110.1.2.3"),
+            (20, "1.2.3.04", "10.20.30.40"),
+            (21, "fe80::1", "2001:db8::1"),
+            (22, "::ffff:a00:1", "::ffff:808:808"),
+            (23, "0:0::ffff:c0a8:1", "0:0::ffff:808:808"),
+            (24, "ws:10.1.2", "http://1270.1"),
+            (25, "http://2130706433", "http://2130706433x"),
+            (26, "http://a.017.1", "http://example.com"),
+        ];
+        for (id, hit, miss) in cases {
+            assert!(pattern_hits(hit).contains(&id), "#{id} should flag {hit:?}");
+            assert!(contains_confidential_identifier(hit), "{hit:?}");
+            assert!(
+                !pattern_hits(miss).contains(&id),
+                "#{id} should spare {miss:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn more_pattern_hits_and_misses() {
+        let cases: &[(&str, &[u8])] = &[
+            // #4's look-ahead also holds at the end of the value.
+            ("x:/", &[3, 4]),
+            ("name:C:/x", &[4]),
+            ("FILE:x", &[6]),
+            ("profile:x", &[]),
+            ("github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz", &[10]),
+            ("sk-ABCDEFGHIJKLMNOPQRSTUV", &[10]),
+            // The reference flags any "sk-" followed by 16 token characters, even inside a word.
+            ("task-review-runner-default", &[10]),
+            ("xnpm_abcdefghijklmnopqrstuvwxyz0123456789", &[]),
+            ("axoxb-1234567890", &[]),
+            ("api_key=abcdefghijklmnopqrstuvwxyz", &[15]),
+            ("cloudflare-api-token abcdefghijklmnop", &[15]),
+            ("Bearer%20abcdefghijklmnop", &[5, 15]),
+            ("Basic:dXNlcjpwYXNzd29yZA==", &[16]),
+            ("basically", &[]),
+            ("localhost", &[18]),
+            ("localhost-x", &[]),
+            ("mylocalhost", &[]),
+            ("svc.corp:443", &[18]),
+            ("x@intranet.site", &[17, 18]),
+            ("172.32.0.1", &[]),
+            ("100.128.0.1", &[]),
+            ("[::1]", &[21]),
+            ("0:0:0:0:0:0:0:1", &[21]),
+            ("::ffff:7f00:1", &[21, 22, 23]),
+            ("https://0x7f000001/", &[25, 26]),
+        ];
+        for (value, ids) in cases {
+            assert_eq!(pattern_hits(value), *ids, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn checks_beyond_the_table_catch_what_the_patterns_miss() {
+        // C: the whole value is a private host once JS Number() reads its octets.
+        // B: WHATWG maps full-width digits to ASCII before reading the IPv4 address.
+        // E: a URL inside the text, whose IDNA-mapped host is localhost.
+        for value in [
+            "0x7f.0.0.1",
+            "1e1.0.0.1",
+            "http://１０.０.０.１",
+            "see https://ｌｏｃａｌｈｏｓｔ/",
+        ] {
+            assert_eq!(pattern_hits(value), Vec::<u8>::new(), "{value:?}");
+            assert!(contains_confidential_identifier(value), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn public_values_are_not_confidential() {
+        for value in [
+            "8.8.8.8",
+            "1.2.3.4",
+            "v1.2.3.4",
+            "11.0.0.1",
+            "192.169.1.1",
+            "172.32.0.1",
+            "https://github.com/o/r",
+            "https://github.com:443/o/r",
+            "http://example.com/x",
+            "https://github.com/openclaw/clawsweeper/actions/runs/1234567890",
+            "gpt-5.1-codex",
+            "deadbeefcafebabe",
+            "0123456789abcdef0123456789abcdef01234567",
+            "token_count",
+            "review.item",
+            "cluster:dup-17",
+            "sha256:abc",
+            "2026-01-15T10:00:00Z",
+            "2001:db8::1",
+            "[2001:db8::1]",
+            "foo://127.1",
+            "sk-short",
+            "Review-Runner-v2-c69aea3c755d.__run_2.pass-1-a91caaeac8ea",
+        ] {
+            assert!(!contains_confidential_identifier(value), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn private_host_follows_the_reference_quirks() {
+        let cases = [
+            ("localhost", true),
+            ("localhost.", true),
+            (" localhost ", true),
+            ("svc.internal.", true),
+            ("printer.local", true),
+            ("router.home.arpa", true),
+            ("internal.example.com", true),
+            ("intranet.example.com", true),
+            ("example.com", false),
+            ("db.lan.example.com", false),
+            ("[::1]", true),
+            ("fc00::", true),
+            ("fd12:3456::1", true),
+            ("fe80::", true),
+            ("FE80::1", true),
+            ("fec0::1", false),
+            ("2001:db8::1", false),
+            ("[::ffff:127.0.0.1]", true),
+            ("::ffff:10.0.0.1", true),
+            ("::ffff:a9fe:a9fe", true),
+            ("::7f00:1", true),
+            ("::ffff:808:808", false),
+            ("127.0.0.1", true),
+            ("10.20.30.40", true),
+            ("100.64.1.1", true),
+            ("169.254.169.254", true),
+            ("172.16.5.4", true),
+            ("192.168.0.1", true),
+            ("8.8.8.8", false),
+            ("1.2.3.4", false),
+            // Octets are read with JS Number(): hex, exponent and sign count, leading zeros are
+            // decimal, and there is no WHATWG shorthand expansion.
+            ("0x7f.0.0.1", true),
+            ("1e1.0.0.1", true),
+            ("+10.0.0.1", true),
+            ("10 .0.0.1", true),
+            ("10.0.0.1e0", true),
+            ("010.0.0.1", true),
+            ("0177.0.0.1", false),
+            ("127.1", false),
+            ("0x.0.0.1", false),
+            ("Infinity.0.0.1", false),
+            ("10.0.0.256", false),
+            ("10.0.0", false),
+            ("", false),
+            ("[]", false),
+            // Node's net.isIP accepts the zone id and WHATWG refuses it: the reference throws.
+            ("fe80::1%eth0", true),
+        ];
+        for (host, private) in cases {
+            assert_eq!(private_host(host), private, "{host:?}");
+        }
+        assert_eq!(try_private_host("[fe80::1%eth0]"), Err(ReferenceThrows));
+        assert_eq!(try_private_host("::1%lo"), Err(ReferenceThrows));
+    }
+
+    #[test]
+    fn private_url_uses_whatwg_host_parsing() {
+        let cases = [
+            ("http://127.1", true),
+            ("http://0x7f.1/", true),
+            ("http://2130706433/", true),
+            ("http://0177.0.0.1/", true),
+            ("http:localhost:8080", true),
+            ("http://[::ffff:127.0.0.1]/", true),
+            ("http://[fc00::]/", true),
+            ("http://[fe80::1]/", true),
+            ("https://svc.internal/", true),
+            ("http://localhost./", true),
+            ("https://u@github.com/", true),
+            ("https://:pw@github.com/", true),
+            ("file:///etc/passwd", true),
+            ("FILE:x", true),
+            ("ws:10.1.2", true),
+            ("https://github.com/o/r", false),
+            ("http://8.8.8.8/", false),
+            ("http://[2001:db8::1]/", false),
+            // Non-special schemes keep an opaque host, so no IPv4 shorthand expansion.
+            ("foo://127.1", false),
+            ("printer.local", false),
+            ("not a url", false),
+        ];
+        for (url, private) in cases {
+            assert_eq!(private_url(url), private, "{url:?}");
+        }
+    }
+
+    #[test]
+    fn js_number_follows_string_to_number() {
+        let cases = [
+            ("", 0.0),
+            (" \u{FEFF}", 0.0),
+            ("010", 10.0),
+            ("0x0a", 10.0),
+            ("0X1F", 31.0),
+            ("0o17", 15.0),
+            ("0b101", 5.0),
+            ("1e1", 10.0),
+            ("1E+1", 10.0),
+            ("25e-1", 2.5),
+            ("+5", 5.0),
+            (" 7\n", 7.0),
+            (".5", 0.5),
+            ("5.", 5.0),
+        ];
+        for (text, number) in cases {
+            assert_eq!(js_number(text), number, "{text:?}");
+        }
+        assert_eq!(js_number("-0").to_bits(), (-0.0f64).to_bits());
+        assert_eq!(js_number("Infinity"), f64::INFINITY);
+        assert_eq!(js_number("-Infinity"), f64::NEG_INFINITY);
+        for text in [
+            "0x", "-0x1", "1_000", "inf", "nan", "e5", ".", "1e", "0x1g", "\u{85}1",
+        ] {
+            assert!(js_number(text).is_nan(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn js_trim_uses_the_ecmascript_whitespace_set() {
+        assert_eq!(js_trim("\u{FEFF}\u{A0}\u{3000} a b\t\u{2028}"), "a b");
+        assert_eq!(js_trim("\u{85}a\u{85}"), "\u{85}a\u{85}");
+        assert_eq!(js_trim("\u{200B}a"), "\u{200B}a");
+        assert_eq!(
+            js_trim("\u{B}\u{C}\r\na\u{1680}\u{200A}\u{202F}\u{205F}\u{2029}"),
+            "a"
+        );
+    }
+
+    #[test]
+    fn utf16_len_counts_code_units() {
+        assert_eq!(utf16_len(""), 0);
+        assert_eq!(utf16_len("abc"), 3);
+        assert_eq!(utf16_len("é"), 1);
+        assert_eq!(utf16_len("😀"), 2);
+    }
+
+    #[test]
+    fn messages_are_the_reference_texts() {
+        let label = || "action event producer job".to_owned();
+        let cases = [
+            (
+                Error::Required { label: label() },
+                "action event producer job is required",
+            ),
+            (
+                Error::ControlCharacters { label: label() },
+                "action event producer job contains control characters",
+            ),
+            (
+                Error::TooLong {
+                    label: label(),
+                    max: 128,
+                },
+                "action event producer job exceeds 128 characters",
+            ),
+            (
+                Error::Confidential { label: label() },
+                "action event producer job contains a confidential identifier",
+            ),
+            (
+                Error::NotMachineText { label: label() },
+                "action event producer job must be machine-readable text",
+            ),
+            (
+                Error::NotRelativeDataPath { label: label() },
+                "action event producer job must be a namespaced repository-relative data path using portable segments",
+            ),
+            (
+                Error::NotCredentialFreeHttps { label: label() },
+                "action event producer job must be a credential-free HTTPS URL",
+            ),
+            (
+                Error::NotGithubActionsRun { label: label() },
+                "action event producer job must identify a public github.com Actions run",
+            ),
+            (
+                Error::InvalidUrl { label: label() },
+                "action event producer job must be a valid URL",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.to_string(), message);
+        }
+    }
+
+    /// conformance/events.json, category `reject_privacy`: `subject.subjectId` values.
+    #[test]
+    fn conformance_subject_ids_are_confidential() {
+        for value in [
+            "alice@example.com",
+            "host-10.1.2.3",
+            "172.16.5.4",
+            "127.0.0.1",
+            "100.64.1.1",
+            "169.254.169.254",
+            "010.0.0.1",
+            "http:localhost:8080",
+            "printer.local",
+            "svc.corp:443",
+            "router.home.arpa",
+            "[::1]",
+            "fd12:3456::1",
+            "::ffff:10.0.0.1",
+            "a%2Fb",
+            "/home/alice/.ssh",
+            "s3:/bucket/key",
+            "https://user:pw@github.com/x",
+            "github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz",
+            "sk-ABCDEFGHIJKLMNOPQRSTUV",
+            "xoxb-1234567890-abcdef",
+            "AKIAABCDEFGHIJKLMNOP",
+            "Bearer:abcdefghijklmnopqrstuvwxyz",
+            "api_key=abcdefghijklmnopqrstuvwxyz",
+            "Basic:dXNlcjpwYXNzd29yZA==",
+        ] {
+            let error = machine_text(value, "action event subject id", 256).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "action event subject id contains a confidential identifier",
+                "{value:?}"
+            );
+        }
+    }
+
+    /// conformance/events.json, category `reject_privacy`: the other machine-text fields.
+    #[test]
+    fn conformance_machine_text_fields_are_confidential() {
+        let cases = [
+            (
+                "ops@example.org",
+                "action event attribute model",
+                256,
+                "action event attribute model contains a confidential identifier",
+            ),
+            (
+                "job@example.com",
+                "action event producer job",
+                128,
+                "action event producer job contains a confidential identifier",
+            ),
+            (
+                "bob@example.com",
+                "field",
+                256,
+                "field contains a confidential identifier",
+            ),
+        ];
+        for (value, label, max_len, message) in cases {
+            let error = machine_text(value, label, max_len).unwrap_err();
+            assert_eq!(error.to_string(), message);
+        }
+    }
+
+    /// Stored values of the accepted conformance events (`phase_event`, `action_event`).
+    #[test]
+    fn conformance_machine_text_values_are_accepted() {
+        for value in [
+            "review-shard-3",
+            "PR_kwDOAbc123",
+            "cluster:dup-17",
+            "deadbeefcafebabe",
+            "gpt-5.1-codex",
+            "high",
+            "review/item",
+            "b-model",
+            "snap-2026-01-15",
+            "dup-v2",
+            "duplicate_detected",
+            "review.item",
+            "review-runner.run-review.default",
+            "Review-Runner-v2-c69aea3c755d.__run_2.pass-1-a91caaeac8ea",
+            "ClawSweeper-Review-4fcad526aa0c",
+            "sweep.yml",
+            "0123456789abcdef0123456789abcdef01234567",
+            "1234567890",
+            "https://github.com/openclaw/openclaw",
+        ] {
+            assert_eq!(machine(value), Ok(value.to_owned()), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn machine_text_checks_in_reference_order() {
+        let x = || "x".to_owned();
+        assert_eq!(machine("  \u{FEFF}"), Err(Error::Required { label: x() }));
+        assert_eq!(machine("\u{FEFF} a.b \u{3000}"), Ok("a.b".to_owned()));
+        // U+0085 is neither JS whitespace nor a control character by the reference's test.
+        assert_eq!(
+            machine("\u{85}a"),
+            Err(Error::NotMachineText { label: x() })
+        );
+        assert_eq!(
+            machine(&format!("a\u{7F}{}", "b".repeat(300))),
+            Err(Error::ControlCharacters { label: x() })
+        );
+        assert_eq!(machine(&"a".repeat(256)), Ok("a".repeat(256)));
+        assert_eq!(
+            machine(&format!("{}@x", "a".repeat(255))),
+            Err(Error::TooLong {
+                label: x(),
+                max: 256
+            })
+        );
+        // 127 + 2 UTF-16 units: too long, although only 128 chars.
+        assert_eq!(
+            machine_text(&format!("{}😀", "a".repeat(127)), "x", 128),
+            Err(Error::TooLong {
+                label: x(),
+                max: 128
+            })
+        );
+        assert_eq!(
+            machine("alice@example.com is here"),
+            Err(Error::Confidential { label: x() })
+        );
+        assert_eq!(machine("a b"), Err(Error::NotMachineText { label: x() }));
+        assert_eq!(machine("-a"), Err(Error::NotMachineText { label: x() }));
+        assert_eq!(
+            machine("fe80::1%eth0"),
+            Err(Error::InvalidUrl { label: x() })
+        );
+    }
+
+    #[test]
+    fn relative_data_paths() {
+        let label = "action event subject record path";
+        let accepted = [
+            (
+                "./records/openclaw/items/42.md",
+                "records/openclaw/items/42.md",
+            ),
+            ("results/review/42.json", "results/review/42.json"),
+            (".artifacts/review/42.log", ".artifacts/review/42.log"),
+            (" ./records/x ", "records/x"),
+            ("records/console", "records/console"),
+            ("records/com10", "records/com10"),
+            ("records/_x", "records/_x"),
+            ("records/x-", "records/x-"),
+            ("records/a+b", "records/a+b"),
+            ("notifications/a/b/c", "notifications/a/b/c"),
+        ];
+        for (value, stored) in accepted {
+            assert_eq!(
+                relative_data_path(value, label),
+                Ok(stored.to_owned()),
+                "{value:?}"
+            );
+        }
+        let long_segment = format!("records/{}", "A".repeat(255));
+        assert_eq!(
+            relative_data_path(&long_segment, label),
+            Ok(long_segment.clone())
+        );
+
+        let malformed = [
+            "/home/alice/records/x.md",
+            "records/../secrets",
+            "records/CON.txt",
+            "records/a%20b",
+            "records/con",
+            "records/con.json",
+            "records/Nul",
+            "records/COM1",
+            "records/lpt9.x",
+            "records/x/aux",
+            "././records/x",
+            "records//x",
+            "records/.hidden",
+            "records/x.",
+            "records/-x",
+            "records",
+            "records/",
+            "Records/x",
+            "records\\x",
+            "tmp/x",
+            "records/é",
+        ];
+        for value in malformed {
+            assert_eq!(
+                relative_data_path(value, label).unwrap_err().to_string(),
+                format!(
+                    "{label} must be a namespaced repository-relative data path using portable segments"
+                ),
+                "{value:?}"
+            );
+        }
+        let too_long_segment = format!("records/{}", "A".repeat(256));
+        assert!(matches!(
+            relative_data_path(&too_long_segment, label),
+            Err(Error::NotRelativeDataPath { .. })
+        ));
+        assert!(matches!(
+            relative_data_path(&format!("records/{}", "a/".repeat(300)), label),
+            Err(Error::TooLong { max: 512, .. })
+        ));
+
+        for value in [
+            "records/tmp/x",
+            "records/a@b",
+            "logs/x/home/y",
+            "records/x.local",
+        ] {
+            assert_eq!(
+                relative_data_path(value, label).unwrap_err().to_string(),
+                format!("{label} contains a confidential identifier"),
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn public_run_urls() {
+        let label = "action event evidence run URL";
+        let accepted = [
+            (
+                "https://github.com/openclaw/clawsweeper/actions/runs/1234567890",
+                "https://github.com/openclaw/clawsweeper/actions/runs/1234567890",
+            ),
+            (
+                " HTTPS://GITHUB.COM:443/o/r/actions/runs/1 ",
+                "https://github.com/o/r/actions/runs/1",
+            ),
+            (
+                r"https://github.com\o\r\actions\runs\1",
+                "https://github.com/o/r/actions/runs/1",
+            ),
+            (
+                "https://github.com/o/r/actions/x/../runs/1",
+                "https://github.com/o/r/actions/runs/1",
+            ),
+            (
+                "https://:@github.com/o/r/actions/runs/1",
+                "https://github.com/o/r/actions/runs/1",
+            ),
+        ];
+        for (value, href) in accepted {
+            assert_eq!(
+                public_run_url(value, label),
+                Ok(href.to_owned()),
+                "{value:?}"
+            );
+        }
+
+        let credential_free = format!("{label} must be a credential-free HTTPS URL");
+        for value in [
+            "https://github.com/openclaw/x/actions/runs/1?token=abc",
+            "https://github.com/o/r/actions/runs/1?",
+            "https://github.com/o/r/actions/runs/1#",
+            "https://u:p@github.com/openclaw/x/actions/runs/1",
+            "https://u@github.com/o/r/actions/runs/1",
+            "http://github.com/openclaw/x/actions/runs/1",
+            "https://github.com:8443/openclaw/x/actions/runs/1",
+            "https://github.com:444/o/r/actions/runs/1",
+            "github.com:/o/r/actions/runs/1",
+        ] {
+            assert_eq!(
+                public_run_url(value, label).unwrap_err().to_string(),
+                credential_free,
+                "{value:?}"
+            );
+        }
+
+        let not_github = format!("{label} must identify a public github.com Actions run");
+        for value in [
+            "https://example.com/openclaw/x/actions/runs/1",
+            "https://github.com./o/r/actions/runs/1",
+            "https://www.github.com/o/r/actions/runs/1",
+            "https://github.com/o/r/actions/runs/",
+            "https://github.com/o/r/actions/runs/1/",
+            "https://github.com/o/r/actions/runs/%31",
+            "https://github.com/o/r/ACTIONS/runs/1",
+            "https://github.com/o%2Fr/actions/runs/1",
+        ] {
+            assert_eq!(
+                public_run_url(value, label).unwrap_err().to_string(),
+                not_github,
+                "{value:?}"
+            );
+        }
+
+        assert_eq!(
+            public_run_url("not a url", label),
+            Err(Error::InvalidUrl {
+                label: label.to_owned()
+            })
+        );
+        assert_eq!(
+            public_run_url(" \u{FEFF}", label),
+            Err(Error::Required {
+                label: label.to_owned()
+            })
+        );
+        assert_eq!(
+            public_run_url("https://github.com/o/r/actions/runs/1\n2", label),
+            Err(Error::ControlCharacters {
+                label: label.to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn bounded_text_has_no_content_rules() {
+        assert_eq!(bounded_text(" a@b c ", "x", 5), Ok("a@b c".to_owned()));
+        assert_eq!(
+            bounded_text("abcdef", "x", 5),
+            Err(Error::TooLong {
+                label: "x".to_owned(),
+                max: 5
+            })
+        );
+    }
 }

@@ -690,10 +690,10 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
     };
     let ordered: Vec<&Event> = batch.shards.iter().flat_map(|s| &s.events).collect();
     for e in &ordered {
-        if let Some((semantic, _)) = read_binding(&e.event_id, &mut durable)? {
-            if semantic != e.semantic_sha256 {
-                return Err(Error::IdentityConflict(e.event_id.clone()));
-            }
+        if let Some((semantic, _)) = read_binding(&e.event_id, &mut durable)?
+            && semantic != e.semantic_sha256
+        {
+            return Err(Error::IdentityConflict(e.event_id.clone()));
         }
     }
     let mut resolved: HashSet<Digest> = HashSet::new();

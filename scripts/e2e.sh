@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end check of the main job against the built binary and real git:
+#   seal --output reproduces the reference shards of every day1 job byte for byte;
+#   publishing every spool (and, separately, every shard root) in name order gives a tree equal to
+#   expected-state/, manifests equal to expected-import-results.json, one commit per job, and a
+#   repository that passes `git fsck --strict`; a replay adds nothing; refusals leave the ref alone.
+# Usage: scripts/e2e.sh            (uses target/debug/action-ledger, building it when missing)
+#        BIN=path/to/action-ledger scripts/e2e.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+corpus="$here/testdata/corpus/day1"
+bin=${BIN:-$here/target/debug/action-ledger}
+[ -x "$bin" ] || (cd "$here" && cargo build --quiet)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SOURCE_DATE_EPOCH=1773100800 # 2026-03-10T00:00:00Z: reproducible commits
+fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+pass=0
+ok() { pass=$((pass + 1)); echo "e2e: ok: $*"; }
+
+cp -r "$corpus/spools" "$work/spools"
+jobs=$(ls "$work/spools")
+[ "$(echo "$jobs" | wc -l)" -eq 24 ] || fail "expected 24 jobs"
+
+# 1. seal --output reproduces the reference finalize output; the reference seals are reproduced.
+for job in $jobs; do
+  "$bin" -q seal --output "$work/out/$job" "$work/spools/$job" >/dev/null
+  diff -r "$work/out/$job" "$corpus/shards/$job" >/dev/null || fail "seal --output differs for $job"
+done
+diff -r "$work/spools" "$corpus/spools" >/dev/null || fail "sealing changed a sealed spool"
+ok "seal --output reproduces shards/<job> for all 24 jobs"
+
+# 2. Publish all spools in name order into a new repository.
+(cd "$work" && "$bin" -q publish --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >manifests.jsonl)
+python3 - "$corpus/expected-import-results.json" "$work/manifests.jsonl" <<'PY' || fail "manifests differ from expected-import-results.json"
+import json, sys
+expected = [e["result"] for e in json.load(open(sys.argv[1]))]
+got = [json.loads(line) for line in open(sys.argv[2])]
+assert len(got) == len(expected) == 24, (len(got), len(expected))
+for i, (g, e) in enumerate(zip(got, expected)):
+    assert list(g) == list(e), f"key order differs at import {i}"
+    assert g == e, f"manifest {i} differs"
+PY
+ok "24 manifests equal expected-import-results.json"
+git -C "$work/state.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict"
+ok "git fsck --strict is clean"
+[ "$(git -C "$work/state.git" rev-list --count refs/heads/main)" -eq 24 ] || fail "expected one commit per job"
+ok "one commit per job"
+git clone -q "$work/state.git" "$work/clone"
+diff -r -x .git "$work/clone" "$corpus/expected-state" >/dev/null || fail "tree differs from expected-state/"
+ok "tree at refs/heads/main is byte-identical to expected-state/"
+
+# 3. Replay: nothing changes.
+tip=$(git -C "$work/state.git" rev-parse refs/heads/main)
+(cd "$work" && "$bin" -q publish --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >replay.jsonl)
+[ "$(git -C "$work/state.git" rev-parse refs/heads/main)" = "$tip" ] || fail "replay moved the ref"
+python3 - "$work/replay.jsonl" <<'PY' || fail "replay manifests are not all unchanged"
+import json, sys
+got = [json.loads(line) for line in open(sys.argv[1])]
+assert len(got) == 24 and all(g["created"] == 0 and g["unchanged"] > 0 for g in got)
+PY
+ok "replaying all 24 spools adds no commit and reports every shard unchanged"
+
+# 4. Shard roots as sources give the same tree and manifests.
+(cd "$work" && "$bin" -q publish --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
+cmp -s "$work/shard-manifests.jsonl" "$work/manifests.jsonl" || fail "shard-root manifests differ"
+[ "$(git -C "$work/shards.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "shard-root tree differs"
+ok "publishing shards/<job> gives the same manifests and tree"
+
+# 5. Refusals leave the ref unchanged.
+expect_refusal() { # code, pattern, args...
+  local code=$1 pattern=$2; shift 2
+  set +e
+  "$bin" publish --repo "$work/state.git" "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local rc=$?
+  set -e
+  [ "$rc" -eq "$code" ] || fail "exit $rc (want $code) for $*: $(cat "$work/err.txt")"
+  grep -q "$pattern" "$work/err.txt" || fail "message for $* lacks '$pattern': $(cat "$work/err.txt")"
+  [ "$(git -C "$work/state.git" rev-parse refs/heads/main)" = "$tip" ] || fail "refusal moved the ref"
+}
+first=$(echo "$jobs" | head -n 1)
+cp -r "$work/spools/$first" "$work/unsealed"
+rm -r "$work/unsealed/.clawsweeper-repair/action-events/_finalizations"
+expect_refusal 1 "run \`action-ledger seal" "$work/unsealed"
+ok "an unsealed spool is refused with a hint to run seal"
+
+# Same producer run, one event fewer, sealed again: a different shard set under a reserved identity.
+cp -r "$work/unsealed" "$work/fewer"
+victim=$(find "$work/fewer/.clawsweeper-repair/action-events" -name '*.json' -path '*-*/*' ! -path '*/_*' | sort | head -n 1)
+rm "$victim"
+"$bin" -q seal "$work/fewer" >/dev/null
+expect_refusal 1 "shard-set binding conflict" "$work/fewer"
+ok "a different event set under a published producer run is a conflict"
+
+cp -r "$corpus/shards/$first" "$work/noncanonical"
+shard=$(find "$work/noncanonical" -name '*.jsonl' | sort | head -n 1)
+sed -i '1s/^{"action":{/{"action": {/' "$shard"
+expect_refusal 2 "not canonical" "$work/noncanonical"
+ok "non-canonical shard bytes are refused"
+
+git -C "$work/state.git" fsck --strict >/dev/null 2>&1 || fail "git fsck after refusals"
+echo "e2e: $pass passed, 0 failed"
