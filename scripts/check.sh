@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The project's gates, in the order CI runs them (.ci/run calls this script).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+echo "== cargo test"
+cargo test --quiet -- --skip conformance_vectors
+echo "== conformance vectors (CONFORMANCE_DIR=${CONFORMANCE_DIR:-testdata/conformance})"
+cargo test --quiet --lib conformance_vectors -- --nocapture
+echo "== end-to-end (day1 corpus, real git)"
+scripts/e2e.sh
