@@ -78,7 +78,7 @@ expect_refusal() { # code, pattern, args...
   grep -q "$pattern" "$work/err.txt" || fail "message for $* lacks '$pattern': $(cat "$work/err.txt")"
   [ "$(git -C "$work/state.git" rev-parse refs/heads/main)" = "$tip" ] || fail "refusal moved the ref"
 }
-first=$(echo "$jobs" | head -n 1)
+first=$(echo "$jobs" | sed -n 1p)
 cp -r "$work/spools/$first" "$work/unsealed"
 rm -r "$work/unsealed/.clawsweeper-repair/action-events/_finalizations"
 expect_refusal 1 "run \`action-ledger seal" "$work/unsealed"
@@ -86,14 +86,14 @@ ok "an unsealed spool is refused with a hint to run seal"
 
 # Same producer run, one event fewer, sealed again: a different shard set under a reserved identity.
 cp -r "$work/unsealed" "$work/fewer"
-victim=$(find "$work/fewer/.clawsweeper-repair/action-events" -name '*.json' -path '*-*/*' ! -path '*/_*' | sort | head -n 1)
+victim=$(find "$work/fewer/.clawsweeper-repair/action-events" -name '*.json' -path '*-*/*' ! -path '*/_*' | sort | sed -n 1p)
 rm "$victim"
 "$bin" -q seal "$work/fewer" >/dev/null
 expect_refusal 1 "shard-set binding conflict" "$work/fewer"
 ok "a different event set under a published producer run is a conflict"
 
 cp -r "$corpus/shards/$first" "$work/noncanonical"
-shard=$(find "$work/noncanonical" -name '*.jsonl' | sort | head -n 1)
+shard=$(find "$work/noncanonical" -name '*.jsonl' | sort | sed -n 1p)
 sed -i '1s/^{"action":{/{"action": {/' "$shard"
 expect_refusal 2 "not canonical" "$work/noncanonical"
 ok "non-canonical shard bytes are refused"

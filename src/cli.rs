@@ -329,3 +329,122 @@ fn print_publication(
 pub fn process_env() -> Env {
     std::env::vars().collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files;
+    use std::path::Path;
+
+    /// Writes the spool of the reference vector `single_event` (one review.item event, its
+    /// partition marker; not sealed) below `root`.
+    fn fixture_spool(root: &Path) {
+        let vectors =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
+        let case = doc["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "single_event")
+            .unwrap();
+        for f in case["expected"]["spool_files_before"].as_array().unwrap() {
+            let p = root.join(f["path"].as_str().unwrap());
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
+        }
+    }
+
+    /// Runs the CLI in-process; returns exit code, stdout and stderr as one text with the
+    /// temporary directory and commit ids filtered.
+    fn run_cli(tmp: &Path, args: &[&str]) -> String {
+        let env = Env::from([("SOURCE_DATE_EPOCH".to_owned(), "1768480496".to_owned())]);
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let argv = std::iter::once("action-ledger".to_owned()).chain(
+            args.iter()
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+        );
+        let code = run(argv, &env, &mut out, &mut err);
+        let text = format!(
+            "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        );
+        let text = text.replace(&tmp.display().to_string(), "[TMP]");
+        let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+        re.replace_all(&text, "[COMMIT]").into_owned()
+    }
+
+    #[test]
+    fn seal_then_publish_then_replay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_spool(&tmp.join("spool"));
+        insta::assert_snapshot!(
+            "publish_unsealed",
+            run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+            )
+        );
+        insta::assert_snapshot!(
+            "seal",
+            run_cli(tmp, &["seal", "--output", "[TMP]/out", "[TMP]/spool"])
+        );
+        insta::assert_snapshot!(
+            "seal_again_json",
+            run_cli(tmp, &["seal", "--json", "[TMP]/spool"])
+        );
+        insta::assert_snapshot!(
+            "publish",
+            run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+            )
+        );
+        insta::assert_snapshot!(
+            "publish_replay_json",
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--json",
+                    "--repo",
+                    "[TMP]/state.git",
+                    "[TMP]/out"
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn refusals_and_usage_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_spool(&tmp.join("spool"));
+        let event = walkdir::WalkDir::new(tmp.join("spool"))
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| {
+                p.extension().is_some_and(|x| x == "json") && !p.to_string_lossy().contains("/_")
+            })
+            .unwrap();
+        let text = std::fs::read_to_string(&event).unwrap();
+        std::fs::write(&event, text.replacen("{\"action\":{", "{\"action\": {", 1)).unwrap();
+        insta::assert_snapshot!("seal_non_canonical", run_cli(tmp, &["seal", "[TMP]/spool"]));
+        insta::assert_snapshot!(
+            "publish_missing_source",
+            run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/nowhere"]
+            )
+        );
+        insta::assert_snapshot!("usage_no_sources", run_cli(tmp, &["publish"]));
+        insta::assert_snapshot!(
+            "usage_bad_layout",
+            run_cli(tmp, &["publish", "--layout", "fanout", "x"])
+        );
+    }
+}
