@@ -12,6 +12,7 @@ pub mod files;
 pub mod identity;
 pub mod privacy;
 pub mod publish;
+pub mod record;
 pub mod seal;
 pub mod shard;
 pub mod spool;
