@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 use crate::canonical::{self, Value};
 use crate::publish::{self, Options, Publication, Status};
+use crate::record;
 use crate::seal;
 use crate::spool::Spool;
 use crate::store::{self, Signature, Store};
@@ -35,6 +36,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Record one event into a spool (phase input with `phase`, or action input with `scope`);
+    /// prints the recorded event as one JSON line, or nothing when recording is disabled.
+    Record {
+        /// Spool root; defaults to $CLAWSWEEPER_ACTION_LEDGER_ROOT, else the current directory.
+        #[arg(long)]
+        spool: Option<PathBuf>,
+        /// JSON input file, or `-` for stdin (the default).
+        #[arg(long, default_value = "-")]
+        input: String,
+    },
     /// Seal (finalize) spools: write each producer's seal record; with --output also write the
     /// shard files the reference would write there.
     Seal {
@@ -74,6 +85,7 @@ enum Command {
 pub fn run(
     args: impl IntoIterator<Item = String>,
     env: &Env,
+    stdin: &mut dyn std::io::Read,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
@@ -96,6 +108,7 @@ pub fn run(
         quiet: cli.quiet,
     };
     let result = match cli.command {
+        Command::Record { spool, input } => run_record(&mut out, env, stdin, spool, &input),
         Command::Seal {
             output,
             json,
@@ -184,6 +197,75 @@ fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
     Failure {
         code,
         message: format!("{}: {e}; the ledger ref was not changed", source.display()),
+    }
+}
+
+fn run_record(
+    out: &mut Printer,
+    env: &Env,
+    stdin: &mut dyn std::io::Read,
+    spool: Option<PathBuf>,
+    input: &str,
+) -> Result<(), Failure> {
+    let root = spool
+        .or_else(|| {
+            env.get("CLAWSWEEPER_ACTION_LEDGER_ROOT")
+                .filter(|s| !s.trim().is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    let root = crate::files::absolute_root(&root).map_err(Failure::input)?;
+    if !root.is_dir() {
+        return Err(Failure::input(format!(
+            "spool root {} does not exist or is not a directory",
+            root.display()
+        )));
+    }
+    let mut text = String::new();
+    let source = if input == "-" {
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::input(format!("cannot read stdin: {e}")))?;
+        "stdin".to_owned()
+    } else {
+        text = std::fs::read_to_string(input)
+            .map_err(|e| Failure::input(format!("cannot read {input}: {e}")))?;
+        input.to_owned()
+    };
+    let value =
+        canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let result = match (value.get("phase"), value.get("scope")) {
+        (Some(_), None) => record::record_phase(&root, &value, env, now_ms),
+        (None, Some(_)) => record::record_action(&root, &value, env, now_ms),
+        _ => {
+            return Err(Failure::input(format!(
+                "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
+            )));
+        }
+    };
+    match result {
+        Ok(Some(event)) => {
+            out.data(&event.json);
+            out.note(&format!(
+                "recorded {} {} in {}",
+                event.event_type(),
+                event.event_id,
+                root.display()
+            ));
+            Ok(())
+        }
+        Ok(None) => {
+            out.note("recording is disabled (set CLAWSWEEPER_ACTION_LEDGER_FORCE=1 to enable)");
+            Ok(())
+        }
+        Err(e) => Err(Failure {
+            code: if e.is_conflict() { 1 } else { 2 },
+            message: format!("{source}: {e}; nothing was recorded"),
+        }),
     }
 }
 
@@ -366,7 +448,7 @@ mod tests {
             args.iter()
                 .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
         );
-        let code = run(argv, &env, &mut out, &mut err);
+        let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
         let text = format!(
             "exit: {code}\n--- stdout\n{}--- stderr\n{}",
             String::from_utf8(out).unwrap(),

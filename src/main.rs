@@ -5,6 +5,7 @@ fn main() {
     let code = action_ledger::cli::run(
         std::env::args(),
         &env,
+        &mut std::io::stdin().lock(),
         &mut std::io::stdout().lock(),
         &mut std::io::stderr().lock(),
     );
