@@ -56,6 +56,13 @@ enum Command {
         /// Print one JSON object per spool instead of the reference's `{"paths":[...]}`.
         #[arg(long)]
         json: bool,
+        /// First close every open review/apply start with a terminal event (runtime §7.3), for
+        /// jobs that timed out, were cancelled or failed.
+        #[arg(long)]
+        interrupt_open_attempts: bool,
+        /// Why the job ended early (with --interrupt-open-attempts).
+        #[arg(long, default_value = "timeout", value_parser = ["timeout", "cancelled", "workflow_failed"], requires = "interrupt_open_attempts")]
+        reason: String,
         /// Spool roots (directories containing .clawsweeper-repair/action-events).
         #[arg(required = true)]
         spools: Vec<PathBuf>,
@@ -112,6 +119,8 @@ pub fn run(
         Command::Seal {
             output,
             json,
+            interrupt_open_attempts,
+            reason,
             spools,
         } => {
             let output = output.or_else(|| {
@@ -119,7 +128,10 @@ pub fn run(
                     .filter(|s| !s.trim().is_empty())
                     .map(PathBuf::from)
             });
-            run_seal(&mut out, output, json, &spools)
+            let interrupt = interrupt_open_attempts
+                .then(|| crate::interrupt::Reason::parse(&reason))
+                .flatten();
+            run_seal(&mut out, output, json, interrupt, &spools)
         }
         Command::Publish {
             repo,
@@ -234,10 +246,7 @@ fn run_record(
     };
     let value =
         canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+    let now_ms = now_ms();
     let result = match (value.get("phase"), value.get("scope")) {
         (Some(_), None) => record::record_phase(&root, &value, env, now_ms),
         (None, Some(_)) => record::record_action(&root, &value, env, now_ms),
@@ -273,10 +282,18 @@ fn path_list(paths: &[String]) -> Value {
     Value::Array(paths.iter().map(Value::str).collect())
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 fn run_seal(
     out: &mut Printer,
     output: Option<PathBuf>,
     json: bool,
+    interrupt: Option<crate::interrupt::Reason>,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
     if let Some(dir) = &output {
@@ -288,6 +305,21 @@ fn run_seal(
         })?;
     }
     for root in spools {
+        if let Some(reason) = interrupt {
+            let written = crate::interrupt::interrupt_open_attempts(root, reason, now_ms())
+                .map_err(|e| Failure {
+                    code: match &e {
+                        crate::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                        _ => 2,
+                    },
+                    message: format!("{}: interruption recovery failed: {e}", root.display()),
+                })?;
+            out.note(&format!(
+                "closed {written} open attempt(s) in {} as {}",
+                root.display(),
+                reason.code()
+            ));
+        }
         let spool = Spool::open(root).map_err(|e| seal_failure(e.into()))?;
         let report = seal::seal(&spool, output.as_deref()).map_err(seal_failure)?;
         let line = if json {
