@@ -182,6 +182,10 @@ pub enum Error {
     EnvRepository(String),
     #[error("workflow action identifier is required")]
     IdentifierRequired,
+    #[error(
+        "{0} contains a confidential identifier (refused even where the reference would hide it inside a composed producer identifier)"
+    )]
+    ConfidentialIdentifier(&'static str),
     #[error("{0} must be YYYY-MM-DD")]
     NotCalendarDate(String),
     #[error("GITHUB_RUN_STARTED_AT must be an ISO date-time timestamp")]
@@ -319,10 +323,21 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
         .as_safe_integer()
         .filter(|n| *n >= 1)
         .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))?;
-    let component = format!(
-        "{}.{step}.{invocation}",
-        machine_identifier(component, 120)?
-    );
+    let component = machine_identifier(component, 120)?;
+    // Stricter than the reference: each part is scanned on its own, because once composed into
+    // `<component>.<step>.<invocation>` a private host such as `::1` or `http://127.1` no longer
+    // matches any pattern and would be stored verbatim.
+    for (name, part) in [
+        ("GITHUB_WORKFLOW", workflow.as_str()),
+        ("component", component.as_str()),
+        ("GITHUB_ACTION", step.as_str()),
+        ("CLAWSWEEPER_ACTION_LEDGER_INVOCATION", invocation.as_str()),
+    ] {
+        if privacy::contains_confidential_identifier(part) {
+            return Err(Error::ConfidentialIdentifier(name));
+        }
+    }
+    let component = format!("{component}.{step}.{invocation}");
     Ok(Value::object([
         ("component", Value::String(component)),
         ("job", Value::String(job)),
@@ -389,6 +404,15 @@ pub fn record_phase(
     env: &Environment,
     now_ms: i64,
 ) -> Result<Option<Event>, Error> {
+    match phase_action_input(input) {
+        // The reference hashes `identity: undefined` only when recording is enabled.
+        Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
+        generic => record_action(root, &generic?, env, now_ms),
+    }
+}
+
+/// The generic-API input a phase-API input stands for (vocabularies checked first).
+pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
     let phase = string_of(input.get("phase"));
     let status = string_of(input.get("status"));
     let reason = input.get("reasonCode").map(|r| string_of(Some(r)));
@@ -405,12 +429,7 @@ pub fn record_phase(
     }
     let reason = reason.filter(|r| !r.is_empty());
     let Some(identity) = input.get("identity") else {
-        // The reference hashes `identity: undefined` only when recording is enabled.
-        return if enabled(env) {
-            Err(Error::MissingIdentity("$.identity.identity"))
-        } else {
-            Ok(None)
-        };
+        return Err(Error::MissingIdentity("$.identity.identity"));
     };
     let mut key_identity = BTreeMap::from([
         ("phase".to_owned(), Value::str(&phase)),
@@ -457,7 +476,7 @@ pub fn record_phase(
             generic.insert(k.into(), v.clone());
         }
     }
-    record_action(root, &Value::Object(generic), env, now_ms)
+    Ok(Value::Object(generic))
 }
 
 /// The event a generic-API input describes, without writing it (derivations in the module
@@ -731,6 +750,313 @@ fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn base_env() -> Environment {
+        [
+            ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+            ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+            ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+            ("GITHUB_JOB", "review"),
+            ("GITHUB_RUN_ID", "1234567890"),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_ACTION", "run-review"),
+            ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    fn base_input() -> Value {
+        canonical::parse(
+            r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":1},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},"retryable":true,"mutation":false}"#,
+        )
+        .unwrap()
+    }
+
+    fn set(v: &mut Value, path: &[&str], x: Value) {
+        let Value::Object(m) = v else {
+            panic!("object")
+        };
+        if path.len() == 1 {
+            m.insert(path[0].to_owned(), x);
+        } else {
+            let child = m
+                .entry(path[0].to_owned())
+                .or_insert_with(|| Value::Object(BTreeMap::new()));
+            set(child, &path[1..], x);
+        }
+    }
+
+    /// Where a value can land in a durable record, and whether it passes through the
+    /// reference's identifier hashing (`machineIdentifier`) first.
+    enum Place {
+        Input(&'static [&'static str], fn(&str) -> Value),
+        Generic(&'static [&'static str]),
+        Env(&'static str),
+        Hashed(Option<&'static str>),
+    }
+
+    fn places() -> Vec<(&'static str, Place)> {
+        fn s(v: &str) -> Value {
+            Value::str(v)
+        }
+        fn in_records(v: &str) -> Value {
+            Value::String(format!("records/{v}"))
+        }
+        fn arr(v: &str) -> Value {
+            Value::Array(vec![Value::str(v)])
+        }
+        fn learn(k: &str, v: &str) -> Value {
+            let mut l = BTreeMap::from([
+                ("category".to_owned(), Value::str("c")),
+                ("signal".to_owned(), Value::str("s")),
+            ]);
+            l.insert(k.to_owned(), Value::str(v));
+            Value::Object(l)
+        }
+        fn ev(k: &str, v: &str) -> Value {
+            Value::Array(vec![Value::object([
+                ("kind", Value::str("k")),
+                (k, Value::str(v)),
+            ])])
+        }
+        vec![
+            (
+                "subject.subjectId",
+                Place::Input(&["subject", "subjectId"], s),
+            ),
+            (
+                "subject.clusterId",
+                Place::Input(&["subject", "clusterId"], s),
+            ),
+            (
+                "subject.sourceRevision",
+                Place::Input(&["subject", "sourceRevision"], s),
+            ),
+            (
+                "subject.recordPath",
+                Place::Input(&["subject", "recordPath"], s),
+            ),
+            (
+                "subject.recordPath (records/…)",
+                Place::Input(&["subject", "recordPath"], in_records),
+            ),
+            (
+                "learning.category",
+                Place::Input(&["learning"], |v| learn("category", v)),
+            ),
+            (
+                "learning.signal",
+                Place::Input(&["learning"], |v| learn("signal", v)),
+            ),
+            (
+                "learning.ruleId",
+                Place::Input(&["learning"], |v| learn("ruleId", v)),
+            ),
+            (
+                "evidence.kind",
+                Place::Input(&["evidence"], |v| {
+                    Value::Array(vec![Value::object([("kind", Value::str(v))])])
+                }),
+            ),
+            (
+                "evidence.snapshotId",
+                Place::Input(&["evidence"], |v| ev("snapshotId", v)),
+            ),
+            (
+                "evidence.reportPath",
+                Place::Input(&["evidence"], |v| ev("reportPath", v)),
+            ),
+            (
+                "evidence.reportPath (records/…)",
+                Place::Input(&["evidence"], |v| ev("reportPath", &format!("records/{v}"))),
+            ),
+            (
+                "evidence.runUrl",
+                Place::Input(&["evidence"], |v| ev("runUrl", v)),
+            ),
+            (
+                "attributes.model",
+                Place::Input(&["attributes", "model"], s),
+            ),
+            (
+                "attributes.state[]",
+                Place::Input(&["attributes", "state"], arr),
+            ),
+            (
+                "privacy.redactionVersion",
+                Place::Input(&["privacy"], |v| {
+                    Value::object([
+                        ("classification", Value::str("internal")),
+                        ("redactionVersion", Value::str(v)),
+                        ("fieldsDropped", Value::Array(vec![])),
+                    ])
+                }),
+            ),
+            (
+                "privacy.fieldsDropped[]",
+                Place::Input(&["privacy"], |v| {
+                    Value::object([
+                        ("classification", Value::str("internal")),
+                        ("redactionVersion", Value::str("v1")),
+                        ("fieldsDropped", arr(v)),
+                    ])
+                }),
+            ),
+            ("occurredAt", Place::Input(&["occurredAt"], s)),
+            ("operation", Place::Input(&["operation"], s)),
+            ("action.name", Place::Generic(&["action", "name"])),
+            ("action.status", Place::Generic(&["action", "status"])),
+            (
+                "action.reasonCode",
+                Place::Generic(&["action", "reasonCode"]),
+            ),
+            ("type", Place::Generic(&["type"])),
+            ("scope", Place::Generic(&["scope"])),
+            ("GITHUB_JOB", Place::Env("GITHUB_JOB")),
+            ("GITHUB_RUN_ID", Place::Env("GITHUB_RUN_ID")),
+            ("GITHUB_SHA", Place::Env("GITHUB_SHA")),
+            ("component", Place::Hashed(None)),
+            ("GITHUB_WORKFLOW", Place::Hashed(Some("GITHUB_WORKFLOW"))),
+            ("GITHUB_ACTION", Place::Hashed(Some("GITHUB_ACTION"))),
+            (
+                "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+                Place::Hashed(Some("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")),
+            ),
+        ]
+    }
+
+    fn build(place: &Place, value: &str) -> Result<Event, Error> {
+        let mut input = base_input();
+        let mut env = base_env();
+        match place {
+            Place::Input(path, make) => set(&mut input, path, make(value)),
+            Place::Env(name) | Place::Hashed(Some(name)) => {
+                env.insert((*name).to_owned(), value.to_owned());
+            }
+            Place::Hashed(None) => set(&mut input, &["component"], Value::str(value)),
+            Place::Generic(path) => {
+                let mut generic = phase_action_input(&input)?;
+                set(&mut generic, path, Value::str(value));
+                return build_action_event(&generic, &env, 0);
+            }
+        }
+        build_action_event(&phase_action_input(&input)?, &env, 0)
+    }
+
+    fn corpus(name: &str) -> Vec<(String, String)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/privacy")
+            .join(name);
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v = canonical::parse(l).unwrap();
+                (
+                    v.get("family").and_then(Value::as_str).unwrap().to_owned(),
+                    v.get("value").and_then(Value::as_str).unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// A value each place accepts, so that a refusal in the corpus tests is about the value.
+    fn benign(name: &str) -> &'static str {
+        match name {
+            "subject.recordPath" => "records/x1",
+            "evidence.reportPath" => "results/x1",
+            "evidence.runUrl" => "https://github.com/o/r/actions/runs/1",
+            "occurredAt" => "2026-01-15T00:00:00Z",
+            _ => "x1",
+        }
+    }
+
+    #[test]
+    fn every_place_accepts_a_benign_value() {
+        for (name, place) in places() {
+            if let Err(e) = build(&place, benign(name)) {
+                panic!("{name} refuses a benign value: {e}");
+            }
+        }
+    }
+
+    /// Every secret-shaped or private-host value of testdata/privacy/rejected.jsonl is refused in
+    /// every durable text field; where the reference first hashes the value into an identifier,
+    /// the value must at least never appear in the record.
+    #[test]
+    fn privacy_corpus_is_rejected_everywhere() {
+        let rejected = corpus("rejected.jsonl");
+        assert!(rejected.len() >= 200, "{}", rejected.len());
+        let mut leaks = Vec::new();
+        for (family, value) in &rejected {
+            let escaped = canonical::to_canonical_unchecked(&Value::str(value));
+            let escaped = &escaped[1..escaped.len() - 1];
+            for (name, place) in places() {
+                match (build(&place, value), &place) {
+                    (Err(_), _) => {}
+                    (Ok(e), Place::Hashed(_)) if !e.json.contains(escaped) => {}
+                    (Ok(_), _) => leaks.push(format!("{family} {value:?} accepted in {name}")),
+                }
+            }
+        }
+        assert!(
+            leaks.is_empty(),
+            "{} leaks:\n{}",
+            leaks.len(),
+            leaks.join("\n")
+        );
+    }
+
+    /// Near-misses (public hosts, versions, model names, hex ids, ordinary words) stay accepted in
+    /// every machine-text field and, where they form a path segment, in relative paths.
+    #[test]
+    fn privacy_near_misses_are_accepted() {
+        let accepted = corpus("accepted.jsonl");
+        let machine_text = [
+            "subject.subjectId",
+            "subject.clusterId",
+            "subject.sourceRevision",
+            "learning.category",
+            "learning.signal",
+            "learning.ruleId",
+            "evidence.kind",
+            "evidence.snapshotId",
+            "attributes.model",
+            "attributes.state[]",
+            "privacy.redactionVersion",
+            "privacy.fieldsDropped[]",
+            "action.name",
+            "type",
+            "GITHUB_JOB",
+            "GITHUB_RUN_ID",
+            "GITHUB_SHA",
+        ];
+        let mut refused = Vec::new();
+        for (family, value) in &accepted {
+            for (name, place) in places() {
+                let path_safe = value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._+@-/".contains(&b))
+                    && !value.starts_with('/')
+                    && !value.ends_with('.');
+                let expect = machine_text.contains(&name)
+                    || (name.ends_with("(records/…)") && path_safe)
+                    || (family == "relative-path" && name.starts_with("subject.recordPath"));
+                if expect && let Err(e) = build(&place, value) {
+                    refused.push(format!("{family} {value:?} refused in {name}: {e}"));
+                }
+            }
+        }
+        assert!(
+            refused.is_empty(),
+            "{} refused:\n{}",
+            refused.len(),
+            refused.join("\n")
+        );
+    }
 
     #[test]
     fn machine_identifiers() {
