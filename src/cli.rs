@@ -113,6 +113,7 @@ pub fn run(
         stdout,
         stderr,
         quiet: cli.quiet,
+        broken: None,
     };
     let result = match cli.command {
         Command::Record { spool, input } => run_record(&mut out, env, stdin, spool, &input),
@@ -141,12 +142,19 @@ pub fn run(
             sources,
         } => run_publish(&mut out, env, &repo, &ref_name, json, &sources),
     };
-    match result {
+    let code = match result {
         Ok(()) => 0,
         Err(Failure { code, message }) => {
             let _ = writeln!(out.stderr, "error: {message}");
             code
         }
+    };
+    match out.broken.take() {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(out.stderr, "error: cannot write output: {e}");
+            code.max(2)
+        }
+        _ => code,
     }
 }
 
@@ -154,11 +162,17 @@ struct Printer<'a> {
     stdout: &'a mut dyn Write,
     stderr: &'a mut dyn Write,
     quiet: bool,
+    /// The first failed write of data; reported at the end (a closed pipe is not an error).
+    broken: Option<std::io::Error>,
 }
 
 impl Printer<'_> {
     fn data(&mut self, line: &str) {
-        let _ = writeln!(self.stdout, "{line}");
+        if self.broken.is_none()
+            && let Err(e) = writeln!(self.stdout, "{line}").and_then(|()| self.stdout.flush())
+        {
+            self.broken = Some(e);
+        }
     }
     fn note(&mut self, line: &str) {
         if !self.quiet {
@@ -194,7 +208,7 @@ fn seal_failure(e: seal::Error) -> Failure {
     }
 }
 
-fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
+fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) -> Failure {
     use publish::Error as E;
     let code = match &e {
         E::BindingConflict { .. }
@@ -208,7 +222,14 @@ fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
     };
     Failure {
         code,
-        message: format!("{}: {e}; the ledger ref was not changed", source.display()),
+        message: if earlier == 0 {
+            format!("{}: {e}; the ledger ref was not changed", source.display())
+        } else {
+            format!(
+                "{}: {e}; this source was not published (the {earlier} source(s) before it were)",
+                source.display()
+            )
+        },
     }
 }
 
@@ -393,10 +414,10 @@ fn run_publish(
             repo.display()
         ))
     })?;
-    for source in sources {
+    for (i, source) in sources.iter().enumerate() {
         let root = crate::files::absolute_root(source).map_err(Failure::input)?;
         let publication =
-            publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, e))?;
+            publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, i, e))?;
         print_publication(out, source, ref_name, json, &publication);
     }
     Ok(())
@@ -437,11 +458,6 @@ fn print_publication(
         ref_name,
         p.commit.map_or("(no commit)".to_owned(), |c| c.to_hex()),
     ));
-}
-
-/// Reads the process environment into an [`Env`] (for `main`).
-pub fn process_env() -> Env {
-    std::env::vars().collect()
 }
 
 #[cfg(test)]

@@ -384,28 +384,44 @@ impl Store {
         if !is_empty_dir {
             return Store::open(path);
         }
+        // Build the repository beside its final name and rename it into place, so that a
+        // concurrent publisher either sees no repository or a complete one, never a half-made one.
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "state.git".to_owned());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let staging = parent.join(format!(
+            ".{file_name}.init-{}-{nanos:08x}",
+            std::process::id()
+        ));
+        let init = |err: Box<dyn std::error::Error + Send + Sync>| Error::Init {
+            path: path.to_owned(),
+            source: err,
+        };
+        std::fs::create_dir_all(&parent).map_err(|e| init(Box::new(e)))?;
         let created = gix::ThreadSafeRepository::init_opts(
-            path,
+            &staging,
             gix::create::Kind::Bare,
             gix::create::Options::default(),
             gix::open::Options::isolated(),
-        );
-        let repo = match created {
-            Ok(repo) => repo.to_thread_local(),
-            // Another process may have created it between our check and our init.
-            Err(err) => {
-                return Store::open(path).map_err(|_| Error::Init {
-                    path: path.to_owned(),
-                    source: Box::new(err),
-                });
-            }
-        };
+        )
+        .map_err(|e| init(Box::new(e)))?
+        .to_thread_local();
         let head: FullName = "HEAD".try_into().map_err(|_| Error::InvalidRefName {
             ref_name: "HEAD".to_owned(),
         })?;
         // Symbolic ref changes carry no object id, so gix writes no reflog and needs no committer.
         let edit = RefEdit::update(head, Target::Symbolic(name), PreviousValue::Any, "");
-        repo.refs
+        created
+            .refs
             .transaction()
             .prepare(
                 Some(edit),
@@ -414,7 +430,15 @@ impl Store {
             )
             .and_then(|tx| tx.commit(None))
             .map_err(git_err("point HEAD at", ref_name))?;
-        Ok(Store { repo })
+        drop(created);
+        // rename(2) replaces an empty directory and fails on a non-empty one: exactly one
+        // concurrent creator wins, the others open the winner's repository.
+        if std::fs::rename(&staging, path).is_err() {
+            let _ = std::fs::remove_dir_all(&staging);
+        } else if let Ok(dir) = std::fs::File::open(&parent) {
+            let _ = dir.sync_all();
+        }
+        Store::open(path)
     }
 
     /// The current value of `ref_name` (a full name such as `refs/heads/main`), or `None` if the
