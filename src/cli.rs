@@ -67,6 +67,21 @@ enum Command {
         #[arg(required = true)]
         spools: Vec<PathBuf>,
     },
+    /// Verify the ledger at a revision, or a push range; exit 1 when there are findings.
+    Verify {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The revision to verify (commit id, ref name, HEAD, with ~N or ^).
+        #[arg(long, default_value = "HEAD", conflicts_with = "range")]
+        rev: String,
+        /// Verify a push instead: `OLD..NEW` (OLD all zeros for a new ref).
+        #[arg(long)]
+        range: Option<String>,
+        /// One JSON object per finding plus a summary object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Publish sealed spools or shard roots into the state repository, one commit each.
     Publish {
         /// The state repository (created bare when absent).
@@ -134,6 +149,12 @@ pub fn run(
                 .flatten();
             run_seal(&mut out, output, json, interrupt, &spools)
         }
+        Command::Verify {
+            repo,
+            rev,
+            range,
+            json,
+        } => run_verify(&mut out, &repo, &rev, range.as_deref(), json),
         Command::Publish {
             repo,
             ref_name,
@@ -296,6 +317,78 @@ fn run_record(
             code: if e.is_conflict() { 1 } else { 2 },
             message: format!("{source}: {e}; nothing was recorded"),
         }),
+    }
+}
+
+fn run_verify(
+    out: &mut Printer,
+    repo: &std::path::Path,
+    rev: &str,
+    range: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    let unreadable = |e: &dyn std::fmt::Display| Failure {
+        code: 2,
+        message: format!("cannot verify {}: {e}", repo.display()),
+    };
+    let store = Store::open(repo).map_err(|e| unreadable(&e))?;
+    let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
+    let (report, what) = match range {
+        Some(range) => {
+            let (old, new) = range
+                .split_once("..")
+                .ok_or_else(|| Failure::input(format!("--range wants OLD..NEW, got {range}")))?;
+            let old = if old.bytes().all(|b| b == b'0') {
+                None
+            } else {
+                Some(resolve(old)?)
+            };
+            let new = resolve(new)?;
+            let report =
+                crate::verify::verify_range(&store, old, new).map_err(|e| unreadable(&e))?;
+            (report, format!("push {range}"))
+        }
+        None => {
+            let commit = resolve(rev)?;
+            let report =
+                crate::verify::verify_revision(&store, commit).map_err(|e| unreadable(&e))?;
+            (report, format!("{rev} ({})", commit.to_hex()))
+        }
+    };
+    for f in &report.findings {
+        if json {
+            out.data(&canonical::to_canonical_unchecked(&Value::object([
+                ("type", Value::str("finding")),
+                ("path", Value::str(&f.path)),
+                ("rule", Value::str(f.rule.code())),
+                ("detail", Value::str(&f.detail)),
+            ])));
+        }
+        let _ = writeln!(out.stderr, "{}: {}: {}", f.path, f.rule, f.detail);
+    }
+    if json {
+        out.data(&canonical::to_canonical_unchecked(&Value::object([
+            ("type", Value::str("summary")),
+            ("findings", Value::from(report.findings.len() as i64)),
+            ("shards", Value::from(report.shards as i64)),
+            ("events", Value::from(report.events as i64)),
+            ("bindings", Value::from(report.bindings as i64)),
+        ])));
+    }
+    out.note(&format!(
+        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s)",
+        report.shards,
+        report.events,
+        report.bindings,
+        report.findings.len()
+    ));
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(Failure {
+            code: 1,
+            message: format!("{} finding(s)", report.findings.len()),
+        })
     }
 }
 

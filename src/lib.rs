@@ -4,6 +4,7 @@
 //! verify); dependencies point one way: `cli → publish → {seal, shard, spool, store} →
 //! {event, privacy, identity} → canonical`.
 
+pub mod binding;
 pub mod canonical;
 pub mod cli;
 mod conformance;
@@ -18,3 +19,4 @@ pub mod seal;
 pub mod shard;
 pub mod spool;
 pub mod store;
+pub mod verify;
