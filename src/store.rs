@@ -509,6 +509,24 @@ impl Store {
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
+        self.write_commit_with(base, files, &[], false, message, sig)
+    }
+
+    /// Like [`Store::write_commit`], but may also replace existing files (`replace`) and remove
+    /// the files in `removals`. For compaction, which replaces hot shards by segments, and for
+    /// tests that plant defects; publishing never replaces.
+    ///
+    /// # Errors
+    /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`].
+    pub fn write_commit_with(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, Vec<u8>)],
+        removals: &[String],
+        replace: bool,
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
         sig.validate()?;
         if message.contains('\0') {
             return Err(Error::InvalidMessage {
@@ -551,6 +569,9 @@ impl Store {
                     });
                 }
                 Some(entry) if is_file(entry.kind) && entry.id == *id => {}
+                Some(entry) if is_file(entry.kind) && replace => {
+                    new_files.push((*path, *bytes, *id));
+                }
                 Some(entry) if is_file(entry.kind) => {
                     return Err(Error::Conflict {
                         path: (*path).to_owned(),
@@ -588,6 +609,17 @@ impl Store {
                 .upsert(*path, EntryKind::Blob, id)
                 .map_err(git_err("add to tree", path))?;
         }
+        for path in removals {
+            match base_view.lookup_for_write(path)? {
+                Some(entry) if is_file(entry.kind) => {}
+                _ => {
+                    return Err(Error::NotAFile { path: path.clone() });
+                }
+            }
+            editor
+                .remove(path.as_str())
+                .map_err(git_err("remove from tree", path))?;
+        }
         let tree = editor
             .write()
             .map_err(git_err("write tree for commit on", base_name(&base)))?
@@ -608,7 +640,9 @@ impl Store {
         let new_view = self.snapshot(Some(CommitId(commit)))?;
         let mut dirs: Vec<&str> = new_files
             .iter()
-            .map(|(path, _, _)| path.rsplit_once('/').map_or("", |(dir, _)| dir))
+            .map(|(path, _, _)| *path)
+            .chain(removals.iter().map(String::as_str))
+            .map(|path| path.rsplit_once('/').map_or("", |(dir, _)| dir))
             .collect();
         dirs.sort_unstable();
         dirs.dedup();
