@@ -341,6 +341,8 @@ impl Signature {
 /// reuse it for all reads and writes of a run.
 pub struct Store {
     repo: gix::Repository,
+    /// A private object directory added by [`Store::with_object_dirs`], removed on drop.
+    overlay: Option<PathBuf>,
 }
 
 impl fmt::Debug for Store {
@@ -362,7 +364,10 @@ impl Store {
     /// [`Error::Open`] if `path` is not a Git repository.
     pub fn open(path: &Path) -> Result<Store, Error> {
         gix::open_opts(path, gix::open::Options::isolated())
-            .map(|repo| Store { repo })
+            .map(|repo| Store {
+                repo,
+                overlay: None,
+            })
             .map_err(|err| Error::Open {
                 path: path.to_owned(),
                 source: Box::new(err),
@@ -1251,6 +1256,83 @@ impl Store {
         )?;
         out.sort_by(|a, b| a.path().cmp(b.path()));
         Ok(out)
+    }
+}
+
+impl Store {
+    /// Also reads objects from `dirs` (object directories), as `git receive-pack` requires of a
+    /// pre-receive hook: pushed objects wait in a quarantine directory until the hook accepts
+    /// them. Builds a private object directory whose `info/alternates` names `dirs` and the
+    /// repository's own objects, and reads through it. Writes are not expected afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the overlay cannot be set up.
+    pub fn with_object_dirs(mut self, dirs: &[PathBuf]) -> Result<Store, Error> {
+        if dirs.is_empty() {
+            return Ok(self);
+        }
+        let open_err = |e: std::io::Error| Error::Open {
+            path: self.repo.git_dir().to_owned(),
+            source: Box::new(e),
+        };
+        let overlay = std::env::temp_dir().join(format!(
+            "action-ledger-objects-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(overlay.join("info")).map_err(open_err)?;
+        let own = self.repo.common_dir().join("objects");
+        let mut lines = String::new();
+        for dir in dirs.iter().chain([&own]) {
+            let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            lines.push_str(&abs.to_string_lossy());
+            lines.push('\n');
+        }
+        std::fs::write(overlay.join("info/alternates"), lines).map_err(open_err)?;
+        let handle = gix::odb::at(&overlay, self.repo.object_hash()).map_err(open_err)?;
+        self.repo.objects = gix::OdbHandle::new(handle, self.repo.object_hash());
+        self.overlay = Some(overlay);
+        Ok(self)
+    }
+
+    /// Sets boolean keys such as `receive.denyDeletes` to `true` in the repository's own config
+    /// file (section `[receive]`), keeping everything else.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the config cannot be read or written.
+    pub fn set_config_true(&self, keys: &[&str]) -> Result<(), Error> {
+        let path = self.repo.common_dir().join("config");
+        let io_err = |e: Box<dyn std::error::Error + Send + Sync>| Error::Open {
+            path: path.clone(),
+            source: e,
+        };
+        let mut file =
+            gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+                .map_err(|e| io_err(Box::new(e)))?;
+        for key in keys {
+            file.set_raw_value(*key, "true")
+                .map_err(|e| io_err(Box::new(e)))?;
+        }
+        let mut out = Vec::new();
+        file.write_to(&mut out).map_err(|e| io_err(Box::new(e)))?;
+        std::fs::write(&path, out).map_err(|e| io_err(Box::new(e)))?;
+        Ok(())
+    }
+
+    /// The repository's git directory (for a bare repository, the repository itself).
+    pub fn git_dir(&self) -> &Path {
+        self.repo.common_dir()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(overlay) = self.overlay.take() {
+            let _ = std::fs::remove_dir_all(overlay);
+        }
     }
 }
 
