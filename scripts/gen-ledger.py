@@ -4,7 +4,7 @@
 usage: gen-ledger.py OUT_DIR SPOOLS PRODUCERS_PER_SPOOL EVENTS_PER_PRODUCER
 
 Each spool gets its own run id; each producer (a component) records a parent chain of
-review.item events on issue subjects. Digests follow ledger-core §3 (event id, semantic digest);
+review.item events on issue subjects (one subject repository per producer). Digests follow ledger-core §3 (event id, semantic digest);
 the files are canonical JSON as action-ledger writes them, so `action-ledger seal` accepts them.
 """
 import hashlib, json, os, sys
@@ -13,13 +13,14 @@ def cj(v): return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_as
 def sha(s): return hashlib.sha256(s.encode()).hexdigest()
 
 out, spools, producers, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-repo = "openclaw/openclaw"
-repo_dir = f"openclaw-openclaw-{sha(repo)[:12]}"
 for s in range(spools):
     root = os.path.join(out, f"spool-{s:04d}", ".clawsweeper-repair", "action-events")
-    os.makedirs(os.path.join(root, repo_dir), exist_ok=True)
     os.makedirs(os.path.join(root, "_partitions"), exist_ok=True)
     for p in range(producers):
+        # One subject repository per producer keeps each spool directory under 4,096 entries.
+        repo = f"openclaw/repo-{p}"
+        repo_dir = f"openclaw-repo-{p}-{sha(repo)[:12]}"
+        os.makedirs(os.path.join(root, repo_dir), exist_ok=True)
         producer = {"component": f"bench-{p}.step.default", "job": "bench", "repository": "openclaw/clawsweeper",
                     "run_attempt": 1, "run_id": str(900000 + s), "sha": "0" * 40, "workflow": "bench.yml"}
         with open(os.path.join(root, "_partitions", sha(cj(producer)) + ".txt"), "w") as f:
