@@ -49,6 +49,8 @@ ok "one commit per job"
 git clone -q "$work/state.git" "$work/clone"
 diff -r -x .git "$work/clone" "$corpus/expected-state" >/dev/null || fail "tree differs from expected-state/"
 ok "tree at refs/heads/main is byte-identical to expected-state/"
+"$bin" -q verify --repo "$work/state.git" || fail "verify reports findings on the day1 repository"
+ok "verify reports the day1 repository clean"
 
 # 3. Replay: nothing changes.
 tip=$(git -C "$work/state.git" rev-parse refs/heads/main)
