@@ -10,11 +10,11 @@
 //! If the process dies mid-seal, some seals (and output shards) exist and others do not; running
 //! `seal` again completes the set, because every file is create-only and reproduced identically.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Written};
+use crate::files::{self, Root, Written};
 use crate::identity::{Digest, ShardIdentity};
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
@@ -96,7 +96,9 @@ pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
             .partition_date(&digest)?
             .ok_or_else(|| Error::MissingMarker {
                 producer: key.clone(),
-                path: spool.root().join(spool::marker_relative_path(&digest)),
+                path: spool
+                    .handle()
+                    .display_path(&spool::marker_relative_path(&digest)),
             })?;
         let identity = events[0]
             .shard_identity(&date)
@@ -138,16 +140,18 @@ pub struct SealReport {
     pub shards_created: usize,
 }
 
-/// Seals every producer of the spool (create-only seal files) and, with `output`, writes the
-/// shard parts below `output` as the reference's finalize does (existing shards must be
-/// identical or replay-equivalent).
-pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
+/// Label of an output root (the directory `seal --output` writes shards into).
+pub const OUTPUT_ROOT_LABEL: &str = "action event output root";
+
+/// Seals every producer of the spool (create-only seal files, written through the spool's
+/// opened root) and, with `output`, writes the shard parts below that opened root as the
+/// reference's finalize does (existing shards must be identical or replay-equivalent).
+pub fn seal(spool: &Spool, output: Option<&Root>) -> Result<SealReport, Error> {
     let runs = plan(spool)?;
     let mut report = SealReport::default();
     for run in &runs {
         let rel = run.seal_relative_path();
-        match files::write_create_only(
-            spool.root(),
+        match spool.handle().write_create_only(
             &rel,
             run.seal.as_bytes(),
             "action event producer finalization",
@@ -160,20 +164,16 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
         }
         for s in run.shards()? {
             if let Some(out) = output {
-                match files::write_create_only(
-                    out,
-                    &s.path,
-                    s.content.as_bytes(),
-                    "action event shard",
-                )? {
+                match out.write_create_only(&s.path, s.content.as_bytes(), "action event shard")? {
                     Written::Created => report.shards_created += 1,
                     Written::Exists => {
-                        let path = out.join(&s.path);
-                        let existing =
-                            files::read_text(&path, shard::MAX_BYTES as u64, "action event shard")?
-                                .unwrap_or_default();
+                        let existing = out
+                            .read_text(&s.path, shard::MAX_BYTES as u64, "action event shard")?
+                            .unwrap_or_default();
                         if !shard::existing_is_equivalent(&existing, &s)? {
-                            return Err(Error::ShardConflict { path });
+                            return Err(Error::ShardConflict {
+                                path: out.display_path(&s.path),
+                            });
                         }
                     }
                 }
@@ -186,8 +186,12 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
 }
 
 fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
-    let path = spool.root().join(run.seal_relative_path());
-    let existing = files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?;
+    let rel = run.seal_relative_path();
+    let path = spool.handle().display_path(&rel);
+    let existing =
+        spool
+            .handle()
+            .read_text(&rel, MAX_SEAL_BYTES, "action event producer finalization")?;
     match existing {
         Some(text) if text == run.seal => Ok(()),
         Some(text) if is_valid_seal(&text, &run.producer) => Err(Error::LateEvents(path)),
@@ -227,9 +231,12 @@ pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
 pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let runs = plan(spool)?;
     for run in &runs {
-        let path = spool.root().join(run.seal_relative_path());
-        if files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?.is_none()
-        {
+        let existing = spool.handle().read_text(
+            &run.seal_relative_path(),
+            MAX_SEAL_BYTES,
+            "action event producer finalization",
+        )?;
+        if existing.is_none() {
             return Err(Error::Unsealed {
                 root: spool.root().to_owned(),
                 producer: run.identity.producer.clone(),
@@ -244,6 +251,7 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::path::Path;
 
     fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
         walkdir::WalkDir::new(root)
@@ -283,7 +291,8 @@ mod tests {
             }
             let out = tempfile::tempdir().unwrap();
             let spool = Spool::open(copy.path()).unwrap();
-            let report = seal(&spool, Some(out.path())).unwrap();
+            let out_root = Root::open(out.path(), OUTPUT_ROOT_LABEL).unwrap();
+            let report = seal(&spool, Some(&out_root)).unwrap();
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
             assert_eq!(
