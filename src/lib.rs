@@ -10,6 +10,7 @@ mod conformance;
 pub mod event;
 pub mod files;
 pub mod identity;
+pub mod lock;
 pub mod privacy;
 pub mod publish;
 pub mod seal;
