@@ -207,7 +207,13 @@ fn run_seal(
     };
     for root in spools {
         let spool = Spool::open(root).map_err(|e| seal_failure(e.into()))?;
-        let report = seal::seal(&spool, output_root.as_ref()).map_err(seal_failure)?;
+        let report = seal::seal(
+            &spool,
+            output_root.as_ref(),
+            now_ms(),
+            &seal::Options::default(),
+        )
+        .map_err(seal_failure)?;
         let line = if json {
             Value::object([
                 ("type", Value::str("seal")),
@@ -234,6 +240,14 @@ fn run_seal(
         ));
     }
     Ok(())
+}
+
+/// The wall clock in milliseconds since the epoch (recorded in lock files only).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Commit identity: `ACTION_LEDGER_COMMITTER_NAME` / `_EMAIL` or a fixed non-personal identity;

@@ -284,7 +284,7 @@ fn run_finalize(case: &Json) -> Outcome {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(e.to_string()),
         };
-        let report = match seal::seal(&spool, Some(&out_root)) {
+        let report = match seal::seal(&spool, Some(&out_root), 0, &seal::Options::default()) {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };

@@ -16,6 +16,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::files::{self, Root, Written};
 use crate::identity::{Digest, ShardIdentity};
+use crate::lock;
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
 
@@ -33,6 +34,8 @@ pub enum Error {
     Shard(#[from] shard::Error),
     #[error(transparent)]
     File(#[from] files::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
     #[error("action event partition marker is missing for producer {producer}: {path}")]
     MissingMarker { producer: String, path: PathBuf },
     #[error("invalid action event producer finalization: {0}")]
@@ -143,13 +146,66 @@ pub struct SealReport {
 /// Label of an output root (the directory `seal --output` writes shards into).
 pub const OUTPUT_ROOT_LABEL: &str = "action event output root";
 
+/// Knobs of [`seal`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// How long to wait for producer locks held by live writers (default 10 s).
+    pub lock: lock::Options,
+}
+
 /// Seals every producer of the spool (create-only seal files, written through the spool's
 /// opened root) and, with `output`, writes the shard parts below that opened root as the
 /// reference's finalize does (existing shards must be identical or replay-equivalent).
-pub fn seal(spool: &Spool, output: Option<&Root>) -> Result<SealReport, Error> {
-    let runs = plan(spool)?;
+///
+/// Runtime §7.2: the spool is read, the locks of all its producers are taken (sorted, nested),
+/// and the spool is checked again under the locks, so a concurrent `record` either lands before
+/// the seal or finds the seal and is refused. The check lists the event file names: event files
+/// are create-only and never change once named, so an unchanged listing means the events read
+/// before locking are exactly the events under the lock; otherwise the spool is read again, and
+/// a producer that appeared meanwhile is added to the set and the locks taken again. `now_ms`
+/// goes into the lock files only.
+///
+/// What remains if the process dies: seals and shards already written (create-only, complete),
+/// lock files whose owner is dead (the next writer reclaims them at once).
+pub fn seal(
+    spool: &Spool,
+    output: Option<&Root>,
+    now_ms: u64,
+    options: &Options,
+) -> Result<SealReport, Error> {
+    let mut names = spool.event_names()?;
+    let mut runs = plan(spool)?;
+    let mut producers: Vec<Value> = Vec::new();
+    let guards = loop {
+        for r in &runs {
+            if !producers.contains(&r.producer) {
+                producers.push(r.producer.clone());
+            }
+        }
+        let guards = lock::acquire_producers(spool.handle(), &producers, now_ms, &options.lock)?;
+        let now = spool.event_names()?;
+        if now == names {
+            break guards;
+        }
+        names = now;
+        runs = plan(spool)?;
+        if runs.iter().all(|r| producers.contains(&r.producer)) {
+            break guards;
+        }
+        lock::release_all(guards)?;
+    };
+    let report = write_sealed(spool, output, &runs)?;
+    lock::release_all(guards)?;
+    Ok(report)
+}
+
+fn write_sealed(
+    spool: &Spool,
+    output: Option<&Root>,
+    runs: &[ProducerRun],
+) -> Result<SealReport, Error> {
     let mut report = SealReport::default();
-    for run in &runs {
+    for run in runs {
         let rel = run.seal_relative_path();
         match spool.handle().write_create_only(
             &rel,
@@ -292,7 +348,7 @@ mod tests {
             let out = tempfile::tempdir().unwrap();
             let spool = Spool::open(copy.path()).unwrap();
             let out_root = Root::open(out.path(), OUTPUT_ROOT_LABEL).unwrap();
-            let report = seal(&spool, Some(&out_root)).unwrap();
+            let report = seal(&spool, Some(&out_root), 0, &Options::default()).unwrap();
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
             assert_eq!(
@@ -302,5 +358,74 @@ mod tests {
             );
             assert_eq!(tree(copy.path()), tree(&src), "{job}: spool unchanged");
         }
+    }
+
+    /// Writes the spool of the reference vector `single_event` (one event and its partition
+    /// marker; not sealed) below `root`.
+    fn fixture_spool(root: &Path) {
+        static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+        let files = FILES.get_or_init(|| {
+            let vectors =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
+            let doc: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
+            let case = doc["cases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == "single_event")
+                .unwrap();
+            case["expected"]["spool_files_before"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let text = |k: &str| f[k].as_str().unwrap().to_owned();
+                    (text("path"), text("bytes"))
+                })
+                .collect()
+        });
+        for (rel, bytes) in files {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+    }
+
+    /// Seal takes the producer locks: a live holder makes it wait and time out, nothing sealed.
+    #[test]
+    fn seal_waits_for_a_held_producer_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_spool(dir.path());
+        let spool = Spool::open(dir.path()).unwrap();
+        let producer = spool.read_all().unwrap()[0].producer().clone();
+        let options = Options {
+            lock: lock::Options {
+                wait: std::time::Duration::from_millis(300),
+                poll: std::time::Duration::from_millis(5),
+            },
+        };
+        let held = lock::acquire_producers(spool.handle(), &[producer], 1, &options.lock).unwrap();
+        let err = seal(&spool, None, 2, &options).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "action event producer lock timed out after 300ms"
+        );
+        assert_eq!(
+            tree(dir.path())
+                .keys()
+                .filter(|k| k.contains("_finalizations"))
+                .count(),
+            0
+        );
+        lock::release_all(held).unwrap();
+        assert_eq!(seal(&spool, None, 3, &options).unwrap().sealed, 1);
+        assert_eq!(
+            tree(dir.path())
+                .keys()
+                .filter(|k| k.contains("_locks"))
+                .count(),
+            0
+        );
     }
 }

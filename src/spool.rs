@@ -175,6 +175,33 @@ impl Spool {
         Ok(events)
     }
 
+    /// The names of the spool's event files (`<repository dir>/<event id>.json`, sorted), without
+    /// reading them: event files are create-only and never change once named, so an unchanged
+    /// listing means unchanged events. Same entry limits as [`Spool::read_all`].
+    pub fn event_names(&self) -> Result<Vec<String>, Error> {
+        let entries = self
+            .root
+            .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
+            .ok_or_else(|| Error::Missing(self.root().to_owned()))?;
+        let mut names = Vec::new();
+        for (name, kind) in entries {
+            if kind != EntryKind::Dir || RESERVED.contains(&name.as_str()) {
+                continue;
+            }
+            let dir_rel = format!("{SPOOL_DIR}/{name}");
+            for (file, _) in self
+                .root
+                .list_dir(&dir_rel, MAX_ENTRIES)?
+                .unwrap_or_default()
+            {
+                if file.ends_with(".json") {
+                    names.push(format!("{name}/{file}"));
+                }
+            }
+        }
+        Ok(names)
+    }
+
     fn read_repository_dir(
         &self,
         name: &str,
