@@ -392,6 +392,83 @@ mod tests {
         }
     }
 
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// Seals `root` on another thread and fails the test if that takes more than a second.
+    fn seal_within_a_second(root: &Path) -> Result<SealReport, String> {
+        let root = root.to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = Spool::open(&root)
+                .map_err(Error::from)
+                .and_then(|s| seal(&s, None, 0, &Options::default()));
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(1))
+            .expect("seal blocked on a special file instead of failing closed")
+    }
+
+    /// A FIFO planted in a repository directory, at the partition marker or at the producer lock
+    /// makes `seal` fail closed at once with a message naming it; nothing hangs.
+    #[test]
+    fn fifo_in_the_spool_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_spool(dir.path());
+        let spool = Spool::open(dir.path()).unwrap();
+        let event = spool.read_all().unwrap().remove(0);
+        let digest = spool::producer_digest(event.producer());
+        let event_rel = spool::event_relative_path(&event);
+
+        let fifo = dir.path().join(&event_rel).with_file_name("planted.json");
+        mkfifo(&fifo);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "refusing unsafe action event spool entry: {}",
+                fifo.display()
+            )
+        );
+        std::fs::remove_file(&fifo).unwrap();
+
+        let marker = dir.path().join(spool::marker_relative_path(&digest));
+        std::fs::remove_file(&marker).unwrap();
+        mkfifo(&marker);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "refusing symbolic link or non-regular file for action event partition marker: {}",
+                marker.display()
+            )
+        );
+        std::fs::remove_file(&marker).unwrap();
+        fixture_spool(dir.path());
+
+        let lock = dir.path().join(spool::lock_relative_path(&digest));
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        mkfifo(&lock);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert!(
+            err.starts_with(
+                "refusing symbolic link or non-regular file for action event producer lock"
+            ),
+            "{err}"
+        );
+        std::fs::remove_file(&lock).unwrap();
+
+        assert_eq!(seal_within_a_second(dir.path()).unwrap().sealed, 1);
+    }
+
     /// Seal takes the producer locks: a live holder makes it wait and time out, nothing sealed.
     #[test]
     fn seal_waits_for_a_held_producer_lock() {
@@ -427,5 +504,142 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    /// While `seal` runs, a thread keeps swapping the spool root, its `.clawsweeper-repair`
+    /// directory, the output root and the output's `ledger` directory with links to outside
+    /// directories of the same layout. Whatever seal returns, no byte lands outside.
+    #[test]
+    fn swaps_during_seal_never_write_outside() {
+        use std::os::fd::OwnedFd;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Exchanges two names inside one directory handle (RENAME_EXCHANGE), so the swapper
+        // itself never follows a link it planted.
+        let exchange = |dir: &OwnedFd, a: &str, b: &str| {
+            rustix::fs::renameat_with(dir, a, dir, b, rustix::fs::RenameFlags::EXCHANGE).is_ok()
+        };
+        let open_dir = |p: &Path| {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap()
+        };
+        let base = tempfile::tempdir().unwrap();
+        // Learn the shard paths once, to give the outside output the same directories.
+        let probe = base.path().join("probe");
+        fixture_spool(&probe);
+        let probe_out = Root::open_or_create(&base.path().join("probe-out"), "t").unwrap();
+        let report = seal(
+            &Spool::open(&probe).unwrap(),
+            Some(&probe_out),
+            0,
+            &Options::default(),
+        )
+        .unwrap();
+        let outside = base.path().join("outside");
+        for entry in walkdir::WalkDir::new(&probe) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_dir() {
+                let rel = entry.path().strip_prefix(&probe).unwrap();
+                std::fs::create_dir_all(outside.join("spool").join(rel)).unwrap();
+                // The same tree one level up, for a followed `.clawsweeper-repair` link.
+                if let Ok(rest) = rel.strip_prefix(".clawsweeper-repair") {
+                    std::fs::create_dir_all(outside.join("repair").join(rest)).unwrap();
+                }
+            }
+        }
+        for p in &report.shard_paths {
+            let parent = Path::new(p).parent().unwrap();
+            std::fs::create_dir_all(outside.join("out").join(parent)).unwrap();
+            std::fs::create_dir_all(
+                outside
+                    .join("ledger")
+                    .join(parent.strip_prefix("ledger").unwrap()),
+            )
+            .unwrap();
+        }
+        // A lock left behind by an interrupted release would otherwise be waited on for 10 s.
+        let quick = Options {
+            lock: lock::Options {
+                wait: std::time::Duration::from_millis(100),
+                poll: std::time::Duration::from_millis(1),
+            },
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for round in 0..20 {
+            let work = base.path().join(format!("round{round}"));
+            let (spool_dir, out_dir) = (work.join("spool"), work.join("out"));
+            fixture_spool(&spool_dir);
+            std::fs::create_dir_all(out_dir.join("ledger")).unwrap();
+            // Even rounds swap only the two roots: seal must succeed through its handles. Odd
+            // rounds also swap directories below them: seal may fail, but only by refusing.
+            let roots_only = round % 2 == 0;
+            // (parent directory, real name, link name, link target)
+            let swaps: Vec<_> = [
+                (&work, "spool", outside.join("spool")),
+                (&work, "out", outside.join("out")),
+                (&spool_dir, ".clawsweeper-repair", outside.join("repair")),
+                (&out_dir, "ledger", outside.join("ledger")),
+            ]
+            .into_iter()
+            .take(if roots_only { 2 } else { 4 })
+            .map(|(parent, name, target)| {
+                let link = format!("{name}-link");
+                std::os::unix::fs::symlink(target, parent.join(&link)).unwrap();
+                (open_dir(parent), name, link)
+            })
+            .collect();
+            let spool = Spool::open(&spool_dir).unwrap();
+            let out = Root::open(&out_dir, OUTPUT_ROOT_LABEL).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for (dir, name, link) in &swaps {
+                            n += u64::from(exchange(dir, name, link));
+                        }
+                        std::thread::yield_now();
+                    }
+                    n
+                })
+            };
+            let result = seal(&spool, Some(&out), 0, &quick);
+            stop.store(true, Ordering::Relaxed);
+            assert!(swapper.join().unwrap() > 0);
+            let leaked: Vec<String> = tree(&outside).into_keys().collect();
+            assert_eq!(leaked, Vec::<String>::new(), "round {round}");
+            match result {
+                Ok(_) if !roots_only => ok += 1,
+                Ok(report) => {
+                    ok += 1;
+                    // The roots may be left swapped: read back through the handles.
+                    let run = &plan(&spool).unwrap()[0];
+                    let seal_rel = run.seal_relative_path();
+                    let sealed = spool.handle().read_text(&seal_rel, MAX_SEAL_BYTES, "t");
+                    assert_eq!(sealed.unwrap().as_deref(), Some(run.seal.as_str()));
+                    for p in &report.shard_paths {
+                        assert!(
+                            out.read_text(p, shard::MAX_BYTES as u64, "t")
+                                .unwrap()
+                                .is_some()
+                        );
+                    }
+                }
+                Err(e) if roots_only => panic!("round {round}: {e}"),
+                Err(e) => {
+                    refused += 1;
+                    let text = e.to_string();
+                    assert!(text.contains("refusing"), "round {round}: {text}");
+                }
+            }
+        }
+        assert!(ok >= 10, "every roots-only round succeeds");
+        assert!(refused > 0, "no swap below the roots was ever refused");
+        assert_eq!(ok + refused, 20);
     }
 }
