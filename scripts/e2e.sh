@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 corpus="$here/testdata/corpus/day1"
-bin=${BIN:-$here/target/debug/action-ledger}
+bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

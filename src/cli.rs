@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 use crate::canonical::{self, Value};
 use crate::publish::{self, Options, Publication, Status};
+use crate::record;
 use crate::seal;
 use crate::spool::Spool;
 use crate::store::{self, Signature, Store};
@@ -35,6 +36,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Record one event into a spool (phase input with `phase`, or action input with `scope`);
+    /// prints the recorded event as one JSON line, or nothing when recording is disabled.
+    Record {
+        /// Spool root; defaults to $CLAWSWEEPER_ACTION_LEDGER_ROOT, else the current directory.
+        #[arg(long)]
+        spool: Option<PathBuf>,
+        /// JSON input file, or `-` for stdin (the default).
+        #[arg(long, default_value = "-")]
+        input: String,
+    },
     /// Seal (finalize) spools: write each producer's seal record; with --output also write the
     /// shard files the reference would write there.
     Seal {
@@ -45,9 +56,31 @@ enum Command {
         /// Print one JSON object per spool instead of the reference's `{"paths":[...]}`.
         #[arg(long)]
         json: bool,
+        /// First close every open review/apply start with a terminal event (runtime §7.3), for
+        /// jobs that timed out, were cancelled or failed.
+        #[arg(long)]
+        interrupt_open_attempts: bool,
+        /// Why the job ended early (with --interrupt-open-attempts).
+        #[arg(long, default_value = "timeout", value_parser = ["timeout", "cancelled", "workflow_failed"], requires = "interrupt_open_attempts")]
+        reason: String,
         /// Spool roots (directories containing .clawsweeper-repair/action-events).
         #[arg(required = true)]
         spools: Vec<PathBuf>,
+    },
+    /// Verify the ledger at a revision, or a push range; exit 1 when there are findings.
+    Verify {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The revision to verify (commit id, ref name, HEAD, with ~N or ^).
+        #[arg(long, default_value = "HEAD", conflicts_with = "range")]
+        rev: String,
+        /// Verify a push instead: `OLD..NEW` (OLD all zeros for a new ref).
+        #[arg(long)]
+        range: Option<String>,
+        /// One JSON object per finding plus a summary object on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Publish sealed spools or shard roots into the state repository, one commit each.
     Publish {
@@ -74,6 +107,7 @@ enum Command {
 pub fn run(
     args: impl IntoIterator<Item = String>,
     env: &Env,
+    stdin: &mut dyn std::io::Read,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
@@ -94,11 +128,15 @@ pub fn run(
         stdout,
         stderr,
         quiet: cli.quiet,
+        broken: None,
     };
     let result = match cli.command {
+        Command::Record { spool, input } => run_record(&mut out, env, stdin, spool, &input),
         Command::Seal {
             output,
             json,
+            interrupt_open_attempts,
+            reason,
             spools,
         } => {
             let output = output.or_else(|| {
@@ -106,8 +144,17 @@ pub fn run(
                     .filter(|s| !s.trim().is_empty())
                     .map(PathBuf::from)
             });
-            run_seal(&mut out, output, json, &spools)
+            let interrupt = interrupt_open_attempts
+                .then(|| crate::interrupt::Reason::parse(&reason))
+                .flatten();
+            run_seal(&mut out, output, json, interrupt, &spools)
         }
+        Command::Verify {
+            repo,
+            rev,
+            range,
+            json,
+        } => run_verify(&mut out, &repo, &rev, range.as_deref(), json),
         Command::Publish {
             repo,
             ref_name,
@@ -116,12 +163,19 @@ pub fn run(
             sources,
         } => run_publish(&mut out, env, &repo, &ref_name, json, &sources),
     };
-    match result {
+    let code = match result {
         Ok(()) => 0,
         Err(Failure { code, message }) => {
             let _ = writeln!(out.stderr, "error: {message}");
             code
         }
+    };
+    match out.broken.take() {
+        Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(out.stderr, "error: cannot write output: {e}");
+            code.max(2)
+        }
+        _ => code,
     }
 }
 
@@ -129,11 +183,17 @@ struct Printer<'a> {
     stdout: &'a mut dyn Write,
     stderr: &'a mut dyn Write,
     quiet: bool,
+    /// The first failed write of data; reported at the end (a closed pipe is not an error).
+    broken: Option<std::io::Error>,
 }
 
 impl Printer<'_> {
     fn data(&mut self, line: &str) {
-        let _ = writeln!(self.stdout, "{line}");
+        if self.broken.is_none()
+            && let Err(e) = writeln!(self.stdout, "{line}").and_then(|()| self.stdout.flush())
+        {
+            self.broken = Some(e);
+        }
     }
     fn note(&mut self, line: &str) {
         if !self.quiet {
@@ -169,7 +229,7 @@ fn seal_failure(e: seal::Error) -> Failure {
     }
 }
 
-fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
+fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) -> Failure {
     use publish::Error as E;
     let code = match &e {
         E::BindingConflict { .. }
@@ -183,7 +243,152 @@ fn publish_failure(source: &std::path::Path, e: publish::Error) -> Failure {
     };
     Failure {
         code,
-        message: format!("{}: {e}; the ledger ref was not changed", source.display()),
+        message: if earlier == 0 {
+            format!("{}: {e}; the ledger ref was not changed", source.display())
+        } else {
+            format!(
+                "{}: {e}; this source was not published (the {earlier} source(s) before it were)",
+                source.display()
+            )
+        },
+    }
+}
+
+fn run_record(
+    out: &mut Printer,
+    env: &Env,
+    stdin: &mut dyn std::io::Read,
+    spool: Option<PathBuf>,
+    input: &str,
+) -> Result<(), Failure> {
+    let root = spool
+        .or_else(|| {
+            env.get("CLAWSWEEPER_ACTION_LEDGER_ROOT")
+                .filter(|s| !s.trim().is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    let root = crate::files::absolute_root(&root).map_err(Failure::input)?;
+    if !root.is_dir() {
+        return Err(Failure::input(format!(
+            "spool root {} does not exist or is not a directory",
+            root.display()
+        )));
+    }
+    let mut text = String::new();
+    let source = if input == "-" {
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::input(format!("cannot read stdin: {e}")))?;
+        "stdin".to_owned()
+    } else {
+        text = std::fs::read_to_string(input)
+            .map_err(|e| Failure::input(format!("cannot read {input}: {e}")))?;
+        input.to_owned()
+    };
+    let value =
+        canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
+    let now_ms = now_ms();
+    let result = match (value.get("phase"), value.get("scope")) {
+        (Some(_), None) => record::record_phase(&root, &value, env, now_ms),
+        (None, Some(_)) => record::record_action(&root, &value, env, now_ms),
+        _ => {
+            return Err(Failure::input(format!(
+                "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
+            )));
+        }
+    };
+    match result {
+        Ok(Some(event)) => {
+            out.data(&event.json);
+            out.note(&format!(
+                "recorded {} {} in {}",
+                event.event_type(),
+                event.event_id,
+                root.display()
+            ));
+            Ok(())
+        }
+        Ok(None) => {
+            out.note("recording is disabled (set CLAWSWEEPER_ACTION_LEDGER_FORCE=1 to enable)");
+            Ok(())
+        }
+        Err(e) => Err(Failure {
+            code: if e.is_conflict() { 1 } else { 2 },
+            message: format!("{source}: {e}; nothing was recorded"),
+        }),
+    }
+}
+
+fn run_verify(
+    out: &mut Printer,
+    repo: &std::path::Path,
+    rev: &str,
+    range: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    let unreadable = |e: &dyn std::fmt::Display| Failure {
+        code: 2,
+        message: format!("cannot verify {}: {e}", repo.display()),
+    };
+    let store = Store::open(repo).map_err(|e| unreadable(&e))?;
+    let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
+    let (report, what) = match range {
+        Some(range) => {
+            let (old, new) = range
+                .split_once("..")
+                .ok_or_else(|| Failure::input(format!("--range wants OLD..NEW, got {range}")))?;
+            let old = if old.bytes().all(|b| b == b'0') {
+                None
+            } else {
+                Some(resolve(old)?)
+            };
+            let new = resolve(new)?;
+            let report =
+                crate::verify::verify_range(&store, old, new).map_err(|e| unreadable(&e))?;
+            (report, format!("push {range}"))
+        }
+        None => {
+            let commit = resolve(rev)?;
+            let report =
+                crate::verify::verify_revision(&store, commit).map_err(|e| unreadable(&e))?;
+            (report, format!("{rev} ({})", commit.to_hex()))
+        }
+    };
+    for f in &report.findings {
+        if json {
+            out.data(&canonical::to_canonical_unchecked(&Value::object([
+                ("type", Value::str("finding")),
+                ("path", Value::str(&f.path)),
+                ("rule", Value::str(f.rule.code())),
+                ("detail", Value::str(&f.detail)),
+            ])));
+        }
+        let _ = writeln!(out.stderr, "{}: {}: {}", f.path, f.rule, f.detail);
+    }
+    if json {
+        out.data(&canonical::to_canonical_unchecked(&Value::object([
+            ("type", Value::str("summary")),
+            ("findings", Value::from(report.findings.len() as i64)),
+            ("shards", Value::from(report.shards as i64)),
+            ("events", Value::from(report.events as i64)),
+            ("bindings", Value::from(report.bindings as i64)),
+        ])));
+    }
+    out.note(&format!(
+        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s)",
+        report.shards,
+        report.events,
+        report.bindings,
+        report.findings.len()
+    ));
+    if report.is_clean() {
+        Ok(())
+    } else {
+        Err(Failure {
+            code: 1,
+            message: format!("{} finding(s)", report.findings.len()),
+        })
     }
 }
 
@@ -191,10 +396,18 @@ fn path_list(paths: &[String]) -> Value {
     Value::Array(paths.iter().map(Value::str).collect())
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 fn run_seal(
     out: &mut Printer,
     output: Option<PathBuf>,
     json: bool,
+    interrupt: Option<crate::interrupt::Reason>,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
     // Opened once: every spool's shards go into this directory, whatever its path turns into.
@@ -206,11 +419,26 @@ fn run_seal(
         None => None,
     };
     for root in spools {
+        if let Some(reason) = interrupt {
+            let written = crate::interrupt::interrupt_open_attempts(root, reason, now_ms())
+                .map_err(|e| Failure {
+                    code: match &e {
+                        crate::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                        _ => 2,
+                    },
+                    message: format!("{}: interruption recovery failed: {e}", root.display()),
+                })?;
+            out.note(&format!(
+                "closed {written} open attempt(s) in {} as {}",
+                root.display(),
+                reason.code()
+            ));
+        }
         let spool = Spool::open(root).map_err(|e| seal_failure(e.into()))?;
         let report = seal::seal(
             &spool,
             output_root.as_ref(),
-            now_ms(),
+            now_ms().max(0) as u64,
             &seal::Options::default(),
         )
         .map_err(seal_failure)?;
@@ -240,14 +468,6 @@ fn run_seal(
         ));
     }
     Ok(())
-}
-
-/// The wall clock in milliseconds since the epoch (recorded in lock files only).
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Commit identity: `ACTION_LEDGER_COMMITTER_NAME` / `_EMAIL` or a fixed non-personal identity;
@@ -293,10 +513,10 @@ fn run_publish(
             repo.display()
         ))
     })?;
-    for source in sources {
+    for (i, source) in sources.iter().enumerate() {
         let root = crate::files::absolute_root(source).map_err(Failure::input)?;
         let publication =
-            publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, e))?;
+            publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, i, e))?;
         print_publication(out, source, ref_name, json, &publication);
     }
     Ok(())
@@ -339,11 +559,6 @@ fn print_publication(
     ));
 }
 
-/// Reads the process environment into an [`Env`] (for `main`).
-pub fn process_env() -> Env {
-    std::env::vars().collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,7 +595,7 @@ mod tests {
             args.iter()
                 .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
         );
-        let code = run(argv, &env, &mut out, &mut err);
+        let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
         let text = format!(
             "exit: {code}\n--- stdout\n{}--- stderr\n{}",
             String::from_utf8(out).unwrap(),

@@ -5,8 +5,7 @@
 //! direct shard write (`category`), import (`steps`). Ends by printing
 //! `conformance: N passed, M failed, K skipped` and fails when M > 0. A case is skipped only when
 //! its input is a JavaScript-only value kind (`$special` with no JSON meaning, such as
-//! `undefined`, `bigint` or a lone UTF-16 surrogate) or its API is not built yet; each skip is
-//! listed by id with the reason. Error cases must fail for the same reason: our message must
+//! `undefined`, `bigint` or a lone UTF-16 surrogate); each skip is listed by id with the reason. Error cases must fail for the same reason: our message must
 //! contain the reference message (with `<ROOT>`-style placeholders resolved to paths).
 
 #![cfg(test)]
@@ -20,6 +19,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, ShardIdentity};
 use crate::publish::{self, ExpectedProducer, Options};
+use crate::record;
 use crate::seal;
 use crate::shard;
 use crate::spool::{self, Spool};
@@ -183,6 +183,138 @@ fn run_identity(case: &Json) -> Outcome {
             Outcome::Fail(format!("accepted (output {out}), reference refused"))
         }
         (Err(e), true) => Outcome::Fail(format!("refused ({e}), reference accepted")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// events.json
+
+/// Epoch milliseconds of an ISO timestamp such as `2026-01-15T12:34:56.789Z`.
+fn epoch_ms(iso: &str) -> i64 {
+    let secs = event::timestamp_epoch_seconds(iso).expect("vector clock");
+    let frac = iso
+        .split_once('.')
+        .map(|(_, f)| f.trim_end_matches('Z'))
+        .unwrap_or("");
+    let ms: i64 = format!("{frac:0<3}")[..3].parse().unwrap_or(0);
+    secs * 1000 + ms
+}
+
+fn run_call(root: &Path, call: &Json) -> Result<Option<Event>, String> {
+    let input = to_value(&call["input"])?;
+    let env: record::Environment = call["env"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
+        .collect();
+    let now = epoch_ms(call["now"].as_str().unwrap_or("1970-01-01T00:00:00Z"));
+    let result = match call["api"].as_str() {
+        Some("recordWorkflowPhaseEvent") => record::record_phase(root, &input, &env, now),
+        Some("recordWorkflowActionEvent") => record::record_action(root, &input, &env, now),
+        other => return Err(format!("unknown api {other:?}")),
+    };
+    result.map_err(|e| format!("\u{0}{e}"))
+}
+
+fn run_events(case: &Json) -> Outcome {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = crate::files::absolute_root(tmp.path()).expect("root");
+    for (i, prior) in case["prior_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Err(e) = run_call(&root, prior) {
+            return Outcome::Fail(format!(
+                "prior call {i} failed: {}",
+                e.trim_start_matches('\u{0}')
+            ));
+        }
+    }
+    let before = read_tree(&root);
+    let result = run_call(&root, &case["call"]);
+    let after = read_tree(&root);
+    let expected = &case["expected"];
+    let root_text = root.display().to_string();
+    match (result, expected["ok"].as_bool() == Some(true)) {
+        (Err(e), _) if !e.starts_with('\u{0}') => Outcome::Skip(e),
+        (Ok(event), true) => {
+            let want = &expected["returned_event"];
+            match (&event, want.is_null()) {
+                (None, true) => {}
+                (Some(ev), false) => {
+                    let theirs = match to_value(want).map(|v| canonical::to_canonical(&v)) {
+                        Ok(Ok(t)) => t,
+                        _ => return Outcome::Fail("bad returned_event".into()),
+                    };
+                    if ev.json != theirs {
+                        return Outcome::Fail(format!(
+                            "event differs:\n    ours:   {}\n    theirs: {theirs}",
+                            ev.json
+                        ));
+                    }
+                }
+                _ => {
+                    return Outcome::Fail(format!(
+                        "returned {:?}, expected {want}",
+                        event.map(|e| e.json)
+                    ));
+                }
+            }
+            if let Err(e) =
+                compare_trees("spool", &after, &expected_files(&expected["spool_files"]))
+            {
+                return Outcome::Fail(e);
+            }
+            let changed: Vec<&String> = after
+                .iter()
+                .filter(|(k, v)| before.get(*k) != Some(*v))
+                .map(|(k, _)| k)
+                .collect();
+            let want: Vec<&str> = expected["new_or_changed_files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Json::as_str)
+                .collect();
+            if changed.iter().map(|s| s.as_str()).ne(want.iter().copied()) {
+                return Outcome::Fail(format!("changed files {changed:?} != {want:?}"));
+            }
+            Outcome::Pass
+        }
+        (Err(e), false) => {
+            if let Outcome::Fail(m) = expect_error(
+                e.trim_start_matches('\u{0}').to_owned(),
+                expected,
+                &[("<ROOT>", root_text)],
+            ) {
+                return Outcome::Fail(m);
+            }
+            // A refusal changes nothing, and leaves exactly the listed files.
+            if after != before {
+                return Outcome::Fail("a refused call changed the spool".into());
+            }
+            let want: Vec<&str> = expected["spool_files_after"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str().or_else(|| f["path"].as_str()))
+                .collect();
+            if after.keys().map(|s| s.as_str()).ne(want.iter().copied()) {
+                return Outcome::Fail(format!(
+                    "files after refusal {:?} != {want:?}",
+                    after.keys()
+                ));
+            }
+            Outcome::Pass
+        }
+        (Ok(_), false) => Outcome::Fail("recorded, reference refused".into()),
+        (Err(e), true) => Outcome::Fail(format!(
+            "refused ({}), reference accepted",
+            e.trim_start_matches('\u{0}')
+        )),
     }
 }
 
@@ -588,7 +720,7 @@ fn conformance_vectors() {
         } else if case["category"] == "direct_write" {
             run_direct_write(case)
         } else if case.get("call").is_some() {
-            Outcome::Skip("event writer API (record) is not built yet".into())
+            run_events(case)
         } else {
             Outcome::Fail("unknown case shape".into())
         };

@@ -280,7 +280,10 @@ pub fn replay_digest<'a>(events: impl IntoIterator<Item = &'a Event>) -> Digest 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Validation
+// Normalization shared by creation and validation (`actionEventSemanticValue`, ledger-core §1.11)
+//
+// Both paths feed a snake_case record-shaped object through the same normalizers, in the
+// reference's order, so that the first failing rule (and its message) is the reference's.
 
 struct Ctx<'a> {
     source: &'a str,
@@ -305,7 +308,7 @@ fn text(ctx: &Ctx, obj: &Value, key: &str, label: &str, max: usize) -> Result<Va
         .map_err(|e| ctx.field(e))
 }
 
-/// Optional machine text included only when truthy (stored `""` is therefore dropped, and the
+/// Optional machine text included only when truthy (a stored `""` is therefore dropped, and the
 /// final canonical comparison refuses it).
 fn opt_text(
     ctx: &Ctx,
@@ -348,66 +351,52 @@ fn boolean(ctx: &Ctx, v: Option<&Value>, label: &str) -> Result<Value, Error> {
     })
 }
 
-fn producer(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
+fn repository(ctx: &Ctx, obj: &Value) -> Result<String, Error> {
+    identity::normalize_repository(str_of(obj, "repository")).map_err(|e| ctx.field(e))
+}
+
+fn producer(ctx: &Ctx, p: &Value, repository: String) -> Result<Value, Error> {
+    let sha = text(ctx, p, "sha", "action event producer sha", 256)?;
+    let workflow = text(ctx, p, "workflow", "action event producer workflow", 128)?;
+    let job = text(ctx, p, "job", "action event producer job", 128)?;
+    let run_id = text(ctx, p, "run_id", "action event producer run id", 256)?;
+    let run_attempt = positive(
+        ctx,
+        p.get("run_attempt"),
+        "action event producer run attempt",
+    )?;
+    let component = text(ctx, p, "component", "action event producer component", 256)?;
     Ok(Value::object([
-        (
-            "component",
-            text(ctx, p, "component", "action event producer component", 256)?,
-        ),
-        (
-            "job",
-            text(ctx, p, "job", "action event producer job", 128)?,
-        ),
-        (
-            "repository",
-            identity::normalize_repository(str_of(p, "repository"))
-                .map(Value::String)
-                .map_err(|e| ctx.field(e))?,
-        ),
-        (
-            "run_attempt",
-            positive(
-                ctx,
-                p.get("run_attempt"),
-                "action event producer run attempt",
-            )?,
-        ),
-        (
-            "run_id",
-            text(ctx, p, "run_id", "action event producer run id", 256)?,
-        ),
-        (
-            "sha",
-            text(ctx, p, "sha", "action event producer sha", 256)?,
-        ),
-        (
-            "workflow",
-            text(ctx, p, "workflow", "action event producer workflow", 128)?,
-        ),
+        ("component", component),
+        ("job", job),
+        ("repository", Value::String(repository)),
+        ("run_attempt", run_attempt),
+        ("run_id", run_id),
+        ("sha", sha),
+        ("workflow", workflow),
     ]))
 }
 
-fn subject(ctx: &Ctx, s: &Value) -> Result<Value, Error> {
-    let mut out = BTreeMap::new();
-    let kind = str_of(s, "kind");
-    let kind_trim = privacy::js_trim(kind);
-    if !SUBJECT_KINDS.contains(&kind_trim) {
-        return Err(ctx.field(FieldError::SubjectKind(kind.to_owned())));
+fn subject(ctx: &Ctx, s: &Value, repository: String) -> Result<Value, Error> {
+    let kind = s.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !SUBJECT_KINDS.contains(&kind) {
+        let shown = match s.get("kind") {
+            Some(Value::String(k)) => k.clone(),
+            Some(other) => other.to_string(),
+            None => "undefined".to_owned(),
+        };
+        return Err(ctx.field(FieldError::SubjectKind(shown)));
     }
-    out.insert("kind".into(), Value::str(kind_trim));
-    out.insert(
-        "repository".into(),
-        identity::normalize_repository(str_of(s, "repository"))
-            .map(Value::String)
-            .map_err(|e| ctx.field(e))?,
-    );
-    opt_text(ctx, &mut out, s, "subject_id", "action event subject id")?;
+    let mut out = BTreeMap::new();
+    out.insert("repository".into(), Value::String(repository));
+    out.insert("kind".into(), Value::str(kind));
     if let Some(n) = s.get("number") {
         out.insert(
             "number".into(),
             positive(ctx, Some(n), "action event subject number")?,
         );
     }
+    opt_text(ctx, &mut out, s, "subject_id", "action event subject id")?;
     opt_text(
         ctx,
         &mut out,
@@ -460,6 +449,18 @@ fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
 }
 
 fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
+    // The reference checks the confidence before any text field.
+    let confidence = match l.get("confidence") {
+        None => None,
+        Some(c) => match c.as_f64() {
+            Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => Some(Value::Number(x)),
+            _ => {
+                return Err(ctx.field(FieldError::NotUnitInterval {
+                    label: "action event learning confidence".into(),
+                }));
+            }
+        },
+    };
     let mut out = BTreeMap::new();
     out.insert(
         "category".into(),
@@ -470,39 +471,32 @@ fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
         text(ctx, l, "signal", "action event learning signal", 256)?,
     );
     opt_text(ctx, &mut out, l, "rule_id", "action event learning rule id")?;
-    if let Some(c) = l.get("confidence") {
-        let label = "action event learning confidence";
-        match c.as_f64() {
-            Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => {
-                out.insert("confidence".into(), Value::Number(x));
-            }
-            _ => {
-                return Err(ctx.field(FieldError::NotUnitInterval {
-                    label: label.into(),
-                }));
-            }
-        }
+    if let Some(c) = confidence {
+        out.insert("confidence".into(), c);
     }
     Ok(Value::Object(out))
 }
 
 fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
+    if list.is_empty() {
+        return Ok(None);
+    }
     if list.len() > 64 {
         return Err(ctx.field(FieldError::EvidenceTooMany));
     }
     let mut entries = Vec::with_capacity(list.len());
     for e in list {
         let mut out = BTreeMap::new();
-        out.insert(
-            "kind".into(),
-            text(ctx, e, "kind", "action event evidence kind", 256)?,
-        );
         if let Some(v) = e.get("sha256") {
             let d =
                 identity::required_sha256(v.as_str().unwrap_or(""), "action event evidence sha256")
                     .map_err(|e| ctx.field(e))?;
             out.insert("sha256".into(), Value::str(d.as_str()));
         }
+        out.insert(
+            "kind".into(),
+            text(ctx, e, "kind", "action event evidence kind", 256)?,
+        );
         if let Some(v) = e.get("report_path") {
             let p = privacy::relative_data_path(
                 v.as_str().unwrap_or(""),
@@ -530,10 +524,7 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
         let key = canonical::to_canonical(&entry).map_err(|e| ctx.field(e))?;
         entries.push((key, entry));
     }
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    // Sorted by canonical bytes; duplicates are kept (stable sort keeps input order among equals).
+    // Sorted by canonical bytes; duplicates are kept (a stable sort keeps input order).
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Some(Value::Array(
         entries.into_iter().map(|(_, v)| v).collect(),
@@ -541,72 +532,77 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
 }
 
 fn attribute_scalar(ctx: &Ctx, key: &str, kind: AttributeKind, v: &Value) -> Result<Value, Error> {
+    if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+        return Err(ctx.field(FieldError::AttributeNotScalar(key.to_owned())));
+    }
     let label = format!("action event attribute {key}");
-    let ok = match kind {
-        AttributeKind::PositiveInteger => {
-            return positive(ctx, Some(v), &label);
-        }
-        AttributeKind::NonNegativeInteger => v.as_safe_integer().is_some_and(|n| n >= 0),
-        AttributeKind::Boolean => {
-            return boolean(ctx, Some(v), &label);
-        }
-        AttributeKind::UnitInterval => v
-            .as_f64()
-            .is_some_and(|x| x.is_finite() && (0.0..=1.0).contains(&x)),
+    match kind {
+        AttributeKind::PositiveInteger => positive(ctx, Some(v), &label),
+        AttributeKind::NonNegativeInteger => match v.as_safe_integer() {
+            Some(n) if n >= 0 => Ok(v.clone()),
+            _ => Err(ctx.field(FieldError::NotNonNegativeInteger { label })),
+        },
+        AttributeKind::Boolean => boolean(ctx, Some(v), &label),
+        AttributeKind::UnitInterval => match v.as_f64() {
+            Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => Ok(v.clone()),
+            _ => Err(ctx.field(FieldError::NotUnitInterval { label })),
+        },
         AttributeKind::MachineText => {
             let s = v.as_str().ok_or_else(|| {
                 ctx.field(privacy::Error::NotMachineText {
                     label: label.clone(),
                 })
             })?;
-            return privacy::machine_text(s, &label, 256)
+            privacy::machine_text(s, &label, 256)
                 .map(Value::String)
-                .map_err(|e| ctx.field(e));
+                .map_err(|e| ctx.field(e))
         }
-    };
-    if ok {
-        Ok(v.clone())
-    } else if kind == AttributeKind::UnitInterval {
-        Err(ctx.field(FieldError::NotUnitInterval { label }))
-    } else {
-        Err(ctx.field(FieldError::NotNonNegativeInteger { label }))
     }
 }
 
 fn attributes(ctx: &Ctx, attrs: &BTreeMap<String, Value>) -> Result<Value, Error> {
     let mut out = BTreeMap::new();
-    for (raw_key, v) in attrs {
+    for (raw_key, raw) in attrs {
         let key = privacy::machine_text(raw_key, "action event attribute key", 256)
             .map_err(|e| ctx.field(e))?;
         let kind = attribute_kind(&key)
             .ok_or_else(|| ctx.field(FieldError::AttributeNotAllowlisted(key.clone())))?;
-        let scalar = |x: &Value| matches!(x, Value::String(_) | Value::Number(_) | Value::Bool(_));
-        let normalized = match v {
-            Value::Array(items) => {
-                if items.len() > 64 {
-                    return Err(ctx.field(FieldError::AttributeTooMany(key)));
-                }
-                let mut out_items = Vec::with_capacity(items.len());
-                for item in items {
-                    if !scalar(item) {
-                        return Err(ctx.field(FieldError::AttributeNotScalar(key)));
-                    }
-                    out_items.push(attribute_scalar(ctx, &key, kind, item)?);
-                }
-                Value::Array(out_items)
-            }
-            x if scalar(x) => attribute_scalar(ctx, &key, kind, x)?,
-            _ => return Err(ctx.field(FieldError::AttributeNotScalar(key))),
+        let values = match raw {
+            Value::Array(items) => items.as_slice(),
+            single => std::slice::from_ref(single),
         };
-        out.insert(key, normalized);
+        if values.len() > 64 {
+            return Err(ctx.field(FieldError::AttributeTooMany(key)));
+        }
+        let normalized = values
+            .iter()
+            .map(|v| attribute_scalar(ctx, &key, kind, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let value = match raw {
+            Value::Array(_) => Value::Array(normalized),
+            _ => normalized.into_iter().next().expect("one value"),
+        };
+        out.insert(key, value);
     }
     Ok(Value::Object(out))
 }
 
-fn privacy_block(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
-    let class = str_of(p, "classification");
+fn privacy_block(ctx: &Ctx, p: Option<&Value>) -> Result<Value, Error> {
+    let Some(p) = p.filter(|p| !matches!(p, Value::Null)) else {
+        // `privacy ?? {internal, v1, []}` (ledger-core §1.9).
+        return Ok(Value::object([
+            ("classification", Value::str("internal")),
+            ("fields_dropped", Value::Array(Vec::new())),
+            ("redaction_version", Value::str("v1")),
+        ]));
+    };
+    let class = match p.get("classification") {
+        Some(Value::String(c)) => c.clone(),
+        Some(other) => other.to_string(),
+        None => "undefined".to_owned(),
+    };
     if class != "public" && class != "internal" {
-        return Err(ctx.field(FieldError::Classification(class.to_owned())));
+        return Err(ctx.field(FieldError::Classification(class)));
     }
     let dropped = p
         .get("fields_dropped")
@@ -615,29 +611,101 @@ fn privacy_block(ctx: &Ctx, p: &Value) -> Result<Value, Error> {
     if dropped.len() > 64 {
         return Err(ctx.field(FieldError::FieldsDroppedTooMany));
     }
+    let redaction = text(
+        ctx,
+        p,
+        "redaction_version",
+        "action event privacy redaction version",
+        256,
+    )?;
     let mut set = BTreeSet::new();
     for d in dropped {
-        let s = privacy::machine_text(d.as_str().unwrap_or(""), "action event privacy field", 256)
+        let s = privacy::machine_text(d.as_str().unwrap_or(""), "field", 256)
             .map_err(|e| ctx.field(e))?;
         set.insert(s);
     }
     Ok(Value::object([
-        ("classification", Value::str(class)),
+        ("classification", Value::String(class)),
         (
             "fields_dropped",
             Value::Array(set.into_iter().map(Value::String).collect()),
         ),
-        (
-            "redaction_version",
-            text(
-                ctx,
-                p,
-                "redaction_version",
-                "action event privacy redaction version",
-                256,
-            )?,
-        ),
+        ("redaction_version", redaction),
     ]))
+}
+
+/// The semantic value of a snake_case record-shaped object (§1.11), normalized in the
+/// reference's order. Returns it with its canonical JSON.
+fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), Error> {
+    let empty = Value::Object(BTreeMap::new());
+    let producer_v = rec.get("producer").unwrap_or(&empty);
+    let subject_v = rec.get("subject").unwrap_or(&empty);
+    let producer_repo = repository(ctx, producer_v)?;
+    let subject_repo = repository(ctx, subject_v)?;
+    let mut sem = BTreeMap::new();
+    sem.insert(
+        "operation_id".to_owned(),
+        sha(ctx, rec, "operation_id", "action event operation id")?,
+    );
+    sem.insert(
+        "attempt_id".to_owned(),
+        sha(ctx, rec, "attempt_id", "action event attempt id")?,
+    );
+    let parent = match rec.get("parent_event_id") {
+        None | Some(Value::Null) => Value::Null,
+        Some(p) => sha(
+            ctx,
+            &Value::object([("p", p.clone())]),
+            "p",
+            "action event parent id",
+        )?,
+    };
+    sem.insert("parent_event_id".to_owned(), parent);
+    sem.insert(
+        "phase_seq".to_owned(),
+        positive(ctx, rec.get("phase_seq"), "action event phase sequence")?,
+    );
+    sem.insert(
+        "idempotency_key_sha256".to_owned(),
+        sha(
+            ctx,
+            rec,
+            "idempotency_key_sha256",
+            "action event idempotency key",
+        )?,
+    );
+    sem.insert(
+        "event_type".to_owned(),
+        text(ctx, rec, "event_type", "action event type", 256)?,
+    );
+    sem.insert(
+        "producer".to_owned(),
+        producer(ctx, producer_v, producer_repo)?,
+    );
+    sem.insert("subject".to_owned(), subject(ctx, subject_v, subject_repo)?);
+    sem.insert(
+        "action".to_owned(),
+        action(ctx, rec.get("action").unwrap_or(&empty))?,
+    );
+    if let Some(l) = rec.get("learning").filter(|l| l.is_truthy()) {
+        sem.insert("learning".to_owned(), learning(ctx, l)?);
+    }
+    if let Some(v) = evidence(
+        ctx,
+        rec.get("evidence").and_then(Value::as_array).unwrap_or(&[]),
+    )? {
+        sem.insert("evidence".to_owned(), v);
+    }
+    if let Some(Value::Object(attrs)) = rec.get("attributes") {
+        sem.insert("attributes".to_owned(), attributes(ctx, attrs)?);
+    }
+    sem.insert(
+        "privacy".to_owned(),
+        privacy_block(ctx, rec.get("privacy"))?,
+    );
+    let semantic = Value::Object(sem);
+    let json = canonical::to_canonical(&semantic).map_err(|e| ctx.field(e))?;
+    Ok((semantic, json))
 }
 
 /// `requiredTimestamp` (§4.3): trimmed; `YYYY-MM-DDTHH:MM:SS[.f+](Z|±HH:MM)`, year 0001–9999,
@@ -656,18 +724,19 @@ pub fn timestamp(raw: &str, label: &str) -> Result<String, FieldError> {
 /// (epoch seconds of the value without its fraction, fraction digits).
 fn parse_timestamp(s: &str) -> Option<(i64, &str)> {
     let b = s.as_bytes();
-    if b.len() < 20 {
+    if b.len() < 20 || !s.is_ascii() {
         return None;
     }
-    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-        let part = s.get(r)?;
-        part.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| part.parse().ok())
-            .flatten()
-    };
-    let (y, mo, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
-    let (h, mi, se) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    let (y, mo, d) = (
+        digits_of(&s[0..4])?,
+        digits_of(&s[5..7])?,
+        digits_of(&s[8..10])?,
+    );
+    let (h, mi, se) = (
+        digits_of(&s[11..13])?,
+        digits_of(&s[14..16])?,
+        digits_of(&s[17..19])?,
+    );
     if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
         return None;
     }
@@ -707,15 +776,19 @@ fn parse_timestamp(s: &str) -> Option<(i64, &str)> {
     Some((local - offset_secs, fraction))
 }
 
+/// Epoch seconds of a valid timestamp (fraction dropped), `None` when it is not one.
+pub fn timestamp_epoch_seconds(s: &str) -> Option<i64> {
+    parse_timestamp(s).map(|(secs, _)| secs)
+}
+
 fn digits_of(s: &str) -> Option<u32> {
-    s.bytes()
-        .all(|c| c.is_ascii_digit())
+    (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
         .then(|| s.parse().ok())
         .flatten()
 }
 
 /// Days since 1970-01-01 of a proleptic-Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -723,6 +796,35 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// The proleptic-Gregorian `(year, month, day)` of a day count since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `Date.prototype.toISOString` of epoch milliseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ` (years
+/// 0000–9999; the writer's `recorded_at`).
+pub fn iso_millis(epoch_ms: i64) -> String {
+    let days = epoch_ms.div_euclid(86_400_000);
+    let ms = epoch_ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
 }
 
 /// `compareActionEventTimestamps` (§4.3): instant without fraction, then fraction digits compared
@@ -739,6 +841,226 @@ pub fn compare_timestamps(a: &str, b: &str) -> Ordering {
             .find(|o| o.is_ne())
             .unwrap_or(Ordering::Equal)
     })
+}
+
+/// Assembles the record from its semantic value and occurrence (§1.13 steps 5–6).
+#[allow(clippy::too_many_arguments)] // one call site per path; a struct would only rename them
+fn assemble(
+    semantic: Value,
+    semantic_json: &str,
+    event_id: Digest,
+    event_key: &str,
+    occurred_at: String,
+    source_kind: &str,
+    recorded_at: String,
+    parent: Option<Digest>,
+) -> Event {
+    let occurrence = if source_kind == "source" {
+        Value::object([
+            ("occurred_at", Value::str(&occurred_at)),
+            ("occurred_at_source", Value::str("source")),
+        ])
+    } else {
+        Value::object([("occurred_at_source", Value::str("generated"))])
+    };
+    let semantic_sha = Digest::of(format!(
+        "{{\"occurrence\":{},\"semantic\":{}}}",
+        canonical::to_canonical_unchecked(&occurrence),
+        semantic_json
+    ));
+    let Value::Object(mut record) = semantic else {
+        unreachable!("semantic value is an object")
+    };
+    record.insert("schema".into(), Value::str(SCHEMA));
+    record.insert("schema_version".into(), Value::from(1));
+    record.insert("event_id".into(), Value::str(event_id.as_str()));
+    record.insert("event_key".into(), Value::str(event_key));
+    record.insert("semantic_sha256".into(), Value::str(semantic_sha.as_str()));
+    record.insert("occurred_at".into(), Value::str(&occurred_at));
+    record.insert("occurred_at_source".into(), Value::str(source_kind));
+    record.insert("recorded_at".into(), Value::String(recorded_at));
+    let record = Value::Object(record);
+    Event {
+        json: canonical::to_canonical_unchecked(&record),
+        value: record,
+        event_id,
+        parent_event_id: parent,
+        semantic_sha256: semantic_sha,
+        source_occurred_at: (source_kind == "source").then_some(occurred_at),
+    }
+}
+
+fn parent_of(semantic: &Value) -> Option<Digest> {
+    semantic
+        .get("parent_event_id")
+        .and_then(Value::as_str)
+        .and_then(Digest::parse)
+}
+
+/// Renames the camelCase keys of a writer input (`ActionEventInput`) to the stored snake_case
+/// names, keeping only known fields (the reference picks fields by name).
+fn snake_record(input: &Value) -> Value {
+    fn pick(v: Option<&Value>, names: &[(&str, &str)]) -> Option<Value> {
+        let v = v?;
+        let Value::Object(m) = v else {
+            return Some(v.clone());
+        };
+        Some(Value::Object(
+            names
+                .iter()
+                .filter_map(|(from, to)| m.get(*from).map(|x| ((*to).to_owned(), x.clone())))
+                .collect(),
+        ))
+    }
+    let mut out = BTreeMap::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            out.insert(k.to_owned(), v);
+        }
+    };
+    put("operation_id", input.get("operationId").cloned());
+    put("attempt_id", input.get("attemptId").cloned());
+    put("parent_event_id", input.get("parentEventId").cloned());
+    put("phase_seq", input.get("phaseSeq").cloned());
+    put(
+        "idempotency_key_sha256",
+        input.get("idempotencyKeySha256").cloned(),
+    );
+    put("event_type", input.get("type").cloned());
+    put(
+        "producer",
+        pick(
+            input.get("producer"),
+            &[
+                ("repository", "repository"),
+                ("sha", "sha"),
+                ("workflow", "workflow"),
+                ("job", "job"),
+                ("runId", "run_id"),
+                ("runAttempt", "run_attempt"),
+                ("component", "component"),
+            ],
+        ),
+    );
+    put(
+        "subject",
+        pick(
+            input.get("subject"),
+            &[
+                ("repository", "repository"),
+                ("kind", "kind"),
+                ("subjectId", "subject_id"),
+                ("number", "number"),
+                ("clusterId", "cluster_id"),
+                ("sourceRevision", "source_revision"),
+                ("recordPath", "record_path"),
+            ],
+        ),
+    );
+    put(
+        "action",
+        pick(
+            input.get("action"),
+            &[
+                ("name", "name"),
+                ("status", "status"),
+                ("reasonCode", "reason_code"),
+                ("retryable", "retryable"),
+                ("mutation", "mutation"),
+            ],
+        ),
+    );
+    put(
+        "learning",
+        pick(
+            input.get("learning"),
+            &[
+                ("category", "category"),
+                ("signal", "signal"),
+                ("ruleId", "rule_id"),
+                ("confidence", "confidence"),
+            ],
+        ),
+    );
+    if let Some(Value::Array(list)) = input.get("evidence") {
+        let names = [
+            ("kind", "kind"),
+            ("sha256", "sha256"),
+            ("reportPath", "report_path"),
+            ("runUrl", "run_url"),
+            ("snapshotId", "snapshot_id"),
+        ];
+        put(
+            "evidence",
+            Some(Value::Array(
+                list.iter().filter_map(|e| pick(Some(e), &names)).collect(),
+            )),
+        );
+    }
+    put("attributes", input.get("attributes").cloned());
+    put(
+        "privacy",
+        pick(
+            input.get("privacy"),
+            &[
+                ("classification", "classification"),
+                ("redactionVersion", "redaction_version"),
+                ("fieldsDropped", "fields_dropped"),
+            ],
+        ),
+    );
+    Value::Object(out)
+}
+
+/// `createActionEvent` (§1.13): builds and validates a record from a writer input object with
+/// the reference's camelCase names (`eventKey, operationId, attemptId, parentEventId?, phaseSeq,
+/// idempotencyKeySha256, type, producer{…runId, runAttempt, component}, subject{…subjectId,
+/// clusterId, sourceRevision, recordPath}, action{…reasonCode}, learning?, evidence?,
+/// attributes?, privacy?, occurredAt?`). `recorded_at` must already be the writer clock in
+/// `toISOString` form; `generated_occurred_at` pins a generated occurrence (projection
+/// failures). Errors name the rule with source `input`.
+pub fn create(
+    input: &Value,
+    recorded_at: &str,
+    generated_occurred_at: Option<&str>,
+) -> Result<Event, Error> {
+    let ctx = Ctx { source: "input" };
+    let rec = snake_record(input);
+    let (semantic, semantic_json) = semantic_value(&ctx, &rec)?;
+    let recorded_at =
+        timestamp(recorded_at, "action event recorded_at").map_err(|e| ctx.field(e))?;
+    let (occurred_at, source_kind) = match input.get("occurredAt") {
+        Some(v) => (
+            timestamp(v.as_str().unwrap_or(""), "action event occurredAt")
+                .map_err(|e| ctx.field(e))?,
+            "source",
+        ),
+        None => match generated_occurred_at {
+            Some(g) => (
+                timestamp(g, "generated action event occurredAt").map_err(|e| ctx.field(e))?,
+                "generated",
+            ),
+            None => (recorded_at.clone(), "generated"),
+        },
+    };
+    let subject_repo = str_of(semantic.get("subject").expect("subject"), "repository");
+    let key_raw = str_of(input, "eventKey");
+    let event_id = identity::event_id(subject_repo, key_raw).map_err(|e| ctx.field(e))?;
+    let parent = parent_of(&semantic);
+    if parent.as_ref() == Some(&event_id) {
+        return Err(ctx.field(FieldError::SelfParent));
+    }
+    let key = identity::required_event_key(key_raw).map_err(|e| ctx.field(e))?;
+    Ok(assemble(
+        semantic,
+        &semantic_json,
+        event_id,
+        &key,
+        occurred_at,
+        source_kind,
+        recorded_at,
+        parent,
+    ))
 }
 
 /// `validateActionEvent` (§1.14): full read-side validation of a parsed record.
@@ -778,82 +1100,10 @@ pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
         });
     }
     let stored_event_id = str_of(value, "event_id");
-    let parent_raw = value.get("parent_event_id").and_then(Value::as_str);
-    if parent_raw == Some(stored_event_id) {
+    if value.get("parent_event_id").and_then(Value::as_str) == Some(stored_event_id) {
         return Err(ctx.field(FieldError::SelfParent));
     }
-
-    // Semantic value (§1.11).
-    let mut sem = BTreeMap::new();
-    sem.insert(
-        "operation_id".to_owned(),
-        sha(&ctx, value, "operation_id", "action event operation id")?,
-    );
-    sem.insert(
-        "attempt_id".to_owned(),
-        sha(&ctx, value, "attempt_id", "action event attempt id")?,
-    );
-    let parent = match parent_raw {
-        None => None,
-        Some(p) => Some(
-            identity::required_sha256(p, "action event parent event id")
-                .map_err(|e| ctx.field(e))?,
-        ),
-    };
-    sem.insert(
-        "parent_event_id".to_owned(),
-        parent
-            .as_ref()
-            .map_or(Value::Null, |p| Value::str(p.as_str())),
-    );
-    sem.insert(
-        "phase_seq".to_owned(),
-        positive(&ctx, value.get("phase_seq"), "action event phase sequence")?,
-    );
-    sem.insert(
-        "idempotency_key_sha256".to_owned(),
-        sha(
-            &ctx,
-            value,
-            "idempotency_key_sha256",
-            "action event idempotency key",
-        )?,
-    );
-    sem.insert(
-        "event_type".to_owned(),
-        text(&ctx, value, "event_type", "action event type", 256)?,
-    );
-    let empty = Value::Object(BTreeMap::new());
-    sem.insert(
-        "producer".to_owned(),
-        producer(&ctx, value.get("producer").unwrap_or(&empty))?,
-    );
-    let subject_v = subject(&ctx, value.get("subject").unwrap_or(&empty))?;
-    sem.insert("subject".to_owned(), subject_v);
-    sem.insert(
-        "action".to_owned(),
-        action(&ctx, value.get("action").unwrap_or(&empty))?,
-    );
-    if let Some(l) = value.get("learning").filter(|l| l.is_truthy()) {
-        sem.insert("learning".to_owned(), learning(&ctx, l)?);
-    }
-    if let Some(ev) = value.get("evidence") {
-        let list = ev.as_array().unwrap_or(&[]);
-        if let Some(v) = evidence(&ctx, list)? {
-            sem.insert("evidence".to_owned(), v);
-        }
-    }
-    if let Some(Value::Object(attrs)) = value.get("attributes") {
-        sem.insert("attributes".to_owned(), attributes(&ctx, attrs)?);
-    }
-    sem.insert(
-        "privacy".to_owned(),
-        privacy_block(&ctx, value.get("privacy").unwrap_or(&empty))?,
-    );
-    let semantic = Value::Object(sem);
-    let semantic_json = canonical::to_canonical(&semantic).map_err(|e| ctx.field(e))?;
-
-    // Identity.
+    let (semantic, semantic_json) = semantic_value(&ctx, value)?;
     let subject_repo = value
         .get("subject")
         .map(|s| str_of(s, "repository"))
@@ -865,61 +1115,38 @@ pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
             origin: source.to_owned(),
         });
     }
-
-    // Occurrence.
     let occurred_at = timestamp(str_of(value, "occurred_at"), "action event occurred_at")
         .map_err(|e| ctx.field(e))?;
     let source_kind = str_of(value, "occurred_at_source");
-    let occurrence = match source_kind {
-        "source" => Value::object([
-            ("occurred_at", Value::str(&occurred_at)),
-            ("occurred_at_source", Value::str("source")),
-        ]),
-        "generated" => Value::object([("occurred_at_source", Value::str("generated"))]),
-        _ => return Err(ctx.field(FieldError::OccurrenceSource)),
-    };
-    let digest_input = format!(
-        "{{\"occurrence\":{},\"semantic\":{}}}",
-        canonical::to_canonical_unchecked(&occurrence),
-        semantic_json
+    if source_kind != "source" && source_kind != "generated" {
+        return Err(ctx.field(FieldError::OccurrenceSource));
+    }
+    let recorded_at = privacy::js_trim(str_of(value, "recorded_at")).to_owned();
+    let parent = parent_of(&semantic);
+    let event = assemble(
+        semantic,
+        &semantic_json,
+        derived,
+        privacy::js_trim(event_key),
+        occurred_at,
+        source_kind,
+        recorded_at,
+        parent,
     );
-    let semantic_sha = Digest::of(digest_input);
-    if semantic_sha.as_str() != str_of(value, "semantic_sha256") {
+    if event.semantic_sha256.as_str() != str_of(value, "semantic_sha256") {
         return Err(Error::SemanticDigest {
             origin: source.to_owned(),
         });
     }
-    let recorded_at = timestamp(str_of(value, "recorded_at"), "action event recorded_at")
+    timestamp(str_of(value, "recorded_at"), "action event recorded_at")
         .map_err(|e| ctx.field(e))?;
-
-    // Whole record, rebuilt.
-    let Value::Object(mut record) = semantic else {
-        unreachable!("semantic value is an object")
-    };
-    record.insert("schema".into(), Value::str(SCHEMA));
-    record.insert("schema_version".into(), Value::from(1));
-    record.insert("event_id".into(), Value::str(derived.as_str()));
-    record.insert("event_key".into(), Value::str(privacy::js_trim(event_key)));
-    record.insert("semantic_sha256".into(), Value::str(semantic_sha.as_str()));
-    record.insert("occurred_at".into(), Value::str(&occurred_at));
-    record.insert("occurred_at_source".into(), Value::str(source_kind));
-    record.insert("recorded_at".into(), Value::String(recorded_at));
-    let record = Value::Object(record);
-    let json = canonical::to_canonical_unchecked(&record);
     let input_json = canonical::to_canonical(value).map_err(|e| ctx.field(e))?;
-    if json != input_json {
+    if event.json != input_json {
         return Err(Error::NonCanonicalFields {
             origin: source.to_owned(),
         });
     }
-    Ok(Event {
-        value: record,
-        json,
-        event_id: derived,
-        parent_event_id: parent,
-        semantic_sha256: semantic_sha,
-        source_occurred_at: (source_kind == "source").then_some(occurred_at),
-    })
+    Ok(event)
 }
 
 // ---------------------------------------------------------------------------------------------

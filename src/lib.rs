@@ -4,16 +4,20 @@
 //! verify); dependencies point one way: `cli → publish → {seal, shard, spool, store} →
 //! {event, privacy, identity} → canonical`.
 
+pub mod binding;
 pub mod canonical;
 pub mod cli;
 mod conformance;
 pub mod event;
 pub mod files;
 pub mod identity;
+pub mod interrupt;
 pub mod lock;
 pub mod privacy;
 pub mod publish;
+pub mod record;
 pub mod seal;
 pub mod shard;
 pub mod spool;
 pub mod store;
+pub mod verify;

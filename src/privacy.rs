@@ -603,7 +603,7 @@ fn is_private_dotted_ipv4(h: &str) -> bool {
 /// integers (unsigned); otherwise an optionally signed decimal literal or `Infinity`; anything
 /// else → NaN. Non-decimal literals are accumulated in `f64`, which can round differently from
 /// JS above 2^53; only the 0…255 range matters to the caller.
-fn js_number(s: &str) -> f64 {
+pub fn js_number(s: &str) -> f64 {
     let text = js_trim(s);
     if text.is_empty() {
         return 0.0;

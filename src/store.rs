@@ -63,6 +63,10 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Errors of the store. Each variant names the path, ref or object that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error(
+        "unknown revision {rev}: give a commit id, HEAD, or a ref name (optionally with ~N or ^)"
+    )]
+    UnknownRevision { rev: String },
     /// The repository at `path` could not be opened.
     #[error(
         "could not open git repository at {path}: check that it exists and is a git repository"
@@ -384,28 +388,44 @@ impl Store {
         if !is_empty_dir {
             return Store::open(path);
         }
+        // Build the repository beside its final name and rename it into place, so that a
+        // concurrent publisher either sees no repository or a complete one, never a half-made one.
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "state.git".to_owned());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let staging = parent.join(format!(
+            ".{file_name}.init-{}-{nanos:08x}",
+            std::process::id()
+        ));
+        let init = |err: Box<dyn std::error::Error + Send + Sync>| Error::Init {
+            path: path.to_owned(),
+            source: err,
+        };
+        std::fs::create_dir_all(&parent).map_err(|e| init(Box::new(e)))?;
         let created = gix::ThreadSafeRepository::init_opts(
-            path,
+            &staging,
             gix::create::Kind::Bare,
             gix::create::Options::default(),
             gix::open::Options::isolated(),
-        );
-        let repo = match created {
-            Ok(repo) => repo.to_thread_local(),
-            // Another process may have created it between our check and our init.
-            Err(err) => {
-                return Store::open(path).map_err(|_| Error::Init {
-                    path: path.to_owned(),
-                    source: Box::new(err),
-                });
-            }
-        };
+        )
+        .map_err(|e| init(Box::new(e)))?
+        .to_thread_local();
         let head: FullName = "HEAD".try_into().map_err(|_| Error::InvalidRefName {
             ref_name: "HEAD".to_owned(),
         })?;
         // Symbolic ref changes carry no object id, so gix writes no reflog and needs no committer.
         let edit = RefEdit::update(head, Target::Symbolic(name), PreviousValue::Any, "");
-        repo.refs
+        created
+            .refs
             .transaction()
             .prepare(
                 Some(edit),
@@ -414,7 +434,15 @@ impl Store {
             )
             .and_then(|tx| tx.commit(None))
             .map_err(git_err("point HEAD at", ref_name))?;
-        Ok(Store { repo })
+        drop(created);
+        // rename(2) replaces an empty directory and fails on a non-empty one: exactly one
+        // concurrent creator wins, the others open the winner's repository.
+        if std::fs::rename(&staging, path).is_err() {
+            let _ = std::fs::remove_dir_all(&staging);
+        } else if let Ok(dir) = std::fs::File::open(&parent) {
+            let _ = dir.sync_all();
+        }
+        Store::open(path)
     }
 
     /// The current value of `ref_name` (a full name such as `refs/heads/main`), or `None` if the
@@ -1066,6 +1094,194 @@ impl Snapshot<'_> {
             })
             .collect())
     }
+}
+
+/// What happened to one file path between two trees ([`Store::diff`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Added(String),
+    Modified(String),
+    Deleted(String),
+}
+
+impl Change {
+    /// The path the change is about.
+    pub fn path(&self) -> &str {
+        match self {
+            Change::Added(p) | Change::Modified(p) | Change::Deleted(p) => p,
+        }
+    }
+}
+
+impl Store {
+    /// Resolves a revision to a commit: a 40-hex commit id, `HEAD`, a full ref name, or a short
+    /// name tried as `refs/heads/<name>` then `refs/tags/<name>`; optionally followed by `~N` or
+    /// `^` steps along first parents. Deliberately small: the hook passes full ids.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRevision`] when nothing matches, [`Error::NotACommit`], [`Error::Git`].
+    pub fn resolve(&self, rev: &str) -> Result<CommitId, Error> {
+        let unknown = || Error::UnknownRevision {
+            rev: rev.to_owned(),
+        };
+        let (base, steps) = split_ancestry(rev).ok_or_else(unknown)?;
+        let mut id = if let Ok(id) = CommitId::from_hex(base) {
+            id
+        } else {
+            let candidates = if base == "HEAD" || base.starts_with("refs/") {
+                vec![base.to_owned()]
+            } else {
+                vec![format!("refs/heads/{base}"), format!("refs/tags/{base}")]
+            };
+            let mut found = None;
+            for name in candidates {
+                if let Ok(Some(mut r)) = self.repo.try_find_reference(name.as_str()) {
+                    let target = r.peel_to_id().map_err(git_err("resolve", &name))?;
+                    found = Some(CommitId(target.detach()));
+                    break;
+                }
+            }
+            found.ok_or_else(unknown)?
+        };
+        for _ in 0..steps {
+            id = self.parents(id)?.into_iter().next().ok_or_else(unknown)?;
+        }
+        self.parents(id)?; // proves `id` names a commit
+        Ok(id)
+    }
+
+    /// The parents of a commit, in order.
+    ///
+    /// # Errors
+    /// [`Error::MissingObject`], [`Error::NotACommit`], [`Error::Git`].
+    pub fn parents(&self, id: CommitId) -> Result<Vec<CommitId>, Error> {
+        let object = self
+            .repo
+            .try_find_object(id.0)
+            .map_err(git_err("read commit", &id.to_hex()))?
+            .ok_or_else(|| Error::MissingObject { id: id.to_hex() })?;
+        let commit = object
+            .try_into_commit()
+            .map_err(|_| Error::NotACommit { id: id.to_hex() })?;
+        Ok(commit.parent_ids().map(|p| CommitId(p.detach())).collect())
+    }
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors (walks all parents).
+    ///
+    /// # Errors
+    /// As [`Store::parents`].
+    pub fn is_ancestor(&self, ancestor: CommitId, descendant: CommitId) -> Result<bool, Error> {
+        let mut seen = std::collections::HashSet::new();
+        let mut queue = std::collections::VecDeque::from([descendant]);
+        while let Some(id) = queue.pop_front() {
+            if id == ancestor {
+                return Ok(true);
+            }
+            if seen.insert(id) {
+                queue.extend(self.parents(id)?);
+            }
+        }
+        Ok(false)
+    }
+
+    /// File-level changes from the tree of `old` (`None` = empty) to the tree of `new`, below
+    /// `prefix` (`""` = everything). Only subtrees whose ids differ are read, so the cost follows
+    /// the size of the change, not of the repository. Sorted by path.
+    ///
+    /// # Errors
+    /// [`Error::Git`] when a tree cannot be read.
+    pub fn diff(
+        &self,
+        old: Option<CommitId>,
+        new: CommitId,
+        prefix: &str,
+    ) -> Result<Vec<Change>, Error> {
+        let old_snap = self.snapshot(old)?;
+        let new_snap = self.snapshot(Some(new))?;
+        let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
+            if prefix.is_empty() {
+                return Ok(snap.root);
+            }
+            Ok(match snap.lookup(prefix)? {
+                Some(e) if e.kind == EntryKind::Tree => Some(e.id),
+                _ => None,
+            })
+        };
+        let mut out = Vec::new();
+        diff_trees(
+            &new_snap,
+            locate(&old_snap)?,
+            locate(&new_snap)?,
+            prefix,
+            &mut out,
+        )?;
+        out.sort_by(|a, b| a.path().cmp(b.path()));
+        Ok(out)
+    }
+}
+
+/// Splits `rev~N` / `rev^` suffixes: (base, number of first-parent steps).
+fn split_ancestry(rev: &str) -> Option<(&str, usize)> {
+    let mut steps = 0usize;
+    let mut base = rev;
+    loop {
+        if let Some(b) = base.strip_suffix('^') {
+            steps += 1;
+            base = b;
+        } else if let Some(at) = base.rfind('~') {
+            let n = &base[at + 1..];
+            let n: usize = if n.is_empty() { 1 } else { n.parse().ok()? };
+            steps += n;
+            base = &base[..at];
+        } else {
+            break;
+        }
+    }
+    (!base.is_empty()).then_some((base, steps))
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+fn diff_trees(
+    snap: &Snapshot<'_>,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+    path: &str,
+    out: &mut Vec<Change>,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    let read = |id: Option<ObjectId>| -> Result<Dir, Error> {
+        id.map_or_else(|| Ok(Dir::new()), |id| snap.decode_tree(id, path))
+    };
+    let (old_dir, new_dir) = (read(old)?, read(new)?);
+    let mut names: Vec<&Vec<u8>> = old_dir.keys().chain(new_dir.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let full = join(path, &name.to_str_lossy());
+        let (o, n) = (old_dir.get(name), new_dir.get(name));
+        let tree_id = |e: Option<&Entry>| e.filter(|e| e.kind == EntryKind::Tree).map(|e| e.id);
+        let file = |e: Option<&Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
+        // Trees on either side: recurse (a tree replaced by a file shows as both).
+        if tree_id(o).is_some() || tree_id(n).is_some() {
+            diff_trees(snap, tree_id(o), tree_id(n), &full, out)?;
+        }
+        match (file(o), file(n)) {
+            (None, Some(_)) => out.push(Change::Added(full.clone())),
+            (Some(_), None) => out.push(Change::Deleted(full.clone())),
+            (Some(a), Some(b)) if a != b => out.push(Change::Modified(full.clone())),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

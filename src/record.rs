@@ -1,0 +1,1116 @@
+//! Recording events into a spool: the reference's writer APIs (runtime §2–§4, §7.1).
+//!
+//! Two input shapes, both JSON objects with the reference's camelCase names:
+//! - the phase API (`recordWorkflowPhaseEvent`): `phase`, `status`, `reasonCode?`, `retryable`,
+//!   `mutation`, `identity`, `component`, `subject`, and optionally `operation`,
+//!   `operationIdentity`, `attemptIdentity`, `parentEventId`, `phaseSeq`, `idempotencyIdentity`,
+//!   `learning`, `evidence`, `attributes`, `privacy`, `occurredAt`. Phase, status and reason code
+//!   must be in the vocabularies of ledger-core §1.10;
+//! - the generic action API (`recordWorkflowActionEvent`): `scope`, `identity`, `type`,
+//!   `component`, `subject`, `action{name,status,reasonCode?,retryable,mutation}` and the same
+//!   optional fields.
+//!
+//! Derivations (the reference runtime): operation = `operation` or the scope's first dot segment;
+//! `operation_id = actionOperationId(subject.repository, operation, operationIdentity ?? subject)`;
+//! `attempt_id = actionAttemptId(operation_id, attemptIdentity ?? {repository, workflow, runId,
+//! runAttempt})` of the producer; `event_key = actionEventKey(scope, {attemptId, phaseSeq,
+//! producer: {job, component}, identity})`; idempotency = `idempotencyIdentity ?? {operationId,
+//! scope, identity}` (a mutation must give one explicitly). The producer comes from the GitHub
+//! Actions environment (runtime §2.2), the partition date from
+//! `CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE` or `GITHUB_RUN_STARTED_AT` (§4).
+//!
+//! Writing (§3.2): the seal check (a sealed producer accepts only exact replays), the
+//! create-only partition marker, then the create-only event file; an existing file must be
+//! replay-equal (then the existing event is returned) or the write is a conflict. Nothing is
+//! written unless the event is valid and the partition date is known.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Value};
+use crate::event::{self, Event};
+use crate::files::{self, Written};
+use crate::identity::{self, Digest};
+use crate::privacy;
+use crate::seal;
+use crate::spool;
+
+/// The environment variables a writer consults (captured by the caller).
+pub type Environment = BTreeMap<String, String>;
+
+/// Canonical phase types (`ACTION_EVENT_PHASE_TYPES`, ledger-core §1.10).
+pub const PHASE_TYPES: &[&str] = &[
+    "review.batch",
+    "review.item",
+    "review.retry",
+    "review.log_publication",
+    "review.comment_publication",
+    "command.received",
+    "command.classified",
+    "command.claim_refreshed",
+    "command.progress",
+    "command.mutation",
+    "command.wait",
+    "command.requeue",
+    "command.recover",
+    "repair.intake",
+    "repair.dispatch",
+    "repair.plan",
+    "repair.execute",
+    "repair.validate",
+    "repair.review",
+    "repair.publish",
+    "repair.postflight",
+    "repair.requeue",
+    "repair.recover",
+    "repair.queue",
+    "repair.blocked",
+    "repair.failed",
+    "apply.action",
+    "apply.batch",
+    "apply.publish",
+    "workflow.attempt",
+    "dispatch.lifecycle",
+    "retry.lifecycle",
+    "queue.lifecycle",
+    "notification.delivery",
+    "notification.planned",
+    "notification.skipped",
+    "notification.retried",
+    "publication.lifecycle",
+    "status.lifecycle",
+    "dashboard.lifecycle",
+    "session.lifecycle",
+    "session.cancelled",
+    "gitcrawl.snapshot",
+    "gitcrawl.query",
+    "gitcrawl.binding",
+    "proof.stage",
+    "proof.binding",
+];
+
+/// `ACTION_EVENT_STATUSES`.
+pub const STATUSES: &[&str] = &[
+    "blocked",
+    "cached",
+    "cancelled",
+    "claimed",
+    "classified",
+    "completed",
+    "dispatched",
+    "executed",
+    "failed",
+    "in_progress",
+    "planned",
+    "published",
+    "queued",
+    "received",
+    "recovered",
+    "refreshed",
+    "registered",
+    "released",
+    "requeued",
+    "retried",
+    "scheduled",
+    "sent",
+    "skipped",
+    "started",
+    "unchanged",
+    "validated",
+    "waiting",
+    "yielded",
+];
+
+/// `ACTION_EVENT_REASON_CODES`.
+pub const REASON_CODES: &[&str] = &[
+    "accepted",
+    "already_complete",
+    "already_exists",
+    "already_processed",
+    "append_failed",
+    "authorization_failed",
+    "cancelled",
+    "capacity_exhausted",
+    "completed",
+    "content_unchanged",
+    "dependency_pending",
+    "dry_run",
+    "duplicate",
+    "exception",
+    "invalid_input",
+    "lease_active",
+    "manual",
+    "mutation_guard",
+    "no_changes",
+    "not_applicable",
+    "not_found",
+    "policy_blocked",
+    "published",
+    "rate_limited",
+    "recovered_stale_claim",
+    "retry_exhausted",
+    "retry_scheduled",
+    "runtime_budget",
+    "selected",
+    "source_changed",
+    "stale",
+    "state_changed",
+    "superseded",
+    "timeout",
+    "unavailable",
+    "validation_failed",
+    "worker_lost",
+    "workflow_failed",
+];
+
+/// Why an event was not recorded; texts are the reference's (runtime §12 R2–R10).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("unknown action event phase type: {0}")]
+    UnknownPhase(String),
+    #[error("unknown action event status: {0}")]
+    UnknownStatus(String),
+    #[error("unknown action event reason code: {0}")]
+    UnknownReason(String),
+    #[error("mutation action events require an explicit idempotencyIdentity")]
+    MutationWithoutIdempotency,
+    #[error("{0} is required for action event telemetry")]
+    EnvRequired(&'static str),
+    #[error("{0} must be a positive integer")]
+    EnvNotPositive(&'static str),
+    #[error("invalid GITHUB_REPOSITORY for action event telemetry: {0}")]
+    EnvRepository(String),
+    #[error("workflow action identifier is required")]
+    IdentifierRequired,
+    #[error(
+        "{0} contains a confidential identifier (refused even where the reference would hide it inside a composed producer identifier)"
+    )]
+    ConfidentialIdentifier(&'static str),
+    #[error("{0} must be YYYY-MM-DD")]
+    NotCalendarDate(String),
+    #[error("GITHUB_RUN_STARTED_AT must be an ISO date-time timestamp")]
+    RunStartedAt,
+    #[error(
+        "action event partitioning requires CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE or GITHUB_RUN_STARTED_AT"
+    )]
+    NoPartition,
+    #[error("action event partition marker conflict: {recorded} != {expected}")]
+    MarkerConflict { recorded: String, expected: String },
+    #[error(
+        "action event producer is already finalized; use a new CLAWSWEEPER_ACTION_LEDGER_INVOCATION"
+    )]
+    AlreadyFinalized,
+    #[error("invalid action event producer finalization: {0}")]
+    InvalidSeal(PathBuf),
+    #[error("action event conflict at {path}: {existing} != {candidate}")]
+    Conflict {
+        path: PathBuf,
+        existing: Digest,
+        candidate: Digest,
+    },
+    #[error("action event data contains a non-JSON value at {0}")]
+    MissingIdentity(&'static str),
+    #[error("{field} must be {what}")]
+    InputShape {
+        field: &'static str,
+        what: &'static str,
+    },
+    #[error(transparent)]
+    Event(#[from] event::Error),
+    #[error(transparent)]
+    Identity(#[from] identity::Error),
+    #[error(transparent)]
+    File(#[from] files::Error),
+}
+
+impl Error {
+    /// True for refusals that depend on what the spool already holds (exit 1 in the CLI).
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            Error::MarkerConflict { .. } | Error::AlreadyFinalized | Error::Conflict { .. }
+        )
+    }
+}
+
+/// `workflowActionEventsEnabled`: `CLAWSWEEPER_ACTION_LEDGER_DISABLED=1` wins, else
+/// `CLAWSWEEPER_ACTION_LEDGER_FORCE=1` enables.
+pub fn enabled(env: &Environment) -> bool {
+    if env
+        .get("CLAWSWEEPER_ACTION_LEDGER_DISABLED")
+        .map(String::as_str)
+        == Some("1")
+    {
+        return false;
+    }
+    env.get("CLAWSWEEPER_ACTION_LEDGER_FORCE")
+        .map(String::as_str)
+        == Some("1")
+}
+
+/// `machineIdentifier(value, max)` (runtime §2.2): runs outside `[A-Za-z0-9_.:/@+-]` become `-`,
+/// dashes trimmed; kept as is when unchanged and short enough, else a prefix of `max − 13`
+/// characters plus `-` and 12 hex of sha256 of the trimmed source.
+pub fn machine_identifier(value: &str, max: usize) -> Result<String, Error> {
+    let source = privacy::js_trim(value);
+    let mut readable = String::with_capacity(source.len());
+    let mut in_run = false;
+    for c in source.chars() {
+        if c.is_ascii_alphanumeric() || "_.:/@+-".contains(c) {
+            readable.push(c);
+            in_run = false;
+        } else if !in_run {
+            readable.push('-');
+            in_run = true;
+        }
+    }
+    let readable = readable.trim_matches('-');
+    if readable.is_empty() {
+        return Err(Error::IdentifierRequired);
+    }
+    if readable == source && readable.len() <= max {
+        return Ok(readable.to_owned());
+    }
+    let prefix_len = max - 13;
+    let prefix = readable[..readable.len().min(prefix_len)].trim_end_matches('-');
+    let prefix = if prefix.is_empty() { "id" } else { prefix };
+    Ok(format!("{prefix}-{}", Digest::of(source).prefix(12)))
+}
+
+fn required_env(env: &Environment, name: &'static str) -> Result<String, Error> {
+    let v = privacy::js_trim(env.get(name).map(String::as_str).unwrap_or(""));
+    if v.is_empty() {
+        return Err(Error::EnvRequired(name));
+    }
+    Ok(v.to_owned())
+}
+
+/// `workflowActionProducer(component)` (runtime §2.2): the producer in the writer-input shape
+/// (`repository, sha, workflow, job, runId, runAttempt, component`).
+pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Error> {
+    let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
+    if identity::normalize_repository(&repository).ok().as_deref() != Some(repository.as_str()) {
+        return Err(Error::EnvRepository(repository));
+    }
+    let workflow_ref = privacy::js_trim(
+        env.get("GITHUB_WORKFLOW_REF")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    let workflow = if workflow_ref.is_empty() {
+        machine_identifier(&required_env(env, "GITHUB_WORKFLOW")?, 128)?
+    } else {
+        let path = workflow_ref
+            .rfind("@refs/")
+            .map_or(workflow_ref, |at| &workflow_ref[..at]);
+        let base = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        machine_identifier(base, 128)?
+    };
+    let step = machine_identifier(
+        env.get("GITHUB_ACTION").map_or("process", String::as_str),
+        64,
+    )?;
+    let invocation = machine_identifier(
+        env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
+            .map_or("default", String::as_str),
+        64,
+    )?;
+    let sha = required_env(env, "GITHUB_SHA")?;
+    let job = required_env(env, "GITHUB_JOB")?;
+    let run_id = required_env(env, "GITHUB_RUN_ID")?;
+    let attempt = privacy::js_number(&required_env(env, "GITHUB_RUN_ATTEMPT")?);
+    let run_attempt = Value::Number(attempt)
+        .as_safe_integer()
+        .filter(|n| *n >= 1)
+        .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))?;
+    let component = machine_identifier(component, 120)?;
+    // Stricter than the reference: each part is scanned on its own, because once composed into
+    // `<component>.<step>.<invocation>` a private host such as `::1` or `http://127.1` no longer
+    // matches any pattern and would be stored verbatim.
+    for (name, part) in [
+        ("GITHUB_WORKFLOW", workflow.as_str()),
+        ("component", component.as_str()),
+        ("GITHUB_ACTION", step.as_str()),
+        ("CLAWSWEEPER_ACTION_LEDGER_INVOCATION", invocation.as_str()),
+    ] {
+        if privacy::contains_confidential_identifier(part) {
+            return Err(Error::ConfidentialIdentifier(name));
+        }
+    }
+    let component = format!("{component}.{step}.{invocation}");
+    Ok(Value::object([
+        ("component", Value::String(component)),
+        ("job", Value::String(job)),
+        ("repository", Value::String(repository)),
+        ("runAttempt", Value::from(run_attempt)),
+        ("runId", Value::String(run_id)),
+        ("sha", Value::String(sha)),
+        ("workflow", Value::String(workflow)),
+    ]))
+}
+
+fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
+    identity::calendar_date(value, label)
+        .ok()
+        .filter(|d| d == value)
+        .ok_or_else(|| Error::NotCalendarDate(label.to_owned()))
+}
+
+/// `workflowPartitionDate` (runtime §4): the configured date, else the UTC date of
+/// `GITHUB_RUN_STARTED_AT`, else an error.
+pub fn partition_date(env: &Environment) -> Result<String, Error> {
+    let configured = privacy::js_trim(
+        env.get("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    if !configured.is_empty() {
+        return partition_calendar_date(configured, "CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE");
+    }
+    let started = privacy::js_trim(
+        env.get("GITHUB_RUN_STARTED_AT")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    if started.is_empty() {
+        return Err(Error::NoPartition);
+    }
+    // The reference's pattern is the ledger timestamp shape with an unbounded year-0 check
+    // done separately; both reject the same strings here.
+    let secs = event::timestamp_epoch_seconds(started).ok_or(Error::RunStartedAt)?;
+    let (y, m, d) = event::civil_from_days(secs.div_euclid(86_400));
+    let date = if (0..=9999).contains(&y) {
+        format!("{y:04}-{m:02}-{d:02}")
+    } else {
+        String::new()
+    };
+    partition_calendar_date(&date, "GITHUB_RUN_STARTED_AT UTC partition date")
+}
+
+fn string_of(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "undefined".to_owned(),
+    }
+}
+
+/// `recordWorkflowPhaseEvent`: validates phase, status and reason code against the
+/// vocabularies, then records through [`record_action`] with scope = type = action name = phase
+/// and key identity `{phase, status, reasonCode?, identity}`. `Ok(None)` when disabled.
+pub fn record_phase(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now_ms: i64,
+) -> Result<Option<Event>, Error> {
+    match phase_action_input(input) {
+        // The reference hashes `identity: undefined` only when recording is enabled.
+        Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
+        generic => record_action(root, &generic?, env, now_ms),
+    }
+}
+
+/// The generic-API input a phase-API input stands for (vocabularies checked first).
+pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
+    let phase = string_of(input.get("phase"));
+    let status = string_of(input.get("status"));
+    let reason = input.get("reasonCode").map(|r| string_of(Some(r)));
+    if !PHASE_TYPES.contains(&phase.as_str()) {
+        return Err(Error::UnknownPhase(phase));
+    }
+    if !STATUSES.contains(&status.as_str()) {
+        return Err(Error::UnknownStatus(status));
+    }
+    if let Some(r) = &reason
+        && !REASON_CODES.contains(&r.as_str())
+    {
+        return Err(Error::UnknownReason(r.clone()));
+    }
+    let reason = reason.filter(|r| !r.is_empty());
+    let Some(identity) = input.get("identity") else {
+        return Err(Error::MissingIdentity("$.identity.identity"));
+    };
+    let mut key_identity = BTreeMap::from([
+        ("phase".to_owned(), Value::str(&phase)),
+        ("status".to_owned(), Value::str(&status)),
+        ("identity".to_owned(), identity.clone()),
+    ]);
+    let mut action = BTreeMap::from([
+        ("name".to_owned(), Value::str(&phase)),
+        ("status".to_owned(), Value::str(&status)),
+    ]);
+    if let Some(r) = &reason {
+        key_identity.insert("reasonCode".into(), Value::str(r));
+        action.insert("reasonCode".into(), Value::str(r));
+    }
+    for k in ["retryable", "mutation"] {
+        if let Some(v) = input.get(k) {
+            action.insert(k.into(), v.clone());
+        }
+    }
+    let mut generic: BTreeMap<String, Value> = BTreeMap::new();
+    generic.insert("scope".into(), Value::str(&phase));
+    generic.insert("type".into(), Value::str(&phase));
+    generic.insert("identity".into(), Value::Object(key_identity));
+    generic.insert("action".into(), Value::Object(action));
+    if let Some(op) = input.get("operation").filter(|v| v.is_truthy()) {
+        generic.insert("operation".into(), op.clone());
+    }
+    for k in [
+        "operationIdentity",
+        "attemptIdentity",
+        "parentEventId",
+        "phaseSeq",
+        "idempotencyIdentity",
+        "component",
+        "subject",
+        "occurredAt",
+    ] {
+        if let Some(v) = input.get(k) {
+            generic.insert(k.into(), v.clone());
+        }
+    }
+    for k in ["learning", "evidence", "attributes", "privacy"] {
+        if let Some(v) = input.get(k).filter(|v| v.is_truthy()) {
+            generic.insert(k.into(), v.clone());
+        }
+    }
+    Ok(Value::Object(generic))
+}
+
+/// The event a generic-API input describes, without writing it (derivations in the module
+/// docs). `recorded_at` is `now_ms` in `toISOString` form.
+pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Result<Event, Error> {
+    let text_field = |k: &'static str| -> Result<&str, Error> {
+        input
+            .get(k)
+            .and_then(Value::as_str)
+            .ok_or(Error::InputShape {
+                field: k,
+                what: "a string",
+            })
+    };
+    let action = input.get("action").ok_or(Error::InputShape {
+        field: "action",
+        what: "an object",
+    })?;
+    if action.get("mutation").is_some_and(Value::is_truthy)
+        && input.get("idempotencyIdentity").is_none()
+    {
+        return Err(Error::MutationWithoutIdempotency);
+    }
+    let producer = producer_from_env(text_field("component")?, env)?;
+    let scope = text_field("scope")?;
+    let operation = match input.get("operation") {
+        Some(v) if !matches!(v, Value::Null) => v.as_str().ok_or(Error::InputShape {
+            field: "operation",
+            what: "a string",
+        })?,
+        _ => scope.split('.').next().unwrap_or(scope),
+    };
+    let subject = input.get("subject").ok_or(Error::InputShape {
+        field: "subject",
+        what: "an object",
+    })?;
+    let subject_repo = subject
+        .get("repository")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let present = |k: &str| input.get(k).filter(|v| !matches!(v, Value::Null));
+    let operation_id = identity::operation_id(
+        subject_repo,
+        operation,
+        present("operationIdentity").unwrap_or(subject),
+    )?;
+    let default_attempt = Value::object([
+        (
+            "repository",
+            producer.get("repository").cloned().unwrap_or(Value::Null),
+        ),
+        (
+            "workflow",
+            producer.get("workflow").cloned().unwrap_or(Value::Null),
+        ),
+        (
+            "runId",
+            producer.get("runId").cloned().unwrap_or(Value::Null),
+        ),
+        (
+            "runAttempt",
+            producer.get("runAttempt").cloned().unwrap_or(Value::Null),
+        ),
+    ]);
+    let attempt_id = identity::attempt_id(
+        operation_id.as_str(),
+        present("attemptIdentity").unwrap_or(&default_attempt),
+    )?;
+    let phase_seq = present("phaseSeq").cloned().unwrap_or(Value::from(1));
+    let Some(user_identity) = input.get("identity") else {
+        return Err(Error::MissingIdentity("$.identity"));
+    };
+    let event_key = identity::event_key(
+        scope,
+        &Value::object([
+            ("attemptId", Value::str(attempt_id.as_str())),
+            ("phaseSeq", phase_seq.clone()),
+            (
+                "producer",
+                Value::object([
+                    ("job", producer.get("job").cloned().unwrap_or(Value::Null)),
+                    (
+                        "component",
+                        producer.get("component").cloned().unwrap_or(Value::Null),
+                    ),
+                ]),
+            ),
+            ("identity", user_identity.clone()),
+        ]),
+    )?;
+    let default_idempotency = Value::object([
+        ("operationId", Value::str(operation_id.as_str())),
+        ("scope", Value::str(scope)),
+        ("identity", user_identity.clone()),
+    ]);
+    let idempotency =
+        identity::idempotency_key(present("idempotencyIdentity").unwrap_or(&default_idempotency))?;
+    let mut writer = BTreeMap::from([
+        ("eventKey".to_owned(), Value::String(event_key)),
+        ("operationId".to_owned(), Value::str(operation_id.as_str())),
+        ("attemptId".to_owned(), Value::str(attempt_id.as_str())),
+        (
+            "parentEventId".to_owned(),
+            present("parentEventId").cloned().unwrap_or(Value::Null),
+        ),
+        ("phaseSeq".to_owned(), phase_seq),
+        (
+            "idempotencyKeySha256".to_owned(),
+            Value::str(idempotency.as_str()),
+        ),
+        (
+            "type".to_owned(),
+            input.get("type").cloned().unwrap_or(Value::Null),
+        ),
+        ("producer".to_owned(), producer),
+        ("subject".to_owned(), subject.clone()),
+        ("action".to_owned(), action.clone()),
+    ]);
+    for k in ["learning", "evidence", "attributes", "privacy"] {
+        if let Some(v) = input.get(k).filter(|v| v.is_truthy()) {
+            writer.insert(k.into(), v.clone());
+        }
+    }
+    if let Some(v) = input.get("occurredAt") {
+        writer.insert("occurredAt".into(), v.clone());
+    }
+    Ok(event::create(
+        &Value::Object(writer),
+        &event::iso_millis(now_ms),
+        None,
+    )?)
+}
+
+/// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
+/// (seal check, partition marker, create-only event file). Returns the persisted event (the
+/// existing one on an exact replay), or `Ok(None)` when recording is disabled.
+pub fn record_action(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now_ms: i64,
+) -> Result<Option<Event>, Error> {
+    if !enabled(env) {
+        return Ok(None);
+    }
+    let candidate = build_action_event(input, env, now_ms)?;
+    let date = partition_date(env)?;
+    write_event(root, &candidate, &date).map(Some)
+}
+
+/// Writes a built event into the spool at `root` on partition `date` (runtime §3.2 step 3).
+pub fn write_event(root: &Path, candidate: &Event, date: &str) -> Result<Event, Error> {
+    let producer_digest = spool::producer_digest(candidate.producer());
+    check_not_sealed(root, candidate, &producer_digest)?;
+    ensure_marker(root, &producer_digest, date)?;
+    let rel = spool::event_relative_path(candidate);
+    let path = root.join(&rel);
+    if let Some(existing) = read_event_file(&path)? {
+        return compare_existing(path, existing, candidate);
+    }
+    let body = format!("{}\n", candidate.json);
+    match files::write_create_only(root, &rel, body.as_bytes(), "action event")? {
+        Written::Created => Ok(candidate.clone()),
+        Written::Exists => {
+            let existing = read_event_file(&path)?.ok_or_else(|| Error::Conflict {
+                path: path.clone(),
+                existing: Digest::of(""),
+                candidate: candidate.semantic_sha256.clone(),
+            })?;
+            compare_existing(path, existing, candidate)
+        }
+    }
+}
+
+fn read_event_file(path: &Path) -> Result<Option<Event>, Error> {
+    let Some(text) = files::read_text(path, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
+        return Ok(None);
+    };
+    let line = text
+        .strip_suffix('\n')
+        .filter(|l| !l.contains('\n') && !l.ends_with('\r'))
+        .ok_or_else(|| {
+            Error::Event(event::Error::NotCanonical {
+                origin: path.display().to_string(),
+            })
+        })?;
+    Ok(Some(Event::parse_line(line, &path.display().to_string())?))
+}
+
+fn compare_existing(path: PathBuf, existing: Event, candidate: &Event) -> Result<Event, Error> {
+    if existing.replay_json() == candidate.replay_json() {
+        Ok(existing)
+    } else {
+        Err(Error::Conflict {
+            path,
+            existing: existing.semantic_sha256,
+            candidate: candidate.semantic_sha256.clone(),
+        })
+    }
+}
+
+/// `assertWorkflowProducerAcceptsEvent` (§7.1): a sealed producer accepts only an exact replay
+/// of an event whose file already exists.
+fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result<(), Error> {
+    let seal_path = root.join(spool::seal_relative_path(producer));
+    let Some(text) = files::read_text(
+        &seal_path,
+        seal::MAX_SEAL_BYTES,
+        "action event producer finalization",
+    )?
+    else {
+        return Ok(());
+    };
+    if !seal::is_valid_seal(&text, candidate.producer()) {
+        return Err(Error::InvalidSeal(seal_path));
+    }
+    let event_path = root.join(spool::event_relative_path(candidate));
+    if files::read_text(
+        &event_path,
+        canonical::MAX_BYTES as u64,
+        "action event spool entry",
+    )?
+    .is_some()
+    {
+        return Ok(());
+    }
+    Err(Error::AlreadyFinalized)
+}
+
+/// `ensureWorkflowPartitionDateValue` (§4): create-only marker `YYYY-MM-DD\n`; an existing marker
+/// must hold the same date.
+fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error> {
+    let rel = spool::marker_relative_path(producer);
+    let check = |text: String| -> Result<(), Error> {
+        let recorded =
+            partition_calendar_date(privacy::js_trim(&text), "action event partition marker")?;
+        if recorded != date {
+            return Err(Error::MarkerConflict {
+                recorded,
+                expected: date.to_owned(),
+            });
+        }
+        Ok(())
+    };
+    let path = root.join(&rel);
+    if let Some(text) = files::read_text(
+        &path,
+        spool::MAX_MARKER_BYTES,
+        "action event partition marker",
+    )? {
+        return check(text);
+    }
+    match files::write_create_only(
+        root,
+        &rel,
+        format!("{date}\n").as_bytes(),
+        "action event partition marker",
+    )? {
+        Written::Created => Ok(()),
+        Written::Exists => check(
+            files::read_text(
+                &path,
+                spool::MAX_MARKER_BYTES,
+                "action event partition marker",
+            )?
+            .unwrap_or_default(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base_env() -> Environment {
+        [
+            ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+            ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+            ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+            ("GITHUB_JOB", "review"),
+            ("GITHUB_RUN_ID", "1234567890"),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_ACTION", "run-review"),
+            ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    fn base_input() -> Value {
+        canonical::parse(
+            r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":1},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},"retryable":true,"mutation":false}"#,
+        )
+        .unwrap()
+    }
+
+    fn set(v: &mut Value, path: &[&str], x: Value) {
+        let Value::Object(m) = v else {
+            panic!("object")
+        };
+        if path.len() == 1 {
+            m.insert(path[0].to_owned(), x);
+        } else {
+            let child = m
+                .entry(path[0].to_owned())
+                .or_insert_with(|| Value::Object(BTreeMap::new()));
+            set(child, &path[1..], x);
+        }
+    }
+
+    /// Where a value can land in a durable record, and whether it passes through the
+    /// reference's identifier hashing (`machineIdentifier`) first.
+    enum Place {
+        Input(&'static [&'static str], fn(&str) -> Value),
+        Generic(&'static [&'static str]),
+        Env(&'static str),
+        Hashed(Option<&'static str>),
+    }
+
+    fn places() -> Vec<(&'static str, Place)> {
+        fn s(v: &str) -> Value {
+            Value::str(v)
+        }
+        fn in_records(v: &str) -> Value {
+            Value::String(format!("records/{v}"))
+        }
+        fn arr(v: &str) -> Value {
+            Value::Array(vec![Value::str(v)])
+        }
+        fn learn(k: &str, v: &str) -> Value {
+            let mut l = BTreeMap::from([
+                ("category".to_owned(), Value::str("c")),
+                ("signal".to_owned(), Value::str("s")),
+            ]);
+            l.insert(k.to_owned(), Value::str(v));
+            Value::Object(l)
+        }
+        fn ev(k: &str, v: &str) -> Value {
+            Value::Array(vec![Value::object([
+                ("kind", Value::str("k")),
+                (k, Value::str(v)),
+            ])])
+        }
+        vec![
+            (
+                "subject.subjectId",
+                Place::Input(&["subject", "subjectId"], s),
+            ),
+            (
+                "subject.clusterId",
+                Place::Input(&["subject", "clusterId"], s),
+            ),
+            (
+                "subject.sourceRevision",
+                Place::Input(&["subject", "sourceRevision"], s),
+            ),
+            (
+                "subject.recordPath",
+                Place::Input(&["subject", "recordPath"], s),
+            ),
+            (
+                "subject.recordPath (records/…)",
+                Place::Input(&["subject", "recordPath"], in_records),
+            ),
+            (
+                "learning.category",
+                Place::Input(&["learning"], |v| learn("category", v)),
+            ),
+            (
+                "learning.signal",
+                Place::Input(&["learning"], |v| learn("signal", v)),
+            ),
+            (
+                "learning.ruleId",
+                Place::Input(&["learning"], |v| learn("ruleId", v)),
+            ),
+            (
+                "evidence.kind",
+                Place::Input(&["evidence"], |v| {
+                    Value::Array(vec![Value::object([("kind", Value::str(v))])])
+                }),
+            ),
+            (
+                "evidence.snapshotId",
+                Place::Input(&["evidence"], |v| ev("snapshotId", v)),
+            ),
+            (
+                "evidence.reportPath",
+                Place::Input(&["evidence"], |v| ev("reportPath", v)),
+            ),
+            (
+                "evidence.reportPath (records/…)",
+                Place::Input(&["evidence"], |v| ev("reportPath", &format!("records/{v}"))),
+            ),
+            (
+                "evidence.runUrl",
+                Place::Input(&["evidence"], |v| ev("runUrl", v)),
+            ),
+            (
+                "attributes.model",
+                Place::Input(&["attributes", "model"], s),
+            ),
+            (
+                "attributes.state[]",
+                Place::Input(&["attributes", "state"], arr),
+            ),
+            (
+                "privacy.redactionVersion",
+                Place::Input(&["privacy"], |v| {
+                    Value::object([
+                        ("classification", Value::str("internal")),
+                        ("redactionVersion", Value::str(v)),
+                        ("fieldsDropped", Value::Array(vec![])),
+                    ])
+                }),
+            ),
+            (
+                "privacy.fieldsDropped[]",
+                Place::Input(&["privacy"], |v| {
+                    Value::object([
+                        ("classification", Value::str("internal")),
+                        ("redactionVersion", Value::str("v1")),
+                        ("fieldsDropped", arr(v)),
+                    ])
+                }),
+            ),
+            ("occurredAt", Place::Input(&["occurredAt"], s)),
+            ("operation", Place::Input(&["operation"], s)),
+            ("action.name", Place::Generic(&["action", "name"])),
+            ("action.status", Place::Generic(&["action", "status"])),
+            (
+                "action.reasonCode",
+                Place::Generic(&["action", "reasonCode"]),
+            ),
+            ("type", Place::Generic(&["type"])),
+            ("scope", Place::Generic(&["scope"])),
+            ("GITHUB_JOB", Place::Env("GITHUB_JOB")),
+            ("GITHUB_RUN_ID", Place::Env("GITHUB_RUN_ID")),
+            ("GITHUB_SHA", Place::Env("GITHUB_SHA")),
+            ("component", Place::Hashed(None)),
+            ("GITHUB_WORKFLOW", Place::Hashed(Some("GITHUB_WORKFLOW"))),
+            ("GITHUB_ACTION", Place::Hashed(Some("GITHUB_ACTION"))),
+            (
+                "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+                Place::Hashed(Some("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")),
+            ),
+        ]
+    }
+
+    fn build(place: &Place, value: &str) -> Result<Event, Error> {
+        let mut input = base_input();
+        let mut env = base_env();
+        match place {
+            Place::Input(path, make) => set(&mut input, path, make(value)),
+            Place::Env(name) | Place::Hashed(Some(name)) => {
+                env.insert((*name).to_owned(), value.to_owned());
+            }
+            Place::Hashed(None) => set(&mut input, &["component"], Value::str(value)),
+            Place::Generic(path) => {
+                let mut generic = phase_action_input(&input)?;
+                set(&mut generic, path, Value::str(value));
+                return build_action_event(&generic, &env, 0);
+            }
+        }
+        build_action_event(&phase_action_input(&input)?, &env, 0)
+    }
+
+    fn corpus(name: &str) -> Vec<(String, String)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/privacy")
+            .join(name);
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v = canonical::parse(l).unwrap();
+                (
+                    v.get("family").and_then(Value::as_str).unwrap().to_owned(),
+                    v.get("value").and_then(Value::as_str).unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// A value each place accepts, so that a refusal in the corpus tests is about the value.
+    fn benign(name: &str) -> &'static str {
+        match name {
+            "subject.recordPath" => "records/x1",
+            "evidence.reportPath" => "results/x1",
+            "evidence.runUrl" => "https://github.com/o/r/actions/runs/1",
+            "occurredAt" => "2026-01-15T00:00:00Z",
+            _ => "x1",
+        }
+    }
+
+    #[test]
+    fn every_place_accepts_a_benign_value() {
+        for (name, place) in places() {
+            if let Err(e) = build(&place, benign(name)) {
+                panic!("{name} refuses a benign value: {e}");
+            }
+        }
+    }
+
+    /// Every secret-shaped or private-host value of testdata/privacy/rejected.jsonl is refused in
+    /// every durable text field; where the reference first hashes the value into an identifier,
+    /// the value must at least never appear in the record.
+    #[test]
+    fn privacy_corpus_is_rejected_everywhere() {
+        let rejected = corpus("rejected.jsonl");
+        assert!(rejected.len() >= 200, "{}", rejected.len());
+        let mut leaks = Vec::new();
+        for (family, value) in &rejected {
+            let escaped = canonical::to_canonical_unchecked(&Value::str(value));
+            let escaped = &escaped[1..escaped.len() - 1];
+            for (name, place) in places() {
+                match (build(&place, value), &place) {
+                    (Err(_), _) => {}
+                    (Ok(e), Place::Hashed(_)) if !e.json.contains(escaped) => {}
+                    (Ok(_), _) => leaks.push(format!("{family} {value:?} accepted in {name}")),
+                }
+            }
+        }
+        assert!(
+            leaks.is_empty(),
+            "{} leaks:\n{}",
+            leaks.len(),
+            leaks.join("\n")
+        );
+    }
+
+    /// Near-misses (public hosts, versions, model names, hex ids, ordinary words) stay accepted in
+    /// every machine-text field and, where they form a path segment, in relative paths.
+    #[test]
+    fn privacy_near_misses_are_accepted() {
+        let accepted = corpus("accepted.jsonl");
+        let machine_text = [
+            "subject.subjectId",
+            "subject.clusterId",
+            "subject.sourceRevision",
+            "learning.category",
+            "learning.signal",
+            "learning.ruleId",
+            "evidence.kind",
+            "evidence.snapshotId",
+            "attributes.model",
+            "attributes.state[]",
+            "privacy.redactionVersion",
+            "privacy.fieldsDropped[]",
+            "action.name",
+            "type",
+            "GITHUB_JOB",
+            "GITHUB_RUN_ID",
+            "GITHUB_SHA",
+        ];
+        let mut refused = Vec::new();
+        for (family, value) in &accepted {
+            for (name, place) in places() {
+                let path_safe = value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._+@-/".contains(&b))
+                    && !value.starts_with('/')
+                    && !value.ends_with('.');
+                let expect = machine_text.contains(&name)
+                    || (name.ends_with("(records/…)") && path_safe)
+                    || (family == "relative-path" && name.starts_with("subject.recordPath"));
+                if expect && let Err(e) = build(&place, value) {
+                    refused.push(format!("{family} {value:?} refused in {name}: {e}"));
+                }
+            }
+        }
+        assert!(
+            refused.is_empty(),
+            "{} refused:\n{}",
+            refused.len(),
+            refused.join("\n")
+        );
+    }
+
+    #[test]
+    fn machine_identifiers() {
+        assert_eq!(
+            machine_identifier("review-runner", 120).unwrap(),
+            "review-runner"
+        );
+        assert_eq!(
+            machine_identifier("ClawSweeper Review", 128).unwrap(),
+            "ClawSweeper-Review-4fcad526aa0c"
+        );
+        assert!(matches!(
+            machine_identifier(" !! ", 64),
+            Err(Error::IdentifierRequired)
+        ));
+        let long = "a".repeat(70);
+        let id = machine_identifier(&long, 64).unwrap();
+        assert_eq!(id.len(), 64);
+        assert!(id.starts_with(&"a".repeat(51)));
+    }
+
+    #[test]
+    fn partition_dates() {
+        let env = |k: &str, v: &str| Environment::from([(k.to_owned(), v.to_owned())]);
+        assert_eq!(
+            partition_date(&env("GITHUB_RUN_STARTED_AT", "2026-03-10T23:30:00-02:00")).unwrap(),
+            "2026-03-11"
+        );
+        assert_eq!(
+            partition_date(&env(
+                "CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE",
+                " 0099-02-28 "
+            ))
+            .unwrap(),
+            "0099-02-28"
+        );
+        assert!(matches!(
+            partition_date(&env(
+                "CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE",
+                "2026-2-01"
+            )),
+            Err(Error::NotCalendarDate(_))
+        ));
+        assert!(matches!(
+            partition_date(&env("GITHUB_RUN_STARTED_AT", "0001-01-01T00:30:00+01:00")),
+            Err(Error::NotCalendarDate(_))
+        ));
+        assert!(matches!(
+            partition_date(&env("GITHUB_RUN_STARTED_AT", "2026-03-10T24:00:00Z")),
+            Err(Error::RunStartedAt)
+        ));
+        assert!(matches!(
+            partition_date(&Environment::new()),
+            Err(Error::NoPartition)
+        ));
+    }
+}
