@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Written};
+use crate::files::{self, Root, Written};
 use crate::identity::{self, Digest};
+use crate::lock;
 use crate::privacy;
 use crate::seal;
 use crate::spool;
@@ -221,6 +222,8 @@ pub enum Error {
     Identity(#[from] identity::Error),
     #[error(transparent)]
     File(#[from] files::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
 }
 
 impl Error {
@@ -624,24 +627,45 @@ pub fn record_action(
     }
     let candidate = build_action_event(input, env, now_ms)?;
     let date = partition_date(env)?;
-    write_event(root, &candidate, &date).map(Some)
+    let root = Root::open(root, spool::ROOT_LABEL)?;
+    write_event(&root, &candidate, &date, now_ms).map(Some)
 }
 
-/// Writes a built event into the spool at `root` on partition `date` (runtime §3.2 step 3).
-pub fn write_event(root: &Path, candidate: &Event, date: &str) -> Result<Event, Error> {
+/// Writes a built event into the spool at `root` on partition `date` under its producer's lock
+/// (runtime §3.2 step 3, §6); `now_ms` goes into the lock file.
+pub fn write_event(
+    root: &Root,
+    candidate: &Event,
+    date: &str,
+    now_ms: i64,
+) -> Result<Event, Error> {
+    let guards = lock::acquire_producers(
+        root,
+        std::slice::from_ref(candidate.producer()),
+        now_ms.max(0) as u64,
+        &lock::Options::default(),
+    )?;
+    let event = write_event_locked(root, candidate, date)?;
+    lock::release_all(guards)?;
+    Ok(event)
+}
+
+/// [`write_event`] for a caller that already holds the producer's lock: seal check, partition
+/// marker, create-only event file; an existing file must be replay-equal.
+pub fn write_event_locked(root: &Root, candidate: &Event, date: &str) -> Result<Event, Error> {
     let producer_digest = spool::producer_digest(candidate.producer());
     check_not_sealed(root, candidate, &producer_digest)?;
     ensure_marker(root, &producer_digest, date)?;
     let rel = spool::event_relative_path(candidate);
-    let path = root.join(&rel);
-    if let Some(existing) = read_event_file(&path)? {
+    let path = root.display_path(&rel);
+    if let Some(existing) = read_event_file(root, &rel)? {
         return compare_existing(path, existing, candidate);
     }
     let body = format!("{}\n", candidate.json);
-    match files::write_create_only(root, &rel, body.as_bytes(), "action event")? {
+    match root.write_create_only(&rel, body.as_bytes(), "action event")? {
         Written::Created => Ok(candidate.clone()),
         Written::Exists => {
-            let existing = read_event_file(&path)?.ok_or_else(|| Error::Conflict {
+            let existing = read_event_file(root, &rel)?.ok_or_else(|| Error::Conflict {
                 path: path.clone(),
                 existing: Digest::of(""),
                 candidate: candidate.semantic_sha256.clone(),
@@ -651,8 +675,9 @@ pub fn write_event(root: &Path, candidate: &Event, date: &str) -> Result<Event, 
     }
 }
 
-fn read_event_file(path: &Path) -> Result<Option<Event>, Error> {
-    let Some(text) = files::read_text(path, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
+fn read_event_file(root: &Root, rel: &str) -> Result<Option<Event>, Error> {
+    let path = root.display_path(rel);
+    let Some(text) = root.read_text(rel, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
         return Ok(None);
     };
     let line = text
@@ -680,10 +705,11 @@ fn compare_existing(path: PathBuf, existing: Event, candidate: &Event) -> Result
 
 /// `assertWorkflowProducerAcceptsEvent` (§7.1): a sealed producer accepts only an exact replay
 /// of an event whose file already exists.
-fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result<(), Error> {
-    let seal_path = root.join(spool::seal_relative_path(producer));
-    let Some(text) = files::read_text(
-        &seal_path,
+fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result<(), Error> {
+    let seal_rel = spool::seal_relative_path(producer);
+    let seal_path = root.display_path(&seal_rel);
+    let Some(text) = root.read_text(
+        &seal_rel,
         seal::MAX_SEAL_BYTES,
         "action event producer finalization",
     )?
@@ -693,13 +719,13 @@ fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result
     if !seal::is_valid_seal(&text, candidate.producer()) {
         return Err(Error::InvalidSeal(seal_path));
     }
-    let event_path = root.join(spool::event_relative_path(candidate));
-    if files::read_text(
-        &event_path,
-        canonical::MAX_BYTES as u64,
-        "action event spool entry",
-    )?
-    .is_some()
+    if root
+        .read_text(
+            &spool::event_relative_path(candidate),
+            canonical::MAX_BYTES as u64,
+            "action event spool entry",
+        )?
+        .is_some()
     {
         return Ok(());
     }
@@ -708,7 +734,7 @@ fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result
 
 /// `ensureWorkflowPartitionDateValue` (§4): create-only marker `YYYY-MM-DD\n`; an existing marker
 /// must hold the same date.
-fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error> {
+fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
     let rel = spool::marker_relative_path(producer);
     let check = |text: String| -> Result<(), Error> {
         let recorded =
@@ -721,24 +747,22 @@ fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error
         }
         Ok(())
     };
-    let path = root.join(&rel);
-    if let Some(text) = files::read_text(
-        &path,
+    if let Some(text) = root.read_text(
+        &rel,
         spool::MAX_MARKER_BYTES,
         "action event partition marker",
     )? {
         return check(text);
     }
-    match files::write_create_only(
-        root,
+    match root.write_create_only(
         &rel,
         format!("{date}\n").as_bytes(),
         "action event partition marker",
     )? {
         Written::Created => Ok(()),
         Written::Exists => check(
-            files::read_text(
-                &path,
+            root.read_text(
+                &rel,
                 spool::MAX_MARKER_BYTES,
                 "action event partition marker",
             )?
