@@ -1137,4 +1137,175 @@ mod tests {
             Err(Error::NoPartition)
         ));
     }
+
+    const NOW: i64 = 1_768_480_496_000;
+
+    /// The `i`-th distinct phase input (identity `{item: i}`).
+    fn item_input(i: i64) -> Value {
+        let mut input = base_input();
+        set(&mut input, &["identity", "item"], Value::from(i));
+        input
+    }
+
+    /// Child half of `two_processes_record_the_same_events`: does nothing unless the parent set
+    /// `ACTION_LEDGER_TEST_RECORD_ROOT`.
+    #[test]
+    fn record_child() {
+        let Ok(dir) = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT") else {
+            return;
+        };
+        let go = Path::new(&dir).join("go");
+        while !go.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for i in 0..20 {
+            let e = record_phase(Path::new(&dir), &item_input(i), &base_env(), NOW)
+                .unwrap()
+                .unwrap();
+            println!("RESULT {}", e.event_id);
+        }
+    }
+
+    /// Two processes record the same 20 events at the same moment (under the producer lock):
+    /// both succeed with the same events, and the spool holds exactly one file per event, one
+    /// partition marker, no staging file and no lock.
+    #[test]
+    fn two_processes_record_the_same_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let spawn = || {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "record::tests::record_child", "--nocapture"])
+                .args(["--test-threads", "1"])
+                .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let children = [spawn(), spawn()];
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let mut seen = Vec::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let ids: Vec<String> = text
+                .split("RESULT ")
+                .skip(1)
+                .map(|r| r.split_whitespace().next().unwrap().to_owned())
+                .collect();
+            assert_eq!(ids.len(), 20, "{text}");
+            seen.push(ids);
+        }
+        assert_eq!(seen[0], seen[1]);
+        let files: Vec<String> = walkdir::WalkDir::new(dir.path().join(spool::SPOOL_DIR))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_type().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let events = files.iter().filter(|f| f.ends_with(".json")).count();
+        assert_eq!(events, 20, "{files:?}");
+        assert_eq!(files.len(), 21, "one marker, nothing else: {files:?}");
+    }
+
+    /// While events are recorded, a thread keeps swapping the spool root, its repository
+    /// directory and its `_partitions` directory with links to look-alike outside directories.
+    /// Every record either succeeds or is refused, and no byte lands outside.
+    #[test]
+    fn swaps_during_record_never_write_outside() {
+        use std::os::fd::OwnedFd;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let base = tempfile::tempdir().unwrap();
+        let spool_dir = base.path().join("spool");
+        let outside = base.path().join("outside");
+        // A probe record gives the layout; the outside trees copy it without files.
+        std::fs::create_dir_all(base.path().join("probe")).unwrap();
+        record_phase(&base.path().join("probe"), &item_input(0), &base_env(), NOW).unwrap();
+        for e in walkdir::WalkDir::new(base.path().join("probe")) {
+            let e = e.unwrap();
+            if e.file_type().is_dir() {
+                let rel = e.path().strip_prefix(base.path().join("probe")).unwrap();
+                std::fs::create_dir_all(outside.join("spool").join(rel)).unwrap();
+                std::fs::create_dir_all(spool_dir.join(rel)).unwrap();
+            }
+        }
+        let repo_dir = spool::repository_dir("openclaw/openclaw");
+        let events = spool_dir.join(spool::SPOOL_DIR);
+        std::fs::create_dir_all(outside.join("repo")).unwrap();
+        std::fs::create_dir_all(outside.join("partitions")).unwrap();
+        let open_dir = |p: &Path| -> OwnedFd {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap()
+        };
+        // (parent directory handle, real name, link name)
+        let swaps: Vec<(OwnedFd, String, String)> = [
+            (
+                base.path().to_owned(),
+                "spool".to_owned(),
+                outside.join("spool"),
+            ),
+            (events.clone(), repo_dir.clone(), outside.join("repo")),
+            (
+                events.clone(),
+                "_partitions".to_owned(),
+                outside.join("partitions"),
+            ),
+        ]
+        .into_iter()
+        .map(|(parent, name, target)| {
+            let link = format!("{name}-link");
+            std::os::unix::fs::symlink(target, parent.join(&link)).unwrap();
+            (open_dir(&parent), name, link)
+        })
+        .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for (dir, name, link) in &swaps {
+                        n += u64::from(
+                            rustix::fs::renameat_with(
+                                dir,
+                                name.as_str(),
+                                dir,
+                                link.as_str(),
+                                rustix::fs::RenameFlags::EXCHANGE,
+                            )
+                            .is_ok(),
+                        );
+                    }
+                    std::thread::yield_now();
+                }
+                n
+            })
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for i in 0..100 {
+            match record_phase(&spool_dir, &item_input(i), &base_env(), NOW) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    refused += 1;
+                    let text = e.to_string();
+                    assert!(text.contains("refusing"), "record {i}: {text}");
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapper.join().unwrap() > 0);
+        let leaked: Vec<_> = walkdir::WalkDir::new(&outside)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_type().is_dir())
+            .map(|e| e.into_path())
+            .collect();
+        assert_eq!(leaked, Vec::<PathBuf>::new());
+        assert!(ok > 0 && refused > 0, "ok {ok}, refused {refused}");
+    }
 }
