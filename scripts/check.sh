@@ -14,3 +14,5 @@ echo "== conformance vectors (CONFORMANCE_DIR=${CONFORMANCE_DIR:-testdata/confor
 cargo test --quiet --lib conformance_vectors -- --nocapture
 echo "== end-to-end (day1 corpus, real git)"
 scripts/e2e.sh
+echo "== end-to-end hook (git push over a local transport)"
+scripts/e2e-hook.sh

@@ -35,6 +35,23 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+enum HooksCommand {
+    /// Install the pre-receive hook into a bare repository (created when absent) and set
+    /// receive.denyDeletes, receive.denyNonFastForwards and receive.fsckObjects.
+    Install {
+        /// The bare state repository that receives pushes.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The ledger ref HEAD points at when the repository is created.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
+    },
+}
+
+/// The hook shipped in `hooks/pre-receive`.
+const PRE_RECEIVE: &str = include_str!("../hooks/pre-receive");
+
+#[derive(Subcommand, Debug)]
 enum Command {
     /// Record one event into a spool (phase input with `phase`, or action input with `scope`);
     /// prints the recorded event as one JSON line, or nothing when recording is disabled.
@@ -81,6 +98,11 @@ enum Command {
         /// One JSON object per finding plus a summary object on stdout.
         #[arg(long)]
         json: bool,
+    },
+    /// Server-side hooks for a state repository.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
     },
     /// Publish sealed spools or shard roots into the state repository, one commit each.
     Publish {
@@ -154,7 +176,10 @@ pub fn run(
             rev,
             range,
             json,
-        } => run_verify(&mut out, &repo, &rev, range.as_deref(), json),
+        } => run_verify(&mut out, env, &repo, &rev, range.as_deref(), json),
+        Command::Hooks {
+            command: HooksCommand::Install { repo, ref_name },
+        } => run_hooks_install(&mut out, &repo, &ref_name),
         Command::Publish {
             repo,
             ref_name,
@@ -320,8 +345,50 @@ fn run_record(
     }
 }
 
+fn run_hooks_install(
+    out: &mut Printer,
+    repo: &std::path::Path,
+    ref_name: &str,
+) -> Result<(), Failure> {
+    let store = Store::open_or_init_bare(repo, ref_name)
+        .map_err(|e| Failure::input(format!("cannot open {}: {e}", repo.display())))?;
+    // The installed hook calls this very binary unless ACTION_LEDGER_BIN says otherwise.
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+        .map(|p| format!("'{}'", p.replace('\'', "'\\''")))
+        .unwrap_or_else(|| "action-ledger".to_owned());
+    let script = PRE_RECEIVE.replacen(
+        "bin=${ACTION_LEDGER_BIN:-action-ledger}",
+        &format!("bin=${{ACTION_LEDGER_BIN:-{exe}}}"),
+        1,
+    );
+    let hooks = store.git_dir().join("hooks");
+    let path = hooks.join("pre-receive");
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&hooks)?;
+        std::fs::write(&path, &script)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+    };
+    write().map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+    store
+        .set_config_true(&[
+            "receive.denyDeletes",
+            "receive.denyNonFastForwards",
+            "receive.fsckObjects",
+        ])
+        .map_err(|e| Failure::input(format!("cannot configure {}: {e}", repo.display())))?;
+    out.note(&format!(
+        "installed {} and set receive.denyDeletes, receive.denyNonFastForwards, receive.fsckObjects",
+        path.display()
+    ));
+    Ok(())
+}
+
 fn run_verify(
     out: &mut Printer,
+    env: &Env,
     repo: &std::path::Path,
     rev: &str,
     range: Option<&str>,
@@ -331,7 +398,17 @@ fn run_verify(
         code: 2,
         message: format!("cannot verify {}: {e}", repo.display()),
     };
-    let store = Store::open(repo).map_err(|e| unreadable(&e))?;
+    // In a pre-receive hook the pushed objects are still in git's quarantine directory.
+    let mut quarantine: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = env.get("GIT_OBJECT_DIRECTORY").filter(|d| !d.is_empty()) {
+        quarantine.push(PathBuf::from(dir));
+    }
+    if let Some(dirs) = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") {
+        quarantine.extend(dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+    }
+    let store = Store::open(repo)
+        .and_then(|s| s.with_object_dirs(&quarantine))
+        .map_err(|e| unreadable(&e))?;
     let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
     let (report, what) = match range {
         Some(range) => {

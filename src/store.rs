@@ -341,6 +341,8 @@ impl Signature {
 /// reuse it for all reads and writes of a run.
 pub struct Store {
     repo: gix::Repository,
+    /// A private object directory added by [`Store::with_object_dirs`], removed on drop.
+    overlay: Option<PathBuf>,
 }
 
 impl fmt::Debug for Store {
@@ -362,7 +364,10 @@ impl Store {
     /// [`Error::Open`] if `path` is not a Git repository.
     pub fn open(path: &Path) -> Result<Store, Error> {
         gix::open_opts(path, gix::open::Options::isolated())
-            .map(|repo| Store { repo })
+            .map(|repo| Store {
+                repo,
+                overlay: None,
+            })
             .map_err(|err| Error::Open {
                 path: path.to_owned(),
                 source: Box::new(err),
@@ -509,6 +514,24 @@ impl Store {
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
+        self.write_commit_with(base, files, &[], false, message, sig)
+    }
+
+    /// Like [`Store::write_commit`], but may also replace existing files (`replace`) and remove
+    /// the files in `removals`. For compaction, which replaces hot shards by segments, and for
+    /// tests that plant defects; publishing never replaces.
+    ///
+    /// # Errors
+    /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`].
+    pub fn write_commit_with(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, Vec<u8>)],
+        removals: &[String],
+        replace: bool,
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
         sig.validate()?;
         if message.contains('\0') {
             return Err(Error::InvalidMessage {
@@ -551,6 +574,9 @@ impl Store {
                     });
                 }
                 Some(entry) if is_file(entry.kind) && entry.id == *id => {}
+                Some(entry) if is_file(entry.kind) && replace => {
+                    new_files.push((*path, *bytes, *id));
+                }
                 Some(entry) if is_file(entry.kind) => {
                     return Err(Error::Conflict {
                         path: (*path).to_owned(),
@@ -588,6 +614,17 @@ impl Store {
                 .upsert(*path, EntryKind::Blob, id)
                 .map_err(git_err("add to tree", path))?;
         }
+        for path in removals {
+            match base_view.lookup_for_write(path)? {
+                Some(entry) if is_file(entry.kind) => {}
+                _ => {
+                    return Err(Error::NotAFile { path: path.clone() });
+                }
+            }
+            editor
+                .remove(path.as_str())
+                .map_err(git_err("remove from tree", path))?;
+        }
         let tree = editor
             .write()
             .map_err(git_err("write tree for commit on", base_name(&base)))?
@@ -608,7 +645,9 @@ impl Store {
         let new_view = self.snapshot(Some(CommitId(commit)))?;
         let mut dirs: Vec<&str> = new_files
             .iter()
-            .map(|(path, _, _)| path.rsplit_once('/').map_or("", |(dir, _)| dir))
+            .map(|(path, _, _)| *path)
+            .chain(removals.iter().map(String::as_str))
+            .map(|path| path.rsplit_once('/').map_or("", |(dir, _)| dir))
             .collect();
         dirs.sort_unstable();
         dirs.dedup();
@@ -1217,6 +1256,83 @@ impl Store {
         )?;
         out.sort_by(|a, b| a.path().cmp(b.path()));
         Ok(out)
+    }
+}
+
+impl Store {
+    /// Also reads objects from `dirs` (object directories), as `git receive-pack` requires of a
+    /// pre-receive hook: pushed objects wait in a quarantine directory until the hook accepts
+    /// them. Builds a private object directory whose `info/alternates` names `dirs` and the
+    /// repository's own objects, and reads through it. Writes are not expected afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the overlay cannot be set up.
+    pub fn with_object_dirs(mut self, dirs: &[PathBuf]) -> Result<Store, Error> {
+        if dirs.is_empty() {
+            return Ok(self);
+        }
+        let open_err = |e: std::io::Error| Error::Open {
+            path: self.repo.git_dir().to_owned(),
+            source: Box::new(e),
+        };
+        let overlay = std::env::temp_dir().join(format!(
+            "action-ledger-objects-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(overlay.join("info")).map_err(open_err)?;
+        let own = self.repo.common_dir().join("objects");
+        let mut lines = String::new();
+        for dir in dirs.iter().chain([&own]) {
+            let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            lines.push_str(&abs.to_string_lossy());
+            lines.push('\n');
+        }
+        std::fs::write(overlay.join("info/alternates"), lines).map_err(open_err)?;
+        let handle = gix::odb::at(&overlay, self.repo.object_hash()).map_err(open_err)?;
+        self.repo.objects = gix::OdbHandle::new(handle, self.repo.object_hash());
+        self.overlay = Some(overlay);
+        Ok(self)
+    }
+
+    /// Sets boolean keys such as `receive.denyDeletes` to `true` in the repository's own config
+    /// file (section `[receive]`), keeping everything else.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the config cannot be read or written.
+    pub fn set_config_true(&self, keys: &[&str]) -> Result<(), Error> {
+        let path = self.repo.common_dir().join("config");
+        let io_err = |e: Box<dyn std::error::Error + Send + Sync>| Error::Open {
+            path: path.clone(),
+            source: e,
+        };
+        let mut file =
+            gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+                .map_err(|e| io_err(Box::new(e)))?;
+        for key in keys {
+            file.set_raw_value(*key, "true")
+                .map_err(|e| io_err(Box::new(e)))?;
+        }
+        let mut out = Vec::new();
+        file.write_to(&mut out).map_err(|e| io_err(Box::new(e)))?;
+        std::fs::write(&path, out).map_err(|e| io_err(Box::new(e)))?;
+        Ok(())
+    }
+
+    /// The repository's git directory (for a bare repository, the repository itself).
+    pub fn git_dir(&self) -> &Path {
+        self.repo.common_dir()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(overlay) = self.overlay.take() {
+            let _ = std::fs::remove_dir_all(overlay);
+        }
     }
 }
 

@@ -256,6 +256,7 @@ impl Ctx<'_, '_> {
             if let Err(e) = shard::check_file_events(&events, path) {
                 let rule = match e {
                     shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
+                    shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
                     _ => Rule::ShardInvalid,
                 };
                 self.finding(path, rule, e.to_string());
@@ -276,6 +277,7 @@ impl Ctx<'_, '_> {
             });
         }
         if shards.len() != paths.len() {
+            self.claim_broken(paths)?;
             return Ok(Vec::new());
         }
         // Identity and path.
@@ -286,6 +288,7 @@ impl Ctx<'_, '_> {
                 Ok(id) => id,
                 Err(e) => {
                     self.finding(&s.path, Rule::ShardPath, e.to_string());
+                    self.claim_broken(paths)?;
                     return Ok(Vec::new());
                 }
             };
@@ -297,10 +300,12 @@ impl Ctx<'_, '_> {
                         Rule::ShardPath,
                         format!("the events' identity gives {expected}"),
                     );
+                    self.claim_broken(paths)?;
                     return Ok(Vec::new());
                 }
                 Err(e) => {
                     self.finding(&s.path, Rule::ShardPath, e.to_string());
+                    self.claim_broken(paths)?;
                     return Ok(Vec::new());
                 }
             }
@@ -314,6 +319,7 @@ impl Ctx<'_, '_> {
             .collect();
         let numbered = parts.iter().flatten().count();
         let first = &shards[0].path;
+        let findings_before = self.report.findings.len();
         if numbered == 0 && shards.len() > 1 {
             self.finding(first, Rule::PartsIncomplete, "repeated unnumbered shards");
         } else if numbered != 0 && numbered != shards.len() {
@@ -358,6 +364,11 @@ impl Ctx<'_, '_> {
                 }
             }
         }
+        if self.report.findings.len() != findings_before {
+            // The bindings describe the correct packing; comparing them would repeat the finding.
+            self.claim_broken(paths)?;
+            return Ok(Vec::new());
+        }
         // Set bindings.
         let refs: Vec<&Shard> = shards.iter().collect();
         let (res_path, res_expected) = binding::shard_set(&id, &refs);
@@ -385,27 +396,19 @@ impl Ctx<'_, '_> {
             }
             Some(_) => {}
         }
-        match &reservation {
-            Some(text) => {
-                let (_, expected) = binding::completion(&id, text);
-                self.expect_binding(
-                    &comp_path,
-                    &expected,
-                    Rule::CompletionMissing,
-                    Rule::CompletionInvalid,
-                    "the completion marker (without it the set is invisible)",
-                )?;
-            }
-            None => {
-                self.claimed.insert(comp_path.clone());
-                if self.read(&comp_path, binding::MAX_BYTES)?.is_some() {
-                    self.finding(
-                        &comp_path,
-                        Rule::CompletionOrphan,
-                        "a completion marker without its reservation",
-                    );
-                }
-            }
+        if reservation.is_some() {
+            // Against the reservation the publisher writes, so that one forged file is one finding.
+            let (_, expected) = binding::completion(&id, &res_expected);
+            self.expect_binding(
+                &comp_path,
+                &expected,
+                Rule::CompletionMissing,
+                Rule::CompletionInvalid,
+                "the completion marker (without it the set is invisible)",
+            )?;
+        } else {
+            // Missing reservation already reported; a completion beside it is part of that defect.
+            self.claimed.insert(comp_path.clone());
         }
         let (run_path, run_expected) = binding::producer_run(&id);
         self.expect_binding(
@@ -444,6 +447,102 @@ impl Ctx<'_, '_> {
             }
         }
         Ok(ids)
+    }
+
+    /// Claims the bindings of a set that could not be verified, as far as its bytes allow (event
+    /// ids from lines that are JSON; set bindings from the first line's producer and the path's
+    /// date), so that one broken shard is one finding rather than a cascade of orphans.
+    fn claim_broken(&mut self, paths: &[String]) -> Result<(), Error> {
+        let mut identity = None;
+        for path in paths {
+            let Some(text) = self.read(path, shard::MAX_BYTES as u64)? else {
+                continue;
+            };
+            for line in text.lines() {
+                let Ok(v) = crate::canonical::parse(line) else {
+                    continue;
+                };
+                if let Some(id) = v
+                    .get("event_id")
+                    .and_then(|x| x.as_str())
+                    .and_then(Digest::parse)
+                {
+                    self.claimed.insert(Kind::Event.path(&id));
+                }
+                if identity.is_none()
+                    && let (Some(p), Some((date, _))) = (v.get("producer"), shard::parse_path(path))
+                {
+                    let f = |k: &str| p.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+                    identity = ShardIdentity {
+                        repository: f("repository"),
+                        sha: f("sha"),
+                        producer: f("component"),
+                        workflow: f("workflow"),
+                        job: f("job"),
+                        run_id: f("run_id"),
+                        run_attempt: p
+                            .get("run_attempt")
+                            .and_then(|x| x.as_safe_integer())
+                            .unwrap_or(0),
+                        partition_date: date,
+                    }
+                    .normalized()
+                    .ok();
+                }
+            }
+        }
+        if let Some(id) = identity {
+            let (res, _) = binding::shard_set(&id, &[]);
+            let (comp, _) = binding::completion(&id, "");
+            let (run, _) = binding::producer_run(&id);
+            self.claimed.extend([res, comp, run]);
+        }
+        Ok(())
+    }
+
+    /// A reservation that lists a shard present in the tree belongs to that (broken) set, and so
+    /// do its completion marker and producer-run binding: claim them so that the broken set is
+    /// reported once, not again as orphans.
+    fn claim_reserved_sets(
+        &mut self,
+        bindings: &[(String, Kind)],
+        sets: &BTreeMap<String, Vec<String>>,
+    ) -> Result<(), Error> {
+        for (path, kind) in bindings {
+            if *kind != Kind::ShardSet || self.claimed.contains(path) {
+                continue;
+            }
+            let Some(text) = self.read(path, binding::MAX_BYTES)? else {
+                continue;
+            };
+            let Ok(v) = crate::canonical::parse(text.trim_end()) else {
+                continue;
+            };
+            let listed = v
+                .get("shards")
+                .and_then(|s| s.as_array())
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(|e| e.get("path").and_then(|p| p.as_str()))
+                .any(|p| sets.contains_key(&set_key(p)));
+            if !listed {
+                continue;
+            }
+            let Some((_, digest)) = binding::classify(path) else {
+                continue;
+            };
+            self.claimed.insert(path.clone());
+            self.claimed.insert(Kind::Completion.path(&digest));
+            if let Some(crate::canonical::Value::Object(mut producer)) = v.get("producer").cloned()
+            {
+                producer.remove("partitionDate");
+                let run = Digest::of(crate::canonical::to_canonical_unchecked(
+                    &crate::canonical::Value::Object(producer),
+                ));
+                self.claimed.insert(Kind::ProducerRun.path(&run));
+            }
+        }
+        Ok(())
     }
 
     /// Reports each causal cycle among `starts` once, following parents through the known
@@ -535,6 +634,7 @@ pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error>
     for paths in sets.values() {
         ctx.verify_set(paths)?;
     }
+    ctx.claim_reserved_sets(&bindings, &sets)?;
     for (path, kind) in bindings {
         if !ctx.claimed.contains(&path) {
             let (rule, detail) = orphan_rule(kind);
@@ -633,4 +733,465 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
             .map(|(_, parent)| parent))
     })?;
     Ok(ctx.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::{self, Value};
+    use crate::publish::{self, Options};
+    use std::path::Path;
+
+    fn sig() -> store::Signature {
+        store::Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        }
+    }
+
+    fn manifest_dir() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Shard files of a finalize vector case, written below `root`.
+    fn vector_shards(root: &Path, case: &str) {
+        let text = std::fs::read_to_string(manifest_dir().join("testdata/conformance/shards.json"))
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let case = doc["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == case)
+            .unwrap();
+        for f in case["expected"]["output_files"].as_array().unwrap() {
+            let p = root.join(f["path"].as_str().unwrap());
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
+        }
+    }
+
+    /// The clean base: day1 job 001 (four sets) and a two-part set of 1,500 events.
+    struct Base {
+        _dir: tempfile::TempDir,
+        store: Store,
+        commit: CommitId,
+        files: BTreeMap<String, String>,
+    }
+
+    fn base() -> Base {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let day1 = manifest_dir()
+            .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+        publish::publish(&store, &day1, &options).unwrap();
+        let two = dir.path().join("two-part");
+        vector_shards(&two, "events_1500_two_parts");
+        let p = publish::publish(&store, &two, &options).unwrap();
+        let commit = p.commit.unwrap();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let files = snap
+            .list_files("")
+            .unwrap()
+            .into_iter()
+            .map(|path| {
+                let bytes = snap.read(&path, u64::MAX).unwrap().unwrap();
+                (path, String::from_utf8(bytes).unwrap())
+            })
+            .collect();
+        drop(snap);
+        Base {
+            _dir: dir,
+            store,
+            commit,
+            files,
+        }
+    }
+
+    #[derive(Default)]
+    struct Edits {
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    }
+
+    impl Base {
+        fn shards(&self) -> Vec<&String> {
+            self.files
+                .keys()
+                .filter(|p| shard::parse_path(p).is_some())
+                .collect()
+        }
+        /// The first single-part shard (a day1 set).
+        fn single(&self) -> &String {
+            self.shards()
+                .into_iter()
+                .find(|p| p.ends_with("-of-000001.jsonl"))
+                .unwrap()
+        }
+        fn part(&self, i: u32) -> &String {
+            let suffix = format!("-part-{i:06}-of-000002.jsonl");
+            self.shards()
+                .into_iter()
+                .find(|p| p.ends_with(&suffix))
+                .unwrap()
+        }
+        fn lines(&self, path: &str) -> Vec<String> {
+            self.files[path].lines().map(str::to_owned).collect()
+        }
+        fn event(&self, path: &str, line: usize) -> Event {
+            Event::parse_line(&self.lines(path)[line], "test").unwrap()
+        }
+        fn identity(&self, path: &str) -> ShardIdentity {
+            let (date, _) = shard::parse_path(path).unwrap();
+            self.event(path, 0)
+                .shard_identity(&date)
+                .normalized()
+                .unwrap()
+        }
+        fn binding_path(&self, kind: Kind, path: &str) -> String {
+            let id = self.identity(path);
+            match kind {
+                Kind::ShardSet => binding::shard_set(&id, &[]).0,
+                Kind::Completion => binding::completion(&id, "").0,
+                Kind::ProducerRun => binding::producer_run(&id).0,
+                Kind::Event => binding::event(&self.event(path, 0)).0,
+            }
+        }
+        fn replace_in(&self, path: &str, from: &str, to: &str) -> Edits {
+            let text = &self.files[path];
+            assert!(text.contains(from), "{from} not in {path}");
+            Edits {
+                put: vec![(path.to_owned(), text.replacen(from, to, 1))],
+                ..Edits::default()
+            }
+        }
+        fn set_lines(&self, path: &str, lines: &[String]) -> Edits {
+            Edits {
+                put: vec![(path.to_owned(), format!("{}\n", lines.join("\n")))],
+                ..Edits::default()
+            }
+        }
+        fn remove(&self, path: String) -> Edits {
+            Edits {
+                remove: vec![path],
+                ..Edits::default()
+            }
+        }
+        fn add(&self, path: &str, text: &str) -> Edits {
+            Edits {
+                put: vec![(path.to_owned(), text.to_owned())],
+                ..Edits::default()
+            }
+        }
+    }
+
+    /// Re-derives `semantic_sha256` of a tampered record the way a forger would, so that the
+    /// validator gets as far as the field rules.
+    fn resign(v: &mut Value) {
+        let Value::Object(m) = v else { panic!() };
+        let mut semantic = m.clone();
+        for k in [
+            "schema",
+            "schema_version",
+            "event_id",
+            "event_key",
+            "semantic_sha256",
+            "occurred_at",
+            "occurred_at_source",
+            "recorded_at",
+        ] {
+            semantic.remove(k);
+        }
+        let occurrence = if m.get("occurred_at_source").and_then(Value::as_str) == Some("source") {
+            Value::object([
+                ("occurred_at", m["occurred_at"].clone()),
+                ("occurred_at_source", Value::str("source")),
+            ])
+        } else {
+            Value::object([("occurred_at_source", Value::str("generated"))])
+        };
+        let digest = Digest::of(canonical::to_canonical_unchecked(&Value::object([
+            ("occurrence", occurrence),
+            ("semantic", Value::Object(semantic)),
+        ])));
+        m.insert("semantic_sha256".into(), Value::str(digest.as_str()));
+    }
+
+    fn forge_line(b: &Base, path: &str, edit: impl Fn(&mut BTreeMap<String, Value>)) -> Edits {
+        let mut lines = b.lines(path);
+        let mut v = canonical::parse(&lines[0]).unwrap();
+        if let Value::Object(m) = &mut v {
+            edit(m);
+        }
+        resign(&mut v);
+        lines[0] = canonical::to_canonical_unchecked(&v);
+        b.set_lines(path, &lines)
+    }
+
+    /// All bindings of `shards` as the publisher writes them.
+    fn with_bindings(shards: &[Shard], id: &ShardIdentity, skip_run: bool) -> Edits {
+        let mut put: Vec<(String, String)> = shards
+            .iter()
+            .map(|s| (s.path.clone(), s.content.clone()))
+            .collect();
+        let refs: Vec<&Shard> = shards.iter().collect();
+        let (rp, rt) = binding::shard_set(id, &refs);
+        put.push(binding::completion(id, &rt));
+        put.push((rp, rt));
+        if !skip_run {
+            put.push(binding::producer_run(id));
+        }
+        for s in shards {
+            for e in &s.events {
+                put.push(binding::event(e));
+            }
+        }
+        Edits {
+            put,
+            ..Edits::default()
+        }
+    }
+
+    fn mutate(b: &Base, name: &str) -> Edits {
+        let fake = "f".repeat(64);
+        match name {
+            "tamper_shard_byte" => b.replace_in(b.single(), "\"retryable\":", "\"retryable\": "),
+            "non_canonical_line" => b.replace_in(b.single(), "{\"action\":{", "{\"action\": {"),
+            "empty_shard" => b.add(b.single(), ""),
+            "events_out_of_order" => {
+                let mut l = b.lines(b.single());
+                let last = l.len() - 1;
+                l.swap(0, last);
+                b.set_lines(b.single(), &l)
+            }
+            "duplicate_line" => {
+                let mut l = b.lines(b.single());
+                let first = l[0].clone();
+                l.insert(1, first);
+                b.set_lines(b.single(), &l)
+            }
+            "secret_in_attribute" => forge_line(b, b.single(), |m| {
+                let mut attrs = match m.get("attributes") {
+                    Some(Value::Object(a)) => a.clone(),
+                    _ => BTreeMap::new(),
+                };
+                attrs.insert("model".into(), Value::str("alice@example.com"));
+                m.insert("attributes".into(), Value::Object(attrs));
+            }),
+            "private_host_in_subject" => forge_line(b, b.single(), |m| {
+                if let Some(Value::Object(s)) = m.get_mut("subject") {
+                    s.insert("subject_id".into(), Value::str("10.1.2.3"));
+                }
+            }),
+            "shard_wrong_path" => {
+                let from = b.single().clone();
+                let to = from.replacen("/13550107154-", "/13550107155-", 1);
+                assert_ne!(from, to);
+                Edits {
+                    put: vec![(to, b.files[&from].clone())],
+                    remove: vec![from],
+                }
+            }
+            "missing_part" => b.remove(b.part(2).clone()),
+            "part_count_changed" => {
+                let from = b.part(2).clone();
+                Edits {
+                    put: vec![(
+                        from.replace("-of-000002", "-of-000003"),
+                        b.files[&from].clone(),
+                    )],
+                    remove: vec![from],
+                }
+            }
+            "repacked_parts" => {
+                let (p1, p2) = (b.part(1).clone(), b.part(2).clone());
+                let mut l1 = b.lines(&p1);
+                let mut l2 = b.lines(&p2);
+                l2.insert(0, l1.pop().unwrap());
+                let mut e = b.set_lines(&p1, &l1);
+                e.put.extend(b.set_lines(&p2, &l2).put);
+                e
+            }
+            "missing_reservation" => b.remove(b.binding_path(Kind::ShardSet, b.single())),
+            "reservation_wrong_digest" => {
+                let path = b.binding_path(Kind::ShardSet, b.single());
+                let text = &b.files[&path];
+                let at = text.find("\"replay_sha256\":\"").unwrap() + 17;
+                let forged = format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]);
+                b.add(&path, &forged)
+            }
+            "reservation_non_canonical" => {
+                let path = b.binding_path(Kind::ShardSet, b.single());
+                b.replace_in(&path, "{\"producer\":", "{ \"producer\":")
+            }
+            "missing_completion" => b.remove(b.binding_path(Kind::Completion, b.single())),
+            "forged_completion" => {
+                let path = b.binding_path(Kind::Completion, b.single());
+                let text = &b.files[&path];
+                let at = text.find("\"reservation_sha256\":\"").unwrap() + 22;
+                let forged = format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]);
+                b.add(&path, &forged)
+            }
+            "completion_non_canonical" => {
+                let path = b.binding_path(Kind::Completion, b.single());
+                b.replace_in(&path, "{\"producer\":", "{\"producer\" :")
+            }
+            "missing_producer_run" => b.remove(b.binding_path(Kind::ProducerRun, b.single())),
+            "producer_run_other_date" => {
+                let path = b.binding_path(Kind::ProducerRun, b.single());
+                b.replace_in(
+                    &path,
+                    "\"partition_date\":\"2026-03-10\"",
+                    "\"partition_date\":\"2026-03-11\"",
+                )
+            }
+            "missing_event_binding" => b.remove(b.binding_path(Kind::Event, b.single())),
+            "event_binding_other_semantic" => {
+                let path = b.binding_path(Kind::Event, b.single());
+                let text = &b.files[&path];
+                let at = text.find("\"semantic_sha256\":\"").unwrap() + 19;
+                b.add(
+                    &path,
+                    &format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]),
+                )
+            }
+            "event_binding_other_parent" => {
+                let path = b.binding_path(Kind::Event, b.single());
+                let text = b.files[&path].clone();
+                let forged = if text.contains("\"parent_event_id\":null") {
+                    text.replace(
+                        "\"parent_event_id\":null",
+                        &format!("\"parent_event_id\":\"{fake}\""),
+                    )
+                } else {
+                    let at = text.find("\"parent_event_id\":\"").unwrap() + 19;
+                    format!("{}{}{}", &text[..at], fake, &text[at + 64..])
+                };
+                b.add(&path, &forged)
+            }
+            "event_binding_malformed" => b.add(&b.binding_path(Kind::Event, b.single()), "{}\n"),
+            "orphan_event_binding" => {
+                let d = Digest::parse(&fake).unwrap();
+                b.add(
+                    &Kind::Event.path(&d),
+                    &format!("{{\"event_id\":\"{fake}\",\"parent_event_id\":null,\"schema\":\"{}\",\"schema_version\":1,\"semantic_sha256\":\"{fake}\"}}\n", binding::EVENT_SCHEMA),
+                )
+            }
+            "orphan_reservation" => {
+                b.add(&Kind::ShardSet.path(&Digest::parse(&fake).unwrap()), "{}\n")
+            }
+            "orphan_completion" => b.add(
+                &Kind::Completion.path(&Digest::parse(&fake).unwrap()),
+                "{}\n",
+            ),
+            "orphan_producer_run" => b.add(
+                &Kind::ProducerRun.path(&Digest::parse(&fake).unwrap()),
+                "{}\n",
+            ),
+            "unknown_file" => b.add("ledger/v1/notes.txt", "hello\n"),
+            "unknown_binding_kind" => {
+                b.add(&format!("{}/other/{fake}.json", binding::ROOT), "{}\n")
+            }
+            "duplicate_event_across_sets" => {
+                let mut id = b.identity(b.single());
+                id.partition_date = "2026-03-11".into();
+                let shards = shard::pack(&id, vec![b.event(b.single(), 0)]).unwrap();
+                with_bindings(&shards, &id, true)
+            }
+            "cross_set_causal_cycle" => {
+                let text = std::fs::read_to_string(
+                    manifest_dir().join("testdata/conformance/import.json"),
+                )
+                .unwrap();
+                let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let case = doc["cases"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["id"] == "cycle_within_batch")
+                    .unwrap();
+                let files = case["source_trees"]["cycle_both"].as_array().unwrap();
+                let mut edits = Edits::default();
+                for f in files {
+                    let path = f["path"].as_str().unwrap();
+                    let events = shard::parse_content(f["bytes"].as_str().unwrap(), path).unwrap();
+                    let (date, _) = shard::parse_path(path).unwrap();
+                    let id = events[0].shard_identity(&date).normalized().unwrap();
+                    let s = shard::pack(&id, events).unwrap();
+                    assert_eq!(s[0].path, path);
+                    edits.put.extend(with_bindings(&s, &id, false).put);
+                }
+                edits
+            }
+            other => panic!("unknown mutation {other} in testdata/verify/cases.json"),
+        }
+    }
+
+    /// Every broken ledger of testdata/verify/cases.json is reported with exactly its rules;
+    /// the base itself is clean.
+    #[test]
+    fn planted_defects_are_reported_by_rule() {
+        let b = base();
+        let clean = verify_revision(&b.store, b.commit).unwrap();
+        assert!(clean.is_clean(), "base: {:?}", clean.findings);
+        assert_eq!(clean.shards, 6);
+        let text =
+            std::fs::read_to_string(manifest_dir().join("testdata/verify/cases.json")).unwrap();
+        let doc = canonical::parse(&text).unwrap();
+        let cases = doc.get("cases").and_then(Value::as_array).unwrap();
+        assert!(cases.len() >= 25);
+        let mut failures = Vec::new();
+        for case in cases {
+            let id = case.get("id").and_then(Value::as_str).unwrap();
+            let edits = mutate(&b, case.get("mutation").and_then(Value::as_str).unwrap());
+            let put: Vec<(String, Vec<u8>)> = edits
+                .put
+                .into_iter()
+                .map(|(p, t)| (p, t.into_bytes()))
+                .collect();
+            let commit = b
+                .store
+                .write_commit_with(Some(b.commit), &put, &edits.remove, true, id, &sig())
+                .unwrap();
+            let report = verify_revision(&b.store, commit).unwrap();
+            let got: BTreeSet<&str> = report.findings.iter().map(|f| f.rule.code()).collect();
+            let want: BTreeSet<&str> = case
+                .get("expect")
+                .and_then(Value::as_array)
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if got != want {
+                failures.push(format!("{id}: want {want:?}, got {:#?}", report.findings));
+            }
+            // A push of the same defect is refused too (unless it only removes a file, which
+            // the range check reports as a deletion).
+            let range = verify_range(&b.store, Some(b.commit), commit).unwrap();
+            if range.is_clean() {
+                failures.push(format!("{id}: the push range was accepted"));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn range_accepts_a_valid_publication_and_refuses_history_rewrites() {
+        let b = base();
+        let first = b.store.parents(b.commit).unwrap()[0];
+        let report = verify_range(&b.store, Some(first), b.commit).unwrap();
+        assert!(report.is_clean(), "{:?}", report.findings);
+        let report = verify_range(&b.store, None, b.commit).unwrap();
+        assert!(report.is_clean(), "{:?}", report.findings);
+        // Rewinding is not a descendant.
+        let report = verify_range(&b.store, Some(b.commit), first).unwrap();
+        assert_eq!(report.findings[0].rule, Rule::NotDescendant);
+        assert_eq!(b.store.resolve("main~1").unwrap(), first);
+        assert_eq!(b.store.resolve("HEAD").unwrap(), b.commit);
+        assert_eq!(b.store.resolve(&b.commit.to_hex()).unwrap(), b.commit);
+        assert!(b.store.resolve("nope").is_err());
+    }
 }

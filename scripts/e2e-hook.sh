@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end check of the server-side hook with the real `git push` over a local transport:
+# a bare server repository with `action-ledger hooks install` accepts valid publications and
+# refuses deletions, rewrites, non-fast-forward pushes and broken additions, printing the finding
+# to the pusher and leaving the server ref unchanged after every refusal.
+# Usage: scripts/e2e-hook.sh   (BIN=path/to/action-ledger to choose the binary)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+corpus="$here/testdata/corpus/day1"
+bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
+[ -x "$bin" ] || (cd "$here" && cargo build --quiet)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SOURCE_DATE_EPOCH=1773100800
+export GIT_AUTHOR_NAME=tester GIT_AUTHOR_EMAIL=tester@invalid GIT_COMMITTER_NAME=tester GIT_COMMITTER_EMAIL=tester@invalid
+fail() { echo "e2e-hook: FAIL: $*" >&2; exit 1; }
+pass=0
+ok() { pass=$((pass + 1)); echo "e2e-hook: ok: $*"; }
+jobs=($(ls "$corpus/shards"))
+
+"$bin" -q hooks install --repo "$work/server.git"
+[ -x "$work/server.git/hooks/pre-receive" ] || fail "hook not installed"
+[ "$(git -C "$work/server.git" config receive.denyDeletes)" = true ] || fail "receive.denyDeletes not set"
+ok "hooks install wrote an executable pre-receive hook and the receive.* settings"
+
+# The publisher builds commits locally; pushes go through the hook.
+"$bin" -q publish --repo "$work/local.git" "$corpus/shards/${jobs[0]}" >/dev/null
+git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid first push refused: $(cat "$work/push.err")"
+"$bin" -q publish --repo "$work/local.git" "$corpus/shards/${jobs[1]}" >/dev/null
+git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid second push refused: $(cat "$work/push.err")"
+ok "valid publications are accepted"
+good=$(git -C "$work/server.git" rev-parse main)
+
+git clone -q "$work/server.git" "$work/clone"
+cd "$work/clone"
+refused() { # name, pattern: push HEAD to main, expect refusal naming the pattern, server unchanged
+  local name=$1 pattern=$2
+  if git push -q origin HEAD:main 2>"$work/push.err"; then fail "$name was accepted"; fi
+  grep -q -- "$pattern" "$work/push.err" || fail "$name: pusher did not see '$pattern': $(cat "$work/push.err")"
+  [ "$(git -C "$work/server.git" rev-parse main)" = "$good" ] || fail "$name moved the server ref"
+  git reset -q --hard "$good"
+  ok "$name is refused ($pattern)"
+}
+shard=$(git ls-files 'ledger/v1/events/*' | sed -n 1p)
+binding=$(git ls-files 'ledger/v1/import-bindings/events/*' | sed -n 1p)
+completion=$(git ls-files 'ledger/v1/import-bindings/completed-shard-sets/*' | sed -n 1p)
+
+git rm -q "$shard" && git commit -qm "delete a shard" && refused "deleting a shard" "deleted"
+sed -i '1s/"retryable":/"retryable": /' "$shard" && git commit -qam "rewrite a shard" && refused "rewriting a shard" "modified"
+git rm -q "$binding" && git commit -qm "delete a binding" && refused "deleting a binding" "deleted"
+
+# Broken additions: a new set published locally, then damaged before the push.
+add_job() { # publish job $1 into a scratch copy and copy its new files into the clone
+  rm -rf "$work/scratch.git"
+  git clone -q --bare "$work/server.git" "$work/scratch.git"
+  "$bin" -q publish --repo "$work/scratch.git" "$corpus/shards/$1" >/dev/null
+  git fetch -q "$work/scratch.git" main && git reset -q --hard FETCH_HEAD
+}
+add_job "${jobs[2]}"
+newshard=$(git diff --name-only "$good" HEAD -- 'ledger/v1/events/*' | sed -n 1p)
+sed -i '1s/"retryable":/"retryable": /' "$newshard" && git commit -qam "non-canonical new shard" && refused "a non-canonical new shard" "shard-invalid"
+add_job "${jobs[2]}"
+newcompletion=$(git diff --name-only "$good" HEAD -- 'ledger/v1/import-bindings/completed-shard-sets/*' | sed -n 1p)
+git rm -q "$newcompletion" && git commit -qm "no completion" && refused "a set without completion marker" "completion-missing"
+add_job "${jobs[2]}"
+newbinding=$(git diff --name-only "$good" HEAD -- 'ledger/v1/import-bindings/events/*' | sed -n 1p)
+git rm -q "$newbinding" && git commit -qm "no event binding" && refused "a set missing an event binding" "event-binding-missing"
+git reset -q --hard "$good"
+echo "hello" > ledger/v1/notes.txt && git add ledger/v1/notes.txt && git commit -qm "unknown file" && refused "an unknown file under ledger/v1" "unknown-path"
+fake=$(printf 'f%.0s' $(seq 64))
+printf '{"event_id":"%s","parent_event_id":null,"schema":"clawsweeper.action-ledger-import-event","schema_version":1,"semantic_sha256":"%s"}\n' "$fake" "$fake" > "ledger/v1/import-bindings/events/$fake.json"
+git add -A && git commit -qm "orphan binding" && refused "an orphan event binding" "event-binding-orphan"
+
+# History rewrites and deletions of the ledger ref.
+git reset -q --hard "$good~1"
+git commit -q --allow-empty -m "divergent"
+if git push -q -f origin HEAD:main 2>"$work/push.err"; then fail "non-fast-forward push accepted"; fi
+[ "$(git -C "$work/server.git" rev-parse main)" = "$good" ] || fail "non-fast-forward push moved the ref"
+ok "a non-fast-forward push is refused"
+if git push -q origin :main 2>"$work/push.err"; then fail "ref deletion accepted"; fi
+[ "$(git -C "$work/server.git" rev-parse main)" = "$good" ] || fail "ref deletion changed the ref"
+ok "deleting the ledger ref is refused"
+
+# A later valid publication is still accepted, and the server verifies clean.
+git -C "$work/local.git" fetch -q "$work/server.git" main
+"$bin" -q publish --repo "$work/local.git" "$corpus/shards/${jobs[3]}" >/dev/null
+git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid later push refused: $(cat "$work/push.err")"
+"$bin" -q verify --repo "$work/server.git" || fail "server does not verify clean"
+git -C "$work/server.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict on the server"
+ok "a later valid publication is accepted; the server verifies clean and passes fsck --strict"
+echo "e2e-hook: $pass passed, 0 failed"
