@@ -487,14 +487,14 @@ fn run_seal(
     interrupt: Option<crate::interrupt::Reason>,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
-    if let Some(dir) = &output {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Failure::input(format!(
-                "cannot create output directory {}: {e}",
-                dir.display()
-            ))
-        })?;
-    }
+    // Opened once: every spool's shards go into this directory, whatever its path turns into.
+    let output_root = match &output {
+        Some(dir) => Some(
+            crate::files::Root::open_or_create(dir, seal::OUTPUT_ROOT_LABEL)
+                .map_err(Failure::input)?,
+        ),
+        None => None,
+    };
     for root in spools {
         if let Some(reason) = interrupt {
             let written = crate::interrupt::interrupt_open_attempts(root, reason, now_ms())
@@ -512,7 +512,13 @@ fn run_seal(
             ));
         }
         let spool = Spool::open(root).map_err(|e| seal_failure(e.into()))?;
-        let report = seal::seal(&spool, output.as_deref()).map_err(seal_failure)?;
+        let report = seal::seal(
+            &spool,
+            output_root.as_ref(),
+            now_ms().max(0) as u64,
+            &seal::Options::default(),
+        )
+        .map_err(seal_failure)?;
         let line = if json {
             Value::object([
                 ("type", Value::str("seal")),

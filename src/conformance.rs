@@ -412,7 +412,11 @@ fn run_finalize(case: &Json) -> Outcome {
         .flatten()
         .enumerate()
     {
-        let report = match seal::seal(&spool, Some(out_dir.path())) {
+        let out_root = match crate::files::Root::open(out_dir.path(), seal::OUTPUT_ROOT_LABEL) {
+            Ok(r) => r,
+            Err(e) => return Outcome::Fail(e.to_string()),
+        };
+        let report = match seal::seal(&spool, Some(&out_root), 0, &seal::Options::default()) {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };

@@ -21,6 +21,7 @@ use std::path::Path;
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
+use crate::lock;
 use crate::record;
 use crate::spool::{self, Spool};
 
@@ -64,6 +65,8 @@ pub enum Error {
     Event(#[from] event::Error),
     #[error(transparent)]
     Identity(#[from] identity::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
     #[error("action event partition marker is missing for producer {0}")]
     MissingMarker(Digest),
     #[error("action event phase sequence exhausted during interruption recovery")]
@@ -486,6 +489,14 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
     producers.sort_by(|a, b| a.0.cmp(&b.0));
     let mut written = 0;
     for (key, producer) in producers {
+        // Under the producer's lock (runtime §7.3): no writer of this producer runs between
+        // reading its events and writing the terminal events.
+        let guards = lock::acquire_producers(
+            spool.handle(),
+            std::slice::from_ref(&producer),
+            now_ms.max(0) as u64,
+            &lock::Options::default(),
+        )?;
         let mut current: Vec<Event> = spool
             .read_all()?
             .into_iter()
@@ -510,10 +521,11 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
             let date = spool
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;
-            let event = record::write_event(root, &candidate, &date)?;
+            let event = record::write_event_locked(spool.handle(), &candidate, &date)?;
             current.push(event);
             written += 1;
         }
+        lock::release_all(guards)?;
     }
     Ok(written)
 }

@@ -12,6 +12,7 @@ pub mod event;
 pub mod files;
 pub mod identity;
 pub mod interrupt;
+pub mod lock;
 pub mod privacy;
 pub mod publish;
 pub mod record;

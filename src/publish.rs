@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, EntryKind};
+use crate::files::{self, EntryKind, Root};
 use crate::identity::{Digest, ShardIdentity};
 use crate::seal;
 use crate::shard::{self, Shard};
@@ -266,15 +266,26 @@ pub struct SourceFile {
     pub content: String,
 }
 
+/// Label of a publication source root in file-layer errors.
+pub const SOURCE_LABEL: &str = "action event shard import source";
+
 /// Reads a publication source: a sealed spool root (its shards are derived from the sealed
 /// events) or a finalized shard root (files under `ledger/v1/events`, traversed within the
-/// import limits, §8.2).
+/// import limits, §8.2). The root is opened once ([`Root`]) and every listing and read goes
+/// through that handle, so links anywhere below it fail closed.
 pub fn read_source(
     root: &Path,
     expected_paths: Option<&[String]>,
 ) -> Result<Vec<SourceFile>, Error> {
-    if root.join(spool::SPOOL_DIR).is_dir() {
-        let spool = Spool::open(root)?;
+    let handle = match Root::open(root, SOURCE_LABEL) {
+        Ok(h) => Some(h),
+        Err(files::Error::Missing { .. } | files::Error::NotDirectory { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(h) = &handle
+        && h.entry_kind(spool::SPOOL_DIR)? == Some(EntryKind::Dir)
+    {
+        let spool = Spool::from_root(h.try_clone()?)?;
         let mut files = Vec::new();
         for run in seal::sealed_runs(&spool)? {
             for s in run.shards()? {
@@ -288,21 +299,21 @@ pub fn read_source(
         return Ok(files);
     }
     if let Some(paths) = expected_paths {
-        return read_manifest_files(root, paths);
+        return read_manifest_files(handle.as_ref(), paths);
     }
-    if !root.exists() {
+    let Some(h) = handle else {
         return Err(Error::UnknownSource(root.to_owned()));
-    }
-    if !root.join(shard::EVENTS_ROOT).is_dir() {
-        if root.join(".clawsweeper-repair").exists() || !root.is_dir() {
+    };
+    if h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
+        if h.entry_kind(".clawsweeper-repair")?.is_some() {
             return Err(Error::UnknownSource(root.to_owned()));
         }
         return Ok(Vec::new());
     }
-    traverse(root)
+    traverse(&h)
 }
 
-fn read_manifest_files(root: &Path, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
+fn read_manifest_files(root: Option<&Root>, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
     if paths.is_empty() {
         return Err(Error::ManifestEmpty);
     }
@@ -315,14 +326,14 @@ fn read_manifest_files(root: &Path, paths: &[String]) -> Result<Vec<SourceFile>,
     if let Some(p) = paths.iter().find(|p| shard::parse_path(p).is_none()) {
         return Err(Error::ManifestPath(p.clone()));
     }
-    if !root.is_dir() {
+    let Some(root) = root else {
         return Err(Error::ManifestRootMissing);
-    }
+    };
     paths
         .iter()
         .map(|p| {
-            let content = read_shard_file(&root.join(p), p)?
-                .ok_or_else(|| Error::ManifestFileMissing(p.clone()))?;
+            let content =
+                read_shard_file(root, p)?.ok_or_else(|| Error::ManifestFileMissing(p.clone()))?;
             Ok(SourceFile {
                 path: p.clone(),
                 content,
@@ -331,15 +342,15 @@ fn read_manifest_files(root: &Path, paths: &[String]) -> Result<Vec<SourceFile>,
         .collect()
 }
 
-fn read_shard_file(path: &Path, rel: &str) -> Result<Option<String>, Error> {
-    files::read_text(path, limits::MAX_FILE_BYTES as u64, "action event shard").map_err(|e| match e
-    {
-        files::Error::TooLarge { .. } => Error::FileTooLarge(rel.to_owned()),
-        other => Error::File(other),
-    })
+fn read_shard_file(root: &Root, rel: &str) -> Result<Option<String>, Error> {
+    root.read_text(rel, limits::MAX_FILE_BYTES as u64, "action event shard")
+        .map_err(|e| match e {
+            files::Error::TooLarge { .. } => Error::FileTooLarge(rel.to_owned()),
+            other => Error::File(other),
+        })
 }
 
-fn traverse(root: &Path) -> Result<Vec<SourceFile>, Error> {
+fn traverse(root: &Root) -> Result<Vec<SourceFile>, Error> {
     let mut found = Vec::new();
     let mut directories = 0usize;
     let mut file_count = 0usize;
@@ -349,10 +360,11 @@ fn traverse(root: &Path) -> Result<Vec<SourceFile>, Error> {
         if directories > limits::MAX_DIRECTORIES {
             return Err(Error::TooManyDirectories);
         }
-        let entries = files::list_dir(&root.join(&rel))?.unwrap_or_default();
-        if entries.len() > limits::MAX_ENTRIES_PER_DIRECTORY {
-            return Err(Error::TooManyEntries(rel));
-        }
+        let entries = match root.list_dir(&rel, limits::MAX_ENTRIES_PER_DIRECTORY) {
+            Ok(entries) => entries.unwrap_or_default(),
+            Err(files::Error::TooManyEntries { .. }) => return Err(Error::TooManyEntries(rel)),
+            Err(e) => return Err(e.into()),
+        };
         for (name, kind) in entries {
             let child = format!("{rel}/{name}");
             let child_depth = depth + 1;
@@ -374,9 +386,7 @@ fn traverse(root: &Path) -> Result<Vec<SourceFile>, Error> {
                     }
                 }
                 EntryKind::Other => {
-                    let is_link = std::fs::symlink_metadata(root.join(&child))
-                        .is_ok_and(|m| m.file_type().is_symlink());
-                    return Err(if is_link {
+                    return Err(if root.is_symlink(&child)? {
                         Error::Symlink(child)
                     } else {
                         Error::UnsafeEntry(child)
@@ -389,7 +399,7 @@ fn traverse(root: &Path) -> Result<Vec<SourceFile>, Error> {
     found
         .into_iter()
         .map(|p| {
-            let content = read_shard_file(&root.join(&p), &p)?.unwrap_or_default();
+            let content = read_shard_file(root, &p)?.unwrap_or_default();
             Ok(SourceFile { path: p, content })
         })
         .collect()

@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Written};
+use crate::files::{self, Root, Written};
 use crate::identity::{self, Digest};
+use crate::lock;
 use crate::privacy;
 use crate::seal;
 use crate::spool;
@@ -221,6 +222,8 @@ pub enum Error {
     Identity(#[from] identity::Error),
     #[error(transparent)]
     File(#[from] files::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
 }
 
 impl Error {
@@ -624,24 +627,45 @@ pub fn record_action(
     }
     let candidate = build_action_event(input, env, now_ms)?;
     let date = partition_date(env)?;
-    write_event(root, &candidate, &date).map(Some)
+    let root = Root::open(root, spool::ROOT_LABEL)?;
+    write_event(&root, &candidate, &date, now_ms).map(Some)
 }
 
-/// Writes a built event into the spool at `root` on partition `date` (runtime §3.2 step 3).
-pub fn write_event(root: &Path, candidate: &Event, date: &str) -> Result<Event, Error> {
+/// Writes a built event into the spool at `root` on partition `date` under its producer's lock
+/// (runtime §3.2 step 3, §6); `now_ms` goes into the lock file.
+pub fn write_event(
+    root: &Root,
+    candidate: &Event,
+    date: &str,
+    now_ms: i64,
+) -> Result<Event, Error> {
+    let guards = lock::acquire_producers(
+        root,
+        std::slice::from_ref(candidate.producer()),
+        now_ms.max(0) as u64,
+        &lock::Options::default(),
+    )?;
+    let event = write_event_locked(root, candidate, date)?;
+    lock::release_all(guards)?;
+    Ok(event)
+}
+
+/// [`write_event`] for a caller that already holds the producer's lock: seal check, partition
+/// marker, create-only event file; an existing file must be replay-equal.
+pub fn write_event_locked(root: &Root, candidate: &Event, date: &str) -> Result<Event, Error> {
     let producer_digest = spool::producer_digest(candidate.producer());
     check_not_sealed(root, candidate, &producer_digest)?;
     ensure_marker(root, &producer_digest, date)?;
     let rel = spool::event_relative_path(candidate);
-    let path = root.join(&rel);
-    if let Some(existing) = read_event_file(&path)? {
+    let path = root.display_path(&rel);
+    if let Some(existing) = read_event_file(root, &rel)? {
         return compare_existing(path, existing, candidate);
     }
     let body = format!("{}\n", candidate.json);
-    match files::write_create_only(root, &rel, body.as_bytes(), "action event")? {
+    match root.write_create_only(&rel, body.as_bytes(), "action event")? {
         Written::Created => Ok(candidate.clone()),
         Written::Exists => {
-            let existing = read_event_file(&path)?.ok_or_else(|| Error::Conflict {
+            let existing = read_event_file(root, &rel)?.ok_or_else(|| Error::Conflict {
                 path: path.clone(),
                 existing: Digest::of(""),
                 candidate: candidate.semantic_sha256.clone(),
@@ -651,8 +675,9 @@ pub fn write_event(root: &Path, candidate: &Event, date: &str) -> Result<Event, 
     }
 }
 
-fn read_event_file(path: &Path) -> Result<Option<Event>, Error> {
-    let Some(text) = files::read_text(path, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
+fn read_event_file(root: &Root, rel: &str) -> Result<Option<Event>, Error> {
+    let path = root.display_path(rel);
+    let Some(text) = root.read_text(rel, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
         return Ok(None);
     };
     let line = text
@@ -680,10 +705,11 @@ fn compare_existing(path: PathBuf, existing: Event, candidate: &Event) -> Result
 
 /// `assertWorkflowProducerAcceptsEvent` (§7.1): a sealed producer accepts only an exact replay
 /// of an event whose file already exists.
-fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result<(), Error> {
-    let seal_path = root.join(spool::seal_relative_path(producer));
-    let Some(text) = files::read_text(
-        &seal_path,
+fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result<(), Error> {
+    let seal_rel = spool::seal_relative_path(producer);
+    let seal_path = root.display_path(&seal_rel);
+    let Some(text) = root.read_text(
+        &seal_rel,
         seal::MAX_SEAL_BYTES,
         "action event producer finalization",
     )?
@@ -693,13 +719,13 @@ fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result
     if !seal::is_valid_seal(&text, candidate.producer()) {
         return Err(Error::InvalidSeal(seal_path));
     }
-    let event_path = root.join(spool::event_relative_path(candidate));
-    if files::read_text(
-        &event_path,
-        canonical::MAX_BYTES as u64,
-        "action event spool entry",
-    )?
-    .is_some()
+    if root
+        .read_text(
+            &spool::event_relative_path(candidate),
+            canonical::MAX_BYTES as u64,
+            "action event spool entry",
+        )?
+        .is_some()
     {
         return Ok(());
     }
@@ -708,7 +734,7 @@ fn check_not_sealed(root: &Path, candidate: &Event, producer: &Digest) -> Result
 
 /// `ensureWorkflowPartitionDateValue` (§4): create-only marker `YYYY-MM-DD\n`; an existing marker
 /// must hold the same date.
-fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error> {
+fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
     let rel = spool::marker_relative_path(producer);
     let check = |text: String| -> Result<(), Error> {
         let recorded =
@@ -721,24 +747,22 @@ fn ensure_marker(root: &Path, producer: &Digest, date: &str) -> Result<(), Error
         }
         Ok(())
     };
-    let path = root.join(&rel);
-    if let Some(text) = files::read_text(
-        &path,
+    if let Some(text) = root.read_text(
+        &rel,
         spool::MAX_MARKER_BYTES,
         "action event partition marker",
     )? {
         return check(text);
     }
-    match files::write_create_only(
-        root,
+    match root.write_create_only(
         &rel,
         format!("{date}\n").as_bytes(),
         "action event partition marker",
     )? {
         Written::Created => Ok(()),
         Written::Exists => check(
-            files::read_text(
-                &path,
+            root.read_text(
+                &rel,
                 spool::MAX_MARKER_BYTES,
                 "action event partition marker",
             )?
@@ -1112,5 +1136,176 @@ mod tests {
             partition_date(&Environment::new()),
             Err(Error::NoPartition)
         ));
+    }
+
+    const NOW: i64 = 1_768_480_496_000;
+
+    /// The `i`-th distinct phase input (identity `{item: i}`).
+    fn item_input(i: i64) -> Value {
+        let mut input = base_input();
+        set(&mut input, &["identity", "item"], Value::from(i));
+        input
+    }
+
+    /// Child half of `two_processes_record_the_same_events`: does nothing unless the parent set
+    /// `ACTION_LEDGER_TEST_RECORD_ROOT`.
+    #[test]
+    fn record_child() {
+        let Ok(dir) = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT") else {
+            return;
+        };
+        let go = Path::new(&dir).join("go");
+        while !go.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for i in 0..20 {
+            let e = record_phase(Path::new(&dir), &item_input(i), &base_env(), NOW)
+                .unwrap()
+                .unwrap();
+            println!("RESULT {}", e.event_id);
+        }
+    }
+
+    /// Two processes record the same 20 events at the same moment (under the producer lock):
+    /// both succeed with the same events, and the spool holds exactly one file per event, one
+    /// partition marker, no staging file and no lock.
+    #[test]
+    fn two_processes_record_the_same_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let spawn = || {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "record::tests::record_child", "--nocapture"])
+                .args(["--test-threads", "1"])
+                .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let children = [spawn(), spawn()];
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let mut seen = Vec::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let ids: Vec<String> = text
+                .split("RESULT ")
+                .skip(1)
+                .map(|r| r.split_whitespace().next().unwrap().to_owned())
+                .collect();
+            assert_eq!(ids.len(), 20, "{text}");
+            seen.push(ids);
+        }
+        assert_eq!(seen[0], seen[1]);
+        let files: Vec<String> = walkdir::WalkDir::new(dir.path().join(spool::SPOOL_DIR))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_type().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let events = files.iter().filter(|f| f.ends_with(".json")).count();
+        assert_eq!(events, 20, "{files:?}");
+        assert_eq!(files.len(), 21, "one marker, nothing else: {files:?}");
+    }
+
+    /// While events are recorded, a thread keeps swapping the spool root, its repository
+    /// directory and its `_partitions` directory with links to look-alike outside directories.
+    /// Every record either succeeds or is refused, and no byte lands outside.
+    #[test]
+    fn swaps_during_record_never_write_outside() {
+        use std::os::fd::OwnedFd;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let base = tempfile::tempdir().unwrap();
+        let spool_dir = base.path().join("spool");
+        let outside = base.path().join("outside");
+        // A probe record gives the layout; the outside trees copy it without files.
+        std::fs::create_dir_all(base.path().join("probe")).unwrap();
+        record_phase(&base.path().join("probe"), &item_input(0), &base_env(), NOW).unwrap();
+        for e in walkdir::WalkDir::new(base.path().join("probe")) {
+            let e = e.unwrap();
+            if e.file_type().is_dir() {
+                let rel = e.path().strip_prefix(base.path().join("probe")).unwrap();
+                std::fs::create_dir_all(outside.join("spool").join(rel)).unwrap();
+                std::fs::create_dir_all(spool_dir.join(rel)).unwrap();
+            }
+        }
+        let repo_dir = spool::repository_dir("openclaw/openclaw");
+        let events = spool_dir.join(spool::SPOOL_DIR);
+        std::fs::create_dir_all(outside.join("repo")).unwrap();
+        std::fs::create_dir_all(outside.join("partitions")).unwrap();
+        let open_dir = |p: &Path| -> OwnedFd {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap()
+        };
+        // (parent directory handle, real name, link name)
+        let swaps: Vec<(OwnedFd, String, String)> = [
+            (
+                base.path().to_owned(),
+                "spool".to_owned(),
+                outside.join("spool"),
+            ),
+            (events.clone(), repo_dir.clone(), outside.join("repo")),
+            (
+                events.clone(),
+                "_partitions".to_owned(),
+                outside.join("partitions"),
+            ),
+        ]
+        .into_iter()
+        .map(|(parent, name, target)| {
+            let link = format!("{name}-link");
+            std::os::unix::fs::symlink(target, parent.join(&link)).unwrap();
+            (open_dir(&parent), name, link)
+        })
+        .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for (dir, name, link) in &swaps {
+                        n += u64::from(
+                            rustix::fs::renameat_with(
+                                dir,
+                                name.as_str(),
+                                dir,
+                                link.as_str(),
+                                rustix::fs::RenameFlags::EXCHANGE,
+                            )
+                            .is_ok(),
+                        );
+                    }
+                    std::thread::yield_now();
+                }
+                n
+            })
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for i in 0..100 {
+            match record_phase(&spool_dir, &item_input(i), &base_env(), NOW) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    refused += 1;
+                    let text = e.to_string();
+                    assert!(text.contains("refusing"), "record {i}: {text}");
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapper.join().unwrap() > 0);
+        let leaked: Vec<_> = walkdir::WalkDir::new(&outside)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.file_type().is_dir())
+            .map(|e| e.into_path())
+            .collect();
+        assert_eq!(leaked, Vec::<PathBuf>::new());
+        assert!(ok > 0 && refused > 0, "ok {ok}, refused {refused}");
     }
 }

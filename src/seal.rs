@@ -10,12 +10,13 @@
 //! If the process dies mid-seal, some seals (and output shards) exist and others do not; running
 //! `seal` again completes the set, because every file is create-only and reproduced identically.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Written};
+use crate::files::{self, Root, Written};
 use crate::identity::{Digest, ShardIdentity};
+use crate::lock;
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
 
@@ -33,6 +34,8 @@ pub enum Error {
     Shard(#[from] shard::Error),
     #[error(transparent)]
     File(#[from] files::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
     #[error("action event partition marker is missing for producer {producer}: {path}")]
     MissingMarker { producer: String, path: PathBuf },
     #[error("invalid action event producer finalization: {0}")]
@@ -96,7 +99,9 @@ pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
             .partition_date(&digest)?
             .ok_or_else(|| Error::MissingMarker {
                 producer: key.clone(),
-                path: spool.root().join(spool::marker_relative_path(&digest)),
+                path: spool
+                    .handle()
+                    .display_path(&spool::marker_relative_path(&digest)),
             })?;
         let identity = events[0]
             .shard_identity(&date)
@@ -138,16 +143,71 @@ pub struct SealReport {
     pub shards_created: usize,
 }
 
-/// Seals every producer of the spool (create-only seal files) and, with `output`, writes the
-/// shard parts below `output` as the reference's finalize does (existing shards must be
-/// identical or replay-equivalent).
-pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
-    let runs = plan(spool)?;
+/// Label of an output root (the directory `seal --output` writes shards into).
+pub const OUTPUT_ROOT_LABEL: &str = "action event output root";
+
+/// Knobs of [`seal`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// How long to wait for producer locks held by live writers (default 10 s).
+    pub lock: lock::Options,
+}
+
+/// Seals every producer of the spool (create-only seal files, written through the spool's
+/// opened root) and, with `output`, writes the shard parts below that opened root as the
+/// reference's finalize does (existing shards must be identical or replay-equivalent).
+///
+/// Runtime §7.2: the spool is read, the locks of all its producers are taken (sorted, nested),
+/// and the spool is checked again under the locks, so a concurrent `record` either lands before
+/// the seal or finds the seal and is refused. The check lists the event file names: event files
+/// are create-only and never change once named, so an unchanged listing means the events read
+/// before locking are exactly the events under the lock; otherwise the spool is read again, and
+/// a producer that appeared meanwhile is added to the set and the locks taken again. `now_ms`
+/// goes into the lock files only.
+///
+/// What remains if the process dies: seals and shards already written (create-only, complete),
+/// lock files whose owner is dead (the next writer reclaims them at once).
+pub fn seal(
+    spool: &Spool,
+    output: Option<&Root>,
+    now_ms: u64,
+    options: &Options,
+) -> Result<SealReport, Error> {
+    let mut names = spool.event_names()?;
+    let mut runs = plan(spool)?;
+    let mut producers: Vec<Value> = Vec::new();
+    let guards = loop {
+        for r in &runs {
+            if !producers.contains(&r.producer) {
+                producers.push(r.producer.clone());
+            }
+        }
+        let guards = lock::acquire_producers(spool.handle(), &producers, now_ms, &options.lock)?;
+        let now = spool.event_names()?;
+        if now == names {
+            break guards;
+        }
+        names = now;
+        runs = plan(spool)?;
+        if runs.iter().all(|r| producers.contains(&r.producer)) {
+            break guards;
+        }
+        lock::release_all(guards)?;
+    };
+    let report = write_sealed(spool, output, &runs)?;
+    lock::release_all(guards)?;
+    Ok(report)
+}
+
+fn write_sealed(
+    spool: &Spool,
+    output: Option<&Root>,
+    runs: &[ProducerRun],
+) -> Result<SealReport, Error> {
     let mut report = SealReport::default();
-    for run in &runs {
+    for run in runs {
         let rel = run.seal_relative_path();
-        match files::write_create_only(
-            spool.root(),
+        match spool.handle().write_create_only(
             &rel,
             run.seal.as_bytes(),
             "action event producer finalization",
@@ -160,20 +220,16 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
         }
         for s in run.shards()? {
             if let Some(out) = output {
-                match files::write_create_only(
-                    out,
-                    &s.path,
-                    s.content.as_bytes(),
-                    "action event shard",
-                )? {
+                match out.write_create_only(&s.path, s.content.as_bytes(), "action event shard")? {
                     Written::Created => report.shards_created += 1,
                     Written::Exists => {
-                        let path = out.join(&s.path);
-                        let existing =
-                            files::read_text(&path, shard::MAX_BYTES as u64, "action event shard")?
-                                .unwrap_or_default();
+                        let existing = out
+                            .read_text(&s.path, shard::MAX_BYTES as u64, "action event shard")?
+                            .unwrap_or_default();
                         if !shard::existing_is_equivalent(&existing, &s)? {
-                            return Err(Error::ShardConflict { path });
+                            return Err(Error::ShardConflict {
+                                path: out.display_path(&s.path),
+                            });
                         }
                     }
                 }
@@ -186,8 +242,12 @@ pub fn seal(spool: &Spool, output: Option<&Path>) -> Result<SealReport, Error> {
 }
 
 fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
-    let path = spool.root().join(run.seal_relative_path());
-    let existing = files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?;
+    let rel = run.seal_relative_path();
+    let path = spool.handle().display_path(&rel);
+    let existing =
+        spool
+            .handle()
+            .read_text(&rel, MAX_SEAL_BYTES, "action event producer finalization")?;
     match existing {
         Some(text) if text == run.seal => Ok(()),
         Some(text) if is_valid_seal(&text, &run.producer) => Err(Error::LateEvents(path)),
@@ -227,9 +287,12 @@ pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
 pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let runs = plan(spool)?;
     for run in &runs {
-        let path = spool.root().join(run.seal_relative_path());
-        if files::read_text(&path, MAX_SEAL_BYTES, "action event producer finalization")?.is_none()
-        {
+        let existing = spool.handle().read_text(
+            &run.seal_relative_path(),
+            MAX_SEAL_BYTES,
+            "action event producer finalization",
+        )?;
+        if existing.is_none() {
             return Err(Error::Unsealed {
                 root: spool.root().to_owned(),
                 producer: run.identity.producer.clone(),
@@ -244,6 +307,7 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::path::Path;
 
     fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
         walkdir::WalkDir::new(root)
@@ -283,7 +347,8 @@ mod tests {
             }
             let out = tempfile::tempdir().unwrap();
             let spool = Spool::open(copy.path()).unwrap();
-            let report = seal(&spool, Some(out.path())).unwrap();
+            let out_root = Root::open(out.path(), OUTPUT_ROOT_LABEL).unwrap();
+            let report = seal(&spool, Some(&out_root), 0, &Options::default()).unwrap();
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
             assert_eq!(
@@ -293,5 +358,288 @@ mod tests {
             );
             assert_eq!(tree(copy.path()), tree(&src), "{job}: spool unchanged");
         }
+    }
+
+    /// Writes the spool of the reference vector `single_event` (one event and its partition
+    /// marker; not sealed) below `root`.
+    fn fixture_spool(root: &Path) {
+        static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+        let files = FILES.get_or_init(|| {
+            let vectors =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
+            let doc: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
+            let case = doc["cases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == "single_event")
+                .unwrap();
+            case["expected"]["spool_files_before"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let text = |k: &str| f[k].as_str().unwrap().to_owned();
+                    (text("path"), text("bytes"))
+                })
+                .collect()
+        });
+        for (rel, bytes) in files {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+    }
+
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// Seals `root` on another thread and fails the test if that takes more than a second.
+    fn seal_within_a_second(root: &Path) -> Result<SealReport, String> {
+        let root = root.to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = Spool::open(&root)
+                .map_err(Error::from)
+                .and_then(|s| seal(&s, None, 0, &Options::default()));
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(1))
+            .expect("seal blocked on a special file instead of failing closed")
+    }
+
+    /// A FIFO planted in a repository directory, at the partition marker or at the producer lock
+    /// makes `seal` fail closed at once with a message naming it; nothing hangs.
+    #[test]
+    fn fifo_in_the_spool_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_spool(dir.path());
+        let spool = Spool::open(dir.path()).unwrap();
+        let event = spool.read_all().unwrap().remove(0);
+        let digest = spool::producer_digest(event.producer());
+        let event_rel = spool::event_relative_path(&event);
+
+        let fifo = dir.path().join(&event_rel).with_file_name("planted.json");
+        mkfifo(&fifo);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "refusing unsafe action event spool entry: {}",
+                fifo.display()
+            )
+        );
+        std::fs::remove_file(&fifo).unwrap();
+
+        let marker = dir.path().join(spool::marker_relative_path(&digest));
+        std::fs::remove_file(&marker).unwrap();
+        mkfifo(&marker);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "refusing symbolic link or non-regular file for action event partition marker: {}",
+                marker.display()
+            )
+        );
+        std::fs::remove_file(&marker).unwrap();
+        fixture_spool(dir.path());
+
+        let lock = dir.path().join(spool::lock_relative_path(&digest));
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        mkfifo(&lock);
+        let err = seal_within_a_second(dir.path()).unwrap_err();
+        assert!(
+            err.starts_with(
+                "refusing symbolic link or non-regular file for action event producer lock"
+            ),
+            "{err}"
+        );
+        std::fs::remove_file(&lock).unwrap();
+
+        assert_eq!(seal_within_a_second(dir.path()).unwrap().sealed, 1);
+    }
+
+    /// Seal takes the producer locks: a live holder makes it wait and time out, nothing sealed.
+    #[test]
+    fn seal_waits_for_a_held_producer_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_spool(dir.path());
+        let spool = Spool::open(dir.path()).unwrap();
+        let producer = spool.read_all().unwrap()[0].producer().clone();
+        let options = Options {
+            lock: lock::Options {
+                wait: std::time::Duration::from_millis(300),
+                poll: std::time::Duration::from_millis(5),
+            },
+        };
+        let held = lock::acquire_producers(spool.handle(), &[producer], 1, &options.lock).unwrap();
+        let err = seal(&spool, None, 2, &options).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "action event producer lock timed out after 300ms"
+        );
+        assert_eq!(
+            tree(dir.path())
+                .keys()
+                .filter(|k| k.contains("_finalizations"))
+                .count(),
+            0
+        );
+        lock::release_all(held).unwrap();
+        assert_eq!(seal(&spool, None, 3, &options).unwrap().sealed, 1);
+        assert_eq!(
+            tree(dir.path())
+                .keys()
+                .filter(|k| k.contains("_locks"))
+                .count(),
+            0
+        );
+    }
+
+    /// While `seal` runs, a thread keeps swapping the spool root, its `.clawsweeper-repair`
+    /// directory, the output root and the output's `ledger` directory with links to outside
+    /// directories of the same layout. Whatever seal returns, no byte lands outside.
+    #[test]
+    fn swaps_during_seal_never_write_outside() {
+        use std::os::fd::OwnedFd;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Exchanges two names inside one directory handle (RENAME_EXCHANGE), so the swapper
+        // itself never follows a link it planted.
+        let exchange = |dir: &OwnedFd, a: &str, b: &str| {
+            rustix::fs::renameat_with(dir, a, dir, b, rustix::fs::RenameFlags::EXCHANGE).is_ok()
+        };
+        let open_dir = |p: &Path| {
+            rustix::fs::open(
+                p,
+                rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap()
+        };
+        let base = tempfile::tempdir().unwrap();
+        // Learn the shard paths once, to give the outside output the same directories.
+        let probe = base.path().join("probe");
+        fixture_spool(&probe);
+        let probe_out = Root::open_or_create(&base.path().join("probe-out"), "t").unwrap();
+        let report = seal(
+            &Spool::open(&probe).unwrap(),
+            Some(&probe_out),
+            0,
+            &Options::default(),
+        )
+        .unwrap();
+        let outside = base.path().join("outside");
+        for entry in walkdir::WalkDir::new(&probe) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_dir() {
+                let rel = entry.path().strip_prefix(&probe).unwrap();
+                std::fs::create_dir_all(outside.join("spool").join(rel)).unwrap();
+                // The same tree one level up, for a followed `.clawsweeper-repair` link.
+                if let Ok(rest) = rel.strip_prefix(".clawsweeper-repair") {
+                    std::fs::create_dir_all(outside.join("repair").join(rest)).unwrap();
+                }
+            }
+        }
+        for p in &report.shard_paths {
+            let parent = Path::new(p).parent().unwrap();
+            std::fs::create_dir_all(outside.join("out").join(parent)).unwrap();
+            std::fs::create_dir_all(
+                outside
+                    .join("ledger")
+                    .join(parent.strip_prefix("ledger").unwrap()),
+            )
+            .unwrap();
+        }
+        // A lock left behind by an interrupted release would otherwise be waited on for 10 s.
+        let quick = Options {
+            lock: lock::Options {
+                wait: std::time::Duration::from_millis(100),
+                poll: std::time::Duration::from_millis(1),
+            },
+        };
+        let (mut ok, mut refused) = (0, 0);
+        for round in 0..20 {
+            let work = base.path().join(format!("round{round}"));
+            let (spool_dir, out_dir) = (work.join("spool"), work.join("out"));
+            fixture_spool(&spool_dir);
+            std::fs::create_dir_all(out_dir.join("ledger")).unwrap();
+            // Even rounds swap only the two roots: seal must succeed through its handles. Odd
+            // rounds also swap directories below them: seal may fail, but only by refusing.
+            let roots_only = round % 2 == 0;
+            // (parent directory, real name, link name, link target)
+            let swaps: Vec<_> = [
+                (&work, "spool", outside.join("spool")),
+                (&work, "out", outside.join("out")),
+                (&spool_dir, ".clawsweeper-repair", outside.join("repair")),
+                (&out_dir, "ledger", outside.join("ledger")),
+            ]
+            .into_iter()
+            .take(if roots_only { 2 } else { 4 })
+            .map(|(parent, name, target)| {
+                let link = format!("{name}-link");
+                std::os::unix::fs::symlink(target, parent.join(&link)).unwrap();
+                (open_dir(parent), name, link)
+            })
+            .collect();
+            let spool = Spool::open(&spool_dir).unwrap();
+            let out = Root::open(&out_dir, OUTPUT_ROOT_LABEL).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let swapper = {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for (dir, name, link) in &swaps {
+                            n += u64::from(exchange(dir, name, link));
+                        }
+                        std::thread::yield_now();
+                    }
+                    n
+                })
+            };
+            let result = seal(&spool, Some(&out), 0, &quick);
+            stop.store(true, Ordering::Relaxed);
+            assert!(swapper.join().unwrap() > 0);
+            let leaked: Vec<String> = tree(&outside).into_keys().collect();
+            assert_eq!(leaked, Vec::<String>::new(), "round {round}");
+            match result {
+                Ok(_) if !roots_only => ok += 1,
+                Ok(report) => {
+                    ok += 1;
+                    // The roots may be left swapped: read back through the handles.
+                    let run = &plan(&spool).unwrap()[0];
+                    let seal_rel = run.seal_relative_path();
+                    let sealed = spool.handle().read_text(&seal_rel, MAX_SEAL_BYTES, "t");
+                    assert_eq!(sealed.unwrap().as_deref(), Some(run.seal.as_str()));
+                    for p in &report.shard_paths {
+                        assert!(
+                            out.read_text(p, shard::MAX_BYTES as u64, "t")
+                                .unwrap()
+                                .is_some()
+                        );
+                    }
+                }
+                Err(e) if roots_only => panic!("round {round}: {e}"),
+                Err(e) => {
+                    refused += 1;
+                    let text = e.to_string();
+                    assert!(text.contains("refusing"), "round {round}: {text}");
+                }
+            }
+        }
+        assert!(ok >= 10, "every roots-only round succeeds");
+        assert!(refused > 0, "no swap below the roots was ever refused");
+        assert_eq!(ok + refused, 20);
     }
 }

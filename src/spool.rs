@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, EntryKind};
+use crate::files::{self, EntryKind, Root};
 use crate::identity::{self, Digest};
 
 /// The spool directory below a spool root.
@@ -50,8 +50,6 @@ pub enum Error {
     UnsafeEntry(PathBuf),
     #[error("action event spool exceeds 256 repository limit")]
     TooManyRepositories,
-    #[error("directory exceeds {max} entry limit: {dir}")]
-    TooManyEntries { max: usize, dir: PathBuf },
     #[error("action event spool exceeds 65536 event limit")]
     TooManyEvents,
     #[error("action event spool exceeds 67108864 total byte limit")]
@@ -101,38 +99,62 @@ pub fn seal_relative_path(producer: &Digest) -> String {
     format!("{SPOOL_DIR}/_finalizations/{producer}.json")
 }
 
-/// A spool root: an existing directory that holds [`SPOOL_DIR`].
-#[derive(Clone, Debug)]
+/// The spool-relative path of a producer's lock (runtime §6).
+pub fn lock_relative_path(producer: &Digest) -> String {
+    format!("{SPOOL_DIR}/_locks/{producer}.lock")
+}
+
+/// Label of a spool root in file-layer errors.
+pub const ROOT_LABEL: &str = "action event spool root";
+
+/// A spool root: an existing directory that holds [`SPOOL_DIR`], held open as a [`Root`] so that
+/// every read and write of the spool stays inside the directory that was opened.
+#[derive(Debug)]
 pub struct Spool {
-    root: PathBuf,
+    root: Root,
 }
 
 impl Spool {
-    /// Opens the spool at `root` (made absolute); refuses a root without a spool directory.
+    /// Opens the spool at `root` (made absolute; the root itself must not be a symbolic link);
+    /// refuses a root without a spool directory ([`Error::Missing`]) or whose spool directory is
+    /// not a real directory.
     pub fn open(root: &Path) -> Result<Spool, Error> {
-        let root = files::absolute_root(root)?;
-        match std::fs::symlink_metadata(root.join(SPOOL_DIR)) {
-            Ok(m) if m.file_type().is_dir() => Ok(Spool { root }),
-            Ok(_) => Err(Error::UnsafeEntry(root.join(SPOOL_DIR))),
-            Err(_) => Err(Error::Missing(root)),
+        match Root::open(root, ROOT_LABEL) {
+            Ok(root) => Spool::from_root(root),
+            Err(files::Error::Missing { path, .. } | files::Error::NotDirectory { path, .. }) => {
+                Err(Error::Missing(path))
+            }
+            Err(e) => Err(e.into()),
         }
     }
 
+    /// A spool on an already opened root.
+    pub fn from_root(root: Root) -> Result<Spool, Error> {
+        match root.entry_kind(SPOOL_DIR)? {
+            Some(EntryKind::Dir) => Ok(Spool { root }),
+            Some(_) => Err(Error::UnsafeEntry(root.display_path(SPOOL_DIR))),
+            None => Err(Error::Missing(root.path().to_owned())),
+        }
+    }
+
+    /// The path the spool root was opened at (for messages).
     pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// The opened spool root: seals, markers, locks and events are written through it.
+    pub fn handle(&self) -> &Root {
         &self.root
     }
 
     /// `readAllSpooledActionEvents` (§5): every event of every repository directory, validated,
     /// path-checked and within the read budget, sorted by [`event::compare_events`].
     pub fn read_all(&self) -> Result<Vec<Event>, Error> {
-        let dir = self.root.join(SPOOL_DIR);
-        let entries = files::list_dir(&dir)?.ok_or_else(|| Error::Missing(self.root.clone()))?;
-        if entries.len() > MAX_REPOSITORIES + RESERVED.len() {
-            return Err(Error::TooManyEntries {
-                max: MAX_REPOSITORIES + RESERVED.len(),
-                dir,
-            });
-        }
+        let dir = self.root.display_path(SPOOL_DIR);
+        let entries = self
+            .root
+            .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
+            .ok_or_else(|| Error::Missing(self.root().to_owned()))?;
         let mut budget = Budget::default();
         let mut events = Vec::new();
         let mut repositories = 0usize;
@@ -153,30 +175,56 @@ impl Spool {
         Ok(events)
     }
 
+    /// The names of the spool's event files (`<repository dir>/<event id>.json`, sorted), without
+    /// reading them: event files are create-only and never change once named, so an unchanged
+    /// listing means unchanged events. Same entry limits as [`Spool::read_all`].
+    pub fn event_names(&self) -> Result<Vec<String>, Error> {
+        let entries = self
+            .root
+            .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
+            .ok_or_else(|| Error::Missing(self.root().to_owned()))?;
+        let mut names = Vec::new();
+        for (name, kind) in entries {
+            if kind != EntryKind::Dir || RESERVED.contains(&name.as_str()) {
+                continue;
+            }
+            let dir_rel = format!("{SPOOL_DIR}/{name}");
+            for (file, _) in self
+                .root
+                .list_dir(&dir_rel, MAX_ENTRIES)?
+                .unwrap_or_default()
+            {
+                if file.ends_with(".json") {
+                    names.push(format!("{name}/{file}"));
+                }
+            }
+        }
+        Ok(names)
+    }
+
     fn read_repository_dir(
         &self,
         name: &str,
         budget: &mut Budget,
         out: &mut Vec<Event>,
     ) -> Result<(), Error> {
-        let dir = self.root.join(SPOOL_DIR).join(name);
-        let entries = files::list_dir(&dir)?.unwrap_or_default();
-        if entries.len() > MAX_ENTRIES {
-            return Err(Error::TooManyEntries {
-                max: MAX_ENTRIES,
-                dir,
-            });
-        }
+        let dir_rel = format!("{SPOOL_DIR}/{name}");
+        let entries = self
+            .root
+            .list_dir(&dir_rel, MAX_ENTRIES)?
+            .unwrap_or_default();
         for (file, kind) in entries {
-            let path = dir.join(&file);
+            let rel = format!("{dir_rel}/{file}");
+            let path = self.root.display_path(&rel);
             if kind != EntryKind::File {
                 return Err(Error::UnsafeEntry(path));
             }
             if !file.ends_with(".json") {
                 continue; // staging files of interrupted writes
             }
-            let rel = format!("{SPOOL_DIR}/{name}/{file}");
-            let text = files::read_text(&path, MAX_EVENT_FILE_BYTES, "action event")?
+            let text = self
+                .root
+                .read_text(&rel, MAX_EVENT_FILE_BYTES, "action event")?
                 .ok_or_else(|| Error::UnsafeEntry(path.clone()))?;
             let line = text
                 .strip_suffix('\n')
@@ -194,9 +242,11 @@ impl Spool {
 
     /// The partition date recorded for `producer`, `None` when no marker exists.
     pub fn partition_date(&self, producer: &Digest) -> Result<Option<String>, Error> {
-        let path = self.root.join(marker_relative_path(producer));
+        let rel = marker_relative_path(producer);
+        let path = self.root.display_path(&rel);
         let Some(text) =
-            files::read_text(&path, MAX_MARKER_BYTES, "action event partition marker")?
+            self.root
+                .read_text(&rel, MAX_MARKER_BYTES, "action event partition marker")?
         else {
             return Ok(None);
         };
