@@ -30,6 +30,27 @@ impl Digest {
         &self.0
     }
 
+    /// The 32 raw bytes (for compact in-memory keys).
+    pub fn bytes(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        for (i, pair) in self.0.as_bytes().chunks(2).enumerate() {
+            let nibble = |c: u8| {
+                if c.is_ascii_digit() {
+                    c - b'0'
+                } else {
+                    c - b'a' + 10
+                }
+            };
+            out[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
+        }
+        out
+    }
+
+    /// The digest with these raw bytes.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Digest {
+        Digest(hex(bytes))
+    }
+
     /// The first `n` hex characters (12 for path digests).
     pub fn prefix(&self, n: usize) -> &str {
         &self.0[..n]

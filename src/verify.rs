@@ -151,6 +151,9 @@ pub enum Error {
 
 const LEDGER: &str = "ledger/v1";
 
+/// A digest as 32 raw bytes.
+type Key = [u8; 32];
+
 /// The set a shard path belongs to: its directory and file stem without the part suffix.
 fn set_key(path: &str) -> String {
     let stem = path.strip_suffix(".jsonl").unwrap_or(path);
@@ -180,14 +183,26 @@ fn is_privacy(e: &shard::Error) -> bool {
 struct Ctx<'s, 'r> {
     snap: &'s Snapshot<'r>,
     report: Report,
-    /// Binding paths that a verified set accounts for.
-    claimed: HashSet<String>,
+    /// Bindings that a verified set accounts for. Fixed-size keys, no allocation per entry:
+    /// long-lived small allocations interleaved with each set's transient ones would fragment
+    /// the heap and make peak memory grow faster than the ledger.
+    claimed: HashSet<(Kind, Key)>,
     /// Every event seen: parent edge and the shard it was first seen in.
-    events: HashMap<Digest, (Option<Digest>, u32)>,
+    events: HashMap<Key, (Option<Key>, u32)>,
     shard_paths: Vec<String>,
 }
 
 impl Ctx<'_, '_> {
+    fn claim(&mut self, path: &str) {
+        if let Some((kind, digest)) = binding::classify(path) {
+            self.claimed.insert((kind, digest.bytes()));
+        }
+    }
+
+    fn is_claimed(&self, path: &str) -> bool {
+        binding::classify(path).is_some_and(|(kind, d)| self.claimed.contains(&(kind, d.bytes())))
+    }
+
     fn finding(&mut self, path: &str, rule: Rule, detail: impl Into<String>) {
         self.report.findings.push(Finding {
             path: path.to_owned(),
@@ -217,7 +232,7 @@ impl Ctx<'_, '_> {
         differs: Rule,
         what: &str,
     ) -> Result<Option<String>, Error> {
-        self.claimed.insert(path.to_owned());
+        self.claim(path);
         self.report.bindings += 1;
         let actual = self.read(path, binding::MAX_BYTES)?;
         match &actual {
@@ -372,7 +387,7 @@ impl Ctx<'_, '_> {
         // Set bindings.
         let refs: Vec<&Shard> = shards.iter().collect();
         let (res_path, res_expected) = binding::shard_set(&id, &refs);
-        self.claimed.insert(res_path.clone());
+        self.claim(&res_path);
         self.report.bindings += 1;
         let reservation = self.read(&res_path, binding::MAX_BYTES)?;
         let (comp_path, _) = binding::completion(&id, "");
@@ -408,7 +423,7 @@ impl Ctx<'_, '_> {
             )?;
         } else {
             // Missing reservation already reported; a completion beside it is part of that defect.
-            self.claimed.insert(comp_path.clone());
+            self.claim(&comp_path);
         }
         let (run_path, run_expected) = binding::producer_run(&id);
         self.expect_binding(
@@ -432,7 +447,7 @@ impl Ctx<'_, '_> {
                     Rule::EventBindingMismatch,
                     "the event identity binding",
                 )?;
-                if let Some((_, first)) = self.events.get(&e.event_id) {
+                if let Some((_, first)) = self.events.get(&e.event_id.bytes()) {
                     let other = self.shard_paths[*first as usize].clone();
                     self.finding(
                         &s.path,
@@ -440,8 +455,10 @@ impl Ctx<'_, '_> {
                         format!("event {} also in {other}", e.event_id),
                     );
                 } else {
-                    self.events
-                        .insert(e.event_id.clone(), (e.parent_event_id.clone(), index));
+                    self.events.insert(
+                        e.event_id.bytes(),
+                        (e.parent_event_id.as_ref().map(Digest::bytes), index),
+                    );
                 }
                 ids.push(e.event_id.clone());
             }
@@ -467,7 +484,7 @@ impl Ctx<'_, '_> {
                     .and_then(|x| x.as_str())
                     .and_then(Digest::parse)
                 {
-                    self.claimed.insert(Kind::Event.path(&id));
+                    self.claimed.insert((Kind::Event, id.bytes()));
                 }
                 if identity.is_none()
                     && let (Some(p), Some((date, _))) = (v.get("producer"), shard::parse_path(path))
@@ -495,7 +512,9 @@ impl Ctx<'_, '_> {
             let (res, _) = binding::shard_set(&id, &[]);
             let (comp, _) = binding::completion(&id, "");
             let (run, _) = binding::producer_run(&id);
-            self.claimed.extend([res, comp, run]);
+            for path in [res, comp, run] {
+                self.claim(&path);
+            }
         }
         Ok(())
     }
@@ -509,7 +528,7 @@ impl Ctx<'_, '_> {
         sets: &BTreeMap<String, Vec<String>>,
     ) -> Result<(), Error> {
         for (path, kind) in bindings {
-            if *kind != Kind::ShardSet || self.claimed.contains(path) {
+            if *kind != Kind::ShardSet || self.is_claimed(path) {
                 continue;
             }
             let Some(text) = self.read(path, binding::MAX_BYTES)? else {
@@ -531,15 +550,15 @@ impl Ctx<'_, '_> {
             let Some((_, digest)) = binding::classify(path) else {
                 continue;
             };
-            self.claimed.insert(path.clone());
-            self.claimed.insert(Kind::Completion.path(&digest));
+            self.claimed.insert((Kind::ShardSet, digest.bytes()));
+            self.claimed.insert((Kind::Completion, digest.bytes()));
             if let Some(crate::canonical::Value::Object(mut producer)) = v.get("producer").cloned()
             {
                 producer.remove("partitionDate");
                 let run = Digest::of(crate::canonical::to_canonical_unchecked(
                     &crate::canonical::Value::Object(producer),
                 ));
-                self.claimed.insert(Kind::ProducerRun.path(&run));
+                self.claimed.insert((Kind::ProducerRun, run.bytes()));
             }
         }
         Ok(())
@@ -549,34 +568,34 @@ impl Ctx<'_, '_> {
     /// events and, via `lookup`, through bindings.
     fn find_cycles(
         &mut self,
-        starts: &[Digest],
-        mut lookup: impl FnMut(&mut Self, &Digest) -> Result<Option<Option<Digest>>, Error>,
+        starts: &[Key],
+        mut lookup: impl FnMut(&mut Self, &Key) -> Result<Option<Option<Key>>, Error>,
     ) -> Result<(), Error> {
-        let mut done: HashSet<Digest> = HashSet::new();
+        let mut done: HashSet<Key> = HashSet::new();
         for start in starts {
-            let mut walk: Vec<Digest> = Vec::new();
-            let mut on_walk: HashSet<Digest> = HashSet::new();
-            let mut current = Some(start.clone());
+            let mut walk: Vec<Key> = Vec::new();
+            let mut on_walk: HashSet<Key> = HashSet::new();
+            let mut current = Some(*start);
             while let Some(id) = current {
                 if done.contains(&id) {
                     break;
                 }
-                if !on_walk.insert(id.clone()) {
-                    let path = binding::Kind::Event.path(&id);
+                if !on_walk.insert(id) {
+                    let digest = Digest::from_bytes(&id);
                     let at = walk.iter().position(|w| *w == id).unwrap_or(0);
                     self.finding(
-                        &path,
+                        &Kind::Event.path(&digest),
                         Rule::CausalCycle,
                         format!(
-                            "{} events form a parent cycle through {id}",
+                            "{} events form a parent cycle through {digest}",
                             walk.len() - at
                         ),
                     );
                     break;
                 }
-                walk.push(id.clone());
+                walk.push(id);
                 current = match self.events.get(&id) {
-                    Some((parent, _)) => parent.clone(),
+                    Some((parent, _)) => *parent,
                     None => lookup(self, &id)?.flatten(),
                 };
             }
@@ -636,12 +655,12 @@ pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error>
     }
     ctx.claim_reserved_sets(&bindings, &sets)?;
     for (path, kind) in bindings {
-        if !ctx.claimed.contains(&path) {
+        if !ctx.is_claimed(&path) {
             let (rule, detail) = orphan_rule(kind);
             ctx.finding(&path, rule, detail);
         }
     }
-    let starts: Vec<Digest> = ctx.events.keys().cloned().collect();
+    let starts: Vec<Key> = ctx.events.keys().copied().collect();
     // Parents outside the ledger end a walk.
     ctx.find_cycles(&starts, |_, _| Ok(None))?;
     Ok(ctx.finish())
@@ -705,7 +724,7 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
         if !added.contains(&path) && snap.exists(&path)? {
             let shard = ctx
                 .events
-                .get(id)
+                .get(&id.bytes())
                 .map(|(_, i)| ctx.shard_paths[*i as usize].clone());
             ctx.finding(
                 &shard.unwrap_or(path),
@@ -715,22 +734,24 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
         }
     }
     for (path, kind) in added_bindings {
-        if !ctx.claimed.contains(&path) {
+        if !ctx.is_claimed(&path) {
             let (rule, detail) = orphan_rule(kind);
             ctx.finding(&path, rule, detail);
         }
     }
     let mut reads = 0usize;
-    ctx.find_cycles(&incoming, |ctx, id| {
+    let starts: Vec<Key> = incoming.iter().map(Digest::bytes).collect();
+    ctx.find_cycles(&starts, |ctx, key| {
         reads += 1;
         if reads > 262_144 {
             return Ok(None);
         }
-        let path = Kind::Event.path(id);
+        let id = Digest::from_bytes(key);
+        let path = Kind::Event.path(&id);
         Ok(ctx
             .read(&path, binding::MAX_BYTES)?
-            .and_then(|t| binding::parse_event(&t, id))
-            .map(|(_, parent)| parent))
+            .and_then(|t| binding::parse_event(&t, &id))
+            .map(|(_, parent)| parent.as_ref().map(Digest::bytes)))
     })?;
     Ok(ctx.finish())
 }
