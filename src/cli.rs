@@ -263,7 +263,9 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         | E::HistoryCycle(_)
         | E::Provenance { .. }
         | E::Contention { .. } => 1,
-        E::Seal(seal::Error::LateEvents(_) | seal::Error::Unsealed { .. }) => 1,
+        E::Seal(
+            seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
+        ) => 1,
         _ => 2,
     };
     Failure {
@@ -592,6 +594,17 @@ fn run_publish(
     })?;
     for (i, source) in sources.iter().enumerate() {
         let root = crate::files::absolute_root(source).map_err(Failure::input)?;
+        // The library follows the reference (a root without shards imports nothing); a user who
+        // names a directory that holds neither a spool nor shards has made a mistake.
+        if !root.join(crate::spool::SPOOL_DIR).is_dir()
+            && !root.join(crate::shard::EVENTS_ROOT).is_dir()
+        {
+            return Err(publish_failure(
+                source,
+                i,
+                publish::Error::UnknownSource(root),
+            ));
+        }
         let publication =
             publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, i, e))?;
         print_publication(out, source, ref_name, json, &publication);

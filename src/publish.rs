@@ -157,6 +157,14 @@ pub enum Error {
     PathLimit,
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
     Contention { ref_name: String, attempts: u32 },
+    #[error(
+        "the ref lock {} is held and was not released within about 5 s; if no publisher is running, remove it (ref {ref_name})",
+        lock.display()
+    )]
+    RefLocked {
+        ref_name: String,
+        lock: std::path::PathBuf,
+    },
 }
 
 /// The provenance a caller expects of every shard (runtime §8.3 step 7; `component` is not
@@ -873,7 +881,17 @@ pub fn publish_batch(
             Digest::of(&manifest_json)
         );
         let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
-        match store.update_ref(&options.ref_name, tip, commit, "action-ledger publish") {
+        // A held lock is not a lost race: retry the same update for a bounded time (another
+        // publisher finishing a ref update takes milliseconds), then name the lock file.
+        let mut result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        while matches!(result, Err(store::Error::RefLocked { .. }))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
+        }
+        match result {
             Ok(()) => {
                 return Ok(Publication {
                     manifest: plan.manifest,
@@ -883,21 +901,28 @@ pub fn publish_batch(
                     files_written: plan.additions.len(),
                 });
             }
-            Err(store::Error::RefMoved { .. } | store::Error::RefLocked { .. })
-                if attempts < options.max_attempts =>
-            {
+            Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
                 backoff(attempts);
             }
-            Err(store::Error::RefMoved { .. } | store::Error::RefLocked { .. }) => {
+            Err(store::Error::RefMoved { .. }) => {
                 return Err(Error::Contention {
                     ref_name: options.ref_name.clone(),
                     attempts,
+                });
+            }
+            Err(store::Error::RefLocked { .. }) => {
+                return Err(Error::RefLocked {
+                    ref_name: options.ref_name.clone(),
+                    lock: store.git_dir().join(format!("{}.lock", options.ref_name)),
                 });
             }
             Err(e) => return Err(e.into()),
         }
     }
 }
+
+/// How long a held ref lock is waited for before the publication gives up.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
 fn backoff(attempt: u32) {
@@ -915,4 +940,116 @@ pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Public
     let files = read_source(source, options.expected_event_paths.as_deref())?;
     let batch = validate_batch(&files, options.expected_producer.as_ref())?;
     publish_batch(store, &batch, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig() -> Signature {
+        Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        }
+    }
+
+    fn day1(job_prefix: &str) -> std::path::PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");
+        let name = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|n| n.starts_with(job_prefix))
+            .unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn replay_is_unchanged_and_makes_no_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let first = publish(&store, &day1("001"), &options).unwrap();
+        assert_eq!(first.status, Status::Created);
+        assert_eq!(first.manifest.created, 4);
+        let again = publish(&store, &day1("001"), &options).unwrap();
+        assert_eq!(again.status, Status::Unchanged);
+        assert_eq!(again.commit, first.commit);
+        assert_eq!((again.manifest.created, again.manifest.unchanged), (0, 4));
+        assert_eq!(again.manifest.paths, first.manifest.paths);
+    }
+
+    #[test]
+    fn a_different_set_under_a_published_run_is_refused_and_the_ref_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let first = publish(&store, &day1("001"), &options).unwrap();
+        // The same producer run with one event fewer: a different shard set, same identity.
+        let files = read_source(&day1("001"), None).unwrap();
+        let mut f = files[0].clone();
+        let lines: Vec<&str> = f.content.lines().collect();
+        f.content = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+        let batch = validate_batch(&[f], None).unwrap();
+        let err = publish_batch(&store, &batch, &options).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::BindingConflict { .. } | Error::PayloadConflict(_)
+            ),
+            "{err}"
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), first.commit);
+    }
+
+    /// Publishers racing on one ref: every publication lands exactly once, in a linear history,
+    /// whatever the interleaving (the losers re-plan on the new tip).
+    #[test]
+    fn concurrent_publishers_all_land_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("s.git");
+        Store::open_or_init_bare(&repo, "refs/heads/main").unwrap();
+        let jobs = ["001", "002", "003", "004", "005", "006"];
+        let barrier = std::sync::Barrier::new(jobs.len());
+        let results: Vec<Publication> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    let (repo, barrier) = (&repo, &barrier);
+                    scope.spawn(move || {
+                        let store = Store::open(repo).unwrap();
+                        let source = day1(job);
+                        let files = read_source(&source, None).unwrap();
+                        let batch = validate_batch(&files, None).unwrap();
+                        barrier.wait();
+                        publish_batch(&store, &batch, &Options::new(sig())).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(results.iter().all(|p| p.status == Status::Created));
+        let store = Store::open(&repo).unwrap();
+        let mut tip = store.tip("refs/heads/main").unwrap();
+        let mut commits = 0;
+        while let Some(c) = tip {
+            commits += 1;
+            let parents = store.parents(c).unwrap();
+            assert!(parents.len() <= 1, "history is linear");
+            tip = parents.first().copied();
+        }
+        assert_eq!(commits, jobs.len());
+        let head = store.tip("refs/heads/main").unwrap().unwrap();
+        let snap = store.snapshot(Some(head)).unwrap();
+        for p in &results {
+            for path in &p.manifest.paths {
+                assert!(snap.exists(path).unwrap(), "{path}");
+            }
+        }
+        assert!(
+            crate::verify::verify_revision(&store, head)
+                .unwrap()
+                .is_clean()
+        );
+    }
 }

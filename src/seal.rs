@@ -47,6 +47,10 @@ pub enum Error {
     )]
     Unsealed { root: PathBuf, producer: String },
     #[error(
+        "seal {0} has no events in the spool: events of a sealed producer were removed; the spool cannot be published"
+    )]
+    OrphanSeal(PathBuf),
+    #[error(
         "action event shard conflict at {path}: existing content differs from the sealed events"
     )]
     ShardConflict { path: PathBuf },
@@ -299,6 +303,20 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
             });
         }
         check_existing_seal(spool, run)?;
+    }
+    // A seal whose producer has no events left means a whole producer's events were removed.
+    let dir = format!("{}/_finalizations", spool::SPOOL_DIR);
+    let names = spool
+        .handle()
+        .list_dir(&dir, spool::MAX_ENTRIES)?
+        .unwrap_or_default();
+    for (name, _) in names {
+        let Some(digest) = name.strip_suffix(".json").and_then(Digest::parse) else {
+            continue;
+        };
+        if !runs.iter().any(|r| r.producer_digest == digest) {
+            return Err(Error::OrphanSeal(spool.root().join(&dir).join(name)));
+        }
     }
     Ok(runs)
 }
