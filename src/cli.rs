@@ -115,6 +115,16 @@ enum Command {
         /// Tree layout; only `reference` exists in this version.
         #[arg(long, default_value = "reference", value_parser = ["reference"])]
         layout: String,
+        /// Publish to this remote state repository (any git URL or path); --repo then only
+        /// caches objects. Pushed with a lease on the fetched tip, retried when the remote moved.
+        #[arg(long)]
+        remote: Option<String>,
+        /// The ref on the remote (default: the value of --ref).
+        #[arg(long)]
+        remote_ref: Option<String>,
+        /// Attempts when the ref moves under a publication.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_attempts: u32,
         /// Print a JSON Lines record per source (type "publication", manifest fields plus
         /// source, status, commit, attempts) instead of the bare reference manifest.
         #[arg(long)]
@@ -184,9 +194,30 @@ pub fn run(
             repo,
             ref_name,
             layout: _,
+            remote,
+            remote_ref,
+            max_attempts,
             json,
             sources,
-        } => run_publish(&mut out, env, &repo, &ref_name, json, &sources),
+        } => {
+            let target = match remote {
+                Some(url) => publish::Target::Remote {
+                    url: absolute_url(&url),
+                    ref_name: remote_ref.unwrap_or_else(|| ref_name.clone()),
+                },
+                None => publish::Target::Local,
+            };
+            run_publish(
+                &mut out,
+                env,
+                &repo,
+                &ref_name,
+                &target,
+                max_attempts,
+                json,
+                &sources,
+            )
+        }
     };
     let code = match result {
         Ok(()) => 0,
@@ -262,6 +293,7 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         | E::IdentityConflict(_)
         | E::HistoryCycle(_)
         | E::Provenance { .. }
+        | E::RemoteRefused(_)
         | E::Contention { .. } => 1,
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
@@ -576,16 +608,31 @@ fn signature(env: &Env) -> Result<Signature, Failure> {
     })
 }
 
+/// A remote given as a local path is made absolute: git runs in the cache repository.
+fn absolute_url(url: &str) -> String {
+    let looks_local = !url.contains("://") && !(url.contains('@') && url.contains(':'));
+    match std::path::Path::new(url) {
+        p if looks_local && p.is_relative() => std::env::current_dir()
+            .map(|d| d.join(p).to_string_lossy().into_owned())
+            .unwrap_or_else(|_| url.to_owned()),
+        _ => url.to_owned(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one call site; the knobs are the command's flags
 fn run_publish(
     out: &mut Printer,
     env: &Env,
     repo: &std::path::Path,
     ref_name: &str,
+    target: &publish::Target,
+    max_attempts: u32,
     json: bool,
     sources: &[PathBuf],
 ) -> Result<(), Failure> {
     let mut options = Options::new(signature(env)?);
     options.ref_name = ref_name.to_owned();
+    options.max_attempts = max_attempts;
     let store = Store::open_or_init_bare(repo, ref_name).map_err(|e: store::Error| {
         Failure::input(format!(
             "cannot open state repository {}: {e}",
@@ -605,9 +652,13 @@ fn run_publish(
                 publish::Error::UnknownSource(root),
             ));
         }
-        let publication =
-            publish::publish(&store, &root, &options).map_err(|e| publish_failure(source, i, e))?;
-        print_publication(out, source, ref_name, json, &publication);
+        let publication = publish::publish_to(&store, &root, &options, target)
+            .map_err(|e| publish_failure(source, i, e))?;
+        let shown_ref = match target {
+            publish::Target::Local => ref_name.to_owned(),
+            publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
+        };
+        print_publication(out, source, &shown_ref, json, &publication);
     }
     Ok(())
 }

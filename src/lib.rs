@@ -16,6 +16,7 @@ pub mod lock;
 pub mod privacy;
 pub mod publish;
 pub mod record;
+pub mod remote;
 pub mod seal;
 pub mod shard;
 pub mod spool;

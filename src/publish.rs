@@ -157,6 +157,10 @@ pub enum Error {
     PathLimit,
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
     Contention { ref_name: String, attempts: u32 },
+    #[error(transparent)]
+    Remote(#[from] crate::remote::Error),
+    #[error("the remote refused the publication:\n{0}")]
+    RemoteRefused(String),
     #[error(
         "the ref lock {} is held and was not released within about 5 s; if no publisher is running, remove it (ref {ref_name})",
         lock.display()
@@ -873,13 +877,7 @@ pub fn publish_batch(
                 files_written: 0,
             });
         }
-        let manifest_json = plan.manifest.to_json();
-        let message = format!(
-            "ledger: publish {} shard(s), {} new file(s)\n\nLedger-Manifest-Sha256: {}\n",
-            plan.manifest.event_paths.len(),
-            plan.additions.len(),
-            Digest::of(&manifest_json)
-        );
+        let message = commit_message(&plan);
         let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
         // A held lock is not a lost race: retry the same update for a bounded time (another
         // publisher finishing a ref update takes milliseconds), then name the lock file.
@@ -921,6 +919,79 @@ pub fn publish_batch(
     }
 }
 
+/// Where a publication lands: the local repository's ref, or a remote repository's ref reached
+/// through `git` (the local repository then only holds objects).
+#[derive(Clone, Debug)]
+pub enum Target {
+    Local,
+    Remote { url: String, ref_name: String },
+}
+
+/// Publishes one validated batch to a remote state repository (design.md §5): read the remote
+/// tip, fetch it, plan and build the commit locally on it, push with a lease on that tip; when
+/// the remote moved, fetch and rebuild, within `options.max_attempts`. A refusal by the server
+/// (its pre-receive hook) is final.
+pub fn publish_batch_remote(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+    url: &str,
+    remote_ref: &str,
+) -> Result<Publication, Error> {
+    use crate::remote::{self, PushOutcome};
+    let git_dir = store.git_dir().to_owned();
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let tip = remote::remote_tip(&git_dir, url, remote_ref)?;
+        if tip.is_some() {
+            remote::fetch(&git_dir, url, remote_ref)?;
+        }
+        let snap = store.snapshot(tip)?;
+        let plan = plan(batch, &snap)?;
+        drop(snap);
+        if plan.additions.is_empty() {
+            return Ok(Publication {
+                manifest: plan.manifest,
+                status: Status::Unchanged,
+                commit: tip,
+                attempts,
+                files_written: 0,
+            });
+        }
+        let message = commit_message(&plan);
+        let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+        match remote::push(&git_dir, url, remote_ref, commit, tip)? {
+            PushOutcome::Landed => {
+                return Ok(Publication {
+                    manifest: plan.manifest,
+                    status: Status::Created,
+                    commit: Some(commit),
+                    attempts,
+                    files_written: plan.additions.len(),
+                });
+            }
+            PushOutcome::Moved if attempts < options.max_attempts => backoff(attempts),
+            PushOutcome::Moved => {
+                return Err(Error::Contention {
+                    ref_name: format!("{url} {remote_ref}"),
+                    attempts,
+                });
+            }
+            PushOutcome::Refused(why) => return Err(Error::RemoteRefused(why)),
+        }
+    }
+}
+
+fn commit_message(plan: &Plan) -> String {
+    format!(
+        "ledger: publish {} shard(s), {} new file(s)\n\nLedger-Manifest-Sha256: {}\n",
+        plan.manifest.event_paths.len(),
+        plan.additions.len(),
+        Digest::of(plan.manifest.to_json())
+    )
+}
+
 /// How long a held ref lock is waited for before the publication gives up.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -937,9 +1008,24 @@ fn backoff(attempt: u32) {
 
 /// Reads, validates and publishes one source (see [`read_source`]) into `store`.
 pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
+    publish_to(store, source, options, &Target::Local)
+}
+
+/// Reads, validates and publishes one source to `target`.
+pub fn publish_to(
+    store: &Store,
+    source: &Path,
+    options: &Options,
+    target: &Target,
+) -> Result<Publication, Error> {
     let files = read_source(source, options.expected_event_paths.as_deref())?;
     let batch = validate_batch(&files, options.expected_producer.as_ref())?;
-    publish_batch(store, &batch, options)
+    match target {
+        Target::Local => publish_batch(store, &batch, options),
+        Target::Remote { url, ref_name } => {
+            publish_batch_remote(store, &batch, options, url, ref_name)
+        }
+    }
 }
 
 #[cfg(test)]
