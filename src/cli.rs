@@ -610,7 +610,7 @@ fn signature(env: &Env) -> Result<Signature, Failure> {
 
 /// A remote given as a local path is made absolute: git runs in the cache repository.
 fn absolute_url(url: &str) -> String {
-    let looks_local = !url.contains("://") && !(url.contains('@') && url.contains(':'));
+    let looks_local = !(url.contains("://") || (url.contains('@') && url.contains(':')));
     match std::path::Path::new(url) {
         p if looks_local && p.is_relative() => std::env::current_dir()
             .map(|d| d.join(p).to_string_lossy().into_owned())
