@@ -164,6 +164,10 @@ pub fn push(
         {
             Ok(PushOutcome::Moved)
         }
+        // The server checks the lease first and takes its ref lock later: a publisher that lost
+        // the race in between is told "atomic transaction failed" or "cannot lock ref". Whether
+        // the ref moved is what decides between a retry and a refusal.
+        Some(_) if remote_tip(git_dir, url, ref_name)? != expected => Ok(PushOutcome::Moved),
         Some(l) => {
             let remote_lines: Vec<&str> = stderr
                 .lines()
