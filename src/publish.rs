@@ -971,7 +971,11 @@ pub fn publish_batch_remote(
                     files_written: plan.additions.len(),
                 });
             }
-            PushOutcome::Moved if attempts < options.max_attempts => backoff(attempts),
+            // A push round trip (with the server's hook) costs far more than a local ref
+            // update, so losers back off on that scale: 25 ms doubling to 1.6 s, plus jitter.
+            PushOutcome::Moved if attempts < options.max_attempts => {
+                jittered_sleep(25 << attempts.min(6));
+            }
             PushOutcome::Moved => {
                 return Err(Error::Contention {
                     ref_name: format!("{url} {remote_ref}"),
@@ -997,7 +1001,12 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
 fn backoff(attempt: u32) {
-    let base = 1u64 << attempt.min(8);
+    jittered_sleep(1u64 << attempt.min(8));
+}
+
+/// Sleeps `base` ms plus a random share of `base` (the clock's nanoseconds as the randomness:
+/// enough to spread contending processes apart).
+fn jittered_sleep(base: u64) {
     let jitter = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::from(d.subsec_nanos()))
