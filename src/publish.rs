@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::binding::{self, Kind};
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::files::{self, EntryKind, Root};
@@ -44,17 +45,6 @@ pub mod limits {
     pub const MAX_PUBLISH_PATHS: usize = 262_144 + 256 * 4;
     pub const MAX_BINDING_BYTES: u64 = 1024 * 1024;
 }
-
-/// Schema of producer-run bindings.
-pub const PRODUCER_RUN_SCHEMA: &str = "clawsweeper.action-ledger-import-producer-run";
-/// Schema of event identity bindings.
-pub const EVENT_BINDING_SCHEMA: &str = "clawsweeper.action-ledger-import-event";
-/// Schema of shard-set reservations.
-pub const SHARD_SET_SCHEMA: &str = "clawsweeper.action-ledger-import-shard-set";
-/// Schema of shard-set completion markers.
-pub const COMPLETION_SCHEMA: &str = "clawsweeper.action-ledger-import-shard-set-completion";
-/// Directory of all binding files (reference layout, design.md §4).
-pub const BINDINGS_ROOT: &str = "ledger/v1/import-bindings";
 
 /// Why a publication was refused or could not be made. Texts follow the reference (runtime §12).
 #[derive(Debug, thiserror::Error)]
@@ -598,79 +588,12 @@ fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Erro
     Ok(())
 }
 
-/// Path of the producer-run binding for `id`.
-pub fn producer_run_path(id: &ShardIdentity) -> String {
-    format!("{BINDINGS_ROOT}/producer-runs/{}.json", id.run_digest())
-}
-/// Path of the event identity binding for an event id.
-pub fn event_binding_path(id: &Digest) -> String {
-    format!("{BINDINGS_ROOT}/events/{id}.json")
-}
-/// Path of the shard-set reservation for `id`.
-pub fn shard_set_path(id: &ShardIdentity) -> String {
-    format!("{BINDINGS_ROOT}/shard-sets/{}.json", id.digest())
-}
-/// Path of the shard-set completion marker for `id`.
-pub fn completion_path(id: &ShardIdentity) -> String {
-    format!("{BINDINGS_ROOT}/completed-shard-sets/{}.json", id.digest())
-}
-
-fn file_text(v: &Value) -> String {
-    format!("{}\n", canonical::to_canonical_unchecked(v))
-}
-
-/// Exact bytes of the event identity binding of `e` (§8.5 item 2).
-pub fn event_binding(e: &Event) -> String {
-    file_text(&Value::object([
-        ("event_id", Value::str(e.event_id.as_str())),
-        (
-            "parent_event_id",
-            e.parent_event_id
-                .as_ref()
-                .map_or(Value::Null, |p| Value::str(p.as_str())),
-        ),
-        ("schema", Value::str(EVENT_BINDING_SCHEMA)),
-        ("schema_version", Value::from(1)),
-        ("semantic_sha256", Value::str(e.semantic_sha256.as_str())),
-    ]))
-}
-
-/// A durable event binding, strictly parsed: `(semantic digest, parent)`.
-fn parse_event_binding(text: &str, id: &Digest) -> Result<(Digest, Option<Digest>), Error> {
-    let bad = || Error::InvalidEventBinding(id.clone());
-    let body = text.strip_suffix('\n').ok_or_else(bad)?;
-    let v = canonical::parse_canonical(body).map_err(|_| bad())?;
-    let map = v.as_object().ok_or_else(bad)?;
-    let str_field = |k: &str| v.get(k).and_then(Value::as_str);
-    let semantic = str_field("semantic_sha256")
-        .and_then(Digest::parse)
-        .ok_or_else(bad)?;
-    let parent = match v.get("parent_event_id") {
-        Some(Value::Null) => None,
-        Some(Value::String(p)) => Some(Digest::parse(p).ok_or_else(bad)?),
-        _ => return Err(bad()),
-    };
-    let ok = map.len() == 5
-        && str_field("schema") == Some(EVENT_BINDING_SCHEMA)
-        && v.get("schema_version").and_then(Value::as_f64) == Some(1.0)
-        && str_field("event_id") == Some(id.as_str());
-    if !ok {
-        return Err(bad());
-    }
-    Ok((semantic, parent))
-}
-
 /// Everything a batch would add, computed against one snapshot.
 struct Plan {
     manifest: Manifest,
     /// New files (path, bytes), sorted by path.
     additions: Vec<(String, Vec<u8>)>,
 }
-
-const PRODUCER_RUN_LABEL: &str = "action event shard import producer partition binding";
-const EVENT_LABEL: &str = "action event shard import event identity binding";
-const SHARD_SET_LABEL: &str = "action event shard import producer shard-set binding";
-const COMPLETION_LABEL: &str = "action event shard import producer shard-set completion binding";
 
 /// The transaction of runtime §8.4 against `snap`: history, bindings, payloads.
 fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
@@ -681,7 +604,7 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
         .map(|e| (&e.event_id, e))
         .collect();
     let existing_event_bindings: HashSet<String> = snap
-        .list_files(&format!("{BINDINGS_ROOT}/events"))?
+        .list_files(&format!("{}/events", binding::ROOT))?
         .into_iter()
         .collect();
 
@@ -696,14 +619,17 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
         if durable.len() >= limits::MAX_CAUSAL_BINDINGS {
             return Err(Error::BindingLimit);
         }
-        let path = event_binding_path(id);
+        let path = Kind::Event.path(id);
         let b = if existing_event_bindings.contains(&path) {
             let text = snap
                 .read(&path, limits::MAX_BINDING_BYTES)?
                 .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?;
             let text =
                 String::from_utf8(text).map_err(|_| Error::InvalidEventBinding(id.clone()))?;
-            Some(parse_event_binding(&text, id)?)
+            Some(
+                binding::parse_event(&text, id)
+                    .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?,
+            )
         } else {
             None
         };
@@ -739,59 +665,28 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
         resolved.extend(on_walk);
     }
 
-    // 2. Bindings.
-    let mut reservations: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
-    let mut completions: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+    // 2. Bindings (runtime §8.5), exactly as `binding` writes them.
+    let mut reservations: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    let mut completions: BTreeMap<String, (String, Kind)> = BTreeMap::new();
     let mut sets: BTreeMap<&ShardIdentity, Vec<&Shard>> = BTreeMap::new();
     for (s, id) in batch.shards.iter().zip(&batch.identities) {
         sets.entry(id).or_default().push(s);
         for e in &s.events {
-            reservations.insert(
-                event_binding_path(&e.event_id),
-                (event_binding(e), EVENT_LABEL),
-            );
+            let (path, text) = binding::event(e);
+            reservations.insert(path, (text, Kind::Event));
         }
     }
     for (id, shards) in &sets {
-        let run = file_text(&Value::object([
-            ("partition_date", Value::str(&id.partition_date)),
-            ("producer", id.run_value()),
-            ("schema", Value::str(PRODUCER_RUN_SCHEMA)),
-            ("schema_version", Value::from(1)),
-        ]));
-        reservations.insert(producer_run_path(id), (run, PRODUCER_RUN_LABEL));
-        let mut listed: Vec<&&Shard> = shards.iter().collect();
-        listed.sort_by(|a, b| a.path.cmp(&b.path));
-        let entries = listed
-            .iter()
-            .map(|s| {
-                Value::object([
-                    ("path", Value::str(&s.path)),
-                    ("replay_sha256", Value::str(s.replay_sha256().as_str())),
-                ])
-            })
-            .collect();
-        let reservation = file_text(&Value::object([
-            ("producer", id.to_value()),
-            ("schema", Value::str(SHARD_SET_SCHEMA)),
-            ("schema_version", Value::from(1)),
-            ("shards", Value::Array(entries)),
-        ]));
-        let completion = file_text(&Value::object([
-            ("producer", id.to_value()),
-            (
-                "reservation_sha256",
-                Value::str(Digest::of(&reservation).as_str()),
-            ),
-            ("schema", Value::str(COMPLETION_SCHEMA)),
-            ("schema_version", Value::from(1)),
-        ]));
-        reservations.insert(shard_set_path(id), (reservation, SHARD_SET_LABEL));
-        completions.insert(completion_path(id), (completion, COMPLETION_LABEL));
+        let (path, text) = binding::producer_run(id);
+        reservations.insert(path, (text, Kind::ProducerRun));
+        let (res_path, reservation) = binding::shard_set(id, shards);
+        let (comp_path, completion) = binding::completion(id, &reservation);
+        reservations.insert(res_path, (reservation, Kind::ShardSet));
+        completions.insert(comp_path, (completion, Kind::Completion));
     }
     let mut additions: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, (bytes, label)) in reservations.iter().chain(&completions) {
-        let exists = if label == &EVENT_LABEL {
+    for (path, (bytes, kind)) in reservations.iter().chain(&completions) {
+        let exists = if *kind == Kind::Event {
             existing_event_bindings.contains(path)
         } else {
             true
@@ -805,7 +700,7 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
             Some(cur) if cur == bytes.as_bytes() => {}
             Some(_) => {
                 return Err(Error::BindingConflict {
-                    label,
+                    label: kind.label(),
                     path: path.clone(),
                 });
             }
