@@ -925,7 +925,7 @@ pub fn publish_batch(
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
-fn backoff(attempt: u32) {
+pub(crate) fn backoff(attempt: u32) {
     let base = 1u64 << attempt.min(8);
     let jitter = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
