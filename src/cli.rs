@@ -1080,7 +1080,7 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
             }
             let a = &written.value;
             out.note(&format!(
-                "{} action {id} ({}, {}) {}",
+                "{} action {id} (lifecycle {}, {}) {}",
                 if written.commit.is_some() {
                     "created"
                 } else {
@@ -1088,9 +1088,9 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
                 },
                 a.lifecycle,
                 if a.execution_protocol.is_some() {
-                    "claimable with protocol 1"
+                    "protocol 1"
                 } else {
-                    "legacy: never claimable"
+                    "legacy without protocol: never claimable"
                 },
                 written
                     .commit
