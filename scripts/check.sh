@@ -16,3 +16,5 @@ echo "== end-to-end (day1 corpus, real git)"
 scripts/e2e.sh
 echo "== end-to-end hook (git push over a local transport)"
 scripts/e2e-hook.sh
+echo "== execution finality races (concurrent claims; a report against the sweep)"
+scripts/finality-race.sh
