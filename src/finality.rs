@@ -3189,4 +3189,79 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
     }
+
+    /// A push may add finality records but never change or remove one, nor claim an action whose
+    /// outcome was already set.
+    #[test]
+    fn push_ranges_refuse_rewrites_of_finality_records() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let ref_name = "refs/heads/main";
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let created = store.tip(ref_name).unwrap().unwrap();
+        claim(&store, &opts, ACTION, &request(ATTEMPT), ms(BASE)).unwrap();
+        let report = OutcomeReport {
+            status: "completed".into(),
+            ..OutcomeReport::default()
+        };
+        report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap();
+        let done = store.tip(ref_name).unwrap().unwrap();
+        let rules = |old, new| -> Vec<&'static str> {
+            let mut r: Vec<&str> = crate::verify::verify_range(&store, old, new)
+                .unwrap()
+                .findings
+                .iter()
+                .map(|f| f.rule.code())
+                .collect();
+            r.sort_unstable();
+            r.dedup();
+            r
+        };
+        assert_eq!(rules(Some(created), done), Vec::<&str>::new());
+        assert_eq!(rules(None, done), Vec::<&str>::new());
+        let id = ActionId::parse(ACTION).unwrap();
+        let edit = |put: Vec<(String, Vec<u8>)>, remove: Vec<String>| {
+            store
+                .write_commit_with(Some(done), &put, &remove, true, "edit", &sig())
+                .unwrap()
+        };
+        let other = Claim {
+            action_id: id.clone(),
+            attempt_id: AttemptId::parse("attempt-0000000002").unwrap(),
+            binding_sha256: show(&store, ref_name, ACTION).unwrap().action_sha256,
+            claimed_at_ms: ms(BASE),
+            guard_decision_id: "gd_1".into(),
+        };
+        let rewritten = edit(vec![(id.path(RecordKind::Claim), other.to_bytes())], vec![]);
+        assert_eq!(rules(Some(done), rewritten), vec!["modified"]);
+        let deleted = edit(vec![], vec![id.path(RecordKind::Outcome)]);
+        assert_eq!(rules(Some(done), deleted), vec!["deleted"]);
+        let stray = edit(vec![(format!("{ROOT}/notes.txt"), b"x\n".to_vec())], vec![]);
+        assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
+        // A claim added to an action whose outcome was set before the push.
+        create_action(&store, &opts, &new_action("act_late"), ms(BASE)).unwrap();
+        close(&store, &opts, "act_late", "completed", None, ms(BASE)).unwrap();
+        let before = store.tip(ref_name).unwrap().unwrap();
+        let late = ActionId::parse("act_late").unwrap();
+        let st = show(&store, ref_name, "act_late").unwrap();
+        let c = Claim {
+            action_id: late.clone(),
+            attempt_id: AttemptId::parse(ATTEMPT).unwrap(),
+            binding_sha256: st.action_sha256,
+            claimed_at_ms: ms(BASE),
+            guard_decision_id: "gd_1".into(),
+        };
+        let claimed_late = store
+            .write_commit(
+                Some(before),
+                &[(late.path(RecordKind::Claim), c.to_bytes())],
+                "late",
+                &sig(),
+            )
+            .unwrap();
+        assert_eq!(
+            rules(Some(before), claimed_late),
+            vec!["finality-claim-mismatch"]
+        );
+    }
 }
