@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::canonical::{self, Value};
+use crate::finality;
 use crate::publish::{self, Options, Publication, Status};
 use crate::record;
 use crate::seal;
@@ -133,6 +134,177 @@ enum Command {
         #[arg(required = true)]
         sources: Vec<PathBuf>,
     },
+    /// Governed actions (execution finality): create, claim, report an outcome, close, show.
+    Action {
+        #[command(subcommand)]
+        command: ActionCommand,
+    },
+    /// Mark every pending outcome older than the timeout as lost_confirmation (one commit).
+    Sweep {
+        #[command(flatten)]
+        state: StateRepo,
+        /// Minutes after creation before a pending outcome is stale.
+        #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
+              value_parser = clap::value_parser!(u32).range(1..=1440))]
+        timeout_minutes: u32,
+        /// JSON Lines: one `swept` object per action, then a `sweep` summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Claim an action, run CMD, report its outcome; exits with CMD's code (3: not claimed, CMD
+    /// not run; 4: CMD completed but the outcome could not be recorded).
+    Run {
+        #[command(flatten)]
+        state: StateRepo,
+        #[command(flatten)]
+        binding: Binding,
+        /// The action to claim.
+        #[arg(long)]
+        action: String,
+        /// The attempt id (default: a fresh UUID v4).
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Report as JSON Lines on stderr (stdout is CMD's).
+        #[arg(long)]
+        json: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+/// The state repository and ledger ref of the finality commands.
+#[derive(clap::Args, Debug)]
+struct StateRepo {
+    /// The state repository.
+    #[arg(long, default_value = "./state.git")]
+    repo: PathBuf,
+    /// The ledger ref.
+    #[arg(long = "ref", default_value = "refs/heads/main")]
+    ref_name: String,
+}
+
+/// Who acts, and on what: the binding a claim is checked against.
+#[derive(clap::Args, Debug)]
+struct Binding {
+    /// The agent id (default $ACTION_LEDGER_AGENT_ID).
+    #[arg(long)]
+    agent: Option<String>,
+    /// The principal (default $ACTION_LEDGER_PRINCIPAL).
+    #[arg(long)]
+    principal: Option<String>,
+    /// The act as a JSON object (default: the shell act of the command after `--`).
+    #[arg(long)]
+    act: Option<String>,
+    /// The caller's identity is verified.
+    #[arg(long)]
+    verified: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum ActionCommand {
+    /// Create a governed action; prints its id.
+    Create {
+        #[command(flatten)]
+        state: StateRepo,
+        #[command(flatten)]
+        binding: Binding,
+        /// The action id (default: act_ and 32 random hex digits).
+        #[arg(long)]
+        id: Option<String>,
+        /// The guard decision that authorised the action (a claim needs one).
+        #[arg(long)]
+        guard_decision: Option<String>,
+        /// That decision's verdict.
+        #[arg(long, default_value = "allow",
+              value_parser = ["allow", "warn", "allow_contained", "require_approval", "block"])]
+        verdict: String,
+        /// The containment ref of a contained action (for allow_contained).
+        #[arg(long)]
+        containment_ref: Option<String>,
+        /// The initial lifecycle (default: from the verdict).
+        #[arg(long, value_parser = ["running", "pending", "pending_approval", "blocked",
+              "completed", "failed", "cancelled"])]
+        lifecycle: Option<String>,
+        /// Create a legacy action without the execution_claims capability (never claimable).
+        #[arg(long)]
+        legacy: bool,
+        /// Print a JSON object of type `action`.
+        #[arg(long)]
+        json: bool,
+        /// The command the action stands for (its act, unless --act is given).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Claim the execution of an action for one attempt; prints the attempt id.
+    Claim {
+        #[command(flatten)]
+        state: StateRepo,
+        #[command(flatten)]
+        binding: Binding,
+        /// The action id.
+        action_id: String,
+        /// The attempt id (default: a fresh UUID v4).
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Print a JSON object of type `claim`.
+        #[arg(long)]
+        json: bool,
+        /// The command the action stands for (its act, unless --act is given).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Report the outcome of an action: completed, partial (with --progress) or failed (with
+    /// --error).
+    Outcome {
+        #[command(flatten)]
+        state: StateRepo,
+        /// The action id.
+        action_id: String,
+        /// completed, partial or failed.
+        status: String,
+        /// A summary (redacted, truncated to 4000 characters).
+        #[arg(long)]
+        summary: Option<String>,
+        /// The error message (required for failed).
+        #[arg(long)]
+        error: Option<String>,
+        /// A JSON object (required for partial; at most 8 KiB).
+        #[arg(long)]
+        progress: Option<String>,
+        /// The claiming attempt id, to bind the outcome to it.
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Print a JSON object of type `outcome`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The legacy close: close a running action as completed, failed, cancelled or blocked,
+    /// with the implicit outcome.
+    Close {
+        #[command(flatten)]
+        state: StateRepo,
+        /// The action id.
+        action_id: String,
+        /// completed, failed, cancelled or blocked.
+        status: String,
+        /// A summary (redacted, truncated to 4000 characters).
+        #[arg(long)]
+        summary: Option<String>,
+        /// Print a JSON object of type `outcome`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
+    Show {
+        #[command(flatten)]
+        state: StateRepo,
+        /// The action id.
+        action_id: String,
+        /// Print a JSON object of type `action`.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the CLI with explicit arguments, environment and output streams; returns the exit code.
@@ -218,11 +390,29 @@ pub fn run(
                 &sources,
             )
         }
+        Command::Action { command } => run_action(&mut out, env, command),
+        Command::Sweep {
+            state,
+            timeout_minutes,
+            json,
+        } => run_sweep(&mut out, env, &state, timeout_minutes, json),
+        Command::Run {
+            state,
+            binding,
+            action,
+            attempt,
+            json,
+            command,
+        } => run_governed(
+            &mut out, env, &state, &binding, &action, attempt, json, &command,
+        ),
     };
     let code = match result {
         Ok(()) => 0,
         Err(Failure { code, message }) => {
-            let _ = writeln!(out.stderr, "error: {message}");
+            if !message.is_empty() {
+                let _ = writeln!(out.stderr, "error: {message}");
+            }
             code
         }
     };
@@ -247,6 +437,17 @@ impl Printer<'_> {
     fn data(&mut self, line: &str) {
         if self.broken.is_none()
             && let Err(e) = writeln!(self.stdout, "{line}").and_then(|()| self.stdout.flush())
+        {
+            self.broken = Some(e);
+        }
+    }
+    /// Bytes of a child's standard output, passed through unchanged.
+    fn raw(&mut self, bytes: &[u8]) {
+        if self.broken.is_none()
+            && let Err(e) = self
+                .stdout
+                .write_all(bytes)
+                .and_then(|()| self.stdout.flush())
         {
             self.broken = Some(e);
         }
@@ -700,6 +901,806 @@ fn print_publication(
     ));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Execution finality (design.md §8): action, sweep, run
+
+/// The clock of the finality records: `ACTION_LEDGER_NOW` (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) when
+/// set, else the system clock.
+fn finality_now(env: &Env) -> Result<i64, Failure> {
+    match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
+        None => Ok(now_ms()),
+        Some(s) => finality::parse_time(s)
+            .or_else(|| {
+                (s.len() == 20 && s.ends_with('Z'))
+                    .then(|| crate::event::timestamp_epoch_seconds(s))
+                    .flatten()
+                    .map(|secs| secs * 1000)
+            })
+            .ok_or_else(|| {
+                Failure::input(format!(
+                    "ACTION_LEDGER_NOW must be YYYY-MM-DDTHH:MM:SS[.mmm]Z, got {s}"
+                ))
+            }),
+    }
+}
+
+fn finality_options(env: &Env, state: &StateRepo) -> Result<finality::Options, Failure> {
+    let mut options = finality::Options::new(signature(env)?);
+    options.ref_name = state.ref_name.clone();
+    Ok(options)
+}
+
+fn open_state(state: &StateRepo) -> Result<Store, Failure> {
+    Store::open(&state.repo).map_err(|e| {
+        Failure::input(format!(
+            "cannot open state repository {}: {e}",
+            state.repo.display()
+        ))
+    })
+}
+
+/// Random bytes from the kernel's generator.
+fn random_bytes<const N: usize>() -> Result<[u8; N], Failure> {
+    let mut buf = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        filled +=
+            rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty())
+                .map_err(|e| Failure::input(format!("cannot read random bytes: {e}")))?;
+    }
+    Ok(buf)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh UUID v4 (a valid attempt id).
+fn uuid_v4() -> Result<String, Failure> {
+    let mut b = random_bytes::<16>()?;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+impl Binding {
+    fn agent(&self, env: &Env) -> Option<String> {
+        self.agent
+            .clone()
+            .or_else(|| env.get("ACTION_LEDGER_AGENT_ID").cloned())
+    }
+
+    fn principal(&self, env: &Env) -> Option<String> {
+        self.principal
+            .clone()
+            .or_else(|| env.get("ACTION_LEDGER_PRINCIPAL").cloned())
+    }
+
+    /// `--act` (a JSON object), else the shell act of `command`, else none.
+    fn act(&self, command: &[String]) -> Result<Option<Value>, Failure> {
+        match &self.act {
+            Some(text) => {
+                let v =
+                    canonical::parse(text).map_err(|e| Failure::input(format!("--act: {e}")))?;
+                if !matches!(v, Value::Object(_)) {
+                    return Err(Failure::input("--act must be a JSON object"));
+                }
+                Ok(Some(v))
+            }
+            None if command.is_empty() => Ok(None),
+            None => Ok(Some(finality::shell_act(command))),
+        }
+    }
+}
+
+fn line(v: &Value) -> String {
+    canonical::to_canonical_unchecked(v)
+}
+
+fn with_type(
+    kind: &str,
+    v: Value,
+    extra: impl IntoIterator<Item = (&'static str, Value)>,
+) -> Value {
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    m.insert("type".into(), Value::str(kind));
+    m.extend(extra.into_iter().map(|(k, v)| (k.to_owned(), v)));
+    Value::Object(m)
+}
+
+fn commit_value(c: Option<store::CommitId>) -> Value {
+    c.map_or(Value::Null, |c| Value::str(c.to_hex()))
+}
+
+/// A refused or failed finality operation: with `--json` also a `refusal` object on stdout.
+fn finality_failure(
+    out: &mut Printer,
+    json: bool,
+    command: &str,
+    action_id: &str,
+    e: &finality::Error,
+) -> Failure {
+    if json {
+        let mut v = vec![
+            ("type", Value::str("refusal")),
+            ("command", Value::str(command)),
+            ("action_id", Value::str(action_id)),
+            ("code", Value::str(e.code())),
+            ("error", Value::str(e.to_string())),
+        ];
+        if let Some(s) = e.current_status() {
+            v.push(("current_status", Value::str(s)));
+        }
+        out.data(&line(&Value::object(v)));
+    }
+    Failure {
+        code: if e.is_refusal() { 1 } else { 2 },
+        message: format!("{e} ({})", e.code()),
+    }
+}
+
+fn state_value(st: &finality::State, now: i64) -> Value {
+    Value::object([
+        ("type", Value::str("action")),
+        ("action", st.action.to_value()),
+        (
+            "claim",
+            st.claim
+                .as_ref()
+                .map_or(Value::Null, finality::Claim::to_value),
+        ),
+        ("lifecycle", Value::str(st.lifecycle().as_str())),
+        ("outcome", st.view(now).to_value()),
+    ])
+}
+
+fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<(), Failure> {
+    let now = finality_now(env)?;
+    match command {
+        ActionCommand::Create {
+            state,
+            binding,
+            id,
+            guard_decision,
+            verdict,
+            containment_ref,
+            lifecycle,
+            legacy,
+            json,
+            command,
+        } => {
+            let id = match id {
+                Some(id) => id,
+                None => format!("act_{}", hex(&random_bytes::<16>()?)),
+            };
+            let action_id = finality::ActionId::parse(&id).ok_or_else(|| {
+                Failure::input(format!("--id {id:?} must match ^[A-Za-z0-9_-]{{1,128}}$"))
+            })?;
+            let input = finality::NewAction {
+                action_id,
+                agent_id: binding.agent(env).ok_or_else(|| {
+                    Failure::input("--agent (or $ACTION_LEDGER_AGENT_ID) is required")
+                })?,
+                principal: binding.principal(env).ok_or_else(|| {
+                    Failure::input("--principal (or $ACTION_LEDGER_PRINCIPAL) is required")
+                })?,
+                act: binding.act(&command)?,
+                guard_decision_id: guard_decision,
+                verdict: finality::Verdict::parse(&verdict).expect("clap checked the verdict"),
+                client_capabilities: if legacy {
+                    Vec::new()
+                } else {
+                    vec![finality::EXECUTION_CLAIMS.to_owned()]
+                },
+                identity_verified: binding.verified,
+                containment_ref,
+                lifecycle: lifecycle.as_deref().and_then(finality::Lifecycle::parse),
+            };
+            let options = finality_options(env, &state)?;
+            let store = Store::open_or_init_bare(&state.repo, &state.ref_name).map_err(|e| {
+                Failure::input(format!(
+                    "cannot open state repository {}: {e}",
+                    state.repo.display()
+                ))
+            })?;
+            let written = finality::create_action(&store, &options, &input, now)
+                .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+            let st = finality::show(&store, &state.ref_name, &id)
+                .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+            if json {
+                out.data(&line(&with_type(
+                    "action",
+                    state_value(&st, now),
+                    [
+                        ("created", Value::Bool(written.commit.is_some())),
+                        ("commit", commit_value(written.commit)),
+                    ],
+                )));
+            } else {
+                out.data(&id);
+            }
+            let a = &written.value;
+            out.note(&format!(
+                "{} action {id} (lifecycle {}, {}) {}",
+                if written.commit.is_some() {
+                    "created"
+                } else {
+                    "unchanged:"
+                },
+                a.lifecycle,
+                if a.execution_protocol.is_some() {
+                    "protocol 1"
+                } else {
+                    "legacy without protocol: never claimable"
+                },
+                written
+                    .commit
+                    .map_or("already recorded".to_owned(), |c| format!("at {c}")),
+            ));
+            Ok(())
+        }
+        ActionCommand::Claim {
+            state,
+            binding,
+            action_id,
+            attempt,
+            json,
+            command,
+        } => {
+            let attempt = match attempt {
+                Some(a) => a,
+                None => uuid_v4()?,
+            };
+            let request = finality::ClaimRequest {
+                attempt_id: attempt.clone(),
+                agent_id: binding.agent(env),
+                principal: binding.principal(env),
+                act: binding.act(&command)?,
+                verified: binding.verified,
+            };
+            let result = finality_options(env, &state).and_then(|options| {
+                let store = open_state(&state).map_err(|f| Failure {
+                    code: 2,
+                    message: f.message,
+                })?;
+                Ok(finality::claim(&store, &options, &action_id, &request, now))
+            });
+            let result = match result {
+                Ok(r) => r,
+                Err(f) => Err(finality::Error::ClaimUnavailable {
+                    action_id: action_id.clone(),
+                    reason: f.message,
+                }),
+            };
+            print_claim(out, json, false, &action_id, &attempt, result.as_ref());
+            match result {
+                Ok(w) => {
+                    if !json {
+                        out.data(w.value.attempt_id.as_str());
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(Failure {
+                    code: if e.is_refusal() { 1 } else { 2 },
+                    message: format!("{e} ({})", e.code()),
+                }),
+            }
+        }
+        ActionCommand::Outcome {
+            state,
+            action_id,
+            status,
+            summary,
+            error,
+            progress,
+            attempt,
+            json,
+        } => {
+            let progress = progress
+                .map(|p| {
+                    canonical::parse(&p).map_err(|e| Failure::input(format!("--progress: {e}")))
+                })
+                .transpose()?;
+            let report = finality::OutcomeReport {
+                status,
+                summary,
+                error_message: error,
+                progress,
+                attempt_id: attempt,
+            };
+            let options = finality_options(env, &state)?;
+            let store = open_state(&state)?;
+            let written = finality::report_outcome(&store, &options, &action_id, &report, now)
+                .map_err(|e| finality_failure(out, json, "outcome", &action_id, &e))?;
+            print_reported(out, json, &written);
+            Ok(())
+        }
+        ActionCommand::Close {
+            state,
+            action_id,
+            status,
+            summary,
+            json,
+        } => {
+            let options = finality_options(env, &state)?;
+            let store = open_state(&state)?;
+            let written = finality::close(
+                &store,
+                &options,
+                &action_id,
+                &status,
+                summary.as_deref(),
+                now,
+            )
+            .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;
+            print_reported(out, json, &written);
+            Ok(())
+        }
+        ActionCommand::Show {
+            state,
+            action_id,
+            json,
+        } => {
+            let store = open_state(&state)?;
+            let st = finality::show(&store, &state.ref_name, &action_id)
+                .map_err(|e| finality_failure(out, json, "show", &action_id, &e))?;
+            if json {
+                out.data(&line(&state_value(&st, now)));
+                return Ok(());
+            }
+            let a = &st.action;
+            let view = st.view(now);
+            let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            let mut lines = vec![
+                format!("action:       {}", a.action_id),
+                format!("agent:        {}", a.agent_id),
+                format!("principal:    {}", a.created_by),
+                format!("act hash:     {}", opt(&a.act_content_hash)),
+                format!(
+                    "decision:     {} ({})",
+                    opt(&a.guard_decision_id),
+                    a.guard_verdict
+                ),
+                format!(
+                    "protocol:     {}",
+                    a.execution_protocol
+                        .map_or("none (legacy)".to_owned(), |p| p.to_string())
+                ),
+                format!("created:      {}", finality::format_time(a.created_at_ms)),
+                format!(
+                    "claim:        {}",
+                    st.claim.as_ref().map_or("-".to_owned(), |c| format!(
+                        "{} at {}",
+                        c.attempt_id,
+                        finality::format_time(c.claimed_at_ms)
+                    ))
+                ),
+                format!("lifecycle:    {}", st.lifecycle()),
+                format!("outcome:      {}", view.status),
+            ];
+            if let Some(o) = &st.outcome {
+                lines.push(format!(
+                    "outcome at:   {}",
+                    finality::format_time(o.outcome_at_ms)
+                ));
+                lines.push(format!("source:       {}", o.source));
+                if let Some(a) = &o.attempt_id {
+                    lines.push(format!("reported by:  {a}"));
+                }
+                lines.push(format!("summary:      {}", opt(&o.summary)));
+                lines.push(format!("error:        {}", opt(&o.error_message)));
+                if let Some(p) = &o.progress {
+                    lines.push(format!("progress:     {}", line(p)));
+                }
+            }
+            lines.push(format!("elapsed_ms:   {}", view.elapsed_ms));
+            for l in lines {
+                out.data(&l);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Prints a claim result: with `--json` a `claim` object (on stderr for `run`, whose stdout is
+/// the command's), else a note.
+fn print_claim(
+    out: &mut Printer,
+    json: bool,
+    to_stderr: bool,
+    action_id: &str,
+    attempt: &str,
+    result: Result<&finality::Written<finality::Claim>, &finality::Error>,
+) {
+    let v = match result {
+        Ok(w) => Value::object([
+            ("type", Value::str("claim")),
+            ("claimed", Value::Bool(true)),
+            ("action_id", Value::str(action_id)),
+            ("attempt_id", Value::str(w.value.attempt_id.as_str())),
+            (
+                "claimed_at",
+                Value::str(finality::format_time(w.value.claimed_at_ms)),
+            ),
+            ("commit", commit_value(w.commit)),
+        ]),
+        Err(e) => Value::object([
+            ("type", Value::str("claim")),
+            ("claimed", Value::Bool(false)),
+            ("action_id", Value::str(action_id)),
+            ("attempt_id", Value::str(attempt)),
+            ("code", Value::str(e.code())),
+            ("error", Value::str(e.to_string())),
+        ]),
+    };
+    if json {
+        if to_stderr {
+            let _ = writeln!(out.stderr, "{}", line(&v));
+        } else {
+            out.data(&line(&v));
+        }
+    } else if let Ok(w) = result {
+        out.note(&format!(
+            "claimed {action_id} for attempt {} at {}",
+            w.value.attempt_id,
+            w.commit.map_or("-".to_owned(), |c| c.to_hex())
+        ));
+    }
+}
+
+fn reported_value(w: &finality::Written<finality::Reported>) -> Value {
+    let r = &w.value;
+    with_type(
+        "outcome",
+        r.view.to_value(),
+        [
+            ("lifecycle", Value::str(r.outcome.lifecycle.as_str())),
+            ("source", Value::str(r.outcome.source.as_str())),
+            (
+                "attempt_id",
+                r.outcome
+                    .attempt_id
+                    .as_ref()
+                    .map_or(Value::Null, |a| Value::str(a.as_str())),
+            ),
+            ("security", r.security.to_value()),
+            ("commit", commit_value(w.commit)),
+        ],
+    )
+}
+
+fn print_reported(out: &mut Printer, json: bool, w: &finality::Written<finality::Reported>) {
+    let r = &w.value;
+    if json {
+        out.data(&line(&reported_value(w)));
+    } else {
+        out.data(&format!(
+            "{} {} {}",
+            r.outcome.action_id, r.outcome.status, r.outcome.lifecycle
+        ));
+    }
+    if !r.security.is_clean() {
+        out.note(&format!(
+            "redacted {} secret(s) or confidential identifier(s) before storing",
+            r.security.findings
+        ));
+    }
+    out.note(&format!(
+        "recorded outcome {} of {} (lifecycle {}) at {}",
+        r.outcome.status,
+        r.outcome.action_id,
+        r.outcome.lifecycle,
+        w.commit.map_or("-".to_owned(), |c| c.to_hex())
+    ));
+}
+
+fn run_sweep(
+    out: &mut Printer,
+    env: &Env,
+    state: &StateRepo,
+    timeout_minutes: u32,
+    json: bool,
+) -> Result<(), Failure> {
+    let now = finality_now(env)?;
+    let options = finality_options(env, state)?;
+    let store = open_state(state)?;
+    let written = finality::sweep(&store, &options, f64::from(timeout_minutes), now)
+        .map_err(|e| finality_failure(out, json, "sweep", "", &e))?;
+    let r = &written.value;
+    for s in &r.swept {
+        if json {
+            out.data(&line(&Value::object([
+                ("type", Value::str("swept")),
+                ("action_id", Value::str(s.action_id.as_str())),
+                ("agent_id", Value::str(s.agent_id.as_str())),
+                (
+                    "created_at",
+                    Value::str(finality::format_time(s.created_at_ms)),
+                ),
+                (
+                    "outcome_at",
+                    Value::str(finality::format_time(s.outcome_at_ms)),
+                ),
+                ("status", Value::str("lost_confirmation")),
+                ("lifecycle", Value::str(s.lifecycle.as_str())),
+            ])));
+        } else {
+            out.data(&format!(
+                "{} lost_confirmation {}",
+                s.action_id, s.lifecycle
+            ));
+        }
+    }
+    for (id, status) in &r.lost {
+        if json {
+            out.data(&line(&Value::object([
+                ("type", Value::str("sweep_lost")),
+                ("action_id", Value::str(id.as_str())),
+                ("current_status", Value::str(status.as_str())),
+            ])));
+        }
+        out.note(&format!(
+            "{id}: another writer set the outcome first (current status {status})"
+        ));
+    }
+    for dir in &r.skipped {
+        out.note(&format!(
+            "{dir}: skipped, its records are not valid (run verify)"
+        ));
+    }
+    if json {
+        out.data(&line(&Value::object([
+            ("type", Value::str("sweep")),
+            ("swept", Value::from(r.swept.len() as i64)),
+            ("lost", Value::from(r.lost.len() as i64)),
+            ("skipped", Value::from(r.skipped.len() as i64)),
+            ("timeout_minutes", Value::from(i64::from(r.timeout_minutes))),
+            ("commit", commit_value(written.commit)),
+        ])));
+    }
+    out.note(&format!(
+        "swept {} pending outcome(s) older than {} minute(s) to lost_confirmation{}",
+        r.swept.len(),
+        r.timeout_minutes,
+        written.commit.map_or(String::new(), |c| format!(" at {c}"))
+    ));
+    Ok(())
+}
+
+/// Runs `command` with stdin inherited, passing its stdout and stderr through as they come.
+fn run_child(out: &mut Printer, command: &[String]) -> std::io::Result<std::process::ExitStatus> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, Vec<u8>)>();
+    fn pump(mut r: impl Read, is_err: bool, tx: std::sync::mpsc::Sender<(bool, Vec<u8>)>) {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 || tx.send((is_err, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    }
+    let mut pumps = Vec::new();
+    if let Some(o) = child.stdout.take() {
+        let tx = tx.clone();
+        pumps.push(std::thread::spawn(move || pump(o, false, tx)));
+    }
+    if let Some(e) = child.stderr.take() {
+        let tx = tx.clone();
+        pumps.push(std::thread::spawn(move || pump(e, true, tx)));
+    }
+    drop(tx);
+    for (is_err, chunk) in rx {
+        if is_err {
+            let _ = out
+                .stderr
+                .write_all(&chunk)
+                .and_then(|()| out.stderr.flush());
+        } else {
+            out.raw(&chunk);
+        }
+    }
+    for p in pumps {
+        let _ = p.join();
+    }
+    child.wait()
+}
+
+/// The governed helper (execution-finality.md §3 steps 6–9): claim, run, report.
+#[allow(clippy::too_many_arguments)]
+fn run_governed(
+    out: &mut Printer,
+    env: &Env,
+    state: &StateRepo,
+    binding: &Binding,
+    action_id: &str,
+    attempt: Option<String>,
+    json: bool,
+    command: &[String],
+) -> Result<(), Failure> {
+    let attempt = match attempt {
+        Some(a) => a,
+        None => uuid_v4()?,
+    };
+    let request = finality::ClaimRequest {
+        attempt_id: attempt.clone(),
+        agent_id: binding.agent(env),
+        principal: binding.principal(env),
+        act: binding.act(command)?,
+        verified: binding.verified,
+    };
+    let now = finality_now(env)?;
+    let options = finality_options(env, state)?;
+    // Exit 3: no claim was granted, so the command is not run.
+    let claimed = match Store::open(&state.repo) {
+        Ok(store) => {
+            finality::claim(&store, &options, action_id, &request, now).map(|w| (store, w))
+        }
+        Err(e) => Err(finality::Error::ClaimUnavailable {
+            action_id: action_id.to_owned(),
+            reason: format!("cannot open state repository {}: {e}", state.repo.display()),
+        }),
+    };
+    let (store, claim) = match claimed {
+        Ok(c) => c,
+        Err(e) => {
+            print_claim(out, json, true, action_id, &attempt, Err(&e));
+            return Err(Failure {
+                code: 3,
+                message: format!("{e} ({}); the command was not run", e.code()),
+            });
+        }
+    };
+    print_claim(out, json, true, action_id, &attempt, Ok(&claim));
+    let status = run_child(out, command);
+    let report = |out: &mut Printer, report: finality::OutcomeReport| {
+        let now = finality_now(env).unwrap_or_else(|_| now_ms());
+        let result = finality::report_outcome(&store, &options, action_id, &report, now);
+        if json {
+            let v = match &result {
+                Ok(w) => reported_value(w),
+                Err(e) => Value::object([
+                    ("type", Value::str("refusal")),
+                    ("command", Value::str("outcome")),
+                    ("action_id", Value::str(action_id)),
+                    ("code", Value::str(e.code())),
+                    ("error", Value::str(e.to_string())),
+                ]),
+            };
+            let _ = writeln!(out.stderr, "{}", line(&v));
+        }
+        result
+    };
+    let attempt_id = Some(claim.value.attempt_id.as_str().to_owned());
+    let attempt_text = claim.value.attempt_id.as_str().to_owned();
+    // (exit code, outcome reported, whether it was recorded, failure message)
+    let (code, outcome, recorded, message) = match status {
+        Ok(st) if st.success() => {
+            let result = report(
+                out,
+                finality::OutcomeReport {
+                    status: "completed".into(),
+                    summary: Some("command exited with status 0".into()),
+                    attempt_id,
+                    ..finality::OutcomeReport::default()
+                },
+            );
+            match result {
+                Ok(_) => {
+                    out.note(&format!(
+                        "{action_id}: command completed; outcome completed recorded"
+                    ));
+                    (0, "completed", true, String::new())
+                }
+                // Never a failed outcome: the command did run to completion (§3 step 8).
+                Err(e) => (
+                    4,
+                    "completed",
+                    false,
+                    format!(
+                        "the command completed, but its outcome could not be recorded: {e} ({}); reconcile action {action_id} (attempt {attempt_text}) before doing anything else, and never rerun it blindly",
+                        e.code(),
+                    ),
+                ),
+            }
+        }
+        Ok(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            let (code, what) = match (st.code(), st.signal()) {
+                (Some(c), _) => (c, format!("command exited with status {c}")),
+                (None, Some(s)) => (128 + s, format!("command killed by signal {s}")),
+                (None, None) => (1, "command ended without a status".to_owned()),
+            };
+            let result = report(
+                out,
+                finality::OutcomeReport {
+                    status: "failed".into(),
+                    error_message: Some(what.clone()),
+                    attempt_id,
+                    ..finality::OutcomeReport::default()
+                },
+            );
+            match result {
+                Ok(_) => {
+                    out.note(&format!("{action_id}: {what}; outcome failed recorded"));
+                    (code, "failed", true, String::new())
+                }
+                // The command's failure is what the caller hears about; the report's is attached.
+                Err(e) => (
+                    code,
+                    "failed",
+                    false,
+                    format!(
+                        "{action_id}: {what}, and the failed outcome could not be recorded: {e} ({}); reconcile action {action_id} (attempt {attempt_text})",
+                        e.code()
+                    ),
+                ),
+            }
+        }
+        Err(spawn) => {
+            let what = format!("could not start {}: {spawn}", command[0]);
+            let result = report(
+                out,
+                finality::OutcomeReport {
+                    status: "failed".into(),
+                    error_message: Some(what.clone()),
+                    attempt_id,
+                    ..finality::OutcomeReport::default()
+                },
+            );
+            let code = if spawn.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            match result {
+                Ok(_) => (code, "failed", true, what),
+                Err(e) => (
+                    code,
+                    "failed",
+                    false,
+                    format!(
+                        "{what}, and the failed outcome could not be recorded: {e} ({}); reconcile action {action_id} (attempt {attempt_text})",
+                        e.code()
+                    ),
+                ),
+            }
+        }
+    };
+    if json {
+        let v = Value::object([
+            ("type", Value::str("run")),
+            ("action_id", Value::str(action_id)),
+            ("attempt_id", Value::str(attempt_text.as_str())),
+            ("exit_code", Value::from(i64::from(code))),
+            ("outcome", Value::str(outcome)),
+            ("recorded", Value::Bool(recorded)),
+        ]);
+        let _ = writeln!(out.stderr, "{}", line(&v));
+    }
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Failure { code, message })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,6 +1816,388 @@ mod tests {
         insta::assert_snapshot!(
             "usage_bad_layout",
             run_cli(tmp, &["publish", "--layout", "fanout", "x"])
+        );
+    }
+
+    /// Runs the CLI in-process with the finality clock and identity in the environment; the
+    /// output is filtered as in [`run_cli`].
+    fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
+        let env = Env::from([
+            ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
+            ("ACTION_LEDGER_NOW".to_owned(), now.to_owned()),
+            ("ACTION_LEDGER_AGENT_ID".to_owned(), "deploy-bot".to_owned()),
+            ("ACTION_LEDGER_PRINCIPAL".to_owned(), "ci-key-7".to_owned()),
+        ]);
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let argv = std::iter::once("action-ledger".to_owned()).chain(
+            args.iter()
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+        );
+        let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+        let text = format!(
+            "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        );
+        let text = text.replace(&tmp.display().to_string(), "[TMP]");
+        let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+        re.replace_all(&text, "[COMMIT]").into_owned()
+    }
+
+    const T0: &str = "2026-03-01T12:00:00.000Z";
+    const T1: &str = "2026-03-01T12:00:01.500Z";
+    const LATER: &str = "2026-03-01T13:00:00.000Z";
+
+    #[test]
+    fn action_commands() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let create = |id: &str, extra: &[&str]| {
+            let mut args = vec!["action", "create", "--repo", repo, "--id", id];
+            args.extend_from_slice(extra);
+            run_finality(tmp, T0, &args)
+        };
+        insta::assert_snapshot!(
+            "action_create",
+            create(
+                "act_deploy",
+                &["--guard-decision", "gd_42", "--", "./deploy.sh", "prod"]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_create_json_blocked",
+            create(
+                "act_blocked",
+                &["--json", "--guard-decision", "gd_43", "--verdict", "block"]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_create_exists",
+            create("act_deploy", &["--guard-decision", "gd_other"])
+        );
+        let claim = |attempt: &str, extra: &[&str]| {
+            let mut args = vec![
+                "action",
+                "claim",
+                "--repo",
+                repo,
+                "act_deploy",
+                "--attempt",
+                attempt,
+            ];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
+            run_finality(tmp, T0, &args)
+        };
+        insta::assert_snapshot!(
+            "action_claim_other_act",
+            run_finality(
+                tmp,
+                T0,
+                &[
+                    "action",
+                    "claim",
+                    "--json",
+                    "--repo",
+                    repo,
+                    "act_deploy",
+                    "--attempt",
+                    "attempt-0000000000",
+                    "--",
+                    "./deploy.sh",
+                    "staging"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_claim_json",
+            claim("attempt-0000000001", &["--json"])
+        );
+        insta::assert_snapshot!("action_claim_conflict", claim("attempt-0000000002", &[]));
+        insta::assert_snapshot!("action_claim_invalid_attempt", claim("short", &["--json"]));
+        insta::assert_snapshot!(
+            "action_claim_no_repo",
+            run_finality(
+                tmp,
+                T0,
+                &[
+                    "action",
+                    "claim",
+                    "--repo",
+                    "[TMP]/none.git",
+                    "act_deploy",
+                    "--attempt",
+                    "attempt-0000000003"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_outcome_json",
+            run_finality(
+                tmp,
+                T1,
+                &[
+                    "action",
+                    "outcome",
+                    "--json",
+                    "--repo",
+                    repo,
+                    "act_deploy",
+                    "completed",
+                    "--attempt",
+                    "attempt-0000000001",
+                    "--summary",
+                    "deployed v2 with token=oc_live_fixture"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_outcome_already_set_json",
+            run_finality(
+                tmp,
+                T1,
+                &[
+                    "action",
+                    "outcome",
+                    "--json",
+                    "--repo",
+                    repo,
+                    "act_deploy",
+                    "failed",
+                    "--error",
+                    "late"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_outcome_lost_confirmation",
+            run_finality(
+                tmp,
+                T1,
+                &[
+                    "action",
+                    "outcome",
+                    "--repo",
+                    repo,
+                    "act_deploy",
+                    "lost_confirmation"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_outcome_blocked",
+            run_finality(
+                tmp,
+                T1,
+                &[
+                    "action",
+                    "outcome",
+                    "--repo",
+                    repo,
+                    "act_blocked",
+                    "completed"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_show",
+            run_finality(
+                tmp,
+                LATER,
+                &["action", "show", "--repo", repo, "act_deploy"]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_show_json",
+            run_finality(
+                tmp,
+                LATER,
+                &["action", "show", "--json", "--repo", repo, "act_deploy"]
+            )
+        );
+        insta::assert_snapshot!(
+            "action_show_missing",
+            run_finality(
+                tmp,
+                LATER,
+                &["action", "show", "--repo", repo, "act_nothing"]
+            )
+        );
+        create("act_legacy", &["--guard-decision", "gd_44"]);
+        insta::assert_snapshot!(
+            "action_close_cancelled",
+            run_finality(
+                tmp,
+                T1,
+                &[
+                    "action",
+                    "close",
+                    "--repo",
+                    repo,
+                    "act_legacy",
+                    "cancelled",
+                    "--summary",
+                    "operator stopped it"
+                ]
+            )
+        );
+        create("act_stale", &["--guard-decision", "gd_45"]);
+        create(
+            "act_waiting",
+            &["--guard-decision", "gd_46", "--verdict", "require_approval"],
+        );
+        insta::assert_snapshot!(
+            "sweep_json",
+            run_finality(tmp, LATER, &["sweep", "--json", "--repo", repo])
+        );
+        insta::assert_snapshot!(
+            "sweep_again",
+            run_finality(
+                tmp,
+                LATER,
+                &["sweep", "--repo", repo, "--timeout-minutes", "30"]
+            )
+        );
+        insta::assert_snapshot!(
+            "sweep_bad_timeout",
+            run_finality(
+                tmp,
+                LATER,
+                &["sweep", "--repo", repo, "--timeout-minutes", "0"]
+            )
+        );
+        insta::assert_snapshot!(
+            "verify_finality_clean",
+            run_finality(tmp, LATER, &["verify", "--repo", repo])
+        );
+    }
+
+    #[test]
+    fn run_wraps_a_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let script = "echo to-stdout; echo to-stderr >&2";
+        let ok = ["sh", "-c", script];
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            "act_ok",
+            "--guard-decision",
+            "gd_1",
+            "--",
+        ];
+        args.extend_from_slice(&ok);
+        run_finality(tmp, T0, &args);
+        let run_args =
+            |id: &'static str, attempt: &'static str, json: bool, cmd: &[&'static str]| {
+                let mut a = vec!["run", "--repo", repo, "--action", id, "--attempt", attempt];
+                if json {
+                    a.push("--json");
+                }
+                a.push("--");
+                a.extend_from_slice(cmd);
+                a
+            };
+        insta::assert_snapshot!(
+            "run_completed",
+            run_finality(
+                tmp,
+                T1,
+                &run_args("act_ok", "attempt-0000000001", false, &ok)
+            )
+        );
+        // A second run is refused before the command starts: the marker is never written.
+        let marker = ["sh", "-c", "touch [TMP]/ran-again"];
+        insta::assert_snapshot!(
+            "run_refused",
+            run_finality(
+                tmp,
+                T1,
+                &run_args("act_ok", "attempt-0000000002", false, &marker)
+            )
+        );
+        assert!(!tmp.join("ran-again").exists());
+        let fail = ["sh", "-c", "echo partial-output; exit 7"];
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            "act_fail",
+            "--guard-decision",
+            "gd_2",
+            "--",
+        ];
+        args.extend_from_slice(&fail);
+        run_finality(tmp, T0, &args);
+        insta::assert_snapshot!(
+            "run_failed_json",
+            run_finality(
+                tmp,
+                T1,
+                &run_args("act_fail", "attempt-0000000003", true, &fail)
+            )
+        );
+        let missing = ["[TMP]/no-such-program"];
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            "act_missing",
+            "--guard-decision",
+            "gd_3",
+            "--",
+        ];
+        args.extend_from_slice(&missing);
+        run_finality(tmp, T0, &args);
+        insta::assert_snapshot!(
+            "run_not_found",
+            run_finality(
+                tmp,
+                T1,
+                &run_args("act_missing", "attempt-0000000004", false, &missing)
+            )
+        );
+        // The command completes but takes the repository's objects with it: exit 4, reconcile.
+        let broken = "[TMP]/broken.git";
+        let sabotage = ["mv", "[TMP]/broken.git/objects", "[TMP]/objects.gone"];
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            broken,
+            "--id",
+            "act_lost",
+            "--guard-decision",
+            "gd_4",
+            "--",
+        ];
+        args.extend_from_slice(&sabotage);
+        run_finality(tmp, T0, &args);
+        let mut args = vec![
+            "run",
+            "--repo",
+            broken,
+            "--action",
+            "act_lost",
+            "--attempt",
+            "attempt-0000000005",
+            "--",
+        ];
+        args.extend_from_slice(&sabotage);
+        insta::assert_snapshot!("run_unconfirmed", run_finality(tmp, T1, &args));
+        insta::assert_snapshot!(
+            "run_verify_clean",
+            run_finality(tmp, T1, &["verify", "--repo", repo])
         );
     }
 }

@@ -10,6 +10,7 @@ pub mod cli;
 mod conformance;
 pub mod event;
 pub mod files;
+pub mod finality;
 pub mod identity;
 pub mod interrupt;
 pub mod lock;

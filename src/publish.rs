@@ -895,7 +895,7 @@ fn commit_message(plan: &Plan) -> String {
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
-fn backoff(attempt: u32) {
+pub(crate) fn backoff(attempt: u32) {
     jittered_sleep(1u64 << attempt.min(8));
 }
 

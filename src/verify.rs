@@ -75,6 +75,18 @@ pub enum Rule {
     Deleted,
     /// A push whose new commit does not descend from the old one.
     NotDescendant,
+    /// A path under `finality/v1/` that is not an action record at the path its id gives.
+    FinalityUnknownPath,
+    /// A finality record that is not canonical, has the wrong fields, or names another action.
+    FinalityRecordInvalid,
+    /// A claim or outcome without its `action.json`.
+    FinalityActionMissing,
+    /// A claim that does not match its action's binding, or that the action never allowed.
+    FinalityClaimMismatch,
+    /// An outcome whose status or lifecycle the operations cannot produce from the action.
+    FinalityLifecycleMismatch,
+    /// An outcome naming an attempt that does not hold the action's claim.
+    FinalityAttemptMismatch,
 }
 
 impl Rule {
@@ -106,6 +118,12 @@ impl Rule {
             Rule::Modified => "modified",
             Rule::Deleted => "deleted",
             Rule::NotDescendant => "not-descendant",
+            Rule::FinalityUnknownPath => "finality-unknown-path",
+            Rule::FinalityRecordInvalid => "finality-record-invalid",
+            Rule::FinalityActionMissing => "finality-action-missing",
+            Rule::FinalityClaimMismatch => "finality-claim-mismatch",
+            Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
+            Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
         }
     }
 }
@@ -663,6 +681,8 @@ pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error>
     let starts: Vec<Key> = ctx.events.keys().copied().collect();
     // Parents outside the ledger end a walk.
     ctx.find_cycles(&starts, |_, _| Ok(None))?;
+    let finality = crate::finality::verify(&snap)?;
+    ctx.report.findings.extend(finality);
     Ok(ctx.finish())
 }
 
@@ -753,6 +773,8 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
             .and_then(|t| binding::parse_event(&t, &id))
             .map(|(_, parent)| parent.as_ref().map(Digest::bytes)))
     })?;
+    let finality = crate::finality::verify_range(store, old, new)?;
+    ctx.report.findings.extend(finality);
     Ok(ctx.finish())
 }
 
