@@ -761,19 +761,10 @@ pub fn publish_batch(
     loop {
         attempts += 1;
         let tip = store.tip(&options.ref_name)?;
-        let snap = store.snapshot(tip)?;
-        let plan = plan(batch, &snap)?;
-        if plan.additions.is_empty() {
-            return Ok(Publication {
-                manifest: plan.manifest,
-                status: Status::Unchanged,
-                commit: tip,
-                attempts,
-                files_written: 0,
-            });
-        }
-        let message = commit_message(&plan);
-        let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+        let (plan, commit) = match build_on(store, batch, tip, options, attempts)? {
+            Built::Unchanged(publication) => return Ok(publication),
+            Built::Commit(plan, commit) => (plan, commit),
+        };
         // A held lock is not a lost race: retry the same update for a bounded time (another
         // publisher finishing a ref update takes milliseconds), then name the lock file.
         let mut result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
@@ -785,15 +776,7 @@ pub fn publish_batch(
             result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
         }
         match result {
-            Ok(()) => {
-                return Ok(Publication {
-                    manifest: plan.manifest,
-                    status: Status::Created,
-                    commit: Some(commit),
-                    attempts,
-                    files_written: plan.additions.len(),
-                });
-            }
+            Ok(()) => return Ok(landed(plan, commit, attempts)),
             Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
                 backoff(attempts);
             }
@@ -842,30 +825,12 @@ pub fn publish_batch_remote(
         if tip.is_some() {
             remote::fetch(&git_dir, url, remote_ref)?;
         }
-        let snap = store.snapshot(tip)?;
-        let plan = plan(batch, &snap)?;
-        drop(snap);
-        if plan.additions.is_empty() {
-            return Ok(Publication {
-                manifest: plan.manifest,
-                status: Status::Unchanged,
-                commit: tip,
-                attempts,
-                files_written: 0,
-            });
-        }
-        let message = commit_message(&plan);
-        let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+        let (plan, commit) = match build_on(store, batch, tip, options, attempts)? {
+            Built::Unchanged(publication) => return Ok(publication),
+            Built::Commit(plan, commit) => (plan, commit),
+        };
         match remote::push(&git_dir, url, remote_ref, commit, tip)? {
-            PushOutcome::Landed => {
-                return Ok(Publication {
-                    manifest: plan.manifest,
-                    status: Status::Created,
-                    commit: Some(commit),
-                    attempts,
-                    files_written: plan.additions.len(),
-                });
-            }
+            PushOutcome::Landed => return Ok(landed(plan, commit, attempts)),
             // A push round trip (with the server's hook) costs far more than a local ref
             // update, so losers back off on that scale: 25 ms doubling to 1.6 s, plus jitter.
             PushOutcome::Moved if attempts < options.max_attempts => {
@@ -879,6 +844,48 @@ pub fn publish_batch_remote(
             }
             PushOutcome::Refused(why) => return Err(Error::RemoteRefused(why)),
         }
+    }
+}
+
+/// What planning a batch on one tip produced.
+enum Built {
+    /// Everything is already there: no commit.
+    Unchanged(Publication),
+    /// The plan and its commit on the tip (no ref moved yet).
+    Commit(Plan, CommitId),
+}
+
+/// Plans `batch` against `tip` and, when it adds anything, writes its commit on `tip`.
+fn build_on(
+    store: &Store,
+    batch: &Batch,
+    tip: Option<CommitId>,
+    options: &Options,
+    attempts: u32,
+) -> Result<Built, Error> {
+    let plan = plan(batch, &store.snapshot(tip)?)?;
+    if plan.additions.is_empty() {
+        return Ok(Built::Unchanged(Publication {
+            manifest: plan.manifest,
+            status: Status::Unchanged,
+            commit: tip,
+            attempts,
+            files_written: 0,
+        }));
+    }
+    let message = commit_message(&plan);
+    let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+    Ok(Built::Commit(plan, commit))
+}
+
+/// The publication of a commit that landed.
+fn landed(plan: Plan, commit: CommitId, attempts: u32) -> Publication {
+    Publication {
+        files_written: plan.additions.len(),
+        manifest: plan.manifest,
+        status: Status::Created,
+        commit: Some(commit),
+        attempts,
     }
 }
 
