@@ -3,7 +3,9 @@
 #   seal --output reproduces the reference shards of every day1 job byte for byte;
 #   publishing every spool (and, separately, every shard root) in name order gives a tree equal to
 #   expected-state/, manifests equal to expected-import-results.json, one commit per job, and a
-#   repository that passes `git fsck --strict`; a replay adds nothing; refusals leave the ref alone.
+#   repository that passes `git fsck --strict`; a replay adds nothing; refusals leave the ref alone;
+#   the fanout layout differs from expected-state/ only by binding paths and the layout record,
+#   and writes each publication as one pack.
 # Usage: scripts/e2e.sh            (uses target/debug/action-ledger, building it when missing)
 #        BIN=path/to/action-ledger scripts/e2e.sh
 set -euo pipefail
@@ -33,8 +35,8 @@ diff -r -x _locks "$work/spools" "$corpus/spools" >/dev/null || fail "sealing ch
 [ -z "$(find "$work/spools" -path '*/_locks/*')" ] || fail "a lock file remained after sealing"
 ok "seal --output reproduces shards/<job> for all 24 jobs"
 
-# 2. Publish all spools in name order into a new repository.
-(cd "$work" && "$bin" -q publish --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >manifests.jsonl)
+# 2. Publish all spools in name order into a new repository (the reference layout).
+(cd "$work" && "$bin" -q publish --layout reference --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >manifests.jsonl)
 python3 - "$corpus/expected-import-results.json" "$work/manifests.jsonl" <<'PY' || fail "manifests differ from expected-import-results.json"
 import json, sys
 expected = [e["result"] for e in json.load(open(sys.argv[1]))]
@@ -67,7 +69,7 @@ PY
 ok "replaying all 24 spools adds no commit and reports every shard unchanged"
 
 # 4. Shard roots as sources give the same tree and manifests.
-(cd "$work" && "$bin" -q publish --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
+(cd "$work" && "$bin" -q publish --layout reference --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
 cmp -s "$work/shard-manifests.jsonl" "$work/manifests.jsonl" || fail "shard-root manifests differ"
 [ "$(git -C "$work/shards.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "shard-root tree differs"
 ok "publishing shards/<job> gives the same manifests and tree"
@@ -104,4 +106,46 @@ expect_refusal 2 "not canonical" "$work/noncanonical"
 ok "non-canonical shard bytes are refused"
 
 git -C "$work/state.git" fsck --strict >/dev/null 2>&1 || fail "git fsck after refusals"
+
+# 6. The default layout (fanout): same bytes, binding paths two hex levels deeper, one layout
+#    record; the same manifests once binding paths are mapped back; one pack per publication.
+(cd "$work" && "$bin" -q publish --repo fanout.git $(for j in $jobs; do echo "spools/$j"; done) >fanout.jsonl)
+git -C "$work/fanout.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict (fanout)"
+"$bin" -q verify --repo "$work/fanout.git" || fail "verify reports findings on the fanout repository"
+git clone -q "$work/fanout.git" "$work/fanout"
+python3 - "$work/fanout" "$corpus/expected-state" "$work/fanout.jsonl" "$work/manifests.jsonl" <<'PY' || fail "fanout tree or manifests differ beyond binding paths and the layout record"
+import json, os, re, sys
+fan, ref, fan_manifests, ref_manifests = sys.argv[1:5]
+def tree(root):
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if x != ".git"]
+        for f in files:
+            p = os.path.relpath(os.path.join(d, f), root)
+            out[p] = open(os.path.join(d, f), "rb").read()
+    return out
+pat = re.compile(r"^(ledger/v1/import-bindings/[a-z-]+)/([0-9a-f]{2})/([0-9a-f]{2})/(([0-9a-f]{64})\.json)$")
+def back(p):
+    m = pat.match(p)
+    if m:
+        assert m.group(5)[:2] == m.group(2) and m.group(5)[2:4] == m.group(3), p
+        return m.group(1) + "/" + m.group(4)
+    assert not p.startswith("ledger/v1/import-bindings/"), "not a fanout path: " + p
+    return p
+f = tree(fan)
+record = f.pop("ledger/v1/layout.json")
+assert record == b'{"layout":"fanout","schema":"action-ledger.state-layout","schema_version":1}\n', record
+mapped = {back(p): b for p, b in f.items()}
+assert len(mapped) == len(f)
+assert mapped == tree(ref), "fanout tree differs from expected-state/ beyond binding paths"
+for g, e in zip(open(fan_manifests), open(ref_manifests)):
+    g, e = json.loads(g), json.loads(e)
+    for k in ("reservationPaths", "completionPaths", "paths"):
+        g[k] = sorted(back(p) for p in g[k])
+    assert g == e, "manifest differs"
+PY
+ok "fanout: the tree is expected-state/ with binding paths two hex levels deeper plus the layout record"
+packs=$(find "$work/fanout.git/objects/pack" -name 'pack-*.pack' | wc -l)
+[ "$packs" -eq 24 ] || fail "expected one pack per publication, found $packs"
+ok "fanout: 24 publications wrote 24 packs"
 echo "e2e: $pass passed, 0 failed"

@@ -7,15 +7,18 @@
 //! ledger/v1/import-bindings/shard-sets/<sha256(shard identity)>.json        reservation
 //! ledger/v1/import-bindings/completed-shard-sets/<same digest>.json         completion marker
 //! ```
-//! Every file is canonical JSON plus `\n`, create-only, never rewritten. The publisher writes
-//! them; `verify` recomputes them and compares bytes.
+//! That is the `reference` layout; the `fanout` layout puts each file two hex-prefix levels deeper
+//! (`.../<h[0:2]>/<h[2:4]>/<digest>.json`, see [`crate::layout`]). Every file is canonical JSON
+//! plus `\n`, create-only, never rewritten. The publisher writes them; `verify` recomputes them
+//! and compares bytes.
 
 use crate::canonical::{self, Value};
 use crate::event::Event;
 use crate::identity::{Digest, ShardIdentity};
+use crate::layout::Layout;
 use crate::shard::Shard;
 
-/// Directory of all binding files (reference layout, design.md §4).
+/// Directory of all binding files (both layouts, design.md §4).
 pub const ROOT: &str = "ledger/v1/import-bindings";
 /// Schema of producer-run bindings.
 pub const PRODUCER_RUN_SCHEMA: &str = "clawsweeper.action-ledger-import-producer-run";
@@ -38,7 +41,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn dir(self) -> &'static str {
+    /// The directory of this kind's files below [`ROOT`].
+    pub fn dir(self) -> &'static str {
         match self {
             Kind::ProducerRun => "producer-runs",
             Kind::Event => "events",
@@ -57,14 +61,14 @@ impl Kind {
         }
     }
 
-    /// The path of the binding named by `digest`.
-    pub fn path(self, digest: &Digest) -> String {
-        format!("{ROOT}/{}/{digest}.json", self.dir())
+    /// The path of the binding named by `digest` in `layout`.
+    pub fn path(self, layout: Layout, digest: &Digest) -> String {
+        layout.binding_path(&format!("{ROOT}/{}", self.dir()), digest)
     }
 }
 
-/// The kind and digest of a binding path, `None` for anything else.
-pub fn classify(path: &str) -> Option<(Kind, Digest)> {
+/// The kind, digest and layout of a binding path, `None` for anything else.
+pub fn classify(path: &str) -> Option<(Kind, Digest, Layout)> {
     let rest = path.strip_prefix(ROOT)?.strip_prefix('/')?;
     let (dir, file) = rest.split_once('/')?;
     let kind = [
@@ -75,8 +79,8 @@ pub fn classify(path: &str) -> Option<(Kind, Digest)> {
     ]
     .into_iter()
     .find(|k| k.dir() == dir)?;
-    let digest = Digest::parse(file.strip_suffix(".json")?)?;
-    Some((kind, digest))
+    let (digest, layout) = Layout::parse_binding_file(file)?;
+    Some((kind, digest, layout))
 }
 
 fn file_text(v: &Value) -> String {
@@ -84,19 +88,19 @@ fn file_text(v: &Value) -> String {
 }
 
 /// Producer-run binding: `{partition_date, producer: <run identity>, schema, schema_version}`.
-pub fn producer_run(id: &ShardIdentity) -> (String, String) {
+pub fn producer_run(layout: Layout, id: &ShardIdentity) -> (String, String) {
     let text = file_text(&Value::object([
         ("partition_date", Value::str(&id.partition_date)),
         ("producer", id.run_value()),
         ("schema", Value::str(PRODUCER_RUN_SCHEMA)),
         ("schema_version", Value::from(1)),
     ]));
-    (Kind::ProducerRun.path(&id.run_digest()), text)
+    (Kind::ProducerRun.path(layout, &id.run_digest()), text)
 }
 
 /// Event identity binding: `{event_id, parent_event_id, schema, schema_version,
 /// semantic_sha256}`.
-pub fn event(e: &Event) -> (String, String) {
+pub fn event(layout: Layout, e: &Event) -> (String, String) {
     let text = file_text(&Value::object([
         ("event_id", Value::str(e.event_id.as_str())),
         (
@@ -109,11 +113,11 @@ pub fn event(e: &Event) -> (String, String) {
         ("schema_version", Value::from(1)),
         ("semantic_sha256", Value::str(e.semantic_sha256.as_str())),
     ]));
-    (Kind::Event.path(&e.event_id), text)
+    (Kind::Event.path(layout, &e.event_id), text)
 }
 
 /// Shard-set reservation listing every part (sorted by path) with its replay digest.
-pub fn shard_set(id: &ShardIdentity, shards: &[&Shard]) -> (String, String) {
+pub fn shard_set(layout: Layout, id: &ShardIdentity, shards: &[&Shard]) -> (String, String) {
     let mut listed: Vec<&&Shard> = shards.iter().collect();
     listed.sort_by(|a, b| a.path.cmp(&b.path));
     let entries = listed
@@ -131,11 +135,11 @@ pub fn shard_set(id: &ShardIdentity, shards: &[&Shard]) -> (String, String) {
         ("schema_version", Value::from(1)),
         ("shards", Value::Array(entries)),
     ]));
-    (Kind::ShardSet.path(&id.digest()), text)
+    (Kind::ShardSet.path(layout, &id.digest()), text)
 }
 
 /// Completion marker of a set whose reservation file holds exactly `reservation`.
-pub fn completion(id: &ShardIdentity, reservation: &str) -> (String, String) {
+pub fn completion(layout: Layout, id: &ShardIdentity, reservation: &str) -> (String, String) {
     let text = file_text(&Value::object([
         ("producer", id.to_value()),
         (
@@ -145,7 +149,7 @@ pub fn completion(id: &ShardIdentity, reservation: &str) -> (String, String) {
         ("schema", Value::str(COMPLETION_SCHEMA)),
         ("schema_version", Value::from(1)),
     ]));
-    (Kind::Completion.path(&id.digest()), text)
+    (Kind::Completion.path(layout, &id.digest()), text)
 }
 
 /// A durable event binding, strictly parsed (runtime §8.5 item 2): `(semantic digest, parent)`;
@@ -204,8 +208,13 @@ mod tests {
         let d = "a".repeat(64);
         assert_eq!(
             classify(&format!("{ROOT}/events/{d}.json")),
-            Some((Kind::Event, Digest::parse(&d).unwrap()))
+            Some((Kind::Event, Digest::parse(&d).unwrap(), Layout::Reference))
         );
+        assert_eq!(
+            classify(&format!("{ROOT}/shard-sets/aa/aa/{d}.json")),
+            Some((Kind::ShardSet, Digest::parse(&d).unwrap(), Layout::Fanout))
+        );
+        assert_eq!(classify(&format!("{ROOT}/shard-sets/ab/aa/{d}.json")), None);
         assert_eq!(
             classify(&format!("{ROOT}/completed-shard-sets/{d}.json")).map(|c| c.0),
             Some(Kind::Completion)

@@ -113,9 +113,11 @@ enum Command {
         /// The ledger ref.
         #[arg(long = "ref", default_value = "refs/heads/main")]
         ref_name: String,
-        /// Tree layout; only `reference` exists in this version.
-        #[arg(long, default_value = "reference", value_parser = ["reference"])]
-        layout: String,
+        /// Tree layout of a new ledger: `fanout` (default; binding files under two hex-prefix
+        /// levels) or `reference` (the reference's flat directories, byte-identical to its
+        /// importer). An existing ledger keeps its layout; naming another one is refused.
+        #[arg(long, value_parser = ["reference", "fanout"])]
+        layout: Option<String>,
         /// Publish to this remote state repository (any git URL or path); --repo then only
         /// caches objects. Pushed with a lease on the fetched tip, retried when the remote moved.
         #[arg(long)]
@@ -365,7 +367,7 @@ pub fn run(
         Command::Publish {
             repo,
             ref_name,
-            layout: _,
+            layout,
             remote,
             remote_ref,
             max_attempts,
@@ -385,6 +387,7 @@ pub fn run(
                 &repo,
                 &ref_name,
                 &target,
+                layout.as_deref().and_then(crate::layout::Layout::from_name),
                 max_attempts,
                 json,
                 &sources,
@@ -499,6 +502,7 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
         ) => 1,
+        E::Layout(crate::layout::Error::Mismatch { .. } | crate::layout::Error::UnknownRecord) => 1,
         _ => 2,
     };
     Failure {
@@ -827,12 +831,14 @@ fn run_publish(
     repo: &std::path::Path,
     ref_name: &str,
     target: &publish::Target,
+    layout: Option<crate::layout::Layout>,
     max_attempts: u32,
     json: bool,
     sources: &[PathBuf],
 ) -> Result<(), Failure> {
     let mut options = Options::new(signature(env)?);
     options.ref_name = ref_name.to_owned();
+    options.layout = layout;
     options.max_attempts = max_attempts;
     let store = Store::open_or_init_bare(repo, ref_name).map_err(|e: store::Error| {
         Failure::input(format!(
@@ -1788,6 +1794,36 @@ mod tests {
                 ]
             )
         );
+        // The repository is fanout (the default for a new one): another layout is refused and
+        // changes nothing; naming its own layout is fine.
+        insta::assert_snapshot!(
+            "publish_layout_mismatch",
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--layout",
+                    "reference",
+                    "--repo",
+                    "[TMP]/state.git",
+                    "[TMP]/spool"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "publish_layout_same",
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--layout",
+                    "fanout",
+                    "--repo",
+                    "[TMP]/state.git",
+                    "[TMP]/spool"
+                ]
+            )
+        );
     }
 
     #[test]
@@ -1815,7 +1851,7 @@ mod tests {
         insta::assert_snapshot!("usage_no_sources", run_cli(tmp, &["publish"]));
         insta::assert_snapshot!(
             "usage_bad_layout",
-            run_cli(tmp, &["publish", "--layout", "fanout", "x"])
+            run_cli(tmp, &["publish", "--layout", "flat", "x"])
         );
     }
 

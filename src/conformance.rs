@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
+use crate::binding;
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, ShardIdentity};
+use crate::layout::Layout;
 use crate::publish::{self, ExpectedProducer, Options};
 use crate::record;
 use crate::seal;
@@ -516,15 +518,70 @@ fn snapshot_files(store: &Store, ref_name: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn run_import(case: &Json, finalize_outputs: &HashMap<String, Vec<Json>>) -> Outcome {
+/// A fanout tree seen as the reference would write it: binding paths moved back to the flat
+/// directories and the layout record dropped (after checking it is there and every binding is at
+/// its fanout path). The identity for the reference layout.
+fn as_reference(
+    layout: Layout,
+    files: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    if layout == Layout::Reference {
+        return Ok(files);
+    }
+    let mut out = BTreeMap::new();
+    let mut recorded = false;
+    for (path, bytes) in files {
+        if path == crate::layout::RECORD_PATH {
+            if Some(&bytes) != Layout::Fanout.record().as_ref() {
+                return Err(format!("layout record {bytes:?}"));
+            }
+            recorded = true;
+            continue;
+        }
+        out.insert(reference_path(&path)?, bytes);
+    }
+    if !recorded && out.keys().any(|p| p.starts_with("ledger/v1/")) {
+        return Err("a fanout ledger without its layout record".into());
+    }
+    Ok(out)
+}
+
+/// `path` with a fanout binding path replaced by its reference path; an error for a binding path
+/// in the reference form (a fanout repository never holds one).
+fn reference_path(path: &str) -> Result<String, String> {
+    match binding::classify(path) {
+        Some((kind, digest, Layout::Fanout)) => Ok(kind.path(Layout::Reference, &digest)),
+        Some((_, _, Layout::Reference)) => Err(format!("reference binding path {path} in fanout")),
+        None => Ok(path.to_owned()),
+    }
+}
+
+/// Every fanout binding path inside `text` replaced by its reference path (for error messages).
+fn reference_text(text: &str) -> String {
+    let re = regex::Regex::new(
+        r"ledger/v1/import-bindings/[a-z-]+/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{64}\.json",
+    )
+    .expect("regex");
+    re.replace_all(text, |c: &regex::Captures<'_>| {
+        reference_path(&c[0]).unwrap_or_else(|e| e)
+    })
+    .into_owned()
+}
+
+fn run_import(
+    case: &Json,
+    finalize_outputs: &HashMap<String, Vec<Json>>,
+    layout: Layout,
+) -> Outcome {
     let repo = tempfile::tempdir().expect("tempdir");
     let store =
         Store::open_or_init_bare(&repo.path().join("state.git"), "refs/heads/main").expect("init");
-    let options_base = Options::new(Signature {
+    let mut options_base = Options::new(Signature {
         name: "action-ledger".into(),
         email: "action-ledger@invalid".into(),
         time_seconds: 1_768_480_496,
     });
+    options_base.layout = Some(layout);
     let sources = tempfile::tempdir().expect("tempdir");
     let mut source_paths: HashMap<String, PathBuf> = HashMap::new();
     for (name, files) in case["source_trees"].as_object().into_iter().flatten() {
@@ -584,11 +641,17 @@ fn run_import(case: &Json, finalize_outputs: &HashMap<String, Vec<Json>>) -> Out
         }
         let name = step["source"].as_str().unwrap_or("");
         let before_tip = store.tip("refs/heads/main").expect("tip");
-        let before = snapshot_files(&store, "refs/heads/main");
+        let fail = |m: String| Outcome::Fail(format!("step {i} ({}): {m}", layout.name()));
+        let before = match as_reference(layout, snapshot_files(&store, "refs/heads/main")) {
+            Ok(files) => files,
+            Err(e) => return fail(e),
+        };
         let result = publish::publish(&store, &source_paths[name], &options);
-        let after = snapshot_files(&store, "refs/heads/main");
+        let after = match as_reference(layout, snapshot_files(&store, "refs/heads/main")) {
+            Ok(files) => files,
+            Err(e) => return fail(e),
+        };
         let expected = &step["expected"];
-        let fail = |m: String| Outcome::Fail(format!("step {i}: {m}"));
         match (result, expected["ok"].as_bool() == Some(true)) {
             (Ok(p), true) => {
                 let r = &expected["result"];
@@ -599,7 +662,20 @@ fn run_import(case: &Json, finalize_outputs: &HashMap<String, Vec<Json>>) -> Out
                         .map(|p| p.as_str().unwrap_or("").to_owned())
                         .collect()
                 };
-                let m = &p.manifest;
+                let mut m = p.manifest.clone();
+                for list in [
+                    &mut m.reservation_paths,
+                    &mut m.completion_paths,
+                    &mut m.paths,
+                ] {
+                    for path in list.iter_mut().filter(|_| layout == Layout::Fanout) {
+                        match reference_path(path) {
+                            Ok(r) => *path = r,
+                            Err(e) => return fail(e),
+                        }
+                    }
+                    list.sort();
+                }
                 let same = r["created"].as_u64() == Some(m.created as u64)
                     && r["unchanged"].as_u64() == Some(m.unchanged as u64)
                     && list("eventPaths") == m.event_paths
@@ -637,7 +713,9 @@ fn run_import(case: &Json, finalize_outputs: &HashMap<String, Vec<Json>>) -> Out
                 }
             }
             (Err(e), false) => {
-                if let Outcome::Fail(m) = expect_error(e.to_string(), expected, &[]) {
+                if let Outcome::Fail(m) =
+                    expect_error(reference_text(&e.to_string()), expected, &[])
+                {
                     return fail(m);
                 }
                 if store.tip("refs/heads/main").expect("tip") != before_tip {
@@ -714,7 +792,12 @@ fn conformance_vectors() {
         let outcome = if case.get("fn").is_some() {
             run_identity(case)
         } else if case.get("steps").is_some() {
-            run_import(case, &finalize_outputs)
+            // Both layouts: the reference's bytes, and fanout differing only by binding paths
+            // and the layout record (design.md §4).
+            match run_import(case, &finalize_outputs, Layout::Reference) {
+                Outcome::Pass => run_import(case, &finalize_outputs, Layout::Fanout),
+                other => other,
+            }
         } else if case["category"] == "finalize" {
             run_finalize(case)
         } else if case["category"] == "direct_write" {

@@ -25,6 +25,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::files::{self, EntryKind, Root};
 use crate::identity::{Digest, ShardIdentity};
+use crate::layout::{self, Layout};
 use crate::seal;
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
@@ -61,6 +62,8 @@ pub enum Error {
     File(#[from] files::Error),
     #[error(transparent)]
     Store(#[from] store::Error),
+    #[error(transparent)]
+    Layout(#[from] layout::Error),
     #[error(
         "{0} is neither a sealed spool root (with .clawsweeper-repair/action-events) nor a shard root (with ledger/v1/events)"
     )]
@@ -187,6 +190,9 @@ pub struct Options {
     /// Optional exact list of shard paths to import (a lane manifest's `event_paths`); only
     /// meaningful for shard-root sources.
     pub expected_event_paths: Option<Vec<String>>,
+    /// Layout to publish in (design.md §4). `None`: the existing ledger's, `fanout` for a new
+    /// one; `Some` must match an existing ledger's layout.
+    pub layout: Option<Layout>,
 }
 
 impl Options {
@@ -198,6 +204,7 @@ impl Options {
             max_attempts: 64,
             expected_producer: None,
             expected_event_paths: None,
+            layout: None,
         }
     }
 }
@@ -596,16 +603,13 @@ struct Plan {
 }
 
 /// The transaction of runtime §8.4 against `snap`: history, bindings, payloads.
-fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
+fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result<Plan, Error> {
+    let layout = layout::for_publication(snap, requested)?;
     let incoming: HashMap<&Digest, &Event> = batch
         .shards
         .iter()
         .flat_map(|s| &s.events)
         .map(|e| (&e.event_id, e))
-        .collect();
-    let existing_event_bindings: HashSet<String> = snap
-        .list_files(&format!("{}/events", binding::ROOT))?
-        .into_iter()
         .collect();
 
     // 1. History: identity conflicts, then parent walks through incoming events and bindings.
@@ -619,19 +623,18 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
         if durable.len() >= limits::MAX_CAUSAL_BINDINGS {
             return Err(Error::BindingLimit);
         }
-        let path = Kind::Event.path(id);
-        let b = if existing_event_bindings.contains(&path) {
-            let text = snap
-                .read(&path, limits::MAX_BINDING_BYTES)?
-                .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?;
-            let text =
-                String::from_utf8(text).map_err(|_| Error::InvalidEventBinding(id.clone()))?;
-            Some(
-                binding::parse_event(&text, id)
-                    .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?,
-            )
-        } else {
-            None
+        // A point lookup: O(depth) trees read, whatever the size of the ledger.
+        let path = Kind::Event.path(layout, id);
+        let b = match snap.read(&path, limits::MAX_BINDING_BYTES)? {
+            Some(text) => {
+                let text =
+                    String::from_utf8(text).map_err(|_| Error::InvalidEventBinding(id.clone()))?;
+                Some(
+                    binding::parse_event(&text, id)
+                        .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?,
+                )
+            }
+            None => None,
         };
         durable.insert(id.clone(), b.clone());
         Ok(b)
@@ -672,31 +675,22 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
     for (s, id) in batch.shards.iter().zip(&batch.identities) {
         sets.entry(id).or_default().push(s);
         for e in &s.events {
-            let (path, text) = binding::event(e);
+            let (path, text) = binding::event(layout, e);
             reservations.insert(path, (text, Kind::Event));
         }
     }
     for (id, shards) in &sets {
-        let (path, text) = binding::producer_run(id);
+        let (path, text) = binding::producer_run(layout, id);
         reservations.insert(path, (text, Kind::ProducerRun));
-        let (res_path, reservation) = binding::shard_set(id, shards);
-        let (comp_path, completion) = binding::completion(id, &reservation);
+        let (res_path, reservation) = binding::shard_set(layout, id, shards);
+        let (comp_path, completion) = binding::completion(layout, id, &reservation);
         reservations.insert(res_path, (reservation, Kind::ShardSet));
         completions.insert(comp_path, (completion, Kind::Completion));
     }
     let mut additions: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, (bytes, kind)) in reservations.iter().chain(&completions) {
-        let exists = if *kind == Kind::Event {
-            existing_event_bindings.contains(path)
-        } else {
-            true
-        };
-        let current = if exists {
-            snap.read(path, limits::MAX_BINDING_BYTES)?
-        } else {
-            None
-        };
-        match current {
+        // Event bindings read in step 1 are in the tree cache; this is a lookup, not a listing.
+        match snap.read(path, limits::MAX_BINDING_BYTES)? {
             Some(cur) if cur == bytes.as_bytes() => {}
             Some(_) => {
                 return Err(Error::BindingConflict {
@@ -710,6 +704,12 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
 
     // 3. Payloads.
     let mut manifest = Manifest::default();
+    if let Some(record) = layout.record() {
+        // Written once, with the first publication of a new ledger (a no-op afterwards).
+        if snap.read(layout::RECORD_PATH, 4096)?.is_none() {
+            additions.push((layout::RECORD_PATH.to_owned(), record.into_bytes()));
+        }
+    }
     for s in &batch.shards {
         match snap.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
             None => {
@@ -863,7 +863,7 @@ fn build_on(
     options: &Options,
     attempts: u32,
 ) -> Result<Built, Error> {
-    let plan = plan(batch, &store.snapshot(tip)?)?;
+    let plan = plan(batch, &store.snapshot(tip)?, options.layout)?;
     if plan.additions.is_empty() {
         return Ok(Built::Unchanged(Publication {
             manifest: plan.manifest,

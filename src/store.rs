@@ -50,6 +50,8 @@ use std::time::Duration;
 
 use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
+
+use crate::pack::PackBuilder;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::{FullName, Target};
@@ -225,6 +227,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Writing the pack of a commit failed (nothing was published).
+    #[error(transparent)]
+    Pack(Box<crate::pack::Error>),
     /// Any other Git failure while doing `action` on `subject`.
     #[error("git failed to {action} {subject}: check the repository with git fsck")]
     Git {
@@ -590,30 +595,6 @@ impl Store {
             }
         }
 
-        // Write: blobs, the trees on changed paths, the commit.
-        let mut to_sync = Vec::new();
-        let mut editor = self
-            .repo
-            .edit_tree(
-                base_view
-                    .root
-                    .unwrap_or_else(|| ObjectId::empty_tree(hash_kind)),
-            )
-            .map_err(git_err("load tree of", base_name(&base)))?;
-        for (path, bytes, expected_id) in &new_files {
-            let was_present = self.repo.objects.exists_without_refresh(expected_id);
-            let id = self
-                .repo
-                .write_blob(bytes)
-                .map_err(git_err("write blob for", path))?
-                .detach();
-            if !was_present {
-                to_sync.push(id);
-            }
-            editor
-                .upsert(*path, EntryKind::Blob, id)
-                .map_err(git_err("add to tree", path))?;
-        }
         for path in removals {
             match base_view.lookup_for_write(path)? {
                 Some(entry) if is_file(entry.kind) => {}
@@ -621,28 +602,11 @@ impl Store {
                     return Err(Error::NotAFile { path: path.clone() });
                 }
             }
-            editor
-                .remove(path.as_str())
-                .map_err(git_err("remove from tree", path))?;
         }
-        let tree = editor
-            .write()
-            .map_err(git_err("write tree for commit on", base_name(&base)))?
-            .detach();
-        let time = format!("{} +0000", sig.time_seconds);
-        let signature = gix::actor::SignatureRef {
-            name: BStr::new(&sig.name),
-            email: BStr::new(&sig.email),
-            time: &time,
-        };
-        let commit = self
-            .repo
-            .new_commit_as(signature, signature, message, tree, base.map(|b| b.0))
-            .map_err(git_err("write commit on", base_name(&base)))?
-            .id;
 
-        // The new trees are exactly those on the directories of new files (plus the root).
-        let new_view = self.snapshot(Some(CommitId(commit)))?;
+        // Write: blobs, the trees on changed paths, the commit. Few objects stay loose (each
+        // fsynced); more go into one pack with its index (pack.rs), which is faster and far
+        // smaller from a handful of objects on.
         let mut dirs: Vec<&str> = new_files
             .iter()
             .map(|(path, _, _)| *path)
@@ -651,22 +615,74 @@ impl Store {
             .collect();
         dirs.sort_unstable();
         dirs.dedup();
-        to_sync.extend(new_view.root);
-        for dir in dirs.into_iter().filter(|dir| !dir.is_empty()) {
-            let ends = dir
-                .match_indices('/')
-                .map(|(idx, _)| idx)
-                .chain([dir.len()]);
-            for end in ends {
-                if let Some(entry) = new_view.lookup(&dir[..end])? {
-                    to_sync.push(entry.id);
-                }
+        let mut sink = if new_files.len() + dirs.len() + 2 > LOOSE_MAX {
+            Sink::Pack(PackBuilder::new(hash_kind))
+        } else {
+            Sink::Loose(Vec::new())
+        };
+        let root = match base_view.root {
+            Some(id) => self
+                .repo
+                .find_tree(id)
+                .map_err(git_err("load tree of", base_name(&base)))?
+                .decode()
+                .map_err(git_err("decode tree of", base_name(&base)))?
+                .into(),
+            None => gix::objs::Tree::empty(),
+        };
+        let mut editor = gix::objs::tree::Editor::new(root, &self.repo.objects, hash_kind);
+        for (path, bytes, _) in &new_files {
+            let id = self.put(&mut sink, gix::objs::Kind::Blob, bytes, path)?;
+            editor
+                .upsert(path.split('/'), EntryKind::Blob, id)
+                .map_err(git_err("add to tree", path))?;
+        }
+        for path in removals {
+            editor
+                .remove(path.split('/'))
+                .map_err(git_err("remove from tree", path))?;
+        }
+        let mut buf = Vec::new();
+        let tree = editor.write(|tree| {
+            buf.clear();
+            gix::objs::WriteTo::write_to(tree, &mut buf).map_err(|e| Error::Git {
+                action: "serialize tree for commit on",
+                subject: base_name(&base),
+                source: Box::new(e),
+            })?;
+            self.put(&mut sink, gix::objs::Kind::Tree, &buf, "a tree")
+        })?;
+        let time = format!("{} +0000", sig.time_seconds);
+        let person = format!("{} <{}> {time}", sig.name, sig.email);
+        let tree_hex = tree.to_hex().to_string();
+        let parent_hex = base.map(|b| b.0.to_hex().to_string());
+        let commit_ref = gix::objs::CommitRef {
+            tree: BStr::new(&tree_hex),
+            parents: parent_hex.iter().map(|p| BStr::new(p.as_str())).collect(),
+            author: BStr::new(&person),
+            committer: BStr::new(&person),
+            encoding: None,
+            message: BStr::new(message),
+            extra_headers: Vec::new(),
+        };
+        buf.clear();
+        gix::objs::WriteTo::write_to(&commit_ref, &mut buf).map_err(|e| Error::Git {
+            action: "serialize commit on",
+            subject: base_name(&base),
+            source: Box::new(e),
+        })?;
+        let commit = self.put(&mut sink, gix::objs::Kind::Commit, &buf, "the commit")?;
+        match sink {
+            Sink::Loose(mut written) => {
+                written.sort_unstable();
+                written.dedup();
+                self.sync_loose_objects(&written)?;
+            }
+            Sink::Pack(pack) => {
+                pack.finish(&self.objects_dir().join("pack"))
+                    .map_err(|e| Error::Pack(Box::new(e)))?;
             }
         }
-        to_sync.push(commit);
-        to_sync.sort_unstable();
-        to_sync.dedup();
-        self.sync_loose_objects(&to_sync)?;
         Ok(CommitId(commit))
     }
 
@@ -832,6 +848,46 @@ impl Store {
     }
 }
 
+/// Publications writing at most this many objects stay loose (fsynced one by one); larger ones
+/// are written as one pack. A pack costs two files and a directory sync whatever its size; loose
+/// objects one file and sync each, and every pack adds an index that lookups consult, so the
+/// handful of objects of a claim or outcome commit stay loose.
+const LOOSE_MAX: usize = 16;
+
+/// Where the objects of one commit go.
+enum Sink {
+    /// Written loose as they come; the ids of those that were not present, for fsync.
+    Loose(Vec<ObjectId>),
+    /// Collected into one pack, written at the end.
+    Pack(PackBuilder),
+}
+
+impl Store {
+    /// Stores one object in `sink`; returns its id. `what` names it in errors.
+    fn put(
+        &self,
+        sink: &mut Sink,
+        kind: gix::objs::Kind,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<ObjectId, Error> {
+        match sink {
+            Sink::Pack(pack) => pack.add(kind, bytes).map_err(|e| Error::Pack(Box::new(e))),
+            Sink::Loose(written) => {
+                let expected = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
+                    .map_err(git_err("hash object for", what))?;
+                if self.repo.objects.exists_without_refresh(&expected) {
+                    return Ok(expected);
+                }
+                let id = gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
+                    .map_err(git_err("write object for", what))?;
+                written.push(id);
+                Ok(id)
+            }
+        }
+    }
+}
+
 fn sync_path(path: &Path) -> Result<(), Error> {
     std::fs::File::open(path)
         .and_then(|f| f.sync_all())
@@ -984,6 +1040,17 @@ impl Snapshot<'_> {
     /// expect), [`Error::InvalidPath`], [`Error::Git`].
     pub fn exists(&self, path: &str) -> Result<bool, Error> {
         Ok(self.file_entry(path)?.is_some())
+    }
+
+    /// Whether a directory (tree) exists at `path`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn is_dir(&self, path: &str) -> Result<bool, Error> {
+        validate_path(path)?;
+        Ok(self
+            .lookup(path)?
+            .is_some_and(|entry| entry.kind == EntryKind::Tree))
     }
 
     /// All file paths under the directory `prefix` (recursively), as full '/'-separated paths,

@@ -25,6 +25,7 @@ use std::fmt;
 use crate::binding::{self, Kind};
 use crate::event::{self, Event, FieldError};
 use crate::identity::{Digest, ShardIdentity};
+use crate::layout::{self, Layout};
 use crate::privacy;
 use crate::shard::{self, Shard};
 use crate::store::{self, Change, CommitId, Snapshot, Store};
@@ -34,6 +35,10 @@ use crate::store::{self, Change, CommitId, Snapshot, Store};
 pub enum Rule {
     /// A path under `ledger/v1/` that is neither a shard nor a binding.
     UnknownPath,
+    /// A layout record this version does not write (design.md §4).
+    LayoutRecordInvalid,
+    /// A binding at a path of the other layout than the repository's (design.md §4).
+    LayoutMixed,
     /// A shard that cannot be read as canonical event lines (bytes, JSON, fields, digests).
     ShardInvalid,
     /// An event that breaks the privacy rules of ledger-core §4.
@@ -94,6 +99,8 @@ impl Rule {
     pub fn code(self) -> &'static str {
         match self {
             Rule::UnknownPath => "unknown-path",
+            Rule::LayoutRecordInvalid => "layout-record-invalid",
+            Rule::LayoutMixed => "layout-mixed",
             Rule::ShardInvalid => "shard-invalid",
             Rule::Privacy => "privacy",
             Rule::ShardOrder => "shard-order",
@@ -200,6 +207,8 @@ fn is_privacy(e: &shard::Error) -> bool {
 /// State shared across the sets of one verification.
 struct Ctx<'s, 'r> {
     snap: &'s Snapshot<'r>,
+    /// The repository's layout: where the bindings the publisher writes must be.
+    layout: Layout,
     report: Report,
     /// Bindings that a verified set accounts for. Fixed-size keys, no allocation per entry:
     /// long-lived small allocations interleaved with each set's transient ones would fragment
@@ -210,15 +219,56 @@ struct Ctx<'s, 'r> {
     shard_paths: Vec<String>,
 }
 
-impl Ctx<'_, '_> {
+impl<'s, 'r> Ctx<'s, 'r> {
+    /// A context for `snap`, with its layout read from the tree (an unreadable record is a
+    /// finding; the bindings are then expected where the reference puts them).
+    fn new(snap: &'s Snapshot<'r>) -> Result<Self, Error> {
+        let mut report = Report::default();
+        let layout = match layout::detect(snap) {
+            Ok(layout::Detected::Existing(l)) => l,
+            Ok(layout::Detected::Empty) => Layout::Reference,
+            Err(layout::Error::Store(e)) => return Err(e.into()),
+            Err(e) => {
+                report.findings.push(Finding {
+                    path: layout::RECORD_PATH.to_owned(),
+                    rule: Rule::LayoutRecordInvalid,
+                    detail: e.to_string(),
+                });
+                Layout::Reference
+            }
+        };
+        Ok(Ctx {
+            snap,
+            layout,
+            report,
+            claimed: HashSet::new(),
+            events: HashMap::new(),
+            shard_paths: Vec::new(),
+        })
+    }
+
+    /// Reports a binding at a path of `found`, the layout the repository does not use.
+    fn mixed(&mut self, path: &str, found: Layout) {
+        self.finding(
+            path,
+            Rule::LayoutMixed,
+            format!(
+                "a {} binding path in a {} repository",
+                found.name(),
+                self.layout.name()
+            ),
+        );
+    }
+
     fn claim(&mut self, path: &str) {
-        if let Some((kind, digest)) = binding::classify(path) {
+        if let Some((kind, digest, _)) = binding::classify(path) {
             self.claimed.insert((kind, digest.bytes()));
         }
     }
 
     fn is_claimed(&self, path: &str) -> bool {
-        binding::classify(path).is_some_and(|(kind, d)| self.claimed.contains(&(kind, d.bytes())))
+        binding::classify(path)
+            .is_some_and(|(kind, d, _)| self.claimed.contains(&(kind, d.bytes())))
     }
 
     fn finding(&mut self, path: &str, rule: Rule, detail: impl Into<String>) {
@@ -404,11 +454,11 @@ impl Ctx<'_, '_> {
         }
         // Set bindings.
         let refs: Vec<&Shard> = shards.iter().collect();
-        let (res_path, res_expected) = binding::shard_set(&id, &refs);
+        let (res_path, res_expected) = binding::shard_set(self.layout, &id, &refs);
         self.claim(&res_path);
         self.report.bindings += 1;
         let reservation = self.read(&res_path, binding::MAX_BYTES)?;
-        let (comp_path, _) = binding::completion(&id, "");
+        let (comp_path, _) = binding::completion(self.layout, &id, "");
         match &reservation {
             None => self.finding(
                 &res_path,
@@ -431,7 +481,7 @@ impl Ctx<'_, '_> {
         }
         if reservation.is_some() {
             // Against the reservation the publisher writes, so that one forged file is one finding.
-            let (_, expected) = binding::completion(&id, &res_expected);
+            let (_, expected) = binding::completion(self.layout, &id, &res_expected);
             self.expect_binding(
                 &comp_path,
                 &expected,
@@ -443,7 +493,7 @@ impl Ctx<'_, '_> {
             // Missing reservation already reported; a completion beside it is part of that defect.
             self.claim(&comp_path);
         }
-        let (run_path, run_expected) = binding::producer_run(&id);
+        let (run_path, run_expected) = binding::producer_run(self.layout, &id);
         self.expect_binding(
             &run_path,
             &run_expected,
@@ -457,7 +507,7 @@ impl Ctx<'_, '_> {
             let index = self.shard_paths.len() as u32;
             self.shard_paths.push(s.path.clone());
             for e in &s.events {
-                let (path, expected) = binding::event(e);
+                let (path, expected) = binding::event(self.layout, e);
                 self.expect_binding(
                     &path,
                     &expected,
@@ -527,9 +577,9 @@ impl Ctx<'_, '_> {
             }
         }
         if let Some(id) = identity {
-            let (res, _) = binding::shard_set(&id, &[]);
-            let (comp, _) = binding::completion(&id, "");
-            let (run, _) = binding::producer_run(&id);
+            let (res, _) = binding::shard_set(self.layout, &id, &[]);
+            let (comp, _) = binding::completion(self.layout, &id, "");
+            let (run, _) = binding::producer_run(self.layout, &id);
             for path in [res, comp, run] {
                 self.claim(&path);
             }
@@ -565,7 +615,7 @@ impl Ctx<'_, '_> {
             if !listed {
                 continue;
             }
-            let Some((_, digest)) = binding::classify(path) else {
+            let Some((_, digest, _)) = binding::classify(path) else {
                 continue;
             };
             self.claimed.insert((Kind::ShardSet, digest.bytes()));
@@ -602,7 +652,7 @@ impl Ctx<'_, '_> {
                     let digest = Digest::from_bytes(&id);
                     let at = walk.iter().position(|w| *w == id).unwrap_or(0);
                     self.finding(
-                        &Kind::Event.path(&digest),
+                        &Kind::Event.path(self.layout, &digest),
                         Rule::CausalCycle,
                         format!(
                             "{} events form a parent cycle through {digest}",
@@ -650,20 +700,20 @@ fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
 /// Verifies the whole ledger at `commit`.
 pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error> {
     let snap = store.snapshot(Some(commit))?;
-    let mut ctx = Ctx {
-        snap: &snap,
-        report: Report::default(),
-        claimed: HashSet::new(),
-        events: HashMap::new(),
-        shard_paths: Vec::new(),
-    };
+    let mut ctx = Ctx::new(&snap)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut bindings: Vec<(String, Kind)> = Vec::new();
     for path in snap.list_files(LEDGER)? {
         if shard::parse_path(&path).is_some() {
             sets.entry(set_key(&path)).or_default().push(path);
-        } else if let Some((kind, _)) = binding::classify(&path) {
-            bindings.push((path, kind));
+        } else if path == layout::RECORD_PATH {
+            // Checked by `Ctx::new`.
+        } else if let Some((kind, _, path_layout)) = binding::classify(&path) {
+            if path_layout == ctx.layout {
+                bindings.push((path, kind));
+            } else {
+                ctx.mixed(&path, path_layout);
+            }
         } else {
             ctx.finding(&path, Rule::UnknownPath, "not a shard or binding path");
         }
@@ -689,13 +739,7 @@ pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error>
 /// Verifies a push from `old` (`None` for a new ref) to `new`.
 pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Result<Report, Error> {
     let snap = store.snapshot(Some(new))?;
-    let mut ctx = Ctx {
-        snap: &snap,
-        report: Report::default(),
-        claimed: HashSet::new(),
-        events: HashMap::new(),
-        shard_paths: Vec::new(),
-    };
+    let mut ctx = Ctx::new(&snap)?;
     if let Some(old) = old
         && !store.is_ancestor(old, new)?
     {
@@ -719,8 +763,21 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
             Change::Added(p) => {
                 if shard::parse_path(&p).is_some() {
                     touched.insert(set_key(&p));
-                } else if let Some((kind, _)) = binding::classify(&p) {
-                    added_bindings.push((p, kind));
+                } else if p == layout::RECORD_PATH {
+                    // A record added to a ledger that already has content changes its layout.
+                    if ctx.layout == Layout::Fanout && store.snapshot(old)?.is_dir(LEDGER)? {
+                        ctx.finding(
+                            &p,
+                            Rule::LayoutMixed,
+                            "a layout record added to an existing reference-layout ledger",
+                        );
+                    }
+                } else if let Some((kind, _, path_layout)) = binding::classify(&p) {
+                    if path_layout == ctx.layout {
+                        added_bindings.push((p, kind));
+                    } else {
+                        ctx.mixed(&p, path_layout);
+                    }
                 } else {
                     ctx.finding(&p, Rule::UnknownPath, "not a shard or binding path");
                 }
@@ -740,7 +797,7 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
     }
     // An added event whose binding was already there was published before.
     for id in &incoming {
-        let path = Kind::Event.path(id);
+        let path = Kind::Event.path(ctx.layout, id);
         if !added.contains(&path) && snap.exists(&path)? {
             let shard = ctx
                 .events
@@ -767,7 +824,7 @@ pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Resu
             return Ok(None);
         }
         let id = Digest::from_bytes(key);
-        let path = Kind::Event.path(&id);
+        let path = Kind::Event.path(ctx.layout, &id);
         Ok(ctx
             .read(&path, binding::MAX_BYTES)?
             .and_then(|t| binding::parse_event(&t, &id))
@@ -818,16 +875,18 @@ mod tests {
     /// The clean base: day1 job 001 (four sets) and a two-part set of 1,500 events.
     struct Base {
         _dir: tempfile::TempDir,
+        layout: Layout,
         store: Store,
         commit: CommitId,
         files: BTreeMap<String, String>,
     }
 
-    fn base() -> Base {
+    fn base(layout: Layout) -> Base {
         let dir = tempfile::tempdir().unwrap();
         let store =
             Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
-        let options = Options::new(sig());
+        let mut options = Options::new(sig());
+        options.layout = Some(layout);
         let day1 = manifest_dir()
             .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
         publish::publish(&store, &day1, &options).unwrap();
@@ -848,6 +907,7 @@ mod tests {
         drop(snap);
         Base {
             _dir: dir,
+            layout,
             store,
             commit,
             files,
@@ -897,10 +957,10 @@ mod tests {
         fn binding_path(&self, kind: Kind, path: &str) -> String {
             let id = self.identity(path);
             match kind {
-                Kind::ShardSet => binding::shard_set(&id, &[]).0,
-                Kind::Completion => binding::completion(&id, "").0,
-                Kind::ProducerRun => binding::producer_run(&id).0,
-                Kind::Event => binding::event(&self.event(path, 0)).0,
+                Kind::ShardSet => binding::shard_set(self.layout, &id, &[]).0,
+                Kind::Completion => binding::completion(self.layout, &id, "").0,
+                Kind::ProducerRun => binding::producer_run(self.layout, &id).0,
+                Kind::Event => binding::event(self.layout, &self.event(path, 0)).0,
             }
         }
         fn replace_in(&self, path: &str, from: &str, to: &str) -> Edits {
@@ -975,21 +1035,26 @@ mod tests {
     }
 
     /// All bindings of `shards` as the publisher writes them.
-    fn with_bindings(shards: &[Shard], id: &ShardIdentity, skip_run: bool) -> Edits {
+    fn with_bindings(
+        layout: Layout,
+        shards: &[Shard],
+        id: &ShardIdentity,
+        skip_run: bool,
+    ) -> Edits {
         let mut put: Vec<(String, String)> = shards
             .iter()
             .map(|s| (s.path.clone(), s.content.clone()))
             .collect();
         let refs: Vec<&Shard> = shards.iter().collect();
-        let (rp, rt) = binding::shard_set(id, &refs);
-        put.push(binding::completion(id, &rt));
+        let (rp, rt) = binding::shard_set(layout, id, &refs);
+        put.push(binding::completion(layout, id, &rt));
         put.push((rp, rt));
         if !skip_run {
-            put.push(binding::producer_run(id));
+            put.push(binding::producer_run(layout, id));
         }
         for s in shards {
             for e in &s.events {
-                put.push(binding::event(e));
+                put.push(binding::event(layout, e));
             }
         }
         Edits {
@@ -1119,19 +1184,20 @@ mod tests {
             "orphan_event_binding" => {
                 let d = Digest::parse(&fake).unwrap();
                 b.add(
-                    &Kind::Event.path(&d),
+                    &Kind::Event.path(b.layout, &d),
                     &format!("{{\"event_id\":\"{fake}\",\"parent_event_id\":null,\"schema\":\"{}\",\"schema_version\":1,\"semantic_sha256\":\"{fake}\"}}\n", binding::EVENT_SCHEMA),
                 )
             }
-            "orphan_reservation" => {
-                b.add(&Kind::ShardSet.path(&Digest::parse(&fake).unwrap()), "{}\n")
-            }
+            "orphan_reservation" => b.add(
+                &Kind::ShardSet.path(b.layout, &Digest::parse(&fake).unwrap()),
+                "{}\n",
+            ),
             "orphan_completion" => b.add(
-                &Kind::Completion.path(&Digest::parse(&fake).unwrap()),
+                &Kind::Completion.path(b.layout, &Digest::parse(&fake).unwrap()),
                 "{}\n",
             ),
             "orphan_producer_run" => b.add(
-                &Kind::ProducerRun.path(&Digest::parse(&fake).unwrap()),
+                &Kind::ProducerRun.path(b.layout, &Digest::parse(&fake).unwrap()),
                 "{}\n",
             ),
             "unknown_file" => b.add("ledger/v1/notes.txt", "hello\n"),
@@ -1142,7 +1208,7 @@ mod tests {
                 let mut id = b.identity(b.single());
                 id.partition_date = "2026-03-11".into();
                 let shards = shard::pack(&id, vec![b.event(b.single(), 0)]).unwrap();
-                with_bindings(&shards, &id, true)
+                with_bindings(b.layout, &shards, &id, true)
             }
             "cross_set_causal_cycle" => {
                 let text = std::fs::read_to_string(
@@ -1165,10 +1231,25 @@ mod tests {
                     let id = events[0].shard_identity(&date).normalized().unwrap();
                     let s = shard::pack(&id, events).unwrap();
                     assert_eq!(s[0].path, path);
-                    edits.put.extend(with_bindings(&s, &id, false).put);
+                    edits
+                        .put
+                        .extend(with_bindings(b.layout, &s, &id, false).put);
                 }
                 edits
             }
+            "binding_in_other_layout" => {
+                let from = b.binding_path(Kind::Event, b.single());
+                let (kind, digest, _) = binding::classify(&from).unwrap();
+                let other = match b.layout {
+                    Layout::Reference => Layout::Fanout,
+                    Layout::Fanout => Layout::Reference,
+                };
+                Edits {
+                    put: vec![(kind.path(other, &digest), b.files[&from].clone())],
+                    remove: vec![from],
+                }
+            }
+            "layout_record_damaged" => b.add(layout::RECORD_PATH, "{\"layout\":\"fanout\"}\n"),
             other => panic!("unknown mutation {other} in testdata/verify/cases.json"),
         }
     }
@@ -1176,8 +1257,17 @@ mod tests {
     /// Every broken ledger of testdata/verify/cases.json is reported with exactly its rules;
     /// the base itself is clean.
     #[test]
-    fn planted_defects_are_reported_by_rule() {
-        let b = base();
+    fn planted_defects_are_reported_by_rule_in_the_reference_layout() {
+        planted_defects_are_reported_by_rule(Layout::Reference);
+    }
+
+    #[test]
+    fn planted_defects_are_reported_by_rule_in_the_fanout_layout() {
+        planted_defects_are_reported_by_rule(Layout::Fanout);
+    }
+
+    fn planted_defects_are_reported_by_rule(layout: Layout) {
+        let b = base(layout);
         let clean = verify_revision(&b.store, b.commit).unwrap();
         assert!(clean.is_clean(), "base: {:?}", clean.findings);
         assert_eq!(clean.shards, 6);
@@ -1202,7 +1292,8 @@ mod tests {
             let report = verify_revision(&b.store, commit).unwrap();
             let got: BTreeSet<&str> = report.findings.iter().map(|f| f.rule.code()).collect();
             let want: BTreeSet<&str> = case
-                .get("expect")
+                .get(&format!("expect_{}", layout.name()))
+                .or_else(|| case.get("expect"))
                 .and_then(Value::as_array)
                 .unwrap()
                 .iter()
@@ -1223,7 +1314,7 @@ mod tests {
 
     #[test]
     fn range_accepts_a_valid_publication_and_refuses_history_rewrites() {
-        let b = base();
+        let b = base(Layout::Fanout);
         let first = b.store.parents(b.commit).unwrap()[0];
         let report = verify_range(&b.store, Some(first), b.commit).unwrap();
         assert!(report.is_clean(), "{:?}", report.findings);
