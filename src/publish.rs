@@ -286,6 +286,26 @@ pub fn read_source(
     root: &Path,
     expected_paths: Option<&[String]>,
 ) -> Result<Vec<SourceFile>, Error> {
+    Ok(match read_source_shards(root, expected_paths)? {
+        Source::Files(files) => files,
+        Source::Sealed(shards) => shards
+            .into_iter()
+            .map(|s| SourceFile {
+                path: s.path,
+                content: s.content,
+            })
+            .collect(),
+    })
+}
+
+/// What a source holds: files to validate from their bytes, or the shards packed from a sealed
+/// spool's events (validated when the spool was read, packed by [`shard::pack`]).
+enum Source {
+    Files(Vec<SourceFile>),
+    Sealed(Vec<Shard>),
+}
+
+fn read_source_shards(root: &Path, expected_paths: Option<&[String]>) -> Result<Source, Error> {
     let handle = match Root::open(root, SOURCE_LABEL) {
         Ok(h) => Some(h),
         Err(files::Error::Missing { .. } | files::Error::NotDirectory { .. }) => None,
@@ -295,20 +315,15 @@ pub fn read_source(
         && h.entry_kind(spool::SPOOL_DIR)? == Some(EntryKind::Dir)
     {
         let spool = Spool::from_root(h.try_clone()?)?;
-        let mut files = Vec::new();
+        let mut shards = Vec::new();
         for run in seal::sealed_runs(&spool)? {
-            for s in run.shards()? {
-                files.push(SourceFile {
-                    path: s.path,
-                    content: s.content,
-                });
-            }
+            shards.extend(run.shards()?);
         }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        return Ok(files);
+        shards.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(Source::Sealed(shards));
     }
     if let Some(paths) = expected_paths {
-        return read_manifest_files(handle.as_ref(), paths);
+        return read_manifest_files(handle.as_ref(), paths).map(Source::Files);
     }
     let Some(h) = handle else {
         return Err(Error::UnknownSource(root.to_owned()));
@@ -317,9 +332,9 @@ pub fn read_source(
         if h.entry_kind(".clawsweeper-repair")?.is_some() {
             return Err(Error::UnknownSource(root.to_owned()));
         }
-        return Ok(Vec::new());
+        return Ok(Source::Files(Vec::new()));
     }
-    traverse(&h)
+    traverse(&h).map(Source::Files)
 }
 
 fn read_manifest_files(root: Option<&Root>, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
@@ -428,8 +443,51 @@ pub fn validate_batch(
     files: &[SourceFile],
     expected: Option<&ExpectedProducer>,
 ) -> Result<Batch, Error> {
+    let pending = files
+        .iter()
+        .map(|f| Pending {
+            path: f.path.clone(),
+            content: f.content.clone(),
+            parsed: None,
+        })
+        .collect();
+    validate_pending(pending, expected)
+}
+
+/// A source file, with its events when they come from a sealed spool (validated when the spool
+/// was read, in causal order, deterministically packed): the checks that would re-derive those
+/// from the bytes are skipped for them.
+struct Pending {
+    path: String,
+    content: String,
+    parsed: Option<Vec<Event>>,
+}
+
+/// [`validate_batch`] for any source.
+fn validate_source(source: Source, expected: Option<&ExpectedProducer>) -> Result<Batch, Error> {
+    match source {
+        Source::Files(files) => validate_batch(&files, expected),
+        Source::Sealed(shards) => validate_pending(
+            shards
+                .into_iter()
+                .map(|s| Pending {
+                    path: s.path,
+                    content: s.content,
+                    parsed: Some(s.events),
+                })
+                .collect(),
+            expected,
+        ),
+    }
+}
+
+fn validate_pending(
+    files: Vec<Pending>,
+    expected: Option<&ExpectedProducer>,
+) -> Result<Batch, Error> {
     let mut total_bytes = 0usize;
     let mut total_events = 0usize;
+    let trusted = files.iter().all(|p| p.parsed.is_some());
     let mut shards = Vec::with_capacity(files.len());
     let mut identities = Vec::with_capacity(files.len());
     for f in files {
@@ -451,7 +509,11 @@ pub fn validate_batch(
         if !f.content.ends_with('\n') {
             return Err(shard::Error::NoFinalNewline(f.path.clone()).into());
         }
-        let events = shard::parse_content(&f.content, &f.path)?;
+        let from_bytes = f.parsed.is_none();
+        let events = match f.parsed {
+            Some(events) => events,
+            None => shard::parse_content(&f.content, &f.path)?,
+        };
         if events.len() > limits::MAX_FILE_EVENTS {
             return Err(Error::TooManyFileEvents(f.path.clone()));
         }
@@ -469,8 +531,7 @@ pub fn validate_batch(
         if events.iter().any(|e| e.producer() != events[0].producer()) {
             return Err(Error::MixedProducers(f.path.clone()));
         }
-        let sorted = event::sort_causally(events.clone())?;
-        if shard::content(&sorted) != f.content {
+        if from_bytes && shard::content(&event::sort_causally(events.clone())?) != f.content {
             return Err(Error::NotCanonical(f.path.clone()));
         }
         let identity = events[0]
@@ -489,9 +550,9 @@ pub fn validate_batch(
         }
         identities.push(identity);
         shards.push(Shard {
-            path: f.path.clone(),
+            path: f.path,
             events,
-            content: f.content.clone(),
+            content: f.content,
         });
     }
 
@@ -522,7 +583,7 @@ pub fn validate_batch(
     for (i, id) in identities.iter().enumerate() {
         groups.entry(id).or_default().push(i);
     }
-    for (id, members) in &groups {
+    for (id, members) in groups.iter().filter(|_| !trusted) {
         let parts: Vec<Option<shard::Part>> = members
             .iter()
             .map(|&i| shard::parse_path(&shards[i].path).and_then(|(_, p)| p))
@@ -929,8 +990,8 @@ pub fn publish_to(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
-    let files = read_source(source, options.expected_event_paths.as_deref())?;
-    let batch = validate_batch(&files, options.expected_producer.as_ref())?;
+    let source = read_source_shards(source, options.expected_event_paths.as_deref())?;
+    let batch = validate_source(source, options.expected_producer.as_ref())?;
     match target {
         Target::Local => publish_batch(store, &batch, options),
         Target::Remote { url, ref_name } => {

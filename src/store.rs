@@ -231,7 +231,7 @@ pub enum Error {
     #[error(transparent)]
     Pack(Box<crate::pack::Error>),
     /// Any other Git failure while doing `action` on `subject`.
-    #[error("git failed to {action} {subject}: check the repository with git fsck")]
+    #[error("git failed to {action} {subject} ({source}): check the repository with git fsck")]
     Git {
         /// What was being done, e.g. "read tree".
         action: &'static str,
@@ -368,7 +368,7 @@ impl Store {
     /// # Errors
     /// [`Error::Open`] if `path` is not a Git repository.
     pub fn open(path: &Path) -> Result<Store, Error> {
-        gix::open_opts(path, gix::open::Options::isolated())
+        gix::open_opts(path, open_options())
             .map(|repo| Store {
                 repo,
                 overlay: None,
@@ -886,6 +886,20 @@ impl Store {
             }
         }
     }
+}
+
+/// How every repository is opened: only its own configuration, and room for the indices of many
+/// packs. Each publication adds a pack, and a long-lived handle re-scans `objects/pack` whenever
+/// another publisher's objects are missing; gix holds every index it ever loaded in a fixed set
+/// of slots (32 by default), so a busy repository would exhaust them. 8,192 slots cost well under
+/// a MiB; past that many packs, `git gc` (which only repacks, safe beside publishers) is due.
+fn open_options() -> gix::open::Options {
+    gix::open::Options::isolated().object_store_slots(
+        gix::odb::store::init::Slots::AsNeededByDiskState {
+            multiplier: 2.0,
+            minimum: 8192,
+        },
+    )
 }
 
 fn sync_path(path: &Path) -> Result<(), Error> {
