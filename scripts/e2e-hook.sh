@@ -68,8 +68,12 @@ git rm -q "$newbinding" && git commit -qm "no event binding" && refused "a set m
 git reset -q --hard "$good"
 echo "hello" > ledger/v1/notes.txt && git add ledger/v1/notes.txt && git commit -qm "unknown file" && refused "an unknown file under ledger/v1" "unknown-path"
 fake=$(printf 'f%.0s' $(seq 64))
-printf '{"event_id":"%s","parent_event_id":null,"schema":"clawsweeper.action-ledger-import-event","schema_version":1,"semantic_sha256":"%s"}\n' "$fake" "$fake" > "ledger/v1/import-bindings/events/$fake.json"
+mkdir -p ledger/v1/import-bindings/events/ff/ff   # the fanout layout (the default)
+printf '{"event_id":"%s","parent_event_id":null,"schema":"clawsweeper.action-ledger-import-event","schema_version":1,"semantic_sha256":"%s"}\n' "$fake" "$fake" > "ledger/v1/import-bindings/events/ff/ff/$fake.json"
 git add -A && git commit -qm "orphan binding" && refused "an orphan event binding" "event-binding-orphan"
+git reset -q --hard "$good"
+printf '{}\n' > "ledger/v1/import-bindings/events/$fake.json"
+git add -A && git commit -qm "reference-layout binding" && refused "a binding at a reference-layout path in a fanout repository" "layout-mixed"
 
 # History rewrites and deletions of the ledger ref.
 git reset -q --hard "$good~1"

@@ -288,15 +288,19 @@ pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
     let Some(body) = text.strip_suffix('\n') else {
         return Err(Error::NoFinalNewline(path.to_owned()));
     };
-    body.split('\n')
-        .enumerate()
-        .map(|(i, line)| {
-            if line.is_empty() || line.ends_with('\r') {
-                return Err(Error::NotCanonical(path.to_owned()));
-            }
-            Ok(Event::parse_line(line, &format!("{path}:{}", i + 1))?)
-        })
-        .collect()
+    let lines: Vec<&str> = body.split('\n').collect();
+    if lines.iter().any(|l| l.is_empty() || l.ends_with('\r')) {
+        return Err(Error::NotCanonical(path.to_owned()));
+    }
+    Event::parse_lines(
+        lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| (*line, format!("{path}:{}", i + 1))),
+    )
+    .into_iter()
+    .map(|r| r.map_err(Error::from))
+    .collect()
 }
 
 /// Direct shard validation (§6.6 step 3): 1…1,024 events in exact canonical causal order.

@@ -213,6 +213,9 @@ impl Spool {
             .root
             .list_dir(&dir_rel, MAX_ENTRIES)?
             .unwrap_or_default();
+        // Read in order, parse in parallel (Event::parse_lines), then check in order: the first
+        // defect in file order is the one reported, as when parsing one by one.
+        let mut texts: Vec<(String, String, std::path::PathBuf)> = Vec::new();
         for (file, kind) in entries {
             let rel = format!("{dir_rel}/{file}");
             let path = self.root.display_path(&rel);
@@ -226,13 +229,23 @@ impl Spool {
                 .root
                 .read_text(&rel, MAX_EVENT_FILE_BYTES, "action event")?
                 .ok_or_else(|| Error::UnsafeEntry(path.clone()))?;
-            let line = text
+            if !text
                 .strip_suffix('\n')
-                .filter(|l| !l.contains('\n') && !l.ends_with('\r'))
-                .ok_or_else(|| Error::NotCanonicalFile(path.clone()))?;
-            let event = Event::parse_line(line, &path.display().to_string())?;
-            if event_relative_path(&event) != rel {
-                return Err(Error::NonCanonicalPath(rel));
+                .is_some_and(|l| !l.contains('\n') && !l.ends_with('\r'))
+            {
+                return Err(Error::NotCanonicalFile(path));
+            }
+            texts.push((rel, text, path));
+        }
+        let parsed = Event::parse_lines(
+            texts
+                .iter()
+                .map(|(_, text, path)| (&text[..text.len() - 1], path.display().to_string())),
+        );
+        for ((rel, _, _), event) in texts.iter().zip(parsed) {
+            let event = event?;
+            if event_relative_path(&event) != *rel {
+                return Err(Error::NonCanonicalPath(rel.clone()));
             }
             budget.admit(&event)?;
             out.push(event);
