@@ -178,6 +178,28 @@ pub fn to_canonical_unchecked(value: &Value) -> String {
     out
 }
 
+/// Appends the canonical text of `value` to `out`, leaving out the top-level object members
+/// named in `skip` (the replay JSON of ledger-core §1.12 without copying the event). Not
+/// validated, like [`to_canonical_unchecked`].
+pub fn write_canonical_without(out: &mut String, value: &Value, skip: &[&str]) {
+    let Value::Object(map) = value else {
+        write_value(out, value);
+        return;
+    };
+    out.push('{');
+    let mut first = true;
+    for (k, v) in map.iter().filter(|(k, _)| !skip.contains(&k.as_str())) {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v);
+    }
+    out.push('}');
+}
+
 /// Parse JSON text strictly (§2.6 step 1–2): duplicate keys, depth and node limits, grammar.
 pub fn parse(text: &str) -> Result<Value, Error> {
     let mut p = Parser {

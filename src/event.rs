@@ -295,14 +295,19 @@ impl Event {
     /// `actionEventReplayJson` (§1.12): the record without `recorded_at`, and without
     /// `occurred_at` for generated occurrences.
     pub fn replay_json(&self) -> String {
-        let mut v = self.value.clone();
-        if let Value::Object(m) = &mut v {
-            m.remove("recorded_at");
-            if self.source_occurred_at.is_none() {
-                m.remove("occurred_at");
-            }
-        }
-        canonical::to_canonical_unchecked(&v)
+        let mut out = String::with_capacity(self.json.len());
+        self.write_replay_json(&mut out);
+        out
+    }
+
+    /// Appends [`Event::replay_json`] to `out`.
+    fn write_replay_json(&self, out: &mut String) {
+        let skip: &[&str] = if self.source_occurred_at.is_none() {
+            &["recorded_at", "occurred_at"]
+        } else {
+            &["recorded_at"]
+        };
+        canonical::write_canonical_without(out, &self.value, skip);
     }
 }
 
@@ -310,7 +315,7 @@ impl Event {
 pub fn replay_digest<'a>(events: impl IntoIterator<Item = &'a Event>) -> Digest {
     let mut text = String::new();
     for e in events {
-        text.push_str(&e.replay_json());
+        e.write_replay_json(&mut text);
         text.push('\n');
     }
     Digest::of(text)
