@@ -978,6 +978,158 @@ fn jittered_sleep(base: u64) {
     std::thread::sleep(std::time::Duration::from_millis(base + jitter));
 }
 
+/// The fast path of an unchanged replay (issue 7): when `root` is a sealed spool whose every
+/// event file is, byte for byte, a line of the shards its seals name in `snap`, and those sets
+/// are complete (reservation listing exactly those shards, completion marker and producer-run
+/// binding with the bytes the publisher writes, an identity binding for every event), the
+/// publication would add nothing: its manifest is returned without validating a single event.
+/// Anything else returns `None` and the full path (which reports the precise refusal) runs.
+///
+/// Sound because published lines were validated when they were published: bytes equal to them
+/// are the same events, and a spool holding exactly the published events of its sealed producers
+/// packs into exactly the published shards.
+fn sealed_replay(
+    root: &Path,
+    snap: &Snapshot<'_>,
+    requested: Option<Layout>,
+) -> Result<Option<Manifest>, Error> {
+    let layout = match layout::detect(snap) {
+        Ok(layout::Detected::Existing(l)) if requested.is_none_or(|r| r == l) => l,
+        _ => return Ok(None),
+    };
+    let Ok(handle) = Root::open(root, SOURCE_LABEL) else {
+        return Ok(None);
+    };
+    if handle.entry_kind(spool::SPOOL_DIR)? != Some(EntryKind::Dir) {
+        return Ok(None);
+    }
+    let seal_dir = format!("{}/_finalizations", spool::SPOOL_DIR);
+    let Some(seals) = handle.list_dir(&seal_dir, spool::MAX_ENTRIES)? else {
+        return Ok(None);
+    };
+    let read_snap = |path: &str| -> Result<Option<String>, Error> {
+        Ok(snap
+            .read(path, limits::MAX_FILE_BYTES as u64)?
+            .and_then(|b| String::from_utf8(b).ok()))
+    };
+    let mut manifest = Manifest::default();
+    let mut lines: HashSet<String> = HashSet::new();
+    let mut expected_events = 0usize;
+    for (name, _) in seals {
+        let Some(text) = handle.read_text(
+            &format!("{seal_dir}/{name}"),
+            seal::MAX_SEAL_BYTES,
+            "action event producer finalization",
+        )?
+        else {
+            return Ok(None);
+        };
+        let Some(id) = seal_identity(&text) else {
+            return Ok(None);
+        };
+        let (res_path, _) = binding::shard_set(layout, &id.0, &[]);
+        let Some(reservation) = read_snap(&res_path)? else {
+            return Ok(None);
+        };
+        let Some(parts) = binding::parse_shard_set(&reservation, &id.0) else {
+            return Ok(None);
+        };
+        let mut count = 0usize;
+        for (path, _) in &parts {
+            let Some(content) = read_snap(path)? else {
+                return Ok(None);
+            };
+            for line in content.lines() {
+                count += 1;
+                lines.insert(line.to_owned());
+            }
+            manifest.event_paths.push(path.clone());
+        }
+        if count != id.1 {
+            return Ok(None);
+        }
+        expected_events += count;
+        let (comp_path, comp) = binding::completion(layout, &id.0, &reservation);
+        let (run_path, run) = binding::producer_run(layout, &id.0);
+        for (path, bytes) in [(&comp_path, &comp), (&run_path, &run)] {
+            if read_snap(path)?.as_ref() != Some(bytes) {
+                return Ok(None);
+            }
+        }
+        manifest.reservation_paths.push(run_path);
+        manifest.reservation_paths.push(res_path);
+        manifest.completion_paths.push(comp_path);
+    }
+    // Every event file of the spool is one of those lines, and there are exactly as many.
+    let spool = Spool::from_root(handle)?;
+    let names = spool.event_names()?;
+    if names.len() != expected_events || lines.len() != expected_events {
+        return Ok(None);
+    }
+    for name in &names {
+        let Some(id) = name
+            .rsplit_once('/')
+            .and_then(|(_, f)| f.strip_suffix(".json"))
+            .and_then(Digest::parse)
+        else {
+            return Ok(None);
+        };
+        let text = spool.handle().read_text(
+            &format!("{}/{name}", spool::SPOOL_DIR),
+            spool::MAX_EVENT_FILE_BYTES,
+            "action event",
+        )?;
+        let Some(line) = text.as_deref().and_then(|t| t.strip_suffix('\n')) else {
+            return Ok(None);
+        };
+        let path = Kind::Event.path(layout, &id);
+        if !lines.contains(line)
+            || !line.contains(&format!("\"event_id\":\"{id}\""))
+            || !snap.exists(&path)?
+        {
+            return Ok(None);
+        }
+        manifest.reservation_paths.push(path);
+    }
+    manifest.unchanged = manifest.event_paths.len();
+    manifest.event_paths.sort();
+    manifest.reservation_paths.sort();
+    manifest.completion_paths.sort();
+    let all: BTreeSet<&String> = manifest
+        .event_paths
+        .iter()
+        .chain(&manifest.reservation_paths)
+        .chain(&manifest.completion_paths)
+        .collect();
+    manifest.paths = all.into_iter().cloned().collect();
+    Ok(Some(manifest))
+}
+
+/// The shard identity and event count a seal record names (`None` unless it is a canonical
+/// seal whose producer normalizes).
+fn seal_identity(text: &str) -> Option<(ShardIdentity, usize)> {
+    let v = canonical::parse_canonical(text.strip_suffix('\n')?).ok()?;
+    let p = v.get("producer")?;
+    if !seal::is_valid_seal(text, p) {
+        return None;
+    }
+    let f = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+    let id = ShardIdentity {
+        repository: f("repository")?,
+        sha: f("sha")?,
+        producer: f("component")?,
+        workflow: f("workflow")?,
+        job: f("job")?,
+        run_id: f("run_id")?,
+        run_attempt: p.get("run_attempt")?.as_safe_integer()?,
+        partition_date: v.get("partition_date")?.as_str()?.to_owned(),
+    }
+    .normalized()
+    .ok()?;
+    let count = usize::try_from(v.get("event_count")?.as_safe_integer()?).ok()?;
+    Some((id, count))
+}
+
 /// Reads, validates and publishes one source (see [`read_source`]) into `store`.
 pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
     publish_to(store, source, options, &Target::Local)
@@ -990,6 +1142,22 @@ pub fn publish_to(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
+    if matches!(target, Target::Local)
+        && options.expected_producer.is_none()
+        && options.expected_event_paths.is_none()
+    {
+        let tip = store.tip(&options.ref_name)?;
+        let snap = store.snapshot(tip)?;
+        if let Some(manifest) = sealed_replay(source, &snap, options.layout)? {
+            return Ok(Publication {
+                manifest,
+                status: Status::Unchanged,
+                commit: tip,
+                attempts: 1,
+                files_written: 0,
+            });
+        }
+    }
     let source = read_source_shards(source, options.expected_event_paths.as_deref())?;
     let batch = validate_source(source, options.expected_producer.as_ref())?;
     match target {
