@@ -1278,4 +1278,109 @@ mod tests {
                 .is_clean()
         );
     }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn files_in(dir: &Path, keep: impl Fn(&str) -> bool) -> std::collections::BTreeSet<String> {
+        walkdir::WalkDir::new(dir)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().strip_prefix(dir).unwrap().display().to_string())
+            .filter(|p| keep(p))
+            .collect()
+    }
+
+    /// Issue 7: a publication into a repository that already holds many bindings writes exactly
+    /// the trees on its own paths (no other tree is rewritten) and all its objects as one pack
+    /// (no loose object), which Git reads back.
+    #[test]
+    fn a_publication_writes_one_pack_and_only_the_trees_on_its_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("s.git");
+        let store = Store::open_or_init_bare(&repo, "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        for job in ["001", "002", "003", "004", "005", "006", "007", "008"] {
+            publish(&store, &day1(job), &options).unwrap();
+        }
+        let objects = repo.join("objects");
+        let packs_before = files_in(&objects, |p| p.ends_with(".pack"));
+        let loose_before = files_in(&objects, |p| {
+            !p.starts_with("pack") && !p.starts_with("info")
+        });
+        let base = store.tip("refs/heads/main").unwrap().unwrap();
+        let p = publish(&store, &day1("009"), &options).unwrap();
+        let new = p.commit.unwrap();
+        assert_eq!(p.status, Status::Created);
+
+        // One new pack, no new loose object, and Git can read the pack.
+        let packs: Vec<String> = files_in(&objects, |p| p.ends_with(".pack"))
+            .difference(&packs_before)
+            .cloned()
+            .collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        assert_eq!(
+            files_in(&objects, |p| !p.starts_with("pack")
+                && !p.starts_with("info")),
+            loose_before
+        );
+        let index = objects.join(packs[0].replace(".pack", ".idx"));
+        git(&repo, &["verify-pack", index.to_str().unwrap()]);
+        git(&repo, &["fsck", "--strict"]);
+
+        // The new trees are exactly the directories on the added paths (and the root).
+        let added: Vec<String> = git(
+            &repo,
+            &["diff", "--name-only", &base.to_hex(), &new.to_hex()],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(added.len(), p.files_written);
+        let mut expected_dirs: std::collections::BTreeSet<String> = [String::new()].into();
+        for path in &added {
+            let mut dir = path.as_str();
+            while let Some((parent, _)) = dir.rsplit_once('/') {
+                expected_dirs.insert(parent.to_owned());
+                dir = parent;
+            }
+        }
+        let new_objects = git(
+            &repo,
+            &[
+                "rev-list",
+                "--objects",
+                &new.to_hex(),
+                "--not",
+                &base.to_hex(),
+            ],
+        );
+        let mut new_trees = std::collections::BTreeSet::new();
+        for line in new_objects.lines() {
+            let (id, path) = line.split_once(' ').unwrap_or((line, ""));
+            let kind = git(&repo, &["cat-file", "-t", id]);
+            if kind.trim() == "tree" {
+                new_trees.insert(path.to_owned());
+            }
+        }
+        assert_eq!(new_trees, expected_dirs);
+        // In the fanout layout no tree on those paths is large.
+        let widest = expected_dirs
+            .iter()
+            .map(|d| {
+                let spec = format!("{}:{d}", new.to_hex());
+                git(&repo, &["ls-tree", &spec]).lines().count()
+            })
+            .max()
+            .unwrap();
+        assert!(widest <= 256, "a rewritten tree has {widest} entries");
+    }
 }
