@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 use crate::canonical::{self, Value};
 use crate::finality;
+use crate::privacy::Profile;
 use crate::publish::{self, Options, Publication, Status};
 use crate::record;
 use crate::seal;
@@ -49,6 +51,18 @@ enum HooksCommand {
     },
 }
 
+/// The privacy profile of the commands that write or check events.
+#[derive(clap::Args, Debug)]
+struct PrivacyArg {
+    /// Privacy rules: `strict` (the default) also refuses the credential and private-host
+    /// families beyond the reference's rules (README, Privacy); `reference` applies exactly the
+    /// reference's rules.
+    #[arg(long = "privacy", value_name = "PROFILE", default_value = "strict",
+          value_parser = PossibleValuesParser::new(["strict", "reference"])
+              .map(|s| s.parse::<Profile>().expect("a listed profile")))]
+    profile: Profile,
+}
+
 /// The hook shipped in `hooks/pre-receive`.
 const PRE_RECEIVE: &str = include_str!("../hooks/pre-receive");
 
@@ -63,6 +77,8 @@ enum Command {
         /// JSON input file, or `-` for stdin (the default).
         #[arg(long, default_value = "-")]
         input: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
     },
     /// Seal (finalize) spools: write each producer's seal record; with --output also write the
     /// shard files the reference would write there.
@@ -81,6 +97,8 @@ enum Command {
         /// Why the job ended early (with --interrupt-open-attempts).
         #[arg(long, default_value = "timeout", value_parser = ["timeout", "cancelled", "workflow_failed"], requires = "interrupt_open_attempts")]
         reason: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
         /// Spool roots (directories containing .clawsweeper-repair/action-events).
         #[arg(required = true)]
         spools: Vec<PathBuf>,
@@ -99,6 +117,8 @@ enum Command {
         /// One JSON object per finding plus a summary object on stdout.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
     },
     /// Server-side hooks for a state repository.
     Hooks {
@@ -130,6 +150,8 @@ enum Command {
         /// source, status, commit, attempts) instead of the bare reference manifest.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
         /// Sealed spool roots or finalized shard roots, published in the order given.
         #[arg(required = true)]
         sources: Vec<PathBuf>,
@@ -335,12 +357,17 @@ pub fn run(
         broken: None,
     };
     let result = match cli.command {
-        Command::Record { spool, input } => run_record(&mut out, env, stdin, spool, &input),
+        Command::Record {
+            spool,
+            input,
+            privacy,
+        } => run_record(&mut out, env, stdin, spool, &input, privacy.profile),
         Command::Seal {
             output,
             json,
             interrupt_open_attempts,
             reason,
+            privacy,
             spools,
         } => {
             let output = output.or_else(|| {
@@ -351,14 +378,23 @@ pub fn run(
             let interrupt = interrupt_open_attempts
                 .then(|| crate::interrupt::Reason::parse(&reason))
                 .flatten();
-            run_seal(&mut out, output, json, interrupt, &spools)
+            run_seal(&mut out, output, json, interrupt, privacy.profile, &spools)
         }
         Command::Verify {
             repo,
             rev,
             range,
             json,
-        } => run_verify(&mut out, env, &repo, &rev, range.as_deref(), json),
+            privacy,
+        } => run_verify(
+            &mut out,
+            env,
+            &repo,
+            &rev,
+            range.as_deref(),
+            json,
+            privacy.profile,
+        ),
         Command::Hooks {
             command: HooksCommand::Install { repo, ref_name },
         } => run_hooks_install(&mut out, &repo, &ref_name),
@@ -370,6 +406,7 @@ pub fn run(
             remote_ref,
             max_attempts,
             json,
+            privacy,
             sources,
         } => {
             let target = match remote {
@@ -387,6 +424,7 @@ pub fn run(
                 &target,
                 max_attempts,
                 json,
+                privacy.profile,
                 &sources,
             )
         }
@@ -477,7 +515,8 @@ fn seal_failure(e: seal::Error) -> Failure {
     let code = match &e {
         seal::Error::LateEvents(_)
         | seal::Error::ShardConflict { .. }
-        | seal::Error::Unsealed { .. } => 1,
+        | seal::Error::Unsealed { .. }
+        | seal::Error::StrictPrivacy { .. } => 1,
         _ => 2,
     };
     Failure {
@@ -495,6 +534,7 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         | E::HistoryCycle(_)
         | E::Provenance { .. }
         | E::RemoteRefused(_)
+        | E::StrictPrivacy { .. }
         | E::Contention { .. } => 1,
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
@@ -520,6 +560,7 @@ fn run_record(
     stdin: &mut dyn std::io::Read,
     spool: Option<PathBuf>,
     input: &str,
+    profile: Profile,
 ) -> Result<(), Failure> {
     let root = spool
         .or_else(|| {
@@ -549,9 +590,10 @@ fn run_record(
     let value =
         canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
     let now_ms = now_ms();
+    let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase(&root, &value, env, now_ms),
-        (None, Some(_)) => record::record_action(&root, &value, env, now_ms),
+        (Some(_), None) => record::record_phase(&root, &value, env, now_ms, &options),
+        (None, Some(_)) => record::record_action(&root, &value, env, now_ms, &options),
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
@@ -574,7 +616,11 @@ fn run_record(
             Ok(())
         }
         Err(e) => Err(Failure {
-            code: if e.is_conflict() { 1 } else { 2 },
+            code: if e.is_conflict() || matches!(e, record::Error::StrictPrivacy(_)) {
+                1
+            } else {
+                2
+            },
             message: format!("{source}: {e}; nothing was recorded"),
         }),
     }
@@ -628,7 +674,9 @@ fn run_verify(
     rev: &str,
     range: Option<&str>,
     json: bool,
+    profile: Profile,
 ) -> Result<(), Failure> {
+    let options = crate::verify::Options { privacy: profile };
     let unreadable = |e: &dyn std::fmt::Display| Failure {
         code: 2,
         message: format!("cannot verify {}: {e}", repo.display()),
@@ -656,14 +704,14 @@ fn run_verify(
                 Some(resolve(old)?)
             };
             let new = resolve(new)?;
-            let report =
-                crate::verify::verify_range(&store, old, new).map_err(|e| unreadable(&e))?;
+            let report = crate::verify::verify_range_with(&store, old, new, &options)
+                .map_err(|e| unreadable(&e))?;
             (report, format!("push {range}"))
         }
         None => {
             let commit = resolve(rev)?;
-            let report =
-                crate::verify::verify_revision(&store, commit).map_err(|e| unreadable(&e))?;
+            let report = crate::verify::verify_revision_with(&store, commit, &options)
+                .map_err(|e| unreadable(&e))?;
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
@@ -720,6 +768,7 @@ fn run_seal(
     output: Option<PathBuf>,
     json: bool,
     interrupt: Option<crate::interrupt::Reason>,
+    profile: Profile,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
     // Opened once: every spool's shards go into this directory, whatever its path turns into.
@@ -751,7 +800,10 @@ fn run_seal(
             &spool,
             output_root.as_ref(),
             now_ms().max(0) as u64,
-            &seal::Options::default(),
+            &seal::Options {
+                privacy: profile,
+                ..seal::Options::default()
+            },
         )
         .map_err(seal_failure)?;
         let line = if json {
@@ -829,11 +881,13 @@ fn run_publish(
     target: &publish::Target,
     max_attempts: u32,
     json: bool,
+    profile: Profile,
     sources: &[PathBuf],
 ) -> Result<(), Failure> {
     let mut options = Options::new(signature(env)?);
     options.ref_name = ref_name.to_owned();
     options.max_attempts = max_attempts;
+    options.privacy = profile;
     let store = Store::open_or_init_bare(repo, ref_name).map_err(|e: store::Error| {
         Failure::input(format!(
             "cannot open state repository {}: {e}",

@@ -16,6 +16,8 @@
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
 //!   rebuilt on the new tip, within `Options::max_attempts`.
 //! - A publication that adds nothing makes no commit and reports `unchanged`.
+//! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
+//!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -25,6 +27,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::files::{self, EntryKind, Root};
 use crate::identity::{Digest, ShardIdentity};
+use crate::privacy::{self, Profile};
 use crate::seal;
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
@@ -145,6 +148,15 @@ pub enum Error {
     PayloadConflict(String),
     #[error("action event shard import exceeds 263168 publish path limit")]
     PathLimit,
+    #[error(
+        "action event shard {path}: event {event_id}: {finding}, which the strict privacy profile refuses; the set was not published: keep the value out of the event (revoke or rotate it if it is a credential), or publish with --privacy reference"
+    )]
+    StrictPrivacy {
+        /// The shard (path under the source root) that holds the event.
+        path: String,
+        event_id: Digest,
+        finding: privacy::strict::Finding,
+    },
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
     Contention { ref_name: String, attempts: u32 },
     #[error(transparent)]
@@ -187,6 +199,9 @@ pub struct Options {
     /// Optional exact list of shard paths to import (a lane manifest's `event_paths`); only
     /// meaningful for shard-root sources.
     pub expected_event_paths: Option<Vec<String>>,
+    /// The privacy profile (default [`Profile::Strict`]): under strict, a batch with an event
+    /// that [`privacy::strict::RULES`] refuses is not published ([`Error::StrictPrivacy`]).
+    pub privacy: Profile,
 }
 
 impl Options {
@@ -198,6 +213,7 @@ impl Options {
             max_attempts: 64,
             expected_producer: None,
             expected_event_paths: None,
+            privacy: Profile::default(),
         }
     }
 }
@@ -563,6 +579,24 @@ pub fn validate_batch(
     Ok(Batch { shards, identities })
 }
 
+/// The first event of `batch` that `profile` refuses beyond the reference's rules (those were
+/// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
+/// event, the field path, the family and the rule. [`Profile::Reference`] refuses nothing.
+pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
+    for s in &batch.shards {
+        for e in &s.events {
+            if let Err(finding) = profile.check(&e.value) {
+                return Err(Error::StrictPrivacy {
+                    path: s.path.clone(),
+                    event_id: e.event_id.clone(),
+                    finding,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {
     let checks: [(&'static str, String, String); 6] = [
         ("repository", x.repository.clone(), id.repository.clone()),
@@ -752,11 +786,13 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
 
 /// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
 /// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
+/// The batch must first pass `options.privacy` ([`check_privacy`]); nothing is written if not.
 pub fn publish_batch(
     store: &Store,
     batch: &Batch,
     options: &Options,
 ) -> Result<Publication, Error> {
+    check_privacy(batch, options.privacy)?;
     let mut attempts = 0u32;
     loop {
         attempts += 1;
@@ -808,7 +844,8 @@ pub enum Target {
 /// Publishes one validated batch to a remote state repository (design.md §5): read the remote
 /// tip, fetch it, plan and build the commit locally on it, push with a lease on that tip; when
 /// the remote moved, fetch and rebuild, within `options.max_attempts`. A refusal by the server
-/// (its pre-receive hook) is final.
+/// (its pre-receive hook) is final. The batch must first pass `options.privacy`
+/// ([`check_privacy`]); nothing is fetched or pushed if not.
 pub fn publish_batch_remote(
     store: &Store,
     batch: &Batch,
@@ -817,6 +854,7 @@ pub fn publish_batch_remote(
     remote_ref: &str,
 ) -> Result<Publication, Error> {
     use crate::remote::{self, PushOutcome};
+    check_privacy(batch, options.privacy)?;
     let git_dir = store.git_dir().to_owned();
     let mut attempts = 0u32;
     loop {

@@ -32,7 +32,7 @@ use crate::event::{self, Event};
 use crate::files::{self, Root, Written};
 use crate::identity::{self, Digest};
 use crate::lock;
-use crate::privacy;
+use crate::privacy::{self, Profile};
 use crate::seal;
 use crate::spool;
 
@@ -216,6 +216,10 @@ pub enum Error {
         field: &'static str,
         what: &'static str,
     },
+    #[error(
+        "action event {0}, which the strict privacy profile refuses: keep the value out of the event (revoke or rotate it if it is a credential), or record with --privacy reference"
+    )]
+    StrictPrivacy(privacy::strict::Finding),
     #[error(transparent)]
     Event(#[from] event::Error),
     #[error(transparent)]
@@ -234,6 +238,53 @@ impl Error {
             Error::MarkerConflict { .. } | Error::AlreadyFinalized | Error::Conflict { .. }
         )
     }
+}
+
+/// Knobs of [`record_phase`] and [`record_action`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// The privacy profile (default [`Profile::Strict`]). Under strict, an event that the
+    /// reference accepts but [`privacy::strict::RULES`] refuses is [`Error::StrictPrivacy`] and
+    /// nothing is written; [`Profile::Reference`] records exactly what the reference records.
+    pub privacy: Profile,
+}
+
+/// The strict pass of `profile` over an event built from `input` and `env`
+/// ([`build_action_event`]): every string and key of the record, and each producer part on its
+/// own, before and after it became a machine identifier, because joining the parts into
+/// `<component>.<step>.<invocation>` can hide a shape (`0::` followed by `.run-review`) and
+/// cutting a long part to a prefix plus hash can hide a token that is still partly stored. [`Error::StrictPrivacy`] names the field path (or the input the
+/// part comes from), the family and the rule; [`Profile::Reference`] accepts everything.
+pub fn check_privacy(
+    event: &Event,
+    input: &Value,
+    env: &Environment,
+    profile: Profile,
+) -> Result<(), Error> {
+    if profile == Profile::Reference {
+        return Ok(());
+    }
+    profile.check(&event.value).map_err(Error::StrictPrivacy)?;
+    let component = input.get("component").and_then(Value::as_str).unwrap_or("");
+    for (name, source, max) in [
+        ("GITHUB_WORKFLOW", workflow_source(env)?.as_str(), 128),
+        ("component", component, 120),
+        ("GITHUB_ACTION", step_source(env), 64),
+        (
+            "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+            invocation_source(env),
+            64,
+        ),
+    ] {
+        // The source too: a long value is cut to a prefix plus a hash, and a cut token is
+        // still a leaked one.
+        for text in [source, machine_identifier(source, max)?.as_str()] {
+            profile
+                .check_text(text, &format!("producer part {name}"))
+                .map_err(Error::StrictPrivacy)?;
+        }
+    }
+    Ok(())
 }
 
 /// `workflowActionEventsEnabled`: `CLAWSWEEPER_ACTION_LEDGER_DISABLED=1` wins, else
@@ -295,29 +346,9 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
     if identity::normalize_repository(&repository).ok().as_deref() != Some(repository.as_str()) {
         return Err(Error::EnvRepository(repository));
     }
-    let workflow_ref = privacy::js_trim(
-        env.get("GITHUB_WORKFLOW_REF")
-            .map(String::as_str)
-            .unwrap_or(""),
-    );
-    let workflow = if workflow_ref.is_empty() {
-        machine_identifier(&required_env(env, "GITHUB_WORKFLOW")?, 128)?
-    } else {
-        let path = workflow_ref
-            .rfind("@refs/")
-            .map_or(workflow_ref, |at| &workflow_ref[..at]);
-        let base = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-        machine_identifier(base, 128)?
-    };
-    let step = machine_identifier(
-        env.get("GITHUB_ACTION").map_or("process", String::as_str),
-        64,
-    )?;
-    let invocation = machine_identifier(
-        env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
-            .map_or("default", String::as_str),
-        64,
-    )?;
+    let workflow = workflow_part(env)?;
+    let step = step_part(env)?;
+    let invocation = invocation_part(env)?;
     let sha = required_env(env, "GITHUB_SHA")?;
     let job = required_env(env, "GITHUB_JOB")?;
     let run_id = required_env(env, "GITHUB_RUN_ID")?;
@@ -350,6 +381,51 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
         ("sha", Value::String(sha)),
         ("workflow", Value::String(workflow)),
     ]))
+}
+
+/// Where each machine-identifier part of a producer comes from, with its length limit: the
+/// workflow (the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`), the step
+/// (`GITHUB_ACTION`, default `process`) and the invocation
+/// (`CLAWSWEEPER_ACTION_LEDGER_INVOCATION`, default `default`).
+fn workflow_source(env: &Environment) -> Result<String, Error> {
+    let workflow_ref = privacy::js_trim(
+        env.get("GITHUB_WORKFLOW_REF")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    if workflow_ref.is_empty() {
+        return required_env(env, "GITHUB_WORKFLOW");
+    }
+    let path = workflow_ref
+        .rfind("@refs/")
+        .map_or(workflow_ref, |at| &workflow_ref[..at]);
+    Ok(path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .to_owned())
+}
+
+fn step_source(env: &Environment) -> &str {
+    env.get("GITHUB_ACTION").map_or("process", String::as_str)
+}
+
+fn invocation_source(env: &Environment) -> &str {
+    env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
+        .map_or("default", String::as_str)
+}
+
+fn workflow_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(&workflow_source(env)?, 128)
+}
+
+fn step_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(step_source(env), 64)
+}
+
+fn invocation_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(invocation_source(env), 64)
 }
 
 fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
@@ -406,11 +482,12 @@ pub fn record_phase(
     input: &Value,
     env: &Environment,
     now_ms: i64,
+    options: &Options,
 ) -> Result<Option<Event>, Error> {
     match phase_action_input(input) {
         // The reference hashes `identity: undefined` only when recording is enabled.
         Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
-        generic => record_action(root, &generic?, env, now_ms),
+        generic => record_action(root, &generic?, env, now_ms, options),
     }
 }
 
@@ -613,19 +690,22 @@ pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Resu
     )?)
 }
 
-/// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
-/// (seal check, partition marker, create-only event file). Returns the persisted event (the
-/// existing one on an exact replay), or `Ok(None)` when recording is disabled.
+/// `recordWorkflowActionEvent`: builds the event, applies the privacy profile
+/// ([`check_privacy`]), resolves the partition date, then writes (seal check, partition marker,
+/// create-only event file). Returns the persisted event (the existing one on an exact replay),
+/// or `Ok(None)` when recording is disabled.
 pub fn record_action(
     root: &Path,
     input: &Value,
     env: &Environment,
     now_ms: i64,
+    options: &Options,
 ) -> Result<Option<Event>, Error> {
     if !enabled(env) {
         return Ok(None);
     }
     let candidate = build_action_event(input, env, now_ms)?;
+    check_privacy(&candidate, input, env, options.privacy)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
     write_event(&root, &candidate, &date, now_ms).map(Some)
@@ -1159,9 +1239,15 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for i in 0..20 {
-            let e = record_phase(Path::new(&dir), &item_input(i), &base_env(), NOW)
-                .unwrap()
-                .unwrap();
+            let e = record_phase(
+                Path::new(&dir),
+                &item_input(i),
+                &base_env(),
+                NOW,
+                &Options::default(),
+            )
+            .unwrap()
+            .unwrap();
             println!("RESULT {}", e.event_id);
         }
     }
@@ -1221,7 +1307,14 @@ mod tests {
         let outside = base.path().join("outside");
         // A probe record gives the layout; the outside trees copy it without files.
         std::fs::create_dir_all(base.path().join("probe")).unwrap();
-        record_phase(&base.path().join("probe"), &item_input(0), &base_env(), NOW).unwrap();
+        record_phase(
+            &base.path().join("probe"),
+            &item_input(0),
+            &base_env(),
+            NOW,
+            &Options::default(),
+        )
+        .unwrap();
         for e in walkdir::WalkDir::new(base.path().join("probe")) {
             let e = e.unwrap();
             if e.file_type().is_dir() {
@@ -1288,7 +1381,13 @@ mod tests {
         };
         let (mut ok, mut refused) = (0, 0);
         for i in 0..100 {
-            match record_phase(&spool_dir, &item_input(i), &base_env(), NOW) {
+            match record_phase(
+                &spool_dir,
+                &item_input(i),
+                &base_env(),
+                NOW,
+                &Options::default(),
+            ) {
                 Ok(_) => ok += 1,
                 Err(e) => {
                     refused += 1;
