@@ -124,7 +124,7 @@ deny("this-network-ipv4", "0.0.0.0", "0.0.0.0:8080", "http://0.0.0.0/admin", "tc
 deny("ietf-protocol-ipv4", "192.0.0.192", "http://192.0.0.170/", "192.0.0.8:53")
 deny("benchmarking-ipv4", "198.18.0.1", "198.19.255.254:9000", "http://198.18.12.34/x")
 deny("cloud-metadata-ipv4", "168.63.129.16", "http://168.63.129.16/machine", "wireserver:168.63.129.16")
-deny("unspecified-ipv6", "0::", "0:0:0:0:0:0:0:0", "0000::", "http:0::")
+deny("unspecified-ipv6", "0::", "0:0:0:0:0:0:0:0", "0000::", "bind:0::")
 deny("nat64-private-ipv4", "64:ff9b::a00:1", "64:ff9b::7f00:1", "64:ff9b::c0a8:101", "64:ff9b::a9fe:a9fe",
      "64:ff9b::ac10:1", "64:ff9b::6440:1", "64:ff9b:0:0:0:0:a00:1", "64:ff9b::0:1")
 deny("nat64-local-use", "64:ff9b:1::a00:1", "64:ff9b:1:2::1")

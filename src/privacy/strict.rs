@@ -931,42 +931,66 @@ fn is_special_url(text: &str) -> bool {
         .any(|s| scheme.eq_ignore_ascii_case(s))
 }
 
-/// IPv6 literals in `text`: maximal runs of `[0-9A-Fa-f:.]` that hold `::` or two colons, are
-/// not glued to a letter or digit on either side, and parse (after dropping dots at the ends,
-/// or a trailing `:port`-like group).
+/// IPv6 literals in `text`: maximal runs of `[0-9A-Fa-f:.]` that hold `::` or two colons and
+/// parse (after dropping dots at the ends, or a trailing `:port`-like group). A run glued to a
+/// letter or digit on the left (`bind:0::` gives the run `d:0::`), or that does not parse as a
+/// whole, is also tried from after each of its single colons (`0::`); a run glued on the right
+/// is not a candidate (so `clippy::x` is none).
 fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
     let bytes = text.as_bytes();
     let in_run = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
+    let glued = |at: Option<&u8>| at.is_some_and(u8::is_ascii_alphanumeric);
+    let parse = |run: &str| -> Option<Ipv6Addr> {
+        let colons = run.bytes().filter(|&b| b == b':').count();
+        if colons < 2 && !run.contains("::") {
+            return None;
+        }
+        run.parse::<Ipv6Addr>().ok().or_else(|| {
+            run.rsplit_once(':')
+                .and_then(|(head, _)| head.parse::<Ipv6Addr>().ok())
+        })
+    };
+    let mut found = Vec::new();
     let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < bytes.len() {
-            if !in_run(bytes[i]) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < bytes.len() && in_run(bytes[i]) {
-                i += 1;
-            }
-            let glued = |at: Option<&u8>| at.is_some_and(u8::is_ascii_alphanumeric);
-            if glued(start.checked_sub(1).and_then(|p| bytes.get(p))) || glued(bytes.get(i)) {
-                continue;
-            }
-            let run = text[start..i].trim_matches('.');
-            let colons = run.bytes().filter(|&b| b == b':').count();
-            if colons < 2 && !run.contains("::") {
-                continue;
-            }
-            let parsed = run.parse::<Ipv6Addr>().ok().or_else(|| {
-                run.rsplit_once(':')
-                    .and_then(|(head, _)| head.parse::<Ipv6Addr>().ok())
-            });
-            if parsed.is_some() {
-                return parsed;
+    while i < bytes.len() {
+        if !in_run(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && in_run(bytes[i]) {
+            i += 1;
+        }
+        // Dots at either end separate the run from a neighbouring word (`0::.run-review`).
+        let raw = &text[start..i];
+        let run = raw.trim_start_matches('.');
+        let trimmed = run.trim_end_matches('.');
+        if trimmed.len() == run.len() && glued(bytes.get(i)) {
+            continue;
+        }
+        let left_glued =
+            run.len() == raw.len() && glued(start.checked_sub(1).and_then(|p| bytes.get(p)));
+        let whole = if left_glued { None } else { parse(trimmed) };
+        if let Some(a) = whole {
+            found.push(a);
+            continue;
+        }
+        let tb = trimmed.as_bytes();
+        for k in 1..tb.len() {
+            if tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':') {
+                if let Some(a) = parse(&trimmed[k..]) {
+                    found.push(a);
+                    break;
+                }
+            } else if tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':' {
+                if let Some(a) = parse(&trimmed[k..]) {
+                    found.push(a);
+                    break;
+                }
             }
         }
-        None
-    })
+    }
+    found.into_iter()
 }
 
 /// Every strict hit in `value`: one [`Finding`] per string value or object key that a rule
@@ -1147,6 +1171,10 @@ mod tests {
             ("2002:808:808::1", None),
             ("2001:db8::1", None),
             ("clippy::needless_borrow", None),
+            ("bind:0::", Some("unspecified-ipv6")),
+            ("0::.run-review.default", Some("unspecified-ipv6")),
+            ("ff:0::", None),
+            ("x:64:ff9b::a00:1", Some("nat64-private-ipv4")),
             ("cluster:dup-17", None),
             ("2026-01-15T10:00:00.123Z", None),
             (
