@@ -1873,6 +1873,158 @@ mod tests {
         );
     }
 
+    /// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
+    /// is filtered as in [`run_cli`].
+    fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
+        let env: Env = [
+            ("SOURCE_DATE_EPOCH", "1768480496"),
+            ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+            ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+            ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+            ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+            ("GITHUB_JOB", "review"),
+            ("GITHUB_RUN_ID", "2234567890"),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_ACTION", "run-review"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let argv = std::iter::once("action-ledger".to_owned()).chain(
+            args.iter()
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+        );
+        let code = run(argv, &env, &mut stdin.as_bytes(), &mut out, &mut err);
+        let text = format!(
+            "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        );
+        let text = text.replace(&tmp.display().to_string(), "[TMP]");
+        let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+        re.replace_all(&text, "[COMMIT]").into_owned()
+    }
+
+    /// A value the reference accepts and the strict profile refuses: a (synthetic) Slack
+    /// incoming-webhook URL in `subject.subjectId`.
+    const WEBHOOK_EVENT: &str = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":7},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":7,"subjectId":"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},"retryable":true,"mutation":false}"#;
+
+    /// The strict profile end to end: record and seal refuse and write nothing; with
+    /// `--privacy reference` the event is recorded and sealed; publish refuses it (exit 1, ref
+    /// unchanged) unless given `--privacy reference`; verify then reports it as a
+    /// `privacy-strict` finding, and not under `--privacy reference`.
+    #[test]
+    fn strict_privacy_refusals_and_findings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        fixture_spool(&tmp.join("clean"));
+        let code = |text: &str| text.lines().next().unwrap().to_owned();
+        assert_eq!(
+            code(&run_cli(tmp, &["seal", "[TMP]/clean"])),
+            "exit: 0",
+            "the clean fixture seals"
+        );
+        assert_eq!(
+            code(&run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/clean"]
+            )),
+            "exit: 0"
+        );
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+
+        insta::assert_snapshot!(
+            "record_strict_refused",
+            run_writer(tmp, WEBHOOK_EVENT, &["record", "--spool", "[TMP]/spool"])
+        );
+        assert_eq!(std::fs::read_dir(tmp.join("spool")).unwrap().count(), 0);
+        let recorded = run_writer(
+            tmp,
+            WEBHOOK_EVENT,
+            &["record", "--privacy", "reference", "--spool", "[TMP]/spool"],
+        );
+        assert_eq!(code(&recorded), "exit: 0", "{recorded}");
+
+        insta::assert_snapshot!(
+            "seal_strict_refused",
+            run_cli(tmp, &["seal", "[TMP]/spool"])
+        );
+        assert!(
+            !walkdir::WalkDir::new(tmp.join("spool"))
+                .into_iter()
+                .any(|e| e
+                    .unwrap()
+                    .path()
+                    .to_string_lossy()
+                    .contains("_finalizations/")),
+            "a refused seal wrote a seal record"
+        );
+        let sealed = run_cli(tmp, &["seal", "--privacy", "reference", "[TMP]/spool"]);
+        assert_eq!(code(&sealed), "exit: 0", "{sealed}");
+
+        insta::assert_snapshot!(
+            "publish_strict_refused",
+            run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+            )
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip, "the ref moved");
+        let published = run_cli(
+            tmp,
+            &[
+                "publish",
+                "--privacy",
+                "reference",
+                "--repo",
+                "[TMP]/state.git",
+                "[TMP]/spool",
+            ],
+        );
+        assert_eq!(code(&published), "exit: 0", "{published}");
+
+        insta::assert_snapshot!(
+            "verify_strict_finding",
+            run_cli(tmp, &["verify", "--repo", "[TMP]/state.git"])
+        );
+        insta::assert_snapshot!(
+            "verify_strict_finding_json",
+            run_cli(
+                tmp,
+                &["-q", "verify", "--json", "--repo", "[TMP]/state.git"]
+            )
+        );
+        let range = format!("{}..refs/heads/main", tip.unwrap().to_hex());
+        let pushed = run_cli(
+            tmp,
+            &["verify", "--repo", "[TMP]/state.git", "--range", &range],
+        );
+        assert_eq!(code(&pushed), "exit: 1", "{pushed}");
+        assert!(pushed.contains(": privacy-strict: event "), "{pushed}");
+        insta::assert_snapshot!(
+            "verify_reference_clean",
+            run_cli(
+                tmp,
+                &[
+                    "verify",
+                    "--privacy",
+                    "reference",
+                    "--repo",
+                    "[TMP]/state.git"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "usage_bad_privacy",
+            run_cli(tmp, &["verify", "--privacy", "lenient"])
+        );
+    }
+
     /// Runs the CLI in-process with the finality clock and identity in the environment; the
     /// output is filtered as in [`run_cli`].
     fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {

@@ -56,7 +56,7 @@ pub enum Error {
     )]
     ShardConflict { path: PathBuf },
     #[error(
-        "action event {event_id} ({path}): {finding}, which the strict privacy profile refuses; nothing was sealed: record the event again without the value (revoke or rotate it if it is a credential), or seal with --privacy reference"
+        "action event {event_id} ({path}): {finding}, which the strict privacy profile refuses; nothing was sealed: delete that file and record the event without the value (revoke or rotate it if it is a credential), or seal with --privacy reference"
     )]
     StrictPrivacy {
         /// The spool file of the event.
