@@ -1037,6 +1037,94 @@ mod tests {
         assert_eq!(store.tip("refs/heads/main").unwrap(), first.commit);
     }
 
+    /// The day1 corpus passes the default strict profile: no event of the 24 jobs has a strict
+    /// hit, and the first jobs publish with the reference's manifests
+    /// (expected-import-results.json). scripts/e2e.sh publishes all 24 with the binary's
+    /// default (strict) and compares the tree with expected-state/ byte for byte.
+    #[test]
+    fn day1_publishes_unchanged_under_strict() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1");
+        let expected: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(corpus.join("expected-import-results.json")).unwrap(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        assert_eq!(options.privacy, Profile::Strict);
+        let jobs = expected.as_array().unwrap();
+        assert_eq!(jobs.len(), 24);
+        let mut events = 0;
+        for (i, job) in jobs.iter().enumerate() {
+            let source = corpus.join(job["source"].as_str().unwrap());
+            let batch = validate_batch(&read_source(&source, None).unwrap(), None).unwrap();
+            for e in batch.shards.iter().flat_map(|s| &s.events) {
+                assert_eq!(privacy::strict::scan(&e.value), [], "{}", e.event_id);
+                events += 1;
+            }
+            check_privacy(&batch, options.privacy).unwrap();
+            if i >= 3 {
+                continue;
+            }
+            let p = publish_batch(&store, &batch, &options).unwrap();
+            assert_eq!(p.status, Status::Created);
+            let want = canonical::to_canonical_unchecked(
+                &canonical::parse(&job["result"].to_string()).unwrap(),
+            );
+            let got = canonical::to_canonical_unchecked(
+                &canonical::parse(&p.manifest.to_json()).unwrap(),
+            );
+            assert_eq!(got, want, "{}", job["job"]);
+        }
+        assert_eq!(events, 5091);
+    }
+
+    /// A batch with one strict hit is refused before the repository is touched, whatever the
+    /// rest of the batch; `--privacy reference` publishes it.
+    #[test]
+    fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let files = read_source(&day1("001"), None).unwrap();
+        // Changed after validation: the check reads the parsed values of every event.
+        let mut batch = validate_batch(&files, None).unwrap();
+        let event = &mut batch.shards[1].events[0];
+        let Value::Object(m) = &mut event.value else {
+            panic!("an event is an object")
+        };
+        m.insert(
+            "learning".into(),
+            Value::object([(
+                "signal",
+                Value::str("hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh"),
+            )]),
+        );
+        let err = publish_batch(&store, &batch, &Options::new(sig())).unwrap_err();
+        let Error::StrictPrivacy {
+            path,
+            event_id,
+            finding,
+        } = &err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!(path, &batch.shards[1].path);
+        assert_eq!(event_id, &batch.shards[1].events[0].event_id);
+        assert_eq!(
+            (finding.path.as_str(), finding.family, finding.rule),
+            (
+                "$.learning.signal",
+                "huggingface-token",
+                "gitleaks:huggingface-access-token"
+            )
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None);
+        assert_eq!(
+            check_privacy(&batch, Profile::Reference).map_err(|e| e.to_string()),
+            Ok(())
+        );
+    }
+
     /// Publishers racing on one ref: every publication lands exactly once, in a linear history,
     /// whatever the interleaving (the losers re-plan on the new tip).
     #[test]
