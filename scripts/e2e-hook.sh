@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end check of the server-side hook with the real `git push` over a local transport:
 # a bare server repository with `action-ledger hooks install` accepts valid publications and
-# refuses deletions, rewrites, non-fast-forward pushes and broken additions, printing the finding
-# to the pusher and leaving the server ref unchanged after every refusal.
+# refuses deletions, rewrites, non-fast-forward pushes and broken additions (including values the
+# strict privacy profile refuses), printing the finding to the pusher and leaving the server ref
+# unchanged after every refusal.
 # Usage: scripts/e2e-hook.sh   (BIN=path/to/action-ledger to choose the binary)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,6 +75,29 @@ git add -A && git commit -qm "orphan binding" && refused "an orphan event bindin
 git reset -q --hard "$good"
 printf '{}\n' > "ledger/v1/import-bindings/events/$fake.json"
 git add -A && git commit -qm "reference-layout binding" && refused "a binding at a reference-layout path in a fanout repository" "layout-mixed"
+
+# A set the reference accepts but the strict profile refuses (a synthetic Slack webhook URL),
+# published locally with --privacy reference: the hook checks additions under strict.
+leaky="$work/leaky"
+mkdir -p "$leaky"
+CLAWSWEEPER_ACTION_LEDGER_FORCE=1 CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE=2026-03-10 \
+  GITHUB_REPOSITORY=openclaw/clawsweeper GITHUB_WORKFLOW=notify GITHUB_JOB=notify \
+  GITHUB_SHA=0123456789abcdef0123456789abcdef01234567 GITHUB_RUN_ID=99 GITHUB_RUN_ATTEMPT=1 \
+  "$bin" -q record --privacy reference --spool "$leaky" >/dev/null <<'JSON'
+{"phase":"notification.delivery","status":"sent","component":"notifier","identity":{"n":1},
+ "subject":{"repository":"openclaw/openclaw","kind":"notification",
+ "subjectId":"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},
+ "retryable":false,"mutation":false}
+JSON
+"$bin" -q seal --privacy reference "$leaky" >/dev/null
+git reset -q --hard "$good"
+rm -rf "$work/scratch.git"
+git clone -q --bare "$work/server.git" "$work/scratch.git"
+"$bin" -q publish --repo "$work/scratch.git" "$leaky" 2>"$work/publish.err" && fail "publish accepted a strict-privacy value"
+grep -q "slack-webhook (gitleaks:slack-webhook-url)" "$work/publish.err" || fail "publish refusal lacks the family: $(cat "$work/publish.err")"
+"$bin" -q publish --privacy reference --repo "$work/scratch.git" "$leaky" >/dev/null
+git fetch -q "$work/scratch.git" main && git reset -q --hard FETCH_HEAD
+refused "a set with a value the strict profile refuses" "privacy-strict"
 
 # History rewrites and deletions of the ledger ref.
 git reset -q --hard "$good~1"

@@ -6,6 +6,8 @@
 #   repository that passes `git fsck --strict`; a replay adds nothing; refusals leave the ref alone;
 #   the fanout layout differs from expected-state/ only by binding paths and the layout record,
 #   and writes each publication as one pack.
+#   Everything runs under the default (strict) privacy profile, which gives the same bytes as
+#   `--privacy reference` on this corpus.
 # Usage: scripts/e2e.sh            (uses target/debug/action-ledger, building it when missing)
 #        BIN=path/to/action-ledger scripts/e2e.sh
 set -euo pipefail
@@ -68,11 +70,16 @@ assert len(got) == 24 and all(g["created"] == 0 and g["unchanged"] > 0 for g in 
 PY
 ok "replaying all 24 spools adds no commit and reports every shard unchanged"
 
-# 4. Shard roots as sources give the same tree and manifests.
+# 4. Shard roots as sources give the same tree and manifests; so does the reference's privacy
+#    profile (everything above ran under the default, strict).
 (cd "$work" && "$bin" -q publish --layout reference --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
 cmp -s "$work/shard-manifests.jsonl" "$work/manifests.jsonl" || fail "shard-root manifests differ"
 [ "$(git -C "$work/shards.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "shard-root tree differs"
 ok "publishing shards/<job> gives the same manifests and tree"
+(cd "$work" && "$bin" -q publish --privacy reference --repo reference.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >reference-manifests.jsonl)
+cmp -s "$work/reference-manifests.jsonl" "$work/manifests.jsonl" || fail "--privacy reference manifests differ"
+[ "$(git -C "$work/reference.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "--privacy reference tree differs"
+ok "the day1 corpus publishes the same under the strict (default) and reference privacy profiles"
 
 # 5. Refusals leave the ref unchanged.
 expect_refusal() { # code, pattern, args...

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Writes testdata/privacy/{rejected,accepted}.jsonl: secret-shaped and private-host values that
-the ledger must refuse in every durable text field (ledger-core §4), and near-misses it must keep.
-Deterministic: the same output on every run. Each line: {"family": ..., "value": ...}."""
-import json, os, random
+the ledger must refuse in every durable text field (ledger-core §4), and near-misses it must keep;
+and {strict-rejected,near-miss}.jsonl: values the reference accepts that the strict profile refuses
+(src/privacy/strict.rs), and near-misses both profiles keep. All values are synthetic: random
+characters of the right shape, never a real token. Deterministic: the same output on every run.
+Each line: {"family": ..., "value": ...}."""
+import base64, json, os, random
 
 rng = random.Random(20261130)
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -72,9 +75,155 @@ keep("word", "token_count", "tokens", "tokenizer", "secretary", "author", "passw
 keep("short-token", "sk-short", "ghp_short", "npm_short", "xoxb-123", f"AKIA{rand(15, UPPER)}", "eyJabc.eyJdef.ghi")
 keep("id", "13550726447", "run-42", "review-shard-0", "cluster:dup-17", "snap-2026-01-15", "rule-21", "queue_item:7")
 
+# The strict profile (src/privacy/strict.rs): values the reference accepts that the strict table
+# refuses, and near-misses both profiles keep. Own seed, so the two files above stay as they are.
+# Every value is machine text ([A-Za-z0-9][A-Za-z0-9_.:/@+-]*): ledger text cannot hold anything
+# else, so a family that needs other characters cannot leak and has no entry here.
+rng = random.Random(20261201)
+LOWER = "abcdefghijklmnopqrstuvwxyz"
+LETTERS = LOWER + LOWER.upper()
+HEX = "0123456789abcdef"
+DIGITS = "0123456789"
+TOKEN = ALNUM + "_"  # body alphabet with `_` but no `-`, so no body spells the reference's `sk-`
+UPPER_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+B64 = ALNUM + "+/"
+def b64url(data): return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+strict = []
+def deny(family, *values):
+    for v in values: strict.append({"family": family, "value": v})
+def around(v):  # the token alone, after a separator, and before one
+    return [v, f"token.{v}", f"id:{v}", f"{v}.json"]
+
+deny("gitlab-token", *around(f"glpat-{rand(20, TOKEN)}"), f"glpat-{rand(27, TOKEN)}.01{rand(7, LOWER + DIGITS)}",
+     f"glptt-{rand(40, HEX)}", f"GR1348941{rand(20, TOKEN)}", f"glrt-{rand(20, TOKEN)}", f"gldt-{rand(20, TOKEN)}",
+     f"glcbt-{rand(3)}_{rand(20, TOKEN)}", f"glft-{rand(20, TOKEN)}", f"glimt-{rand(25, TOKEN)}",
+     f"glagent-{rand(50, TOKEN)}", f"gloas-{rand(64, TOKEN)}", f"glsoat-{rand(20, TOKEN)}", f"glffct-{rand(20, TOKEN)}")
+deny("google-api-key", *around(f"AIzaSy{rand(33, TOKEN)}"), f"AIza{rand(35, TOKEN)}", f"https://maps.example.com/js:AIza{rand(35, TOKEN)}")
+deny("stripe-key", *around(f"sk_live_{rand(24)}"), f"rk_live_{rand(24)}", f"sk_test_{rand(24)}", f"rk_test_{rand(99)}",
+     f"sk_prod_{rand(10)}", f"stripe:rk_live_{rand(32)}")
+deny("huggingface-token", *around(f"hf_{rand(34, LETTERS)}"), f"api_org_{rand(34, LETTERS)}", f"hub.hf_{rand(34, LETTERS)}")
+deny("slack-app-token", *around(f"xapp-1-A{rand(10, UPPER_ALNUM)}-{rand(13, DIGITS)}-{rand(64, HEX)}"),
+     f"XAPP-2-A{rand(8, UPPER_ALNUM)}-{rand(10, DIGITS)}-{rand(32, HEX)}")
+def slack_hook(kind="services"): return f"hooks.slack.com/{kind}/T{rand(8, UPPER_ALNUM)}/B{rand(10, UPPER_ALNUM)}/{rand(24)}"
+deny("slack-webhook", f"https://{slack_hook()}", slack_hook(), f"http://{slack_hook('workflows')}", f"https://{slack_hook('triggers')}",
+     f"notify:https://{slack_hook()}", f"HTTPS://HOOKS.SLACK.COM/services/T{rand(8, UPPER_ALNUM)}/B{rand(8, UPPER_ALNUM)}/{rand(24)}")
+for p in ["ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA", "A3T" + rand(1, UPPER_ALNUM)]:
+    deny("aws-key-id", f"{p}{rand(16, UPPER_ALNUM)}")
+deny("aws-key-id", f"role:AROA{rand(16, UPPER_ALNUM)}", f"key.ABIA{rand(16, UPPER_ALNUM)}.json")
+def jwt_part(obj): return b64url(json.dumps(obj, separators=(",", ":")))
+none = jwt_part({"alg": "none"})
+deny("unsigned-jwt", f"{none}.{jwt_part({'sub': rand(8), 'iat': rng.randint(10**9, 2 * 10**9)})}.",
+     f"{jwt_part({'alg': 'none', 'typ': 'JWT'})}.{jwt_part({'user': rand(6), 'admin': True})}.",
+     f"{jwt_part({'alg': 'HS256'})}.{jwt_part({'sub': rand(12)})}.{rand(10, ALNUM + '_')}",
+     f"{none}.e30.", f"session.{none}.{jwt_part({'role': 'admin'})}.",
+     f"{jwt_part({'typ': 'JWT', 'alg': 'none'})}.{jwt_part({'scope': 'repo', 'exp': 1893456000})}.{rand(15, ALNUM)}")
+deny("base64-jwt", f"ZXlKaGJHY2lPaU{rand(60, ALNUM)}", f"jwt:ZXlKMGVYQWlPaUp{rand(48, ALNUM)}")
+deny("this-network-ipv4", "0.0.0.0", "0.0.0.0:8080", "http://0.0.0.0/admin", "tcp://0.0.0.0:5432", "0.1.2.3",
+     f"0.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 255)}", "host-0.0.0.0", "http://0.0:80/x", "https://0.0.0.0:443/")
+deny("ietf-protocol-ipv4", "192.0.0.192", "http://192.0.0.170/", "192.0.0.8:53")
+deny("benchmarking-ipv4", "198.18.0.1", "198.19.255.254:9000", "http://198.18.12.34/x")
+deny("cloud-metadata-ipv4", "168.63.129.16", "http://168.63.129.16/machine", "wireserver:168.63.129.16")
+deny("unspecified-ipv6", "0::", "0:0:0:0:0:0:0:0", "0000::", "bind:0::")
+deny("nat64-private-ipv4", "64:ff9b::a00:1", "64:ff9b::7f00:1", "64:ff9b::c0a8:101", "64:ff9b::a9fe:a9fe",
+     "64:ff9b::ac10:1", "64:ff9b::6440:1", "64:ff9b:0:0:0:0:a00:1", "64:ff9b::0:1")
+deny("nat64-local-use", "64:ff9b:1::a00:1", "64:ff9b:1:2::1")
+deny("6to4-private-ipv4", "2002:a00:1::1", "2002:c0a8:101::", "2002:7f00:1:0:0:0:0:1", "2002:ac10:1::5")
+deny("ipv4-embedded-private", "0::ffff:0:a00:1", "0::ffff:0:7f00:1", "0::ffff:0:0", "0:0:0:0:0:ffff:c612:1")
+deny("site-local-ipv6", "fec0::1", "fec0:0:0:ffff::1", "feff::a")
+deny("loopback-dns-name", "localtest.me", "api.localtest.me:8080", "https://lvh.me/x", "vcap.me", "localhost.direct",
+     "app.localhost.direct", "LVH.ME")
+deny("wildcard-ip-dns-name", "10-0-0-1.nip.io", "127-0-0-1.sslip.io", "http://192-168-1-1.nip.io/", "x.xip.io")
+deny("atlassian-token", f"ATATT3{rand(186, TOKEN)}")
+deny("postman-token", f"PMAK-{rand(24, HEX)}-{rand(34, HEX)}")
+deny("sourcegraph-token", f"sgp_{rand(16, HEX)}_{rand(40, HEX)}", f"sgp_{rand(40, HEX)}")
+deny("harness-token", f"pat.{rand(22, TOKEN)}.{rand(24)}.{rand(20)}")
+deny("octopus-deploy-key", f"API-{rand(26, UPPER_ALNUM)}")
+deny("readme-token", f"rdme_{rand(70, LOWER + DIGITS)}")
+deny("linear-token", f"lin_api_{rand(40)}")
+deny("notion-token", f"ntn_{rand(11, DIGITS)}{rand(35)}")
+deny("frameio-token", f"fio-u-{rand(64, TOKEN)}")
+deny("pypi-token", f"pypi-AgEIcHlwaS5vcmc{rand(60, TOKEN)}")
+deny("rubygems-token", f"rubygems_{rand(48, HEX)}")
+deny("clojars-token", f"CLOJARS_{rand(60, LOWER + DIGITS)}")
+deny("artifactory-token", f"AKCp{rand(69)}", f"cmVmd{rand(59)}")
+deny("alibaba-key-id", f"LTAI{rand(20)}")
+deny("digitalocean-token", f"dop_v1_{rand(64, HEX)}", f"doo_v1_{rand(64, HEX)}", f"dor_v1_{rand(64, HEX)}")
+deny("vault-token", f"hvs.{rand(95, TOKEN)}", f"hvb.{rand(140, TOKEN)}")
+deny("terraform-token", f"{rand(14, LOWER + DIGITS)}.atlasv1.{rand(64, TOKEN)}")
+deny("databricks-token", f"dapi{rand(32, HEX)}", f"dapi{rand(32, HEX)}-2")
+deny("cloudflare-origin-ca-key", f"v1.0-{rand(24, HEX)}-{rand(146, HEX)}")
+deny("heroku-token", f"HRKU-AA{rand(58, TOKEN)}")
+deny("flyio-token", f"fo1_{rand(43, TOKEN)}", f"fm2_{rand(110, B64)}")
+deny("doppler-token", f"dp.pt.{rand(43)}")
+deny("pulumi-token", f"pul-{rand(40, HEX)}")
+deny("planetscale-token", f"pscale_tkn_{rand(43, TOKEN)}", f"pscale_oauth_{rand(40, TOKEN)}", f"pscale_pw_{rand(43, TOKEN)}")
+deny("scalingo-token", f"tk-us-{rand(48, TOKEN)}")
+deny("dynatrace-token", f"dt0c01.{rand(24, UPPER_ALNUM)}.{rand(64, UPPER_ALNUM)}")
+deny("grafana-token", f"glc_{rand(40, B64)}", f"glsa_{rand(32)}_{rand(8, HEX)}", f"eyJrIjoi{rand(80)}")
+deny("new-relic-key", f"NRAK-{rand(27, UPPER_ALNUM)}", f"NRJS-{rand(19, HEX)}", f"NRII-{rand(32, UPPER_ALNUM)}")
+deny("sentry-token", f"sntryu_{rand(64, HEX)}", f"sntrys_eyJpYXQiO{rand(60, ALNUM + '+/')}")
+deny("infracost-token", f"ico-{rand(32)}")
+deny("prefect-token", f"pnu_{rand(36)}")
+deny("settlemint-token", f"sm_pat_{rand(16)}", f"sm_aat_{rand(16)}", f"sm_sat_{rand(16)}")
+deny("onepassword-secret-key", f"A3-{rand(6, UPPER_ALNUM)}-{rand(11, UPPER_ALNUM)}-{rand(5, UPPER_ALNUM)}-{rand(5, UPPER_ALNUM)}-{rand(5, UPPER_ALNUM)}")
+deny("age-secret-key", "AGE-SECRET-KEY-1" + rand(58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"))
+deny("maxmind-license-key", f"{rand(6)}_{rand(29)}_mmk")
+deny("adobe-client-secret", f"p8e-{rand(32)}")
+deny("square-token", f"EAAA{rand(60, TOKEN)}", f"sq0atp-{rand(22, TOKEN)}", f"sq0csp-{rand(43, TOKEN)}")
+deny("shopify-token", f"shpat_{rand(32, HEX)}", f"shpca_{rand(32, HEX)}", f"shppa_{rand(32, HEX)}", f"shpss_{rand(32, HEX)}")
+deny("shippo-token", f"shippo_live_{rand(40, HEX)}", f"shippo_test_{rand(40, HEX)}")
+deny("duffel-token", f"duffel_test_{rand(43, TOKEN)}")
+deny("easypost-token", f"EZAK{rand(54)}", f"EZTK{rand(54)}")
+deny("facebook-token", f"EAAC{rand(110)}")
+deny("perplexity-key", f"pplx-{rand(48)}")
+deny("discord-webhook", f"https://discord.com/api/webhooks/{rand(18, DIGITS)}/{rand(68, TOKEN)}",
+     f"discordapp.com/api/webhooks/{rand(19, DIGITS)}/{rand(64, TOKEN)}", f"https://discord.com/api/v10/webhooks/{rand(18, DIGITS)}/{rand(68, TOKEN)}")
+deny("discord-bot-token", f"M{rand(23, TOKEN)}.{rand(6, TOKEN)}.{rand(27, TOKEN)}", f"N{rand(23, TOKEN)}.{rand(6, TOKEN)}.{rand(38, TOKEN)}")
+deny("telegram-bot-token", f"{rand(10, DIGITS)}:AA{rand(33, TOKEN)}", f"{rand(9, DIGITS)}:AA{rand(33, TOKEN)}", f"telegram:{rand(9, DIGITS)}:AA{rand(33, TOKEN)}")
+deny("twilio-key", f"SK{rand(32, HEX)}", f"twilio.SK{rand(32, HEX.upper())}")
+deny("sendgrid-key", f"SG.{rand(22, TOKEN)}.{rand(43, TOKEN)}")
+deny("sendinblue-key", f"xkeysib-{rand(64, HEX)}-{rand(16)}")
+deny("mailchimp-key", f"{rand(32, HEX)}-us{rng.randint(1, 21)}")
+
+near = []
+def keep_near(family, *values):
+    for v in values: near.append({"family": family, "value": v})
+keep_near("public-host", "github.com", "api.github.com", "hooks.example.com", "discord.com", "hooks.slack.com",
+          "huggingface.co", "registry.npmjs.org", "8.8.8.8", "1.1.1.1", "9.9.9.9", "192.0.2.1", "198.51.100.7",
+          "203.0.113.9", "198.20.0.1", "192.0.1.1", "1.0.0.0", "2001:db8::1", "2606:4700:4700::1111",
+          "64:ff9b::808:808", "2002:808:808::1", "fe00::1", "https://github.com/openclaw/clawsweeper", "example.me",
+          "snip.io", "nip.io.example.com", "lvh.me.example.com", "evil-lvh.me", "localtest")
+keep_near("version", "0.1.2", "0.0.1", "v0.1.2.3", "1.0.0.0.1", "10.0.0", "2.0.0-rc.1", "v10.4.1", "1.84.0",
+          "2026.11.30", "0.9.1-alpha.3", "v3.2.1+build.77")
+keep_near("model", "gpt-4o-mini", "gpt-4.1", "o3-mini", "claude-3-5-sonnet-20241022", "claude-sonnet-4-5",
+          "gemini-1.5-flash", "llama-3.1-8b-instruct", "mistral-large-latest", "text-embedding-3-small",
+          "deepseek-r1", "qwen2.5-coder-32b", "hf-internal-testing")
+keep_near("hex-id", rand(40, HEX), rand(64, HEX), rand(32, HEX), rand(24, HEX), rand(16, HEX),
+          "7994874d-b71a-4e00-901a-564f98943ae6", f"sha256:{rand(64, HEX)}", f"dapi{rand(31, HEX)}",
+          f"SK{rand(31, HEX)}", f"{rand(32, HEX)}-usa")
+keep_near("repository", "openclaw/clawsweeper", "huggingface/transformers", "stripe/stripe-node",
+          "gitlab-org/gitlab-runner", "slackapi/bolt-js", "scikit-learn/scikit-learn", "aws/aws-cli")
+keep_near("relative-path", "records/openclaw/items/42.md", "results/review/42.json", "artifacts/glpat-docs/readme.md",
+          "logs/hf_cache/run-1.log")
+keep_near("word", "token_count", "tokens_used", "sk-learn", "task-runner", "stripe_live_mode", "live_tokens",
+          "api_org", "api_organization_id", "hooks", "webhooks", "xapp-store", "glpat", "glpat-short",
+          "AIzaSyShort", "hf_cache", "hf_hub_offline", "sk_live_short", "rk_test", "secret_scanning", "dapper",
+          "pull-request-42", "PMAK-docs", "API-VERSION-2", "ACCA-ledger", "AGPA", "ABIAS", "eyJhbGciOiJIUzI1NiJ9",
+          "eyJabc.eyJdef.ghi", "SG.short", "SKU-12345", "NRAK-short", "ntn_123", "telegram:12345",
+          "M.short.token", "rdme_intro", "pnu_x", "ico-icon", "EAAA", "fec", "fe80-notes", "review.item")
+keep_near("short-token", f"glpat-{rand(19, TOKEN)}", f"AIza{rand(34, TOKEN)}", f"hf_{rand(33, LETTERS)}",
+          f"hf_{rand(30, LETTERS)}1234", f"ABIA{rand(15, UPPER_ALNUM)}", f"ACCA{rand(17, UPPER_ALNUM)}",
+          f"AKIA{rand(15, UPPER_ALNUM)}", f"sk_live_{rand(9)}", f"xapp-{rand(10)}", f"dop_v1_{rand(63, HEX)}",
+          f"shpat_{rand(31, HEX)}", f"SK{rand(33, HEX)}")
+keep_near("id", "13550726447", "run-42", "review-shard-0", "cluster:dup-17", "snap-2026-01-15", "queue_item:7",
+          "workflow.attempt:7cd3863d8426b22d483336d35d0e94139e5c7288865a96ea469b3c644859efd2",
+          "clippy::needless_borrow", "std::net::Ipv6Addr", "2026-01-15T10:00:00Z", "10:00:00", "a::b", "dead::beef")
+
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "privacy")
 os.makedirs(here, exist_ok=True)
-for name, rows in [("rejected.jsonl", rejected), ("accepted.jsonl", accepted)]:
+for name, rows in [("rejected.jsonl", rejected), ("accepted.jsonl", accepted),
+                   ("strict-rejected.jsonl", strict), ("near-miss.jsonl", near)]:
     with open(os.path.join(here, name), "w") as f:
         for r in rows: f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-print(f"rejected: {len(rejected)}, accepted: {len(accepted)}")
+print(f"rejected: {len(rejected)}, accepted: {len(accepted)}, strict-rejected: {len(strict)}, near-miss: {len(near)}")

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
 
 use crate::canonical::{self, Value};
 use crate::finality;
+use crate::privacy::Profile;
 use crate::publish::{self, Options, Publication, Status};
 use crate::record;
 use crate::seal;
@@ -49,6 +51,18 @@ enum HooksCommand {
     },
 }
 
+/// The privacy profile of the commands that write or check events.
+#[derive(clap::Args, Debug)]
+struct PrivacyArg {
+    /// Privacy rules: `strict` (the default) also refuses the credential and private-host
+    /// families beyond the reference's rules (README, Privacy); `reference` applies exactly the
+    /// reference's rules.
+    #[arg(long = "privacy", value_name = "PROFILE", default_value = "strict",
+          value_parser = PossibleValuesParser::new(["strict", "reference"])
+              .map(|s| s.parse::<Profile>().expect("a listed profile")))]
+    profile: Profile,
+}
+
 /// The hook shipped in `hooks/pre-receive`.
 const PRE_RECEIVE: &str = include_str!("../hooks/pre-receive");
 
@@ -63,6 +77,8 @@ enum Command {
         /// JSON input file, or `-` for stdin (the default).
         #[arg(long, default_value = "-")]
         input: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
     },
     /// Seal (finalize) spools: write each producer's seal record; with --output also write the
     /// shard files the reference would write there.
@@ -81,6 +97,8 @@ enum Command {
         /// Why the job ended early (with --interrupt-open-attempts).
         #[arg(long, default_value = "timeout", value_parser = ["timeout", "cancelled", "workflow_failed"], requires = "interrupt_open_attempts")]
         reason: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
         /// Spool roots (directories containing .clawsweeper-repair/action-events).
         #[arg(required = true)]
         spools: Vec<PathBuf>,
@@ -99,6 +117,8 @@ enum Command {
         /// One JSON object per finding plus a summary object on stdout.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
     },
     /// Server-side hooks for a state repository.
     Hooks {
@@ -132,6 +152,8 @@ enum Command {
         /// source, status, commit, attempts) instead of the bare reference manifest.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
         /// Sealed spool roots or finalized shard roots, published in the order given.
         #[arg(required = true)]
         sources: Vec<PathBuf>,
@@ -337,12 +359,17 @@ pub fn run(
         broken: None,
     };
     let result = match cli.command {
-        Command::Record { spool, input } => run_record(&mut out, env, stdin, spool, &input),
+        Command::Record {
+            spool,
+            input,
+            privacy,
+        } => run_record(&mut out, env, stdin, spool, &input, privacy.profile),
         Command::Seal {
             output,
             json,
             interrupt_open_attempts,
             reason,
+            privacy,
             spools,
         } => {
             let output = output.or_else(|| {
@@ -353,14 +380,23 @@ pub fn run(
             let interrupt = interrupt_open_attempts
                 .then(|| crate::interrupt::Reason::parse(&reason))
                 .flatten();
-            run_seal(&mut out, output, json, interrupt, &spools)
+            run_seal(&mut out, output, json, interrupt, privacy.profile, &spools)
         }
         Command::Verify {
             repo,
             rev,
             range,
             json,
-        } => run_verify(&mut out, env, &repo, &rev, range.as_deref(), json),
+            privacy,
+        } => run_verify(
+            &mut out,
+            env,
+            &repo,
+            &rev,
+            range.as_deref(),
+            json,
+            privacy.profile,
+        ),
         Command::Hooks {
             command: HooksCommand::Install { repo, ref_name },
         } => run_hooks_install(&mut out, &repo, &ref_name),
@@ -372,6 +408,7 @@ pub fn run(
             remote_ref,
             max_attempts,
             json,
+            privacy,
             sources,
         } => {
             let target = match remote {
@@ -390,6 +427,7 @@ pub fn run(
                 layout.as_deref().and_then(crate::layout::Layout::from_name),
                 max_attempts,
                 json,
+                privacy.profile,
                 &sources,
             )
         }
@@ -480,7 +518,8 @@ fn seal_failure(e: seal::Error) -> Failure {
     let code = match &e {
         seal::Error::LateEvents(_)
         | seal::Error::ShardConflict { .. }
-        | seal::Error::Unsealed { .. } => 1,
+        | seal::Error::Unsealed { .. }
+        | seal::Error::StrictPrivacy { .. } => 1,
         _ => 2,
     };
     Failure {
@@ -498,6 +537,7 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         | E::HistoryCycle(_)
         | E::Provenance { .. }
         | E::RemoteRefused(_)
+        | E::StrictPrivacy { .. }
         | E::Contention { .. } => 1,
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
@@ -524,6 +564,7 @@ fn run_record(
     stdin: &mut dyn std::io::Read,
     spool: Option<PathBuf>,
     input: &str,
+    profile: Profile,
 ) -> Result<(), Failure> {
     let root = spool
         .or_else(|| {
@@ -553,9 +594,10 @@ fn run_record(
     let value =
         canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
     let now_ms = now_ms();
+    let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase(&root, &value, env, now_ms),
-        (None, Some(_)) => record::record_action(&root, &value, env, now_ms),
+        (Some(_), None) => record::record_phase(&root, &value, env, now_ms, &options),
+        (None, Some(_)) => record::record_action(&root, &value, env, now_ms, &options),
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
@@ -578,7 +620,11 @@ fn run_record(
             Ok(())
         }
         Err(e) => Err(Failure {
-            code: if e.is_conflict() { 1 } else { 2 },
+            code: if e.is_conflict() || matches!(e, record::Error::StrictPrivacy(_)) {
+                1
+            } else {
+                2
+            },
             message: format!("{source}: {e}; nothing was recorded"),
         }),
     }
@@ -632,7 +678,9 @@ fn run_verify(
     rev: &str,
     range: Option<&str>,
     json: bool,
+    profile: Profile,
 ) -> Result<(), Failure> {
+    let options = crate::verify::Options { privacy: profile };
     let unreadable = |e: &dyn std::fmt::Display| Failure {
         code: 2,
         message: format!("cannot verify {}: {e}", repo.display()),
@@ -660,14 +708,14 @@ fn run_verify(
                 Some(resolve(old)?)
             };
             let new = resolve(new)?;
-            let report =
-                crate::verify::verify_range(&store, old, new).map_err(|e| unreadable(&e))?;
+            let report = crate::verify::verify_range_with(&store, old, new, &options)
+                .map_err(|e| unreadable(&e))?;
             (report, format!("push {range}"))
         }
         None => {
             let commit = resolve(rev)?;
-            let report =
-                crate::verify::verify_revision(&store, commit).map_err(|e| unreadable(&e))?;
+            let report = crate::verify::verify_revision_with(&store, commit, &options)
+                .map_err(|e| unreadable(&e))?;
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
@@ -724,6 +772,7 @@ fn run_seal(
     output: Option<PathBuf>,
     json: bool,
     interrupt: Option<crate::interrupt::Reason>,
+    profile: Profile,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
     // Opened once: every spool's shards go into this directory, whatever its path turns into.
@@ -755,7 +804,10 @@ fn run_seal(
             &spool,
             output_root.as_ref(),
             now_ms().max(0) as u64,
-            &seal::Options::default(),
+            &seal::Options {
+                privacy: profile,
+                ..seal::Options::default()
+            },
         )
         .map_err(seal_failure)?;
         let line = if json {
@@ -834,12 +886,14 @@ fn run_publish(
     layout: Option<crate::layout::Layout>,
     max_attempts: u32,
     json: bool,
+    profile: Profile,
     sources: &[PathBuf],
 ) -> Result<(), Failure> {
     let mut options = Options::new(signature(env)?);
     options.ref_name = ref_name.to_owned();
     options.layout = layout;
     options.max_attempts = max_attempts;
+    options.privacy = profile;
     let store = Store::open_or_init_bare(repo, ref_name).map_err(|e: store::Error| {
         Failure::input(format!(
             "cannot open state repository {}: {e}",
@@ -1852,6 +1906,158 @@ mod tests {
         insta::assert_snapshot!(
             "usage_bad_layout",
             run_cli(tmp, &["publish", "--layout", "flat", "x"])
+        );
+    }
+
+    /// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
+    /// is filtered as in [`run_cli`].
+    fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
+        let env: Env = [
+            ("SOURCE_DATE_EPOCH", "1768480496"),
+            ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+            ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+            ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+            ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+            ("GITHUB_JOB", "review"),
+            ("GITHUB_RUN_ID", "2234567890"),
+            ("GITHUB_RUN_ATTEMPT", "1"),
+            ("GITHUB_ACTION", "run-review"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let argv = std::iter::once("action-ledger".to_owned()).chain(
+            args.iter()
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+        );
+        let code = run(argv, &env, &mut stdin.as_bytes(), &mut out, &mut err);
+        let text = format!(
+            "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        );
+        let text = text.replace(&tmp.display().to_string(), "[TMP]");
+        let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+        re.replace_all(&text, "[COMMIT]").into_owned()
+    }
+
+    /// A value the reference accepts and the strict profile refuses: a (synthetic) Slack
+    /// incoming-webhook URL in `subject.subjectId`.
+    const WEBHOOK_EVENT: &str = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":7},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":7,"subjectId":"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},"retryable":true,"mutation":false}"#;
+
+    /// The strict profile end to end: record and seal refuse and write nothing; with
+    /// `--privacy reference` the event is recorded and sealed; publish refuses it (exit 1, ref
+    /// unchanged) unless given `--privacy reference`; verify then reports it as a
+    /// `privacy-strict` finding, and not under `--privacy reference`.
+    #[test]
+    fn strict_privacy_refusals_and_findings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        fixture_spool(&tmp.join("clean"));
+        let code = |text: &str| text.lines().next().unwrap().to_owned();
+        assert_eq!(
+            code(&run_cli(tmp, &["seal", "[TMP]/clean"])),
+            "exit: 0",
+            "the clean fixture seals"
+        );
+        assert_eq!(
+            code(&run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/clean"]
+            )),
+            "exit: 0"
+        );
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+
+        insta::assert_snapshot!(
+            "record_strict_refused",
+            run_writer(tmp, WEBHOOK_EVENT, &["record", "--spool", "[TMP]/spool"])
+        );
+        assert_eq!(std::fs::read_dir(tmp.join("spool")).unwrap().count(), 0);
+        let recorded = run_writer(
+            tmp,
+            WEBHOOK_EVENT,
+            &["record", "--privacy", "reference", "--spool", "[TMP]/spool"],
+        );
+        assert_eq!(code(&recorded), "exit: 0", "{recorded}");
+
+        insta::assert_snapshot!(
+            "seal_strict_refused",
+            run_cli(tmp, &["seal", "[TMP]/spool"])
+        );
+        assert!(
+            !walkdir::WalkDir::new(tmp.join("spool"))
+                .into_iter()
+                .any(|e| e
+                    .unwrap()
+                    .path()
+                    .to_string_lossy()
+                    .contains("_finalizations/")),
+            "a refused seal wrote a seal record"
+        );
+        let sealed = run_cli(tmp, &["seal", "--privacy", "reference", "[TMP]/spool"]);
+        assert_eq!(code(&sealed), "exit: 0", "{sealed}");
+
+        insta::assert_snapshot!(
+            "publish_strict_refused",
+            run_cli(
+                tmp,
+                &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+            )
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip, "the ref moved");
+        let published = run_cli(
+            tmp,
+            &[
+                "publish",
+                "--privacy",
+                "reference",
+                "--repo",
+                "[TMP]/state.git",
+                "[TMP]/spool",
+            ],
+        );
+        assert_eq!(code(&published), "exit: 0", "{published}");
+
+        insta::assert_snapshot!(
+            "verify_strict_finding",
+            run_cli(tmp, &["verify", "--repo", "[TMP]/state.git"])
+        );
+        insta::assert_snapshot!(
+            "verify_strict_finding_json",
+            run_cli(
+                tmp,
+                &["-q", "verify", "--json", "--repo", "[TMP]/state.git"]
+            )
+        );
+        let range = format!("{}..refs/heads/main", tip.unwrap().to_hex());
+        let pushed = run_cli(
+            tmp,
+            &["verify", "--repo", "[TMP]/state.git", "--range", &range],
+        );
+        assert_eq!(code(&pushed), "exit: 1", "{pushed}");
+        assert!(pushed.contains(": privacy-strict: event "), "{pushed}");
+        insta::assert_snapshot!(
+            "verify_reference_clean",
+            run_cli(
+                tmp,
+                &[
+                    "verify",
+                    "--privacy",
+                    "reference",
+                    "--repo",
+                    "[TMP]/state.git"
+                ]
+            )
+        );
+        insta::assert_snapshot!(
+            "usage_bad_privacy",
+            run_cli(tmp, &["verify", "--privacy", "lenient"])
         );
     }
 

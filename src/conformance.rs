@@ -3,10 +3,17 @@
 //! Reads every `*.json` vector file in `$CONFORMANCE_DIR` (default `testdata/conformance`) and
 //! dispatches each case by its shape: identity (`fn`/`args`), event writer (`call`), finalize /
 //! direct shard write (`category`), import (`steps`). Ends by printing
-//! `conformance: N passed, M failed, K skipped` and fails when M > 0. A case is skipped only when
+//! `conformance: N passed, M failed, K skipped` (over both privacy profiles, each also on its
+//! own line) and fails when M > 0. A case is skipped only when
 //! its input is a JavaScript-only value kind (`$special` with no JSON meaning, such as
 //! `undefined`, `bigint` or a lone UTF-16 surrogate); each skip is listed by id with the reason. Error cases must fail for the same reason: our message must
 //! contain the reference message (with `<ROOT>`-style placeholders resolved to paths).
+//!
+//! The vectors describe the reference, so every case runs twice: under the `reference` privacy
+//! profile, and under the default `strict` profile (writers, sealing and publishing with their
+//! default options; accepted direct-write events checked against the strict rules), where a
+//! case the reference accepts must still pass: the strict rules must not refuse any value of
+//! the reference's own vectors.
 
 #![cfg(test)]
 
@@ -20,6 +27,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, ShardIdentity};
 use crate::layout::Layout;
+use crate::privacy::Profile;
 use crate::publish::{self, ExpectedProducer, Options};
 use crate::record;
 use crate::seal;
@@ -202,7 +210,7 @@ fn epoch_ms(iso: &str) -> i64 {
     secs * 1000 + ms
 }
 
-fn run_call(root: &Path, call: &Json) -> Result<Option<Event>, String> {
+fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>, String> {
     let input = to_value(&call["input"])?;
     let env: record::Environment = call["env"]
         .as_object()
@@ -211,15 +219,18 @@ fn run_call(root: &Path, call: &Json) -> Result<Option<Event>, String> {
         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
         .collect();
     let now = epoch_ms(call["now"].as_str().unwrap_or("1970-01-01T00:00:00Z"));
+    let options = record::Options { privacy: profile };
     let result = match call["api"].as_str() {
-        Some("recordWorkflowPhaseEvent") => record::record_phase(root, &input, &env, now),
-        Some("recordWorkflowActionEvent") => record::record_action(root, &input, &env, now),
+        Some("recordWorkflowPhaseEvent") => record::record_phase(root, &input, &env, now, &options),
+        Some("recordWorkflowActionEvent") => {
+            record::record_action(root, &input, &env, now, &options)
+        }
         other => return Err(format!("unknown api {other:?}")),
     };
     result.map_err(|e| format!("\u{0}{e}"))
 }
 
-fn run_events(case: &Json) -> Outcome {
+fn run_events(case: &Json, profile: Profile) -> Outcome {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = crate::files::absolute_root(tmp.path()).expect("root");
     for (i, prior) in case["prior_calls"]
@@ -228,7 +239,7 @@ fn run_events(case: &Json) -> Outcome {
         .flatten()
         .enumerate()
     {
-        if let Err(e) = run_call(&root, prior) {
+        if let Err(e) = run_call(&root, prior, profile) {
             return Outcome::Fail(format!(
                 "prior call {i} failed: {}",
                 e.trim_start_matches('\u{0}')
@@ -236,7 +247,7 @@ fn run_events(case: &Json) -> Outcome {
         }
     }
     let before = read_tree(&root);
-    let result = run_call(&root, &case["call"]);
+    let result = run_call(&root, &case["call"], profile);
     let after = read_tree(&root);
     let expected = &case["expected"];
     let root_text = root.display().to_string();
@@ -381,7 +392,7 @@ fn compare_trees(
     Ok(())
 }
 
-fn run_finalize(case: &Json) -> Outcome {
+fn run_finalize(case: &Json, profile: Profile) -> Outcome {
     let expected = &case["expected"];
     let spool_dir = tempfile::tempdir().expect("tempdir");
     let out_dir = tempfile::tempdir().expect("tempdir");
@@ -418,7 +429,11 @@ fn run_finalize(case: &Json) -> Outcome {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(e.to_string()),
         };
-        let report = match seal::seal(&spool, Some(&out_root), 0, &seal::Options::default()) {
+        let options = seal::Options {
+            privacy: profile,
+            ..seal::Options::default()
+        };
+        let report = match seal::seal(&spool, Some(&out_root), 0, &options) {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };
@@ -457,7 +472,7 @@ fn run_finalize(case: &Json) -> Outcome {
     }
 }
 
-fn run_direct_write(case: &Json) -> Outcome {
+fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
     let input = &case["input"];
     let id = &input["identity"];
     let identity = ShardIdentity {
@@ -474,7 +489,11 @@ fn run_direct_write(case: &Json) -> Outcome {
         let mut events = Vec::new();
         for (i, e) in input["events"].as_array().into_iter().flatten().enumerate() {
             let v = to_value(e)?;
-            events.push(event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?);
+            let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
+            profile
+                .check(&event.value)
+                .map_err(|f| format!("events[{i}]: the strict profile refuses {f}"))?;
+            events.push(event);
         }
         shard::single(&identity, events).map_err(|e| e.to_string())
     })();
@@ -571,6 +590,7 @@ fn reference_text(text: &str) -> String {
 fn run_import(
     case: &Json,
     finalize_outputs: &HashMap<String, Vec<Json>>,
+    profile: Profile,
     layout: Layout,
 ) -> Outcome {
     let repo = tempfile::tempdir().expect("tempdir");
@@ -582,6 +602,7 @@ fn run_import(
         time_seconds: 1_768_480_496,
     });
     options_base.layout = Some(layout);
+    options_base.privacy = profile;
     let sources = tempfile::tempdir().expect("tempdir");
     let mut source_paths: HashMap<String, PathBuf> = HashMap::new();
     for (name, files) in case["source_trees"].as_object().into_iter().flatten() {
@@ -786,40 +807,49 @@ fn conformance_vectors() {
             )
         })
         .collect();
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for (file, case) in &cases {
-        let id = case["id"].as_str().unwrap_or("?");
-        let outcome = if case.get("fn").is_some() {
-            run_identity(case)
-        } else if case.get("steps").is_some() {
-            // Both layouts: the reference's bytes, and fanout differing only by binding paths
-            // and the layout record (design.md §4).
-            match run_import(case, &finalize_outputs, Layout::Reference) {
-                Outcome::Pass => run_import(case, &finalize_outputs, Layout::Fanout),
-                other => other,
-            }
-        } else if case["category"] == "finalize" {
-            run_finalize(case)
-        } else if case["category"] == "direct_write" {
-            run_direct_write(case)
-        } else if case.get("call").is_some() {
-            run_events(case)
-        } else {
-            Outcome::Fail("unknown case shape".into())
-        };
-        match outcome {
-            Outcome::Pass => passed += 1,
-            Outcome::Fail(m) => {
-                failed += 1;
-                println!("FAIL {file} {id}: {m}");
-            }
-            Outcome::Skip(reason) => {
-                skipped += 1;
-                println!("skip {file} {id}: {reason}");
+    assert!(!cases.is_empty(), "no vectors in {}", dir.display());
+    let (mut all_passed, mut all_failed, mut all_skipped) = (0, 0, 0);
+    for profile in [Profile::Reference, Profile::Strict] {
+        let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+        for (file, case) in &cases {
+            let id = case["id"].as_str().unwrap_or("?");
+            let outcome = if case.get("fn").is_some() {
+                run_identity(case)
+            } else if case.get("steps").is_some() {
+                // Both layouts: the reference's bytes, and fanout differing only by binding
+                // paths and the layout record (design.md §4).
+                match run_import(case, &finalize_outputs, profile, Layout::Reference) {
+                    Outcome::Pass => run_import(case, &finalize_outputs, profile, Layout::Fanout),
+                    other => other,
+                }
+            } else if case["category"] == "finalize" {
+                run_finalize(case, profile)
+            } else if case["category"] == "direct_write" {
+                run_direct_write(case, profile)
+            } else if case.get("call").is_some() {
+                run_events(case, profile)
+            } else {
+                Outcome::Fail("unknown case shape".into())
+            };
+            match outcome {
+                Outcome::Pass => passed += 1,
+                Outcome::Fail(m) => {
+                    failed += 1;
+                    println!("FAIL ({profile}) {file} {id}: {m}");
+                }
+                Outcome::Skip(reason) => {
+                    skipped += 1;
+                    println!("skip ({profile}) {file} {id}: {reason}");
+                }
             }
         }
+        println!("conformance ({profile}): {passed} passed, {failed} failed, {skipped} skipped");
+        (all_passed, all_failed, all_skipped) = (
+            all_passed + passed,
+            all_failed + failed,
+            all_skipped + skipped,
+        );
     }
-    println!("conformance: {passed} passed, {failed} failed, {skipped} skipped");
-    assert!(!cases.is_empty(), "no vectors in {}", dir.display());
-    assert_eq!(failed, 0, "conformance failures (see FAIL lines above)");
+    println!("conformance: {all_passed} passed, {all_failed} failed, {all_skipped} skipped");
+    assert_eq!(all_failed, 0, "conformance failures (see FAIL lines above)");
 }

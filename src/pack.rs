@@ -236,7 +236,7 @@ impl PackBuilder {
     /// The version-2 index of the pack whose checksum is `pack_checksum`.
     fn index_bytes(&self, pack_checksum: &ObjectId) -> Result<Vec<u8>, Error> {
         let mut sorted: Vec<&(ObjectId, u64, u32)> = self.entries.iter().collect();
-        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        sorted.sort_unstable_by_key(|a| a.0);
         let hash_len = self.hash_kind.len_in_bytes();
         let mut out = Vec::with_capacity(8 + 1024 + sorted.len() * (hash_len + 8) + 2 * hash_len);
         out.extend_from_slice(b"\xfftOc");

@@ -12,6 +12,14 @@
 //! `String.prototype.trim` ([`js_trim`]), UTF-16 lengths ([`utf16_len`]), regex `\s`/`\b`/`\d`,
 //! `Number(string)`, Node's `net.isIP`, and the WHATWG URL parser (the `url` crate implements
 //! the same algorithm as Node's `new URL`). Nothing here does I/O.
+//!
+//! These are the rules of the `reference` profile. The default `strict` profile adds the
+//! credential and private-host families of [`strict::RULES`] as a second pass over values that
+//! passed them ([`Profile`], [`strict`]).
+
+pub mod strict;
+
+pub use strict::Profile;
 
 use std::sync::LazyLock;
 

@@ -16,6 +16,8 @@
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
 //!   rebuilt on the new tip, within `Options::max_attempts`.
 //! - A publication that adds nothing makes no commit and reports `unchanged`.
+//! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
+//!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,6 +28,7 @@ use crate::event::{self, Event};
 use crate::files::{self, EntryKind, Root};
 use crate::identity::{Digest, ShardIdentity};
 use crate::layout::{self, Layout};
+use crate::privacy::{self, Profile};
 use crate::seal;
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
@@ -148,6 +151,15 @@ pub enum Error {
     PayloadConflict(String),
     #[error("action event shard import exceeds 263168 publish path limit")]
     PathLimit,
+    #[error(
+        "action event shard {path}: event {event_id}: {finding}, which the strict privacy profile refuses; the set was not published: keep the value out of the event (revoke or rotate it if it is a credential), or publish with --privacy reference"
+    )]
+    StrictPrivacy {
+        /// The shard (path under the source root) that holds the event.
+        path: String,
+        event_id: Digest,
+        finding: privacy::strict::Finding,
+    },
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
     Contention { ref_name: String, attempts: u32 },
     #[error(transparent)]
@@ -193,6 +205,9 @@ pub struct Options {
     /// Layout to publish in (design.md §4). `None`: the existing ledger's, `fanout` for a new
     /// one; `Some` must match an existing ledger's layout.
     pub layout: Option<Layout>,
+    /// The privacy profile (default [`Profile::Strict`]): under strict, a batch with an event
+    /// that [`privacy::strict::RULES`] refuses is not published ([`Error::StrictPrivacy`]).
+    pub privacy: Profile,
 }
 
 impl Options {
@@ -205,6 +220,7 @@ impl Options {
             expected_producer: None,
             expected_event_paths: None,
             layout: None,
+            privacy: Profile::default(),
         }
     }
 }
@@ -631,6 +647,24 @@ fn validate_pending(
     Ok(Batch { shards, identities })
 }
 
+/// The first event of `batch` that `profile` refuses beyond the reference's rules (those were
+/// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
+/// event, the field path, the family and the rule. [`Profile::Reference`] refuses nothing.
+pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
+    for s in &batch.shards {
+        for e in &s.events {
+            if let Err(finding) = profile.check(&e.value) {
+                return Err(Error::StrictPrivacy {
+                    path: s.path.clone(),
+                    event_id: e.event_id.clone(),
+                    finding,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {
     let checks: [(&'static str, String, String); 6] = [
         ("repository", x.repository.clone(), id.repository.clone()),
@@ -813,11 +847,13 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
 
 /// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
 /// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
+/// The batch must first pass `options.privacy` ([`check_privacy`]); nothing is written if not.
 pub fn publish_batch(
     store: &Store,
     batch: &Batch,
     options: &Options,
 ) -> Result<Publication, Error> {
+    check_privacy(batch, options.privacy)?;
     let mut attempts = 0u32;
     loop {
         attempts += 1;
@@ -869,7 +905,8 @@ pub enum Target {
 /// Publishes one validated batch to a remote state repository (design.md §5): read the remote
 /// tip, fetch it, plan and build the commit locally on it, push with a lease on that tip; when
 /// the remote moved, fetch and rebuild, within `options.max_attempts`. A refusal by the server
-/// (its pre-receive hook) is final.
+/// (its pre-receive hook) is final. The batch must first pass `options.privacy`
+/// ([`check_privacy`]); nothing is fetched or pushed if not.
 pub fn publish_batch_remote(
     store: &Store,
     batch: &Batch,
@@ -878,6 +915,7 @@ pub fn publish_batch_remote(
     remote_ref: &str,
 ) -> Result<Publication, Error> {
     use crate::remote::{self, PushOutcome};
+    check_privacy(batch, options.privacy)?;
     let git_dir = store.git_dir().to_owned();
     let mut attempts = 0u32;
     loop {
@@ -983,7 +1021,8 @@ fn jittered_sleep(base: u64) {
 /// are complete (reservation listing exactly those shards, completion marker and producer-run
 /// binding with the bytes the publisher writes, an identity binding for every event), the
 /// publication would add nothing: its manifest is returned without validating a single event.
-/// Anything else returns `None` and the full path (which reports the precise refusal) runs.
+/// Anything else returns `None` and the full path (which reports the precise refusal) runs; so
+/// does an event the `strict` profile refuses.
 ///
 /// Sound because published lines were validated when they were published: bytes equal to them
 /// are the same events, and a spool holding exactly the published events of its sealed producers
@@ -992,6 +1031,7 @@ fn sealed_replay(
     root: &Path,
     snap: &Snapshot<'_>,
     requested: Option<Layout>,
+    privacy: Profile,
 ) -> Result<Option<Manifest>, Error> {
     let layout = match layout::detect(snap) {
         Ok(layout::Detected::Existing(l)) if requested.is_none_or(|r| r == l) => l,
@@ -1089,6 +1129,13 @@ fn sealed_replay(
         {
             return Ok(None);
         }
+        // The strict profile refuses such a batch even when it is present (check_privacy): let
+        // the full path say so.
+        if privacy == Profile::Strict
+            && canonical::parse(line).map_or(true, |v| !privacy::strict::scan(&v).is_empty())
+        {
+            return Ok(None);
+        }
         manifest.reservation_paths.push(path);
     }
     manifest.unchanged = manifest.event_paths.len();
@@ -1148,7 +1195,7 @@ pub fn publish_to(
     {
         let tip = store.tip(&options.ref_name)?;
         let snap = store.snapshot(tip)?;
-        if let Some(manifest) = sealed_replay(source, &snap, options.layout)? {
+        if let Some(manifest) = sealed_replay(source, &snap, options.layout, options.privacy)? {
             return Ok(Publication {
                 manifest,
                 status: Status::Unchanged,
@@ -1226,6 +1273,94 @@ mod tests {
             "{err}"
         );
         assert_eq!(store.tip("refs/heads/main").unwrap(), first.commit);
+    }
+
+    /// The day1 corpus passes the default strict profile: no event of the 24 jobs has a strict
+    /// hit, and the first jobs publish with the reference's manifests
+    /// (expected-import-results.json). scripts/e2e.sh publishes all 24 with the binary's
+    /// default (strict) and compares the tree with expected-state/ byte for byte.
+    #[test]
+    fn day1_publishes_unchanged_under_strict() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1");
+        let expected: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(corpus.join("expected-import-results.json")).unwrap(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        assert_eq!(options.privacy, Profile::Strict);
+        let jobs = expected.as_array().unwrap();
+        assert_eq!(jobs.len(), 24);
+        let mut events = 0;
+        for (i, job) in jobs.iter().enumerate() {
+            let source = corpus.join(job["source"].as_str().unwrap());
+            let batch = validate_batch(&read_source(&source, None).unwrap(), None).unwrap();
+            for e in batch.shards.iter().flat_map(|s| &s.events) {
+                assert_eq!(privacy::strict::scan(&e.value), [], "{}", e.event_id);
+                events += 1;
+            }
+            check_privacy(&batch, options.privacy).unwrap();
+            if i >= 3 {
+                continue;
+            }
+            let p = publish_batch(&store, &batch, &options).unwrap();
+            assert_eq!(p.status, Status::Created);
+            let want = canonical::to_canonical_unchecked(
+                &canonical::parse(&job["result"].to_string()).unwrap(),
+            );
+            let got = canonical::to_canonical_unchecked(
+                &canonical::parse(&p.manifest.to_json()).unwrap(),
+            );
+            assert_eq!(got, want, "{}", job["job"]);
+        }
+        assert_eq!(events, 5091);
+    }
+
+    /// A batch with one strict hit is refused before the repository is touched, whatever the
+    /// rest of the batch; `--privacy reference` publishes it.
+    #[test]
+    fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let files = read_source(&day1("001"), None).unwrap();
+        // Changed after validation: the check reads the parsed values of every event.
+        let mut batch = validate_batch(&files, None).unwrap();
+        let event = &mut batch.shards[1].events[0];
+        let Value::Object(m) = &mut event.value else {
+            panic!("an event is an object")
+        };
+        m.insert(
+            "learning".into(),
+            Value::object([(
+                "signal",
+                Value::str("hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh"),
+            )]),
+        );
+        let err = publish_batch(&store, &batch, &Options::new(sig())).unwrap_err();
+        let Error::StrictPrivacy {
+            path,
+            event_id,
+            finding,
+        } = &err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!(path, &batch.shards[1].path);
+        assert_eq!(event_id, &batch.shards[1].events[0].event_id);
+        assert_eq!(
+            (finding.path.as_str(), finding.family, finding.rule),
+            (
+                "$.learning.signal",
+                "huggingface-token",
+                "gitleaks:huggingface-access-token"
+            )
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None);
+        assert_eq!(
+            check_privacy(&batch, Profile::Reference).map_err(|e| e.to_string()),
+            Ok(())
+        );
     }
 
     /// Publishers racing on one ref: every publication lands exactly once, in a linear history,

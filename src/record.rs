@@ -32,7 +32,7 @@ use crate::event::{self, Event};
 use crate::files::{self, Root, Written};
 use crate::identity::{self, Digest};
 use crate::lock;
-use crate::privacy;
+use crate::privacy::{self, Profile};
 use crate::seal;
 use crate::spool;
 
@@ -216,6 +216,10 @@ pub enum Error {
         field: &'static str,
         what: &'static str,
     },
+    #[error(
+        "action event {0}, which the strict privacy profile refuses: keep the value out of the event (revoke or rotate it if it is a credential), or record with --privacy reference"
+    )]
+    StrictPrivacy(privacy::strict::Finding),
     #[error(transparent)]
     Event(#[from] event::Error),
     #[error(transparent)]
@@ -234,6 +238,53 @@ impl Error {
             Error::MarkerConflict { .. } | Error::AlreadyFinalized | Error::Conflict { .. }
         )
     }
+}
+
+/// Knobs of [`record_phase`] and [`record_action`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// The privacy profile (default [`Profile::Strict`]). Under strict, an event that the
+    /// reference accepts but [`privacy::strict::RULES`] refuses is [`Error::StrictPrivacy`] and
+    /// nothing is written; [`Profile::Reference`] records exactly what the reference records.
+    pub privacy: Profile,
+}
+
+/// The strict pass of `profile` over an event built from `input` and `env`
+/// ([`build_action_event`]): every string and key of the record, and each producer part on its
+/// own, before and after it became a machine identifier, because joining the parts into
+/// `<component>.<step>.<invocation>` can hide a shape (`0::` followed by `.run-review`) and
+/// cutting a long part to a prefix plus hash can hide a token that is still partly stored. [`Error::StrictPrivacy`] names the field path (or the input the
+/// part comes from), the family and the rule; [`Profile::Reference`] accepts everything.
+pub fn check_privacy(
+    event: &Event,
+    input: &Value,
+    env: &Environment,
+    profile: Profile,
+) -> Result<(), Error> {
+    if profile == Profile::Reference {
+        return Ok(());
+    }
+    profile.check(&event.value).map_err(Error::StrictPrivacy)?;
+    let component = input.get("component").and_then(Value::as_str).unwrap_or("");
+    for (name, source, max) in [
+        ("GITHUB_WORKFLOW", workflow_source(env)?.as_str(), 128),
+        ("component", component, 120),
+        ("GITHUB_ACTION", step_source(env), 64),
+        (
+            "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+            invocation_source(env),
+            64,
+        ),
+    ] {
+        // The source too: a long value is cut to a prefix plus a hash, and a cut token is
+        // still a leaked one.
+        for text in [source, machine_identifier(source, max)?.as_str()] {
+            profile
+                .check_text(text, &format!("producer part {name}"))
+                .map_err(Error::StrictPrivacy)?;
+        }
+    }
+    Ok(())
 }
 
 /// `workflowActionEventsEnabled`: `CLAWSWEEPER_ACTION_LEDGER_DISABLED=1` wins, else
@@ -295,29 +346,9 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
     if identity::normalize_repository(&repository).ok().as_deref() != Some(repository.as_str()) {
         return Err(Error::EnvRepository(repository));
     }
-    let workflow_ref = privacy::js_trim(
-        env.get("GITHUB_WORKFLOW_REF")
-            .map(String::as_str)
-            .unwrap_or(""),
-    );
-    let workflow = if workflow_ref.is_empty() {
-        machine_identifier(&required_env(env, "GITHUB_WORKFLOW")?, 128)?
-    } else {
-        let path = workflow_ref
-            .rfind("@refs/")
-            .map_or(workflow_ref, |at| &workflow_ref[..at]);
-        let base = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-        machine_identifier(base, 128)?
-    };
-    let step = machine_identifier(
-        env.get("GITHUB_ACTION").map_or("process", String::as_str),
-        64,
-    )?;
-    let invocation = machine_identifier(
-        env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
-            .map_or("default", String::as_str),
-        64,
-    )?;
+    let workflow = workflow_part(env)?;
+    let step = step_part(env)?;
+    let invocation = invocation_part(env)?;
     let sha = required_env(env, "GITHUB_SHA")?;
     let job = required_env(env, "GITHUB_JOB")?;
     let run_id = required_env(env, "GITHUB_RUN_ID")?;
@@ -350,6 +381,51 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
         ("sha", Value::String(sha)),
         ("workflow", Value::String(workflow)),
     ]))
+}
+
+/// Where each machine-identifier part of a producer comes from, with its length limit: the
+/// workflow (the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`), the step
+/// (`GITHUB_ACTION`, default `process`) and the invocation
+/// (`CLAWSWEEPER_ACTION_LEDGER_INVOCATION`, default `default`).
+fn workflow_source(env: &Environment) -> Result<String, Error> {
+    let workflow_ref = privacy::js_trim(
+        env.get("GITHUB_WORKFLOW_REF")
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    if workflow_ref.is_empty() {
+        return required_env(env, "GITHUB_WORKFLOW");
+    }
+    let path = workflow_ref
+        .rfind("@refs/")
+        .map_or(workflow_ref, |at| &workflow_ref[..at]);
+    Ok(path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .to_owned())
+}
+
+fn step_source(env: &Environment) -> &str {
+    env.get("GITHUB_ACTION").map_or("process", String::as_str)
+}
+
+fn invocation_source(env: &Environment) -> &str {
+    env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
+        .map_or("default", String::as_str)
+}
+
+fn workflow_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(&workflow_source(env)?, 128)
+}
+
+fn step_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(step_source(env), 64)
+}
+
+fn invocation_part(env: &Environment) -> Result<String, Error> {
+    machine_identifier(invocation_source(env), 64)
 }
 
 fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
@@ -406,11 +482,12 @@ pub fn record_phase(
     input: &Value,
     env: &Environment,
     now_ms: i64,
+    options: &Options,
 ) -> Result<Option<Event>, Error> {
     match phase_action_input(input) {
         // The reference hashes `identity: undefined` only when recording is enabled.
         Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
-        generic => record_action(root, &generic?, env, now_ms),
+        generic => record_action(root, &generic?, env, now_ms, options),
     }
 }
 
@@ -613,19 +690,22 @@ pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Resu
     )?)
 }
 
-/// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
-/// (seal check, partition marker, create-only event file). Returns the persisted event (the
-/// existing one on an exact replay), or `Ok(None)` when recording is disabled.
+/// `recordWorkflowActionEvent`: builds the event, applies the privacy profile
+/// ([`check_privacy`]), resolves the partition date, then writes (seal check, partition marker,
+/// create-only event file). Returns the persisted event (the existing one on an exact replay),
+/// or `Ok(None)` when recording is disabled.
 pub fn record_action(
     root: &Path,
     input: &Value,
     env: &Environment,
     now_ms: i64,
+    options: &Options,
 ) -> Result<Option<Event>, Error> {
     if !enabled(env) {
         return Ok(None);
     }
     let candidate = build_action_event(input, env, now_ms)?;
+    check_privacy(&candidate, input, env, options.privacy)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
     write_event(&root, &candidate, &date, now_ms).map(Some)
@@ -952,7 +1032,8 @@ mod tests {
         ]
     }
 
-    fn build(place: &Place, value: &str) -> Result<Event, Error> {
+    /// The generic-API input and environment that put `value` at `place`.
+    fn inputs(place: &Place, value: &str) -> Result<(Value, Environment), Error> {
         let mut input = base_input();
         let mut env = base_env();
         match place {
@@ -964,10 +1045,102 @@ mod tests {
             Place::Generic(path) => {
                 let mut generic = phase_action_input(&input)?;
                 set(&mut generic, path, Value::str(value));
-                return build_action_event(&generic, &env, 0);
+                return Ok((generic, env));
             }
         }
-        build_action_event(&phase_action_input(&input)?, &env, 0)
+        Ok((phase_action_input(&input)?, env))
+    }
+
+    /// The event the reference's writer builds with `value` at `place`.
+    fn build(place: &Place, value: &str) -> Result<Event, Error> {
+        let (input, env) = inputs(place, value)?;
+        build_action_event(&input, &env, 0)
+    }
+
+    /// [`build`], then the privacy profile as [`record_action`] applies it.
+    fn build_with(place: &Place, value: &str, profile: Profile) -> Result<Event, Error> {
+        let (input, env) = inputs(place, value)?;
+        let event = build_action_event(&input, &env, 0)?;
+        check_privacy(&event, &input, &env, profile)?;
+        Ok(event)
+    }
+
+    /// The places of [`places`] that hold machine text, with their length limit.
+    const MACHINE_TEXT: [(&str, usize); 17] = [
+        ("subject.subjectId", 256),
+        ("subject.clusterId", 256),
+        ("subject.sourceRevision", 256),
+        ("learning.category", 256),
+        ("learning.signal", 256),
+        ("learning.ruleId", 256),
+        ("evidence.kind", 256),
+        ("evidence.snapshotId", 256),
+        ("attributes.model", 256),
+        ("attributes.state[]", 256),
+        ("privacy.redactionVersion", 256),
+        ("privacy.fieldsDropped[]", 256),
+        ("action.name", 256),
+        ("type", 256),
+        ("GITHUB_JOB", 128),
+        ("GITHUB_RUN_ID", 256),
+        ("GITHUB_SHA", 256),
+    ];
+
+    /// Whether `records/<value>` is a relative data path of portable segments (ledger-core
+    /// §4.2), so that the `(records/…)` places can hold it.
+    fn path_safe(value: &str) -> bool {
+        value.split('/').all(|seg| {
+            let b = seg.as_bytes();
+            !b.is_empty()
+                && b.len() <= 255
+                && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b"._+@-".contains(c))
+                && (b.len() == 1 || !seg.ends_with('.'))
+        })
+    }
+
+    /// Where the reference must accept a value that passes its rules: machine-text places within
+    /// their length limit, the `(records/…)` places when it forms path segments, the places
+    /// that turn it into an identifier, and a run URL's owner when it fits there.
+    fn reference_holds(name: &str, value: &str) -> bool {
+        let machine = MACHINE_TEXT
+            .iter()
+            .any(|(n, max)| *n == name && value.len() <= *max);
+        let owner = value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            && value != "."
+            && value != "..";
+        machine
+            || (name.ends_with("(records/…)") && path_safe(value))
+            || (name == "evidence.runUrl (owner)" && owner)
+            || matches!(
+                name,
+                "component"
+                    | "GITHUB_WORKFLOW"
+                    | "GITHUB_ACTION"
+                    | "CLAWSWEEPER_ACTION_LEDGER_INVOCATION"
+            )
+    }
+
+    /// [`places`] plus a run URL's owner segment, which the reference does not scan at all
+    /// (`publicUrl`, §4.5) but the strict walk does.
+    fn strict_places() -> Vec<(&'static str, Place)> {
+        let mut all = places();
+        all.push((
+            "evidence.runUrl (owner)",
+            Place::Input(&["evidence"], |v| {
+                Value::Array(vec![Value::object([
+                    ("kind", Value::str("k")),
+                    (
+                        "runUrl",
+                        Value::String(format!("https://github.com/{v}/r/actions/runs/1")),
+                    ),
+                ])])
+            }),
+        ));
+        all
     }
 
     fn corpus(name: &str) -> Vec<(String, String)> {
@@ -1039,35 +1212,11 @@ mod tests {
     #[test]
     fn privacy_near_misses_are_accepted() {
         let accepted = corpus("accepted.jsonl");
-        let machine_text = [
-            "subject.subjectId",
-            "subject.clusterId",
-            "subject.sourceRevision",
-            "learning.category",
-            "learning.signal",
-            "learning.ruleId",
-            "evidence.kind",
-            "evidence.snapshotId",
-            "attributes.model",
-            "attributes.state[]",
-            "privacy.redactionVersion",
-            "privacy.fieldsDropped[]",
-            "action.name",
-            "type",
-            "GITHUB_JOB",
-            "GITHUB_RUN_ID",
-            "GITHUB_SHA",
-        ];
         let mut refused = Vec::new();
         for (family, value) in &accepted {
             for (name, place) in places() {
-                let path_safe = value
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._+@-/".contains(&b))
-                    && !value.starts_with('/')
-                    && !value.ends_with('.');
-                let expect = machine_text.contains(&name)
-                    || (name.ends_with("(records/…)") && path_safe)
+                let expect = MACHINE_TEXT.iter().any(|(n, _)| *n == name)
+                    || (name.ends_with("(records/…)") && path_safe(value))
                     || (family == "relative-path" && name.starts_with("subject.recordPath"));
                 if expect && let Err(e) = build(&place, value) {
                     refused.push(format!("{family} {value:?} refused in {name}: {e}"));
@@ -1079,6 +1228,125 @@ mod tests {
             "{} refused:\n{}",
             refused.len(),
             refused.join("\n")
+        );
+    }
+
+    /// testdata/privacy/strict-rejected.jsonl: every value is beyond the reference (its
+    /// confidential scan passes it, and the reference records it in every field kind that can
+    /// hold it), and the strict profile refuses it in every durable text field kind, naming the
+    /// value's family (the operation name, which is only hashed, may keep it if it is not
+    /// stored).
+    #[test]
+    fn strict_corpus_is_refused_everywhere_and_accepted_by_the_reference() {
+        let rejected = corpus("strict-rejected.jsonl");
+        let families: std::collections::BTreeSet<&str> =
+            rejected.iter().map(|(f, _)| f.as_str()).collect();
+        assert!(rejected.len() >= 100, "{}", rejected.len());
+        assert!(families.len() >= 40, "{families:?}");
+        let mut problems = Vec::new();
+        for (family, value) in &rejected {
+            if privacy::contains_confidential_identifier(value) {
+                problems.push(format!(
+                    "{family} {value:?} is already refused by the reference (move it to rejected.jsonl)"
+                ));
+                continue;
+            }
+            for (name, place) in strict_places() {
+                let held = reference_holds(name, value);
+                match build_with(&place, value, Profile::Reference) {
+                    Err(e) if held => problems.push(format!(
+                        "{family} {value:?} refused by the reference in {name}: {e}"
+                    )),
+                    _ => {}
+                }
+                match build_with(&place, value, Profile::Strict) {
+                    // The operation is only hashed into `operation_id`: not durable text.
+                    Ok(e) if name == "operation" && !e.json.contains(value.as_str()) => {}
+                    Ok(_) => problems.push(format!("{family} {value:?} accepted in {name}")),
+                    Err(Error::StrictPrivacy(f)) if f.family != family => problems.push(format!(
+                        "{family} {value:?} in {name} refused as {} ({})",
+                        f.family, f.rule
+                    )),
+                    Err(Error::StrictPrivacy(_)) => {}
+                    Err(e) if held => problems.push(format!(
+                        "{family} {value:?} in {name} refused for another reason: {e}"
+                    )),
+                    Err(_) => {}
+                }
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "{} problems:\n{}",
+            problems.len(),
+            problems.join("\n")
+        );
+    }
+
+    /// testdata/privacy/near-miss.jsonl: values that are not secrets stay accepted under both
+    /// profiles in every field kind that can hold them.
+    #[test]
+    fn near_misses_are_accepted_by_both_profiles() {
+        let near = corpus("near-miss.jsonl");
+        assert!(near.len() >= 100, "{}", near.len());
+        let mut refused = Vec::new();
+        for (family, value) in &near {
+            for (name, place) in strict_places() {
+                if !reference_holds(name, value) {
+                    continue;
+                }
+                for profile in [Profile::Reference, Profile::Strict] {
+                    if let Err(e) = build_with(&place, value, profile) {
+                        refused.push(format!(
+                            "{family} {value:?} refused in {name} ({profile}): {e}"
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(
+            refused.is_empty(),
+            "{} refused:\n{}",
+            refused.len(),
+            refused.join("\n")
+        );
+    }
+
+    #[test]
+    fn strict_refusal_names_the_field_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut input = base_input();
+        set(
+            &mut input,
+            &["subject", "subjectId"],
+            Value::str("AIzaSyA-1234567890abcdefghijklmnopqrstu"),
+        );
+        let err =
+            record_phase(dir.path(), &input, &base_env(), NOW, &Options::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "action event $.subject.subject_id matches google-api-key (gitleaks:gcp-api-key), which the strict privacy profile refuses: keep the value out of the event (revoke or rotate it if it is a credential), or record with --privacy reference"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let reference = Options {
+            privacy: Profile::Reference,
+        };
+        assert!(
+            record_phase(dir.path(), &input, &base_env(), NOW, &reference)
+                .unwrap()
+                .is_some()
+        );
+        // A producer part that only its own scan sees: a long token cut to a prefix and a hash.
+        let mut env = base_env();
+        let key = format!("v1.0-{}-{}", "0a".repeat(12), "1b".repeat(73));
+        env.insert("CLAWSWEEPER_ACTION_LEDGER_INVOCATION".into(), key);
+        let err =
+            record_phase(dir.path(), &base_input(), &env, NOW, &Options::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "action event producer part CLAWSWEEPER_ACTION_LEDGER_INVOCATION matches cloudflare-origin-ca-key (gitleaks:cloudflare-origin-ca-key)"
+            ),
+            "{err}"
         );
     }
 
@@ -1159,9 +1427,15 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for i in 0..20 {
-            let e = record_phase(Path::new(&dir), &item_input(i), &base_env(), NOW)
-                .unwrap()
-                .unwrap();
+            let e = record_phase(
+                Path::new(&dir),
+                &item_input(i),
+                &base_env(),
+                NOW,
+                &Options::default(),
+            )
+            .unwrap()
+            .unwrap();
             println!("RESULT {}", e.event_id);
         }
     }
@@ -1221,7 +1495,14 @@ mod tests {
         let outside = base.path().join("outside");
         // A probe record gives the layout; the outside trees copy it without files.
         std::fs::create_dir_all(base.path().join("probe")).unwrap();
-        record_phase(&base.path().join("probe"), &item_input(0), &base_env(), NOW).unwrap();
+        record_phase(
+            &base.path().join("probe"),
+            &item_input(0),
+            &base_env(),
+            NOW,
+            &Options::default(),
+        )
+        .unwrap();
         for e in walkdir::WalkDir::new(base.path().join("probe")) {
             let e = e.unwrap();
             if e.file_type().is_dir() {
@@ -1288,7 +1569,13 @@ mod tests {
         };
         let (mut ok, mut refused) = (0, 0);
         for i in 0..100 {
-            match record_phase(&spool_dir, &item_input(i), &base_env(), NOW) {
+            match record_phase(
+                &spool_dir,
+                &item_input(i),
+                &base_env(),
+                NOW,
+                &Options::default(),
+            ) {
                 Ok(_) => ok += 1,
                 Err(e) => {
                     refused += 1;

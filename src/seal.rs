@@ -17,6 +17,7 @@ use crate::event::{self, Event};
 use crate::files::{self, Root, Written};
 use crate::identity::{Digest, ShardIdentity};
 use crate::lock;
+use crate::privacy::{self, Profile};
 use crate::shard::{self, Shard};
 use crate::spool::{self, Spool};
 
@@ -54,6 +55,15 @@ pub enum Error {
         "action event shard conflict at {path}: existing content differs from the sealed events"
     )]
     ShardConflict { path: PathBuf },
+    #[error(
+        "action event {event_id} ({path}): {finding}, which the strict privacy profile refuses; nothing was sealed: delete that file and record the event without the value (revoke or rotate it if it is a credential), or seal with --privacy reference"
+    )]
+    StrictPrivacy {
+        /// The spool file of the event.
+        path: PathBuf,
+        event_id: Digest,
+        finding: privacy::strict::Finding,
+    },
 }
 
 /// One producer's share of a spool, ready to seal or publish.
@@ -155,6 +165,23 @@ pub const OUTPUT_ROOT_LABEL: &str = "action event output root";
 pub struct Options {
     /// How long to wait for producer locks held by live writers (default 10 s).
     pub lock: lock::Options,
+    /// The privacy profile (default [`Profile::Strict`]): under strict, a spool with an event
+    /// that [`privacy::strict::RULES`] refuses is not sealed at all ([`Error::StrictPrivacy`]).
+    pub privacy: Profile,
+}
+
+/// The first event of `runs` that `profile` refuses beyond the reference's rules.
+fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Result<(), Error> {
+    for e in runs.iter().flat_map(|r| &r.events) {
+        if let Err(finding) = profile.check(&e.value) {
+            return Err(Error::StrictPrivacy {
+                path: spool.handle().display_path(&spool::event_relative_path(e)),
+                event_id: e.event_id.clone(),
+                finding,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Seals every producer of the spool (create-only seal files, written through the spool's
@@ -168,6 +195,10 @@ pub struct Options {
 /// before locking are exactly the events under the lock; otherwise the spool is read again, and
 /// a producer that appeared meanwhile is added to the set and the locks taken again. `now_ms`
 /// goes into the lock files only.
+///
+/// Under [`Profile::Strict`] (`options.privacy`) every event is checked against
+/// [`privacy::strict::RULES`] first, and one hit refuses the whole spool before anything is
+/// written ([`Error::StrictPrivacy`]).
 ///
 /// What remains if the process dies: seals and shards already written (create-only, complete),
 /// lock files whose owner is dead (the next writer reclaims them at once).
@@ -198,6 +229,8 @@ pub fn seal(
         }
         lock::release_all(guards)?;
     };
+    // Checked on the events read under the locks: exactly what would be sealed.
+    check_privacy(spool, &runs, options.privacy)?;
     let report = write_sealed(spool, output, &runs)?;
     lock::release_all(guards)?;
     Ok(report)
@@ -499,6 +532,7 @@ mod tests {
                 wait: std::time::Duration::from_millis(300),
                 poll: std::time::Duration::from_millis(5),
             },
+            ..Options::default()
         };
         let held = lock::acquire_producers(spool.handle(), &[producer], 1, &options.lock).unwrap();
         let err = seal(&spool, None, 2, &options).unwrap_err();
@@ -585,6 +619,7 @@ mod tests {
                 wait: std::time::Duration::from_millis(100),
                 poll: std::time::Duration::from_millis(1),
             },
+            ..Options::default()
         };
         let (mut ok, mut refused) = (0, 0);
         for round in 0..20 {

@@ -616,7 +616,7 @@ impl Store {
         dirs.sort_unstable();
         dirs.dedup();
         let mut sink = if new_files.len() + dirs.len() + 2 > LOOSE_MAX {
-            Sink::Pack(PackBuilder::new(hash_kind))
+            Sink::Pack(Box::new(PackBuilder::new(hash_kind)))
         } else {
             Sink::Loose(Vec::new())
         };
@@ -859,7 +859,7 @@ enum Sink {
     /// Written loose as they come; the ids of those that were not present, for fsync.
     Loose(Vec<ObjectId>),
     /// Collected into one pack, written at the end.
-    Pack(PackBuilder),
+    Pack(Box<PackBuilder>),
 }
 
 impl Store {

@@ -16,6 +16,13 @@
 //! through published history must not close a cycle. It reads only the changed subtrees, the
 //! touched sets and the bindings those need.
 //!
+//! Privacy profile ([`Options::privacy`], default strict): besides the reference's rules, which
+//! are part of event validation ([`Rule::Privacy`]), every event of a verified set is checked
+//! against [`privacy::strict::RULES`]; each hit is a [`Rule::PrivacyStrict`] finding naming the
+//! event, the field path and the family. In history such a value cannot be removed (the ledger
+//! is immutable), so the finding says to treat it as exposed; in a push range it refuses the
+//! push. Under the `reference` profile these findings are not reported.
+//!
 //! Memory: sets are verified one at a time; across the ledger only each event's id, parent and
 //! shard index are kept (for duplicates and cycles), not the events.
 
@@ -26,7 +33,7 @@ use crate::binding::{self, Kind};
 use crate::event::{self, Event, FieldError};
 use crate::identity::{Digest, ShardIdentity};
 use crate::layout::{self, Layout};
-use crate::privacy;
+use crate::privacy::{self, Profile};
 use crate::shard::{self, Shard};
 use crate::store::{self, Change, CommitId, Snapshot, Store};
 
@@ -43,6 +50,10 @@ pub enum Rule {
     ShardInvalid,
     /// An event that breaks the privacy rules of ledger-core §4.
     Privacy,
+    /// An event that passes the reference's privacy rules but holds a value of a family of the
+    /// strict profile ([`privacy::strict::RULES`]): a credential or private host that must be
+    /// treated as exposed. Not reported under the `reference` profile.
+    PrivacyStrict,
     /// A shard whose events are not in canonical causal order.
     ShardOrder,
     /// A shard whose path does not reproduce its identity.
@@ -103,6 +114,7 @@ impl Rule {
             Rule::LayoutMixed => "layout-mixed",
             Rule::ShardInvalid => "shard-invalid",
             Rule::Privacy => "privacy",
+            Rule::PrivacyStrict => "privacy-strict",
             Rule::ShardOrder => "shard-order",
             Rule::ShardPath => "shard-path",
             Rule::PartsIncomplete => "parts-incomplete",
@@ -167,6 +179,14 @@ impl Report {
     }
 }
 
+/// Knobs of a verification.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// The privacy profile (default [`Profile::Strict`]): whether [`Rule::PrivacyStrict`]
+    /// findings are reported.
+    pub privacy: Profile,
+}
+
 /// Verification could not run (the repository or revision cannot be read).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -217,12 +237,13 @@ struct Ctx<'s, 'r> {
     /// Every event seen: parent edge and the shard it was first seen in.
     events: HashMap<Key, (Option<Key>, u32)>,
     shard_paths: Vec<String>,
+    privacy: Profile,
 }
 
 impl<'s, 'r> Ctx<'s, 'r> {
     /// A context for `snap`, with its layout read from the tree (an unreadable record is a
     /// finding; the bindings are then expected where the reference puts them).
-    fn new(snap: &'s Snapshot<'r>) -> Result<Self, Error> {
+    fn new(snap: &'s Snapshot<'r>, privacy: Profile) -> Result<Self, Error> {
         let mut report = Report::default();
         let layout = match layout::detect(snap) {
             Ok(layout::Detected::Existing(l)) => l,
@@ -244,6 +265,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
             claimed: HashSet::new(),
             events: HashMap::new(),
             shard_paths: Vec::new(),
+            privacy,
         })
     }
 
@@ -336,6 +358,20 @@ impl<'s, 'r> Ctx<'s, 'r> {
                 }
             };
             self.report.events += events.len();
+            if self.privacy == Profile::Strict {
+                for e in &events {
+                    for f in privacy::strict::scan(&e.value) {
+                        self.finding(
+                            path,
+                            Rule::PrivacyStrict,
+                            format!(
+                                "event {}: {f}; the ledger is immutable and cannot take it back, so treat the value as exposed (revoke or rotate a credential)",
+                                e.event_id
+                            ),
+                        );
+                    }
+                }
+            }
             if let Err(e) = shard::check_file_events(&events, path) {
                 let rule = match e {
                     shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
@@ -697,10 +733,19 @@ fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
     }
 }
 
-/// Verifies the whole ledger at `commit`.
+/// Verifies the whole ledger at `commit` with the default [`Options`] (strict privacy).
 pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error> {
+    verify_revision_with(store, commit, &Options::default())
+}
+
+/// Verifies the whole ledger at `commit`.
+pub fn verify_revision_with(
+    store: &Store,
+    commit: CommitId,
+    options: &Options,
+) -> Result<Report, Error> {
     let snap = store.snapshot(Some(commit))?;
-    let mut ctx = Ctx::new(&snap)?;
+    let mut ctx = Ctx::new(&snap, options.privacy)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut bindings: Vec<(String, Kind)> = Vec::new();
     for path in snap.list_files(LEDGER)? {
@@ -736,10 +781,21 @@ pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error>
     Ok(ctx.finish())
 }
 
-/// Verifies a push from `old` (`None` for a new ref) to `new`.
+/// Verifies a push from `old` (`None` for a new ref) to `new` with the default [`Options`]
+/// (strict privacy).
 pub fn verify_range(store: &Store, old: Option<CommitId>, new: CommitId) -> Result<Report, Error> {
+    verify_range_with(store, old, new, &Options::default())
+}
+
+/// Verifies a push from `old` (`None` for a new ref) to `new`.
+pub fn verify_range_with(
+    store: &Store,
+    old: Option<CommitId>,
+    new: CommitId,
+    options: &Options,
+) -> Result<Report, Error> {
     let snap = store.snapshot(Some(new))?;
-    let mut ctx = Ctx::new(&snap)?;
+    let mut ctx = Ctx::new(&snap, options.privacy)?;
     if let Some(old) = old
         && !store.is_ancestor(old, new)?
     {

@@ -1,0 +1,1229 @@
+//! The `strict` privacy profile: credential and private-host shapes that the reference's boundary
+//! ([`super`], ledger-core §4) lets through.
+//!
+//! The reference's rules are kept exactly as they are (the [`Profile::Reference`] profile); the
+//! strict profile is an *additional* pass over a value that already passed them. It walks every
+//! string and object key of an event ([`scan`], [`first`]) and tests each text against one
+//! declarative table, [`RULES`]: a family, the id of the public rule it comes from, and a
+//! matcher. Because every event the strict profile accepts is one the reference accepts,
+//! compatibility is preserved; the strict profile only refuses more.
+//!
+//! Sources of the table (each entry names its rule):
+//! - `gitleaks:<id>`: the default gitleaks configuration (`config/gitleaks.toml`);
+//! - `trufflehog:<Detector>` and `detect-secrets:<Plugin>`: those scanners' detectors, where
+//!   gitleaks has none;
+//! - `iana:<prefix>`: the IANA IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890,
+//!   RFC 6052, RFC 3056, RFC 8215, RFC 4291), for hosts the reference does not treat as private;
+//! - `ssrf:<name>`: host names that public SSRF bypass lists use to reach loopback or any
+//!   address through public DNS.
+//!
+//! Only shapes that can be stored matter: ledger text is machine text
+//! (`[A-Za-z0-9][A-Za-z0-9_.:/@+-]*`), a relative path, a github.com run URL, a hex digest or a
+//! timestamp, so a family whose every value needs a space, `=`, `~`, `?`, `&` or `%` (Azure
+//! storage and SAS keys, Azure AD client secrets, PEM blocks, `key=value` assignments) can never
+//! reach the ledger and is not in the table (the PEM header rule stays as a cheap guard).
+//! Families the reference already covers (GitHub `gh?_`/`github_pat_`, `sk-` keys such as
+//! OpenAI and Anthropic, npm, Slack `xox?-`, `AKIA`/`ASIA`, signed JWTs, e-mail, RFC 1918 and
+//! loopback hosts) are not repeated.
+//!
+//! Patterns are anchored to token boundaries (see [`Rule::matcher`]) so that near-misses (model
+//! names, versions, hex ids, ordinary words) stay accepted. All patterns are compiled once into
+//! one [`regex::RegexSet`]; a text that matches none of them costs one pass of the set's DFA.
+//! Host rules run only on the address candidates found in the text (dotted quads, IPv6
+//! literals, hosts of URLs after WHATWG parsing). Nothing here does I/O.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::ControlFlow;
+use std::str::FromStr;
+use std::sync::LazyLock;
+
+use regex::{Regex, RegexSet};
+use url::{Host, Url};
+
+use crate::canonical::Value;
+
+/// Which privacy rules apply to the ledger's durable text.
+///
+/// `Reference` is the TypeScript reference's boundary, exactly (ledger-core §4): use it to
+/// reproduce the reference byte for byte on old data. `Strict` (the default) is the reference's
+/// boundary plus the [`RULES`] table. Every command that writes or checks events takes the
+/// profile (`--privacy reference|strict`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// The reference's rules only.
+    Reference,
+    /// The reference's rules and the [`RULES`] table.
+    #[default]
+    Strict,
+}
+
+impl Profile {
+    /// The name used on the command line: `reference` or `strict`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Reference => "reference",
+            Profile::Strict => "strict",
+        }
+    }
+
+    /// Whether this profile refuses `value` beyond the reference's rules: under
+    /// [`Profile::Strict`] the first [`Finding`] of [`first`], under [`Profile::Reference`]
+    /// always `Ok`. `value` is expected to have passed the reference's rules already.
+    pub fn check(self, value: &Value) -> Result<(), Finding> {
+        match self {
+            Profile::Reference => Ok(()),
+            Profile::Strict => first(value).map_or(Ok(()), Err),
+        }
+    }
+
+    /// [`Profile::check`] for one text that lands in the ledger only after a transformation the
+    /// event walk cannot see through (for example a producer part joined into a composed
+    /// identifier). `path` names the text in the finding.
+    pub fn check_text(self, text: &str, path: &str) -> Result<(), Finding> {
+        match self {
+            Profile::Reference => Ok(()),
+            Profile::Strict => match scan_text(text) {
+                Some(rule) => Err(Finding::new(path.to_owned(), false, rule)),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A profile name other than `reference` or `strict`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown privacy profile {0:?}: use `strict` (the default) or `reference`")]
+pub struct UnknownProfile(pub String);
+
+impl FromStr for Profile {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Profile, UnknownProfile> {
+        match s {
+            "reference" => Ok(Profile::Reference),
+            "strict" => Ok(Profile::Strict),
+            other => Err(UnknownProfile(other.to_owned())),
+        }
+    }
+}
+
+/// How a [`Rule`] recognises its family in one text.
+#[derive(Clone, Copy, Debug)]
+pub enum Matcher {
+    /// A `regex` pattern that may match anywhere in the text. Three markers stand for token
+    /// boundaries (the `regex` crate has no look-around): `<L>` is the start of the text or a
+    /// character other than `[0-9A-Za-z]` before the token, `<R>` the end of the text or such a
+    /// character after it, and `<R_>` the end or a character other than `[0-9A-Za-z_-]` (for
+    /// tokens whose alphabet has `_` and `-`).
+    Pattern(&'static str),
+    /// A predicate on every IPv4 address in the text: dotted quads (`\b(?:\d{1,3}\.){3}\d{1,3}\b`,
+    /// as the reference finds them) and the IPv4 hosts of URLs after WHATWG parsing (so
+    /// `http://0.0`, `http://0x0` count too).
+    Ipv4(fn(Ipv4Addr) -> bool),
+    /// A predicate on every IPv6 address in the text: maximal runs of `[0-9A-Fa-f:.]` with `::`
+    /// or two colons that are not part of a longer word (so `clippy::x` is not a candidate), and
+    /// the IPv6 hosts of URLs.
+    Ipv6(fn(Ipv6Addr) -> bool),
+}
+
+/// One entry of the strict table.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// What is recognised, in kebab case (`gitlab-token`, `nat64-private-ipv4`); several rules
+    /// may share a family.
+    pub family: &'static str,
+    /// The public rule the entry comes from, as `<source>:<rule id>` (see the module docs).
+    pub id: &'static str,
+    /// How the family is recognised.
+    pub matcher: Matcher,
+}
+
+const fn pattern(family: &'static str, id: &'static str, source: &'static str) -> Rule {
+    Rule {
+        family,
+        id,
+        matcher: Matcher::Pattern(source),
+    }
+}
+
+const fn ipv4(family: &'static str, id: &'static str, test: fn(Ipv4Addr) -> bool) -> Rule {
+    Rule {
+        family,
+        id,
+        matcher: Matcher::Ipv4(test),
+    }
+}
+
+const fn ipv6(family: &'static str, id: &'static str, test: fn(Ipv6Addr) -> bool) -> Rule {
+    Rule {
+        family,
+        id,
+        matcher: Matcher::Ipv6(test),
+    }
+}
+
+/// The strict table: every family the strict profile refuses beyond the reference. Adding a
+/// family is adding an entry. Lengths and alphabets follow the cited rule; boundaries are ours.
+pub static RULES: &[Rule] = &[
+    // Code hosting and CI.
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-pat",
+        r"<L>glpat-[0-9A-Za-z_-]{20,}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-ptt",
+        r"<L>glptt-[0-9a-f]{40}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-rrt",
+        r"<L>GR1348941[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-runner-authentication-token",
+        r"<L>glrt-[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-deploy-token",
+        r"<L>gldt-[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-cicd-job-token",
+        r"<L>glcbt-[0-9A-Za-z]{1,5}_[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-feed-token",
+        r"<L>glft-[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-incoming-mail-token",
+        r"<L>glimt-[0-9A-Za-z_-]{25}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-kubernetes-agent-token",
+        r"<L>glagent-[0-9A-Za-z_-]{50}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-oauth-app-secret",
+        r"<L>gloas-[0-9A-Za-z_-]{64}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-scim-token",
+        r"<L>glsoat-[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "gitlab-token",
+        "gitleaks:gitlab-feature-flag-client-token",
+        r"<L>glffct-[0-9A-Za-z_-]{20}",
+    ),
+    pattern(
+        "atlassian-token",
+        "gitleaks:atlassian-api-token",
+        r"<L>ATATT3[0-9A-Za-z_=-]{186}",
+    ),
+    pattern(
+        "postman-token",
+        "gitleaks:postman-api-token",
+        r"<L>PMAK-[0-9A-Fa-f]{24}-[0-9A-Fa-f]{34}<R>",
+    ),
+    pattern(
+        "sourcegraph-token",
+        "gitleaks:sourcegraph-access-token",
+        r"<L>sgp_(?:[0-9A-Fa-f]{16}_|local_)?[0-9A-Fa-f]{40}<R>",
+    ),
+    pattern(
+        "harness-token",
+        "gitleaks:harness-api-key",
+        r"<L>(?:pat|sat)\.[0-9A-Za-z_-]{22}\.[0-9A-Za-z]{24}\.[0-9A-Za-z]{20}<R>",
+    ),
+    pattern(
+        "octopus-deploy-key",
+        "gitleaks:octopus-deploy-api-key",
+        r"<L>API-[0-9A-Z]{26}<R>",
+    ),
+    pattern(
+        "readme-token",
+        "gitleaks:readme-api-token",
+        r"<L>rdme_[0-9a-z]{70}<R>",
+    ),
+    pattern(
+        "linear-token",
+        "gitleaks:linear-api-key",
+        r"<L>lin_api_[0-9A-Za-z]{40}<R>",
+    ),
+    pattern(
+        "notion-token",
+        "gitleaks:notion-api-token",
+        r"<L>ntn_[0-9]{11}[0-9A-Za-z]{35}<R>",
+    ),
+    pattern(
+        "frameio-token",
+        "gitleaks:frameio-api-token",
+        r"<L>fio-u-[0-9A-Za-z_=-]{64}",
+    ),
+    // Package registries.
+    pattern(
+        "pypi-token",
+        "gitleaks:pypi-upload-token",
+        r"<L>pypi-AgEIcHlwaS5vcmc[0-9A-Za-z_-]{50,}",
+    ),
+    pattern(
+        "rubygems-token",
+        "gitleaks:rubygems-api-token",
+        r"<L>rubygems_[0-9a-f]{48}<R>",
+    ),
+    pattern(
+        "clojars-token",
+        "gitleaks:clojars-api-token",
+        r"<L>(?i:CLOJARS)_[0-9a-z]{60}<R>",
+    ),
+    pattern(
+        "artifactory-token",
+        "gitleaks:artifactory-api-key",
+        r"<L>AKCp[0-9A-Za-z]{69}<R>",
+    ),
+    pattern(
+        "artifactory-token",
+        "gitleaks:artifactory-reference-token",
+        r"<L>cmVmd[0-9A-Za-z]{59}<R>",
+    ),
+    // Cloud providers and infrastructure.
+    pattern(
+        "aws-key-id",
+        "gitleaks:aws-access-token",
+        r"<L>(?:A3T[0-9A-Z]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16}<R>",
+    ),
+    pattern(
+        "google-api-key",
+        "gitleaks:gcp-api-key",
+        r"<L>AIza[0-9A-Za-z_-]{35}<R_>",
+    ),
+    pattern(
+        "alibaba-key-id",
+        "gitleaks:alibaba-access-key-id",
+        r"<L>LTAI[0-9A-Za-z]{20}<R>",
+    ),
+    pattern(
+        "digitalocean-token",
+        "gitleaks:digitalocean-pat",
+        r"<L>dop_v1_[0-9a-f]{64}<R>",
+    ),
+    pattern(
+        "digitalocean-token",
+        "gitleaks:digitalocean-access-token",
+        r"<L>doo_v1_[0-9a-f]{64}<R>",
+    ),
+    pattern(
+        "digitalocean-token",
+        "gitleaks:digitalocean-refresh-token",
+        r"<L>dor_v1_[0-9a-f]{64}<R>",
+    ),
+    pattern(
+        "vault-token",
+        "gitleaks:vault-service-token",
+        r"<L>hvs\.[0-9A-Za-z_-]{90,120}<R_>",
+    ),
+    pattern(
+        "vault-token",
+        "gitleaks:vault-batch-token",
+        r"<L>hvb\.[0-9A-Za-z_-]{138,300}<R_>",
+    ),
+    pattern(
+        "terraform-token",
+        "gitleaks:hashicorp-tf-api-token",
+        r"<L>[0-9A-Za-z]{14}\.atlasv1\.[0-9A-Za-z_=-]{60,70}",
+    ),
+    pattern(
+        "databricks-token",
+        "gitleaks:databricks-api-token",
+        r"<L>dapi[0-9a-f]{32}(?:-[0-9])?<R>",
+    ),
+    pattern(
+        "cloudflare-origin-ca-key",
+        "gitleaks:cloudflare-origin-ca-key",
+        r"<L>v1\.0-[0-9a-f]{24}-[0-9a-f]{146}",
+    ),
+    pattern(
+        "heroku-token",
+        "gitleaks:heroku-api-key-v2",
+        r"<L>HRKU-AA[0-9A-Za-z_-]{58}<R_>",
+    ),
+    pattern(
+        "flyio-token",
+        "gitleaks:flyio-access-token",
+        r"<L>(?:fo1_[0-9A-Za-z_-]{43}<R_>|fm1[ar]_[0-9A-Za-z+/]{100,}|fm2_[0-9A-Za-z+/]{100,})",
+    ),
+    pattern(
+        "doppler-token",
+        "gitleaks:doppler-api-token",
+        r"<L>dp\.pt\.[0-9A-Za-z]{43}",
+    ),
+    pattern(
+        "pulumi-token",
+        "gitleaks:pulumi-api-token",
+        r"<L>pul-[0-9a-f]{40}<R>",
+    ),
+    pattern(
+        "planetscale-token",
+        "gitleaks:planetscale-api-token",
+        r"<L>pscale_tkn_[0-9A-Za-z_=.-]{32,64}",
+    ),
+    pattern(
+        "planetscale-token",
+        "gitleaks:planetscale-oauth-token",
+        r"<L>pscale_oauth_[0-9A-Za-z_=.-]{32,64}",
+    ),
+    pattern(
+        "planetscale-token",
+        "gitleaks:planetscale-password",
+        r"<L>pscale_pw_[0-9A-Za-z_=.-]{32,64}",
+    ),
+    pattern(
+        "scalingo-token",
+        "gitleaks:scalingo-api-token",
+        r"<L>tk-us-[0-9A-Za-z_-]{48}<R_>",
+    ),
+    pattern(
+        "dynatrace-token",
+        "gitleaks:dynatrace-api-token",
+        r"<L>dt0c01\.[0-9A-Za-z]{24}\.[0-9A-Za-z]{64}",
+    ),
+    pattern(
+        "grafana-token",
+        "gitleaks:grafana-cloud-api-token",
+        r"<L>glc_[0-9A-Za-z+/]{32,400}",
+    ),
+    pattern(
+        "grafana-token",
+        "gitleaks:grafana-service-account-token",
+        r"<L>glsa_[0-9A-Za-z]{32}_[0-9A-Fa-f]{8}<R>",
+    ),
+    pattern(
+        "grafana-token",
+        "gitleaks:grafana-api-key",
+        r"<L>eyJrIjoi[0-9A-Za-z]{70,400}",
+    ),
+    pattern(
+        "new-relic-key",
+        "gitleaks:new-relic-user-api-key",
+        r"<L>NRAK-[0-9A-Za-z]{27}<R>",
+    ),
+    pattern(
+        "new-relic-key",
+        "gitleaks:new-relic-browser-api-token",
+        r"<L>NRJS-[0-9a-f]{19}<R>",
+    ),
+    pattern(
+        "new-relic-key",
+        "gitleaks:new-relic-insert-key",
+        r"<L>NRII-[0-9A-Za-z-]{32}<R>",
+    ),
+    pattern(
+        "sentry-token",
+        "gitleaks:sentry-user-token",
+        r"<L>sntryu_[0-9a-f]{64}<R>",
+    ),
+    pattern(
+        "sentry-token",
+        "gitleaks:sentry-org-token",
+        r"<L>sntrys_eyJpYXQiO[0-9A-Za-z+/=_]{20,}",
+    ),
+    pattern(
+        "infracost-token",
+        "gitleaks:infracost-api-token",
+        r"<L>ico-[0-9A-Za-z]{32}<R>",
+    ),
+    pattern(
+        "prefect-token",
+        "gitleaks:prefect-api-token",
+        r"<L>pnu_[0-9A-Za-z]{36}<R>",
+    ),
+    pattern(
+        "settlemint-token",
+        "gitleaks:settlemint-personal-access-token",
+        r"<L>sm_pat_[0-9A-Za-z]{16}<R>",
+    ),
+    pattern(
+        "settlemint-token",
+        "gitleaks:settlemint-application-access-token",
+        r"<L>sm_aat_[0-9A-Za-z]{16}<R>",
+    ),
+    pattern(
+        "settlemint-token",
+        "gitleaks:settlemint-service-access-token",
+        r"<L>sm_sat_[0-9A-Za-z]{16}<R>",
+    ),
+    pattern(
+        "onepassword-secret-key",
+        "gitleaks:1password-secret-key",
+        r"<L>A3-[0-9A-Z]{6}-(?:[0-9A-Z]{11}|[0-9A-Z]{6}-[0-9A-Z]{5})-[0-9A-Z]{5}-[0-9A-Z]{5}-[0-9A-Z]{5}<R>",
+    ),
+    pattern(
+        "age-secret-key",
+        "gitleaks:age-secret-key",
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+    ),
+    pattern(
+        "maxmind-license-key",
+        "gitleaks:maxmind-license-key",
+        r"<L>[0-9A-Za-z]{6}_[0-9A-Za-z]{29}_mmk<R>",
+    ),
+    pattern(
+        "adobe-client-secret",
+        "gitleaks:adobe-client-secret",
+        r"<L>p8e-[0-9A-Za-z]{32}<R>",
+    ),
+    // Payments and commerce.
+    pattern(
+        "stripe-key",
+        "gitleaks:stripe-access-token",
+        r"<L>(?:sk|rk)_(?:test|live|prod)_[0-9A-Za-z]{10,99}<R>",
+    ),
+    pattern(
+        "square-token",
+        "gitleaks:square-access-token",
+        r"<L>(?:EAAA|sq0atp-)[0-9A-Za-z_-]{22,60}<R_>",
+    ),
+    pattern(
+        "square-token",
+        "detect-secrets:SquareOAuthDetector",
+        r"<L>sq0csp-[0-9A-Za-z_-]{43}<R_>",
+    ),
+    pattern(
+        "shopify-token",
+        "gitleaks:shopify-access-token",
+        r"<L>shpat_[0-9A-Fa-f]{32}<R>",
+    ),
+    pattern(
+        "shopify-token",
+        "gitleaks:shopify-custom-access-token",
+        r"<L>shpca_[0-9A-Fa-f]{32}<R>",
+    ),
+    pattern(
+        "shopify-token",
+        "gitleaks:shopify-private-app-access-token",
+        r"<L>shppa_[0-9A-Fa-f]{32}<R>",
+    ),
+    pattern(
+        "shopify-token",
+        "gitleaks:shopify-shared-secret",
+        r"<L>shpss_[0-9A-Fa-f]{32}<R>",
+    ),
+    pattern(
+        "shippo-token",
+        "gitleaks:shippo-api-token",
+        r"<L>shippo_(?:live|test)_[0-9A-Fa-f]{40}<R>",
+    ),
+    pattern(
+        "duffel-token",
+        "gitleaks:duffel-api-token",
+        r"<L>duffel_(?:test|live)_[0-9A-Za-z_=-]{43}",
+    ),
+    pattern(
+        "easypost-token",
+        "gitleaks:easypost-api-token",
+        r"<L>EZAK[0-9A-Za-z]{54}<R>",
+    ),
+    pattern(
+        "easypost-token",
+        "gitleaks:easypost-test-api-token",
+        r"<L>EZTK[0-9A-Za-z]{54}<R>",
+    ),
+    pattern(
+        "facebook-token",
+        "gitleaks:facebook-page-access-token",
+        r"<L>EAA[MC][0-9A-Za-z]{100,}",
+    ),
+    // AI services.
+    pattern(
+        "huggingface-token",
+        "gitleaks:huggingface-access-token",
+        r"<L>hf_[A-Za-z]{34}<R>",
+    ),
+    pattern(
+        "huggingface-token",
+        "gitleaks:huggingface-organization-api-token",
+        r"<L>api_org_[A-Za-z]{34}<R>",
+    ),
+    pattern(
+        "perplexity-key",
+        "gitleaks:perplexity-api-key",
+        r"<L>pplx-[0-9A-Za-z]{48}<R>",
+    ),
+    // Messaging and e-mail.
+    pattern(
+        "slack-app-token",
+        "gitleaks:slack-app-token",
+        r"<L>(?i:xapp)-[0-9]-[0-9A-Za-z]+-[0-9]+-[0-9A-Za-z]+",
+    ),
+    pattern(
+        "slack-webhook",
+        "gitleaks:slack-webhook-url",
+        r"(?i:hooks\.slack\.com)/(?:services|workflows|triggers)/[0-9A-Za-z+/]{43,56}",
+    ),
+    pattern(
+        "discord-webhook",
+        "trufflehog:DiscordWebhook",
+        r"(?i:discord(?:app)?\.com)/api/(?:v[0-9]+/)?webhooks/[0-9]{17,20}/[0-9A-Za-z_-]{60,68}",
+    ),
+    pattern(
+        "discord-bot-token",
+        "detect-secrets:DiscordBotTokenDetector",
+        r"<L>[MNO][0-9A-Za-z_-]{23}\.[0-9A-Za-z_-]{6}\.[0-9A-Za-z_-]{27}",
+    ),
+    pattern(
+        "telegram-bot-token",
+        "gitleaks:telegram-bot-api-token",
+        r"<L>[0-9]{5,16}:A[0-9A-Za-z_-]{34}<R_>",
+    ),
+    pattern(
+        "twilio-key",
+        "gitleaks:twilio-api-key",
+        r"<L>SK[0-9A-Fa-f]{32}<R>",
+    ),
+    pattern(
+        "sendgrid-key",
+        "gitleaks:sendgrid-api-token",
+        r"<L>SG\.[0-9A-Za-z=_.-]{66}(?:$|[^0-9A-Za-z=_.-])",
+    ),
+    pattern(
+        "sendinblue-key",
+        "gitleaks:sendinblue-api-token",
+        r"<L>xkeysib-[0-9a-f]{64}-[0-9A-Za-z]{16}<R>",
+    ),
+    pattern(
+        "mailchimp-key",
+        "detect-secrets:MailchimpDetector",
+        r"<L>[0-9a-z]{32}-us[0-9]{1,2}<R>",
+    ),
+    // Tokens of any issuer.
+    pattern(
+        "unsigned-jwt",
+        "gitleaks:jwt",
+        r"(?:^|[^0-9A-Za-z_-])eyJ[0-9A-Za-z_-]{7,}\.(?:eyJ|eyA|e30)[0-9A-Za-z_-]*\.",
+    ),
+    pattern(
+        "base64-jwt",
+        "gitleaks:jwt-base64",
+        r"<L>ZXlK(?:aGJHY2lPaU|MGVYQWlPaUp|amRIa2lPaU|cmFXUWlP)[0-9A-Za-z+/_-]{40,}",
+    ),
+    pattern(
+        "private-key",
+        "gitleaks:private-key",
+        r"BEGIN[ 0-9A-Z_-]{0,100}PRIVATE KEY",
+    ),
+    // Hosts.
+    pattern(
+        "loopback-dns-name",
+        "ssrf:loopback-dns-name",
+        r"(?i)(?:^|[^0-9a-z.-])(?:[0-9a-z-]+\.)*(?:localtest\.me|lvh\.me|vcap\.me|localhost\.direct)\.?(?:$|[^0-9a-z.-])",
+    ),
+    pattern(
+        "wildcard-ip-dns-name",
+        "ssrf:wildcard-ip-dns-name",
+        r"(?i)(?:^|[^0-9a-z.-])(?:[0-9a-z-]+\.)*(?:nip\.io|sslip\.io|xip\.io)\.?(?:$|[^0-9a-z.-])",
+    ),
+    ipv4("this-network-ipv4", "iana:0.0.0.0/8", is_this_network),
+    ipv4("ietf-protocol-ipv4", "iana:192.0.0.0/24", is_ietf_protocol),
+    ipv4("benchmarking-ipv4", "iana:198.18.0.0/15", is_benchmarking),
+    ipv4(
+        "cloud-metadata-ipv4",
+        "azure:wireserver-168.63.129.16",
+        is_azure_wireserver,
+    ),
+    ipv6("unspecified-ipv6", "iana:::/128", is_unspecified),
+    ipv6("nat64-private-ipv4", "iana:64:ff9b::/96", is_nat64_private),
+    ipv6("nat64-local-use", "iana:64:ff9b:1::/48", is_nat64_local_use),
+    ipv6("6to4-private-ipv4", "iana:2002::/16", is_6to4_private),
+    ipv6(
+        "ipv4-embedded-private",
+        "iana:::ffff:0:0/96",
+        is_embedded_private,
+    ),
+    ipv6("site-local-ipv6", "iana:fec0::/10", is_site_local),
+];
+
+/// `0.0.0.0/8`, "this network": `0.0.0.0` reaches the local host on common stacks.
+fn is_this_network(a: Ipv4Addr) -> bool {
+    a.octets()[0] == 0
+}
+
+/// `192.0.0.0/24`, IETF protocol assignments (not globally reachable; includes cloud metadata
+/// addresses such as `192.0.0.192`).
+fn is_ietf_protocol(a: Ipv4Addr) -> bool {
+    let [a, b, c, _] = a.octets();
+    (a, b, c) == (192, 0, 0)
+}
+
+/// `198.18.0.0/15`, benchmarking networks (not globally reachable).
+fn is_benchmarking(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 198 && (b == 18 || b == 19)
+}
+
+/// `168.63.129.16`, Azure's platform (wire server and DNS) address, reachable only from inside
+/// Azure and a common SSRF target.
+fn is_azure_wireserver(a: Ipv4Addr) -> bool {
+    a == Ipv4Addr::new(168, 63, 129, 16)
+}
+
+/// The reference's private IPv4 ranges (ledger-core §4.4 `privateHost` step 6): 10/8, 127/8,
+/// 100.64/10, 169.254/16, 172.16/12, 192.168/16.
+fn is_reference_private(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 10
+        || a == 127
+        || (a == 100 && (64..=127).contains(&b))
+        || (a == 169 && b == 254)
+        || (a == 172 && (16..=31).contains(&b))
+        || (a == 192 && b == 168)
+}
+
+/// Private in either profile: the reference's ranges or an IPv4 rule of the table.
+fn is_private_v4(a: Ipv4Addr) -> bool {
+    is_reference_private(a)
+        || RULES.iter().any(|r| match r.matcher {
+            Matcher::Ipv4(test) => test(a),
+            _ => false,
+        })
+}
+
+/// The IPv4 address in the last 32 bits.
+fn low_v4(a: Ipv6Addr) -> Ipv4Addr {
+    let s = a.segments();
+    Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8)
+}
+
+/// `::`, the unspecified address: like `0.0.0.0`, it reaches the local host on common stacks.
+fn is_unspecified(a: Ipv6Addr) -> bool {
+    a.is_unspecified()
+}
+
+/// `64:ff9b::/96` (RFC 6052 well-known NAT64 prefix) around a private IPv4 address: a NAT64
+/// gateway translates it to that address.
+fn is_nat64_private(a: Ipv6Addr) -> bool {
+    a.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] && is_private_v4(low_v4(a))
+}
+
+/// `64:ff9b:1::/48` (RFC 8215), the local-use NAT64 prefix: by definition inside a private
+/// network.
+fn is_nat64_local_use(a: Ipv6Addr) -> bool {
+    a.segments()[..3] == [0x64, 0xff9b, 1]
+}
+
+/// `2002::/16` (RFC 3056 6to4) whose embedded IPv4 address (bits 16–47) is private.
+fn is_6to4_private(a: Ipv6Addr) -> bool {
+    let s = a.segments();
+    s[0] == 0x2002
+        && is_private_v4(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ))
+}
+
+/// IPv4-mapped (`::ffff:0:0/96`), IPv4-compatible (`::/96`) and IPv4-translated
+/// (`::ffff:0:0:0/96`, RFC 2765) addresses of a private IPv4 address. The reference catches
+/// the mapped and compatible forms of its own ranges; the translated form and the strict ranges
+/// (for example `::ffff:0.0.0.0`) it lets through.
+fn is_embedded_private(a: Ipv6Addr) -> bool {
+    let s = a.segments();
+    let mapped = s[..5] == [0; 5] && s[5] == 0xffff;
+    let compatible = s[..6] == [0; 6];
+    let translated = s[..4] == [0; 4] && s[4] == 0xffff && s[5] == 0;
+    (mapped || compatible || translated) && is_private_v4(low_v4(a))
+}
+
+/// `fec0::/10`, the deprecated site-local prefix (RFC 3879), still routed inside some
+/// networks; the reference accepts it.
+fn is_site_local(a: Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfec0
+}
+
+/// A strict hit at one place of a value. It never contains the text that matched: `path` names
+/// where it is, `family` and `rule` what it is.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{} matches {family} ({rule})", if *.key { "a key of " } else { "" }, .path)]
+pub struct Finding {
+    /// JSONPath-like location (`$.subject.subject_id`, `$.evidence[0].report_path`), or the
+    /// name a caller gave a text checked on its own ([`Profile::check_text`]).
+    pub path: String,
+    /// The hit is an object key of `path`, not its value.
+    pub key: bool,
+    /// [`Rule::family`] of the first rule that matched.
+    pub family: &'static str,
+    /// [`Rule::id`] of that rule.
+    pub rule: &'static str,
+}
+
+impl Finding {
+    fn new(path: String, key: bool, rule: &'static Rule) -> Finding {
+        Finding {
+            path,
+            key,
+            family: rule.family,
+            rule: rule.id,
+        }
+    }
+}
+
+/// The compiled table: one set for the patterns, the host rules by kind.
+struct Compiled {
+    set: RegexSet,
+    /// Index in [`RULES`] of each pattern of `set`.
+    set_rules: Vec<usize>,
+    ipv4_rules: Vec<&'static Rule>,
+    ipv6_rules: Vec<&'static Rule>,
+}
+
+/// Expands the boundary markers of [`Matcher::Pattern`].
+fn expand(source: &str) -> String {
+    source
+        .replace("<L>", "(?:^|[^0-9A-Za-z])")
+        .replace("<R_>", "(?:$|[^0-9A-Za-z_-])")
+        .replace("<R>", "(?:$|[^0-9A-Za-z])")
+}
+
+static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let mut patterns = Vec::new();
+    let mut set_rules = Vec::new();
+    let mut ipv4_rules = Vec::new();
+    let mut ipv6_rules = Vec::new();
+    for (i, rule) in RULES.iter().enumerate() {
+        match rule.matcher {
+            Matcher::Pattern(source) => {
+                patterns.push(expand(source));
+                set_rules.push(i);
+            }
+            Matcher::Ipv4(_) => ipv4_rules.push(rule),
+            Matcher::Ipv6(_) => ipv6_rules.push(rule),
+        }
+    }
+    Compiled {
+        set: RegexSet::new(patterns).expect("every strict pattern is valid regex syntax"),
+        set_rules,
+        ipv4_rules,
+        ipv6_rules,
+    }
+});
+
+/// The reference's dotted-quad candidates (ledger-core §4.4 check D).
+static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?-u:\b)")
+        .expect("the IPv4 candidate pattern is valid regex syntax")
+});
+
+/// URL candidates inside a text (the reference's check E source).
+static URL_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+"#)
+        .expect("the URL candidate pattern is valid regex syntax")
+});
+
+/// The first rule of [`RULES`] that `text` matches: the first matching pattern in table order,
+/// else the first host rule that holds for an address in the text.
+pub fn scan_text(text: &str) -> Option<&'static Rule> {
+    let compiled = &*COMPILED;
+    if let Some(rule) = first_pattern(compiled, text) {
+        return Some(rule);
+    }
+    scan_hosts(compiled, text)
+}
+
+fn first_pattern(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
+    if !compiled.set.is_match(text) {
+        return None;
+    }
+    let index = compiled.set.matches(text).iter().next()?;
+    Some(&RULES[compiled.set_rules[index]])
+}
+
+fn v4_hit(compiled: &Compiled, a: Ipv4Addr) -> Option<&'static Rule> {
+    compiled
+        .ipv4_rules
+        .iter()
+        .copied()
+        .find(|r| match r.matcher {
+            Matcher::Ipv4(test) => test(a),
+            _ => false,
+        })
+}
+
+fn v6_hit(compiled: &Compiled, a: Ipv6Addr) -> Option<&'static Rule> {
+    compiled
+        .ipv6_rules
+        .iter()
+        .copied()
+        .find(|r| match r.matcher {
+            Matcher::Ipv6(test) => test(a),
+            _ => false,
+        })
+}
+
+fn scan_hosts(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
+    let bytes = text.as_bytes();
+    // Cheap gates: most ledger text has neither a dotted number nor a colon.
+    let has_colon = bytes.contains(&b':');
+    if bytes.contains(&b'.') && bytes.iter().any(u8::is_ascii_digit) {
+        for candidate in IPV4_CANDIDATE.find_iter(text) {
+            if let Ok(a) = candidate.as_str().parse::<Ipv4Addr>()
+                && let Some(rule) = v4_hit(compiled, a)
+            {
+                return Some(rule);
+            }
+        }
+    }
+    if !has_colon {
+        return None;
+    }
+    for candidate in ipv6_candidates(text) {
+        if let Some(rule) = v6_hit(compiled, candidate) {
+            return Some(rule);
+        }
+    }
+    let whole = is_special_url(text).then_some(text);
+    for candidate in whole
+        .into_iter()
+        .chain(URL_CANDIDATE.find_iter(text).map(|m| m.as_str()))
+    {
+        let Ok(url) = Url::parse(candidate) else {
+            continue;
+        };
+        let hit = match url.host() {
+            Some(Host::Ipv4(a)) => v4_hit(compiled, a),
+            Some(Host::Ipv6(a)) => v6_hit(compiled, a),
+            // WHATWG maps the host (IDNA, case), so look at the mapped name too.
+            Some(Host::Domain(d)) if d != candidate => first_pattern(compiled, d),
+            _ => None,
+        };
+        if hit.is_some() {
+            return hit;
+        }
+    }
+    None
+}
+
+/// Whether the whole text starts with a special WHATWG scheme (`http:`, `https:`, `ws:`,
+/// `wss:`, `ftp:`), whose host WHATWG parses as an address even without `//`.
+fn is_special_url(text: &str) -> bool {
+    let Some((scheme, _)) = text.split_once(':') else {
+        return false;
+    };
+    ["http", "https", "ws", "wss", "ftp"]
+        .iter()
+        .any(|s| scheme.eq_ignore_ascii_case(s))
+}
+
+/// IPv6 literals in `text`: maximal runs of `[0-9A-Fa-f:.]` that hold `::` or two colons and
+/// parse (after dropping dots at the ends, or a trailing `:port`-like group). A run glued to a
+/// letter or digit on the left (`bind:0::` gives the run `d:0::`), or that does not parse as a
+/// whole, is also tried from after each of its single colons (`0::`); a run glued on the right
+/// is not a candidate (so `clippy::x` is none).
+fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
+    let bytes = text.as_bytes();
+    let in_run = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
+    let glued = |at: Option<&u8>| at.is_some_and(u8::is_ascii_alphanumeric);
+    let parse = |run: &str| -> Option<Ipv6Addr> {
+        let colons = run.bytes().filter(|&b| b == b':').count();
+        if colons < 2 && !run.contains("::") {
+            return None;
+        }
+        run.parse::<Ipv6Addr>().ok().or_else(|| {
+            run.rsplit_once(':')
+                .and_then(|(head, _)| head.parse::<Ipv6Addr>().ok())
+        })
+    };
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !in_run(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && in_run(bytes[i]) {
+            i += 1;
+        }
+        // Dots at either end separate the run from a neighbouring word (`0::.run-review`).
+        let raw = &text[start..i];
+        let run = raw.trim_start_matches('.');
+        let trimmed = run.trim_end_matches('.');
+        if trimmed.len() == run.len() && glued(bytes.get(i)) {
+            continue;
+        }
+        let left_glued =
+            run.len() == raw.len() && glued(start.checked_sub(1).and_then(|p| bytes.get(p)));
+        let whole = if left_glued { None } else { parse(trimmed) };
+        if let Some(a) = whole {
+            found.push(a);
+            continue;
+        }
+        let tb = trimmed.as_bytes();
+        for k in 1..tb.len() {
+            let after_single_colon =
+                tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':');
+            let at_double_colon =
+                tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':';
+            if (after_single_colon || at_double_colon)
+                && let Some(a) = parse(&trimmed[k..])
+            {
+                found.push(a);
+                break;
+            }
+        }
+    }
+    found.into_iter()
+}
+
+/// Every strict hit in `value`: one [`Finding`] per string value or object key that a rule
+/// matches (the first rule of the table for that text). A flagged key's members are not
+/// walked, so no flagged text ever appears in a path.
+pub fn scan(value: &Value) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let _ = walk(value, &mut String::from("$"), &mut |f| {
+        found.push(f);
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// The first strict hit in `value`, in canonical (sorted key) order, or `None`.
+pub fn first(value: &Value) -> Option<Finding> {
+    let mut hit = None;
+    let _ = walk(value, &mut String::from("$"), &mut |f| {
+        hit = Some(f);
+        ControlFlow::Break(())
+    });
+    hit
+}
+
+fn walk(
+    value: &Value,
+    path: &mut String,
+    emit: &mut dyn FnMut(Finding) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    match value {
+        Value::String(s) => {
+            if let Some(rule) = scan_text(s) {
+                emit(Finding::new(path.clone(), false, rule))?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let flow = walk(item, path, emit);
+                path.truncate(len);
+                flow?;
+            }
+        }
+        Value::Object(members) => {
+            for (key, member) in members {
+                if let Some(rule) = scan_text(key) {
+                    emit(Finding::new(path.clone(), true, rule))?;
+                    continue;
+                }
+                let len = path.len();
+                push_key(path, key);
+                let flow = walk(member, path, emit);
+                path.truncate(len);
+                flow?;
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+    ControlFlow::Continue(())
+}
+
+/// `.key` for identifier keys, else `["key"]` with `"` and `\` escaped.
+fn push_key(path: &mut String, key: &str) {
+    let identifier = key
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if identifier {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        path.push_str("[\"");
+        for c in key.chars() {
+            if c == '"' || c == '\\' {
+                path.push('\\');
+            }
+            path.push(c);
+        }
+        path.push_str("\"]");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(text: &str) -> Option<&'static str> {
+        scan_text(text).map(|r| r.family)
+    }
+
+    #[test]
+    fn every_pattern_compiles_and_ids_name_a_source() {
+        assert_eq!(
+            COMPILED.set.len() + COMPILED.ipv4_rules.len() + COMPILED.ipv6_rules.len(),
+            RULES.len()
+        );
+        for rule in RULES {
+            let (source, name) = rule.id.split_once(':').expect("source:rule");
+            assert!(
+                [
+                    "gitleaks",
+                    "trufflehog",
+                    "detect-secrets",
+                    "iana",
+                    "ssrf",
+                    "azure"
+                ]
+                .contains(&source),
+                "{}",
+                rule.id
+            );
+            assert!(!name.is_empty(), "{}", rule.id);
+            assert!(
+                rule.family
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                "{}",
+                rule.family
+            );
+            if let Matcher::Pattern(p) = rule.matcher {
+                assert!(Regex::new(&expand(p)).is_ok(), "{}", rule.id);
+            }
+        }
+    }
+
+    #[test]
+    fn profile_names() {
+        assert_eq!(Profile::default(), Profile::Strict);
+        for p in [Profile::Reference, Profile::Strict] {
+            assert_eq!(p.as_str().parse::<Profile>(), Ok(p));
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        assert_eq!(
+            "lenient".parse::<Profile>().unwrap_err().to_string(),
+            "unknown privacy profile \"lenient\": use `strict` (the default) or `reference`"
+        );
+    }
+
+    #[test]
+    fn hosts_beyond_the_reference() {
+        let cases = [
+            ("0.0.0.0", Some("this-network-ipv4")),
+            ("0.0.0.0:8080", Some("this-network-ipv4")),
+            ("http://0.0.0.0/x", Some("this-network-ipv4")),
+            ("http://0.0/", Some("this-network-ipv4")),
+            ("0.12.34.56", Some("this-network-ipv4")),
+            ("192.0.0.192", Some("ietf-protocol-ipv4")),
+            ("198.19.4.5", Some("benchmarking-ipv4")),
+            ("168.63.129.16", Some("cloud-metadata-ipv4")),
+            ("[::]:8080", Some("unspecified-ipv6")),
+            ("::", Some("unspecified-ipv6")),
+            ("http://[::]/", Some("unspecified-ipv6")),
+            ("64:ff9b::10.0.0.1", Some("nat64-private-ipv4")),
+            ("64:ff9b::a00:1", Some("nat64-private-ipv4")),
+            ("[64:ff9b::c0a8:101]", Some("nat64-private-ipv4")),
+            ("https://[64:ff9b::7f00:1]/x", Some("nat64-private-ipv4")),
+            ("64:ff9b:1::1", Some("nat64-local-use")),
+            ("2002:a00:1::1", Some("6to4-private-ipv4")),
+            ("2002:c0a8:101::", Some("6to4-private-ipv4")),
+            ("::ffff:0.0.0.0", Some("this-network-ipv4")),
+            ("::ffff:0:0", Some("ipv4-embedded-private")),
+            ("::ffff:c612:1", Some("ipv4-embedded-private")),
+            ("::ffff:0:10.0.0.1", Some("ipv4-embedded-private")),
+            ("fec0::1", Some("site-local-ipv6")),
+            ("api.localtest.me", Some("loopback-dns-name")),
+            ("http://LVH.ME:3000/", Some("loopback-dns-name")),
+            ("10-0-0-1.nip.io", Some("wildcard-ip-dns-name")),
+            // Near misses.
+            ("v0.1.2.3", None),
+            ("1.0.0.0.1", None),
+            ("0.1.2", None),
+            ("8.8.8.8", None),
+            ("198.20.0.1", None),
+            ("192.0.2.1", None),
+            ("64:ff9b::808:808", None),
+            ("2002:808:808::1", None),
+            ("2001:db8::1", None),
+            ("clippy::needless_borrow", None),
+            ("bind:0::", Some("unspecified-ipv6")),
+            ("0::.run-review.default", Some("unspecified-ipv6")),
+            ("ff:0::", None),
+            ("x:64:ff9b::a00:1", Some("nat64-private-ipv4")),
+            ("cluster:dup-17", None),
+            ("2026-01-15T10:00:00.123Z", None),
+            (
+                "workflow.attempt:7cd3863d8426b22d483336d35d0e94139e5c7288865a96ea469b3c644859efd2",
+                None,
+            ),
+            ("evil-lvh.me", None),
+            ("lvh.me.example.com", None),
+            ("https://github.com/openclaw/clawsweeper", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(family(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn walker_names_paths_and_never_the_value() {
+        let value = crate::canonical::parse(
+            r#"{"a":{"b":["x","glpat-ABCDEFGHIJKLMNOPQRST"]},"c d":"http://0.0.0.0/","e":"ok"}"#,
+        )
+        .unwrap();
+        let found = scan(&value);
+        assert_eq!(
+            found
+                .iter()
+                .map(|f| (f.path.as_str(), f.family, f.rule))
+                .collect::<Vec<_>>(),
+            [
+                ("$.a.b[1]", "gitlab-token", "gitleaks:gitlab-pat"),
+                ("$[\"c d\"]", "this-network-ipv4", "iana:0.0.0.0/8"),
+            ]
+        );
+        assert_eq!(first(&value).as_ref(), found.first());
+        assert_eq!(
+            found[0].to_string(),
+            "$.a.b[1] matches gitlab-token (gitleaks:gitlab-pat)"
+        );
+        let keyed = crate::canonical::parse(
+            r#"{"m":{"AIzaSyA1234567890abcdefghijklmnopqrstuv":{"glpat-ABCDEFGHIJKLMNOPQRST":1}}}"#,
+        )
+        .unwrap();
+        let found = scan(&keyed);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].to_string(),
+            "a key of $.m matches google-api-key (gitleaks:gcp-api-key)"
+        );
+        assert_eq!(Profile::Reference.check(&keyed), Ok(()));
+        assert_eq!(Profile::Strict.check(&keyed), Err(found[0].clone()));
+        assert!(Profile::Strict.check_text("::", "component").is_err());
+        assert_eq!(Profile::Reference.check_text("::", "component"), Ok(()));
+    }
+}
