@@ -1288,7 +1288,9 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
-        let options = Options::new(sig());
+        let mut options = Options::new(sig());
+        // The reference's manifests name reference-layout paths.
+        options.layout = Some(Layout::Reference);
         assert_eq!(options.privacy, Profile::Strict);
         let jobs = expected.as_array().unwrap();
         assert_eq!(jobs.len(), 24);

@@ -648,19 +648,26 @@ mod tests {
             let spool = Spool::open(&spool_dir).unwrap();
             let out = Root::open(&out_dir, OUTPUT_ROOT_LABEL).unwrap();
             let stop = Arc::new(AtomicBool::new(false));
+            let started = Arc::new(AtomicBool::new(false));
             let swapper = {
                 let stop = stop.clone();
+                let started = started.clone();
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         for (dir, name, link) in &swaps {
                             n += u64::from(exchange(dir, name, link));
                         }
+                        started.store(n > 0, Ordering::Relaxed);
                         std::thread::yield_now();
                     }
                     n
                 })
             };
+            // On a loaded machine the seal could finish before the swapper first runs.
+            while !started.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
             let result = seal(&spool, Some(&out), 0, &quick);
             stop.store(true, Ordering::Relaxed);
             assert!(swapper.join().unwrap() > 0);
