@@ -61,6 +61,9 @@ pub enum Error {
     File(#[from] files::Error),
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// A compacted month of the tip cannot be read (invalid manifest, altered segment).
+    #[error(transparent)]
+    Compacted(#[from] crate::view::Error),
     #[error(
         "{0} is neither a sealed spool root (with .clawsweeper-repair/action-events) nor a shard root (with ledger/v1/events)"
     )]
@@ -708,10 +711,11 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>) -> Result<Plan, Error> {
         }
     }
 
-    // 3. Payloads.
+    // 3. Payloads (a compacted shard path is present with its original bytes, design.md §7).
+    let view = crate::view::View::new(snap);
     let mut manifest = Manifest::default();
     for s in &batch.shards {
-        match snap.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
+        match view.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
             None => {
                 manifest.created += 1;
                 additions.push((s.path.clone(), s.content.clone().into_bytes()));

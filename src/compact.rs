@@ -1,0 +1,821 @@
+//! Compaction (design.md §7): after a retention window, each month's hot shards fold into
+//! digest-verified monthly segments ([`crate::segment`]) and the shard files are removed in the
+//! same commit. History is never rewritten: the compaction commit is an ordinary child of the
+//! tip, so every earlier commit (and every original shard blob) stays reachable.
+//!
+//! # What a compaction does
+//!
+//! For each month that ends at or before `now − retention_days` (a month is eligible when its
+//! last instant is older than the window), every hot shard under `ledger/v1/events/YYYY/MM/` is
+//! read and checked to be exactly reproducible from its lines ([`segment::Foldable`]); those that
+//! are not are **refused** (left hot, reported with the reason). The rest are packed, in path
+//! order, into new segment files numbered after the month's existing ones, and `manifest.json`
+//! is written (generation 1) or replaced by a superset (generation + 1, the late-fold rule of
+//! [`crate::segment`]). Bindings, reservations and completion markers are not touched: they keep
+//! naming the original shard paths, which readers resolve through [`crate::view`].
+//!
+//! # The only write path: prepare, then one commit point
+//!
+//! 1. **Prepare**: plan against the tip (everything is read and checked, every new manifest
+//!    entry is cut back out of its segment and compared with the original bytes), then write the
+//!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
+//!    parent is the tip. No ref moves.
+//! 2. **Commit point**: the same compare-and-swap as `publish` ([`Store::update_ref`]). When
+//!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
+//!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
+//!    retried with jittered backoff, within [`Options::max_attempts`].
+//!
+//! If the process dies before the commit point the ref is unchanged (unreachable objects at
+//! most); after it, the compaction is complete. Running it again changes nothing (no commit).
+//! One commit folds at most [`Options::max_commit_bytes`] of shard bytes; a larger backlog is
+//! folded by further commits of the same run (each a late fold of the previous one).
+//!
+//! # Proving a compaction (verify)
+//!
+//! [`check_revision`] checks every month's manifest against the segment bytes (sha256 of each
+//! segment and of each cut-out shard, replay digest, event count) and that nothing under a
+//! compacted month is missing or extra. [`check_range`] is the push rule: a shard file may be
+//! deleted only when the new tree's manifest has an entry with the sha256 of the deleted bytes
+//! that its segment reproduces; a replaced manifest must extend the old one
+//! ([`segment::Manifest::extends`]). Findings are [`Problem`]s; `verify` maps them to its rules.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::PathBuf;
+
+use crate::identity::Digest;
+use crate::segment::{self, Foldable, Manifest, Month};
+use crate::shard;
+use crate::store::{self, CommitId, Signature, Snapshot, Store};
+use crate::view::{self, ManifestState, View};
+
+/// Retention window used when none is given: 90 days.
+pub const DEFAULT_RETENTION_DAYS: u32 = 90;
+/// Shard bytes folded by one commit when none is given: 256 MiB.
+pub const DEFAULT_MAX_COMMIT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Why a compaction could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// A month's existing manifest or segments cannot be read as valid.
+    #[error(transparent)]
+    View(#[from] view::Error),
+    #[error(transparent)]
+    Segment(#[from] segment::Error),
+    /// A segment file that compaction would create is already in the tree, unlisted.
+    #[error(
+        "{path} already exists but no manifest lists it: run `action-ledger verify` and remove the stray file before compacting"
+    )]
+    StraySegment {
+        /// The segment path.
+        path: String,
+    },
+    /// The ref kept moving.
+    #[error(
+        "ref {ref_name} kept moving: gave up after {attempts} attempts; run the compaction again"
+    )]
+    Contention {
+        /// The ledger ref.
+        ref_name: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// Another writer holds the ref lock for too long.
+    #[error(
+        "the ref lock {} is held and was not released within about 5 s; if no writer is running, remove it (ref {ref_name})",
+        lock.display()
+    )]
+    RefLocked {
+        /// The ledger ref.
+        ref_name: String,
+        /// The lock file.
+        lock: PathBuf,
+    },
+}
+
+/// Knobs of a compaction; the clock is an input (`now_seconds`), never read here.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Full ref name of the ledger (default `refs/heads/main`).
+    pub ref_name: String,
+    /// Author and committer of the compaction commit.
+    pub signature: Signature,
+    /// Months that end more than this many days before `now_seconds` are compacted (default 90).
+    pub retention_days: u32,
+    /// The current time, seconds since the Unix epoch.
+    pub now_seconds: i64,
+    /// Compare-and-swap attempts per commit when the ref moves (default 64).
+    pub max_attempts: u32,
+    /// Shard bytes folded by one commit (default 256 MiB); at least one shard is always folded.
+    pub max_commit_bytes: u64,
+}
+
+impl Options {
+    /// Defaults with the given signature and clock.
+    pub fn new(signature: Signature, now_seconds: i64) -> Options {
+        Options {
+            ref_name: "refs/heads/main".into(),
+            signature,
+            retention_days: DEFAULT_RETENTION_DAYS,
+            now_seconds,
+            max_attempts: 64,
+            max_commit_bytes: DEFAULT_MAX_COMMIT_BYTES,
+        }
+    }
+
+    /// Whether `month` ends before the retention window: its last instant is at or before
+    /// `now − retention_days`.
+    pub fn is_eligible(&self, month: Month) -> bool {
+        let cutoff = self.now_seconds - i64::from(self.retention_days) * 86_400;
+        month.next().start_epoch_seconds() <= cutoff
+    }
+}
+
+/// What one commit does to one month.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MonthFold {
+    pub month: Month,
+    /// The manifest's generation after the fold (unchanged when only duplicates were removed).
+    pub generation: u32,
+    /// Hot shards folded into new segments.
+    pub shards: usize,
+    /// Events in them.
+    pub events: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// New segment files (full paths).
+    pub segments: Vec<String>,
+    /// Hot shard files removed (the folded ones, plus hot copies the manifest already proved).
+    pub removed: Vec<String>,
+    /// sha256 of the new manifest file.
+    pub manifest_sha256: Option<Digest>,
+}
+
+/// A hot shard that compaction leaves hot, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Everything one compaction commit would write, computed against one snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub months: Vec<MonthFold>,
+    pub refused: Vec<Refusal>,
+    /// New files: segments and manifests.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Hot shard files removed.
+    pub removals: Vec<String>,
+    /// Eligible shards left for a further commit (over [`Options::max_commit_bytes`]).
+    pub remaining: usize,
+}
+
+impl Plan {
+    /// Whether the plan changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.removals.is_empty()
+    }
+}
+
+/// Plans one compaction commit on `snap` (see the module docs). Reads only the hot shards of
+/// eligible months and their manifests.
+///
+/// # Errors
+/// [`Error::View`] for an existing manifest that is not valid, [`Error::StraySegment`],
+/// [`Error::Segment`], [`Error::Store`].
+pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
+    let view = View::new(snap);
+    let mut by_month: BTreeMap<Month, Vec<String>> = BTreeMap::new();
+    for path in snap.list_files(shard::EVENTS_ROOT)? {
+        if let Some(month) = Month::of_shard(&path)
+            && options.is_eligible(month)
+        {
+            by_month.entry(month).or_default().push(path);
+        }
+    }
+    let mut plan = Plan::default();
+    let mut budget = options.max_commit_bytes;
+    let mut folded_any = false;
+    for (month, paths) in by_month {
+        let existing = view.manifest(month)?;
+        let mut foldable: Vec<Foldable> = Vec::new();
+        let mut proven: Vec<String> = Vec::new();
+        for path in paths {
+            let refuse = |reason: String| Refusal {
+                path: path.clone(),
+                reason,
+            };
+            let bytes = match snap.read(&path, shard::MAX_BYTES as u64) {
+                Ok(Some(b)) => b,
+                Ok(None) => continue,
+                Err(store::Error::TooLarge { max, .. }) => {
+                    plan.refused
+                        .push(refuse(format!("it is larger than {max} bytes")));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(entry) = existing.as_deref().and_then(|m| m.entry(&path)) {
+                if Digest::of(&bytes) == entry.sha256 {
+                    proven.push(path);
+                } else {
+                    plan.refused.push(refuse(
+                        "the month's manifest already lists other bytes under this path".into(),
+                    ));
+                }
+                continue;
+            }
+            let Ok(text) = String::from_utf8(bytes) else {
+                plan.refused.push(refuse("it is not UTF-8".into()));
+                continue;
+            };
+            let size = text.len() as u64;
+            if folded_any && size > budget {
+                plan.remaining += 1;
+                continue;
+            }
+            match Foldable::new(&path, text) {
+                Ok(f) => {
+                    budget = budget.saturating_sub(size);
+                    folded_any = true;
+                    foldable.push(f);
+                }
+                Err(segment::Error::NotFoldable { reason, .. }) => {
+                    plan.refused.push(refuse(reason));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if foldable.is_empty() && proven.is_empty() {
+            continue;
+        }
+        let mut fold = MonthFold {
+            month,
+            generation: existing.as_ref().map_or(0, |m| m.generation),
+            shards: foldable.len(),
+            events: foldable.iter().map(|f| u64::from(f.events)).sum(),
+            bytes: foldable.iter().map(|f| f.content.len() as u64).sum(),
+            segments: Vec::new(),
+            removed: Vec::new(),
+            manifest_sha256: None,
+        };
+        if !foldable.is_empty() {
+            let segment::Folded { manifest, files } =
+                segment::fold(month, existing.as_deref(), &foldable)?;
+            for (path, _) in &files {
+                if snap.exists(path)? {
+                    return Err(Error::StraySegment { path: path.clone() });
+                }
+            }
+            let text = manifest.to_text();
+            fold.generation = manifest.generation;
+            fold.manifest_sha256 = Some(Digest::of(&text));
+            fold.segments = files.iter().map(|(p, _)| p.clone()).collect();
+            plan.files.extend(files);
+            plan.files.push((month.manifest_path(), text.into_bytes()));
+        }
+        fold.removed = foldable.into_iter().map(|f| f.path).chain(proven).collect();
+        fold.removed.sort();
+        plan.removals.extend(fold.removed.iter().cloned());
+        plan.months.push(fold);
+    }
+    Ok(plan)
+}
+
+/// Whether a compaction changed the ref.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// At least one commit landed.
+    Created,
+    /// Nothing to fold: no commit.
+    Unchanged,
+}
+
+/// The result of [`compact`].
+#[derive(Clone, Debug)]
+pub struct Compaction {
+    pub status: Status,
+    /// Commits that landed, oldest first.
+    pub commits: Vec<CommitId>,
+    /// The ref's value afterwards.
+    pub tip: Option<CommitId>,
+    /// Compare-and-swap attempts over all commits (one per commit when nobody interfered).
+    pub attempts: u32,
+    /// What each landed commit did, per month.
+    pub months: Vec<MonthFold>,
+    /// Hot shards left hot, with the reason (from the last plan).
+    pub refused: Vec<Refusal>,
+}
+
+/// Plans on `tip` and, when the plan changes anything, writes its commit (no ref moves).
+///
+/// # Errors
+/// As [`plan`], and [`Error::Store`] when writing fails.
+pub fn build_on(
+    store: &Store,
+    tip: Option<CommitId>,
+    options: &Options,
+) -> Result<(Plan, Option<CommitId>), Error> {
+    let snap = store.snapshot(tip)?;
+    let plan = plan(&snap, options)?;
+    drop(snap);
+    if plan.is_empty() {
+        return Ok((plan, None));
+    }
+    let commit = store.write_commit_with(
+        tip,
+        &plan.files,
+        &plan.removals,
+        true,
+        &commit_message(&plan),
+        &options.signature,
+    )?;
+    Ok((plan, Some(commit)))
+}
+
+/// Compacts the ledger at `options.ref_name`: plan, commit, compare-and-swap; re-planned on a
+/// moved ref; repeated while eligible shards remain (see the module docs).
+///
+/// # Errors
+/// As [`build_on`]; [`Error::Contention`] after `max_attempts` lost races for one commit;
+/// [`Error::RefLocked`] when the lock stays held.
+pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
+    let mut result = Compaction {
+        status: Status::Unchanged,
+        commits: Vec::new(),
+        tip: None,
+        attempts: 0,
+        months: Vec::new(),
+        refused: Vec::new(),
+    };
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        result.attempts += 1;
+        let tip = store.tip(&options.ref_name)?;
+        let (plan, commit) = build_on(store, tip, options)?;
+        let Some(commit) = commit else {
+            result.tip = tip;
+            result.refused = plan.refused;
+            return Ok(result);
+        };
+        let message = "action-ledger compact";
+        let mut landed = store.update_ref(&options.ref_name, tip, commit, message);
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        while matches!(landed, Err(store::Error::RefLocked { .. }))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            landed = store.update_ref(&options.ref_name, tip, commit, message);
+        }
+        match landed {
+            Ok(()) => {
+                result.status = Status::Created;
+                result.commits.push(commit);
+                result.months.extend(plan.months);
+                attempts = 0;
+            }
+            Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
+                crate::publish::backoff(attempts);
+            }
+            Err(store::Error::RefMoved { .. }) => {
+                return Err(Error::Contention {
+                    ref_name: options.ref_name.clone(),
+                    attempts,
+                });
+            }
+            Err(store::Error::RefLocked { .. }) => {
+                return Err(Error::RefLocked {
+                    ref_name: options.ref_name.clone(),
+                    lock: store.git_dir().join(format!("{}.lock", options.ref_name)),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// How long a held ref lock is waited for.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn commit_message(plan: &Plan) -> String {
+    let shards: usize = plan.months.iter().map(|m| m.shards).sum();
+    let segments: usize = plan.months.iter().map(|m| m.segments.len()).sum();
+    let months: Vec<String> = plan.months.iter().map(|m| m.month.to_string()).collect();
+    let mut msg = format!(
+        "ledger: compact {shards} shard(s) of {} into {segments} segment(s)\n\n",
+        months.join(", ")
+    );
+    for m in &plan.months {
+        if let Some(sha) = &m.manifest_sha256 {
+            msg.push_str(&format!(
+                "Ledger-Segment-Manifest: {} {sha}\n",
+                m.month.manifest_path()
+            ));
+        }
+    }
+    msg
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proving compactions (used by verify)
+
+/// The kind of a compaction finding; `verify` maps each to a stable rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProblemKind {
+    /// `manifest.json` is not a valid canonical manifest.
+    ManifestInvalid,
+    /// A segment file's sha256, size or line count differs from its manifest entry.
+    SegmentDigestMismatch,
+    /// A shard entry's sha256, replay digest or event count differs from the bytes its line
+    /// range holds.
+    EntryMismatch,
+    /// A segment the manifest lists is absent, or shorter than an entry's line range.
+    CompactedMissing,
+    /// A segment file no manifest lists, or a hot shard file the manifest also lists.
+    CompactedExtra,
+    /// A deleted shard whose bytes the new manifest's entry does not prove.
+    DeletionUnproven,
+    /// A replaced manifest that drops or changes what the old one proved.
+    ManifestNotSuperset,
+    /// A shard deleted with no manifest entry at all (an ordinary deletion).
+    Deleted,
+}
+
+/// One compaction finding at one path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub path: String,
+    pub kind: ProblemKind,
+    pub detail: String,
+}
+
+/// The result of checking compacted months.
+#[derive(Clone, Debug, Default)]
+pub struct Checked {
+    pub problems: Vec<Problem>,
+    /// Compacted shard paths to verify as shards: for a revision, every path a valid manifest
+    /// lists that is not hot; for a range, the listed paths new to the ledger (neither hot nor
+    /// compacted before the range).
+    pub shards: Vec<String>,
+}
+
+/// Checks every compacted month of a revision. `segment_files` are the tree's paths under
+/// `ledger/v1/segments/` that [`segment::parse_path`] accepts; `is_hot` tells whether a shard
+/// path is a file in the tree.
+///
+/// # Errors
+/// [`store::Error`] when the tree cannot be read.
+pub fn check_revision(
+    view: &View<'_, '_>,
+    segment_files: &[String],
+    is_hot: impl Fn(&str) -> bool,
+) -> Result<Checked, store::Error> {
+    let mut months: BTreeMap<Month, BTreeSet<String>> = BTreeMap::new();
+    for path in segment_files {
+        if let Some(file) = segment::parse_path(path) {
+            months.entry(file.month()).or_default().insert(path.clone());
+        }
+    }
+    let mut out = Checked::default();
+    for (month, files) in months {
+        if let Some(m) = check_month(view, month, &files, None, &is_hot, &mut out.problems)? {
+            out.shards.extend(
+                m.shards
+                    .iter()
+                    .filter(|e| !is_hot(&e.path))
+                    .map(|e| e.path.clone()),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// What a push range changed that concerns compaction (filled by `verify` from the diff).
+#[derive(Clone, Debug, Default)]
+pub struct RangeChanges {
+    /// Deleted shard files.
+    pub deleted_shards: Vec<String>,
+    /// Replaced `manifest.json` files.
+    pub modified_manifests: Vec<String>,
+    /// Added files under `ledger/v1/segments/` that [`segment::parse_path`] accepts.
+    pub added: Vec<String>,
+}
+
+/// Checks the compaction part of a push from `old` to the tree of `view`: each touched month's
+/// new manifest and new segments, the superset rule for a replaced manifest, and that every
+/// deleted shard is proven by an entry whose segment reproduces the deleted bytes.
+///
+/// # Errors
+/// [`store::Error`] when a tree cannot be read.
+pub fn check_range(
+    store: &Store,
+    old: Option<CommitId>,
+    view: &View<'_, '_>,
+    changes: &RangeChanges,
+) -> Result<Checked, store::Error> {
+    let old_snap = store.snapshot(old)?;
+    let old_view = View::new(&old_snap);
+    let new_snap = view.snapshot();
+    let mut touched: BTreeMap<Month, BTreeSet<String>> = BTreeMap::new();
+    for p in &changes.deleted_shards {
+        if let Some(m) = Month::of_shard(p) {
+            touched.entry(m).or_default();
+        }
+    }
+    let modified: HashSet<&str> = changes
+        .modified_manifests
+        .iter()
+        .map(String::as_str)
+        .collect();
+    for p in changes.modified_manifests.iter().chain(&changes.added) {
+        if let Some(file) = segment::parse_path(p) {
+            let files = touched.entry(file.month()).or_default();
+            if changes.added.contains(p) {
+                files.insert(p.clone());
+            }
+        }
+    }
+    let deleted: HashSet<&str> = changes.deleted_shards.iter().map(String::as_str).collect();
+    let is_hot = |p: &str| new_snap.exists(p).unwrap_or(false);
+    let mut out = Checked::default();
+    for (month, files) in touched {
+        let manifest_path = month.manifest_path();
+        let old_state = old_view.manifest_state(month)?;
+        let since = match (&old_state, modified.contains(manifest_path.as_str())) {
+            (ManifestState::Valid(old), false) => Some(old.clone()),
+            (ManifestState::Valid(old), true) => match view.manifest_state(month)? {
+                ManifestState::Valid(new) => match new.extends(old) {
+                    Ok(()) => Some(old.clone()),
+                    Err(why) => {
+                        out.problems.push(Problem {
+                            path: manifest_path.clone(),
+                            kind: ProblemKind::ManifestNotSuperset,
+                            detail: format!("the replaced manifest is not a superset: {why}"),
+                        });
+                        None
+                    }
+                },
+                // The new manifest's own finding is reported by check_month.
+                _ => None,
+            },
+            (ManifestState::Invalid(_), true) => {
+                out.problems.push(Problem {
+                    path: manifest_path.clone(),
+                    kind: ProblemKind::ManifestNotSuperset,
+                    detail: "the replaced manifest was not valid, so nothing proves the replacement keeps what it listed".into(),
+                });
+                None
+            }
+            _ => None,
+        };
+        let new = check_month(
+            view,
+            month,
+            &files,
+            since.as_deref(),
+            &is_hot,
+            &mut out.problems,
+        )?;
+        let failed: HashSet<&str> = out
+            .problems
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.kind,
+                    ProblemKind::EntryMismatch | ProblemKind::CompactedMissing
+                )
+            })
+            .map(|p| p.path.as_str())
+            .collect();
+        let mut proofs = Vec::new();
+        for path in changes
+            .deleted_shards
+            .iter()
+            .filter(|p| Month::of_shard(p) == Some(month))
+        {
+            let entry = new.as_deref().and_then(|m| m.entry(path));
+            let Some(entry) = entry else {
+                proofs.push(Problem {
+                    path: path.clone(),
+                    kind: ProblemKind::Deleted,
+                    detail: "an existing ledger file was deleted".into(),
+                });
+                continue;
+            };
+            let old_bytes = match old_snap.read(path, shard::MAX_BYTES as u64) {
+                Ok(b) => b,
+                Err(store::Error::TooLarge { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            let same_bytes = old_bytes.is_some_and(|b| Digest::of(&b) == entry.sha256);
+            if !same_bytes || failed.contains(path.as_str()) {
+                proofs.push(Problem {
+                    path: path.clone(),
+                    kind: ProblemKind::DeletionUnproven,
+                    detail: format!(
+                        "deleted, but the entry in {manifest_path} does not prove its exact bytes"
+                    ),
+                });
+            }
+        }
+        out.problems.extend(proofs);
+        if let Some(new) = new {
+            for e in &new.shards {
+                let listed_before = since.as_deref().is_some_and(|m| m.entry(&e.path).is_some());
+                if !listed_before
+                    && !deleted.contains(e.path.as_str())
+                    && !old_snap.exists(&e.path)?
+                {
+                    out.shards.push(e.path.clone());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Checks one month: its manifest, the segments and entries not already proven by `since` (all
+/// when `None`), segment files in `files` that the manifest does not list, and hot shards that
+/// are also listed. Returns the manifest when it is valid.
+fn check_month(
+    view: &View<'_, '_>,
+    month: Month,
+    files: &BTreeSet<String>,
+    since: Option<&Manifest>,
+    is_hot: &impl Fn(&str) -> bool,
+    problems: &mut Vec<Problem>,
+) -> Result<Option<std::rc::Rc<Manifest>>, store::Error> {
+    let mut problem = |path: &str, kind, detail: String| {
+        problems.push(Problem {
+            path: path.to_owned(),
+            kind,
+            detail,
+        })
+    };
+    let manifest_path = month.manifest_path();
+    let m = match view.manifest_state(month)? {
+        ManifestState::Valid(m) => m,
+        ManifestState::Absent => {
+            for f in files {
+                problem(
+                    f,
+                    ProblemKind::CompactedExtra,
+                    format!("a segment file without {manifest_path}"),
+                );
+            }
+            return Ok(None);
+        }
+        ManifestState::Invalid(e) => {
+            let detail = match e {
+                segment::Error::InvalidManifest { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            problem(&manifest_path, ProblemKind::ManifestInvalid, detail);
+            return Ok(None);
+        }
+    };
+    for f in files {
+        if let Some(segment::SegmentFile::Segment(_, index)) = segment::parse_path(f)
+            && index as usize > m.segments.len()
+        {
+            problem(
+                f,
+                ProblemKind::CompactedExtra,
+                format!("a segment file that {manifest_path} does not list"),
+            );
+        }
+    }
+    let mut broken: HashSet<&str> = HashSet::new();
+    for (i, s) in m.segments.iter().enumerate() {
+        if since.is_some_and(|old| old.segments.get(i) == Some(s)) {
+            continue;
+        }
+        let path = month.segment_path(&s.name);
+        match view.segment(month, &s.name) {
+            Ok(None) => {
+                problem(
+                    &path,
+                    ProblemKind::CompactedMissing,
+                    format!("listed by {manifest_path} but missing"),
+                );
+                broken.insert(&s.name);
+            }
+            Err(store::Error::TooLarge { max, .. }) => {
+                problem(
+                    &path,
+                    ProblemKind::SegmentDigestMismatch,
+                    format!("larger than the {max}-byte segment cap"),
+                );
+                broken.insert(&s.name);
+            }
+            Err(e) => return Err(e),
+            Ok(Some(lines)) => {
+                let sha = Digest::of(lines.bytes());
+                if sha != s.sha256
+                    || lines.bytes().len() as u64 != s.bytes
+                    || lines.count() != s.lines as usize
+                {
+                    problem(
+                        &path,
+                        ProblemKind::SegmentDigestMismatch,
+                        format!(
+                            "sha256 {sha}, {} bytes, {} lines; {manifest_path} lists sha256 {}, {} bytes, {} lines",
+                            lines.bytes().len(),
+                            lines.count(),
+                            s.sha256,
+                            s.bytes,
+                            s.lines
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for e in &m.shards {
+        if since.is_some_and(|old| old.entry(&e.path) == Some(e)) {
+            continue;
+        }
+        if is_hot(&e.path) {
+            problem(
+                &e.path,
+                ProblemKind::CompactedExtra,
+                format!("a hot shard file that {manifest_path} also lists"),
+            );
+        }
+        if broken.contains(e.segment.as_str()) {
+            continue;
+        }
+        let range = format!(
+            "{} lines {}..{}",
+            e.segment,
+            e.first_line,
+            e.first_line + e.lines - 1
+        );
+        let Some(bytes) = view.cut(month, e)? else {
+            problem(
+                &e.path,
+                ProblemKind::CompactedMissing,
+                format!("{range} are not in the segment"),
+            );
+            continue;
+        };
+        let sha = Digest::of(&bytes);
+        if sha != e.sha256 {
+            problem(
+                &e.path,
+                ProblemKind::EntryMismatch,
+                format!(
+                    "{range} have sha256 {sha}; {manifest_path} lists {}",
+                    e.sha256
+                ),
+            );
+            continue;
+        }
+        // Lines that are not canonical events are reported by the shard checks.
+        if let Some((events, replay)) = replay_of_lines(&bytes)
+            && (events != e.events as usize || replay != e.replay_sha256)
+        {
+            problem(
+                &e.path,
+                ProblemKind::EntryMismatch,
+                format!(
+                    "{range} hold {events} events with replay digest {replay}; {manifest_path} lists {} events with {}",
+                    e.events, e.replay_sha256
+                ),
+            );
+        }
+    }
+    Ok(Some(m))
+}
+
+/// Event count and replay digest of shard bytes whose lines are canonical JSON, without the full
+/// event validation (the shard checks of `verify` do that once): for a valid event, the parsed
+/// canonical line is its record, and its replay JSON drops `recorded_at`, and `occurred_at`
+/// unless `occurred_at_source` is `"source"` ([`crate::event::Event::replay_json`]). `None`
+/// when a line is not canonical JSON or the bytes are not newline-terminated lines.
+fn replay_of_lines(bytes: &[u8]) -> Option<(usize, Digest)> {
+    use crate::canonical::{self, Value};
+    let text = std::str::from_utf8(bytes).ok()?.strip_suffix('\n')?;
+    let mut replay = String::with_capacity(text.len());
+    let mut count = 0;
+    for line in text.split('\n') {
+        let value = canonical::parse(line).ok()?;
+        if canonical::to_canonical_unchecked(&value) != line {
+            return None;
+        }
+        let Value::Object(mut record) = value else {
+            return None;
+        };
+        record.remove("recorded_at");
+        if record.get("occurred_at_source").and_then(Value::as_str) != Some("source") {
+            record.remove("occurred_at");
+        }
+        replay.push_str(&canonical::to_canonical_unchecked(&Value::Object(record)));
+        replay.push('\n');
+        count += 1;
+    }
+    Some((count, Digest::of(replay)))
+}
