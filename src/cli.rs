@@ -2571,4 +2571,91 @@ mod tests {
             run_finality(tmp, T1, &["verify", "--repo", repo])
         );
     }
+
+    /// Copies day1 job 008 (two shards, 63 events) below `root`.
+    fn fixture_job(root: &Path) {
+        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        );
+        for e in walkdir::WalkDir::new(&job) {
+            let e = e.unwrap();
+            let to = root.join(e.path().strip_prefix(&job).unwrap());
+            if e.file_type().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn compact_and_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_job(&tmp.join("job"));
+        let repo = ["--repo", "[TMP]/state.git"];
+        let with = |cmd: &[&str], rest: &[&str]| -> Vec<String> {
+            cmd.iter()
+                .chain(&repo)
+                .chain(rest)
+                .map(|s| (*s).to_owned())
+                .collect()
+        };
+        let cli = |args: Vec<String>| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(tmp, &args)
+        };
+        let published = cli(with(&["-q", "publish"], &["[TMP]/job"]));
+        assert!(published.starts_with("exit: 0"), "{published}");
+        let log_human = with(&["log"], &["--operation", "c1a023ed15b2"]);
+        let log_json = with(
+            &["log", "--json"],
+            &["--subject", "openclaw/openclaw#41979"],
+        );
+        let log_all = with(&["-q", "log", "--json"], &[]);
+        let (before_human, before_json, before_all) = (
+            cli(log_human.clone()),
+            cli(log_json.clone()),
+            cli(log_all.clone()),
+        );
+        insta::assert_snapshot!("log_operation", before_human);
+        insta::assert_snapshot!("log_subject_json", before_json);
+        assert_eq!(before_all.lines().count(), 63 + 3);
+        let window = ["--now", "2026-05-01", "--retention-days", "1"];
+        insta::assert_snapshot!(
+            "compact_inside_window",
+            cli(with(
+                &["compact"],
+                &["--now", "2026-04-15T12:00:00Z", "--retention-days", "30"]
+            ))
+        );
+        insta::assert_snapshot!(
+            "compact_dry_run",
+            cli(with(&["compact", "--dry-run"], &window))
+        );
+        insta::assert_snapshot!("compact", cli(with(&["compact"], &window)));
+        insta::assert_snapshot!(
+            "compact_again_json",
+            cli(with(&["compact", "--json"], &window))
+        );
+        // Readers see the same ledger.
+        assert_eq!(cli(log_human), before_human);
+        assert_eq!(cli(log_json), before_json);
+        assert_eq!(cli(log_all), before_all);
+        insta::assert_snapshot!("compact_verify", cli(with(&["verify"], &[])));
+        insta::assert_snapshot!(
+            "compact_replay",
+            cli(with(&["-q", "publish"], &["[TMP]/job"]))
+        );
+        insta::assert_snapshot!(
+            "log_usage_errors",
+            [
+                cli(with(&["log"], &["--subject", "not a repo"])),
+                cli(with(&["log"], &["--operation", "XYZ"])),
+                cli(with(&["log"], &["--since", "2026-02-30"])),
+                cli(with(&["compact"], &["--now", "yesterday"])),
+            ]
+            .join("\n")
+        );
+    }
 }

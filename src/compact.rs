@@ -109,6 +109,8 @@ pub struct Options {
     pub max_attempts: u32,
     /// Shard bytes folded by one commit (default 256 MiB); at least one shard is always folded.
     pub max_commit_bytes: u64,
+    /// Caps of new segments (default the format's, [`segment::Caps::MAX`]).
+    pub segment_caps: segment::Caps,
 }
 
 impl Options {
@@ -121,6 +123,7 @@ impl Options {
             now_seconds,
             max_attempts: 64,
             max_commit_bytes: DEFAULT_MAX_COMMIT_BYTES,
+            segment_caps: segment::Caps::MAX,
         }
     }
 
@@ -263,7 +266,7 @@ pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
         };
         if !foldable.is_empty() {
             let segment::Folded { manifest, files } =
-                segment::fold(month, existing.as_deref(), &foldable)?;
+                segment::fold(month, existing.as_deref(), &foldable, options.segment_caps)?;
             for (path, _) in &files {
                 if snap.exists(path)? {
                     return Err(Error::StraySegment { path: path.clone() });
@@ -579,17 +582,6 @@ pub fn check_range(
             &is_hot,
             &mut out.problems,
         )?;
-        let failed: HashSet<&str> = out
-            .problems
-            .iter()
-            .filter(|p| {
-                matches!(
-                    p.kind,
-                    ProblemKind::EntryMismatch | ProblemKind::CompactedMissing
-                )
-            })
-            .map(|p| p.path.as_str())
-            .collect();
         let mut proofs = Vec::new();
         for path in changes
             .deleted_shards
@@ -610,8 +602,12 @@ pub fn check_range(
                 Err(store::Error::TooLarge { .. }) => None,
                 Err(e) => return Err(e),
             };
+            // Proven: the entry names the deleted bytes, and its segment reproduces them.
             let same_bytes = old_bytes.is_some_and(|b| Digest::of(&b) == entry.sha256);
-            if !same_bytes || failed.contains(path.as_str()) {
+            let reproduced = view
+                .cut(month, entry)?
+                .is_some_and(|b| Digest::of(&b) == entry.sha256);
+            if !same_bytes || !reproduced {
                 proofs.push(Problem {
                     path: path.clone(),
                     kind: ProblemKind::DeletionUnproven,
@@ -624,7 +620,8 @@ pub fn check_range(
         out.problems.extend(proofs);
         if let Some(new) = new {
             for e in &new.shards {
-                let listed_before = since.as_deref().is_some_and(|m| m.entry(&e.path).is_some());
+                let listed_before =
+                    matches!(&old_state, ManifestState::Valid(m) if m.entry(&e.path).is_some());
                 if !listed_before
                     && !deleted.contains(e.path.as_str())
                     && !old_snap.exists(&e.path)?
@@ -818,4 +815,583 @@ fn replay_of_lines(bytes: &[u8]) -> Option<(usize, Digest)> {
         count += 1;
     }
     Some((count, Digest::of(replay)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::{self, Value};
+    use crate::publish;
+    use crate::verify::{self, Report};
+    use std::path::Path;
+
+    const MAIN: &str = "refs/heads/main";
+    /// 2026-05-01T00:00:00Z: with a retention of one day, March 2026 is eligible.
+    const MAY_FIRST: i64 = 1_777_593_600;
+
+    fn sig() -> Signature {
+        Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        }
+    }
+
+    fn manifest_dir() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn job(prefix: &str) -> PathBuf {
+        let dir = manifest_dir().join("testdata/corpus/day1/shards");
+        let name = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|n| n.starts_with(prefix))
+            .unwrap();
+        dir.join(name)
+    }
+
+    fn new_store(dir: &Path) -> Store {
+        Store::open_or_init_bare(&dir.join("state.git"), MAIN).unwrap()
+    }
+
+    fn publish_job(store: &Store, prefix: &str) -> publish::Publication {
+        publish::publish(store, &job(prefix), &publish::Options::new(sig())).unwrap()
+    }
+
+    /// Small segments, so that two day1 jobs fill several.
+    fn options() -> Options {
+        let mut o = Options::new(sig(), MAY_FIRST);
+        o.retention_days = 1;
+        o.segment_caps = segment::Caps {
+            bytes: 256 * 1024,
+            lines: segment::MAX_SEGMENT_LINES,
+        };
+        o
+    }
+
+    /// The canonical event lines of a revision, as `log --json` prints them.
+    fn log_lines(store: &Store, commit: Option<CommitId>) -> Vec<String> {
+        let snap = store.snapshot(commit).unwrap();
+        let view = View::new(&snap);
+        let mut lines = Vec::new();
+        crate::log::stream(&view, &crate::log::Filter::default(), &mut |e| {
+            lines.push(e.json.to_owned());
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        lines
+    }
+
+    /// The same lines straight from the jobs' shard files: every shard in path order.
+    fn expected_lines(jobs: &[&str]) -> Vec<String> {
+        let mut files: Vec<(String, PathBuf)> = Vec::new();
+        for j in jobs {
+            let root = job(j);
+            for e in walkdir::WalkDir::new(&root) {
+                let e = e.unwrap();
+                if e.file_type().is_file() {
+                    let rel = e.path().strip_prefix(&root).unwrap().to_string_lossy();
+                    files.push((rel.into_owned(), e.path().to_owned()));
+                }
+            }
+        }
+        files.sort();
+        files
+            .iter()
+            .flat_map(|(_, p)| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    fn rules(report: &Report) -> BTreeSet<&'static str> {
+        report.findings.iter().map(|f| f.rule.code()).collect()
+    }
+
+    fn assert_clean(report: &Report) {
+        assert!(report.is_clean(), "{:#?}", report.findings);
+    }
+
+    /// Day1 jobs 001 and 002 published (P) and compacted (C).
+    struct Base {
+        _dir: tempfile::TempDir,
+        store: Store,
+        before: CommitId,
+        after: CommitId,
+    }
+
+    fn base() -> Base {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        publish_job(&store, "001");
+        let before = publish_job(&store, "002").commit.unwrap();
+        let c = compact(&store, &options()).unwrap();
+        assert_eq!(c.status, Status::Created);
+        Base {
+            _dir: dir,
+            after: c.tip.unwrap(),
+            store,
+            before,
+        }
+    }
+
+    #[test]
+    fn a_compaction_keeps_every_byte_readable_and_verifies() {
+        let b = base();
+        let (store, before, after) = (&b.store, b.before, b.after);
+        assert_eq!(
+            store.parents(after).unwrap(),
+            vec![before],
+            "an ordinary child"
+        );
+        let old = store.snapshot(Some(before)).unwrap();
+        let new = store.snapshot(Some(after)).unwrap();
+        let view = View::new(&new);
+        let hot_before = old.list_files(shard::EVENTS_ROOT).unwrap();
+        assert_eq!(hot_before.len(), 10);
+        assert!(new.list_files(shard::EVENTS_ROOT).unwrap().is_empty());
+        // Every removed shard's exact bytes come back out of the segments.
+        for path in &hot_before {
+            let original = old.read(path, u64::MAX).unwrap().unwrap();
+            assert_eq!(
+                view.read(path, u64::MAX).unwrap().unwrap(),
+                original,
+                "{path}"
+            );
+            assert_eq!(
+                view.read_unchecked(path, u64::MAX).unwrap().unwrap(),
+                original
+            );
+        }
+        assert_eq!(
+            view.shard_paths("ledger/v1/events/2026/03").unwrap(),
+            hot_before
+        );
+        assert_eq!(view.shard_paths("").unwrap(), hot_before);
+        let one_dir = hot_before[0].rsplit_once('/').unwrap().0;
+        assert_eq!(
+            view.shard_paths(one_dir).unwrap(),
+            old.list_files(one_dir).unwrap()
+        );
+        let march = Month::of_date("2026-03").unwrap();
+        let manifest = view.manifest(march).unwrap().unwrap();
+        assert_eq!(manifest.generation, 1);
+        assert!(manifest.segments.len() >= 3, "{:?}", manifest.segments);
+        // Bindings are untouched; the tree lost the shard files.
+        let bindings = |s: &Snapshot<'_>| s.list_files(crate::binding::ROOT).unwrap();
+        assert_eq!(bindings(&old), bindings(&new));
+        assert!(new.list_files("").unwrap().len() < old.list_files("").unwrap().len());
+        // Readers see the same ledger.
+        assert_eq!(
+            log_lines(store, Some(before)),
+            log_lines(store, Some(after))
+        );
+        assert_eq!(
+            log_lines(store, Some(after)),
+            expected_lines(&["001", "002"])
+        );
+        let v_before = verify::verify_revision(store, before).unwrap();
+        let v_after = verify::verify_revision(store, after).unwrap();
+        assert_clean(&v_after);
+        assert_eq!(v_before, v_after, "same counts, no finding");
+        assert_clean(&verify::verify_range(store, Some(before), after).unwrap());
+        assert_clean(&verify::verify_range(store, None, after).unwrap());
+        // Again: nothing to do, no commit.
+        let again = compact(store, &options()).unwrap();
+        assert_eq!(again.status, Status::Unchanged);
+        assert!(again.commits.is_empty());
+        assert_eq!(again.tip, Some(after));
+        assert_eq!(store.tip(MAIN).unwrap(), Some(after));
+    }
+
+    #[test]
+    fn eligibility_is_whole_months_before_the_window() {
+        let march = Month::of_date("2026-03").unwrap();
+        let april_first = march.next().start_epoch_seconds();
+        let mut o = Options::new(sig(), april_first);
+        o.retention_days = 0;
+        assert!(o.is_eligible(march), "ended exactly at now");
+        assert!(!o.is_eligible(march.next()));
+        o.retention_days = 1;
+        assert!(!o.is_eligible(march), "the window reaches into March");
+        o.now_seconds += 86_400;
+        assert!(o.is_eligible(march));
+        let plan = {
+            let dir = tempfile::tempdir().unwrap();
+            let store = new_store(dir.path());
+            publish_job(&store, "008");
+            let tip = store.tip(MAIN).unwrap();
+            let snap = store.snapshot(tip).unwrap();
+            let mut early = options();
+            early.now_seconds = april_first;
+            plan(&snap, &early).unwrap()
+        };
+        assert!(
+            plan.is_empty(),
+            "March is inside a one-day window on April 1"
+        );
+    }
+
+    #[test]
+    fn a_late_replay_is_unchanged_and_a_late_set_lands_hot_then_folds() {
+        let b = base();
+        let store = &b.store;
+        // An exact replay of compacted shards: nothing to write.
+        let replay = publish_job(store, "001");
+        assert_eq!(replay.status, publish::Status::Unchanged);
+        assert_eq!(replay.manifest.unchanged, 4);
+        assert_eq!(store.tip(MAIN).unwrap(), Some(b.after));
+        // A different set under a compacted path is still a conflict.
+        let files = publish::read_source(&job("001"), None).unwrap();
+        let mut f = files[0].clone();
+        let lines: Vec<&str> = f.content.lines().collect();
+        f.content = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+        let batch = publish::validate_batch(&[f], None).unwrap();
+        assert!(publish::publish_batch(store, &batch, &publish::Options::new(sig())).is_err());
+        // A new set for the compacted month lands hot beside the segments.
+        let late = publish_job(store, "003");
+        assert_eq!(late.status, publish::Status::Created);
+        let hot_tip = late.commit.unwrap();
+        let snap = store.snapshot(Some(hot_tip)).unwrap();
+        assert_eq!(snap.list_files(shard::EVENTS_ROOT).unwrap().len(), 4);
+        assert!(
+            snap.exists("ledger/v1/segments/2026/03/manifest.json")
+                .unwrap()
+        );
+        drop(snap);
+        assert_clean(&verify::verify_revision(store, hot_tip).unwrap());
+        assert_clean(&verify::verify_range(store, Some(b.after), hot_tip).unwrap());
+        let all = expected_lines(&["001", "002", "003"]);
+        assert_eq!(log_lines(store, Some(hot_tip)), all);
+        // The next compaction folds it in: new segments, manifest generation 2, a superset.
+        let c = compact(store, &options()).unwrap();
+        assert_eq!(c.status, Status::Created);
+        assert_eq!(c.months.len(), 1);
+        assert_eq!((c.months[0].generation, c.months[0].shards), (2, 4));
+        let folded = c.tip.unwrap();
+        let snap = store.snapshot(Some(folded)).unwrap();
+        let view = View::new(&snap);
+        let march = Month::of_date("2026-03").unwrap();
+        let new = view.manifest(march).unwrap().unwrap();
+        let old_snap = store.snapshot(Some(b.after)).unwrap();
+        let old = View::new(&old_snap).manifest(march).unwrap().unwrap();
+        new.extends(&old).unwrap();
+        assert_eq!(new.shards.len(), 14);
+        assert!(snap.list_files(shard::EVENTS_ROOT).unwrap().is_empty());
+        assert_eq!(log_lines(store, Some(folded)), all);
+        assert_clean(&verify::verify_revision(store, folded).unwrap());
+        assert_clean(&verify::verify_range(store, Some(hot_tip), folded).unwrap());
+        assert_clean(&verify::verify_range(store, Some(b.before), folded).unwrap());
+    }
+
+    /// The compaction was built on the old tip; a publication landed first. The compaction's
+    /// compare-and-swap fails, and the retried compaction folds both.
+    #[test]
+    fn a_compaction_that_loses_the_race_is_rebuilt_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        let first = publish_job(&store, "001").commit;
+        let (plan, built) = build_on(&store, first, &options()).unwrap();
+        assert_eq!(plan.removals.len(), 4);
+        let published = publish_job(&store, "002").commit;
+        match store.update_ref(MAIN, first, built.unwrap(), "compact") {
+            Err(store::Error::RefMoved { actual, .. }) => assert_eq!(actual, published),
+            other => panic!("expected a lost race, got {other:?}"),
+        }
+        let c = compact(&store, &options()).unwrap();
+        assert_eq!(c.months[0].shards, 10, "the publication is folded too");
+        assert_eq!(
+            store.parents(c.tip.unwrap()).unwrap(),
+            vec![published.unwrap()]
+        );
+        assert_eq!(log_lines(&store, c.tip), expected_lines(&["001", "002"]));
+        assert_clean(&verify::verify_revision(&store, c.tip.unwrap()).unwrap());
+    }
+
+    /// Publishers and a compactor at once: every publication lands (re-planned on a compacted
+    /// tip when the compaction won), every compaction lands, no event is lost.
+    #[test]
+    fn compactions_racing_publications_both_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("state.git");
+        let store = Store::open_or_init_bare(&repo, MAIN).unwrap();
+        publish_job(&store, "001");
+        let jobs = ["002", "003", "004", "007"];
+        let barrier = std::sync::Barrier::new(jobs.len() + 1);
+        std::thread::scope(|scope| {
+            let compactor = scope.spawn(|| {
+                let store = Store::open(&repo).unwrap();
+                barrier.wait();
+                (0..4)
+                    .map(|_| compact(&store, &options()).unwrap())
+                    .filter(|c| c.status == Status::Created)
+                    .count()
+            });
+            let publishers: Vec<_> = jobs
+                .iter()
+                .map(|j| {
+                    let (repo, barrier) = (&repo, &barrier);
+                    scope.spawn(move || {
+                        let store = Store::open(repo).unwrap();
+                        let files = publish::read_source(&job(j), None).unwrap();
+                        let batch = publish::validate_batch(&files, None).unwrap();
+                        barrier.wait();
+                        publish::publish_batch(&store, &batch, &publish::Options::new(sig()))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            for p in publishers {
+                assert_eq!(p.join().unwrap().status, publish::Status::Created);
+            }
+            assert!(compactor.join().unwrap() >= 1);
+        });
+        let mut all = vec!["001"];
+        all.extend(jobs);
+        let tip = store.tip(MAIN).unwrap();
+        assert_eq!(log_lines(&store, tip), expected_lines(&all));
+        assert_clean(&verify::verify_revision(&store, tip.unwrap()).unwrap());
+        let last = compact(&store, &options()).unwrap();
+        assert_eq!(log_lines(&store, last.tip), expected_lines(&all));
+        assert_clean(&verify::verify_revision(&store, last.tip.unwrap()).unwrap());
+        let snap = store.snapshot(last.tip).unwrap();
+        assert!(snap.list_files(shard::EVENTS_ROOT).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unreproducible_shard_is_refused_and_stays_hot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        let p = publish_job(&store, "008").commit;
+        let bad = "ledger/v1/events/2026/03/10/o-r/prod/1-1-job-abcdefabcdef.jsonl";
+        let planted = store
+            .write_commit_with(
+                p,
+                &[(bad.to_owned(), b"{\"a\":1}".to_vec())],
+                &[],
+                false,
+                "plant\n",
+                &sig(),
+            )
+            .unwrap();
+        store.update_ref(MAIN, p, planted, "plant").unwrap();
+        let c = compact(&store, &options()).unwrap();
+        assert_eq!(c.status, Status::Created);
+        assert_eq!(c.refused.len(), 1);
+        assert_eq!(c.refused[0].path, bad);
+        assert!(
+            c.refused[0].reason.contains("not canonical"),
+            "{:?}",
+            c.refused
+        );
+        assert_eq!(c.months[0].shards, 2);
+        let snap = store.snapshot(c.tip).unwrap();
+        assert_eq!(snap.list_files(shard::EVENTS_ROOT).unwrap(), vec![bad]);
+        // Running again refuses it again and changes nothing.
+        let again = compact(&store, &options()).unwrap();
+        assert_eq!((again.status, again.refused.len()), (Status::Unchanged, 1));
+    }
+
+    #[test]
+    fn a_large_backlog_folds_in_several_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        publish_job(&store, "001");
+        let before = publish_job(&store, "002").commit.unwrap();
+        let mut o = options();
+        o.max_commit_bytes = 200_000;
+        let c = compact(&store, &o).unwrap();
+        assert!(c.commits.len() >= 3, "{:?}", c.commits);
+        let generations: Vec<u32> = c.months.iter().map(|m| m.generation).collect();
+        assert_eq!(
+            generations,
+            (1..=c.commits.len() as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(c.months.iter().map(|m| m.shards).sum::<usize>(), 10);
+        let tip = c.tip.unwrap();
+        assert_eq!(
+            log_lines(&store, Some(tip)),
+            expected_lines(&["001", "002"])
+        );
+        assert_clean(&verify::verify_revision(&store, tip).unwrap());
+        assert_clean(&verify::verify_range(&store, Some(before), tip).unwrap());
+        let mut previous = before;
+        for commit in &c.commits {
+            assert_clean(&verify::verify_range(&store, Some(previous), *commit).unwrap());
+            previous = *commit;
+        }
+        assert_eq!(compact(&store, &o).unwrap().status, Status::Unchanged);
+    }
+
+    #[test]
+    fn readers_refuse_damaged_segments() {
+        let b = base();
+        let edits = mutate(&b, "tamper_segment_byte");
+        let t = b
+            .store
+            .write_commit_with(Some(b.after), &edits.0, &edits.1, true, "t\n", &sig())
+            .unwrap();
+        let snap = b.store.snapshot(Some(t)).unwrap();
+        let view = View::new(&snap);
+        let err = crate::log::stream(&view, &crate::log::Filter::default(), &mut |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("do not have the sha256"), "{err}");
+        drop(snap);
+        b.store.update_ref(MAIN, Some(b.after), t, "t").unwrap();
+        let err =
+            publish::publish(&b.store, &job("001"), &publish::Options::new(sig())).unwrap_err();
+        assert!(matches!(err, publish::Error::Compacted(_)), "{err}");
+        // Compaction reads manifests, not old segments: with nothing hot it has nothing to do.
+        assert_eq!(
+            compact(&b.store, &options()).unwrap().status,
+            Status::Unchanged
+        );
+    }
+
+    /// Edits on top of the compaction commit: files to put and paths to remove.
+    type Edits = (Vec<(String, Vec<u8>)>, Vec<String>);
+
+    fn mutate(b: &Base, name: &str) -> Edits {
+        let snap = b.store.snapshot(Some(b.after)).unwrap();
+        let view = View::new(&snap);
+        let march = Month::of_date("2026-03").unwrap();
+        let m = view.manifest(march).unwrap().unwrap();
+        let segment = |i: usize| {
+            let path = march.segment_path(&m.segments[i].name);
+            let bytes = snap.read(&path, u64::MAX).unwrap().unwrap();
+            (path, bytes)
+        };
+        let with_manifest = |edit: &dyn Fn(&mut Manifest)| {
+            let mut forged = (*m).clone();
+            edit(&mut forged);
+            (march.manifest_path(), forged.to_text().into_bytes())
+        };
+        let last = m.segments.len() - 1;
+        match name {
+            "tamper_segment_byte" => {
+                let (path, bytes) = segment(0);
+                let text = String::from_utf8(bytes).unwrap();
+                let text = text.replacen("\"schema_version\":1", "\"schema_version\":2", 1);
+                (vec![(path, text.into_bytes())], vec![])
+            }
+            "forge_entry_sha256" => (
+                vec![with_manifest(&|f| {
+                    f.shards[0].sha256 = Digest::of("forged")
+                })],
+                vec![],
+            ),
+            "forge_entry_replay" => (
+                vec![with_manifest(&|f| {
+                    f.shards[1].replay_sha256 = Digest::of("forged")
+                })],
+                vec![],
+            ),
+            "remove_last_segment" => (vec![], vec![segment(last).0]),
+            "add_unlisted_segment" => (
+                vec![(
+                    march.segment_path(&segment::segment_name(m.segments.len() as u32 + 1)),
+                    segment(0).1,
+                )],
+                vec![],
+            ),
+            "restore_a_compacted_shard" => {
+                let path = m.shards[0].path.clone();
+                let bytes = view.read(&path, u64::MAX).unwrap().unwrap();
+                (vec![(path, bytes)], vec![])
+            }
+            "manifest_not_canonical" => {
+                let text = m
+                    .to_text()
+                    .replacen("{\"generation\":", "{ \"generation\":", 1);
+                (vec![(march.manifest_path(), text.into_bytes())], vec![])
+            }
+            "manifest_drops_last_segment" => (
+                vec![with_manifest(&|f| {
+                    let dropped = f.segments.pop().unwrap().name;
+                    f.shards.retain(|e| e.segment != dropped);
+                    f.generation += 1;
+                })],
+                vec![],
+            ),
+            "stray_file" => (
+                vec![(
+                    "ledger/v1/segments/2026/03/notes.txt".into(),
+                    b"hello\n".to_vec(),
+                )],
+                vec![],
+            ),
+            other => panic!("unknown mutation {other} in testdata/compact/cases.json"),
+        }
+    }
+
+    /// Every broken compaction of testdata/compact/cases.json is reported with exactly its rules,
+    /// as a revision, as a forged compaction pushed on the ledger before it, and pushed on top of
+    /// a good compaction.
+    #[test]
+    fn broken_compactions_are_reported_by_rule() {
+        let b = base();
+        let text =
+            std::fs::read_to_string(manifest_dir().join("testdata/compact/cases.json")).unwrap();
+        let doc = canonical::parse(&text).unwrap();
+        let cases = doc.get("cases").and_then(Value::as_array).unwrap();
+        let mut failures = Vec::new();
+        for case in cases {
+            let id = case.get("id").and_then(Value::as_str).unwrap();
+            let (put, remove) = mutate(&b, case.get("mutation").and_then(Value::as_str).unwrap());
+            let t = b
+                .store
+                .write_commit_with(Some(b.after), &put, &remove, true, id, &sig())
+                .unwrap();
+            let want = |key: &str| -> BTreeSet<&str> {
+                case.get(key)
+                    .and_then(Value::as_array)
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect()
+            };
+            let checks = [
+                ("expect", verify::verify_revision(&b.store, t).unwrap()),
+                (
+                    "expect_range",
+                    verify::verify_range(&b.store, Some(b.before), t).unwrap(),
+                ),
+                (
+                    "expect_push",
+                    verify::verify_range(&b.store, Some(b.after), t).unwrap(),
+                ),
+            ];
+            for (key, report) in checks {
+                if rules(&report) != want(key) {
+                    failures.push(format!(
+                        "{id} {key}: want {:?}, got {:#?}",
+                        want(key),
+                        report.findings
+                    ));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn replay_of_lines_matches_the_event_replay_digest() {
+        let files = publish::read_source(&job("002"), None).unwrap();
+        for f in files {
+            let events = shard::parse_content(&f.content, &f.path).unwrap();
+            assert_eq!(
+                replay_of_lines(f.content.as_bytes()),
+                Some((events.len(), crate::event::replay_digest(&events)))
+            );
+        }
+        assert_eq!(replay_of_lines(b"{\"a\": 1}\n"), None);
+        assert_eq!(replay_of_lines(b"{\"a\":1}"), None);
+    }
 }

@@ -207,7 +207,8 @@ pub fn stream(
 /// One readable line for an event:
 /// `<occurred_at> <event_type> <status> <subject> <producer component> [op=<12 hex>]
 /// [attempt=<12 hex>] event=<12 hex>`, where subject is `owner/name#number` (or the repository
-/// and kind when there is no number) and status is `action.status` (with `/reason_code`).
+/// and kind when there is no number) and status is `action.status` (with `/reason_code` when it
+/// says more).
 pub fn human(entry: &Entry<'_>) -> String {
     let v = entry.value;
     let s = |path: &[&str]| {
@@ -232,7 +233,7 @@ pub fn human(entry: &Entry<'_>) -> String {
     };
     let mut status = s(&["action", "status"]);
     let reason = s(&["action", "reason_code"]);
-    if !reason.is_empty() {
+    if !reason.is_empty() && reason != status {
         status = format!("{status}/{reason}");
     }
     let mut out = format!(
@@ -255,4 +256,202 @@ pub fn human(entry: &Entry<'_>) -> String {
     }
     out.push_str(&format!(" event={}", short(s(&["event_id"]))));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CommitId, Signature, Store};
+    use std::path::{Path, PathBuf};
+
+    fn job008() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        )
+    }
+
+    /// The job's events straight from its shard files, in path order, as JSON values.
+    fn source_events() -> Vec<(String, serde_json::Value)> {
+        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(job008())
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .map(|l| (l.to_owned(), serde_json::from_str(l).unwrap()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Which source events a filter must select.
+    type Want<'a> = Box<dyn Fn(&serde_json::Value) -> bool + 'a>;
+
+    fn ledger() -> (tempfile::TempDir, Store, CommitId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let sig = Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        };
+        let p =
+            crate::publish::publish(&store, &job008(), &crate::publish::Options::new(sig)).unwrap();
+        let commit = p.commit.unwrap();
+        (dir, store, commit)
+    }
+
+    fn run(store: &Store, commit: CommitId, filter: &Filter) -> (Vec<String>, Stats) {
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut out = Vec::new();
+        let stats = stream(&view, filter, &mut |e| {
+            out.push(e.json.to_owned());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        (out, stats)
+    }
+
+    #[test]
+    fn filters_select_exactly_the_matching_events_in_order() {
+        let (_dir, store, commit) = ledger();
+        let all = source_events();
+        let pick = |f: &dyn Fn(&serde_json::Value) -> bool| -> Vec<String> {
+            all.iter()
+                .filter(|(_, v)| f(v))
+                .map(|(l, _)| l.clone())
+                .collect()
+        };
+        let (lines, stats) = run(&store, commit, &Filter::default());
+        assert_eq!(lines, pick(&|_| true));
+        assert_eq!(
+            stats,
+            Stats {
+                shards: 2,
+                events: 63,
+                matched: 63
+            }
+        );
+        let cases: Vec<(Filter, Want<'_>)> = vec![
+            (
+                Filter {
+                    event_types: vec!["repair.execute".into(), "repair.plan".into()],
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["event_type"] == "repair.execute" || v["event_type"] == "repair.plan"
+                }),
+            ),
+            (
+                Filter {
+                    repository: Some("openclaw/openclaw".into()),
+                    number: Some(41979),
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["subject"]["repository"] == "openclaw/openclaw"
+                        && v["subject"]["number"] == 41979
+                }),
+            ),
+            (
+                Filter {
+                    repository: Some("openclaw/clawhub".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["subject"]["repository"] == "openclaw/clawhub"),
+            ),
+            (
+                Filter {
+                    operation: Some("5b5d23caffda".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["operation_id"]
+                        .as_str()
+                        .is_some_and(|o| o.starts_with("5b5d23caffda"))
+                }),
+            ),
+            (
+                Filter {
+                    attempt: Some(all[5].1["attempt_id"].as_str().unwrap().into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["attempt_id"] == all[5].1["attempt_id"]),
+            ),
+            (
+                Filter {
+                    producer: Some("workflow.ledger.default".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["producer"]["component"] == "workflow.ledger.default"),
+            ),
+            (
+                Filter {
+                    since: Some("2026-03-10".into()),
+                    until: Some("2026-03-10".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| true),
+            ),
+            (
+                Filter {
+                    since: Some("2026-03-11".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| false),
+            ),
+            (
+                Filter {
+                    until: Some("2026-03-09".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| false),
+            ),
+        ];
+        for (filter, want) in cases {
+            let (lines, stats) = run(&store, commit, &filter);
+            assert_eq!(lines, pick(want.as_ref()), "{filter:?}");
+            assert_eq!(stats.matched, lines.len());
+            assert!(!lines.is_empty() || filter.since.is_some() || filter.until.is_some());
+        }
+    }
+
+    #[test]
+    fn a_sink_can_stop_early_and_lines_read_well() {
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut seen = Vec::new();
+        let stats = stream(&view, &Filter::default(), &mut |e| {
+            seen.push((e.date.to_owned(), e.line, human(e)));
+            if seen.len() == 3 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert_eq!(stats.matched, 3);
+        assert_eq!(seen[0].0, "2026-03-10");
+        assert_eq!(seen.iter().map(|s| s.1).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let (_, first) = &source_events()[0];
+        let want = format!(
+            "{} {} {} ",
+            first["occurred_at"].as_str().unwrap(),
+            first["event_type"].as_str().unwrap(),
+            first["action"]["status"].as_str().unwrap()
+        );
+        assert!(seen[0].2.starts_with(&want), "{} vs {want}", seen[0].2);
+        assert!(seen[0].2.ends_with(&format!(
+            " event={}",
+            &first["event_id"].as_str().unwrap()[..12]
+        )));
+    }
 }

@@ -565,6 +565,24 @@ impl Foldable {
     }
 }
 
+/// Packing caps of new segments. [`Caps::MAX`] (the format's caps) unless a caller wants smaller
+/// segments; readers accept any segment within the format's caps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Most bytes per segment (at most [`MAX_SEGMENT_BYTES`]).
+    pub bytes: u64,
+    /// Most lines per segment (at most [`MAX_SEGMENT_LINES`]).
+    pub lines: u32,
+}
+
+impl Caps {
+    /// The format's caps: 8 MiB and 4,096 lines.
+    pub const MAX: Caps = Caps {
+        bytes: MAX_SEGMENT_BYTES,
+        lines: MAX_SEGMENT_LINES,
+    };
+}
+
 /// The result of [`fold`].
 #[derive(Clone, Debug)]
 pub struct Folded {
@@ -576,9 +594,9 @@ pub struct Folded {
 
 /// Folds `shards` (sorted by path, none already in `existing`) into new segments of `month`,
 /// numbered after the existing ones, and returns the new manifest (generation + 1, or 1) with
-/// the new segment files `(path, bytes)`. Greedy packing in path order within the caps; the
-/// result is checked ([`Manifest::check`]) and every new entry is cut back out of its segment
-/// and compared with the original bytes before it is returned.
+/// the new segment files `(path, bytes)`. Greedy packing in path order within `caps` (clamped
+/// to the format's caps); the result is checked ([`Manifest::check`]) and every new entry is
+/// cut back out of its segment and compared with the original bytes before it is returned.
 ///
 /// # Errors
 /// [`Error::TooManySegments`]; [`Error::InvalidManifest`] when `shards` are unsorted, repeated,
@@ -587,7 +605,10 @@ pub fn fold(
     month: Month,
     existing: Option<&Manifest>,
     shards: &[Foldable],
+    caps: Caps,
 ) -> Result<Folded, Error> {
+    let max_bytes = caps.bytes.min(MAX_SEGMENT_BYTES);
+    let max_lines = caps.lines.min(MAX_SEGMENT_LINES);
     let mut manifest = existing.cloned().unwrap_or(Manifest {
         month,
         generation: 0,
@@ -621,8 +642,7 @@ pub fn fold(
     for s in shards {
         let bytes = s.content.len() as u64;
         if !current.is_empty()
-            && (current.len() as u64 + bytes > MAX_SEGMENT_BYTES
-                || current_lines + s.events > MAX_SEGMENT_LINES)
+            && (current.len() as u64 + bytes > max_bytes || current_lines + s.events > max_lines)
         {
             flush(&mut manifest, &mut current, &mut current_lines)?;
         }
@@ -908,7 +928,7 @@ mod tests {
     fn fold_reproduces_every_shard_and_round_trips() {
         let shards = day1_shards();
         assert_eq!(shards.len(), 4);
-        let Folded { manifest: m, files } = fold(MARCH, None, &shards).unwrap();
+        let Folded { manifest: m, files } = fold(MARCH, None, &shards, Caps::MAX).unwrap();
         assert_eq!(m.generation, 1);
         assert_eq!(files.len(), 1, "four small shards fit one segment");
         let concatenated: String = shards.iter().map(|s| s.content.as_str()).collect();
@@ -938,13 +958,18 @@ mod tests {
     #[test]
     fn a_late_fold_adds_segments_and_extends_the_manifest() {
         let shards = day1_shards();
-        let first = fold(MARCH, None, &[shards[0].clone(), shards[2].clone()])
-            .unwrap()
-            .manifest;
+        let first = fold(
+            MARCH,
+            None,
+            &[shards[0].clone(), shards[2].clone()],
+            Caps::MAX,
+        )
+        .unwrap()
+        .manifest;
         let Folded {
             manifest: second,
             files,
-        } = fold(MARCH, Some(&first), &[shards[1].clone()]).unwrap();
+        } = fold(MARCH, Some(&first), &[shards[1].clone()], Caps::MAX).unwrap();
         assert_eq!(second.generation, 2);
         assert_eq!(files.len(), 1);
         assert!(files[0].0.ends_with("/segment-0002.jsonl"));
@@ -955,7 +980,7 @@ mod tests {
         dropped.shards.remove(0);
         assert!(dropped.extends(&first).is_err());
         // Folding a listed shard again is refused.
-        assert!(fold(MARCH, Some(&second), &[shards[1].clone()]).is_err());
+        assert!(fold(MARCH, Some(&second), &[shards[1].clone()], Caps::MAX).is_err());
     }
 
     #[test]
@@ -974,7 +999,7 @@ mod tests {
         };
         let big = shard::MAX_BYTES as u64;
         let shards: Vec<Foldable> = (0..5).map(|i| mk(p(i), 10, big)).collect();
-        let Folded { manifest: m, files } = fold(MARCH, None, &shards).unwrap();
+        let Folded { manifest: m, files } = fold(MARCH, None, &shards, Caps::MAX).unwrap();
         assert_eq!(
             files
                 .iter()
@@ -984,7 +1009,7 @@ mod tests {
         );
         assert_eq!(m.segments.len(), 2);
         let shards: Vec<Foldable> = (0..9).map(|i| mk(p(i), 1000, 10_000)).collect();
-        let m = fold(MARCH, None, &shards).unwrap().manifest;
+        let m = fold(MARCH, None, &shards, Caps::MAX).unwrap().manifest;
         assert_eq!(
             m.segments.iter().map(|s| s.lines).collect::<Vec<_>>(),
             vec![4000, 4000, 1000]
@@ -994,7 +1019,7 @@ mod tests {
     #[test]
     fn parse_refuses_anything_but_the_canonical_valid_manifest() {
         let shards = day1_shards();
-        let m = fold(MARCH, None, &shards).unwrap().manifest;
+        let m = fold(MARCH, None, &shards, Caps::MAX).unwrap().manifest;
         let text = m.to_text();
         let bad = |t: String| Manifest::parse(&t, MARCH).unwrap_err().to_string();
         assert!(
