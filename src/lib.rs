@@ -1,8 +1,8 @@
 //! action-ledger: an immutable, privacy-bounded action ledger stored natively in Git.
 //!
 //! Modules follow the data flow of `design.md` §2 (record → spool → seal → shard → publish →
-//! verify); dependencies point one way: `cli → publish → {seal, shard, spool, store} →
-//! {event, privacy, identity} → canonical`.
+//! verify → compact); dependencies point one way: `cli → {publish, verify, compact, log} →
+//! {view, seal, shard, segment, spool, store} → {event, privacy, identity} → canonical`.
 
 pub mod binding;
 pub mod canonical;

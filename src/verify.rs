@@ -16,6 +16,11 @@
 //! through published history must not close a cycle. It reads only the changed subtrees, the
 //! touched sets and the bindings those need.
 //!
+//! Compacted months (design.md §7): shards are read through [`crate::view`], so a compacted shard
+//! is verified like a hot one, from the bytes its segment holds; [`crate::compact`] checks each
+//! manifest against its segments, and in a range lets a shard file be deleted only when the new
+//! manifest proves its exact bytes, and a manifest be replaced only by a superset.
+//!
 //! Memory: sets are verified one at a time; across the ledger only each event's id, parent and
 //! shard index are kept (for duplicates and cycles), not the events.
 
