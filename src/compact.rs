@@ -1163,6 +1163,38 @@ mod tests {
         assert!(snap.list_files(shard::EVENTS_ROOT).unwrap().is_empty());
     }
 
+    /// Two compactions at once: one commit lands, the other re-plans on it and has nothing to do.
+    #[test]
+    fn concurrent_compactions_make_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("state.git");
+        let store = Store::open_or_init_bare(&repo, MAIN).unwrap();
+        let before = publish_job(&store, "008").commit;
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<Compaction> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    let (repo, barrier) = (&repo, &barrier);
+                    scope.spawn(move || {
+                        let store = Store::open(repo).unwrap();
+                        barrier.wait();
+                        compact(&store, &options()).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let landed: Vec<&Compaction> = results
+            .iter()
+            .filter(|c| c.status == Status::Created)
+            .collect();
+        assert_eq!(landed.len(), 1, "{results:?}");
+        let tip = store.tip(MAIN).unwrap();
+        assert_eq!(store.parents(tip.unwrap()).unwrap(), vec![before.unwrap()]);
+        assert!(results.iter().all(|c| c.tip == tip));
+        assert_eq!(log_lines(&store, tip), expected_lines(&["008"]));
+    }
+
     #[test]
     fn an_unreproducible_shard_is_refused_and_stays_hot() {
         let dir = tempfile::tempdir().unwrap();

@@ -367,3 +367,107 @@ impl<'s, 'r> View<'s, 'r> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Signature, Store};
+
+    fn sig() -> Signature {
+        Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        }
+    }
+
+    #[test]
+    fn mru_keeps_the_most_recent() {
+        let mut c: Mru<u8, u8> = Mru::new(2);
+        c.put(1, 10);
+        c.put(2, 20);
+        assert_eq!(c.get(&1), Some(10));
+        c.put(3, 30);
+        assert_eq!(
+            (c.get(&1), c.get(&2), c.get(&3)),
+            (Some(10), None, Some(30))
+        );
+    }
+
+    /// A month folded by hand: reads, limits, and what an invalid manifest does to each read.
+    #[test]
+    fn compacted_reads_checked_and_unchecked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        );
+        let files = crate::publish::read_source(&job, None).unwrap();
+        let foldable: Vec<segment::Foldable> = files
+            .iter()
+            .map(|f| segment::Foldable::new(&f.path, f.content.clone()).unwrap())
+            .collect();
+        let march = Month::of_date("2026-03").unwrap();
+        let folded = segment::fold(march, None, &foldable, segment::Caps::MAX).unwrap();
+        let mut put = folded.files.clone();
+        put.push((
+            march.manifest_path(),
+            folded.manifest.to_text().into_bytes(),
+        ));
+        let good = store.write_commit(None, &put, "fold\n", &sig()).unwrap();
+        let snap = store.snapshot(Some(good)).unwrap();
+        let view = View::new(&snap);
+        let path = &files[0].path;
+        let size = files[0].content.len() as u64;
+        assert_eq!(
+            view.read(path, size).unwrap().unwrap(),
+            files[0].content.as_bytes()
+        );
+        assert!(matches!(
+            view.read(path, size - 1),
+            Err(Error::Store(store::Error::TooLarge { .. }))
+        ));
+        assert!(matches!(
+            view.read_unchecked(path, size - 1),
+            Err(store::Error::TooLarge { .. })
+        ));
+        assert_eq!(
+            view.read("ledger/v1/events/2026/03/10/x/y/z.jsonl", 9)
+                .unwrap(),
+            None
+        );
+        assert_eq!(view.read("ledger/v1/other.json", 9).unwrap(), None);
+        assert_eq!(view.compacted_months().unwrap(), vec![march]);
+        let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
+        assert_eq!(view.shard_paths("ledger/v1/events").unwrap(), paths);
+        assert_eq!(
+            view.shard_paths("ledger/v1/events/2026/04").unwrap(),
+            Vec::<String>::new()
+        );
+        drop(snap);
+
+        let broken = store
+            .write_commit_with(
+                Some(good),
+                &[(march.manifest_path(), b"{}\n".to_vec())],
+                &[],
+                true,
+                "break\n",
+                &sig(),
+            )
+            .unwrap();
+        let snap = store.snapshot(Some(broken)).unwrap();
+        let view = View::new(&snap);
+        assert!(matches!(view.read(path, u64::MAX), Err(Error::Manifest(_))));
+        assert!(matches!(view.shard_paths(""), Err(Error::Manifest(_))));
+        assert_eq!(view.read_unchecked(path, u64::MAX).unwrap(), None);
+        assert_eq!(
+            view.shard_paths_unchecked("").unwrap(),
+            Vec::<String>::new()
+        );
+        assert!(matches!(
+            view.manifest_state(march).unwrap(),
+            ManifestState::Invalid(_)
+        ));
+    }
+}
