@@ -278,6 +278,16 @@ pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
                 }
             }
             let text = manifest.to_text();
+            if text.len() as u64 > segment::MAX_MANIFEST_BYTES {
+                return Err(segment::Error::InvalidManifest {
+                    path: month.manifest_path(),
+                    reason: format!(
+                        "it would be larger than the {}-byte cap readers accept",
+                        segment::MAX_MANIFEST_BYTES
+                    ),
+                }
+                .into());
+            }
             fold.generation = manifest.generation;
             fold.manifest_sha256 = Some(Digest::of(&text));
             fold.segments = files.iter().map(|(p, _)| p.clone()).collect();
