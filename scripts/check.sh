@@ -16,6 +16,8 @@ echo "== end-to-end (day1 corpus, real git)"
 scripts/e2e.sh
 echo "== end-to-end hook (git push over a local transport)"
 scripts/e2e-hook.sh
+echo "== end-to-end compaction and log (day1 corpus, real git, pushes through the hook)"
+scripts/e2e-compact.sh
 echo "== load: 16 publishers, replayers and conflicting writers, local and remote (bounded)"
 scripts/load.sh both 16 2
 echo "== crash: SIGKILL publish at random moments (bounded)"

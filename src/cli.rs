@@ -195,6 +195,59 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Fold every month older than the retention window into monthly segments, removing its hot
+    /// shards in the same commit (design.md §7); a second run changes nothing.
+    Compact {
+        #[command(flatten)]
+        state: StateRepo,
+        /// Months that ended more than this many days before --now are compacted.
+        #[arg(long, default_value_t = crate::compact::DEFAULT_RETENTION_DAYS)]
+        retention_days: u32,
+        /// The current time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z; default: the clock).
+        #[arg(long)]
+        now: Option<String>,
+        /// Print what would be folded; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// JSON Lines: one `month` object per folded month, `refusal` objects, a `compaction`
+        /// summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the ledger's events in canonical order (partition date, shard path, line), from hot
+    /// shards and segments alike.
+    Log {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The revision to read (commit id, ref name, HEAD, with ~N or ^).
+        #[arg(long, default_value = "HEAD")]
+        rev: String,
+        /// Print the canonical event lines exactly as stored.
+        #[arg(long)]
+        json: bool,
+        /// Only events about this subject: OWNER/NAME or OWNER/NAME#NUMBER.
+        #[arg(long)]
+        subject: Option<String>,
+        /// Only events whose operation_id starts with this hex.
+        #[arg(long)]
+        operation: Option<String>,
+        /// Only events whose attempt_id starts with this hex.
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Only events of this type (repeatable: any of them).
+        #[arg(long = "type")]
+        event_type: Vec<String>,
+        /// Only events whose producer component is this.
+        #[arg(long)]
+        producer: Option<String>,
+        /// Only partition dates on or after this YYYY-MM-DD.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only partition dates on or before this YYYY-MM-DD.
+        #[arg(long)]
+        until: Option<String>,
+    },
 }
 
 /// The state repository and ledger ref of the finality commands.
@@ -447,6 +500,36 @@ pub fn run(
         } => run_governed(
             &mut out, env, &state, &binding, &action, attempt, json, &command,
         ),
+        Command::Compact {
+            state,
+            retention_days,
+            now,
+            dry_run,
+            json,
+        } => run_compact(
+            &mut out,
+            env,
+            &state,
+            retention_days,
+            now.as_deref(),
+            dry_run,
+            json,
+        ),
+        Command::Log {
+            repo,
+            rev,
+            json,
+            subject,
+            operation,
+            attempt,
+            event_type,
+            producer,
+            since,
+            until,
+        } => log_filter(
+            subject, operation, attempt, event_type, producer, since, until,
+        )
+        .and_then(|filter| run_log(&mut out, &repo, &rev, json, &filter)),
     };
     let code = match result {
         Ok(()) => 0,
@@ -1761,6 +1844,294 @@ fn run_governed(
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Compaction and log (design.md §7)
+
+/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp; default the clock.
+fn compact_now(now: Option<&str>) -> Result<i64, Failure> {
+    let Some(s) = now else {
+        return Ok(now_ms() / 1000);
+    };
+    let date = (s.len() == 10)
+        .then(|| crate::event::timestamp_epoch_seconds(&format!("{s}T00:00:00Z")))
+        .flatten();
+    date.or_else(|| crate::event::timestamp_epoch_seconds(s))
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "--now must be YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z, got {s}"
+            ))
+        })
+}
+
+fn compact_failure(e: crate::compact::Error) -> Failure {
+    use crate::compact::Error as E;
+    let code = match &e {
+        E::Contention { .. } | E::RefLocked { .. } => 1,
+        _ => 2,
+    };
+    Failure {
+        code,
+        message: format!("{e}; the ledger ref was not changed by the failed step"),
+    }
+}
+
+fn month_value(m: &crate::compact::MonthFold) -> Value {
+    Value::object([
+        ("type", Value::str("month")),
+        ("month", Value::str(m.month.to_string())),
+        ("generation", Value::from(i64::from(m.generation))),
+        ("shards", Value::from(m.shards as i64)),
+        ("events", Value::from(m.events as i64)),
+        ("bytes", Value::from(m.bytes as i64)),
+        ("segments", path_list(&m.segments)),
+        ("removed", Value::from(m.removed.len() as i64)),
+        ("manifest", Value::str(m.month.manifest_path())),
+        (
+            "manifest_sha256",
+            m.manifest_sha256
+                .as_ref()
+                .map_or(Value::Null, |d| Value::str(d.as_str())),
+        ),
+    ])
+}
+
+fn month_line(m: &crate::compact::MonthFold) -> String {
+    let names: Vec<&str> = m
+        .segments
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect();
+    let mut line = format!(
+        "{}: folded {} shard(s), {} event(s), {} byte(s) into {} (manifest generation {})",
+        m.month,
+        m.shards,
+        m.events,
+        m.bytes,
+        if names.is_empty() {
+            "no new segment".to_owned()
+        } else {
+            names.join(", ")
+        },
+        m.generation
+    );
+    let proven = m.removed.len() - m.shards;
+    if proven > 0 {
+        line.push_str(&format!(
+            "; removed {proven} hot copy(ies) the manifest already proved"
+        ));
+    }
+    line
+}
+
+fn run_compact(
+    out: &mut Printer,
+    env: &Env,
+    state: &StateRepo,
+    retention_days: u32,
+    now: Option<&str>,
+    dry_run: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut options = crate::compact::Options::new(signature(env)?, compact_now(now)?);
+    options.ref_name = state.ref_name.clone();
+    options.retention_days = retention_days;
+    let store = open_state(state)?;
+    let (status, months, refused, commits, tip, attempts, remaining) = if dry_run {
+        let tip = store.tip(&state.ref_name).map_err(Failure::input)?;
+        let snap = store.snapshot(tip).map_err(Failure::input)?;
+        let plan = crate::compact::plan(&snap, &options).map_err(compact_failure)?;
+        (
+            "dry-run",
+            plan.months,
+            plan.refused,
+            Vec::new(),
+            tip,
+            0,
+            plan.remaining,
+        )
+    } else {
+        let c = crate::compact::compact(&store, &options).map_err(compact_failure)?;
+        let status = match c.status {
+            crate::compact::Status::Created => "created",
+            crate::compact::Status::Unchanged => "unchanged",
+        };
+        (status, c.months, c.refused, c.commits, c.tip, c.attempts, 0)
+    };
+    for m in &months {
+        if json {
+            out.data(&line(&month_value(m)));
+        } else {
+            out.data(&month_line(m));
+        }
+    }
+    for r in &refused {
+        if json {
+            out.data(&line(&Value::object([
+                ("type", Value::str("refusal")),
+                ("path", Value::str(&r.path)),
+                ("reason", Value::str(&r.reason)),
+            ])));
+        }
+        let _ = writeln!(out.stderr, "{}: not compacted: {}", r.path, r.reason);
+    }
+    let removed: usize = months.iter().map(|m| m.removed.len()).sum();
+    let segments: usize = months.iter().map(|m| m.segments.len()).sum();
+    if json {
+        let commit_list: Vec<String> = commits.iter().map(|c| c.to_hex()).collect();
+        out.data(&line(&Value::object([
+            ("type", Value::str("compaction")),
+            ("status", Value::str(status)),
+            ("ref", Value::str(&state.ref_name)),
+            ("commits", path_list(&commit_list)),
+            (
+                "commit",
+                commit_value(
+                    tip.filter(|_| status != "dry-run")
+                        .or(commits.last().copied()),
+                ),
+            ),
+            ("attempts", Value::from(i64::from(attempts))),
+            ("months", Value::from(months.len() as i64)),
+            ("removed", Value::from(removed as i64)),
+            ("segments", Value::from(segments as i64)),
+            ("refused", Value::from(refused.len() as i64)),
+            ("remaining", Value::from(remaining as i64)),
+        ])));
+    }
+    let at = tip.map_or("(no commit)".to_owned(), |c| c.to_hex());
+    out.note(&match status {
+        "dry-run" => format!(
+            "dry run at {at}: would remove {removed} shard file(s) and add {segments} segment(s) in {} month(s){}; nothing written",
+            months.len(),
+            if remaining > 0 {
+                format!(", {remaining} more shard(s) in further commits")
+            } else {
+                String::new()
+            }
+        ),
+        "created" => format!(
+            "compacted {} month(s): removed {removed} shard file(s), added {segments} segment(s) in {} commit(s); {} at {at}",
+            months.len(),
+            commits.len(),
+            state.ref_name
+        ),
+        _ => format!("nothing to compact: {} unchanged at {at}", state.ref_name),
+    });
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure {
+            code: 1,
+            message: format!(
+                "{} shard(s) could not be compacted and stay hot (see above)",
+                refused.len()
+            ),
+        })
+    }
+}
+
+/// Resolves the `log` flags into a filter.
+fn log_filter(
+    subject: Option<String>,
+    operation: Option<String>,
+    attempt: Option<String>,
+    event_types: Vec<String>,
+    producer: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+) -> Result<crate::log::Filter, Failure> {
+    let (repository, number) = match subject {
+        None => (None, None),
+        Some(s) => {
+            let (repo, number) = match s.split_once('#') {
+                Some((r, n)) => (
+                    r.to_owned(),
+                    Some(n.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        Failure::input(format!(
+                            "--subject {s}: the number after # must be a positive integer"
+                        ))
+                    })?),
+                ),
+                None => (s.clone(), None),
+            };
+            let repo = crate::identity::normalize_repository(&repo).map_err(|e| {
+                Failure::input(format!(
+                    "--subject {s}: {e}; give OWNER/NAME or OWNER/NAME#NUMBER"
+                ))
+            })?;
+            (Some(repo), number)
+        }
+    };
+    let hex = |flag: &str, v: Option<String>| -> Result<Option<String>, Failure> {
+        match v {
+            Some(x)
+                if x.is_empty() || !x.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                Err(Failure::input(format!(
+                    "{flag} {x}: give lowercase hex (a prefix is enough)"
+                )))
+            }
+            other => Ok(other),
+        }
+    };
+    let date = |flag: &str, v: Option<String>| -> Result<Option<String>, Failure> {
+        match v {
+            Some(d) if crate::identity::calendar_date(&d, flag).is_err() || d.len() != 10 => Err(
+                Failure::input(format!("{flag} {d}: give a date as YYYY-MM-DD")),
+            ),
+            other => Ok(other),
+        }
+    };
+    Ok(crate::log::Filter {
+        repository,
+        number,
+        operation: hex("--operation", operation)?,
+        attempt: hex("--attempt", attempt)?,
+        event_types,
+        producer,
+        since: date("--since", since)?,
+        until: date("--until", until)?,
+    })
+}
+
+fn run_log(
+    out: &mut Printer,
+    repo: &std::path::Path,
+    rev: &str,
+    json: bool,
+    filter: &crate::log::Filter,
+) -> Result<(), Failure> {
+    let unreadable = |e: &dyn std::fmt::Display| Failure {
+        code: 2,
+        message: format!("cannot read the log of {}: {e}", repo.display()),
+    };
+    let store = Store::open(repo).map_err(|e| unreadable(&e))?;
+    let commit = store.resolve(rev).map_err(|e| unreadable(&e))?;
+    let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
+    let view = crate::view::View::new(&snap);
+    let stats = crate::log::stream(&view, filter, &mut |entry| {
+        if json {
+            out.data(entry.json);
+        } else {
+            out.data(&crate::log::human(entry));
+        }
+        if out.broken.is_some() {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .map_err(|e| unreadable(&e))?;
+    out.note(&format!(
+        "log of {rev} ({}): {} of {} event(s) from {} shard(s)",
+        commit.to_hex(),
+        stats.matched,
+        stats.events,
+        stats.shards
+    ));
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2440,6 +2811,93 @@ mod tests {
         insta::assert_snapshot!(
             "run_verify_clean",
             run_finality(tmp, T1, &["verify", "--repo", repo])
+        );
+    }
+
+    /// Copies day1 job 008 (two shards, 63 events) below `root`.
+    fn fixture_job(root: &Path) {
+        let job = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        );
+        for e in walkdir::WalkDir::new(&job) {
+            let e = e.unwrap();
+            let to = root.join(e.path().strip_prefix(&job).unwrap());
+            if e.file_type().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn compact_and_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_job(&tmp.join("job"));
+        let repo = ["--repo", "[TMP]/state.git"];
+        let with = |cmd: &[&str], rest: &[&str]| -> Vec<String> {
+            cmd.iter()
+                .chain(&repo)
+                .chain(rest)
+                .map(|s| (*s).to_owned())
+                .collect()
+        };
+        let cli = |args: Vec<String>| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(tmp, &args)
+        };
+        let published = cli(with(&["-q", "publish"], &["[TMP]/job"]));
+        assert!(published.starts_with("exit: 0"), "{published}");
+        let log_human = with(&["log"], &["--operation", "c1a023ed15b2"]);
+        let log_json = with(
+            &["log", "--json"],
+            &["--subject", "openclaw/openclaw#41979"],
+        );
+        let log_all = with(&["-q", "log", "--json"], &[]);
+        let (before_human, before_json, before_all) = (
+            cli(log_human.clone()),
+            cli(log_json.clone()),
+            cli(log_all.clone()),
+        );
+        insta::assert_snapshot!("log_operation", before_human);
+        insta::assert_snapshot!("log_subject_json", before_json);
+        assert_eq!(before_all.lines().count(), 63 + 3);
+        let window = ["--now", "2026-05-01", "--retention-days", "1"];
+        insta::assert_snapshot!(
+            "compact_inside_window",
+            cli(with(
+                &["compact"],
+                &["--now", "2026-04-15T12:00:00Z", "--retention-days", "30"]
+            ))
+        );
+        insta::assert_snapshot!(
+            "compact_dry_run",
+            cli(with(&["compact", "--dry-run"], &window))
+        );
+        insta::assert_snapshot!("compact", cli(with(&["compact"], &window)));
+        insta::assert_snapshot!(
+            "compact_again_json",
+            cli(with(&["compact", "--json"], &window))
+        );
+        // Readers see the same ledger.
+        assert_eq!(cli(log_human), before_human);
+        assert_eq!(cli(log_json), before_json);
+        assert_eq!(cli(log_all), before_all);
+        insta::assert_snapshot!("compact_verify", cli(with(&["verify"], &[])));
+        insta::assert_snapshot!(
+            "compact_replay",
+            cli(with(&["-q", "publish"], &["[TMP]/job"]))
+        );
+        insta::assert_snapshot!(
+            "log_usage_errors",
+            [
+                cli(with(&["log"], &["--subject", "not a repo"])),
+                cli(with(&["log"], &["--operation", "XYZ"])),
+                cli(with(&["log"], &["--since", "2026-02-30"])),
+                cli(with(&["compact"], &["--now", "yesterday"])),
+            ]
+            .join("\n")
         );
     }
 }

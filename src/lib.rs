@@ -1,12 +1,13 @@
 //! action-ledger: an immutable, privacy-bounded action ledger stored natively in Git.
 //!
 //! Modules follow the data flow of `design.md` §2 (record → spool → seal → shard → publish →
-//! verify); dependencies point one way: `cli → publish → {seal, shard, spool, store} →
-//! {event, privacy, identity} → canonical`.
+//! verify → compact); dependencies point one way: `cli → {publish, verify, compact, log} →
+//! {view, seal, shard, segment, spool, store} → {event, privacy, identity} → canonical`.
 
 pub mod binding;
 pub mod canonical;
 pub mod cli;
+pub mod compact;
 mod conformance;
 pub mod event;
 pub mod files;
@@ -16,12 +17,15 @@ pub mod interrupt;
 pub mod layout;
 pub mod lock;
 pub mod pack;
+pub mod log;
 pub mod privacy;
 pub mod publish;
 pub mod record;
 pub mod remote;
 pub mod seal;
+pub mod segment;
 pub mod shard;
 pub mod spool;
 pub mod store;
 pub mod verify;
+pub mod view;

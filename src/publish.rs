@@ -67,6 +67,9 @@ pub enum Error {
     Store(#[from] store::Error),
     #[error(transparent)]
     Layout(#[from] layout::Error),
+    /// A compacted month of the tip cannot be read (invalid manifest, altered segment).
+    #[error(transparent)]
+    Compacted(#[from] crate::view::Error),
     #[error(
         "{0} is neither a sealed spool root (with .clawsweeper-repair/action-events) nor a shard root (with ledger/v1/events)"
     )]
@@ -797,7 +800,8 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
         }
     }
 
-    // 3. Payloads.
+    // 3. Payloads (a compacted shard path is present with its original bytes, design.md §7).
+    let view = crate::view::View::new(snap);
     let mut manifest = Manifest::default();
     if let Some(record) = layout.record() {
         // Written once, with the first publication of a new ledger (a no-op afterwards).
@@ -806,7 +810,7 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
         }
     }
     for s in &batch.shards {
-        match snap.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
+        match view.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
             None => {
                 manifest.created += 1;
                 additions.push((s.path.clone(), s.content.clone().into_bytes()));
@@ -1047,8 +1051,10 @@ fn sealed_replay(
     let Some(seals) = handle.list_dir(&seal_dir, spool::MAX_ENTRIES)? else {
         return Ok(None);
     };
+    // Through the view, so a shard of a compacted month reads as its original bytes.
+    let view = crate::view::View::new(snap);
     let read_snap = |path: &str| -> Result<Option<String>, Error> {
-        Ok(snap
+        Ok(view
             .read(path, limits::MAX_FILE_BYTES as u64)?
             .and_then(|b| String::from_utf8(b).ok()))
     };

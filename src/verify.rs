@@ -23,6 +23,11 @@
 //! is immutable), so the finding says to treat it as exposed; in a push range it refuses the
 //! push. Under the `reference` profile these findings are not reported.
 //!
+//! Compacted months (design.md §7): shards are read through [`crate::view`], so a compacted shard
+//! is verified like a hot one, from the bytes its segment holds; [`crate::compact`] checks each
+//! manifest against its segments, and in a range lets a shard file be deleted only when the new
+//! manifest proves its exact bytes, and a manifest be replaced only by a superset.
+//!
 //! Memory: sets are verified one at a time; across the ledger only each event's id, parent and
 //! shard index are kept (for duplicates and cycles), not the events.
 
@@ -103,6 +108,21 @@ pub enum Rule {
     FinalityLifecycleMismatch,
     /// An outcome naming an attempt that does not hold the action's claim.
     FinalityAttemptMismatch,
+    /// A `manifest.json` under `ledger/v1/segments/` that is not a valid canonical manifest.
+    ManifestInvalid,
+    /// A segment file whose sha256, size or line count differs from its manifest entry.
+    SegmentDigestMismatch,
+    /// A manifest entry whose sha256, replay digest or event count its segment lines do not
+    /// reproduce.
+    ManifestEntryMismatch,
+    /// A segment (or a line range) that a manifest lists and that is not there.
+    CompactedMissing,
+    /// A segment file no manifest lists, or a hot shard file that a manifest also lists.
+    CompactedExtra,
+    /// A push that deletes a shard whose exact bytes the new manifest does not prove.
+    DeletionUnproven,
+    /// A push that replaces a manifest by one that drops or changes what the old one proved.
+    ManifestNotSuperset,
 }
 
 impl Rule {
@@ -143,6 +163,13 @@ impl Rule {
             Rule::FinalityClaimMismatch => "finality-claim-mismatch",
             Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
+            Rule::ManifestInvalid => "manifest-invalid",
+            Rule::SegmentDigestMismatch => "segment-digest-mismatch",
+            Rule::ManifestEntryMismatch => "manifest-entry-mismatch",
+            Rule::CompactedMissing => "compacted-missing",
+            Rule::CompactedExtra => "compacted-extra",
+            Rule::DeletionUnproven => "deletion-unproven",
+            Rule::ManifestNotSuperset => "manifest-not-superset",
         }
     }
 }
@@ -226,7 +253,8 @@ fn is_privacy(e: &shard::Error) -> bool {
 
 /// State shared across the sets of one verification.
 struct Ctx<'s, 'r> {
-    snap: &'s Snapshot<'r>,
+    /// The snapshot, read with compacted shards present (design.md §7).
+    view: crate::view::View<'s, 'r>,
     /// The repository's layout: where the bindings the publisher writes must be.
     layout: Layout,
     report: Report,
@@ -259,7 +287,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
             }
         };
         Ok(Ctx {
-            snap,
+            view: crate::view::View::new(snap),
             layout,
             report,
             claimed: HashSet::new(),
@@ -302,7 +330,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
     }
 
     fn read(&mut self, path: &str, max: u64) -> Result<Option<String>, Error> {
-        match self.snap.read(path, max) {
+        match self.view.read_unchecked(path, max) {
             Ok(Some(bytes)) => match String::from_utf8(bytes) {
                 Ok(t) => Ok(Some(t)),
                 Err(_) => Ok(Some(String::from("\u{fffd}"))),
@@ -733,6 +761,50 @@ fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
     }
 }
 
+/// Checks the compacted months of a revision (design.md §7) and adds their compacted shards to
+/// `sets`, so that they are verified like hot ones (read through the view).
+fn check_compacted(
+    ctx: &mut Ctx<'_, '_>,
+    sets: &mut BTreeMap<String, Vec<String>>,
+    segment_files: &[String],
+) -> Result<(), Error> {
+    if segment_files.is_empty() {
+        return Ok(());
+    }
+    let checked = {
+        let hot = |p: &str| {
+            sets.get(&set_key(p))
+                .is_some_and(|m| m.iter().any(|x| x == p))
+        };
+        crate::compact::check_revision(&ctx.view, segment_files, hot)?
+    };
+    report_compaction(ctx, checked.problems);
+    for path in checked.shards {
+        let members = sets.entry(set_key(&path)).or_default();
+        members.push(path);
+        members.sort_unstable();
+    }
+    Ok(())
+}
+
+/// Reports compaction problems under their rules.
+fn report_compaction(ctx: &mut Ctx<'_, '_>, problems: Vec<crate::compact::Problem>) {
+    use crate::compact::ProblemKind as K;
+    for p in problems {
+        let rule = match p.kind {
+            K::ManifestInvalid => Rule::ManifestInvalid,
+            K::SegmentDigestMismatch => Rule::SegmentDigestMismatch,
+            K::EntryMismatch => Rule::ManifestEntryMismatch,
+            K::CompactedMissing => Rule::CompactedMissing,
+            K::CompactedExtra => Rule::CompactedExtra,
+            K::DeletionUnproven => Rule::DeletionUnproven,
+            K::ManifestNotSuperset => Rule::ManifestNotSuperset,
+            K::Deleted => Rule::Deleted,
+        };
+        ctx.finding(&p.path, rule, p.detail);
+    }
+}
+
 /// Verifies the whole ledger at `commit` with the default [`Options`] (strict privacy).
 pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error> {
     verify_revision_with(store, commit, &Options::default())
@@ -748,6 +820,7 @@ pub fn verify_revision_with(
     let mut ctx = Ctx::new(&snap, options.privacy)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut bindings: Vec<(String, Kind)> = Vec::new();
+    let mut segment_files: Vec<String> = Vec::new();
     for path in snap.list_files(LEDGER)? {
         if shard::parse_path(&path).is_some() {
             sets.entry(set_key(&path)).or_default().push(path);
@@ -759,10 +832,13 @@ pub fn verify_revision_with(
             } else {
                 ctx.mixed(&path, path_layout);
             }
+        } else if crate::segment::parse_path(&path).is_some() {
+            segment_files.push(path);
         } else {
             ctx.finding(&path, Rule::UnknownPath, "not a shard or binding path");
         }
     }
+    check_compacted(&mut ctx, &mut sets, &segment_files)?;
     for paths in sets.values() {
         ctx.verify_set(paths)?;
     }
@@ -808,8 +884,15 @@ pub fn verify_range_with(
     }
     let mut touched: BTreeSet<String> = BTreeSet::new();
     let mut added_bindings: Vec<(String, Kind)> = Vec::new();
+    let mut compaction = crate::compact::RangeChanges::default();
     for change in store.diff(old, new, LEDGER)? {
         match change {
+            Change::Modified(p) if crate::segment::is_manifest_path(&p) => {
+                compaction.modified_manifests.push(p)
+            }
+            Change::Deleted(p) if shard::parse_path(&p).is_some() => {
+                compaction.deleted_shards.push(p)
+            }
             Change::Modified(p) => {
                 ctx.finding(&p, Rule::Modified, "an existing ledger file was changed")
             }
@@ -834,18 +917,24 @@ pub fn verify_range_with(
                     } else {
                         ctx.mixed(&p, path_layout);
                     }
+                } else if crate::segment::parse_path(&p).is_some() {
+                    compaction.added.push(p);
                 } else {
                     ctx.finding(&p, Rule::UnknownPath, "not a shard or binding path");
                 }
             }
         }
     }
+    let proof = crate::compact::check_range(store, old, &ctx.view, &compaction)?;
+    report_compaction(&mut ctx, proof.problems);
+    touched.extend(proof.shards.iter().map(|p| set_key(p)));
     let added: HashSet<String> = added_bindings.iter().map(|(p, _)| p.clone()).collect();
     let mut incoming = Vec::new();
     for key in &touched {
         let dir = key.rsplit_once('/').map_or("", |(d, _)| d);
-        let members: Vec<String> = snap
-            .list_files(dir)?
+        let members: Vec<String> = ctx
+            .view
+            .shard_paths_unchecked(dir)?
             .into_iter()
             .filter(|p| shard::parse_path(p).is_some() && set_key(p) == *key)
             .collect();

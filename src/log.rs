@@ -1,0 +1,457 @@
+//! `log`: the ledger's events in one canonical order, from hot shards and segments alike.
+//!
+//! Order: partition date, then shard path, then line order. Shard paths start with
+//! `ledger/v1/events/YYYY/MM/DD/`, so this is the byte order of the shard paths, and a compacted
+//! shard sorts as its original path; every shard is read through [`crate::view`] (checked reads),
+//! so the output is the same before and after compaction.
+//!
+//! Memory: the paths of the hot shards, one month's manifest, a few segments and one shard at a
+//! time; events are handed to the caller one by one and not kept.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use crate::canonical::{self, Value};
+use crate::segment::Month;
+use crate::shard;
+use crate::store;
+use crate::view::{self, View};
+
+/// Why the log could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error(transparent)]
+    View(#[from] view::Error),
+    /// A shard line is not JSON (the ledger is damaged; `verify` says more).
+    #[error("{path}:{line} is not a JSON event line: run `action-ledger verify`")]
+    Line {
+        /// The shard path.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+    },
+}
+
+/// Which events to print. Every given criterion must match; an empty filter matches all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// `subject.repository` equals this (compare normalized: lowercase).
+    pub repository: Option<String>,
+    /// `subject.number` equals this.
+    pub number: Option<i64>,
+    /// `operation_id` starts with this (lowercase hex).
+    pub operation: Option<String>,
+    /// `attempt_id` starts with this (lowercase hex).
+    pub attempt: Option<String>,
+    /// `event_type` is one of these (none: any).
+    pub event_types: Vec<String>,
+    /// `producer.component` equals this.
+    pub producer: Option<String>,
+    /// Partition date on or after this `YYYY-MM-DD`.
+    pub since: Option<String>,
+    /// Partition date on or before this `YYYY-MM-DD`.
+    pub until: Option<String>,
+}
+
+impl Filter {
+    fn date_in_range(&self, date: &str) -> bool {
+        self.since.as_deref().is_none_or(|s| date >= s)
+            && self.until.as_deref().is_none_or(|u| date <= u)
+    }
+
+    fn month_in_range(&self, month: Month) -> bool {
+        let m = month.to_string();
+        self.since
+            .as_deref()
+            .is_none_or(|s| m.as_str() >= &s[..7.min(s.len())])
+            && self
+                .until
+                .as_deref()
+                .is_none_or(|u| m.as_str() <= &u[..7.min(u.len())])
+    }
+
+    /// Whether the event `v` matches the field criteria (not the dates).
+    pub fn matches(&self, v: &Value) -> bool {
+        let text = |path: &[&str]| {
+            let mut cur = v;
+            for k in path {
+                cur = cur.get(k)?;
+            }
+            cur.as_str()
+        };
+        let starts = |field: &str, prefix: &Option<String>| {
+            prefix
+                .as_deref()
+                .is_none_or(|p| text(&[field]).is_some_and(|x| x.starts_with(p)))
+        };
+        self.repository
+            .as_deref()
+            .is_none_or(|r| text(&["subject", "repository"]) == Some(r))
+            && self.number.is_none_or(|n| {
+                v.get("subject")
+                    .and_then(|s| s.get("number"))
+                    .and_then(Value::as_safe_integer)
+                    == Some(n)
+            })
+            && starts("operation_id", &self.operation)
+            && starts("attempt_id", &self.attempt)
+            && (self.event_types.is_empty()
+                || text(&["event_type"]).is_some_and(|t| self.event_types.iter().any(|x| x == t)))
+            && self
+                .producer
+                .as_deref()
+                .is_none_or(|p| text(&["producer", "component"]) == Some(p))
+    }
+}
+
+/// One event as the log hands it out.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// Partition date `YYYY-MM-DD`.
+    pub date: &'a str,
+    /// The (original) shard path.
+    pub path: &'a str,
+    /// 1-based line in the shard.
+    pub line: usize,
+    /// The exact canonical line (no newline).
+    pub json: &'a str,
+    /// The parsed record.
+    pub value: &'a Value,
+}
+
+/// What a log run read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Shards read.
+    pub shards: usize,
+    /// Events read.
+    pub events: usize,
+    /// Events that matched and were handed out.
+    pub matched: usize,
+}
+
+/// Streams the matching events of the view's snapshot, in canonical order, to `sink`; the sink
+/// returns [`ControlFlow::Break`] to stop early (a closed pipe).
+///
+/// # Errors
+/// [`Error::View`] for a damaged compaction, [`Error::Line`], [`Error::Store`].
+pub fn stream(
+    view: &View<'_, '_>,
+    filter: &Filter,
+    sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
+) -> Result<Stats, Error> {
+    let mut hot: BTreeMap<Month, Vec<String>> = BTreeMap::new();
+    for path in view.snapshot().list_files(shard::EVENTS_ROOT)? {
+        if let Some(month) = Month::of_shard(&path) {
+            hot.entry(month).or_default().push(path);
+        }
+    }
+    for month in view.compacted_months()? {
+        hot.entry(month).or_default();
+    }
+    let mut stats = Stats::default();
+    for (month, mut paths) in hot {
+        if !filter.month_in_range(month) {
+            continue;
+        }
+        if let Some(manifest) = view.manifest(month)? {
+            paths.extend(manifest.shards.iter().map(|e| e.path.clone()));
+            paths.sort_unstable();
+            paths.dedup();
+        }
+        for path in &paths {
+            let Some((date, _)) = shard::parse_path(path) else {
+                continue;
+            };
+            if !filter.date_in_range(&date) {
+                continue;
+            }
+            let Some(bytes) = view.read(path, shard::MAX_BYTES as u64)? else {
+                continue;
+            };
+            stats.shards += 1;
+            for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+                if raw.is_empty() && i > 0 && bytes.ends_with(b"\n") {
+                    // The end of the last line; an empty line elsewhere fails to parse below.
+                    continue;
+                }
+                stats.events += 1;
+                let line_error = || Error::Line {
+                    path: path.clone(),
+                    line: i + 1,
+                };
+                let json = std::str::from_utf8(raw).map_err(|_| line_error())?;
+                let value = canonical::parse(json).map_err(|_| line_error())?;
+                if !filter.matches(&value) {
+                    continue;
+                }
+                stats.matched += 1;
+                let entry = Entry {
+                    date: &date,
+                    path,
+                    line: i + 1,
+                    json,
+                    value: &value,
+                };
+                if sink(&entry).is_break() {
+                    return Ok(stats);
+                }
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// One readable line for an event:
+/// `<occurred_at> <event_type> <status> <subject> <producer component> [op=<12 hex>]
+/// [attempt=<12 hex>] event=<12 hex>`, where subject is `owner/name#number` (or the repository
+/// and kind when there is no number) and status is `action.status` (with `/reason_code` when it
+/// says more).
+pub fn human(entry: &Entry<'_>) -> String {
+    let v = entry.value;
+    let s = |path: &[&str]| {
+        let mut cur = v;
+        for k in path {
+            match cur.get(k) {
+                Some(x) => cur = x,
+                None => return String::new(),
+            }
+        }
+        match cur {
+            Value::String(x) => x.clone(),
+            Value::Null => String::new(),
+            other => canonical::to_canonical_unchecked(other),
+        }
+    };
+    let short = |x: String| x.chars().take(12).collect::<String>();
+    let repo = s(&["subject", "repository"]);
+    let subject = match v.get("subject").and_then(|x| x.get("number")) {
+        Some(n) if !matches!(n, Value::Null) => format!("{repo}#{}", s(&["subject", "number"])),
+        _ => format!("{repo} ({})", s(&["subject", "kind"])),
+    };
+    let mut status = s(&["action", "status"]);
+    let reason = s(&["action", "reason_code"]);
+    if !reason.is_empty() && reason != status {
+        status = format!("{status}/{reason}");
+    }
+    let mut out = format!(
+        "{} {} {} {} {}",
+        s(&["occurred_at"]),
+        s(&["event_type"]),
+        if status.is_empty() {
+            "-".into()
+        } else {
+            status
+        },
+        subject,
+        s(&["producer", "component"]),
+    );
+    for (label, key) in [("op", "operation_id"), ("attempt", "attempt_id")] {
+        let id = s(&[key]);
+        if !id.is_empty() {
+            out.push_str(&format!(" {label}={}", short(id)));
+        }
+    }
+    out.push_str(&format!(" event={}", short(s(&["event_id"]))));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{CommitId, Signature, Store};
+    use std::path::{Path, PathBuf};
+
+    fn job008() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        )
+    }
+
+    /// The job's events straight from its shard files, in path order, as JSON values.
+    fn source_events() -> Vec<(String, serde_json::Value)> {
+        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(job008())
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .map(|l| (l.to_owned(), serde_json::from_str(l).unwrap()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Which source events a filter must select.
+    type Want<'a> = Box<dyn Fn(&serde_json::Value) -> bool + 'a>;
+
+    fn ledger() -> (tempfile::TempDir, Store, CommitId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let sig = Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: 1_773_100_800,
+        };
+        let p =
+            crate::publish::publish(&store, &job008(), &crate::publish::Options::new(sig)).unwrap();
+        let commit = p.commit.unwrap();
+        (dir, store, commit)
+    }
+
+    fn run(store: &Store, commit: CommitId, filter: &Filter) -> (Vec<String>, Stats) {
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut out = Vec::new();
+        let stats = stream(&view, filter, &mut |e| {
+            out.push(e.json.to_owned());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        (out, stats)
+    }
+
+    #[test]
+    fn filters_select_exactly_the_matching_events_in_order() {
+        let (_dir, store, commit) = ledger();
+        let all = source_events();
+        let pick = |f: &dyn Fn(&serde_json::Value) -> bool| -> Vec<String> {
+            all.iter()
+                .filter(|(_, v)| f(v))
+                .map(|(l, _)| l.clone())
+                .collect()
+        };
+        let (lines, stats) = run(&store, commit, &Filter::default());
+        assert_eq!(lines, pick(&|_| true));
+        assert_eq!(
+            stats,
+            Stats {
+                shards: 2,
+                events: 63,
+                matched: 63
+            }
+        );
+        let cases: Vec<(Filter, Want<'_>)> = vec![
+            (
+                Filter {
+                    event_types: vec!["repair.execute".into(), "repair.plan".into()],
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["event_type"] == "repair.execute" || v["event_type"] == "repair.plan"
+                }),
+            ),
+            (
+                Filter {
+                    repository: Some("openclaw/openclaw".into()),
+                    number: Some(41979),
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["subject"]["repository"] == "openclaw/openclaw"
+                        && v["subject"]["number"] == 41979
+                }),
+            ),
+            (
+                Filter {
+                    repository: Some("openclaw/clawhub".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["subject"]["repository"] == "openclaw/clawhub"),
+            ),
+            (
+                Filter {
+                    operation: Some("5b5d23caffda".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| {
+                    v["operation_id"]
+                        .as_str()
+                        .is_some_and(|o| o.starts_with("5b5d23caffda"))
+                }),
+            ),
+            (
+                Filter {
+                    attempt: Some(all[5].1["attempt_id"].as_str().unwrap().into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["attempt_id"] == all[5].1["attempt_id"]),
+            ),
+            (
+                Filter {
+                    producer: Some("workflow.ledger.default".into()),
+                    ..Filter::default()
+                },
+                Box::new(|v| v["producer"]["component"] == "workflow.ledger.default"),
+            ),
+            (
+                Filter {
+                    since: Some("2026-03-10".into()),
+                    until: Some("2026-03-10".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| true),
+            ),
+            (
+                Filter {
+                    since: Some("2026-03-11".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| false),
+            ),
+            (
+                Filter {
+                    until: Some("2026-03-09".into()),
+                    ..Filter::default()
+                },
+                Box::new(|_| false),
+            ),
+        ];
+        for (filter, want) in cases {
+            let (lines, stats) = run(&store, commit, &filter);
+            assert_eq!(lines, pick(want.as_ref()), "{filter:?}");
+            assert_eq!(stats.matched, lines.len());
+            assert!(!lines.is_empty() || filter.since.is_some() || filter.until.is_some());
+        }
+    }
+
+    #[test]
+    fn a_sink_can_stop_early_and_lines_read_well() {
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut seen = Vec::new();
+        let stats = stream(&view, &Filter::default(), &mut |e| {
+            seen.push((e.date.to_owned(), e.line, human(e)));
+            if seen.len() == 3 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+        assert_eq!(stats.matched, 3);
+        assert_eq!(seen[0].0, "2026-03-10");
+        assert_eq!(seen.iter().map(|s| s.1).collect::<Vec<_>>(), vec![1, 2, 3]);
+        let (_, first) = &source_events()[0];
+        let want = format!(
+            "{} {} {} ",
+            first["occurred_at"].as_str().unwrap(),
+            first["event_type"].as_str().unwrap(),
+            first["action"]["status"].as_str().unwrap()
+        );
+        assert!(seen[0].2.starts_with(&want), "{} vs {want}", seen[0].2);
+        assert!(seen[0].2.ends_with(&format!(
+            " event={}",
+            &first["event_id"].as_str().unwrap()[..12]
+        )));
+    }
+}
