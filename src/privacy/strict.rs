@@ -1126,16 +1126,14 @@ fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
         }
         let tb = trimmed.as_bytes();
         for k in 1..tb.len() {
-            if tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':') {
-                if let Some(a) = parse(&trimmed[k..]) {
-                    found.push(a);
-                    break;
-                }
-            } else if tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':' {
-                if let Some(a) = parse(&trimmed[k..]) {
-                    found.push(a);
-                    break;
-                }
+            let after_single_colon =
+                tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':');
+            let double_colon = tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':';
+            if (after_single_colon || double_colon)
+                && let Some(a) = parse(&trimmed[k..])
+            {
+                found.push(a);
+                break;
             }
         }
     }
@@ -1421,6 +1419,20 @@ mod tests {
             for k in rule.keywords {
                 assert_eq!(k.to_lowercase(), *k, "{}", rule.id);
             }
+        }
+    }
+
+    /// The README's privacy table names every family and rule id of [`RULES`].
+    #[test]
+    fn readme_lists_every_rule() {
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
+        let table = &readme[readme.find("## Privacy").expect("a Privacy section")..];
+        for rule in RULES {
+            assert!(table.contains(rule.id), "README lacks {}", rule.id);
+            assert!(table.contains(rule.family), "README lacks {}", rule.family);
         }
     }
 
