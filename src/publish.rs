@@ -155,10 +155,12 @@ pub enum Error {
     #[error("action event shard import exceeds 263168 publish path limit")]
     PathLimit,
     #[error(
-        "action event shard {path}: event {event_id}: {finding}, which the strict privacy profile refuses; the set was not published: keep the value out of the event (revoke or rotate it if it is a credential), or publish with --privacy reference"
+        "action event shard {}: event {event_id}: {finding}, which the strict privacy profile refuses; the set was not published: keep the value out of the event (revoke or rotate it if it is a credential), or publish with --privacy reference",
+        shown_path(path)
     )]
     StrictPrivacy {
-        /// The shard (path under the source root) that holds the event.
+        /// The shard (path under the source root) that holds the event. The message withholds
+        /// it when the path itself holds a refused value (a producer field is part of it).
         path: String,
         event_id: Digest,
         finding: privacy::strict::Finding,
@@ -177,6 +179,15 @@ pub enum Error {
         ref_name: String,
         lock: std::path::PathBuf,
     },
+}
+
+/// `path`, unless the strict rules flag the path itself: shard paths are made of producer
+/// fields, and a refusal must not print the value it refuses.
+fn shown_path(path: &str) -> &str {
+    match privacy::strict::scan_text(path) {
+        None => path,
+        Some(_) => "(path withheld: it holds the refused value)",
+    }
 }
 
 /// The provenance a caller expects of every shard (runtime §8.3 step 7; `component` is not
@@ -1369,6 +1380,21 @@ mod tests {
             check_privacy(&batch, Profile::Reference).map_err(|e| e.to_string()),
             Ok(())
         );
+        assert!(err.to_string().contains(&batch.shards[1].path), "{err}");
+        // A path that holds the refused value (producer fields are part of it) is not printed.
+        let withheld = Error::StrictPrivacy {
+            path: "ledger/v1/events/2026/03/10/o-r/hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh.x.y/1-1-j.jsonl"
+                .into(),
+            event_id: event_id.clone(),
+            finding: finding.clone(),
+        };
+        assert!(
+            withheld.to_string().starts_with(
+                "action event shard (path withheld: it holds the refused value): event "
+            ),
+            "{withheld}"
+        );
+        assert!(!withheld.to_string().contains("hf_ABCD"));
     }
 
     /// Publishers racing on one ref: every publication lands exactly once, in a linear history,

@@ -22,7 +22,9 @@
 //! Writing (§3.2): the seal check (a sealed producer accepts only exact replays), the
 //! create-only partition marker, then the create-only event file; an existing file must be
 //! replay-equal (then the existing event is returned) or the write is a conflict. Nothing is
-//! written unless the event is valid and the partition date is known.
+//! written unless the event is valid and the partition date is known, and, under the default
+//! strict privacy profile ([`Options::privacy`]), free of the families of
+//! [`privacy::strict::RULES`] ([`check_privacy`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

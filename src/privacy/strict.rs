@@ -32,7 +32,7 @@
 //! Host rules run only on the address candidates found in the text (dotted quads, IPv6
 //! literals, hosts of URLs after WHATWG parsing). Nothing here does I/O.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::ControlFlow;
 use std::str::FromStr;
@@ -141,14 +141,25 @@ pub struct Rule {
     pub family: &'static str,
     /// The public rule the entry comes from, as `<source>:<rule id>` (see the module docs).
     pub id: &'static str,
+    /// Lowercase strings, one of which (compared case-insensitively) every match of a
+    /// [`Matcher::Pattern`] contains, as gitleaks' `keywords`: a text with none of the table's
+    /// keywords skips those patterns. Empty for a pattern without such a string (it then runs
+    /// on every text) and for host rules.
+    pub keywords: &'static [&'static str],
     /// How the family is recognised.
     pub matcher: Matcher,
 }
 
-const fn pattern(family: &'static str, id: &'static str, source: &'static str) -> Rule {
+const fn pattern(
+    family: &'static str,
+    id: &'static str,
+    keywords: &'static [&'static str],
+    source: &'static str,
+) -> Rule {
     Rule {
         family,
         id,
+        keywords,
         matcher: Matcher::Pattern(source),
     }
 }
@@ -157,6 +168,7 @@ const fn ipv4(family: &'static str, id: &'static str, test: fn(Ipv4Addr) -> bool
     Rule {
         family,
         id,
+        keywords: &[],
         matcher: Matcher::Ipv4(test),
     }
 }
@@ -165,6 +177,7 @@ const fn ipv6(family: &'static str, id: &'static str, test: fn(Ipv6Addr) -> bool
     Rule {
         family,
         id,
+        keywords: &[],
         matcher: Matcher::Ipv6(test),
     }
 }
@@ -176,468 +189,565 @@ pub static RULES: &[Rule] = &[
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-pat",
+        &["glpat-"],
         r"<L>glpat-[0-9A-Za-z_-]{20,}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-ptt",
+        &["glptt-"],
         r"<L>glptt-[0-9a-f]{40}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-rrt",
+        &["gr1348941"],
         r"<L>GR1348941[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-runner-authentication-token",
+        &["glrt-"],
         r"<L>glrt-[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-deploy-token",
+        &["gldt-"],
         r"<L>gldt-[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-cicd-job-token",
+        &["glcbt-"],
         r"<L>glcbt-[0-9A-Za-z]{1,5}_[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-feed-token",
+        &["glft-"],
         r"<L>glft-[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-incoming-mail-token",
+        &["glimt-"],
         r"<L>glimt-[0-9A-Za-z_-]{25}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-kubernetes-agent-token",
+        &["glagent-"],
         r"<L>glagent-[0-9A-Za-z_-]{50}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-oauth-app-secret",
+        &["gloas-"],
         r"<L>gloas-[0-9A-Za-z_-]{64}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-scim-token",
+        &["glsoat-"],
         r"<L>glsoat-[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "gitlab-token",
         "gitleaks:gitlab-feature-flag-client-token",
+        &["glffct-"],
         r"<L>glffct-[0-9A-Za-z_-]{20}",
     ),
     pattern(
         "atlassian-token",
         "gitleaks:atlassian-api-token",
+        &["atatt3"],
         r"<L>ATATT3[0-9A-Za-z_=-]{186}",
     ),
     pattern(
         "postman-token",
         "gitleaks:postman-api-token",
+        &["pmak-"],
         r"<L>PMAK-[0-9A-Fa-f]{24}-[0-9A-Fa-f]{34}<R>",
     ),
     pattern(
         "sourcegraph-token",
         "gitleaks:sourcegraph-access-token",
+        &["sgp_"],
         r"<L>sgp_(?:[0-9A-Fa-f]{16}_|local_)?[0-9A-Fa-f]{40}<R>",
     ),
     pattern(
         "harness-token",
         "gitleaks:harness-api-key",
+        &["pat.", "sat."],
         r"<L>(?:pat|sat)\.[0-9A-Za-z_-]{22}\.[0-9A-Za-z]{24}\.[0-9A-Za-z]{20}<R>",
     ),
     pattern(
         "octopus-deploy-key",
         "gitleaks:octopus-deploy-api-key",
+        &["api-"],
         r"<L>API-[0-9A-Z]{26}<R>",
     ),
     pattern(
         "readme-token",
         "gitleaks:readme-api-token",
+        &["rdme_"],
         r"<L>rdme_[0-9a-z]{70}<R>",
     ),
     pattern(
         "linear-token",
         "gitleaks:linear-api-key",
+        &["lin_api_"],
         r"<L>lin_api_[0-9A-Za-z]{40}<R>",
     ),
     pattern(
         "notion-token",
         "gitleaks:notion-api-token",
+        &["ntn_"],
         r"<L>ntn_[0-9]{11}[0-9A-Za-z]{35}<R>",
     ),
     pattern(
         "frameio-token",
         "gitleaks:frameio-api-token",
+        &["fio-u-"],
         r"<L>fio-u-[0-9A-Za-z_=-]{64}",
     ),
     // Package registries.
     pattern(
         "pypi-token",
         "gitleaks:pypi-upload-token",
+        &["pypi-ageichlwas5vcmc"],
         r"<L>pypi-AgEIcHlwaS5vcmc[0-9A-Za-z_-]{50,}",
     ),
     pattern(
         "rubygems-token",
         "gitleaks:rubygems-api-token",
+        &["rubygems_"],
         r"<L>rubygems_[0-9a-f]{48}<R>",
     ),
     pattern(
         "clojars-token",
         "gitleaks:clojars-api-token",
+        &["clojars_"],
         r"<L>(?i:CLOJARS)_[0-9a-z]{60}<R>",
     ),
     pattern(
         "artifactory-token",
         "gitleaks:artifactory-api-key",
+        &["akcp"],
         r"<L>AKCp[0-9A-Za-z]{69}<R>",
     ),
     pattern(
         "artifactory-token",
         "gitleaks:artifactory-reference-token",
+        &["cmvmd"],
         r"<L>cmVmd[0-9A-Za-z]{59}<R>",
     ),
     // Cloud providers and infrastructure.
     pattern(
         "aws-key-id",
         "gitleaks:aws-access-token",
+        &[
+            "a3t", "akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "aipa", "anpa", "anva",
+            "apka",
+        ],
         r"<L>(?:A3T[0-9A-Z]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[0-9A-Z]{16}<R>",
     ),
     pattern(
         "google-api-key",
         "gitleaks:gcp-api-key",
+        &["aiza"],
         r"<L>AIza[0-9A-Za-z_-]{35}<R_>",
     ),
     pattern(
         "alibaba-key-id",
         "gitleaks:alibaba-access-key-id",
+        &["ltai"],
         r"<L>LTAI[0-9A-Za-z]{20}<R>",
     ),
     pattern(
         "digitalocean-token",
         "gitleaks:digitalocean-pat",
+        &["dop_v1_"],
         r"<L>dop_v1_[0-9a-f]{64}<R>",
     ),
     pattern(
         "digitalocean-token",
         "gitleaks:digitalocean-access-token",
+        &["doo_v1_"],
         r"<L>doo_v1_[0-9a-f]{64}<R>",
     ),
     pattern(
         "digitalocean-token",
         "gitleaks:digitalocean-refresh-token",
+        &["dor_v1_"],
         r"<L>dor_v1_[0-9a-f]{64}<R>",
     ),
     pattern(
         "vault-token",
         "gitleaks:vault-service-token",
+        &["hvs."],
         r"<L>hvs\.[0-9A-Za-z_-]{90,120}<R_>",
     ),
     pattern(
         "vault-token",
         "gitleaks:vault-batch-token",
+        &["hvb."],
         r"<L>hvb\.[0-9A-Za-z_-]{138,300}<R_>",
     ),
     pattern(
         "terraform-token",
         "gitleaks:hashicorp-tf-api-token",
+        &["atlasv1"],
         r"<L>[0-9A-Za-z]{14}\.atlasv1\.[0-9A-Za-z_=-]{60,70}",
     ),
     pattern(
         "databricks-token",
         "gitleaks:databricks-api-token",
+        &["dapi"],
         r"<L>dapi[0-9a-f]{32}(?:-[0-9])?<R>",
     ),
     pattern(
         "cloudflare-origin-ca-key",
         "gitleaks:cloudflare-origin-ca-key",
+        &["v1.0-"],
         r"<L>v1\.0-[0-9a-f]{24}-[0-9a-f]{146}",
     ),
     pattern(
         "heroku-token",
         "gitleaks:heroku-api-key-v2",
+        &["hrku-aa"],
         r"<L>HRKU-AA[0-9A-Za-z_-]{58}<R_>",
     ),
     pattern(
         "flyio-token",
         "gitleaks:flyio-access-token",
+        &["fo1_", "fm1", "fm2_"],
         r"<L>(?:fo1_[0-9A-Za-z_-]{43}<R_>|fm1[ar]_[0-9A-Za-z+/]{100,}|fm2_[0-9A-Za-z+/]{100,})",
     ),
     pattern(
         "doppler-token",
         "gitleaks:doppler-api-token",
+        &["dp.pt."],
         r"<L>dp\.pt\.[0-9A-Za-z]{43}",
     ),
     pattern(
         "pulumi-token",
         "gitleaks:pulumi-api-token",
+        &["pul-"],
         r"<L>pul-[0-9a-f]{40}<R>",
     ),
     pattern(
         "planetscale-token",
         "gitleaks:planetscale-api-token",
+        &["pscale_tkn_"],
         r"<L>pscale_tkn_[0-9A-Za-z_=.-]{32,64}",
     ),
     pattern(
         "planetscale-token",
         "gitleaks:planetscale-oauth-token",
+        &["pscale_oauth_"],
         r"<L>pscale_oauth_[0-9A-Za-z_=.-]{32,64}",
     ),
     pattern(
         "planetscale-token",
         "gitleaks:planetscale-password",
+        &["pscale_pw_"],
         r"<L>pscale_pw_[0-9A-Za-z_=.-]{32,64}",
     ),
     pattern(
         "scalingo-token",
         "gitleaks:scalingo-api-token",
+        &["tk-us-"],
         r"<L>tk-us-[0-9A-Za-z_-]{48}<R_>",
     ),
     pattern(
         "dynatrace-token",
         "gitleaks:dynatrace-api-token",
+        &["dt0c01."],
         r"<L>dt0c01\.[0-9A-Za-z]{24}\.[0-9A-Za-z]{64}",
     ),
     pattern(
         "grafana-token",
         "gitleaks:grafana-cloud-api-token",
+        &["glc_"],
         r"<L>glc_[0-9A-Za-z+/]{32,400}",
     ),
     pattern(
         "grafana-token",
         "gitleaks:grafana-service-account-token",
+        &["glsa_"],
         r"<L>glsa_[0-9A-Za-z]{32}_[0-9A-Fa-f]{8}<R>",
     ),
     pattern(
         "grafana-token",
         "gitleaks:grafana-api-key",
+        &["eyjrijoi"],
         r"<L>eyJrIjoi[0-9A-Za-z]{70,400}",
     ),
     pattern(
         "new-relic-key",
         "gitleaks:new-relic-user-api-key",
+        &["nrak-"],
         r"<L>NRAK-[0-9A-Za-z]{27}<R>",
     ),
     pattern(
         "new-relic-key",
         "gitleaks:new-relic-browser-api-token",
+        &["nrjs-"],
         r"<L>NRJS-[0-9a-f]{19}<R>",
     ),
     pattern(
         "new-relic-key",
         "gitleaks:new-relic-insert-key",
+        &["nrii-"],
         r"<L>NRII-[0-9A-Za-z-]{32}<R>",
     ),
     pattern(
         "sentry-token",
         "gitleaks:sentry-user-token",
+        &["sntryu_"],
         r"<L>sntryu_[0-9a-f]{64}<R>",
     ),
     pattern(
         "sentry-token",
         "gitleaks:sentry-org-token",
+        &["sntrys_"],
         r"<L>sntrys_eyJpYXQiO[0-9A-Za-z+/=_]{20,}",
     ),
     pattern(
         "infracost-token",
         "gitleaks:infracost-api-token",
+        &["ico-"],
         r"<L>ico-[0-9A-Za-z]{32}<R>",
     ),
     pattern(
         "prefect-token",
         "gitleaks:prefect-api-token",
+        &["pnu_"],
         r"<L>pnu_[0-9A-Za-z]{36}<R>",
     ),
     pattern(
         "settlemint-token",
         "gitleaks:settlemint-personal-access-token",
+        &["sm_pat_"],
         r"<L>sm_pat_[0-9A-Za-z]{16}<R>",
     ),
     pattern(
         "settlemint-token",
         "gitleaks:settlemint-application-access-token",
+        &["sm_aat_"],
         r"<L>sm_aat_[0-9A-Za-z]{16}<R>",
     ),
     pattern(
         "settlemint-token",
         "gitleaks:settlemint-service-access-token",
+        &["sm_sat_"],
         r"<L>sm_sat_[0-9A-Za-z]{16}<R>",
     ),
     pattern(
         "onepassword-secret-key",
         "gitleaks:1password-secret-key",
+        &["a3-"],
         r"<L>A3-[0-9A-Z]{6}-(?:[0-9A-Z]{11}|[0-9A-Z]{6}-[0-9A-Z]{5})-[0-9A-Z]{5}-[0-9A-Z]{5}-[0-9A-Z]{5}<R>",
     ),
     pattern(
         "age-secret-key",
         "gitleaks:age-secret-key",
+        &["age-secret-key-1"],
         r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
     ),
     pattern(
         "maxmind-license-key",
         "gitleaks:maxmind-license-key",
+        &["_mmk"],
         r"<L>[0-9A-Za-z]{6}_[0-9A-Za-z]{29}_mmk<R>",
     ),
     pattern(
         "adobe-client-secret",
         "gitleaks:adobe-client-secret",
+        &["p8e-"],
         r"<L>p8e-[0-9A-Za-z]{32}<R>",
     ),
     // Payments and commerce.
     pattern(
         "stripe-key",
         "gitleaks:stripe-access-token",
+        &[
+            "sk_test_", "sk_live_", "sk_prod_", "rk_test_", "rk_live_", "rk_prod_",
+        ],
         r"<L>(?:sk|rk)_(?:test|live|prod)_[0-9A-Za-z]{10,99}<R>",
     ),
     pattern(
         "square-token",
         "gitleaks:square-access-token",
+        &["eaaa", "sq0atp-"],
         r"<L>(?:EAAA|sq0atp-)[0-9A-Za-z_-]{22,60}<R_>",
     ),
     pattern(
         "square-token",
         "detect-secrets:SquareOAuthDetector",
+        &["sq0csp-"],
         r"<L>sq0csp-[0-9A-Za-z_-]{43}<R_>",
     ),
     pattern(
         "shopify-token",
         "gitleaks:shopify-access-token",
+        &["shpat_"],
         r"<L>shpat_[0-9A-Fa-f]{32}<R>",
     ),
     pattern(
         "shopify-token",
         "gitleaks:shopify-custom-access-token",
+        &["shpca_"],
         r"<L>shpca_[0-9A-Fa-f]{32}<R>",
     ),
     pattern(
         "shopify-token",
         "gitleaks:shopify-private-app-access-token",
+        &["shppa_"],
         r"<L>shppa_[0-9A-Fa-f]{32}<R>",
     ),
     pattern(
         "shopify-token",
         "gitleaks:shopify-shared-secret",
+        &["shpss_"],
         r"<L>shpss_[0-9A-Fa-f]{32}<R>",
     ),
     pattern(
         "shippo-token",
         "gitleaks:shippo-api-token",
+        &["shippo_"],
         r"<L>shippo_(?:live|test)_[0-9A-Fa-f]{40}<R>",
     ),
     pattern(
         "duffel-token",
         "gitleaks:duffel-api-token",
+        &["duffel_"],
         r"<L>duffel_(?:test|live)_[0-9A-Za-z_=-]{43}",
     ),
     pattern(
         "easypost-token",
         "gitleaks:easypost-api-token",
+        &["ezak"],
         r"<L>EZAK[0-9A-Za-z]{54}<R>",
     ),
     pattern(
         "easypost-token",
         "gitleaks:easypost-test-api-token",
+        &["eztk"],
         r"<L>EZTK[0-9A-Za-z]{54}<R>",
     ),
     pattern(
         "facebook-token",
         "gitleaks:facebook-page-access-token",
+        &["eaam", "eaac"],
         r"<L>EAA[MC][0-9A-Za-z]{100,}",
     ),
     // AI services.
     pattern(
         "huggingface-token",
         "gitleaks:huggingface-access-token",
+        &["hf_"],
         r"<L>hf_[A-Za-z]{34}<R>",
     ),
     pattern(
         "huggingface-token",
         "gitleaks:huggingface-organization-api-token",
+        &["api_org_"],
         r"<L>api_org_[A-Za-z]{34}<R>",
     ),
     pattern(
         "perplexity-key",
         "gitleaks:perplexity-api-key",
+        &["pplx-"],
         r"<L>pplx-[0-9A-Za-z]{48}<R>",
     ),
     // Messaging and e-mail.
     pattern(
         "slack-app-token",
         "gitleaks:slack-app-token",
+        &["xapp-"],
         r"<L>(?i:xapp)-[0-9]-[0-9A-Za-z]+-[0-9]+-[0-9A-Za-z]+",
     ),
     pattern(
         "slack-webhook",
         "gitleaks:slack-webhook-url",
+        &["hooks.slack.com"],
         r"(?i:hooks\.slack\.com)/(?:services|workflows|triggers)/[0-9A-Za-z+/]{43,56}",
     ),
     pattern(
         "discord-webhook",
         "trufflehog:DiscordWebhook",
+        &["discord"],
         r"(?i:discord(?:app)?\.com)/api/(?:v[0-9]+/)?webhooks/[0-9]{17,20}/[0-9A-Za-z_-]{60,68}",
     ),
     pattern(
         "discord-bot-token",
         "detect-secrets:DiscordBotTokenDetector",
+        &[],
         r"<L>[MNO][0-9A-Za-z_-]{23}\.[0-9A-Za-z_-]{6}\.[0-9A-Za-z_-]{27}",
     ),
     pattern(
         "telegram-bot-token",
         "gitleaks:telegram-bot-api-token",
+        &[":a"],
         r"<L>[0-9]{5,16}:A[0-9A-Za-z_-]{34}<R_>",
     ),
     pattern(
         "twilio-key",
         "gitleaks:twilio-api-key",
+        &["sk"],
         r"<L>SK[0-9A-Fa-f]{32}<R>",
     ),
     pattern(
         "sendgrid-key",
         "gitleaks:sendgrid-api-token",
+        &["sg."],
         r"<L>SG\.[0-9A-Za-z=_.-]{66}(?:$|[^0-9A-Za-z=_.-])",
     ),
     pattern(
         "sendinblue-key",
         "gitleaks:sendinblue-api-token",
+        &["xkeysib-"],
         r"<L>xkeysib-[0-9a-f]{64}-[0-9A-Za-z]{16}<R>",
     ),
     pattern(
         "mailchimp-key",
         "detect-secrets:MailchimpDetector",
+        &["-us"],
         r"<L>[0-9a-z]{32}-us[0-9]{1,2}<R>",
     ),
     // Tokens of any issuer.
     pattern(
         "unsigned-jwt",
         "gitleaks:jwt",
+        &["eyj"],
         r"(?:^|[^0-9A-Za-z_-])eyJ[0-9A-Za-z_-]{7,}\.(?:eyJ|eyA|e30)[0-9A-Za-z_-]*\.",
     ),
     pattern(
         "base64-jwt",
         "gitleaks:jwt-base64",
+        &["zxlk"],
         r"<L>ZXlK(?:aGJHY2lPaU|MGVYQWlPaUp|amRIa2lPaU|cmFXUWlP)[0-9A-Za-z+/_-]{40,}",
     ),
     pattern(
         "private-key",
         "gitleaks:private-key",
+        &["private key"],
         r"BEGIN[ 0-9A-Z_-]{0,100}PRIVATE KEY",
     ),
     // Hosts.
     pattern(
         "loopback-dns-name",
         "ssrf:loopback-dns-name",
+        &["localtest.me", "lvh.me", "vcap.me", "localhost.direct"],
         r"(?i)(?:^|[^0-9a-z.-])(?:[0-9a-z-]+\.)*(?:localtest\.me|lvh\.me|vcap\.me|localhost\.direct)\.?(?:$|[^0-9a-z.-])",
     ),
     pattern(
         "wildcard-ip-dns-name",
         "ssrf:wildcard-ip-dns-name",
+        &["nip.io", "sslip.io", "xip.io"],
         r"(?i)(?:^|[^0-9a-z.-])(?:[0-9a-z-]+\.)*(?:nip\.io|sslip\.io|xip\.io)\.?(?:$|[^0-9a-z.-])",
     ),
     ipv4("this-network-ipv4", "iana:0.0.0.0/8", is_this_network),
@@ -785,11 +895,22 @@ impl Finding {
     }
 }
 
-/// The compiled table: one set for the patterns, the host rules by kind.
+/// The compiled table: the keywords, the patterns that have keywords, those that do not, and
+/// the host rules by kind.
 struct Compiled {
-    set: RegexSet,
-    /// Index in [`RULES`] of each pattern of `set`.
-    set_rules: Vec<usize>,
+    /// Every keyword of the table, case-insensitively: a literal search, far cheaper than the
+    /// patterns.
+    keywords: Regex,
+    /// `keywords` or any keywordless pattern: a text that does not match cannot match a pattern.
+    gate: Regex,
+    /// Patterns with keywords, run only on a text that has a keyword.
+    keyed: RegexSet,
+    /// Index in [`RULES`] of each pattern of `keyed`.
+    keyed_rules: Vec<usize>,
+    /// Patterns without keywords, run on every text.
+    always: RegexSet,
+    /// Index in [`RULES`] of each pattern of `always`.
+    always_rules: Vec<usize>,
     ipv4_rules: Vec<&'static Rule>,
     ipv6_rules: Vec<&'static Rule>,
 }
@@ -803,23 +924,40 @@ fn expand(source: &str) -> String {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let mut patterns = Vec::new();
-    let mut set_rules = Vec::new();
+    let (mut keyed, mut keyed_rules, mut always, mut always_rules) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut keywords = Vec::new();
     let mut ipv4_rules = Vec::new();
     let mut ipv6_rules = Vec::new();
     for (i, rule) in RULES.iter().enumerate() {
         match rule.matcher {
+            Matcher::Pattern(source) if rule.keywords.is_empty() => {
+                always.push(expand(source));
+                always_rules.push(i);
+            }
             Matcher::Pattern(source) => {
-                patterns.push(expand(source));
-                set_rules.push(i);
+                keyed.push(expand(source));
+                keyed_rules.push(i);
+                keywords.extend(rule.keywords.iter().map(|k| regex::escape(k)));
             }
             Matcher::Ipv4(_) => ipv4_rules.push(rule),
             Matcher::Ipv6(_) => ipv6_rules.push(rule),
         }
     }
+    keywords.sort();
+    keywords.dedup();
+    let keywords = format!("(?i:{})", keywords.join("|"));
+    let gate = std::iter::once(keywords.clone())
+        .chain(always.iter().cloned())
+        .collect::<Vec<_>>()
+        .join("|");
     Compiled {
-        set: RegexSet::new(patterns).expect("every strict pattern is valid regex syntax"),
-        set_rules,
+        keywords: Regex::new(&keywords).expect("the keywords are escaped literals"),
+        gate: Regex::new(&gate).expect("every strict pattern is valid regex syntax"),
+        keyed: RegexSet::new(keyed).expect("every strict pattern is valid regex syntax"),
+        keyed_rules,
+        always: RegexSet::new(always).expect("every strict pattern is valid regex syntax"),
+        always_rules,
         ipv4_rules,
         ipv6_rules,
     }
@@ -848,11 +986,22 @@ pub fn scan_text(text: &str) -> Option<&'static Rule> {
 }
 
 fn first_pattern(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
-    if !compiled.set.is_match(text) {
+    let first = |set: &RegexSet, rules: &[usize]| {
+        set.is_match(text)
+            .then(|| set.matches(text).iter().next().map(|i| rules[i]))
+            .flatten()
+    };
+    // One search decides for almost every text: a keyword or a keywordless pattern.
+    if !compiled.gate.is_match(text) {
         return None;
     }
-    let index = compiled.set.matches(text).iter().next()?;
-    Some(&RULES[compiled.set_rules[index]])
+    let keyed = if compiled.keywords.is_match(text) {
+        first(&compiled.keyed, &compiled.keyed_rules)
+    } else {
+        None
+    };
+    let always = first(&compiled.always, &compiled.always_rules);
+    keyed.into_iter().chain(always).min().map(|i| &RULES[i])
 }
 
 fn v4_hit(compiled: &Compiled, a: Ipv4Addr) -> Option<&'static Rule> {
@@ -879,9 +1028,9 @@ fn v6_hit(compiled: &Compiled, a: Ipv6Addr) -> Option<&'static Rule> {
 
 fn scan_hosts(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
     let bytes = text.as_bytes();
-    // Cheap gates: most ledger text has neither a dotted number nor a colon.
+    // Cheap gates: most ledger text has neither three dots nor a colon.
     let has_colon = bytes.contains(&b':');
-    if bytes.contains(&b'.') && bytes.iter().any(u8::is_ascii_digit) {
+    if bytes.iter().filter(|&&b| b == b'.').count() >= 3 {
         for candidate in IPV4_CANDIDATE.find_iter(text) {
             if let Ok(a) = candidate.as_str().parse::<Ipv4Addr>()
                 && let Some(rule) = v4_hit(compiled, a)
@@ -899,10 +1048,10 @@ fn scan_hosts(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
         }
     }
     let whole = is_special_url(text).then_some(text);
-    for candidate in whole
-        .into_iter()
-        .chain(URL_CANDIDATE.find_iter(text).map(|m| m.as_str()))
-    {
+    let inner = text
+        .contains("://")
+        .then(|| URL_CANDIDATE.find_iter(text).map(|m| m.as_str()));
+    for candidate in whole.into_iter().chain(inner.into_iter().flatten()) {
         let Ok(url) = Url::parse(candidate) else {
             continue;
         };
@@ -979,9 +1128,8 @@ fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
         for k in 1..tb.len() {
             let after_single_colon =
                 tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':');
-            let at_double_colon =
-                tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':';
-            if (after_single_colon || at_double_colon)
+            let double_colon = tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':';
+            if (after_single_colon || double_colon)
                 && let Some(a) = parse(&trimmed[k..])
             {
                 found.push(a);
@@ -997,7 +1145,7 @@ fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
 /// walked, so no flagged text ever appears in a path.
 pub fn scan(value: &Value) -> Vec<Finding> {
     let mut found = Vec::new();
-    let _ = walk(value, &mut String::from("$"), &mut |f| {
+    let _ = walk(value, &mut Vec::new(), &mut |f| {
         found.push(f);
         ControlFlow::Continue(())
     });
@@ -1007,71 +1155,87 @@ pub fn scan(value: &Value) -> Vec<Finding> {
 /// The first strict hit in `value`, in canonical (sorted key) order, or `None`.
 pub fn first(value: &Value) -> Option<Finding> {
     let mut hit = None;
-    let _ = walk(value, &mut String::from("$"), &mut |f| {
+    let _ = walk(value, &mut Vec::new(), &mut |f| {
         hit = Some(f);
         ControlFlow::Break(())
     });
     hit
 }
 
-fn walk(
-    value: &Value,
-    path: &mut String,
+/// One step of the path to a value: a member key or an array index.
+enum Step<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+/// The JSONPath-like text of `steps`: `$`, then `.key` for identifier keys, `["key"]` (with
+/// `"` and `\` escaped) for other keys and `[i]` for indices. Only built for a hit.
+fn render(steps: &[Step<'_>]) -> String {
+    let mut path = String::from("$");
+    for step in steps {
+        match step {
+            Step::Index(i) => {
+                let _ = write!(path, "[{i}]");
+            }
+            Step::Key(key) => {
+                let identifier = key
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                    && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                if identifier {
+                    path.push('.');
+                    path.push_str(key);
+                } else {
+                    path.push_str("[\"");
+                    for c in key.chars() {
+                        if c == '"' || c == '\\' {
+                            path.push('\\');
+                        }
+                        path.push(c);
+                    }
+                    path.push_str("\"]");
+                }
+            }
+        }
+    }
+    path
+}
+
+fn walk<'v>(
+    value: &'v Value,
+    steps: &mut Vec<Step<'v>>,
     emit: &mut dyn FnMut(Finding) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     match value {
         Value::String(s) => {
             if let Some(rule) = scan_text(s) {
-                emit(Finding::new(path.clone(), false, rule))?;
+                emit(Finding::new(render(steps), false, rule))?;
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                let flow = walk(item, path, emit);
-                path.truncate(len);
+                steps.push(Step::Index(i));
+                let flow = walk(item, steps, emit);
+                steps.pop();
                 flow?;
             }
         }
         Value::Object(members) => {
             for (key, member) in members {
                 if let Some(rule) = scan_text(key) {
-                    emit(Finding::new(path.clone(), true, rule))?;
+                    emit(Finding::new(render(steps), true, rule))?;
                     continue;
                 }
-                let len = path.len();
-                push_key(path, key);
-                let flow = walk(member, path, emit);
-                path.truncate(len);
+                steps.push(Step::Key(key));
+                let flow = walk(member, steps, emit);
+                steps.pop();
                 flow?;
             }
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
     ControlFlow::Continue(())
-}
-
-/// `.key` for identifier keys, else `["key"]` with `"` and `\` escaped.
-fn push_key(path: &mut String, key: &str) {
-    let identifier = key
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if identifier {
-        path.push('.');
-        path.push_str(key);
-    } else {
-        path.push_str("[\"");
-        for c in key.chars() {
-            if c == '"' || c == '\\' {
-                path.push('\\');
-            }
-            path.push(c);
-        }
-        path.push_str("\"]");
-    }
 }
 
 #[cfg(test)]
@@ -1082,10 +1246,100 @@ mod tests {
         scan_text(text).map(|r| r.family)
     }
 
+    /// Cost of the strict pass per event, on the day1 corpus (5,091 events), next to the
+    /// reference's validation of the same lines (CPU time, best of 5 runs each, as the machine
+    /// is shared). Run in release:
+    /// `cargo test --release --lib strict_pass_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement; run in release"]
+    fn strict_pass_cost() {
+        let shards = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/corpus/day1/expected-state/ledger/v1/events");
+        let mut lines = Vec::new();
+        for entry in walkdir::WalkDir::new(shards) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() {
+                let text = std::fs::read_to_string(entry.path()).unwrap();
+                lines.extend(text.lines().map(str::to_owned));
+            }
+        }
+        // CPU time of this thread (Linux schedstat), so that other work on the machine does not
+        // count; wall-clock time where it cannot be read.
+        let cpu = || -> Option<std::time::Duration> {
+            let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+            let ns = text.split_whitespace().next()?.parse().ok()?;
+            Some(std::time::Duration::from_nanos(ns))
+        };
+        let best = |f: &mut dyn FnMut()| {
+            (0..5)
+                .map(|_| {
+                    let (wall, start) = (std::time::Instant::now(), cpu());
+                    f();
+                    match (start, cpu()) {
+                        (Some(a), Some(b)) => b - a,
+                        _ => wall.elapsed(),
+                    }
+                })
+                .min()
+                .unwrap()
+        };
+        let mut events = Vec::new();
+        let validate = best(&mut || {
+            events = lines
+                .iter()
+                .map(|l| crate::event::Event::parse_line(l, "bench").unwrap())
+                .collect();
+        });
+        let mut texts = Vec::new();
+        for e in &events {
+            collect_texts(&e.value, &mut texts);
+        }
+        assert!(events.iter().all(|e| first(&e.value).is_none()));
+        let strict = best(&mut || {
+            for e in &events {
+                std::hint::black_box(scan(std::hint::black_box(&e.value)));
+            }
+        });
+        let per_text = best(&mut || {
+            for t in &texts {
+                std::hint::black_box(scan_text(std::hint::black_box(t)));
+            }
+        });
+        let n = events.len() as f64;
+        println!(
+            "strict pass: {} events, {} strings and keys each on average; {:.2} µs/event \
+             (texts alone, without the walk: {:.2} µs/event, {:.0} ns per text); reference validation \
+             (parse + validate) {:.2} µs/event",
+            events.len(),
+            texts.len() / events.len(),
+            strict.as_secs_f64() * 1e6 / n,
+            per_text.as_secs_f64() * 1e6 / n,
+            per_text.as_secs_f64() * 1e9 / texts.len() as f64,
+            validate.as_secs_f64() * 1e6 / n,
+        );
+    }
+
+    fn collect_texts<'v>(v: &'v Value, out: &mut Vec<&'v str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| collect_texts(x, out)),
+            Value::Object(m) => {
+                for (k, x) in m {
+                    out.push(k);
+                    collect_texts(x, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
     #[test]
     fn every_pattern_compiles_and_ids_name_a_source() {
         assert_eq!(
-            COMPILED.set.len() + COMPILED.ipv4_rules.len() + COMPILED.ipv6_rules.len(),
+            COMPILED.keyed.len()
+                + COMPILED.always.len()
+                + COMPILED.ipv4_rules.len()
+                + COMPILED.ipv6_rules.len(),
             RULES.len()
         );
         for rule in RULES {
@@ -1114,6 +1368,71 @@ mod tests {
             if let Matcher::Pattern(p) = rule.matcher {
                 assert!(Regex::new(&expand(p)).is_ok(), "{}", rule.id);
             }
+        }
+    }
+
+    /// Every rule of the table is live: some value of testdata/privacy/strict-rejected.jsonl,
+    /// or of the few samples here for shapes that machine text cannot hold, is reported with
+    /// that rule first. A keyword that does not occur in its pattern's matches would show here.
+    #[test]
+    fn every_rule_fires_on_a_sample() {
+        let corpus = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/privacy/strict-rejected.jsonl"),
+        )
+        .unwrap();
+        let mut samples: Vec<String> = corpus
+            .lines()
+            .map(|l| {
+                let v = crate::canonical::parse(l).unwrap();
+                v.get("value").and_then(Value::as_str).unwrap().to_owned()
+            })
+            .collect();
+        samples.extend(
+            [
+                "-----BEGIN DSA PRIVATE KEY-----",
+                &format!("fm1r_{}", "Ab+/".repeat(26)),
+                &format!("sk_prod_{}", "a".repeat(12)),
+                &format!("EAAM{}", "b1".repeat(52)),
+                "xapp-1-A0-1-b",
+                &format!(
+                    "sat.{}.{}.{}",
+                    "c".repeat(22),
+                    "d".repeat(24),
+                    "e".repeat(20)
+                ),
+            ]
+            .map(str::to_owned),
+        );
+        let hit: std::collections::BTreeSet<&str> = samples
+            .iter()
+            .filter_map(|t| scan_text(t))
+            .map(|r| r.id)
+            .collect();
+        let dead: Vec<&str> = RULES
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| !hit.contains(id))
+            .collect();
+        assert!(dead.is_empty(), "rules no sample reaches: {dead:?}");
+        for rule in RULES {
+            for k in rule.keywords {
+                assert_eq!(k.to_lowercase(), *k, "{}", rule.id);
+            }
+        }
+    }
+
+    /// The README's privacy table names every family and rule id of [`RULES`].
+    #[test]
+    fn readme_lists_every_rule() {
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
+        let table = &readme[readme.find("## Privacy").expect("a Privacy section")..];
+        for rule in RULES {
+            assert!(table.contains(rule.id), "README lacks {}", rule.id);
+            assert!(table.contains(rule.family), "README lacks {}", rule.family);
         }
     }
 
