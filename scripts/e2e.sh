@@ -76,7 +76,7 @@ ok "replaying all 24 spools adds no commit and reports every shard unchanged"
 cmp -s "$work/shard-manifests.jsonl" "$work/manifests.jsonl" || fail "shard-root manifests differ"
 [ "$(git -C "$work/shards.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "shard-root tree differs"
 ok "publishing shards/<job> gives the same manifests and tree"
-(cd "$work" && "$bin" -q publish --privacy reference --repo reference.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >reference-manifests.jsonl)
+(cd "$work" && "$bin" -q publish --privacy reference --layout reference --repo reference.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >reference-manifests.jsonl)
 cmp -s "$work/reference-manifests.jsonl" "$work/manifests.jsonl" || fail "--privacy reference manifests differ"
 [ "$(git -C "$work/reference.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "--privacy reference tree differs"
 ok "the day1 corpus publishes the same under the strict (default) and reference privacy profiles"
