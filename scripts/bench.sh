@@ -19,7 +19,7 @@
 #                 middle one holds M/10
 #   --skip-large  skip (2), run (3) on the N-event repository
 #   --repeat K    runs of each publication of (2) (default 3; the median is reported)
-#   --out FILE    JSON summary (default: a new file action-ledger-bench.*.json under $TMPDIR)
+#   --out FILE    JSON summary (default: action-ledger-bench-<UTC time>-<pid>.json under $TMPDIR)
 # Environment: BIN (binary; default ${CARGO_TARGET_DIR:-target}/release/action-ledger, built
 # with `cargo build --release`), BENCH_CACHE (base repositories, kept between runs; default
 # ~/.cache/action-ledger-bench), BENCH_REBUILD=1 (rebuild the cached bases), KEEP=1 (keep the
@@ -52,7 +52,7 @@ export LC_ALL=C
 gen="$here/scripts/gen-spools.py"
 cache=${BENCH_CACHE:-$HOME/.cache/action-ledger-bench}
 work=$(mktemp -d "${TMPDIR:-/tmp}/action-ledger-bench.XXXXXX")
-[ -n "$out" ] || out=$(mktemp "${TMPDIR:-/tmp}/action-ledger-bench.XXXXXX.json")
+[ -n "$out" ] || out="${TMPDIR:-/tmp}/action-ledger-bench-$(date -u +%Y%m%dT%H%M%SZ)-$$.json"
 cleanup() { if [ -n "${KEEP:-}" ]; then echo "bench: kept $work" >&2; else rm -rf "$work"; fi; }
 trap cleanup EXIT
 results="$work/results" info="$work/info"
@@ -70,9 +70,12 @@ die() { echo "bench: $*" >&2; exit 1; }
 
 # measure NAME [<FILE] CMD...: runs CMD (stdout to /dev/null, stdin from FILE when given) under
 # GNU time, aborts with its stderr when it fails, records and prints wall, CPU and peak RSS.
+# Dirty pages of earlier steps (generated spools, copied repositories) are written back first,
+# so that they do not land in the measured command's fsyncs.
 measure() {
   local name=$1 input=/dev/null; shift
   if [[ $1 == \<* ]]; then input=${1#<}; shift; fi
+  sync
   if ! /usr/bin/time -f '%e %M %U %S' -o "$work/time" "$@" <"$input" >/dev/null 2>"$work/err"; then
     echo "bench: $name failed: $*" >&2
     cat "$work/err" >&2
@@ -88,9 +91,10 @@ measure() {
 field() {
   awk -v n="$1" -v c="$2" '$1 == n { v = (c == 6 ? $4 + $5 : $c) } END { print v }' "$results"
 }
-# median NAME...: median wall time of the named runs
+# median COLUMN NAME...: median of a field (see `field`) over the named runs
 median() {
-  for n in "$@"; do field "$n" 2; done | sort -g | awk '{ v[NR] = $1 } END {
+  local c=$1; shift
+  for n in "$@"; do field "$n" "$c"; done | sort -g | awk '{ v[NR] = $1 } END {
     print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
 # ratio LABEL A B: prints and records A / B
@@ -119,6 +123,7 @@ note binary_sha256 "$(sha256sum "$bin" | cut -d' ' -f1)"
 note source_commit "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)"
 note git_version "$(git --version | cut -d' ' -f3)"
 note nproc "$(nproc)"
+note arguments "--events $events --large $large${skip_large:+ --skip-large} --repeat $repeat"
 note events "$events"
 note increment_events "$increment"
 
@@ -137,9 +142,12 @@ note layout "$layout"
 measure publish_replay "$bin" -q publish --repo "$work/r1.git" "$work/a"/*
 [ "$(tip "$work/r1.git")" = "$first" ] || die "the unchanged replay moved refs/heads/main"
 note publish_commits "$(git -C "$work/r1.git" rev-list --count refs/heads/main)"
-note publish_repo_bytes "$(du_objects "$work/r1.git")"
-note publish_loose_objects "$(git -C "$work/r1.git" count-objects -v | awk '$1 == "count:" { print $2 }')"
-note publish_packs "$(git -C "$work/r1.git" count-objects -v | awk '$1 == "packs:" { print $2 }')"
+repo_bytes=$(du_objects "$work/r1.git")
+loose=$(git -C "$work/r1.git" count-objects -v | awk '$1 == "count:" { print $2 }')
+packs=$(git -C "$work/r1.git" count-objects -v | awk '$1 == "packs:" { print $2 }')
+note publish_repo_bytes "$repo_bytes"
+note publish_loose_objects "$loose"
+note publish_packs "$packs"
 
 # The fast-import stream: every file of our final tree, inline, as one commit (built untimed).
 git -C "$work/r1.git" ls-tree -r -z refs/heads/main >"$work/tree.z"
@@ -155,7 +163,7 @@ for rec in open(listing, "rb").read().split(b"\0"):
         entries.append((oid, path))
 with open(out + ".ids", "wb") as f:
     f.write(b"".join(oid + b"\n" for oid, _ in entries))
-with open(out + ".ids", "rb") as ids, open(out, "wb") as s:
+with open(out + ".ids", "rb") as ids, open(out, "wb") as s, open(out + ".blobs", "wb") as b:
     cat = subprocess.Popen(["git", "-C", repo, "cat-file", "--batch"], stdin=ids,
                            stdout=subprocess.PIPE)
     msg = b"bench: the published files in one commit\n"
@@ -169,7 +177,11 @@ with open(out + ".ids", "rb") as ids, open(out, "wb") as s:
         s.write(b"M 100644 inline %s\ndata %d\n" % (path, len(data)))
         s.write(data)
         s.write(b"\n")
+        b.write(b"blob\ndata %d\n" % len(data))
+        b.write(data)
+        b.write(b"\n")
     s.write(b"done\n")
+    b.write(b"done\n")
     assert cat.wait() == 0
 PY
 files=$(tr -cd '\0' <"$work/tree.z" | wc -c)
@@ -178,19 +190,25 @@ git init -q --bare "$work/fi.git"
 measure fast_import "<$work/stream" git -C "$work/fi.git" fast-import --quiet --done
 [ "$(git -C "$work/fi.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/r1.git" rev-parse 'refs/heads/main^{tree}')" ] ||
   die "fast-import did not reproduce the published tree"
-note fast_import_repo_bytes "$(du_objects "$work/fi.git")"
-rm -f "$work/stream" "$work/stream.ids"
+fi_bytes=$(du_objects "$work/fi.git")
+note fast_import_repo_bytes "$fi_bytes"
+# For reading (1): the same blobs without the tree and commit. fast-import inserts each path into
+# its in-memory tree by a linear scan, so a flat directory of n files costs O(n^2) there.
+git init -q --bare "$work/fi-blobs.git"
+measure fast_import_blobs_only "<$work/stream.blobs" git -C "$work/fi-blobs.git" fast-import --quiet --done
+rm -rf "$work/stream" "$work/stream.ids" "$work/stream.blobs" "$work/fi-blobs.git"
 
-printf '%-40s %9s files, ours %s MiB on disk (%s loose objects, %s packs) vs fast-import %s MiB\n' \
-  "(1) repository" "$files" \
-  "$(awk -v b="$(grep '^publish_repo_bytes=' "$info" | cut -d= -f2)" 'BEGIN { printf "%.1f", b / 1048576 }')" \
-  "$(grep '^publish_loose_objects=' "$info" | cut -d= -f2)" "$(grep '^publish_packs=' "$info" | cut -d= -f2)" \
-  "$(awk -v b="$(grep '^fast_import_repo_bytes=' "$info" | cut -d= -f2)" 'BEGIN { printf "%.1f", b / 1048576 }')"
+awk -v f="$files" -v a="$repo_bytes" -v l="$loose" -v p="$packs" -v b="$fi_bytes" 'BEGIN {
+  printf "%-40s %9d files; objects: ours %.1f MiB (%d loose, %d packs), fast-import %.1f MiB\n",
+    "(1) repository size", f, a / 1048576, l, p, b / 1048576 }'
 ratio "(1) publish / fast-import" "$(field publish 2)" "$(field fast_import 2)"
+ratio "(1) publish / fast-import blobs only" "$(field publish 2)" "$(field fast_import_blobs_only 2)"
+ratio "(1) publish / fast-import, cpu" "$(field publish 6)" "$(field fast_import 6)"
 seal_pub=$(awk -v a="$(field seal 2)" -v b="$(field publish 2)" 'BEGIN { print a + b }')
 seal_pub_cpu=$(awk -v a="$(field seal 6)" -v b="$(field publish 6)" 'BEGIN { print a + b }')
 printf '%-40s %9.2f s wall %9.2f s cpu\n' "(5) seal + publish" "$seal_pub" "$seal_pub_cpu"
 ratio "(5) replay / first publish" "$(field publish_replay 2)" "$(field publish 2)"
+ratio "(5) replay / first publish, cpu" "$(field publish_replay 6)" "$(field publish 6)"
 # Reference pipeline: about 1,000 s of CPU for 98,362 events (finalize 774, import 228, git 10-21).
 scaled=$(awk -v c="$seal_pub_cpu" -v n="$events" 'BEGIN { printf "%.3f", c * 98362 / n }')
 note seal_publish_cpu_scaled_98362 "$scaled"
@@ -255,14 +273,18 @@ EOF
   done
   runs() { for i in $(seq "$repeat"); do echo "inc_$1_$i"; done; }
   for size in empty mid large; do
-    m=$(median $(runs $size))
-    echo "inc_${size} $m" >>"$work/medians"
-    printf '%-40s %9.3f s wall (median of %d; peak RSS %.1f MiB)\n' "(2) publish $increment into $size" "$m" \
-      "$repeat" "$(for n in $(runs $size); do field "$n" 3; done | sort -g | tail -1 | awk '{ print $1 / 1024 }')"
+    m=$(median 2 $(runs $size))
+    c=$(median 6 $(runs $size))
+    echo "inc_${size} $m $c" >>"$work/medians"
+    printf '%-40s %9.3f s wall %9.3f s cpu (medians of %d; peak RSS %.1f MiB)\n' \
+      "(2) publish $increment into $size" "$m" "$c" "$repeat" \
+      "$(for n in $(runs $size); do field "$n" 3; done | sort -g | tail -1 | awk '{ print $1 / 1024 }')"
   done
-  med() { awk -v n="inc_$1" '$1 == n { print $2 }' "$work/medians"; }
-  ratio "(2) large / mid" "$(med large)" "$(med mid)"
-  ratio "(2) large / empty" "$(med large)" "$(med empty)"
+  med() { awk -v n="inc_$1" -v c="$2" '$1 == n { print $c }' "$work/medians"; }
+  ratio "(2) large / mid" "$(med large 2)" "$(med mid 2)"
+  ratio "(2) large / empty" "$(med large 2)" "$(med empty 2)"
+  ratio "(2) large / mid, cpu" "$(med large 3)" "$(med mid 3)"
+  ratio "(2) large / empty, cpu" "$(med large 3)" "$(med empty 3)"
   verify_repo="$base/large.git" verify_events=$large
 else
   verify_repo="$work/r1.git" verify_events=$events
@@ -312,6 +334,8 @@ fig = {
         "events": ev, "files": meta.get("publish_files"), "commits": meta.get("publish_commits"),
         "publish_s": get("publish"), "fast_import_s": get("fast_import"),
         "ratio": rat(get("publish"), get("fast_import")),
+        "fast_import_blobs_only_s": get("fast_import_blobs_only"),
+        "ratio_blobs_only": rat(get("publish"), get("fast_import_blobs_only")),
         "repo_bytes": meta.get("publish_repo_bytes"),
         "loose_objects": meta.get("publish_loose_objects"), "packs": meta.get("publish_packs"),
         "fast_import_repo_bytes": meta.get("fast_import_repo_bytes"),
@@ -337,18 +361,22 @@ fig = {
     },
 }
 if os.path.exists(medians):
-    med = dict(line.split() for line in open(medians))
-    med = {k[4:]: float(v) for k, v in med.items()}
+    med, med_cpu = {}, {}
+    for line in open(medians):
+        k, w, c = line.split()
+        med[k[4:]], med_cpu[k[4:]] = float(w), float(c)
     runs = {s: [m[n]["wall_s"] for n in sorted(m) if n.startswith(f"inc_{s}_")]
             for s in ("empty", "mid", "large")}
     fig["2_incremental_publish"] = {
         "increment_events": meta["increment_events"],
         "base_events": {"empty": 0, "mid": meta["mid_events"], "large": meta["large_events"]},
-        "median_s": med, "runs_s": runs,
+        "median_s": med, "median_cpu_s": med_cpu, "runs_s": runs,
         "peak_rss_kib": {s: max(m[n]["peak_rss_kib"] for n in m if n.startswith(f"inc_{s}_"))
                          for s in ("empty", "mid", "large")},
         "ratio_large_mid": rat(med["large"], med["mid"]),
         "ratio_large_empty": rat(med["large"], med["empty"]),
+        "ratio_large_mid_cpu": rat(med_cpu["large"], med_cpu["mid"]),
+        "ratio_large_empty_cpu": rat(med_cpu["large"], med_cpu["empty"]),
         "base_cached": meta.get("base_cached"), "base_dir": meta.get("base_dir"),
         "base_repo_bytes": {"mid": meta.get("mid_repo_bytes"), "large": meta.get("large_repo_bytes")},
         "base_binary_sha256": meta.get("base_binary_sha256"),
@@ -356,6 +384,7 @@ if os.path.exists(medians):
 fig["4_peak_rss_kib"] = {k: v["peak_rss_kib"] for k, v in m.items()}
 summary = {
     "schema": "action-ledger-bench.v1",
+    "arguments": meta["arguments"],
     "layout": meta.get("layout"),
     "generator_version": meta["generator_version"],
     "binary": meta["binary"], "binary_sha256": meta["binary_sha256"],

@@ -428,14 +428,15 @@ fn write_string(out: &mut String, s: &str) {
 }
 
 fn escaped_len(s: &str) -> usize {
-    2 + s
-        .chars()
-        .map(|c| match c {
-            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
-            c if (c as u32) < 0x20 => 6,
-            c => c.len_utf8(),
-        })
-        .sum::<usize>()
+    // Non-ASCII characters are written as their UTF-8 bytes, so only ASCII escapes add length.
+    2 + s.len()
+        + s.bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+                b if b < 0x20 => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 impl fmt::Display for Value {

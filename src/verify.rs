@@ -487,6 +487,18 @@ impl<'s, 'r> Ctx<'s, 'r> {
                     Rule::PartsIncomplete,
                     format!("parts {indices:?} of {count}"),
                 );
+            } else if count == 1 {
+                // One part whose events are already in exact canonical causal order (checked
+                // above, with its bytes equal to their lines): greedy packing leaves it whole
+                // exactly when it is within both part limits. Repacking would only re-derive it.
+                let s = &shards[0];
+                if s.events.len() > shard::MAX_EVENTS || s.content.len() > shard::MAX_BYTES {
+                    self.finding(
+                        first,
+                        Rule::PartsNotDeterministic,
+                        "the parts are not the deterministic packing of their events",
+                    );
+                }
             } else {
                 let all: Vec<Event> = shards
                     .iter()
