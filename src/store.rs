@@ -493,6 +493,7 @@ impl Store {
             commit,
             root,
             trees: RefCell::new(HashMap::new()),
+            pinned: RefCell::new(HashMap::new()),
         })
     }
 
@@ -984,6 +985,13 @@ struct Entry {
 /// One decoded tree: entries by file name.
 type Dir = HashMap<Vec<u8>, Entry>;
 
+/// Decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (each a few KiB in a
+/// fanout ledger).
+const MAX_CACHED_TREES: usize = 4096;
+/// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
+/// fan-out level) are kept for the snapshot's life; deeper ones in the bounded cache.
+const PINNED_DEPTH: usize = 6;
+
 /// A read view of the tree of one commit (or the empty tree), from [`Store::snapshot`].
 ///
 /// Paths are '/'-separated and relative, like `ledger/v1/a.json`. Decoded trees are cached by
@@ -993,6 +1001,8 @@ pub struct Snapshot<'a> {
     commit: Option<CommitId>,
     root: Option<ObjectId>,
     trees: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+    /// Trees near the root (depth < [`PINNED_DEPTH`]), never evicted: every lookup passes them.
+    pinned: RefCell<HashMap<ObjectId, Rc<Dir>>>,
 }
 
 impl fmt::Debug for Snapshot<'_> {
@@ -1067,6 +1077,55 @@ impl Snapshot<'_> {
             .is_some_and(|entry| entry.kind == EntryKind::Tree))
     }
 
+    /// Calls `visit` with every file path under the directory `prefix` (recursively), in no
+    /// particular order, holding only the trees on the current path and the pending siblings:
+    /// memory stays bounded by the tree shape, not by the number of files. Same errors and
+    /// rules as [`Snapshot::list_files`].
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_file(&self, prefix: &str, mut visit: impl FnMut(&str)) -> Result<(), Error> {
+        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+        let start = if prefix.is_empty() {
+            match self.root {
+                Some(root) => root,
+                None => return Ok(()),
+            }
+        } else {
+            validate_path(prefix)?;
+            match self.lookup(prefix)? {
+                None => return Ok(()),
+                Some(entry) if entry.kind == EntryKind::Tree => entry.id,
+                Some(_) => {
+                    return Err(Error::NotADirectory {
+                        path: prefix.to_owned(),
+                    });
+                }
+            }
+        };
+        let mut pending = vec![(prefix.to_owned(), start)];
+        while let Some((dir_path, id)) = pending.pop() {
+            let dir = self.decode_tree(id, &dir_path)?;
+            for (name, entry) in &dir {
+                let name = std::str::from_utf8(name).map_err(|_| Error::InvalidPath {
+                    path: format!("{dir_path}/{}", name.as_bstr()),
+                    reason: "a file name in the tree is not valid UTF-8",
+                })?;
+                let full = if dir_path.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{dir_path}/{name}")
+                };
+                match entry.kind {
+                    EntryKind::Tree => pending.push((full, entry.id)),
+                    kind if is_file(kind) => visit(&full),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// All file paths under the directory `prefix` (recursively), as full '/'-separated paths,
     /// sorted by byte order. `""` lists the whole tree; a trailing '/' on `prefix` is ignored.
     /// Empty if `prefix` does not exist. Submodule entries are not files and are skipped.
@@ -1136,9 +1195,9 @@ impl Snapshot<'_> {
         let Some(mut tree) = self.root else {
             return Ok(None);
         };
-        let mut components = path.split('/').peekable();
-        while let Some(name) = components.next() {
-            let dir = self.cached_tree(tree, path)?;
+        let mut components = path.split('/').enumerate().peekable();
+        while let Some((depth, name)) = components.next() {
+            let dir = self.cached_tree(tree, path, depth)?;
             let Some(entry) = dir.get(name.as_bytes()).copied() else {
                 return Ok(None);
             };
@@ -1160,10 +1219,10 @@ impl Snapshot<'_> {
             return Ok(None);
         };
         let mut walked = 0;
-        let mut components = path.split('/').peekable();
-        while let Some(name) = components.next() {
+        let mut components = path.split('/').enumerate().peekable();
+        while let Some((depth, name)) = components.next() {
             walked += name.len();
-            let dir = self.cached_tree(tree, path)?;
+            let dir = self.cached_tree(tree, path, depth)?;
             let Some(entry) = dir.get(name.as_bytes()).copied() else {
                 return Ok(None);
             };
@@ -1182,11 +1241,26 @@ impl Snapshot<'_> {
         Ok(None)
     }
 
-    fn cached_tree(&self, id: ObjectId, path: &str) -> Result<Rc<Dir>, Error> {
-        if let Some(dir) = self.trees.borrow().get(&id) {
+    fn cached_tree(&self, id: ObjectId, path: &str, depth: usize) -> Result<Rc<Dir>, Error> {
+        let cache = if depth < PINNED_DEPTH {
+            &self.pinned
+        } else {
+            &self.trees
+        };
+        if let Some(dir) = cache.borrow().get(&id) {
             return Ok(Rc::clone(dir));
         }
         let dir = Rc::new(self.decode_tree(id, path)?);
+        if depth < PINNED_DEPTH {
+            self.pinned.borrow_mut().insert(id, Rc::clone(&dir));
+            return Ok(dir);
+        }
+        // Bounded: a walk over a whole fanout ledger touches every leaf tree (65,536 of them
+        // for a million bindings); holding them all would cost hundreds of MiB. Starting over
+        // costs only re-decoding the few trees on the next paths.
+        if self.trees.borrow().len() >= MAX_CACHED_TREES {
+            self.trees.borrow_mut().clear();
+        }
         self.trees.borrow_mut().insert(id, Rc::clone(&dir));
         Ok(dir)
     }

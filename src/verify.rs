@@ -668,13 +668,14 @@ impl<'s, 'r> Ctx<'s, 'r> {
     /// reported once, not again as orphans.
     fn claim_reserved_sets(
         &mut self,
-        bindings: &[(String, Kind)],
+        bindings: &[(Kind, Key)],
         sets: &BTreeMap<String, Vec<String>>,
     ) -> Result<(), Error> {
-        for (path, kind) in bindings {
-            if *kind != Kind::ShardSet || self.is_claimed(path) {
+        for (kind, key) in bindings {
+            if *kind != Kind::ShardSet || self.claimed.contains(&(*kind, *key)) {
                 continue;
             }
+            let path = &kind.path(self.layout, &Digest::from_bytes(key));
             let Some(text) = self.read(path, binding::MAX_BYTES)? else {
                 continue;
             };
@@ -831,33 +832,37 @@ pub fn verify_revision_with(
     let snap = store.snapshot(Some(commit))?;
     let mut ctx = Ctx::new(&snap, options.privacy)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut bindings: Vec<(String, Kind)> = Vec::new();
+    // Bindings as (kind, digest): 33 bytes each instead of a path string, so that a ledger of a
+    // million events is not held as a million paths; the path is rebuilt where it is reported.
+    let mut bindings: Vec<(Kind, Key)> = Vec::new();
     let mut segment_files: Vec<String> = Vec::new();
-    for path in snap.list_files(LEDGER)? {
-        if shard::parse_path(&path).is_some() {
-            sets.entry(set_key(&path)).or_default().push(path);
+    snap.for_each_file(LEDGER, |path| {
+        if shard::parse_path(path).is_some() {
+            sets.entry(set_key(path)).or_default().push(path.to_owned());
         } else if path == layout::RECORD_PATH {
             // Checked by `Ctx::new`.
-        } else if let Some((kind, _, path_layout)) = binding::classify(&path) {
+        } else if let Some((kind, digest, path_layout)) = binding::classify(path) {
             if path_layout == ctx.layout {
-                bindings.push((path, kind));
+                bindings.push((kind, digest.bytes()));
             } else {
-                ctx.mixed(&path, path_layout);
+                ctx.mixed(path, path_layout);
             }
-        } else if crate::segment::parse_path(&path).is_some() {
-            segment_files.push(path);
+        } else if crate::segment::parse_path(path).is_some() {
+            segment_files.push(path.to_owned());
         } else {
-            ctx.finding(&path, Rule::UnknownPath, "not a shard or binding path");
+            ctx.finding(path, Rule::UnknownPath, "not a shard or binding path");
         }
-    }
+    })?;
+    bindings.shrink_to_fit();
     check_compacted(&mut ctx, &mut sets, &segment_files)?;
     for paths in sets.values() {
         ctx.verify_set(paths)?;
     }
     ctx.claim_reserved_sets(&bindings, &sets)?;
-    for (path, kind) in bindings {
-        if !ctx.is_claimed(&path) {
+    for (kind, key) in bindings {
+        if !ctx.claimed.contains(&(kind, key)) {
             let (rule, detail) = orphan_rule(kind);
+            let path = kind.path(ctx.layout, &Digest::from_bytes(&key));
             ctx.finding(&path, rule, detail);
         }
     }
