@@ -854,6 +854,11 @@ pub fn verify_revision_with(
         }
     })?;
     bindings.shrink_to_fit();
+    // The walk's order is the trees' and is not sorted: parts are compared in path order.
+    for members in sets.values_mut() {
+        members.sort_unstable();
+    }
+    segment_files.sort_unstable();
     check_compacted(&mut ctx, &mut sets, &segment_files)?;
     for paths in sets.values() {
         ctx.verify_set(paths)?;
