@@ -380,14 +380,13 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
             return Ok(result);
         };
         let message = "action-ledger compact";
-        let mut landed = store.update_ref(&options.ref_name, tip, commit, message);
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        while matches!(landed, Err(store::Error::RefLocked { .. }))
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            landed = store.update_ref(&options.ref_name, tip, commit, message);
-        }
+        let landed = store.update_ref_waiting(
+            &options.ref_name,
+            tip,
+            commit,
+            message,
+            crate::publish::LOCK_WAIT,
+        );
         match landed {
             Ok(()) => {
                 result.status = Status::Created;
@@ -414,9 +413,6 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
         }
     }
 }
-
-/// How long a held ref lock is waited for.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn commit_message(plan: &Plan) -> String {
     let shards: usize = plan.months.iter().map(|m| m.shards).sum();

@@ -51,7 +51,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use regex::Regex;
 use sha2::{Digest as _, Sha256};
@@ -1487,12 +1487,8 @@ fn transact<T>(
         let commit = store.write_commit(tip, &files, &message, &options.signature)?;
         let log = message.lines().next().unwrap_or("finality");
         // A held lock is not a lost race: retry the same update for a bounded time.
-        let deadline = Instant::now() + options.lock_wait;
-        let mut result = store.update_ref(&options.ref_name, tip, commit, log);
-        while matches!(result, Err(store::Error::RefLocked { .. })) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-            result = store.update_ref(&options.ref_name, tip, commit, log);
-        }
+        let result =
+            store.update_ref_waiting(&options.ref_name, tip, commit, log, options.lock_wait);
         match result {
             Ok(()) => {
                 return Ok(Written {

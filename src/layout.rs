@@ -160,18 +160,22 @@ pub fn detect(snap: &Snapshot<'_>) -> Result<Detected, Error> {
 
 /// The layout a publication into `snap` uses: the existing ledger's, which `requested` must match
 /// when given; for an empty ledger `requested`, else `fanout` (the default for new repositories).
+/// The flag is true for an empty ledger, whose first publication writes the layout record.
 ///
 /// # Errors
 /// [`Error::Mismatch`] when `requested` differs from an existing ledger's layout; errors of
 /// [`detect`].
-pub fn for_publication(snap: &Snapshot<'_>, requested: Option<Layout>) -> Result<Layout, Error> {
+pub fn for_publication(
+    snap: &Snapshot<'_>,
+    requested: Option<Layout>,
+) -> Result<(Layout, bool), Error> {
     match (detect(snap)?, requested) {
-        (Detected::Empty, r) => Ok(r.unwrap_or(Layout::Fanout)),
+        (Detected::Empty, r) => Ok((r.unwrap_or(Layout::Fanout), true)),
         (Detected::Existing(existing), Some(r)) if r != existing => Err(Error::Mismatch {
             existing: existing.name(),
             requested: r.name(),
         }),
-        (Detected::Existing(existing), _) => Ok(existing),
+        (Detected::Existing(existing), _) => Ok((existing, false)),
     }
 }
 

@@ -254,6 +254,17 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Sets `paths` to the sorted, unique union of the three path lists.
+    fn set_paths(&mut self) {
+        let all: BTreeSet<&String> = self
+            .event_paths
+            .iter()
+            .chain(&self.reservation_paths)
+            .chain(&self.completion_paths)
+            .collect();
+        self.paths = all.into_iter().cloned().collect();
+    }
+
     /// The reference's JSON shape and key order:
     /// `{"created","unchanged","eventPaths","reservationPaths","completionPaths","paths"}`.
     pub fn to_json(&self) -> String {
@@ -713,7 +724,7 @@ struct Plan {
 
 /// The transaction of runtime §8.4 against `snap`: history, bindings, payloads.
 fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result<Plan, Error> {
-    let layout = layout::for_publication(snap, requested)?;
+    let (layout, new_ledger) = layout::for_publication(snap, requested)?;
     let incoming: HashMap<&Digest, &Event> = batch
         .shards
         .iter()
@@ -814,11 +825,9 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
     // 3. Payloads (a compacted shard path is present with its original bytes, design.md §7).
     let view = crate::view::View::new(snap);
     let mut manifest = Manifest::default();
-    if let Some(record) = layout.record() {
-        // Written once, with the first publication of a new ledger (a no-op afterwards).
-        if snap.read(layout::RECORD_PATH, 4096)?.is_none() {
-            additions.push((layout::RECORD_PATH.to_owned(), record.into_bytes()));
-        }
+    // Written once, with the first publication of a new ledger.
+    if let Some(record) = layout.record().filter(|_| new_ledger) {
+        additions.push((layout::RECORD_PATH.to_owned(), record.into_bytes()));
     }
     for s in &batch.shards {
         match view.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
@@ -844,16 +853,10 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
     manifest.event_paths.sort();
     manifest.reservation_paths = reservations.into_keys().collect();
     manifest.completion_paths = completions.into_keys().collect();
-    let all: BTreeSet<&String> = manifest
-        .event_paths
-        .iter()
-        .chain(&manifest.reservation_paths)
-        .chain(&manifest.completion_paths)
-        .collect();
-    if all.len() > limits::MAX_PUBLISH_PATHS {
+    manifest.set_paths();
+    if manifest.paths.len() > limits::MAX_PUBLISH_PATHS {
         return Err(Error::PathLimit);
     }
-    manifest.paths = all.into_iter().cloned().collect();
     Ok(Plan {
         manifest,
         additions,
@@ -879,14 +882,13 @@ pub fn publish_batch(
         };
         // A held lock is not a lost race: retry the same update for a bounded time (another
         // publisher finishing a ref update takes milliseconds), then name the lock file.
-        let mut result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        while matches!(result, Err(store::Error::RefLocked { .. }))
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            result = store.update_ref(&options.ref_name, tip, commit, "action-ledger publish");
-        }
+        let result = store.update_ref_waiting(
+            &options.ref_name,
+            tip,
+            commit,
+            "action-ledger publish",
+            LOCK_WAIT,
+        );
         match result {
             Ok(()) => return Ok(landed(plan, commit, attempts)),
             Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
@@ -1012,8 +1014,8 @@ fn commit_message(plan: &Plan) -> String {
     )
 }
 
-/// How long a held ref lock is waited for before the publication gives up.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a held ref lock is waited for before the publication (or compaction) gives up.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
 pub(crate) fn backoff(attempt: u32) {
@@ -1159,13 +1161,7 @@ fn sealed_replay(
     manifest.event_paths.sort();
     manifest.reservation_paths.sort();
     manifest.completion_paths.sort();
-    let all: BTreeSet<&String> = manifest
-        .event_paths
-        .iter()
-        .chain(&manifest.reservation_paths)
-        .chain(&manifest.completion_paths)
-        .collect();
-    manifest.paths = all.into_iter().cloned().collect();
+    manifest.set_paths();
     Ok(Some(manifest))
 }
 

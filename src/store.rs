@@ -736,6 +736,31 @@ impl Store {
         self.sync_ref(ref_name)
     }
 
+    /// [`Store::update_ref`], retried while another writer holds the ref's lock, for at most
+    /// `wait` (polling every 10 ms): a held lock is a writer finishing its update within
+    /// milliseconds, not a lost race. Every other outcome is returned at once.
+    ///
+    /// # Errors
+    /// As [`Store::update_ref`]; [`Error::RefLocked`] when the lock is still held after `wait`.
+    pub fn update_ref_waiting(
+        &self,
+        ref_name: &str,
+        expected: Option<CommitId>,
+        new: CommitId,
+        log_message: &str,
+        wait: Duration,
+    ) -> Result<(), Error> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match self.update_ref(ref_name, expected, new, log_message) {
+                Err(Error::RefLocked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// Turn a failed `prepare` into a typed error: a moved ref, a held lock, or anything else.
     fn classify_prepare_error(
         &self,
@@ -1134,46 +1159,8 @@ impl Snapshot<'_> {
     /// [`Error::NotADirectory`] if `prefix` is a file, [`Error::InvalidPath`] for a bad prefix or a
     /// file name that is not UTF-8, [`Error::Git`].
     pub fn list_files(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
-        let start = if prefix.is_empty() {
-            match self.root {
-                Some(root) => root,
-                None => return Ok(Vec::new()),
-            }
-        } else {
-            validate_path(prefix)?;
-            match self.lookup(prefix)? {
-                None => return Ok(Vec::new()),
-                Some(entry) if entry.kind == EntryKind::Tree => entry.id,
-                Some(_) => {
-                    return Err(Error::NotADirectory {
-                        path: prefix.to_owned(),
-                    });
-                }
-            }
-        };
         let mut out = Vec::new();
-        let mut pending = vec![(prefix.to_owned(), start)];
-        while let Some((dir_path, id)) = pending.pop() {
-            // Subtrees below the prefix are read once, so they are not cached.
-            let dir = self.decode_tree(id, &dir_path)?;
-            for (name, entry) in &dir {
-                let name = std::str::from_utf8(name).map_err(|_| Error::InvalidPath {
-                    path: format!("{dir_path}/{}", name.as_bstr()),
-                    reason: "a file name in the tree is not valid UTF-8",
-                })?;
-                let full = if dir_path.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{dir_path}/{name}")
-                };
-                match entry.kind {
-                    EntryKind::Tree => pending.push((full, entry.id)),
-                    kind if is_file(kind) => out.push(full),
-                    _ => {}
-                }
-            }
-        }
+        self.for_each_file(prefix, |path| out.push(path.to_owned()))?;
         out.sort_unstable();
         Ok(out)
     }
