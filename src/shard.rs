@@ -282,6 +282,19 @@ pub fn single(identity: &ShardIdentity, events: Vec<Event>) -> Result<Shard, Err
 /// `parseActionEventShardContent` (§6.6 step 2): final newline required, no empty line, no `\r`,
 /// each line canonical (source `<path>:<line>`). Does not check order.
 pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
+    parse_content_with(text, path, true)
+}
+
+/// [`parse_content`] on the calling thread only, for callers that already spread shards across
+/// threads.
+///
+/// # Errors
+/// As [`parse_content`].
+pub fn parse_content_serial(text: &str, path: &str) -> Result<Vec<Event>, Error> {
+    parse_content_with(text, path, false)
+}
+
+fn parse_content_with(text: &str, path: &str, parallel: bool) -> Result<Vec<Event>, Error> {
     if text.is_empty() {
         return Ok(Vec::new());
     }
@@ -292,15 +305,20 @@ pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
     if lines.iter().any(|l| l.is_empty() || l.ends_with('\r')) {
         return Err(Error::NotCanonical(path.to_owned()));
     }
-    Event::parse_lines(
-        lines
-            .iter()
-            .enumerate()
-            .map(|(i, line)| (*line, format!("{path}:{}", i + 1))),
-    )
-    .into_iter()
-    .map(|r| r.map_err(Error::from))
-    .collect()
+    let sources = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| (*line, format!("{path}:{}", i + 1)));
+    if parallel {
+        Event::parse_lines(sources)
+            .into_iter()
+            .map(|r| r.map_err(Error::from))
+            .collect()
+    } else {
+        sources
+            .map(|(line, source)| Event::parse_line(line, &source).map_err(Error::from))
+            .collect()
+    }
 }
 
 /// Direct shard validation (§6.6 step 3): 1…1,024 events in exact canonical causal order.

@@ -294,6 +294,42 @@ impl CommitId {
     }
 }
 
+/// The Git object id of a file's content (40-hex SHA-1 over `blob <length>\0<bytes>`, what
+/// `git hash-object` prints). Two files hold the same bytes exactly when their ids are equal, so
+/// verification compares a stored file with the bytes it should hold without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobId(ObjectId);
+
+impl BlobId {
+    /// The id a blob holding `bytes` has in a SHA-1 repository.
+    ///
+    /// # Errors
+    /// [`Error::Git`] only if SHA-1 collision detection flags `bytes` (a crafted collision).
+    pub fn of(bytes: &[u8]) -> Result<BlobId, Error> {
+        gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes)
+            .map(BlobId)
+            .map_err(git_err("hash blob", "expected file content"))
+    }
+
+    /// The 20 raw bytes of the id.
+    pub fn bytes(&self) -> [u8; 20] {
+        let mut out = [0u8; 20];
+        out.copy_from_slice(self.0.as_slice());
+        out
+    }
+
+    /// The id from its 20 raw bytes.
+    pub fn from_bytes(bytes: &[u8; 20]) -> BlobId {
+        BlobId(ObjectId::from_bytes_or_panic(bytes))
+    }
+}
+
+impl fmt::Display for BlobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 impl fmt::Display for CommitId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
@@ -1056,12 +1092,16 @@ impl Snapshot<'_> {
         let Some(entry) = self.file_entry(path)? else {
             return Ok(None);
         };
+        self.read_entry(entry.id, path, max_bytes).map(Some)
+    }
+
+    fn read_entry(&self, id: ObjectId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
         let repo = &self.store.repo;
         let header = repo
-            .try_find_header(entry.id)
+            .try_find_header(id)
             .map_err(git_err("read object header of", path))?
             .ok_or_else(|| Error::MissingObject {
-                id: entry.id.to_hex().to_string(),
+                id: id.to_hex().to_string(),
             })?;
         if header.size() > max_bytes {
             return Err(Error::TooLarge {
@@ -1069,9 +1109,7 @@ impl Snapshot<'_> {
                 max: max_bytes,
             });
         }
-        let mut blob = repo
-            .find_blob(entry.id)
-            .map_err(git_err("read blob of", path))?;
+        let mut blob = repo.find_blob(id).map_err(git_err("read blob of", path))?;
         // The header and the object come from the same immutable object; check anyway.
         if blob.data.len() as u64 > max_bytes {
             return Err(Error::TooLarge {
@@ -1079,7 +1117,7 @@ impl Snapshot<'_> {
                 max: max_bytes,
             });
         }
-        Ok(Some(blob.take_data()))
+        Ok(blob.take_data())
     }
 
     /// Whether a file exists at `path`.
@@ -1110,6 +1148,20 @@ impl Snapshot<'_> {
     /// # Errors
     /// As [`Snapshot::list_files`].
     pub fn for_each_file(&self, prefix: &str, mut visit: impl FnMut(&str)) -> Result<(), Error> {
+        self.for_each_file_id(prefix, |path, _| visit(path))
+    }
+
+    /// [`Snapshot::for_each_file`] that also gives each file's [`BlobId`], so that a caller can
+    /// compare contents with expected bytes ([`BlobId::of`]) without reading a single blob.
+    /// Every tree is decoded once and not cached.
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_file_id(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&str, BlobId),
+    ) -> Result<(), Error> {
         let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
         let start = if prefix.is_empty() {
             match self.root {
@@ -1128,27 +1180,55 @@ impl Snapshot<'_> {
                 }
             }
         };
+        let repo = &self.store.repo;
         let mut pending = vec![(prefix.to_owned(), start)];
+        let mut full = String::new();
         while let Some((dir_path, id)) = pending.pop() {
-            let dir = self.decode_tree(id, &dir_path)?;
-            for (name, entry) in &dir {
-                let name = std::str::from_utf8(name).map_err(|_| Error::InvalidPath {
-                    path: format!("{dir_path}/{}", name.as_bstr()),
+            let tree = repo
+                .find_tree(id)
+                .map_err(git_err("read tree on the way to", &dir_path))?;
+            let decoded = tree
+                .decode()
+                .map_err(git_err("decode tree on the way to", &dir_path))?;
+            for entry in &decoded.entries {
+                let name = std::str::from_utf8(entry.filename).map_err(|_| Error::InvalidPath {
+                    path: format!("{dir_path}/{}", entry.filename.as_bstr()),
                     reason: "a file name in the tree is not valid UTF-8",
                 })?;
-                let full = if dir_path.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{dir_path}/{name}")
-                };
-                match entry.kind {
-                    EntryKind::Tree => pending.push((full, entry.id)),
-                    kind if is_file(kind) => visit(&full),
+                full.clear();
+                if !dir_path.is_empty() {
+                    full.push_str(&dir_path);
+                    full.push('/');
+                }
+                full.push_str(name);
+                match entry.mode.kind() {
+                    EntryKind::Tree => pending.push((full.clone(), entry.oid.to_owned())),
+                    kind if is_file(kind) => visit(&full, BlobId(entry.oid.to_owned())),
                     _ => {}
                 }
             }
         }
         Ok(())
+    }
+
+    /// The [`BlobId`] of the file at `path`, or `None` if nothing is there (also when a
+    /// component on the way is a file). Reads trees only, never the blob.
+    ///
+    /// # Errors
+    /// [`Error::NotAFile`] if a directory or submodule is at `path`, [`Error::InvalidPath`],
+    /// [`Error::Git`].
+    pub fn file_id(&self, path: &str) -> Result<Option<BlobId>, Error> {
+        Ok(self.file_entry(path)?.map(|entry| BlobId(entry.id)))
+    }
+
+    /// The bytes of the blob `id` (found in this snapshot at `path`, which errors name). The
+    /// size is checked from the object header before the blob is decompressed.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if the blob is larger than `max_bytes`, [`Error::MissingObject`],
+    /// [`Error::Git`].
+    pub fn read_blob(&self, id: BlobId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+        self.read_entry(id.0, path, max_bytes)
     }
 
     /// All file paths under the directory `prefix` (recursively), as full '/'-separated paths,

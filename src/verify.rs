@@ -31,7 +31,7 @@
 //! Memory: sets are verified one at a time; across the ledger only each event's id, parent and
 //! shard index are kept (for duplicates and cycles), not the events.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 
 use crate::binding::{self, Kind};
@@ -40,7 +40,7 @@ use crate::identity::{Digest, ShardIdentity};
 use crate::layout::{self, Layout};
 use crate::privacy::{self, Profile};
 use crate::shard::{self, Shard};
-use crate::store::{self, Change, CommitId, Snapshot, Store};
+use crate::store::{self, BlobId, Change, CommitId, Snapshot, Store};
 
 /// The rule a finding breaks. `code()` is the stable name used in `--json` output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -258,12 +258,15 @@ struct Ctx<'s, 'r> {
     /// The repository's layout: where the bindings the publisher writes must be.
     layout: Layout,
     report: Report,
-    /// Bindings that a verified set accounts for. Fixed-size keys, no allocation per entry:
-    /// long-lived small allocations interleaved with each set's transient ones would fragment
-    /// the heap and make peak memory grow faster than the ledger.
+    /// Whole revision: every binding file of the repository's layout with its content id, read
+    /// from one walk of the tree. Bindings are then checked by comparing ids (no blob is read,
+    /// no path is looked up) and claimed in place.
+    index: Option<BindingIndex>,
+    /// Push range (no index): bindings that a verified set accounts for. Fixed-size keys, no
+    /// allocation per entry.
     claimed: HashSet<(Kind, Key)>,
     /// Every event seen: parent edge and the shard it was first seen in.
-    events: HashMap<Key, (Option<Key>, u32)>,
+    events: Events,
     shard_paths: Vec<String>,
     privacy: Profile,
 }
@@ -290,8 +293,9 @@ impl<'s, 'r> Ctx<'s, 'r> {
             view: crate::view::View::new(snap),
             layout,
             report,
+            index: None,
             claimed: HashSet::new(),
-            events: HashMap::new(),
+            events: Events::default(),
             shard_paths: Vec::new(),
             privacy,
         })
@@ -312,13 +316,48 @@ impl<'s, 'r> Ctx<'s, 'r> {
 
     fn claim(&mut self, path: &str) {
         if let Some((kind, digest, _)) = binding::classify(path) {
-            self.claimed.insert((kind, digest.bytes()));
+            self.claim_key(kind, digest.bytes());
         }
     }
 
+    fn claim_key(&mut self, kind: Kind, key: Key) {
+        match &mut self.index {
+            Some(index) => {
+                if let Some(i) = index.find(kind, &key) {
+                    index.claimed[i] = true;
+                }
+            }
+            None => {
+                self.claimed.insert((kind, key));
+            }
+        }
+    }
+
+    /// Range only: whether a verified set accounts for the binding at `path`.
     fn is_claimed(&self, path: &str) -> bool {
         binding::classify(path)
             .is_some_and(|(kind, d, _)| self.claimed.contains(&(kind, d.bytes())))
+    }
+
+    /// The content id of the binding file at `path` (built by [`Kind::path`] in this layout),
+    /// `None` if it is absent: from the index, or from the trees for a range.
+    fn binding_id(&self, path: &str) -> Result<Option<BlobId>, Error> {
+        match &self.index {
+            Some(index) => Ok(binding::classify(path)
+                .and_then(|(kind, digest, _)| index.find(kind, &digest.bytes()))
+                .map(|i| BlobId::from_bytes(&index.entries[i].2))),
+            None => Ok(self.view.snapshot().file_id(path)?),
+        }
+    }
+
+    /// The text of the binding blob `id` found at `path`; not UTF-8 or over
+    /// [`binding::MAX_BYTES`] reads as U+FFFD, which no binding equals.
+    fn read_binding(&self, id: BlobId, path: &str) -> Result<String, Error> {
+        match self.view.snapshot().read_blob(id, path, binding::MAX_BYTES) {
+            Ok(bytes) => Ok(String::from_utf8(bytes).unwrap_or_else(|_| String::from("\u{fffd}"))),
+            Err(store::Error::TooLarge { .. }) => Ok(String::from("\u{fffd}")),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn finding(&mut self, path: &str, rule: Rule, detail: impl Into<String>) {
@@ -341,7 +380,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
         }
     }
 
-    /// Compares a binding file with the bytes the publisher would write.
+    /// Compares a binding file with the bytes the publisher would write, by content id.
     fn expect_binding(
         &mut self,
         path: &str,
@@ -349,79 +388,66 @@ impl<'s, 'r> Ctx<'s, 'r> {
         missing: Rule,
         differs: Rule,
         what: &str,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<(), Error> {
+        let expected = BlobId::of(expected.as_bytes())?;
+        self.expect_binding_id(path, expected, missing, differs, what)
+    }
+
+    fn expect_binding_id(
+        &mut self,
+        path: &str,
+        expected: BlobId,
+        missing: Rule,
+        differs: Rule,
+        what: &str,
+    ) -> Result<(), Error> {
         self.claim(path);
         self.report.bindings += 1;
-        let actual = self.read(path, binding::MAX_BYTES)?;
-        match &actual {
+        match self.binding_id(path)? {
             None => self.finding(path, missing, format!("{what} is missing")),
-            Some(text) if text != expected => self.finding(
+            Some(id) if id != expected => self.finding(
                 path,
                 differs,
                 format!("{what} differs from the set it binds"),
             ),
             Some(_) => {}
         }
-        Ok(actual)
+        Ok(())
     }
 
     /// Verifies one shard set (all files sharing a set key); returns its events' ids.
     fn verify_set(&mut self, paths: &[String]) -> Result<Vec<Digest>, Error> {
-        let mut shards = Vec::with_capacity(paths.len());
+        let mut prepared = Vec::with_capacity(paths.len());
         for path in paths {
+            let text = self.read(path, shard::MAX_BYTES as u64)?;
+            prepared.push(prepare(path, text, self.layout, self.privacy, true));
+        }
+        self.check_set(paths, prepared)
+    }
+
+    /// The checks of one shard set that need the whole ledger's state, on its shards prepared
+    /// by [`prepare`] (in the order of `paths`); returns its events' ids.
+    fn check_set(
+        &mut self,
+        paths: &[String],
+        prepared: Vec<Prepared>,
+    ) -> Result<Vec<Digest>, Error> {
+        let mut shards = Vec::with_capacity(paths.len());
+        let mut binding_ids = Vec::with_capacity(paths.len());
+        for (path, p) in paths.iter().zip(prepared) {
             self.report.shards += 1;
-            let Some(text) = self.read(path, shard::MAX_BYTES as u64)? else {
-                continue;
-            };
-            let events = match shard::parse_content(&text, path) {
-                Ok(ev) => ev,
-                Err(e) => {
-                    let rule = if is_privacy(&e) {
-                        Rule::Privacy
-                    } else {
-                        Rule::ShardInvalid
-                    };
-                    self.finding(path, rule, e.to_string());
-                    continue;
-                }
-            };
-            self.report.events += events.len();
-            if self.privacy == Profile::Strict {
-                for e in &events {
-                    for f in privacy::strict::scan(&e.value) {
-                        self.finding(
-                            path,
-                            Rule::PrivacyStrict,
-                            format!(
-                                "event {}: {f}; the ledger is immutable and cannot take it back, so treat the value as exposed (revoke or rotate a credential)",
-                                e.event_id
-                            ),
-                        );
-                    }
+            self.report.events += p.events;
+            for detail in p.strict {
+                self.finding(path, Rule::PrivacyStrict, detail);
+            }
+            match p.outcome {
+                Outcome::Absent => {}
+                Outcome::Broken(rule, detail) => self.finding(path, rule, detail),
+                Outcome::Good(shard, ids) => {
+                    shards.push(shard);
+                    binding_ids.push(ids);
                 }
             }
-            if let Err(e) = shard::check_file_events(&events, path) {
-                let rule = match e {
-                    shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
-                    shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
-                    _ => Rule::ShardInvalid,
-                };
-                self.finding(path, rule, e.to_string());
-                continue;
-            }
-            if events.iter().any(|e| e.producer() != events[0].producer()) {
-                self.finding(
-                    path,
-                    Rule::ShardInvalid,
-                    "the shard mixes producer identities",
-                );
-                continue;
-            }
-            shards.push(Shard {
-                path: path.clone(),
-                content: text,
-                events,
-            });
         }
         if shards.len() != paths.len() {
             self.claim_broken(paths)?;
@@ -533,16 +559,17 @@ impl<'s, 'r> Ctx<'s, 'r> {
         let (res_path, res_expected) = binding::shard_set(self.layout, &id, &refs);
         self.claim(&res_path);
         self.report.bindings += 1;
-        let reservation = self.read(&res_path, binding::MAX_BYTES)?;
+        let reservation = self.binding_id(&res_path)?;
         let (comp_path, _) = binding::completion(self.layout, &id, "");
-        match &reservation {
+        match reservation {
             None => self.finding(
                 &res_path,
                 Rule::ReservationMissing,
                 format!("no shard-set reservation for {first}"),
             ),
-            Some(text) if *text != res_expected => {
-                let rule = if binding::parse_shard_set(text, &id).is_some() {
+            Some(found) if found != BlobId::of(res_expected.as_bytes())? => {
+                let text = self.read_binding(found, &res_path)?;
+                let rule = if binding::parse_shard_set(&text, &id).is_some() {
                     Rule::ReservationMismatch
                 } else {
                     Rule::ReservationInvalid
@@ -579,31 +606,27 @@ impl<'s, 'r> Ctx<'s, 'r> {
         )?;
         // Event bindings and global bookkeeping.
         let mut ids = Vec::new();
-        for s in &shards {
+        for (s, binding_ids) in shards.iter().zip(&binding_ids) {
             let index = self.shard_paths.len() as u32;
             self.shard_paths.push(s.path.clone());
-            for e in &s.events {
-                let (path, expected) = binding::event(self.layout, e);
-                self.expect_binding(
+            for (e, id) in s.events.iter().zip(binding_ids) {
+                let expected = match id {
+                    Some(id) => *id,
+                    None => BlobId::of(binding::event(self.layout, e).1.as_bytes())?,
+                };
+                let path = Kind::Event.path(self.layout, &e.event_id);
+                self.expect_binding_id(
                     &path,
-                    &expected,
+                    expected,
                     Rule::EventBindingMissing,
                     Rule::EventBindingMismatch,
                     "the event identity binding",
                 )?;
-                if let Some((_, first)) = self.events.get(&e.event_id.bytes()) {
-                    let other = self.shard_paths[*first as usize].clone();
-                    self.finding(
-                        &s.path,
-                        Rule::DuplicateEvent,
-                        format!("event {} also in {other}", e.event_id),
-                    );
-                } else {
-                    self.events.insert(
-                        e.event_id.bytes(),
-                        (e.parent_event_id.as_ref().map(Digest::bytes), index),
-                    );
-                }
+                self.events.push(Seen {
+                    id: e.event_id.bytes(),
+                    parent: e.parent_event_id.as_ref().map(Digest::bytes),
+                    shard: index,
+                });
                 ids.push(e.event_id.clone());
             }
         }
@@ -628,7 +651,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
                     .and_then(|x| x.as_str())
                     .and_then(Digest::parse)
                 {
-                    self.claimed.insert((Kind::Event, id.bytes()));
+                    self.claim_key(Kind::Event, id.bytes());
                 }
                 if identity.is_none()
                     && let (Some(p), Some((date, _))) = (v.get("producer"), shard::parse_path(path))
@@ -666,19 +689,20 @@ impl<'s, 'r> Ctx<'s, 'r> {
     /// A reservation that lists a shard present in the tree belongs to that (broken) set, and so
     /// do its completion marker and producer-run binding: claim them so that the broken set is
     /// reported once, not again as orphans.
-    fn claim_reserved_sets(
-        &mut self,
-        bindings: &[(Kind, Key)],
-        sets: &BTreeMap<String, Vec<String>>,
-    ) -> Result<(), Error> {
-        for (kind, key) in bindings {
-            if *kind != Kind::ShardSet || self.claimed.contains(&(*kind, *key)) {
-                continue;
-            }
-            let path = &kind.path(self.layout, &Digest::from_bytes(key));
-            let Some(text) = self.read(path, binding::MAX_BYTES)? else {
-                continue;
-            };
+    fn claim_reserved_sets(&mut self, sets: &BTreeMap<String, Vec<String>>) -> Result<(), Error> {
+        let Some(index) = &self.index else {
+            return Ok(());
+        };
+        let unclaimed: Vec<(Key, BlobId)> = index
+            .entries
+            .iter()
+            .zip(&index.claimed)
+            .filter(|((kind, _, _), claimed)| *kind == Kind::ShardSet && !**claimed)
+            .map(|((_, key, id), _)| (*key, BlobId::from_bytes(id)))
+            .collect();
+        for (key, blob) in unclaimed {
+            let path = Kind::ShardSet.path(self.layout, &Digest::from_bytes(&key));
+            let text = self.read_binding(blob, &path)?;
             let Ok(v) = crate::canonical::parse(text.trim_end()) else {
                 continue;
             };
@@ -692,59 +716,91 @@ impl<'s, 'r> Ctx<'s, 'r> {
             if !listed {
                 continue;
             }
-            let Some((_, digest, _)) = binding::classify(path) else {
-                continue;
-            };
-            self.claimed.insert((Kind::ShardSet, digest.bytes()));
-            self.claimed.insert((Kind::Completion, digest.bytes()));
+            self.claim_key(Kind::ShardSet, key);
+            self.claim_key(Kind::Completion, key);
             if let Some(crate::canonical::Value::Object(mut producer)) = v.get("producer").cloned()
             {
                 producer.remove("partitionDate");
                 let run = Digest::of(crate::canonical::to_canonical_unchecked(
                     &crate::canonical::Value::Object(producer),
                 ));
-                self.claimed.insert((Kind::ProducerRun, run.bytes()));
+                self.claim_key(Kind::ProducerRun, run.bytes());
             }
         }
         Ok(())
     }
 
-    /// Reports each causal cycle among `starts` once, following parents through the known
-    /// events and, via `lookup`, through bindings.
+    /// Sorts the events seen by id and reports every id seen again after its first shard
+    /// (call once, after the last set).
+    fn settle_events(&mut self) {
+        for (again, first) in self.events.settle() {
+            let other = self.shard_paths[first.shard as usize].clone();
+            let path = self.shard_paths[again.shard as usize].clone();
+            self.finding(
+                &path,
+                Rule::DuplicateEvent,
+                format!("event {} also in {other}", Digest::from_bytes(&again.id)),
+            );
+        }
+    }
+
+    /// Reports each causal cycle once, walking parents from each of `starts` (every event seen
+    /// when `None`) through the events seen and, via `lookup`, through bindings. Events must be
+    /// settled ([`Ctx::settle_events`]).
     fn find_cycles(
         &mut self,
-        starts: &[Key],
+        starts: Option<&[Key]>,
         mut lookup: impl FnMut(&mut Self, &Key) -> Result<Option<Option<Key>>, Error>,
     ) -> Result<(), Error> {
-        let mut done: HashSet<Key> = HashSet::new();
-        for start in starts {
-            let mut walk: Vec<Key> = Vec::new();
-            let mut on_walk: HashSet<Key> = HashSet::new();
-            let mut current = Some(*start);
+        let mut done_seen = vec![false; self.events.seen.len()];
+        let mut done_other: HashSet<Key> = HashSet::new();
+        let mut walk: Vec<Key> = Vec::new();
+        let mut on_walk: HashSet<Key> = HashSet::new();
+        let count = starts.map_or(self.events.seen.len(), <[Key]>::len);
+        for n in 0..count {
+            let start = match starts {
+                Some(ids) => ids[n],
+                None => self.events.seen[n].id,
+            };
+            walk.clear();
+            on_walk.clear();
+            let mut current = Some(start);
             while let Some(id) = current {
-                if done.contains(&id) {
+                let at = self.events.position(&id);
+                let done = match at {
+                    Some(i) => done_seen[i],
+                    None => done_other.contains(&id),
+                };
+                if done {
                     break;
                 }
                 if !on_walk.insert(id) {
                     let digest = Digest::from_bytes(&id);
-                    let at = walk.iter().position(|w| *w == id).unwrap_or(0);
+                    let from = walk.iter().position(|w| *w == id).unwrap_or(0);
                     self.finding(
                         &Kind::Event.path(self.layout, &digest),
                         Rule::CausalCycle,
                         format!(
                             "{} events form a parent cycle through {digest}",
-                            walk.len() - at
+                            walk.len() - from
                         ),
                     );
                     break;
                 }
                 walk.push(id);
-                current = match self.events.get(&id) {
-                    Some((parent, _)) => *parent,
+                current = match at {
+                    Some(i) => self.events.seen[i].parent,
                     None => lookup(self, &id)?.flatten(),
                 };
             }
-            done.extend(walk);
+            for id in &walk {
+                match self.events.position(id) {
+                    Some(i) => done_seen[i] = true,
+                    None => {
+                        done_other.insert(*id);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -754,6 +810,221 @@ impl<'s, 'r> Ctx<'s, 'r> {
         self.report.findings.dedup();
         self.report
     }
+}
+
+/// The binding files of a whole revision in the repository's layout, sorted by (kind, digest),
+/// each with the id of its content and whether a verified set accounts for it (53 bytes and a
+/// flag a binding).
+struct BindingIndex {
+    entries: Vec<(Kind, Key, [u8; 20])>,
+    claimed: Vec<bool>,
+}
+
+impl BindingIndex {
+    fn find(&self, kind: Kind, key: &Key) -> Option<usize> {
+        self.entries
+            .binary_search_by(|(k, d, _)| (*k, d).cmp(&(kind, key)))
+            .ok()
+    }
+}
+
+/// An event seen in a verified set: its id, its parent edge and the index of its shard in
+/// `Ctx::shard_paths`.
+#[derive(Clone, Copy)]
+struct Seen {
+    id: Key,
+    parent: Option<Key>,
+    shard: u32,
+}
+
+/// The events seen across the ledger, appended set by set and sorted by id once all sets are
+/// read: a sorted vector holds a million events in about 72 MB, where a hash map took twice that.
+#[derive(Default)]
+struct Events {
+    seen: Vec<Seen>,
+}
+
+impl Events {
+    fn push(&mut self, seen: Seen) {
+        self.seen.push(seen);
+    }
+
+    /// Sorts by id (stable: the first seen stays first), keeps the first of each id and returns
+    /// every later one with the one it repeats.
+    fn settle(&mut self) -> Vec<(Seen, Seen)> {
+        self.seen.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut repeats = Vec::new();
+        self.seen.dedup_by(|later, first| {
+            let same = later.id == first.id;
+            if same {
+                repeats.push((*later, *first));
+            }
+            same
+        });
+        self.seen.shrink_to_fit();
+        repeats
+    }
+
+    /// Where `id` is among the settled events.
+    fn position(&self, id: &Key) -> Option<usize> {
+        self.seen.binary_search_by(|s| s.id.cmp(id)).ok()
+    }
+}
+
+/// One shard read and checked on its own, ahead of its set's checks: the part of verification
+/// that needs no shared state, so that [`verify_revision_with`] runs it on worker threads.
+struct Prepared {
+    /// Events parsed (counted even when a later check of the file fails).
+    events: usize,
+    /// Details of the strict-profile findings, in event order.
+    strict: Vec<String>,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// No file at the path (a compacted shard its manifest does not prove).
+    Absent,
+    /// A finding that stops the file's checks.
+    Broken(Rule, String),
+    /// Canonical lines of one producer in causal order, with the content id of each event's
+    /// binding (`None` if it could not be computed here; the caller computes it again and
+    /// reports the error).
+    Good(Shard, Vec<Option<BlobId>>),
+}
+
+/// Parses and checks one shard file on its own: canonical event lines (ledger-core §2.6),
+/// strict-profile privacy, exact causal order (§6.6), one producer; and computes the content
+/// id of each event's binding. `parallel` splits a long shard's lines across threads.
+fn prepare(
+    path: &str,
+    text: Option<String>,
+    layout: Layout,
+    profile: Profile,
+    parallel: bool,
+) -> Prepared {
+    let broken = |events, strict, rule, detail| Prepared {
+        events,
+        strict,
+        outcome: Outcome::Broken(rule, detail),
+    };
+    let Some(text) = text else {
+        return Prepared {
+            events: 0,
+            strict: Vec::new(),
+            outcome: Outcome::Absent,
+        };
+    };
+    let parsed = if parallel {
+        shard::parse_content(&text, path)
+    } else {
+        shard::parse_content_serial(&text, path)
+    };
+    let events = match parsed {
+        Ok(events) => events,
+        Err(e) => {
+            let rule = if is_privacy(&e) {
+                Rule::Privacy
+            } else {
+                Rule::ShardInvalid
+            };
+            return broken(0, Vec::new(), rule, e.to_string());
+        }
+    };
+    let mut strict = Vec::new();
+    if profile == Profile::Strict {
+        for e in &events {
+            for f in privacy::strict::scan(&e.value) {
+                strict.push(format!(
+                    "event {}: {f}; the ledger is immutable and cannot take it back, so treat the value as exposed (revoke or rotate a credential)",
+                    e.event_id
+                ));
+            }
+        }
+    }
+    if let Err(e) = shard::check_file_events(&events, path) {
+        let rule = match e {
+            shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
+            shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
+            _ => Rule::ShardInvalid,
+        };
+        return broken(events.len(), strict, rule, e.to_string());
+    }
+    if events.iter().any(|e| e.producer() != events[0].producer()) {
+        return broken(
+            events.len(),
+            strict,
+            Rule::ShardInvalid,
+            "the shard mixes producer identities".to_owned(),
+        );
+    }
+    let ids = events
+        .iter()
+        .map(|e| BlobId::of(binding::event(layout, e).1.as_bytes()).ok())
+        .collect();
+    Prepared {
+        events: events.len(),
+        strict,
+        outcome: Outcome::Good(
+            Shard {
+                path: path.to_owned(),
+                content: text,
+                events,
+            },
+            ids,
+        ),
+    }
+}
+
+/// [`prepare`] over many shards on up to `workers` threads (each takes the next shard; results
+/// in input order).
+fn prepare_all(
+    items: Vec<(&str, Option<String>)>,
+    layout: Layout,
+    profile: Profile,
+    workers: usize,
+) -> Vec<Prepared> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = items.len();
+    if workers < 2 || n < 2 {
+        return items
+            .into_iter()
+            .map(|(path, text)| prepare(path, text, layout, profile, true))
+            .collect();
+    }
+    let items: Vec<Mutex<Option<(&str, Option<String>)>>> =
+        items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<Option<Prepared>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(n))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            break done;
+                        }
+                        let (path, text) = items[i]
+                            .lock()
+                            .expect("no worker panics holding it")
+                            .take()
+                            .expect("each item is taken once");
+                        done.push((i, prepare(path, text, layout, profile, false)));
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            for (i, p) in handle.join().expect("shard preparation does not panic") {
+                out[i] = Some(p);
+            }
+        }
+    });
+    out.into_iter()
+        .map(|p| p.expect("every shard was prepared"))
+        .collect()
 }
 
 fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
@@ -832,18 +1103,19 @@ pub fn verify_revision_with(
     let snap = store.snapshot(Some(commit))?;
     let mut ctx = Ctx::new(&snap, options.privacy)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    // Bindings as (kind, digest): 33 bytes each instead of a path string, so that a ledger of a
-    // million events is not held as a million paths; the path is rebuilt where it is reported.
-    let mut bindings: Vec<(Kind, Key)> = Vec::new();
+    // Bindings as (kind, digest, content id): 53 bytes each instead of a path string, so that a
+    // ledger of a million events is not held as a million paths; the path is rebuilt where it
+    // is reported.
+    let mut bindings: Vec<(Kind, Key, [u8; 20])> = Vec::new();
     let mut segment_files: Vec<String> = Vec::new();
-    snap.for_each_file(LEDGER, |path| {
+    snap.for_each_file_id(LEDGER, |path, id| {
         if shard::parse_path(path).is_some() {
             sets.entry(set_key(path)).or_default().push(path.to_owned());
         } else if path == layout::RECORD_PATH {
             // Checked by `Ctx::new`.
         } else if let Some((kind, digest, path_layout)) = binding::classify(path) {
             if path_layout == ctx.layout {
-                bindings.push((kind, digest.bytes()));
+                bindings.push((kind, digest.bytes(), id.bytes()));
             } else {
                 ctx.mixed(path, path_layout);
             }
@@ -853,27 +1125,57 @@ pub fn verify_revision_with(
             ctx.finding(path, Rule::UnknownPath, "not a shard or binding path");
         }
     })?;
+    bindings.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     bindings.shrink_to_fit();
+    ctx.index = Some(BindingIndex {
+        claimed: vec![false; bindings.len()],
+        entries: bindings,
+    });
     // The walk's order is the trees' and is not sorted: parts are compared in path order.
     for members in sets.values_mut() {
         members.sort_unstable();
     }
     segment_files.sort_unstable();
     check_compacted(&mut ctx, &mut sets, &segment_files)?;
-    for paths in sets.values() {
-        ctx.verify_set(paths)?;
+    // Sets are read in batches of about BATCH_BYTES on this thread (the snapshot is not shared),
+    // prepared on all cores, then checked in order on this thread.
+    const BATCH_BYTES: usize = 4 << 20;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8);
+    let all: Vec<&Vec<String>> = sets.values().collect();
+    let mut next = 0;
+    while next < all.len() {
+        let first = next;
+        let mut bytes = 0;
+        let mut items = Vec::new();
+        while next < all.len() && (next == first || bytes < BATCH_BYTES) {
+            for path in all[next] {
+                let text = ctx.read(path, shard::MAX_BYTES as u64)?;
+                bytes += text.as_ref().map_or(0, String::len);
+                items.push((path.as_str(), text));
+            }
+            next += 1;
+        }
+        let mut prepared = prepare_all(items, ctx.layout, ctx.privacy, workers).into_iter();
+        for paths in &all[first..next] {
+            let set: Vec<Prepared> = prepared.by_ref().take(paths.len()).collect();
+            ctx.check_set(paths, set)?;
+        }
     }
-    ctx.claim_reserved_sets(&bindings, &sets)?;
-    for (kind, key) in bindings {
-        if !ctx.claimed.contains(&(kind, key)) {
-            let (rule, detail) = orphan_rule(kind);
-            let path = kind.path(ctx.layout, &Digest::from_bytes(&key));
+    ctx.claim_reserved_sets(&sets)?;
+    let index = ctx.index.take().expect("set above");
+    for ((kind, key, _), claimed) in index.entries.iter().zip(&index.claimed) {
+        if !claimed {
+            let (rule, detail) = orphan_rule(*kind);
+            let path = kind.path(ctx.layout, &Digest::from_bytes(key));
             ctx.finding(&path, rule, detail);
         }
     }
-    let starts: Vec<Key> = ctx.events.keys().copied().collect();
+    drop(index);
+    ctx.settle_events();
     // Parents outside the ledger end a walk.
-    ctx.find_cycles(&starts, |_, _| Ok(None))?;
+    ctx.find_cycles(None, |_, _| Ok(None))?;
     let finality = crate::finality::verify(&snap)?;
     ctx.report.findings.extend(finality);
     Ok(ctx.finish())
@@ -962,14 +1264,15 @@ pub fn verify_range_with(
             .collect();
         incoming.extend(ctx.verify_set(&members)?);
     }
+    ctx.settle_events();
     // An added event whose binding was already there was published before.
     for id in &incoming {
         let path = Kind::Event.path(ctx.layout, id);
         if !added.contains(&path) && snap.exists(&path)? {
             let shard = ctx
                 .events
-                .get(&id.bytes())
-                .map(|(_, i)| ctx.shard_paths[*i as usize].clone());
+                .position(&id.bytes())
+                .map(|i| ctx.shard_paths[ctx.events.seen[i].shard as usize].clone());
             ctx.finding(
                 &shard.unwrap_or(path),
                 Rule::DuplicateEvent,
@@ -985,7 +1288,7 @@ pub fn verify_range_with(
     }
     let mut reads = 0usize;
     let starts: Vec<Key> = incoming.iter().map(Digest::bytes).collect();
-    ctx.find_cycles(&starts, |ctx, key| {
+    ctx.find_cycles(Some(&starts), |ctx, key| {
         reads += 1;
         if reads > 262_144 {
             return Ok(None);
