@@ -118,14 +118,28 @@ pub fn event(layout: Layout, e: &Event) -> (String, String) {
 
 /// Shard-set reservation listing every part (sorted by path) with its replay digest.
 pub fn shard_set(layout: Layout, id: &ShardIdentity, shards: &[&Shard]) -> (String, String) {
-    let mut listed: Vec<&&Shard> = shards.iter().collect();
-    listed.sort_by(|a, b| a.path.cmp(&b.path));
+    let parts: Vec<(&str, Digest)> = shards
+        .iter()
+        .map(|s| (s.path.as_str(), s.replay_sha256()))
+        .collect();
+    shard_set_of(layout, id, &parts)
+}
+
+/// [`shard_set`] from each part's path and replay digest, for callers that computed the digests
+/// already (verification does, on worker threads).
+pub fn shard_set_of(
+    layout: Layout,
+    id: &ShardIdentity,
+    parts: &[(&str, Digest)],
+) -> (String, String) {
+    let mut listed: Vec<&(&str, Digest)> = parts.iter().collect();
+    listed.sort_by(|a, b| a.0.cmp(b.0));
     let entries = listed
         .iter()
-        .map(|s| {
+        .map(|(path, digest)| {
             Value::object([
-                ("path", Value::str(&s.path)),
-                ("replay_sha256", Value::str(s.replay_sha256().as_str())),
+                ("path", Value::str(*path)),
+                ("replay_sha256", Value::str(digest.as_str())),
             ])
         })
         .collect();
@@ -138,7 +152,6 @@ pub fn shard_set(layout: Layout, id: &ShardIdentity, shards: &[&Shard]) -> (Stri
     (Kind::ShardSet.path(layout, &id.digest()), text)
 }
 
-/// Completion marker of a set whose reservation file holds exactly `reservation`.
 pub fn completion(layout: Layout, id: &ShardIdentity, reservation: &str) -> (String, String) {
     let text = file_text(&Value::object([
         ("producer", id.to_value()),

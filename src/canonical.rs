@@ -216,6 +216,13 @@ pub fn parse(text: &str) -> Result<Value, Error> {
     Ok(v)
 }
 
+/// Whether the value [`parse`] read from canonical text of `len` bytes is certain to pass the
+/// limits of [`to_canonical`]: parse enforces the same depth and value-count limits, and the
+/// size estimate exceeds the text's length by at most 24 bytes a value (a number counts 24).
+pub fn within_limits_by_length(len: usize) -> bool {
+    len + 24 * MAX_NODES <= MAX_BYTES
+}
+
 /// Parse `text` and require it to be exactly the canonical encoding of what it holds.
 pub fn parse_canonical(text: &str) -> Result<Value, Error> {
     let v = parse(text)?;

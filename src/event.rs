@@ -201,13 +201,7 @@ impl Event {
                 origin: source.to_owned(),
             },
         })?;
-        let event = validate(&value, source)?;
-        if event.json != text {
-            return Err(Error::NotCanonical {
-                origin: source.to_owned(),
-            });
-        }
-        Ok(event)
+        validate_text(&value, source, Some(text))
     }
 
     /// [`Event::parse_line`] over many `(line, source)` pairs, results in input order. Lines are
@@ -1107,6 +1101,14 @@ pub fn create(
 
 /// `validateActionEvent` (§1.14): full read-side validation of a parsed record.
 pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
+    validate_text(value, source, None)
+}
+
+/// [`validate`] of `value` parsed from `text` when given, which must then also be the event's
+/// canonical line. When the rebuilt line equals `text` (and is short enough that the limits
+/// cannot refuse it), re-serializing `value` would only give `text` again (canonical text is a
+/// fixed point of parse and serialize), so that pass runs only to tell the errors apart.
+fn validate_text(value: &Value, source: &str, text: Option<&str>) -> Result<Event, Error> {
     let ctx = Ctx { source };
     let Value::Object(_) = value else {
         return Err(Error::NotObject {
@@ -1182,9 +1184,17 @@ pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
     }
     timestamp(str_of(value, "recorded_at"), "action event recorded_at")
         .map_err(|e| ctx.field(e))?;
+    if text.is_some_and(|t| t == event.json && canonical::within_limits_by_length(t.len())) {
+        return Ok(event);
+    }
     let input_json = canonical::to_canonical(value).map_err(|e| ctx.field(e))?;
     if event.json != input_json {
         return Err(Error::NonCanonicalFields {
+            origin: source.to_owned(),
+        });
+    }
+    if text.is_some() {
+        return Err(Error::NotCanonical {
             origin: source.to_owned(),
         });
     }

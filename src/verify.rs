@@ -434,6 +434,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
     ) -> Result<Vec<Digest>, Error> {
         let mut shards = Vec::with_capacity(paths.len());
         let mut binding_ids = Vec::with_capacity(paths.len());
+        let mut replays = Vec::with_capacity(paths.len());
         for (path, p) in paths.iter().zip(prepared) {
             self.report.shards += 1;
             self.report.events += p.events;
@@ -443,9 +444,10 @@ impl<'s, 'r> Ctx<'s, 'r> {
             match p.outcome {
                 Outcome::Absent => {}
                 Outcome::Broken(rule, detail) => self.finding(path, rule, detail),
-                Outcome::Good(shard, ids) => {
+                Outcome::Good(shard, ids, replay) => {
                     shards.push(shard);
                     binding_ids.push(ids);
+                    replays.push(replay);
                 }
             }
         }
@@ -555,8 +557,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
             return Ok(Vec::new());
         }
         // Set bindings.
-        let refs: Vec<&Shard> = shards.iter().collect();
-        let (res_path, res_expected) = binding::shard_set(self.layout, &id, &refs);
+        let parts: Vec<(&str, Digest)> = shards
+            .iter()
+            .zip(replays)
+            .map(|(s, replay)| (s.path.as_str(), replay))
+            .collect();
+        let (res_path, res_expected) = binding::shard_set_of(self.layout, &id, &parts);
         self.claim(&res_path);
         self.report.bindings += 1;
         let reservation = self.binding_id(&res_path)?;
@@ -849,10 +855,13 @@ impl Events {
         self.seen.push(seen);
     }
 
-    /// Sorts by id (stable: the first seen stays first), keeps the first of each id and returns
-    /// every later one with the one it repeats.
+    /// Sorts by id (then shard: the first seen stays first), keeps the first of each id and
+    /// returns every later one with the one it repeats. Unstable sort: no buffer of half the
+    /// events (shards are numbered in the order they are seen, and a shard that repeats an id
+    /// within itself never gets here).
     fn settle(&mut self) -> Vec<(Seen, Seen)> {
-        self.seen.sort_by(|a, b| a.id.cmp(&b.id));
+        self.seen
+            .sort_unstable_by(|a, b| a.id.cmp(&b.id).then(a.shard.cmp(&b.shard)));
         let mut repeats = Vec::new();
         self.seen.dedup_by(|later, first| {
             let same = later.id == first.id;
@@ -888,8 +897,8 @@ enum Outcome {
     Broken(Rule, String),
     /// Canonical lines of one producer in causal order, with the content id of each event's
     /// binding (`None` if it could not be computed here; the caller computes it again and
-    /// reports the error).
-    Good(Shard, Vec<Option<BlobId>>),
+    /// reports the error), and the shard's replay digest.
+    Good(Shard, Vec<Option<BlobId>>, Digest),
 }
 
 /// Parses and checks one shard file on its own: canonical event lines (ledger-core §2.6),
@@ -961,6 +970,7 @@ fn prepare(
         .iter()
         .map(|e| BlobId::of(binding::event(layout, e).1.as_bytes()).ok())
         .collect();
+    let replay = event::replay_digest(&events);
     Prepared {
         events: events.len(),
         strict,
@@ -971,6 +981,7 @@ fn prepare(
                 events,
             },
             ids,
+            replay,
         ),
     }
 }
@@ -1025,6 +1036,74 @@ fn prepare_all(
     out.into_iter()
         .map(|p| p.expect("every shard was prepared"))
         .collect()
+}
+
+/// Verifies `sets` in order, as a pipeline: this thread reads a batch of shards (about 1 MiB;
+/// the snapshot is not shared) while the batch before it is prepared on all cores
+/// ([`prepare_all`]), then checks the prepared batch against the ledger's state. Memory holds
+/// at most three batches.
+fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<(), Error> {
+    use std::sync::mpsc::sync_channel;
+    const BATCH_BYTES: usize = 1 << 20;
+    type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, Option<String>)>);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8);
+    let (layout, profile) = (ctx.layout, ctx.privacy);
+    std::thread::scope(|scope| {
+        let (to_prepare, batches) = sync_channel::<Batch<'_>>(1);
+        let (to_check, prepared) = sync_channel::<(std::ops::Range<usize>, Vec<Prepared>)>(1);
+        scope.spawn(move || {
+            for (range, items) in batches {
+                let done = prepare_all(items, layout, profile, workers);
+                if to_check.send((range, done)).is_err() {
+                    break;
+                }
+            }
+        });
+        let check = |ctx: &mut Ctx<'_, '_>| -> Result<(), Error> {
+            let (range, done) = prepared
+                .recv()
+                .expect("the preparing thread answers every batch");
+            let mut done = done.into_iter();
+            for paths in &sets[range] {
+                let set: Vec<Prepared> = done.by_ref().take(paths.len()).collect();
+                ctx.check_set(paths, set)?;
+            }
+            Ok(())
+        };
+        let mut next = 0;
+        let mut in_flight = 0;
+        while next < sets.len() {
+            let first = next;
+            let mut bytes = 0;
+            let mut items = Vec::new();
+            while next < sets.len() && (next == first || bytes < BATCH_BYTES) {
+                for path in sets[next] {
+                    let text = ctx.read(path, shard::MAX_BYTES as u64)?;
+                    bytes += text.as_ref().map_or(0, String::len);
+                    items.push((path.as_str(), text));
+                }
+                next += 1;
+            }
+            // The batch's shards are read: let their pack pages go (resident memory stays
+            // bounded by a batch, not by the repository).
+            ctx.view.snapshot().store().release_mapped_packs();
+            to_prepare
+                .send((first..next, items))
+                .expect("the preparing thread runs until the batches end");
+            in_flight += 1;
+            if in_flight > 1 {
+                check(ctx)?;
+                in_flight -= 1;
+            }
+        }
+        drop(to_prepare);
+        for _ in 0..in_flight {
+            check(ctx)?;
+        }
+        Ok(())
+    })
 }
 
 fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
@@ -1137,32 +1216,8 @@ pub fn verify_revision_with(
     }
     segment_files.sort_unstable();
     check_compacted(&mut ctx, &mut sets, &segment_files)?;
-    // Sets are read in batches of about BATCH_BYTES on this thread (the snapshot is not shared),
-    // prepared on all cores, then checked in order on this thread.
-    const BATCH_BYTES: usize = 4 << 20;
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(8);
     let all: Vec<&Vec<String>> = sets.values().collect();
-    let mut next = 0;
-    while next < all.len() {
-        let first = next;
-        let mut bytes = 0;
-        let mut items = Vec::new();
-        while next < all.len() && (next == first || bytes < BATCH_BYTES) {
-            for path in all[next] {
-                let text = ctx.read(path, shard::MAX_BYTES as u64)?;
-                bytes += text.as_ref().map_or(0, String::len);
-                items.push((path.as_str(), text));
-            }
-            next += 1;
-        }
-        let mut prepared = prepare_all(items, ctx.layout, ctx.privacy, workers).into_iter();
-        for paths in &all[first..next] {
-            let set: Vec<Prepared> = prepared.by_ref().take(paths.len()).collect();
-            ctx.check_set(paths, set)?;
-        }
-    }
+    check_sets_pipelined(&mut ctx, &all)?;
     ctx.claim_reserved_sets(&sets)?;
     let index = ctx.index.take().expect("set above");
     for ((kind, key, _), claimed) in index.entries.iter().zip(&index.claimed) {
