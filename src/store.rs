@@ -1192,7 +1192,7 @@ impl<'a> Snapshot<'a> {
         let mut decoded_trees = 0usize;
         while let Some((dir_path, id)) = pending.pop() {
             decoded_trees += 1;
-            if decoded_trees % 256 == 0 {
+            if decoded_trees.is_multiple_of(256) {
                 // A walk of a large tree reads trees from every pack: keep resident memory
                 // bounded by what the walk holds, not by the packs it passed through.
                 self.store.release_mapped_packs();

@@ -1003,8 +1003,9 @@ fn prepare_all(
             .map(|(path, text)| prepare(path, text, layout, profile, true))
             .collect();
     }
-    let items: Vec<Mutex<Option<(&str, Option<String>)>>> =
-        items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    // Each worker takes the next shard by index; the slot hands its text over exactly once.
+    type Slot<'p> = Mutex<Option<(&'p str, Option<String>)>>;
+    let items: Vec<Slot<'_>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
     let next = AtomicUsize::new(0);
     let mut out: Vec<Option<Prepared>> = (0..n).map(|_| None).collect();
     std::thread::scope(|scope| {
@@ -1204,7 +1205,7 @@ pub fn verify_revision_with(
             ctx.finding(path, Rule::UnknownPath, "not a shard or binding path");
         }
     })?;
-    bindings.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    bindings.sort_unstable_by_key(|b| (b.0, b.1));
     bindings.shrink_to_fit();
     ctx.index = Some(BindingIndex {
         claimed: vec![false; bindings.len()],
