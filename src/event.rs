@@ -1236,6 +1236,12 @@ impl Ord for Ready<'_> {
 /// `sortActionEventsCausally`: Kahn's algorithm over parent edges inside the set, with the ready
 /// set ordered by [`compare_events`]. Returns indices into `events` in canonical order.
 pub fn causal_order(events: &[Event]) -> Result<Vec<usize>, Error> {
+    causal_order_of(&events.iter().collect::<Vec<_>>())
+}
+
+/// [`causal_order`] of events held elsewhere (the union of several shards without copying
+/// them); the same errors.
+pub fn causal_order_of(events: &[&Event]) -> Result<Vec<usize>, Error> {
     let mut index: HashMap<&Digest, usize> = HashMap::with_capacity(events.len());
     for (i, e) in events.iter().enumerate() {
         if index.insert(&e.event_id, i).is_some() {
@@ -1252,7 +1258,7 @@ pub fn causal_order(events: &[Event]) -> Result<Vec<usize>, Error> {
     }
     let mut heap: BinaryHeap<Ready> = (0..events.len())
         .filter(|&i| indegree[i] == 0)
-        .map(|i| Ready(&events[i], i))
+        .map(|i| Ready(events[i], i))
         .collect();
     let mut order = Vec::with_capacity(events.len());
     while let Some(Ready(_, i)) = heap.pop() {
@@ -1260,7 +1266,7 @@ pub fn causal_order(events: &[Event]) -> Result<Vec<usize>, Error> {
         for &c in &children[i] {
             indegree[c] -= 1;
             if indegree[c] == 0 {
-                heap.push(Ready(&events[c], c));
+                heap.push(Ready(events[c], c));
             }
         }
     }

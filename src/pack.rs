@@ -44,7 +44,13 @@ pub enum Error {
     TooMany,
 }
 
+/// Raw bytes of added objects compressed together: past this many, the pending objects are
+/// compressed (on all cores) and appended.
+const PENDING_BYTES: usize = 8 << 20;
+
 /// A pack being built in memory: add objects, then [`PackBuilder::finish`] writes it.
+/// Compression is deferred and done in batches on worker threads: an object's id is known as
+/// soon as it is added (hashing is cheap), its compressed entry only when its batch is flushed.
 pub struct PackBuilder {
     hash_kind: gix::hash::Kind,
     /// Entry bytes (headers and compressed data), without the 12-byte pack header.
@@ -52,14 +58,15 @@ pub struct PackBuilder {
     /// `(id, offset in the pack file, CRC-32 of the entry)`.
     entries: Vec<(ObjectId, u64, u32)>,
     seen: HashSet<ObjectId>,
-    compress: gix_zlib::stream::deflate::Compress,
-    scratch: Vec<u8>,
+    /// Objects added but not compressed yet, in order, and their total size.
+    pending: Vec<(ObjectId, Kind, Vec<u8>)>,
+    pending_bytes: usize,
 }
 
 impl std::fmt::Debug for PackBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackBuilder")
-            .field("objects", &self.entries.len())
+            .field("objects", &self.len())
             .field("bytes", &self.data.len())
             .finish()
     }
@@ -73,6 +80,71 @@ pub struct Written {
     pub objects: usize,
 }
 
+/// The pack entries of `objects` (type and size header, then the zlib stream), in order, with
+/// one compressor for the run.
+fn entries_of(objects: &[(ObjectId, Kind, Vec<u8>)]) -> Result<Vec<Vec<u8>>, Error> {
+    let mut compress = gix_zlib::stream::deflate::Compress::new(
+        gix_zlib::Compression::new(LEVEL).expect("valid zlib level"),
+    );
+    let mut scratch = Vec::new();
+    objects
+        .iter()
+        .map(|(_, kind, bytes)| {
+            let mut entry = Vec::with_capacity(bytes.len() / 2 + 16);
+            // Type and size header: the first byte has the continuation bit, 3 type bits and
+            // the low 4 size bits; each following byte 7 more size bits.
+            let type_bits: u8 = match kind {
+                Kind::Commit => 1,
+                Kind::Tree => 2,
+                Kind::Blob => 3,
+                Kind::Tag => 4,
+            };
+            let mut size = bytes.len() as u64;
+            let mut byte = (type_bits << 4) | (size & 0x0f) as u8;
+            size >>= 4;
+            while size != 0 {
+                entry.push(byte | 0x80);
+                byte = (size & 0x7f) as u8;
+                size >>= 7;
+            }
+            entry.push(byte);
+            deflate(&mut compress, &mut scratch, bytes, &mut entry)?;
+            Ok(entry)
+        })
+        .collect()
+}
+
+/// Appends the zlib stream of `input` to `out`.
+fn deflate(
+    compress: &mut gix_zlib::stream::deflate::Compress,
+    scratch: &mut Vec<u8>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), Error> {
+    use gix_zlib::Status;
+    use gix_zlib::stream::deflate::FlushCompress;
+    compress.reset();
+    let err = |e: gix::error::Error| Error::Compress(e.to_string());
+    // zlib's bound for one stream: the input plus 0.1% and a few bytes of framing.
+    scratch.resize(input.len() + input.len() / 1000 + 64, 0);
+    let mut consumed = 0;
+    loop {
+        let before_in = compress.total_in();
+        let before_out = compress.total_out();
+        let status = compress
+            .compress(&input[consumed..], scratch, FlushCompress::Finish)
+            .map_err(err)?;
+        consumed += (compress.total_in() - before_in) as usize;
+        let produced = (compress.total_out() - before_out) as usize;
+        out.extend_from_slice(&scratch[..produced]);
+        match status {
+            Status::StreamEnd => return Ok(()),
+            Status::Ok | Status::BufError if produced > 0 || consumed < input.len() => {}
+            _ => return Err(Error::Compress("zlib made no progress".into())),
+        }
+    }
+}
+
 impl PackBuilder {
     /// An empty pack for objects hashed with `hash_kind`.
     pub fn new(hash_kind: gix::hash::Kind) -> PackBuilder {
@@ -81,85 +153,91 @@ impl PackBuilder {
             data: Vec::new(),
             entries: Vec::new(),
             seen: HashSet::new(),
-            compress: gix_zlib::stream::deflate::Compress::new(
-                gix_zlib::Compression::new(LEVEL).expect("valid zlib level"),
-            ),
-            scratch: Vec::new(),
+            pending: Vec::new(),
+            pending_bytes: 0,
         }
     }
 
     /// Number of distinct objects added.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.pending.len()
     }
 
     /// Whether no object was added.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// Adds an object of `kind` with `bytes` (its serialized content, without the loose header)
     /// and returns its id. Adding the same object twice stores it once.
     ///
     /// # Errors
-    /// [`Error::Compress`] if zlib fails (out of memory).
+    /// [`Error::Compress`] if hashing or zlib fails (a detected SHA-1 collision, out of memory).
     pub fn add(&mut self, kind: Kind, bytes: &[u8]) -> Result<ObjectId, Error> {
         let id = gix::objs::compute_hash(self.hash_kind, kind, bytes)
             .map_err(|e| Error::Compress(e.to_string()))?;
         if !self.seen.insert(id) {
             return Ok(id);
         }
-        let offset = 12 + self.data.len() as u64;
-        let start = self.data.len();
-        // Type and size header: the first byte has the continuation bit, 3 type bits and the low
-        // 4 size bits; each following byte 7 more size bits.
-        let type_bits: u8 = match kind {
-            Kind::Commit => 1,
-            Kind::Tree => 2,
-            Kind::Blob => 3,
-            Kind::Tag => 4,
-        };
-        let mut size = bytes.len() as u64;
-        let mut byte = (type_bits << 4) | (size & 0x0f) as u8;
-        size >>= 4;
-        while size != 0 {
-            self.data.push(byte | 0x80);
-            byte = (size & 0x7f) as u8;
-            size >>= 7;
+        self.pending.push((id, kind, bytes.to_vec()));
+        self.pending_bytes += bytes.len();
+        if self.pending_bytes >= PENDING_BYTES {
+            self.flush()?;
         }
-        self.data.push(byte);
-        self.deflate(bytes)?;
-        let crc = crc32fast::hash(&self.data[start..]);
-        self.entries.push((id, offset, crc));
         Ok(id)
     }
 
-    /// Appends the zlib stream of `input` to `self.data`.
-    fn deflate(&mut self, input: &[u8]) -> Result<(), Error> {
-        use gix_zlib::Status;
-        use gix_zlib::stream::deflate::FlushCompress;
-        self.compress.reset();
-        let err = |e: gix::error::Error| Error::Compress(e.to_string());
-        // zlib's bound for one stream: the input plus 0.1% and a few bytes of framing.
-        self.scratch
-            .resize(input.len() + input.len() / 1000 + 64, 0);
-        let mut consumed = 0;
-        loop {
-            let before_in = self.compress.total_in();
-            let before_out = self.compress.total_out();
-            let status = self
-                .compress
-                .compress(&input[consumed..], &mut self.scratch, FlushCompress::Finish)
-                .map_err(err)?;
-            consumed += (self.compress.total_in() - before_in) as usize;
-            let produced = (self.compress.total_out() - before_out) as usize;
-            self.data.extend_from_slice(&self.scratch[..produced]);
-            match status {
-                Status::StreamEnd => return Ok(()),
-                Status::Ok | Status::BufError if produced > 0 || consumed < input.len() => {}
-                _ => return Err(Error::Compress("zlib made no progress".into())),
+    /// Compresses the pending objects (split across the machine's cores, at most 8) and appends
+    /// their entries in the order they were added.
+    fn flush(&mut self) -> Result<(), Error> {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let total: usize = pending.iter().map(|(_, _, b)| b.len()).sum();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(8);
+        // Contiguous runs of about equal size, so that entries come back in order.
+        let mut runs: Vec<&[(ObjectId, Kind, Vec<u8>)]> = Vec::new();
+        let (mut from, mut size) = (0, 0);
+        for (i, (_, _, bytes)) in pending.iter().enumerate() {
+            size += bytes.len();
+            if size * workers >= total.max(1) && runs.len() + 1 < workers {
+                runs.push(&pending[from..=i]);
+                (from, size) = (i + 1, 0);
             }
         }
+        if from < pending.len() {
+            runs.push(&pending[from..]);
+        }
+        let compressed: Vec<Result<Vec<Vec<u8>>, Error>> = if runs.len() < 2 {
+            runs.iter().map(|run| entries_of(run)).collect()
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = runs
+                    .iter()
+                    .map(|run| scope.spawn(move || entries_of(run)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("compression does not panic"))
+                    .collect()
+            })
+        };
+        let ids = pending.iter().map(|(id, _, _)| *id);
+        let mut entries = Vec::with_capacity(pending.len());
+        for run in compressed {
+            entries.extend(run?);
+        }
+        for (id, entry) in ids.zip(entries) {
+            let offset = 12 + self.data.len() as u64;
+            let crc = crc32fast::hash(&entry);
+            self.data.extend_from_slice(&entry);
+            self.entries.push((id, offset, crc));
+        }
+        Ok(())
     }
 
     /// Writes the pack and its index into `pack_dir` (the repository's `objects/pack`), fsynced,
@@ -168,7 +246,8 @@ impl PackBuilder {
     ///
     /// # Errors
     /// [`Error::Io`] naming the directory; [`Error::TooMany`].
-    pub fn finish(self, pack_dir: &Path) -> Result<Option<Written>, Error> {
+    pub fn finish(mut self, pack_dir: &Path) -> Result<Option<Written>, Error> {
+        self.flush()?;
         if self.entries.is_empty() {
             return Ok(None);
         }

@@ -358,7 +358,7 @@ fn read_source_shards(root: &Path, expected_paths: Option<&[String]>) -> Result<
         let spool = Spool::from_root(h.try_clone()?)?;
         let mut shards = Vec::new();
         for run in seal::sealed_runs(&spool)? {
-            shards.extend(run.shards()?);
+            shards.extend(run.into_shards()?);
         }
         shards.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(Source::Sealed(shards));
@@ -604,11 +604,8 @@ fn validate_pending(
             return Err(Error::DuplicateInBatch(e.event_id.clone()));
         }
     }
-    let union: Vec<Event> = shards
-        .iter()
-        .flat_map(|s| s.events.iter().cloned())
-        .collect();
-    event::causal_order(&union)?;
+    let union: Vec<&Event> = shards.iter().flat_map(|s| &s.events).collect();
+    event::causal_order_of(&union)?;
 
     // One producer run, one partition date.
     let mut run_dates: HashMap<String, &str> = HashMap::new();
@@ -676,18 +673,47 @@ fn validate_pending(
 /// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
 /// event, the field path, the family and the rule. [`Profile::Reference`] refuses nothing.
 pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
-    for s in &batch.shards {
-        for e in &s.events {
-            if let Err(finding) = profile.check(&e.value) {
-                return Err(Error::StrictPrivacy {
-                    path: s.path.clone(),
-                    event_id: e.event_id.clone(),
-                    finding,
-                });
-            }
-        }
+    // Shards are independent: check them on all cores, report the first failing one in order.
+    let first_in = |s: &Shard| {
+        s.events.iter().find_map(|e| {
+            profile
+                .check(&e.value)
+                .err()
+                .map(|f| (e.event_id.clone(), f))
+        })
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8);
+    let shards = &batch.shards;
+    let found: Vec<Option<(Digest, privacy::strict::Finding)>> = if workers < 2 || shards.len() < 2
+    {
+        shards.iter().map(first_in).collect()
+    } else {
+        let chunk = shards.len().div_ceil(workers);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = shards
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(first_in).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("privacy checks do not panic"))
+                .collect()
+        })
+    };
+    match shards
+        .iter()
+        .zip(found)
+        .find_map(|(s, f)| f.map(|f| (s, f)))
+    {
+        Some((s, (event_id, finding))) => Err(Error::StrictPrivacy {
+            path: s.path.clone(),
+            event_id,
+            finding,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {

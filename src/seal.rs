@@ -87,6 +87,14 @@ impl ProducerRun {
         Ok(shard::pack(&self.identity, self.events.clone())?)
     }
 
+    /// [`ProducerRun::shards`], consuming the run (its events move into the shards).
+    ///
+    /// # Errors
+    /// As [`ProducerRun::shards`].
+    pub fn into_shards(self) -> Result<Vec<Shard>, Error> {
+        Ok(shard::pack(&self.identity, self.events)?)
+    }
+
     /// Spool-relative path of the seal.
     pub fn seal_relative_path(&self) -> String {
         spool::seal_relative_path(&self.producer_digest)
@@ -98,11 +106,16 @@ impl ProducerRun {
 pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let events = spool.read_all()?;
     let mut groups: Vec<(String, Vec<Event>)> = Vec::new();
+    // Group index by key: a spool may hold hundreds of producers.
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for e in events {
         let key = canonical::to_canonical_unchecked(e.producer());
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, list)) => list.push(e),
-            None => groups.push((key, vec![e])),
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(e),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![e]));
+            }
         }
     }
     let mut runs = Vec::with_capacity(groups.len());
