@@ -1967,6 +1967,51 @@ mod tests {
     }
 
     #[test]
+    fn file_ids_are_git_blob_ids_and_reads_survive_released_pack_pages() {
+        let (_tmp, repo, store) = new_store();
+        // More than 16 objects: the publication is written as a pack, which gix maps.
+        let files: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        let c = publish(&store, &refs);
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        let mut seen = Vec::new();
+        view.for_each_file_id("", |path, id| seen.push((path.to_owned(), id)))
+            .expect("walk");
+        seen.sort();
+        assert_eq!(seen.len(), files.len());
+        for (path, id) in &seen {
+            let git_id = git(&repo, &["rev-parse", &format!("{c}:{path}")]);
+            assert_eq!(id.to_string(), git_id, "{path}");
+            assert_eq!(view.file_id(path).expect("lookup"), Some(*id));
+            let bytes = view.read(path, 1 << 20).expect("read").expect("present");
+            assert_eq!(BlobId::of(&bytes).expect("hash"), *id);
+        }
+        assert_eq!(
+            BlobId::of(b"hello\n").expect("hash").to_string(),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
+        store.release_mapped_packs();
+        for (path, id) in &seen {
+            let again = view
+                .read_blob(*id, path, 1 << 20)
+                .expect("read after release");
+            assert_eq!(BlobId::of(&again).expect("hash"), *id);
+        }
+        assert_eq!(
+            view.file_id("d0")
+                .err()
+                .map(|e| matches!(e, Error::NotAFile { .. })),
+            Some(true)
+        );
+        assert_eq!(view.file_id("d0/missing.json").expect("lookup"), None);
+    }
+
+    #[test]
     fn write_rejects_conflicts_and_bad_paths_before_writing() {
         let (_tmp, repo, store) = new_store();
         let c1 = publish(&store, &[("a/b/c.json", "one"), ("x", "x")]);

@@ -28,8 +28,16 @@
 //! manifest against its segments, and in a range lets a shard file be deleted only when the new
 //! manifest proves its exact bytes, and a manifest be replaced only by a superset.
 //!
-//! Memory: sets are verified one at a time; across the ledger only each event's id, parent and
-//! shard index are kept (for duplicates and cycles), not the events.
+//! Cost (whole revision): one walk of the tree lists every file with its object id; a binding
+//! is checked by comparing that id with the id of the bytes the publisher would write
+//! ([`BlobId::of`]), so no binding blob is read and no binding path is looked up. Shards are read
+//! in batches on this thread (the snapshot is not shared) and parsed, privacy-scanned and hashed
+//! on all cores while the next batch is read; the set-level checks run in order on this thread.
+//!
+//! Memory: across the ledger only each binding's (kind, digest, object id) and each event's id,
+//! parent and shard index are kept (for orphans, duplicates and cycles), not the events; at most
+//! three batches of shards are in flight; pack pages mapped by gix are released after each batch
+//! ([`Store::release_mapped_packs`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
