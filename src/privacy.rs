@@ -465,7 +465,7 @@ fn required_text<'a>(value: &'a str, label: &str) -> Result<&'a str, Error> {
 }
 
 fn reject_confidential(text: &str, label: &str) -> Result<(), Error> {
-    match scan(text) {
+    match scan_remembered(text) {
         Ok(false) => Ok(()),
         Ok(true) => Err(Error::Confidential {
             label: label.to_owned(),
@@ -474,6 +474,37 @@ fn reject_confidential(text: &str, label: &str) -> Result<(), Error> {
             label: label.to_owned(),
         }),
     }
+}
+
+/// Texts up to this many bytes are remembered per thread with their [`scan`] result (a pure
+/// function of the text): validated ledger fields repeat (producer and subject fields, kinds,
+/// labels), and a lookup costs far less than the regex searches and URL parses of a scan.
+const REMEMBER_MAX_LEN: usize = 128;
+/// Remembered texts per thread before the memory starts over (at most about 600 KiB).
+const REMEMBER_MAX_ENTRIES: usize = 4096;
+
+thread_local! {
+    static REMEMBERED: std::cell::RefCell<std::collections::HashMap<Box<str>, Result<bool, ReferenceThrows>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// [`scan`], remembering the result for short texts.
+fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
+    if text.len() > REMEMBER_MAX_LEN {
+        return scan(text);
+    }
+    REMEMBERED.with(|memory| {
+        if let Some(&hit) = memory.borrow().get(text) {
+            return hit;
+        }
+        let hit = scan(text);
+        let mut memory = memory.borrow_mut();
+        if memory.len() >= REMEMBER_MAX_ENTRIES {
+            memory.clear();
+        }
+        memory.insert(text.into(), hit);
+        hit
+    })
 }
 
 /// §4.4 in the reference's order, stopping at the first hit: the order decides whether a value

@@ -985,6 +985,37 @@ pub fn scan_text(text: &str) -> Option<&'static Rule> {
     scan_hosts(compiled, text)
 }
 
+/// Texts up to this many bytes are remembered per thread with their result ([`scan_text`] is a
+/// pure function of the text): ledger text repeats (member names, producer and subject fields,
+/// event types), and a lookup costs far less than the scan.
+const REMEMBER_MAX_LEN: usize = 128;
+/// Remembered texts per thread before the memory starts over (at most about 600 KiB).
+const REMEMBER_MAX_ENTRIES: usize = 4096;
+
+thread_local! {
+    static REMEMBERED: std::cell::RefCell<std::collections::HashMap<Box<str>, Option<&'static Rule>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// [`scan_text`], remembering the result for short texts.
+fn scan_text_remembered(text: &str) -> Option<&'static Rule> {
+    if text.len() > REMEMBER_MAX_LEN {
+        return scan_text(text);
+    }
+    REMEMBERED.with(|memory| {
+        if let Some(&hit) = memory.borrow().get(text) {
+            return hit;
+        }
+        let hit = scan_text(text);
+        let mut memory = memory.borrow_mut();
+        if memory.len() >= REMEMBER_MAX_ENTRIES {
+            memory.clear();
+        }
+        memory.insert(text.into(), hit);
+        hit
+    })
+}
+
 fn first_pattern(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
     let first = |set: &RegexSet, rules: &[usize]| {
         set.is_match(text)
@@ -1209,7 +1240,7 @@ fn walk<'v>(
 ) -> ControlFlow<()> {
     match value {
         Value::String(s) => {
-            if let Some(rule) = scan_text(s) {
+            if let Some(rule) = scan_text_remembered(s) {
                 emit(Finding::new(render(steps), false, rule))?;
             }
         }
@@ -1223,7 +1254,7 @@ fn walk<'v>(
         }
         Value::Object(members) => {
             for (key, member) in members {
-                if let Some(rule) = scan_text(key) {
+                if let Some(rule) = scan_text_remembered(key) {
                     emit(Finding::new(render(steps), true, rule))?;
                     continue;
                 }
