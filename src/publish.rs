@@ -1070,6 +1070,31 @@ fn jittered_sleep(base: u64) {
 /// Sound because published lines were validated when they were published: bytes equal to them
 /// are the same events, and a spool holding exactly the published events of its sealed producers
 /// packs into exactly the published shards.
+/// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
+/// the machine's cores (at most 8).
+fn any_strict_hit(lines: &[&String]) -> bool {
+    let hit = |line: &&String| {
+        canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(8);
+    if workers < 2 || lines.len() < 64 {
+        return lines.iter().any(hit);
+    }
+    let chunk = lines.len().div_ceil(workers);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().any(hit)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("privacy scans do not panic"))
+            .fold(false, |a, b| a | b)
+    })
+}
+
 fn sealed_replay(
     root: &Path,
     snap: &Snapshot<'_>,
@@ -1174,14 +1199,13 @@ fn sealed_replay(
         {
             return Ok(None);
         }
-        // The strict profile refuses such a batch even when it is present (check_privacy): let
-        // the full path say so.
-        if privacy == Profile::Strict
-            && canonical::parse(line).map_or(true, |v| !privacy::strict::scan(&v).is_empty())
-        {
-            return Ok(None);
-        }
         manifest.reservation_paths.push(path);
+    }
+    // The spool's lines are exactly `lines` now (as many distinct files as lines, each one of
+    // them). The strict profile refuses such a batch even when it is present (check_privacy):
+    // scan them on all cores, and let the full path say what it refuses.
+    if privacy == Profile::Strict && any_strict_hit(&lines.iter().collect::<Vec<_>>()) {
+        return Ok(None);
     }
     manifest.unchanged = manifest.event_paths.len();
     manifest.event_paths.sort();
