@@ -1158,7 +1158,7 @@ impl<'a> Snapshot<'a> {
 
     /// [`Snapshot::for_each_file`] that also gives each file's [`BlobId`], so that a caller can
     /// compare contents with expected bytes ([`BlobId::of`]) without reading a single blob.
-    /// Every tree is decoded once and not cached; every 256 trees the mapped pack pages are
+    /// Every tree is decoded once and not cached; every 128 trees the mapped pack pages are
     /// released ([`Store::release_mapped_packs`]).
     ///
     /// # Errors
@@ -1192,7 +1192,7 @@ impl<'a> Snapshot<'a> {
         let mut decoded_trees = 0usize;
         while let Some((dir_path, id)) = pending.pop() {
             decoded_trees += 1;
-            if decoded_trees.is_multiple_of(256) {
+            if decoded_trees.is_multiple_of(128) {
                 // A walk of a large tree reads trees from every pack: keep resident memory
                 // bounded by what the walk holds, not by the packs it passed through.
                 self.store.release_mapped_packs();
