@@ -476,28 +476,31 @@ fn reject_confidential(text: &str, label: &str) -> Result<(), Error> {
     }
 }
 
-/// Texts up to this many bytes are remembered per thread with their [`scan`] result (a pure
-/// function of the text): validated ledger fields repeat (producer and subject fields, kinds,
-/// labels), and a lookup costs far less than the regex searches and URL parses of a scan.
+/// Texts up to this many bytes are remembered per thread with the result of a pure check of
+/// them ([`scan`], [`strict::scan_text`]): ledger text repeats (member names, producer and
+/// subject fields, kinds, labels), and a lookup costs far less than the regex searches and URL
+/// parses of a scan.
 const REMEMBER_MAX_LEN: usize = 128;
 /// Remembered texts per thread before the memory starts over (at most about 600 KiB).
 const REMEMBER_MAX_ENTRIES: usize = 4096;
 
-thread_local! {
-    static REMEMBERED: std::cell::RefCell<std::collections::HashMap<Box<str>, Result<bool, ReferenceThrows>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
-}
+/// A per-thread memory of a pure check of short texts (see [`remembered`]).
+type Remembered<T> = std::cell::RefCell<std::collections::HashMap<Box<str>, T>>;
 
-/// [`scan`], remembering the result for short texts.
-fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
+/// `check(text)`, from `memory` when the text is short and was checked on this thread before.
+fn remembered<T: Copy + 'static>(
+    memory: &'static std::thread::LocalKey<Remembered<T>>,
+    text: &str,
+    check: impl Fn(&str) -> T,
+) -> T {
     if text.len() > REMEMBER_MAX_LEN {
-        return scan(text);
+        return check(text);
     }
-    REMEMBERED.with(|memory| {
+    memory.with(|memory| {
         if let Some(&hit) = memory.borrow().get(text) {
             return hit;
         }
-        let hit = scan(text);
+        let hit = check(text);
         let mut memory = memory.borrow_mut();
         if memory.len() >= REMEMBER_MAX_ENTRIES {
             memory.clear();
@@ -505,6 +508,15 @@ fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
         memory.insert(text.into(), hit);
         hit
     })
+}
+
+thread_local! {
+    static SCANNED: Remembered<Result<bool, ReferenceThrows>> = Remembered::default();
+}
+
+/// [`scan`], remembered for short texts.
+fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
+    remembered(&SCANNED, text, scan)
 }
 
 /// §4.4 in the reference's order, stopping at the first hit: the order decides whether a value

@@ -985,35 +985,13 @@ pub fn scan_text(text: &str) -> Option<&'static Rule> {
     scan_hosts(compiled, text)
 }
 
-/// Texts up to this many bytes are remembered per thread with their result ([`scan_text`] is a
-/// pure function of the text): ledger text repeats (member names, producer and subject fields,
-/// event types), and a lookup costs far less than the scan.
-const REMEMBER_MAX_LEN: usize = 128;
-/// Remembered texts per thread before the memory starts over (at most about 600 KiB).
-const REMEMBER_MAX_ENTRIES: usize = 4096;
-
 thread_local! {
-    static REMEMBERED: std::cell::RefCell<std::collections::HashMap<Box<str>, Option<&'static Rule>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static SCANNED: super::Remembered<Option<&'static Rule>> = super::Remembered::default();
 }
 
-/// [`scan_text`], remembering the result for short texts.
+/// [`scan_text`], remembered for short texts (member names and many values repeat).
 fn scan_text_remembered(text: &str) -> Option<&'static Rule> {
-    if text.len() > REMEMBER_MAX_LEN {
-        return scan_text(text);
-    }
-    REMEMBERED.with(|memory| {
-        if let Some(&hit) = memory.borrow().get(text) {
-            return hit;
-        }
-        let hit = scan_text(text);
-        let mut memory = memory.borrow_mut();
-        if memory.len() >= REMEMBER_MAX_ENTRIES {
-            memory.clear();
-        }
-        memory.insert(text.into(), hit);
-        hit
-    })
+    super::remembered(&SCANNED, text, scan_text)
 }
 
 fn first_pattern(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
