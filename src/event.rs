@@ -212,33 +212,8 @@ impl Event {
         I: IntoIterator<Item = (&'a str, String)>,
     {
         let items: Vec<(&str, String)> = lines.into_iter().collect();
-        let workers = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(8);
-        // Below this many lines a thread costs more than it saves (~60 µs per event).
-        if workers < 2 || items.len() < 64 {
-            return items
-                .iter()
-                .map(|(line, source)| Event::parse_line(line, source))
-                .collect();
-        }
-        let chunk = items.len().div_ceil(workers);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = items
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|(line, source)| Event::parse_line(line, source))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("event parsing does not panic"))
-                .collect()
-        })
+        // Below 64 lines a thread costs more than it saves (~60 µs per event).
+        crate::parallel::map(&items, 64, |(line, source)| Event::parse_line(line, source))
     }
 
     fn get_str(&self, path: &[&str]) -> &str {

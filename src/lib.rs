@@ -18,6 +18,7 @@ pub mod layout;
 pub mod lock;
 pub mod log;
 pub mod pack;
+pub mod parallel;
 pub mod privacy;
 pub mod publish;
 pub mod record;

@@ -187,8 +187,8 @@ impl PackBuilder {
         Ok(id)
     }
 
-    /// Compresses the pending objects (split across the machine's cores, at most 8) and appends
-    /// their entries in the order they were added.
+    /// Compresses the pending objects (on all cores, [`crate::parallel::map`]) and appends their
+    /// entries in the order they were added.
     fn flush(&mut self) -> Result<(), Error> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
@@ -196,15 +196,14 @@ impl PackBuilder {
             return Ok(());
         }
         let total: usize = pending.iter().map(|(_, _, b)| b.len()).sum();
-        let workers = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(8);
-        // Contiguous runs of about equal size, so that entries come back in order.
+        // Contiguous runs of about equal size, each compressed with one compressor; a few runs
+        // per core, so that the threads balance.
+        let target = total.div_ceil(crate::parallel::workers() * 4).max(1);
         let mut runs: Vec<&[(ObjectId, Kind, Vec<u8>)]> = Vec::new();
         let (mut from, mut size) = (0, 0);
         for (i, (_, _, bytes)) in pending.iter().enumerate() {
             size += bytes.len();
-            if size * workers >= total.max(1) && runs.len() + 1 < workers {
+            if size >= target {
                 runs.push(&pending[from..=i]);
                 (from, size) = (i + 1, 0);
             }
@@ -212,20 +211,7 @@ impl PackBuilder {
         if from < pending.len() {
             runs.push(&pending[from..]);
         }
-        let compressed: Vec<Result<Vec<Vec<u8>>, Error>> = if runs.len() < 2 {
-            runs.iter().map(|run| entries_of(run)).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = runs
-                    .iter()
-                    .map(|run| scope.spawn(move || entries_of(run)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("compression does not panic"))
-                    .collect()
-            })
-        };
+        let compressed = crate::parallel::map(&runs, 2, |run| entries_of(run));
         let ids = pending.iter().map(|(id, _, _)| *id);
         let mut entries = Vec::with_capacity(pending.len());
         for run in compressed {

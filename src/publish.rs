@@ -682,26 +682,8 @@ pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
                 .map(|f| (e.event_id.clone(), f))
         })
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(8);
     let shards = &batch.shards;
-    let found: Vec<Option<(Digest, privacy::strict::Finding)>> = if workers < 2 || shards.len() < 2
-    {
-        shards.iter().map(first_in).collect()
-    } else {
-        let chunk = shards.len().div_ceil(workers);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = shards
-                .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(first_in).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("privacy checks do not panic"))
-                .collect()
-        })
-    };
+    let found = crate::parallel::map(shards, 2, first_in);
     match shards
         .iter()
         .zip(found)
@@ -1059,6 +1041,15 @@ fn jittered_sleep(base: u64) {
     std::thread::sleep(std::time::Duration::from_millis(base + jitter));
 }
 
+/// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
+/// all cores.
+fn any_strict_hit(lines: &[&String]) -> bool {
+    let hit = |line: &&String| {
+        canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
+    };
+    crate::parallel::map(lines, 64, hit).into_iter().any(|h| h)
+}
+
 /// The fast path of an unchanged replay (issue 7): when `root` is a sealed spool whose every
 /// event file is, byte for byte, a line of the shards its seals name in `snap`, and those sets
 /// are complete (reservation listing exactly those shards, completion marker and producer-run
@@ -1070,31 +1061,6 @@ fn jittered_sleep(base: u64) {
 /// Sound because published lines were validated when they were published: bytes equal to them
 /// are the same events, and a spool holding exactly the published events of its sealed producers
 /// packs into exactly the published shards.
-/// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
-/// the machine's cores (at most 8).
-fn any_strict_hit(lines: &[&String]) -> bool {
-    let hit = |line: &&String| {
-        canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
-    };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(8);
-    if workers < 2 || lines.len() < 64 {
-        return lines.iter().any(hit);
-    }
-    let chunk = lines.len().div_ceil(workers);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = lines
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().any(hit)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("privacy scans do not panic"))
-            .fold(false, |a, b| a | b)
-    })
-}
-
 fn sealed_replay(
     root: &Path,
     snap: &Snapshot<'_>,

@@ -428,7 +428,13 @@ impl<'s, 'r> Ctx<'s, 'r> {
         let mut prepared = Vec::with_capacity(paths.len());
         for path in paths {
             let text = self.read(path, shard::MAX_BYTES as u64)?;
-            prepared.push(prepare(path, text, self.layout, self.privacy, true));
+            prepared.push(prepare(
+                path,
+                text.as_deref(),
+                self.layout,
+                self.privacy,
+                true,
+            ));
         }
         self.check_set(paths, prepared)
     }
@@ -914,7 +920,7 @@ enum Outcome {
 /// id of each event's binding. `parallel` splits a long shard's lines across threads.
 fn prepare(
     path: &str,
-    text: Option<String>,
+    text: Option<&str>,
     layout: Layout,
     profile: Profile,
     parallel: bool,
@@ -932,9 +938,9 @@ fn prepare(
         };
     };
     let parsed = if parallel {
-        shard::parse_content(&text, path)
+        shard::parse_content(text, path)
     } else {
-        shard::parse_content_serial(&text, path)
+        shard::parse_content_serial(text, path)
     };
     let events = match parsed {
         Ok(events) => events,
@@ -985,7 +991,7 @@ fn prepare(
         outcome: Outcome::Good(
             Shard {
                 path: path.to_owned(),
-                content: text,
+                content: text.to_owned(),
                 events,
             },
             ids,
@@ -994,57 +1000,17 @@ fn prepare(
     }
 }
 
-/// [`prepare`] over many shards on up to `workers` threads (each takes the next shard; results
-/// in input order).
+/// [`prepare`] over many shards on all cores ([`crate::parallel::map`]); results in input
+/// order. A lone shard spreads its lines across the cores instead.
 fn prepare_all(
-    items: Vec<(&str, Option<String>)>,
+    items: &[(&str, Option<String>)],
     layout: Layout,
     profile: Profile,
-    workers: usize,
 ) -> Vec<Prepared> {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let n = items.len();
-    if workers < 2 || n < 2 {
-        return items
-            .into_iter()
-            .map(|(path, text)| prepare(path, text, layout, profile, true))
-            .collect();
-    }
-    // Each worker takes the next shard by index; the slot hands its text over exactly once.
-    type Slot<'p> = Mutex<Option<(&'p str, Option<String>)>>;
-    let items: Vec<Slot<'_>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
-    let next = AtomicUsize::new(0);
-    let mut out: Vec<Option<Prepared>> = (0..n).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.min(n))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            break done;
-                        }
-                        let (path, text) = items[i]
-                            .lock()
-                            .expect("no worker panics holding it")
-                            .take()
-                            .expect("each item is taken once");
-                        done.push((i, prepare(path, text, layout, profile, false)));
-                    }
-                })
-            })
-            .collect();
-        for handle in handles {
-            for (i, p) in handle.join().expect("shard preparation does not panic") {
-                out[i] = Some(p);
-            }
-        }
-    });
-    out.into_iter()
-        .map(|p| p.expect("every shard was prepared"))
-        .collect()
+    let lone = items.len() < 2;
+    crate::parallel::map(items, 2, |(path, text)| {
+        prepare(path, text.as_deref(), layout, profile, lone)
+    })
 }
 
 /// Verifies `sets` in order, as a pipeline: this thread reads a batch of shards (about 1 MiB;
@@ -1055,16 +1021,13 @@ fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<
     use std::sync::mpsc::sync_channel;
     const BATCH_BYTES: usize = 1 << 20;
     type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, Option<String>)>);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(8);
     let (layout, profile) = (ctx.layout, ctx.privacy);
     std::thread::scope(|scope| {
         let (to_prepare, batches) = sync_channel::<Batch<'_>>(1);
         let (to_check, prepared) = sync_channel::<(std::ops::Range<usize>, Vec<Prepared>)>(1);
         scope.spawn(move || {
             for (range, items) in batches {
-                let done = prepare_all(items, layout, profile, workers);
+                let done = prepare_all(&items, layout, profile);
                 if to_check.send((range, done)).is_err() {
                     break;
                 }
