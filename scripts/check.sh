@@ -22,5 +22,7 @@ echo "== load: 16 publishers, replayers and conflicting writers, local and remot
 scripts/load.sh both 16 2
 echo "== crash: SIGKILL publish at random moments (bounded)"
 scripts/crash.sh 200
+echo "== durability order of every write (strace: fsync before rename, ref after objects)"
+scripts/durability.sh
 echo "== execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh

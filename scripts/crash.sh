@@ -22,7 +22,7 @@ python3 "$here/scripts/gen-ledger.py" "$work/spools" "$runs" 1 5
 "$bin" -q seal "$work"/spools/* >/dev/null
 repo="$work/state.git"
 "$bin" -q publish --repo "$repo" "$work/spools/spool-0000" >/dev/null
-killed=0 completed_before_kill=0 stale_locks=0
+killed=0 completed_before_kill=0 stale_locks=0 debris_seen=0
 for i in $(seq 1 $((runs - 1))); do
   src="$work/spools/spool-$(printf %04d "$i")"
   before=$(git -C "$repo" rev-parse main)
@@ -42,12 +42,18 @@ for i in $(seq 1 $((runs - 1))); do
     stale_locks=$((stale_locks + 1))
     rm "$repo/refs/heads/main.lock"
   fi
+  debris=$(find "$repo/objects" -name 'tmp_al_*' | wc -l)
+  [ "$debris" -eq 0 ] || debris_seen=$((debris_seen + 1))
   out=$("$bin" -q publish --json --repo "$repo" "$src") || fail "$i" "replay after the kill did not complete"
   case "$out" in *'"status":"created"'*|*'"status":"unchanged"'*) ;; *) fail "$i" "unexpected replay result: $out" ;; esac
+  # A publication that wrote a pack removed the temporary pack files of the killed writer.
+  case "$out" in *'"status":"created"'*)
+    [ -z "$(find "$repo/objects/pack" -name 'tmp_al_*')" ] || fail "$i" "temporary pack files of a dead writer were left behind" ;;
+  esac
 done
 "$bin" -q verify --repo "$repo" || fail end "final verify"
 git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
 events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
 [ "$events" -eq $((runs * 5)) ] || fail end "expected $((runs * 5)) events, found $events"
-echo "crash: $((runs - 1)) runs, $killed killed mid-publication, $completed_before_kill finished before the kill, $stale_locks stale ref locks removed; fsck, verify and every replay passed; $events events, none lost or duplicated"
+echo "crash: $((runs - 1)) runs, $killed killed mid-publication, $completed_before_kill finished before the kill, $stale_locks stale ref locks removed, $debris_seen kills left temporary files (removed by the next pack); fsck, verify and every replay passed; $events events, none lost or duplicated"
 echo "crash: $((runs - 1)) passed, 0 failed"

@@ -9,6 +9,7 @@ pub mod canonical;
 pub mod cli;
 pub mod compact;
 mod conformance;
+pub mod durable;
 pub mod event;
 pub mod files;
 pub mod finality;

@@ -15,15 +15,18 @@
 //! Entries are stored whole (no deltas): the objects of a publication are small and distinct, and
 //! writing them must cost little more than hashing and compressing them once. The pack and index
 //! are written to temporary files, fsynced, and renamed into `objects/pack/` index last (readers
-//! only consider a pack once its index exists); then the directory is fsynced. A crash leaves at
-//! most an unreferenced temporary file or an unreferenced pack, never a ref to a missing object.
+//! only consider a pack once its index exists); then the directory is fsynced (the discipline of
+//! [`crate::durable`]). A crash leaves at most an unreferenced temporary file or an unreferenced
+//! pack, never a ref to a missing object; the next pack written removes temporary files whose
+//! writer is gone.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 use gix::objs::Kind;
+
+use crate::durable;
 
 /// zlib level for pack entries: 1 (fastest). Publication speed is the target; the entries are
 /// small JSON texts, where higher levels save little.
@@ -112,6 +115,22 @@ fn entries_of(objects: &[(ObjectId, Kind, Vec<u8>)]) -> Result<Vec<Vec<u8>>, Err
             Ok(entry)
         })
         .collect()
+}
+
+/// The bytes of a loose object file (`gitformat-loose`): the zlib stream of
+/// `"<kind> <size>\0"` followed by the object's bytes.
+///
+/// # Errors
+/// [`Error::Compress`] if zlib fails.
+pub fn loose_object(kind: Kind, bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut compress = gix_zlib::stream::deflate::Compress::new(
+        gix_zlib::Compression::new(LEVEL).expect("valid zlib level"),
+    );
+    let mut input = format!("{} {}\0", kind, bytes.len()).into_bytes();
+    input.extend_from_slice(bytes);
+    let mut out = Vec::with_capacity(input.len() / 2 + 16);
+    deflate(&mut compress, &mut Vec::new(), &input, &mut out)?;
+    Ok(out)
 }
 
 /// Appends the zlib stream of `input` to `out`.
@@ -260,31 +279,16 @@ impl PackBuilder {
         let final_pack = pack_dir.join(format!("{name}.pack"));
         let final_index = pack_dir.join(format!("{name}.idx"));
 
-        let tmp = |ext: &str| {
-            pack_dir.join(format!(
-                "tmp_{name}_{}_{ext}",
-                std::process::id() // unique per process; the name is unique per content
-            ))
-        };
-        let tmp_pack = tmp("pack");
-        let tmp_index = tmp("idx");
-        let write = |path: &Path, parts: &[&[u8]]| -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)?;
-            for p in parts {
-                f.write_all(p)?;
-            }
-            f.sync_all()
-        };
+        // Debris of writers killed mid-pack; names of live writers are kept (durable.rs).
+        durable::remove_stale_temp_files(pack_dir);
+        let tmp_pack = pack_dir.join(durable::temp_name("pack"));
+        let tmp_index = pack_dir.join(durable::temp_name("idx"));
         let result = (|| {
-            write(&tmp_pack, &[&header, &self.data, checksum.as_bytes()])?;
-            write(&tmp_index, &[&index])?;
+            durable::write_synced(&tmp_pack, &[&header, &self.data, checksum.as_bytes()])?;
+            durable::write_synced(&tmp_index, &[&index])?;
             std::fs::rename(&tmp_pack, &final_pack)?;
             std::fs::rename(&tmp_index, &final_index)?;
-            std::fs::File::open(pack_dir)?.sync_all()
+            durable::sync_dir(pack_dir)
         })();
         if let Err(e) = result {
             let _ = std::fs::remove_file(&tmp_pack);

@@ -1,4 +1,4 @@
-//! The Git-native store: the only module that talks to Git (design.md §3).
+//! The Git-native store: reads commits and trees, writes objects, moves refs.
 //!
 //! The state repository is an ordinary Git repository, bare or not. This module never touches a
 //! work tree or an index and never runs `git`: it writes blobs, edits trees (only the trees on
@@ -9,13 +9,15 @@
 //! 1. **Prepare** — [`Store::write_commit`] validates every path against the base tree and against
 //!    each other (no file where a directory is needed and vice versa, no existing path with
 //!    different bytes) *before* writing anything, then writes the blobs, the edited trees and one
-//!    commit whose single parent is the base. Newly written objects and their directories are
-//!    fsynced before it returns. No ref moves.
+//!    commit whose single parent is the base: up to 16 objects as loose files, more as one pack
+//!    with its index ([`crate::pack`]). Every file is written, fsynced, renamed into place and
+//!    its directory fsynced before it returns ([`crate::durable`]). No ref moves.
 //! 2. **Commit point** — [`Store::update_ref`] moves the ref from the tip the commit was built on
 //!    to the new commit through a `gix-ref` transaction with
 //!    `PreviousValue::MustExistAndMatch(old)` (or `MustNotExist` for the first commit). The
-//!    expected value is checked while the ref's `.lock` file is held, and the lock is renamed over
-//!    the ref, so the swap is atomic. The ref file and its directories are then fsynced.
+//!    expected value is checked while the ref's `.lock` file is held. The lock, which holds the
+//!    new value, is fsynced, then renamed over the ref, so the swap is atomic; then the ref's
+//!    directories are fsynced, and only then does the call return (and the caller acknowledge).
 //!
 //! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
 //! by another writer is [`Error::RefLocked`]. The caller (publish) re-reads the tip, re-validates
@@ -25,15 +27,18 @@
 //! # What remains on disk after a crash
 //!
 //! - **Before the ref update** (during or after `write_commit`): the ref still names the old tip.
-//!   Any blobs, trees and commit already written are unreachable loose objects; they are harmless,
+//!   Any blobs, trees and commit already written are unreachable objects; they are harmless,
 //!   invisible to readers, and `git gc` prunes them. Rebuilding writes identical objects again.
+//!   A temporary pack or object file may remain; the next pack written removes those whose
+//!   writer is gone.
 //! - **During the ref update**: at most a stale `<ref>.lock` file remains; the ref itself is either
 //!   the old value or the new one (rename is atomic). A stale lock makes later updates fail with
 //!   [`Error::RefLocked`] until it is removed.
-//! - **After the ref update**: the new tip is complete — every object it reaches was written and
-//!   fsynced before the ref was moved.
+//! - **After the ref update returned**: the new tip is durable and complete: every object it
+//!   reaches, the ref file and the rename were on disk before the call returned.
 //!
-//! Not done here yet: writing many objects as one pack (design.md §3); objects are loose.
+//! Besides Git objects and refs, `gix` is also used by [`crate::pack`] (ids and zlib) and the `git`
+//! program by [`crate::remote`] (fetch and push, which gix cannot do here).
 //!
 //! # Reads
 //!
@@ -51,6 +56,7 @@ use std::time::Duration;
 use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
 
+use crate::durable;
 use crate::pack::PackBuilder;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
@@ -481,6 +487,9 @@ impl Store {
             .and_then(|tx| tx.commit(None))
             .map_err(git_err("point HEAD at", ref_name))?;
         drop(created);
+        // HEAD, config and the directories must be durable before the repository appears under
+        // its name (crate::durable).
+        durable::sync_tree(&staging).map_err(|e| init(Box::new(e)))?;
         // rename(2) replaces an empty directory and fails on a non-empty one: exactly one
         // concurrent creator wins, the others open the winner's repository.
         if std::fs::rename(&staging, path).is_err() {
@@ -710,11 +719,7 @@ impl Store {
         })?;
         let commit = self.put(&mut sink, gix::objs::Kind::Commit, &buf, "the commit")?;
         match sink {
-            Sink::Loose(mut written) => {
-                written.sort_unstable();
-                written.dedup();
-                self.sync_loose_objects(&written)?;
-            }
+            Sink::Loose(pending) => self.write_loose_objects(&pending)?,
             Sink::Pack(pack) => {
                 pack.finish(&self.objects_dir().join("pack"))
                     .map_err(|e| Error::Pack(Box::new(e)))?;
@@ -766,10 +771,22 @@ impl Store {
             Ok(prepared) => prepared,
             Err(err) => return Err(self.classify_prepare_error(err, ref_name, expected)),
         };
+        // gix wrote the new value into `<ref>.lock` during prepare without fsyncing it; make it
+        // durable before the rename makes it the ref (crate::durable). A swap to the value the
+        // ref already holds writes no lock: nothing to sync.
+        let lock = self.repo.common_dir().join(format!("{ref_name}.lock"));
+        let synced = match durable::sync_file(&lock) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        };
+        if let Err(source) = synced {
+            drop(prepared); // rolls the lock back
+            return Err(Error::Sync { path: lock, source });
+        }
         prepared
             .commit(Some(committer))
             .map_err(git_err("update ref", ref_name))?;
-        self.sync_ref(ref_name)
+        self.sync_ref_dirs(ref_name)
     }
 
     /// [`Store::update_ref`], retried while another writer holds the ref's lock, for at most
@@ -868,36 +885,12 @@ impl Store {
         self.repo.common_dir().join("objects")
     }
 
-    /// fsync the loose files of `ids` (those that are loose), their fan-out directories and the
-    /// objects directory, so a ref never names an object that a power loss could take away.
-    fn sync_loose_objects(&self, ids: &[ObjectId]) -> Result<(), Error> {
-        let objects = self.objects_dir();
-        let mut dirs = Vec::new();
-        for id in ids {
-            let hex = id.to_hex().to_string();
-            let dir = objects.join(&hex[..2]);
-            let file = dir.join(&hex[2..]);
-            if file.is_file() {
-                sync_path(&file)?;
-                dirs.push(dir);
-            }
-        }
-        dirs.sort_unstable();
-        dirs.dedup();
-        for dir in &dirs {
-            sync_dir(dir)?;
-        }
-        if !dirs.is_empty() {
-            sync_dir(&objects)?;
-        }
-        Ok(())
-    }
-
-    /// fsync the loose ref file and its directories up to the repository directory.
-    fn sync_ref(&self, ref_name: &str) -> Result<(), Error> {
+    /// fsync the directories of the loose ref file, from its own up to the repository directory,
+    /// so that the rename that made it the ref survives a power loss. The file itself was fsynced
+    /// as the lock before the rename.
+    fn sync_ref_dirs(&self, ref_name: &str) -> Result<(), Error> {
         let base = self.repo.common_dir();
         let file = base.join(ref_name);
-        sync_path(&file)?;
         let mut dir = file.parent();
         while let Some(d) = dir {
             sync_dir(d)?;
@@ -918,8 +911,8 @@ const LOOSE_MAX: usize = 16;
 
 /// Where the objects of one commit go.
 enum Sink {
-    /// Written loose as they come; the ids of those that were not present, for fsync.
-    Loose(Vec<ObjectId>),
+    /// Objects not yet in the repository, written loose at the end ([`Store::write_loose_objects`]).
+    Loose(Vec<(ObjectId, gix::objs::Kind, Vec<u8>)>),
     /// Collected into one pack, written at the end.
     Pack(Box<PackBuilder>),
 }
@@ -935,18 +928,61 @@ impl Store {
     ) -> Result<ObjectId, Error> {
         match sink {
             Sink::Pack(pack) => pack.add(kind, bytes).map_err(|e| Error::Pack(Box::new(e))),
-            Sink::Loose(written) => {
-                let expected = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
+            Sink::Loose(pending) => {
+                let id = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
                     .map_err(git_err("hash object for", what))?;
-                if self.repo.objects.exists_without_refresh(&expected) {
-                    return Ok(expected);
+                if !self.repo.objects.exists_without_refresh(&id)
+                    && !pending.iter().any(|(p, _, _)| *p == id)
+                {
+                    pending.push((id, kind, bytes.to_vec()));
                 }
-                let id = gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
-                    .map_err(git_err("write object for", what))?;
-                written.push(id);
                 Ok(id)
             }
         }
+    }
+
+    /// Writes `objects` as loose object files following [`crate::durable`]: each is written to a
+    /// temporary file in its fan-out directory and fsynced, then renamed into place; then the
+    /// fan-out directories (and `objects/` when a fan-out directory was created) are fsynced.
+    fn write_loose_objects(
+        &self,
+        objects: &[(ObjectId, gix::objs::Kind, Vec<u8>)],
+    ) -> Result<(), Error> {
+        let root = self.objects_dir();
+        let mut dirs = Vec::new();
+        let mut created_dir = false;
+        for (id, kind, bytes) in objects {
+            let hex = id.to_hex().to_string();
+            let dir = root.join(&hex[..2]);
+            let io = |source: std::io::Error| Error::Sync {
+                path: dir.clone(),
+                source,
+            };
+            match std::fs::create_dir(&dir) {
+                Ok(()) => created_dir = true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(e)),
+            }
+            let data =
+                crate::pack::loose_object(*kind, bytes).map_err(|e| Error::Pack(Box::new(e)))?;
+            let tmp = dir.join(durable::temp_name("obj"));
+            let result = durable::write_synced(&tmp, &[&data])
+                .and_then(|()| std::fs::rename(&tmp, dir.join(&hex[2..])));
+            if let Err(e) = result {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(e));
+            }
+            dirs.push(dir);
+        }
+        dirs.sort_unstable();
+        dirs.dedup();
+        for dir in &dirs {
+            sync_dir(dir)?;
+        }
+        if created_dir {
+            sync_dir(&root)?;
+        }
+        Ok(())
     }
 }
 
@@ -964,18 +1000,11 @@ fn open_options() -> gix::open::Options {
     )
 }
 
-fn sync_path(path: &Path) -> Result<(), Error> {
-    std::fs::File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(|source| Error::Sync {
-            path: path.to_owned(),
-            source,
-        })
-}
-
 fn sync_dir(path: &Path) -> Result<(), Error> {
-    // Directories can be opened and fsynced on Unix only; elsewhere renames are durable enough.
-    if cfg!(unix) { sync_path(path) } else { Ok(()) }
+    durable::sync_dir(path).map_err(|source| Error::Sync {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn full_name(ref_name: &str) -> Result<FullName, Error> {

@@ -1,0 +1,199 @@
+//! The durable write discipline for every file this crate creates inside a Git repository.
+//!
+//! A file becomes visible under its final name only once its bytes are on disk, and a ref names
+//! only objects that are already on disk. The order, for each file, is git's own (`core.fsync`):
+//!
+//! 1. write the bytes to a temporary file in the destination directory;
+//! 2. fsync that file;
+//! 3. rename it to its final name;
+//! 4. fsync the directory, so that the rename itself survives a power loss;
+//! 5. only then go on to the next step that depends on it (the ref update, the acknowledgement).
+//!
+//! Who follows it:
+//! - loose objects (store): each object file is written and fsynced, then renamed into its
+//!   fan-out directory; the fan-out directories (and `objects/` when one was created) are fsynced
+//!   before the commit is returned;
+//! - packs and their indices (pack): both fsynced, renamed pack first and index last, then the
+//!   pack directory is fsynced;
+//! - ref updates (store): gix's ref transaction writes the new value into `<ref>.lock` during
+//!   `prepare` but does not fsync it, so the store fsyncs the lock file between `prepare` and
+//!   `commit` (the rename), then fsyncs the ref's directories before it reports success;
+//! - a new repository (store): built in a staging directory whose every file (`HEAD`, `config`,
+//!   …) and directory is fsynced before the staging directory is renamed to its final name, and
+//!   the parent directory fsynced after.
+//!
+//! Temporary files carry the writer's PID and process incarnation in their names
+//! ([`temp_name`]), so that debris left by a killed writer can be told from a live writer's work
+//! and removed by the next one ([`remove_stale_temp_files`]).
+//!
+//! Directories can only be fsynced on Unix; elsewhere [`sync_dir`] does nothing.
+
+use std::io::Write as _;
+use std::path::Path;
+
+/// Prefix of every temporary file this crate creates in a repository.
+pub const TEMP_PREFIX: &str = "tmp_al_";
+
+/// A temporary file name for `what` (for example `pack` or `obj`), unique within this process:
+/// `tmp_al_<pid>_<incarnation prefix>_<counter>_<what>`. The incarnation prefix (12 hex digits
+/// of [`crate::lock::process_incarnation`]) tells a reused PID from the original writer.
+pub fn temp_name(what: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{TEMP_PREFIX}{}_{}_{n}_{what}",
+        std::process::id(),
+        own_incarnation_prefix()
+    )
+}
+
+fn own_incarnation_prefix() -> &'static str {
+    static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| incarnation_prefix(std::process::id()).unwrap_or_else(|| "0".repeat(12)))
+}
+
+fn incarnation_prefix(pid: u32) -> Option<String> {
+    crate::lock::process_incarnation(pid).map(|d| d.as_str()[..12].to_owned())
+}
+
+/// Writes `parts` to the new file `tmp` and fsyncs it. The caller renames it into place and then
+/// fsyncs the directory ([`sync_dir`]).
+///
+/// # Errors
+/// Any I/O error of creating, writing or syncing `tmp` (the file may remain; it is debris that
+/// [`remove_stale_temp_files`] removes once this process is gone).
+pub fn write_synced(tmp: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(tmp)?;
+    for p in parts {
+        f.write_all(p)?;
+    }
+    f.sync_all()
+}
+
+/// fsyncs the file at `path` (data and metadata).
+///
+/// # Errors
+/// Opening or syncing `path`.
+pub fn sync_file(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+/// fsyncs the directory at `path`, making the creation, rename or removal of its entries durable.
+/// Does nothing where directories cannot be opened (not Unix).
+///
+/// # Errors
+/// Opening or syncing `path`.
+pub fn sync_dir(path: &Path) -> std::io::Result<()> {
+    if cfg!(unix) { sync_file(path) } else { Ok(()) }
+}
+
+/// fsyncs every file and directory below `root` and `root` itself, children before parents.
+/// Used on a freshly initialised repository before it is renamed into place.
+///
+/// # Errors
+/// The first entry that cannot be read or synced.
+pub fn sync_tree(root: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            sync_tree(&entry.path())?;
+        } else if kind.is_file() {
+            sync_file(&entry.path())?;
+        }
+    }
+    sync_dir(root)
+}
+
+/// Removes the temporary files in `dir` that a writer of this crate left behind and that no live
+/// process owns: names made by [`temp_name`] whose PID is not alive, or names a different process
+/// incarnation than the one now holding that PID. Files of live writers, files of other tools
+/// (git's own `tmp_pack_*`) and anything unreadable are left alone. Returns how many were removed.
+pub fn remove_stale_temp_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((pid, incarnation)) = owner_of(name) else {
+            continue;
+        };
+        let alive = crate::lock::pid_alive(pid)
+            && incarnation_prefix(pid).is_none_or(|now| now == incarnation);
+        if !alive && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// `(pid, incarnation prefix)` of a name made by [`temp_name`].
+fn owner_of(name: &str) -> Option<(u32, &str)> {
+    let rest = name.strip_prefix(TEMP_PREFIX)?;
+    let mut fields = rest.splitn(3, '_');
+    let pid = fields.next()?.parse().ok()?;
+    let incarnation = fields.next()?;
+    (incarnation.len() == 12 && incarnation.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some((pid, incarnation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_carry_their_owner() {
+        let name = temp_name("pack");
+        let (pid, inc) = owner_of(&name).expect("own name parses");
+        assert_eq!(pid, std::process::id());
+        assert_eq!(inc.len(), 12);
+        assert_ne!(temp_name("pack"), name, "names are unique within a process");
+        assert_eq!(
+            owner_of("tmp_pack_XYZ123"),
+            None,
+            "git's own names are not ours"
+        );
+        assert_eq!(owner_of("tmp_al_12_nothex000000_1_pack"), None);
+    }
+
+    #[test]
+    fn only_debris_of_dead_or_reused_owners_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = temp_name("pack");
+        // A PID that is certainly not alive: above the kernel's maximum.
+        let dead = format!("{TEMP_PREFIX}4194305_0123456789ab_0_pack");
+        // Our own PID under another incarnation: the PID was reused.
+        let reused = format!("{TEMP_PREFIX}{}_0123456789ab_0_idx", std::process::id());
+        let foreign = "tmp_pack_abc123".to_owned();
+        for name in [&live, &dead, &reused, &foreign] {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        assert_eq!(remove_stale_temp_files(dir.path()), 2);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expected = vec![live, foreign];
+        expected.sort();
+        assert_eq!(left, expected);
+    }
+
+    #[test]
+    fn synced_writes_refuse_to_overwrite_and_sync_trees() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("a");
+        write_synced(&tmp, &[b"he", b"llo"]).unwrap();
+        assert_eq!(std::fs::read(&tmp).unwrap(), b"hello");
+        assert!(write_synced(&tmp, &[b"x"]).is_err(), "create-new only");
+        std::fs::create_dir_all(dir.path().join("d/e")).unwrap();
+        std::fs::write(dir.path().join("d/e/f"), b"f").unwrap();
+        sync_tree(dir.path()).unwrap();
+    }
+}
