@@ -212,6 +212,18 @@ pub enum Error {
         /// The path to be written.
         path: String,
     },
+    /// A tree on the way to a path to be written is not well-formed; building on it would write
+    /// another malformed tree.
+    #[error(
+        "the tree at {} is malformed: {defect}; refusing to build on it (run `action-ledger verify` and `git fsck` on the repository, and repair the tip first)",
+        if path.is_empty() { "the root" } else { path.as_str() }
+    )]
+    MalformedTree {
+        /// The tree's path from the root ("" for the root tree).
+        path: String,
+        /// What is wrong with it.
+        defect: TreeDefect,
+    },
     /// `path` already exists in the base tree with different bytes; files are create-only.
     #[error("{path} already exists with different bytes: published files are never rewritten")]
     Conflict {
@@ -1072,8 +1084,149 @@ struct Entry {
     id: ObjectId,
 }
 
-/// One decoded tree: entries by file name.
-type Dir = HashMap<Vec<u8>, Entry>;
+/// One decoded tree: entries by file name, and the first way in which it is not well-formed.
+/// Reads look through a defect (a duplicate name resolves to one of its entries, as git's own
+/// lookups do); writes refuse to build on it ([`Error::MalformedTree`]).
+#[derive(Default)]
+struct Dir {
+    entries: HashMap<Vec<u8>, Entry>,
+    /// Duplicate names or order; the same wherever the tree appears.
+    defect: Option<TreeDefect>,
+    /// The first entry that is neither a tree nor a `100644` file: a defect only below a ledger
+    /// root, and a tree object may appear at several paths.
+    odd_mode: Option<TreeDefect>,
+}
+
+impl Dir {
+    /// The first defect of this tree when it stands at `tree_path`.
+    fn defect_at(&self, tree_path: &str) -> Option<&TreeDefect> {
+        self.defect.as_ref().or(self
+            .odd_mode
+            .as_ref()
+            .filter(|_| under_ledger_root(tree_path)))
+    }
+}
+
+impl std::ops::Deref for Dir {
+    type Target = HashMap<Vec<u8>, Entry>;
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+/// How a tree object breaks the rules that git's own trees follow, or the ledger's rule on entry
+/// kinds. Git writes every tree sorted by name (a tree's name compared as if it ended in `/`),
+/// with each name once; `git fsck` reports the first two as `treeNotSorted` and
+/// `duplicateEntries`. Below `ledger/v1/` and `finality/v1/` every entry is a tree or a regular
+/// file (mode `100644`): a symbolic link, an executable or a submodule link there is a defect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeDefect {
+    /// The same name twice with the same kind of entry.
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
+    /// The same name both as a file and as a directory.
+    FileDirectoryConflict {
+        /// The name used for both.
+        name: String,
+    },
+    /// `name` sorts before the entry in front of it.
+    Unsorted {
+        /// The first entry out of order.
+        name: String,
+    },
+    /// An entry that is neither a tree nor a `100644` file below a ledger root.
+    Mode {
+        /// The entry's name.
+        name: String,
+        /// Its mode in octal, as git prints it (`120000`, `100755`, `160000`).
+        mode: String,
+    },
+}
+
+impl TreeDefect {
+    /// The stable rule name `verify` reports this defect under.
+    pub fn rule_name(&self) -> &'static str {
+        match self {
+            TreeDefect::DuplicateName { .. } => "tree-duplicate-entry",
+            TreeDefect::FileDirectoryConflict { .. } => "tree-file-directory-conflict",
+            TreeDefect::Unsorted { .. } => "tree-unsorted",
+            TreeDefect::Mode { .. } => "entry-mode",
+        }
+    }
+}
+
+impl fmt::Display for TreeDefect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreeDefect::DuplicateName { name } => write!(f, "the entry {name:?} appears twice"),
+            TreeDefect::FileDirectoryConflict { name } => {
+                write!(f, "{name:?} is both a file and a directory")
+            }
+            TreeDefect::Unsorted { name } => {
+                write!(f, "the entry {name:?} is out of git's sort order")
+            }
+            TreeDefect::Mode { name, mode } => write!(
+                f,
+                "the entry {name:?} has mode {mode}; only regular files (100644) and trees are allowed"
+            ),
+        }
+    }
+}
+
+/// Whether the tree at `path` (relative to the root, no trailing slash) lies at or below a ledger
+/// root, where only trees and `100644` files may appear.
+fn under_ledger_root(path: &str) -> bool {
+    ["ledger/v1", "finality/v1"]
+        .iter()
+        .any(|root| path == *root || path.strip_prefix(root).is_some_and(|r| r.starts_with('/')))
+}
+
+/// The first defect of a decoded tree at `path` ([`TreeDefect`]), `None` when it is well-formed.
+pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Option<TreeDefect> {
+    let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
+    let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
+    for e in entries {
+        if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
+            return Some(if was_tree == e.mode.is_tree() {
+                TreeDefect::DuplicateName { name: name_of(e) }
+            } else {
+                TreeDefect::FileDirectoryConflict { name: name_of(e) }
+            });
+        }
+    }
+    // Git's order: byte order of the names, a tree's name compared as if it ended in '/'.
+    let key = |e: &gix::objs::tree::EntryRef<'_>| {
+        let mut k = e.filename.as_bytes().to_vec();
+        if e.mode.is_tree() {
+            k.push(b'/');
+        }
+        k
+    };
+    for pair in entries.windows(2) {
+        if key(&pair[0]) >= key(&pair[1]) {
+            return Some(TreeDefect::Unsorted {
+                name: name_of(&pair[1]),
+            });
+        }
+    }
+    if under_ledger_root(path) {
+        return odd_mode(entries);
+    }
+    None
+}
+
+/// The first entry that is neither a tree nor a `100644` file, as a [`TreeDefect::Mode`].
+fn odd_mode(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
+    entries
+        .iter()
+        .find(|e| !matches!(e.mode.kind(), EntryKind::Tree | EntryKind::Blob))
+        .map(|e| TreeDefect::Mode {
+            name: e.filename.to_str_lossy().into_owned(),
+            mode: format!("{:06o}", e.mode.value()),
+        })
+}
 
 /// Decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (each a few KiB in a
 /// fanout ledger).
@@ -1330,8 +1483,16 @@ impl<'a> Snapshot<'a> {
         let mut walked = 0;
         let mut components = path.split('/').enumerate().peekable();
         while let Some((depth, name)) = components.next() {
-            walked += name.len();
             let dir = self.cached_tree(tree, path, depth)?;
+            // `walked` is the length of this tree's own path (with a trailing '/' past the root).
+            let tree_path = path[..walked].trim_end_matches('/');
+            if let Some(defect) = dir.defect_at(tree_path) {
+                return Err(Error::MalformedTree {
+                    path: tree_path.to_owned(),
+                    defect: defect.clone(),
+                });
+            }
+            walked += name.len();
             let Some(entry) = dir.get(name.as_bytes()).copied() else {
                 return Ok(None);
             };
@@ -1374,6 +1535,7 @@ impl<'a> Snapshot<'a> {
         Ok(dir)
     }
 
+    /// Decodes the tree `id` found on the way to `path`, noting its first [`TreeDefect`].
     fn decode_tree(&self, id: ObjectId, path: &str) -> Result<Dir, Error> {
         let tree = self
             .store
@@ -1383,19 +1545,23 @@ impl<'a> Snapshot<'a> {
         let decoded = tree
             .decode()
             .map_err(git_err("decode tree on the way to", path))?;
-        Ok(decoded
-            .entries
-            .iter()
-            .map(|e| {
-                (
-                    e.filename.to_vec(),
-                    Entry {
-                        kind: e.mode.kind(),
-                        id: e.oid.to_owned(),
-                    },
-                )
-            })
-            .collect())
+        Ok(Dir {
+            defect: tree_defect(&decoded.entries, ""),
+            odd_mode: odd_mode(&decoded.entries),
+            entries: decoded
+                .entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.filename.to_vec(),
+                        Entry {
+                            kind: e.mode.kind(),
+                            id: e.oid.to_owned(),
+                        },
+                    )
+                })
+                .collect(),
+        })
     }
 }
 
@@ -1689,7 +1855,7 @@ fn diff_trees(
         return Ok(());
     }
     let read = |id: Option<ObjectId>| -> Result<Dir, Error> {
-        id.map_or_else(|| Ok(Dir::new()), |id| snap.decode_tree(id, path))
+        id.map_or_else(|| Ok(Dir::default()), |id| snap.decode_tree(id, path))
     };
     let (old_dir, new_dir) = (read(old)?, read(new)?);
     let mut names: Vec<&Vec<u8>> = old_dir.keys().chain(new_dir.keys()).collect();
@@ -2313,5 +2479,222 @@ mod tests {
             Store::open_or_init_bare(not_a_repo.path(), MAIN),
             Err(Error::Open { .. })
         ));
+    }
+
+    /// Raw tree bytes of `(mode, name, id)` entries, in the order given (git's encoding: octal
+    /// mode without leading zeros, a space, the name, NUL, the 20-byte id).
+    fn raw_tree(entries: &[(u32, Vec<u8>, ObjectId)]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        for (mode, name, id) in entries {
+            raw.extend_from_slice(format!("{mode:o} ").as_bytes());
+            raw.extend_from_slice(name);
+            raw.push(0);
+            raw.extend_from_slice(id.as_bytes());
+        }
+        raw
+    }
+
+    /// A commit on `base` whose tree at `dir` is replaced by `edit` of its entries; the trees
+    /// above it are rebuilt well-formed. Written as raw objects, as any tool can.
+    fn plant(
+        store: &Store,
+        base: CommitId,
+        dir: &str,
+        edit: impl Fn(&mut Vec<(u32, Vec<u8>, ObjectId)>),
+    ) -> CommitId {
+        let entries_of = |id: ObjectId| -> Vec<(u32, Vec<u8>, ObjectId)> {
+            let tree = store.repo.find_tree(id).expect("tree");
+            let decoded = tree.decode().expect("decode");
+            decoded
+                .entries
+                .iter()
+                .map(|e| (e.mode.value() as u32, e.filename.to_vec(), e.oid.to_owned()))
+                .collect()
+        };
+        let write = |raw: Vec<u8>| -> ObjectId {
+            gix::objs::Write::write_buf(&store.repo.objects, gix::objs::Kind::Tree, &raw)
+                .expect("write tree")
+        };
+        // The chain of tree ids from the root down to `dir`.
+        let mut chain = vec![store.commit_tree(base).expect("root")];
+        let names: Vec<&str> = if dir.is_empty() {
+            vec![]
+        } else {
+            dir.split('/').collect()
+        };
+        for name in &names {
+            let here = entries_of(*chain.last().expect("tree"));
+            let (_, _, id) = here
+                .iter()
+                .find(|(_, n, _)| n == name.as_bytes())
+                .expect("path exists");
+            chain.push(*id);
+        }
+        let mut leaf = entries_of(chain.pop().expect("leaf"));
+        edit(&mut leaf);
+        let mut id = write(raw_tree(&leaf));
+        for name in names.iter().rev() {
+            let mut parent = entries_of(chain.pop().expect("parent"));
+            for entry in parent.iter_mut() {
+                if entry.1 == name.as_bytes() {
+                    entry.2 = id;
+                }
+            }
+            id = write(raw_tree(&parent));
+        }
+        let time = "1700000000 +0000";
+        let commit = format!(
+            "tree {}\nparent {}\nauthor p <p@invalid> {time}\ncommitter p <p@invalid> {time}\n\nplant\n",
+            id.to_hex(),
+            base.to_hex()
+        );
+        let commit = gix::objs::Write::write_buf(
+            &store.repo.objects,
+            gix::objs::Kind::Commit,
+            commit.as_bytes(),
+        )
+        .expect("commit");
+        store
+            .update_ref(MAIN, Some(base), CommitId(commit), "plant")
+            .expect("plant");
+        CommitId(commit)
+    }
+
+    #[test]
+    fn writes_refuse_to_build_on_malformed_trees_at_any_depth() {
+        let leaf = "ledger/v1/events/2026/01/15/openclaw-clawsweeper";
+        let action = "finality/v1/actions/ab/act_1";
+        let layout = [
+            (format!("{leaf}/run-1.jsonl"), "{}\n"),
+            (format!("{leaf}/run-2.jsonl"), "{}\n"),
+            (format!("{action}/record.json"), "{}"),
+            ("README".to_owned(), "x"),
+            ("tools/run.sh".to_owned(), "x"),
+        ];
+        let list: Vec<(&str, &str)> = layout.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+        let blob = |store: &Store| {
+            gix::objs::Write::write_buf(&store.repo.objects, gix::objs::Kind::Blob, b"x")
+                .expect("blob")
+        };
+        type Edit = fn(&mut Vec<(u32, Vec<u8>, ObjectId)>, ObjectId);
+        let kinds: [(&str, Edit, &str); 7] = [
+            (
+                "duplicate",
+                |e, _| e.push(e[0].clone()),
+                "tree-duplicate-entry",
+            ),
+            (
+                "file and directory",
+                |e, b| {
+                    let dir = e
+                        .iter()
+                        .find(|x| x.0 == 0o40000)
+                        .expect("a subtree")
+                        .1
+                        .clone();
+                    e.push((0o100644, dir, b));
+                },
+                "tree-file-directory-conflict",
+            ),
+            (
+                "unsorted",
+                |e, b| {
+                    e.push((0o100644, b"zz-extra".to_vec(), b));
+                    e.reverse();
+                },
+                "tree-unsorted",
+            ),
+            (
+                "symbolic link",
+                |e, b| e.push((0o120000, b"zz-link".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "executable",
+                |e, b| e.push((0o100755, b"zz-exec".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "submodule link",
+                |e, b| e.push((0o160000, b"zz-sub".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "duplicate far apart",
+                |e, b| {
+                    let name = e
+                        .iter()
+                        .find(|x| x.0 == 0o40000)
+                        .expect("a subtree")
+                        .1
+                        .clone();
+                    // "name" as a file sorts before "name-x", the directory after it.
+                    let mut other = name.clone();
+                    other.extend_from_slice(b"-x");
+                    e.push((0o100644, other, b));
+                    e.push((0o100644, name, b));
+                    e.sort_by(|a, b| {
+                        let key = |x: &(u32, Vec<u8>, ObjectId)| {
+                            let mut k = x.1.clone();
+                            if x.0 == 0o40000 {
+                                k.push(b'/');
+                            }
+                            k
+                        };
+                        key(a).cmp(&key(b))
+                    });
+                },
+                "tree-file-directory-conflict",
+            ),
+        ];
+        // (tree planted, a path written through it); the unsorted edit needs two entries.
+        let places = [
+            ("", format!("{leaf}/run-3.jsonl")),
+            ("ledger/v1", format!("{leaf}/run-3.jsonl")),
+            ("ledger/v1/events/2026/01", format!("{leaf}/run-3.jsonl")),
+            ("finality/v1/actions", format!("{action}/claim.json")),
+        ];
+        for (place, write_path) in &places {
+            for (kind, edit, rule) in &kinds {
+                let (_tmp, repo, store) = new_store();
+                let base = publish(&store, &list);
+                let b = blob(&store);
+                // Entry-mode defects count only below a ledger root.
+                if *rule == "entry-mode" && place.is_empty() {
+                    continue;
+                }
+                let planted = plant(&store, base, place, |e| edit(e, b));
+                let err = store
+                    .write_commit(Some(planted), &files(&[(write_path, "new")]), "w\n", &sig())
+                    .expect_err(&format!("{kind} at {place:?}: refused"));
+                match &err {
+                    Error::MalformedTree { path, defect } => {
+                        assert_eq!(path, place, "{kind}: names the tree");
+                        assert_eq!(defect.rule_name(), *rule, "{kind} at {place:?}");
+                    }
+                    other => panic!("{kind} at {place:?}: expected MalformedTree, got {other:?}"),
+                }
+                let message = err.to_string();
+                assert!(
+                    message.contains("verify") && message.contains("git fsck"),
+                    "{message}"
+                );
+                assert_eq!(
+                    git(&repo, &["rev-parse", MAIN]),
+                    planted.to_hex(),
+                    "ref unchanged"
+                );
+            }
+        }
+        // Outside the ledger roots, other modes are the repository owner's business.
+        let (_tmp, _repo, store) = new_store();
+        let base = publish(&store, &list);
+        let b = blob(&store);
+        let planted = plant(&store, base, "tools", |e| {
+            e.push((0o100755, b"run2.sh".to_vec(), b))
+        });
+        store
+            .write_commit(Some(planted), &files(&[("tools/new", "n")]), "w\n", &sig())
+            .expect("an executable outside the ledger roots is fine");
     }
 }
