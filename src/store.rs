@@ -143,13 +143,17 @@ pub enum Error {
         /// The value found under the lock (`None`: the ref does not exist).
         actual: Option<CommitId>,
     },
-    /// Another writer holds `<ref>.lock` (or the `packed-refs.lock`).
+    /// Another writer holds `<ref>.lock` (or the `packed-refs.lock`), and it could not be shown
+    /// to be stale ([`Store::update_ref`] reclaims a lock whose owner is provably gone).
     #[error(
-        "ref {ref_name} is locked by another writer: retry later, or delete {ref_name}.lock if no writer is running"
+        "ref {ref_name} is locked by another writer ({}): retry later; if no action-ledger or git process writes to this repository (check with `fuser {}` or `ps`), remove that file",
+        lock.display(), lock.display()
     )]
     RefLocked {
         /// The ref that was to be updated.
         ref_name: String,
+        /// The lock file.
+        lock: PathBuf,
     },
     /// The ref is symbolic; the store only reads and writes direct refs.
     #[error("ref {ref_name} is symbolic (points to {target}): use the ref it points to")]
@@ -774,27 +778,41 @@ impl Store {
         let message = log_message.replace(['\n', '\r'], " ");
         let edit = RefEdit::update(name, Target::Object(new.0), previous, message);
         let lock_fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(LOCK_WAIT);
-        let prepared = match self
-            .repo
-            .refs
-            .transaction()
-            .prepare(Some(edit), lock_fail, lock_fail)
-        {
-            Ok(prepared) => prepared,
-            Err(err) => return Err(self.classify_prepare_error(err, ref_name, expected)),
+        let mut reclaimed = false;
+        let prepared = loop {
+            match self
+                .repo
+                .refs
+                .transaction()
+                .prepare(Some(edit.clone()), lock_fail, lock_fail)
+            {
+                Ok(prepared) => break prepared,
+                Err(err) => match self.classify_prepare_error(err, ref_name, expected) {
+                    Error::RefLocked { .. }
+                        if !reclaimed && self.reclaim_stale_ref_lock(ref_name) =>
+                    {
+                        reclaimed = true;
+                    }
+                    other => return Err(other),
+                },
+            }
         };
         // gix wrote the new value into `<ref>.lock` during prepare without fsyncing it; make it
-        // durable before the rename makes it the ref (crate::durable). A swap to the value the
-        // ref already holds writes no lock: nothing to sync.
-        let lock = self.repo.common_dir().join(format!("{ref_name}.lock"));
-        let synced = match durable::sync_file(&lock) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            other => other,
+        // durable before the rename makes it the ref (crate::durable). The lock is also flocked
+        // while we hold it, which is how a later writer proves a left-over lock stale. A swap to
+        // the value the ref already holds writes no lock: nothing to sync.
+        let lock = self.ref_lock_path(ref_name);
+        let held = match hold_lock_file(&lock) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            other => other.map(Some),
         };
-        if let Err(source) = synced {
-            drop(prepared); // rolls the lock back
-            return Err(Error::Sync { path: lock, source });
-        }
+        let _held = match held {
+            Ok(held) => held,
+            Err(source) => {
+                drop(prepared); // rolls the lock back
+                return Err(Error::Sync { path: lock, source });
+            }
+        };
         prepared
             .commit(Some(committer))
             .map_err(git_err("update ref", ref_name))?;
@@ -859,6 +877,7 @@ impl Store {
             {
                 return Error::RefLocked {
                     ref_name: ref_name.to_owned(),
+                    lock: self.ref_lock_path(ref_name),
                 };
             }
         }
@@ -895,6 +914,55 @@ impl Store {
 
     fn objects_dir(&self) -> PathBuf {
         self.repo.common_dir().join("objects")
+    }
+
+    /// The lock file git and gix create beside a loose ref while they update it.
+    fn ref_lock_path(&self, ref_name: &str) -> PathBuf {
+        self.repo.common_dir().join(format!("{ref_name}.lock"))
+    }
+
+    /// Removes `<ref>.lock` when its owner is provably gone; true when the lock is gone (removed
+    /// here or by its owner) and the update may be tried again.
+    ///
+    /// Every writer of this crate holds an exclusive `flock` on the lock file from just after gix
+    /// creates it until the rename ([`hold_lock_file`]); the kernel drops that lock when the
+    /// process dies. A lock file is stale when nobody holds its `flock` *and* it is older than
+    /// [`STALE_REF_LOCK_AGE`]: the age covers the moment between its creation and the `flock`,
+    /// and git's own writers, which do not `flock`, yet hold a ref lock only for milliseconds.
+    /// The removal happens while holding the `flock`, and only if the path still names the same
+    /// file, so two reclaimers cannot remove a fresh lock. The age is measured against the file
+    /// system's modification time with the machine's clock (not the ledger's clock).
+    ///
+    /// Limits: `flock` is local to one host; on a network file system shared by several hosts,
+    /// only the age protects a lock held by a live writer on another host.
+    fn reclaim_stale_ref_lock(&self, ref_name: &str) -> bool {
+        let path = self.ref_lock_path(ref_name);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) => return e.kind() == std::io::ErrorKind::NotFound,
+        };
+        let Ok(meta) = file.metadata() else {
+            return false;
+        };
+        let old_enough = meta
+            .modified()
+            .ok()
+            .and_then(|m| std::time::SystemTime::now().duration_since(m).ok())
+            .is_some_and(|age| age >= STALE_REF_LOCK_AGE);
+        if !old_enough {
+            return false;
+        }
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return false; // a live writer holds it
+        }
+        if !same_file(&meta, &path) {
+            return true; // replaced meanwhile: try again
+        }
+        let removed = std::fs::remove_file(&path).is_ok();
+        if let Some(dir) = path.parent() {
+            let _ = durable::sync_dir(dir);
+        }
+        removed
     }
 
     /// fsync the directories of the loose ref file, from its own up to the repository directory,
@@ -1010,6 +1078,33 @@ fn open_options() -> gix::open::Options {
             minimum: 8192,
         },
     )
+}
+
+/// A ref lock older than this, which no live writer of this crate holds, is stale
+/// ([`Store::reclaim_stale_ref_lock`]). A ref update holds its lock for milliseconds.
+pub const STALE_REF_LOCK_AGE: Duration = Duration::from_secs(30);
+
+/// Opens the ref lock at `path`, takes its exclusive `flock` (waiting while a reclaimer inspects
+/// it) and fsyncs it. The returned file keeps the `flock` until it is dropped.
+fn hold_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::File::open(path)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    file.sync_all()?;
+    Ok(file)
+}
+
+/// Whether `path` still names the file whose metadata is `meta` (same device and inode).
+fn same_file(meta: &std::fs::Metadata, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).is_ok_and(|now| now.dev() == meta.dev() && now.ino() == meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (meta, path);
+        false
+    }
 }
 
 fn sync_dir(path: &Path) -> Result<(), Error> {
@@ -2321,6 +2416,54 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_ref_lock_is_reclaimed_a_live_or_fresh_one_is_not() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        let c2 = store
+            .write_commit(Some(c1), &files(&[("b", "2")]), "m", &sig())
+            .expect("write");
+        let lock = repo.join("refs/heads/main.lock");
+        let age = |seconds: u64| {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(&lock)
+                .expect("open");
+            let then = std::time::SystemTime::now() - Duration::from_secs(seconds);
+            f.set_modified(then).expect("set mtime");
+        };
+        // Old, and held by a live writer (a flock on another open file description).
+        std::fs::write(&lock, "").expect("lock");
+        age(STALE_REF_LOCK_AGE.as_secs() + 60);
+        let holder = std::fs::File::open(&lock).expect("open");
+        rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+        assert!(matches!(
+            store.update_ref(MAIN, Some(c1), c2, "m"),
+            Err(Error::RefLocked { .. })
+        ));
+        assert!(lock.exists(), "a live writer's lock is kept, however old");
+        // Its writer died (the kernel dropped the flock): the lock is reclaimed.
+        drop(holder);
+        store
+            .update_ref(MAIN, Some(c1), c2, "m")
+            .expect("a dead writer's old lock is reclaimed");
+        assert!(!lock.exists());
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+        // Unheld but younger than the threshold: a writer may be between creating and locking
+        // it, or be git itself; kept.
+        let c3 = store
+            .write_commit(Some(c2), &files(&[("c", "3")]), "m", &sig())
+            .expect("write");
+        std::fs::write(&lock, "").expect("lock");
+        age(STALE_REF_LOCK_AGE.as_secs() / 2);
+        assert!(matches!(
+            store.update_ref(MAIN, Some(c2), c3, "m"),
+            Err(Error::RefLocked { .. })
+        ));
+        assert!(lock.exists());
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+    }
+
+    #[test]
     fn held_lock_is_ref_locked_not_ref_moved() {
         let (_tmp, repo, store) = new_store();
         let c1 = publish(&store, &[("a", "1")]);
@@ -2329,13 +2472,18 @@ mod tests {
             .expect("write");
         let lock = repo.join("refs/heads/main.lock");
         std::fs::write(&lock, "").expect("lock");
-        let started = std::time::Instant::now();
         match store.update_ref(MAIN, Some(c1), c2, "m") {
-            Err(Error::RefLocked { ref_name }) => assert_eq!(ref_name, MAIN),
+            Err(err @ Error::RefLocked { .. }) => {
+                let message = err.to_string();
+                assert!(message.contains(&lock.display().to_string()), "{message}");
+                assert!(message.contains("fuser"), "says how to check: {message}");
+            }
             other => panic!("expected RefLocked, got {other:?}"),
         }
-        assert!(started.elapsed() < Duration::from_secs(2), "bounded wait");
-        assert!(lock.exists(), "another writer's lock is left alone");
+        assert!(
+            lock.exists(),
+            "a fresh lock is another writer's and is left alone"
+        );
         assert_eq!(git(&repo, &["rev-parse", MAIN]), c1.to_hex());
         std::fs::remove_file(&lock).expect("unlock");
         store
@@ -2383,8 +2531,8 @@ mod tests {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path();
         git(dir, &["init", "--quiet", "--initial-branch=main"]);
-        std::fs::create_dir_all(dir.join("ledger/v1")).expect("mkdir");
-        std::fs::write(dir.join("ledger/v1/x.json"), "{}\n").expect("write");
+        std::fs::create_dir_all(dir.join("data/v1")).expect("mkdir");
+        std::fs::write(dir.join("data/v1/x.json"), "{}\n").expect("write");
         git(dir, &["add", "--chmod=+x", "."]);
         git(
             dir,
@@ -2405,17 +2553,18 @@ mod tests {
         assert_eq!(tip.to_hex(), head);
         let view = store.snapshot(Some(tip)).expect("snapshot");
         assert_eq!(
-            view.read("ledger/v1/x.json", 3).expect("read"),
+            view.read("data/v1/x.json", 3).expect("read"),
             Some(b"{}\n".to_vec())
         );
         // The reflog of a non-bare repository is written with the commit's committer.
         let c2 = publish(
             &store,
-            &[("ledger/v1/y.json", "[]\n"), ("ledger/v1/x.json", "{}\n")],
+            &[("data/v1/y.json", "[]\n"), ("data/v1/x.json", "{}\n")],
         );
-        // Re-publishing identical bytes leaves the existing entry (and its mode) alone.
+        // Re-publishing identical bytes leaves the existing entry (and its mode) alone; outside the
+        // ledger roots an executable is the repository owner's business.
         assert!(
-            git(dir, &["ls-tree", MAIN, "ledger/v1/x.json"]).starts_with("100755 blob "),
+            git(dir, &["ls-tree", MAIN, "data/v1/x.json"]).starts_with("100755 blob "),
             "existing entry kept"
         );
         assert_eq!(
