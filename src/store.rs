@@ -1081,7 +1081,7 @@ fn open_options() -> gix::open::Options {
 }
 
 /// A ref lock older than this, which no live writer of this crate holds, is stale
-/// ([`Store::reclaim_stale_ref_lock`]). A ref update holds its lock for milliseconds.
+/// ([`Store::update_ref`] reclaims it). A ref update holds its lock for milliseconds.
 pub const STALE_REF_LOCK_AGE: Duration = Duration::from_secs(30);
 
 /// Opens the ref lock at `path`, takes its exclusive `flock` (waiting while a reclaimer inspects
