@@ -32,8 +32,9 @@
 //!   A temporary pack or object file may remain; the next pack written removes those whose
 //!   writer is gone.
 //! - **During the ref update**: at most a stale `<ref>.lock` file remains; the ref itself is either
-//!   the old value or the new one (rename is atomic). A stale lock makes later updates fail with
-//!   [`Error::RefLocked`] until it is removed.
+//!   the old value or the new one (rename is atomic). A left-over lock makes later updates fail
+//!   with [`Error::RefLocked`] until it is provably stale (no writer holds its `flock` and it is
+//!   older than [`STALE_REF_LOCK_AGE`]); then the next writer removes it and goes on.
 //! - **After the ref update returned**: the new tip is durable and complete: every object it
 //!   reaches, the ref file and the rename were on disk before the call returned.
 //!
@@ -756,7 +757,8 @@ impl Store {
     /// # Errors
     /// - [`Error::RefMoved`] with the actual value when the ref does not hold `expected`; the ref
     ///   is unchanged.
-    /// - [`Error::RefLocked`] when another writer holds the ref's (or `packed-refs`') lock.
+    /// - [`Error::RefLocked`] when another writer holds the ref's (or `packed-refs`') lock and
+    ///   it is not provably stale (a stale one is removed and the update tried once more).
     /// - [`Error::InvalidRefName`], [`Error::MissingObject`]/[`Error::NotACommit`] when `new` is
     ///   not a commit in the repository, [`Error::SymbolicRef`], [`Error::Git`], [`Error::Sync`].
     pub fn update_ref(
