@@ -1136,6 +1136,9 @@ impl Binding {
                 if !matches!(v, Value::Object(_)) {
                     return Err(Failure::input("--act must be a JSON object"));
                 }
+                if let Err(finality::Error::InvalidInput { reason, .. }) = finality::check_act(&v) {
+                    return Err(Failure::input(format!("--act: {reason}")));
+                }
                 Ok(Some(v))
             }
             None if command.is_empty() => Ok(None),
@@ -2812,6 +2815,80 @@ mod tests {
             "run_verify_clean",
             run_finality(tmp, T1, &["verify", "--repo", repo])
         );
+    }
+
+    /// `action create`, `action claim` and `run` refuse an act with a lossy number (exit 2),
+    /// naming its path, before anything is written or run.
+    #[test]
+    fn lossy_numbers_in_an_act_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let create = |act: &str| {
+            run_finality(
+                tmp,
+                T0,
+                &[
+                    "action",
+                    "create",
+                    "--repo",
+                    repo,
+                    "--id",
+                    "act_n",
+                    "--guard-decision",
+                    "gd_1",
+                    "--act",
+                    act,
+                ],
+            )
+        };
+        let refused_create = [
+            create(r#"{"kind":"shell","n":1e400}"#),
+            create(r#"{"kind":"http","request":{"retries":-1e400}}"#),
+        ];
+        assert!(!tmp.join("state.git").exists(), "no repository created");
+        assert!(create(r#"{"kind":"shell","n":1}"#).starts_with("exit: 0"));
+        let claim = run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "claim",
+                "--repo",
+                repo,
+                "act_n",
+                "--attempt",
+                "attempt-0000000001",
+                "--json",
+                "--act",
+                r#"{"kind":"shell","n":[1,1e401]}"#,
+            ],
+        );
+        let run = run_finality(
+            tmp,
+            T0,
+            &[
+                "run",
+                "--repo",
+                repo,
+                "--action",
+                "act_n",
+                "--attempt",
+                "attempt-0000000002",
+                "--act",
+                r#"{"kind":"shell","n":-0}"#,
+                "--",
+                "touch",
+                "[TMP]/ran",
+            ],
+        );
+        assert!(!tmp.join("ran").exists(), "the command was not run");
+        insta::assert_snapshot!(
+            "act_lossy_numbers",
+            [refused_create[0].as_str(), &refused_create[1], &claim, &run].join("\n")
+        );
+        let show = run_finality(tmp, T0, &["action", "show", "--repo", repo, "act_n"]);
+        assert!(show.contains("claim:        -\n"), "{show}");
     }
 
     /// Copies day1 job 008 (two shards, 63 events) below `root`.

@@ -428,7 +428,7 @@ pub enum Error {
         /// Which rule.
         reason: &'static str,
     },
-    /// Invalid input to [`create_action`] or [`close`].
+    /// Invalid input to [`create_action`], [`claim`] (its act) or [`close`].
     #[error("invalid {field}: {reason}")]
     InvalidInput {
         /// The field.
@@ -708,6 +708,29 @@ pub fn act_content_hash(act: Option<&Value>) -> Option<String> {
         "sha256:{}",
         base64url(&Sha256::digest(text.as_bytes()))
     ))
+}
+
+/// Refuses an act that holds a number canonical JSON cannot write exactly (the canonical
+/// module's lossy-number rule, [`canonical::is_lossy_number`]: `1e400`, `-1e400`, `-0`,
+/// integers beyond ±(2^53−1)). Such a number has no text of its own in the act's canonical
+/// form (`1e400` and `1e401` both become `Infinity`), so different acts would share one
+/// [`act_content_hash`] and an action created for one could be claimed with another.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for field `act`, naming the number's path in the act (`$.n`,
+/// `$.request.retries`, `$.args[2]`).
+pub fn check_act(act: &Value) -> Result<(), Error> {
+    match canonical::find_lossy_number(act) {
+        None => Ok(()),
+        Some(path) => Err(Error::InvalidInput {
+            field: "act",
+            reason: format!(
+                "{path} is a lossy number (not finite, -0, or an integer beyond ±(2^53−1)), \
+                 which canonical JSON cannot write exactly, so the act cannot be hashed: \
+                 send it as a string"
+            ),
+        }),
+    }
 }
 
 fn write_act(out: &mut String, value: &Value, depth: usize) -> Option<()> {
@@ -1555,9 +1578,12 @@ impl NewAction {
     /// The `action.json` this input creates at `now_ms`.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an id field that is not privacy-safe machine text, or a
-    /// server-only initial lifecycle.
+    /// [`Error::InvalidInput`] for an id field that is not privacy-safe machine text, a
+    /// server-only initial lifecycle, or an act with a lossy number ([`check_act`]).
     pub fn to_action(&self, now_ms: i64) -> Result<Action, Error> {
+        if let Some(act) = &self.act {
+            check_act(act)?;
+        }
         let lifecycle = self
             .lifecycle
             .unwrap_or_else(|| self.verdict.initial_lifecycle());
@@ -1720,8 +1746,9 @@ fn eligible(
 /// later claim, including one that repeats the winning attempt id (nonces are single-use).
 ///
 /// # Errors
-/// [`Error::InvalidClaim`] (attempt id format) and [`Error::AgentIdentityRequired`] before
-/// anything is read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
+/// [`Error::InvalidClaim`] (attempt id format), [`Error::AgentIdentityRequired`] and
+/// [`Error::InvalidInput`] (an act with a lossy number, [`check_act`]) before anything is
+/// read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
 /// [`Error::ClaimUnavailable`] when the claim could not be checked or written (I/O, a ref that
 /// kept moving or stayed locked, a corrupt record) — never a conflict.
 pub fn claim(
@@ -1749,6 +1776,9 @@ pub fn claim(
         .map(privacy::js_trim)
         .filter(|s| !s.is_empty())
         .ok_or_else(conflict)?;
+    if let Some(act) = &request.act {
+        check_act(act)?;
+    }
     let id = ActionId::parse(action_id).ok_or_else(conflict)?;
     let act_hash = act_content_hash(request.act.as_ref().map(scrub_act).as_ref());
     let result = transact(store, options, |snap| {
@@ -2998,6 +3028,57 @@ mod tests {
         assert_eq!(
             String::from_utf8(o.to_bytes()).unwrap(),
             "{\"action_id\":\"act_case\",\"attempt_id\":\"attempt-0000000001\",\"error_message\":null,\"lifecycle\":\"failed\",\"outcome_at\":\"2026-03-01T12:00:00.009Z\",\"progress\":{\"step\":2},\"schema\":\"action-ledger.finality-outcome\",\"schema_version\":1,\"source\":\"outcome\",\"status\":\"partial\",\"summary\":\"half\"}\n"
+        );
+    }
+
+    /// A lossy number anywhere in an act is refused by create and claim before anything is
+    /// read or written, naming its path; it would otherwise be hashed as a stand-in text shared
+    /// by other acts (`1e400` and `1e401` are both `Infinity`).
+    #[test]
+    fn lossy_numbers_in_an_act_are_refused_with_their_path() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let (a, b) = (parse(r#"{"n":1e400}"#), parse(r#"{"n":1e401}"#));
+        assert_eq!(act_content_hash(Some(&a)), act_content_hash(Some(&b)));
+        for (text, path) in [
+            (r#"{"kind":"shell","n":1e400}"#, "$.n"),
+            (r#"{"kind":"shell","n":-1e400}"#, "$.n"),
+            (
+                r#"{"kind":"http","request":{"retries":1e401}}"#,
+                "$.request.retries",
+            ),
+            (r#"{"args":["x",1,-0],"kind":"shell"}"#, "$.args[2]"),
+            (r#"{"kind":"shell","n":9007199254740993}"#, "$.n"),
+            (
+                r#"{"kind":"shell","deep":[{"a":[1e21]}]}"#,
+                "$.deep[0].a[0]",
+            ),
+        ] {
+            let act = parse(text);
+            let want = format!(
+                "invalid act: {path} is a lossy number (not finite, -0, or an integer beyond \
+                 ±(2^53−1)), which canonical JSON cannot write exactly, so the act cannot be \
+                 hashed: send it as a string"
+            );
+            assert_eq!(check_act(&act).unwrap_err().to_string(), want, "{text}");
+            let mut n = new_action("act_lossy");
+            n.act = Some(act.clone());
+            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want.clone()));
+            let mut r = request(ATTEMPT);
+            r.act = Some(act);
+            let e = claim(&store, &opts, "act_lossy", &r, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want));
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            None,
+            "nothing written"
+        );
+        assert_eq!(
+            check_act(&parse(r#"{"n":[0,0.1,-2.5e-300,9007199254740991]}"#)).ok(),
+            Some(())
         );
     }
 
