@@ -2891,6 +2891,53 @@ mod tests {
         assert!(show.contains("claim:        -\n"), "{show}");
     }
 
+    /// Each refusal of `action outcome --progress` names its own rule: a lossy number (with
+    /// its path), depth, size, invalid JSON.
+    #[test]
+    fn progress_refusals_name_their_rule() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let created = run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                "act_p",
+                "--guard-decision",
+                "gd_1",
+            ],
+        );
+        assert!(created.starts_with("exit: 0"), "{created}");
+        let outcome = |extra: &[&str], progress: &str| {
+            let mut args = vec!["action", "outcome", "--repo", repo, "act_p", "partial"];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--progress", progress]);
+            run_finality(tmp, T1, &args)
+        };
+        let deep = format!("{}1{}", r#"{"d":"#.repeat(65), "}".repeat(65));
+        let large = format!(r#"{{"log":"{}"}}"#, "x".repeat(8200));
+        insta::assert_snapshot!(
+            "action_outcome_progress_refusals",
+            [
+                outcome(&[], r#"{"a":1e21}"#),
+                outcome(&["--json"], r#"{"a":{"b":[1,-1e400]}}"#),
+                outcome(&[], r#"{"step":-0}"#),
+                outcome(&[], &deep),
+                outcome(&[], &large),
+                outcome(&[], r#"{"a":}"#),
+                outcome(&[], "[1,2]"),
+            ]
+            .join("\n")
+        );
+        let show = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_p"]);
+        assert!(show.contains("outcome:      pending\n"), "{show}");
+    }
+
     /// Copies day1 job 008 (two shards, 63 events) below `root`.
     fn fixture_job(root: &Path) {
         let job = Path::new(env!("CARGO_MANIFEST_DIR")).join(

@@ -425,8 +425,8 @@ pub enum Error {
     /// An outcome report that breaks a rule of §1.5 (error message, progress).
     #[error("invalid outcome: {reason}")]
     InvalidOutcome {
-        /// Which rule.
-        reason: &'static str,
+        /// Which rule (and, for a progress value, where in it).
+        reason: String,
     },
     /// Invalid input to [`create_action`], [`claim`] (its act) or [`close`].
     #[error("invalid {field}: {reason}")]
@@ -1853,8 +1853,10 @@ fn non_empty(s: &Option<String>) -> bool {
 /// # Errors
 /// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
 /// `partial`, `failed`), [`Error::InvalidOutcome`] (`failed` without `error_message`, `partial`
-/// without an object `progress`, a `progress` that is not an object or is over
-/// [`MAX_PROGRESS_BYTES`], confidential progress keys, a malformed attempt id). Refusals:
+/// without an object `progress`, a `progress` that is not an object, holds a lossy number,
+/// nests deeper than 64 levels, holds more than 10,000 values or is over
+/// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
+/// progress keys, a malformed attempt id). Refusals:
 /// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
 /// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
 /// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
@@ -1874,39 +1876,25 @@ pub fn report_outcome(
             });
         }
     };
+    let invalid = |reason: &str| Error::InvalidOutcome {
+        reason: reason.to_owned(),
+    };
     if status == OutcomeStatus::Failed && !non_empty(&report.error_message) {
-        return Err(Error::InvalidOutcome {
-            reason: "failed requires an error_message",
-        });
+        return Err(invalid("failed requires an error_message"));
     }
     match &report.progress {
         None if status == OutcomeStatus::Partial => {
-            return Err(Error::InvalidOutcome {
-                reason: "partial requires a progress object",
-            });
+            return Err(invalid("partial requires a progress object"));
         }
-        Some(p) if !matches!(p, Value::Object(_)) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress must be a JSON object",
-            });
-        }
-        Some(p) if canonical::to_canonical(p).map_or(true, |t| t.len() > MAX_PROGRESS_BYTES) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress exceeds 8192 bytes of JSON",
-            });
-        }
-        Some(p) if keys_confidential(p) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress keys contain a confidential identifier",
-            });
-        }
-        _ => {}
+        Some(p) => check_progress(p)?,
+        None => {}
     }
     let attempt_id = match &report.attempt_id {
         None => None,
-        Some(a) => Some(AttemptId::parse(a).ok_or(Error::InvalidOutcome {
-            reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
-        })?),
+        Some(a) => Some(
+            AttemptId::parse(a)
+                .ok_or_else(|| invalid("attempt_id must match ^[A-Za-z0-9_-]{16,128}$"))?,
+        ),
     };
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
@@ -1968,6 +1956,53 @@ pub fn report_outcome(
         })
     })?;
     Ok(finish_reported(written, &created_at, security))
+}
+
+/// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
+/// canonical JSON (the canonical module's rules: no lossy number, depth 64, 10,000 values) is
+/// at most [`MAX_PROGRESS_BYTES`], and whose keys hold no confidential identifier.
+fn check_progress(p: &Value) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidOutcome { reason });
+    if !matches!(p, Value::Object(_)) {
+        return invalid("progress must be a JSON object".into());
+    }
+    let text = match canonical::to_canonical(p) {
+        Ok(text) => text,
+        Err(canonical::Error::LossyNumber { path }) => {
+            return invalid(format!(
+                "progress {path} is a lossy number (not finite, -0, or an integer beyond \
+                 ±(2^53−1)), which canonical JSON cannot write exactly: send it as a string"
+            ));
+        }
+        Err(canonical::Error::DepthLimit { path }) => {
+            return invalid(format!(
+                "progress {path} is nested deeper than {} levels",
+                canonical::MAX_DEPTH
+            ));
+        }
+        Err(canonical::Error::NodeLimit { path }) => {
+            return invalid(format!(
+                "progress holds more than {} values (at {path})",
+                canonical::MAX_NODES
+            ));
+        }
+        Err(canonical::Error::SizeLimit { .. }) => {
+            return invalid(format!(
+                "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON"
+            ));
+        }
+        Err(e) => return invalid(format!("progress is not canonical JSON: {e}")),
+    };
+    if text.len() > MAX_PROGRESS_BYTES {
+        return invalid(format!(
+            "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON ({} bytes)",
+            text.len()
+        ));
+    }
+    if keys_confidential(p) {
+        return invalid("progress keys contain a confidential identifier".into());
+    }
+    Ok(())
 }
 
 fn finish_reported(
@@ -3079,6 +3114,69 @@ mod tests {
         assert_eq!(
             check_act(&parse(r#"{"n":[0,0.1,-2.5e-300,9007199254740991]}"#)).ok(),
             Some(())
+        );
+    }
+
+    /// Each refusal of a progress value names its own rule and, where it has one, the path.
+    #[test]
+    fn progress_refusals_name_their_rule() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let lossy = |path: &str| {
+            format!(
+                "invalid outcome: progress {path} is a lossy number (not finite, -0, or an \
+                 integer beyond ±(2^53−1)), which canonical JSON cannot write exactly: send it \
+                 as a string"
+            )
+        };
+        let deep = (0..70).fold(Value::Number(1.0), |v, _| Value::object([("d", v)]));
+        let many = Value::object([("a", Value::Array(vec![Value::Null; 10_000]))]);
+        let cases = [
+            (parse(r#"{"a":1e21}"#), lossy("$.a")),
+            (parse(r#"{"a":1e400}"#), lossy("$.a")),
+            (parse(r#"{"a":{"b":[1,-1e400]}}"#), lossy("$.a.b[1]")),
+            (parse(r#"{"step":-0}"#), lossy("$.step")),
+            (parse(r#"{"n":9007199254740992}"#), lossy("$.n")),
+            (
+                deep,
+                format!(
+                    "invalid outcome: progress ${} is nested deeper than 64 levels",
+                    ".d".repeat(65)
+                ),
+            ),
+            (
+                many,
+                "invalid outcome: progress holds more than 10000 values (at $.a)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(8200)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON (8210 bytes)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(2_000_000)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON".to_owned(),
+            ),
+            (
+                parse("[1]"),
+                "invalid outcome: progress must be a JSON object".to_owned(),
+            ),
+        ];
+        for (progress, want) in cases {
+            let report = OutcomeReport {
+                status: "partial".into(),
+                progress: Some(progress),
+                ..OutcomeReport::default()
+            };
+            let e = report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_OUTCOME", want));
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            tip,
+            "nothing written"
         );
     }
 
