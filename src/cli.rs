@@ -2891,6 +2891,54 @@ mod tests {
         assert!(show.contains("claim:        -\n"), "{show}");
     }
 
+    /// `action create --id X` retried later with the same binding exits 0, prints the id and
+    /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
+    #[test]
+    fn action_create_retry_is_idempotent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let create = |now: &str, extra: &[&str]| {
+            let mut args = vec![
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                "act_retry",
+                "--guard-decision",
+                "gd_1",
+                "--containment-ref",
+                "ctr_9",
+                "--verdict",
+                "allow_contained",
+            ];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
+            run_finality(tmp, now, &args)
+        };
+        let tip = || {
+            let store = Store::open(&tmp.join("state.git")).unwrap();
+            store.tip("refs/heads/main").unwrap()
+        };
+        assert!(create(T0, &[]).starts_with("exit: 0"));
+        let first = tip();
+        insta::assert_snapshot!(
+            "action_create_retry",
+            [create(T1, &[]), create(LATER, &["--json"])].join("\n")
+        );
+        assert_eq!(tip(), first, "no commit");
+        insta::assert_snapshot!(
+            "action_create_retry_other_binding",
+            [
+                create(T1, &["--agent", "other-bot"]),
+                create(T1, &["--json", "--lifecycle", "pending"]),
+            ]
+            .join("\n")
+        );
+        assert_eq!(tip(), first, "no commit");
+    }
+
     /// Each refusal of `action outcome --progress` names its own rule: a lossy number (with
     /// its path), depth, size, invalid JSON.
     #[test]

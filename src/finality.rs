@@ -1614,12 +1614,16 @@ impl NewAction {
     }
 }
 
-/// Creates an action: one commit adding its `action.json`. Replaying the identical record is a
-/// no-op (`commit: None`).
+/// Creates an action: one commit adding its `action.json`. Repeating a creation with the same
+/// binding (every field but the creation time: agent, principal, act hash, guard decision and
+/// verdict, containment ref, identity verification, protocol, lifecycle) is a no-op that
+/// returns the first record, its `created_at` included (`commit: None`): a retry after a lost
+/// acknowledgement must not need a new id, which would create the duplicate it meant to avoid.
 ///
 /// # Errors
-/// [`Error::InvalidInput`], [`Error::ActionExists`] when the id is taken by another binding, and
-/// the write path's [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`].
+/// [`Error::InvalidInput`], [`Error::ActionExists`] when the id is taken by another binding (or
+/// by a record that does not parse), and the write path's [`Error::Contention`],
+/// [`Error::RefLocked`], [`Error::Store`].
 pub fn create_action(
     store: &Store,
     options: &Options,
@@ -1630,13 +1634,28 @@ pub fn create_action(
     let bytes = action.to_bytes();
     let path = action.action_id.path(RecordKind::Action);
     transact(store, options, |snap| {
+        let exists = || Error::ActionExists {
+            action_id: action.action_id.clone(),
+        };
         match snap.read(&path, MAX_RECORD_BYTES) {
             Ok(None) => {}
-            Ok(Some(existing)) if existing == bytes => return Ok(Plan::Done(action.clone())),
-            Ok(Some(_)) | Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                return Err(Error::ActionExists {
-                    action_id: action.action_id.clone(),
-                });
+            Ok(Some(existing)) => {
+                // The creation time is the retry's own clock, not part of the binding.
+                return match parse_action(&existing, &action.action_id) {
+                    Ok(first)
+                        if first
+                            == (Action {
+                                created_at_ms: first.created_at_ms,
+                                ..action.clone()
+                            }) =>
+                    {
+                        Ok(Plan::Done(first))
+                    }
+                    _ => Err(exists()),
+                };
+            }
+            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+                return Err(exists());
             }
             Err(e) => return Err(e.into()),
         }
@@ -3064,6 +3083,88 @@ mod tests {
             String::from_utf8(o.to_bytes()).unwrap(),
             "{\"action_id\":\"act_case\",\"attempt_id\":\"attempt-0000000001\",\"error_message\":null,\"lifecycle\":\"failed\",\"outcome_at\":\"2026-03-01T12:00:00.009Z\",\"progress\":{\"step\":2},\"schema\":\"action-ledger.finality-outcome\",\"schema_version\":1,\"source\":\"outcome\",\"status\":\"partial\",\"summary\":\"half\"}\n"
         );
+    }
+
+    /// A create retried with the same binding (after a lost acknowledgement, on another clock)
+    /// writes nothing and returns the first record; a binding that differs in any one field is
+    /// still `ACTION_EXISTS`, and so is an id taken by a record that does not parse.
+    #[test]
+    fn create_retry_is_idempotent_and_other_bindings_are_refused() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let first = create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        for later in [
+            "2026-03-01T12:00:05.000Z",
+            "2026-03-02T08:00:00.000Z",
+            "2026-02-28T00:00:00.000Z",
+        ] {
+            let retry = create_action(&store, &opts, &new_action(ACTION), ms(later)).unwrap();
+            assert_eq!(retry.commit, None, "{later}");
+            assert_eq!(retry.value, first.value, "{later}");
+            assert_eq!(retry.value.created_at_ms, ms(BASE));
+        }
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
+        let mut n = new_action(ACTION);
+        n.act = Some(scrub_act(&Value::object([
+            ("kind", Value::str("shell")),
+            ("command", Value::str("./deploy.sh prod")),
+        ])));
+        let retry = create_action(&store, &opts, &n, ms("2026-03-01T12:01:00.000Z")).unwrap();
+        assert_eq!(
+            (retry.commit, retry.value.created_at_ms),
+            (None, ms(BASE)),
+            "same act hash"
+        );
+        type Change = fn(&mut NewAction);
+        let differing: [(&str, Change); 11] = [
+            ("agent", |n| n.agent_id = "agent-b".into()),
+            ("principal", |n| n.principal = "principal-b".into()),
+            ("act", |n| {
+                n.act = Some(shell_act(&["./deploy.sh".into(), "staging".into()]))
+            }),
+            ("no act", |n| n.act = None),
+            ("guard decision", |n| {
+                n.guard_decision_id = Some("gd_2".into())
+            }),
+            ("no guard decision", |n| n.guard_decision_id = None),
+            ("verdict", |n| n.verdict = Verdict::AllowContained),
+            ("containment ref", |n| {
+                n.containment_ref = Some("ctr_1".into())
+            }),
+            ("lifecycle", |n| {
+                n.lifecycle = Some(Lifecycle::PendingApproval)
+            }),
+            ("identity verified", |n| n.identity_verified = true),
+            ("legacy", |n| n.client_capabilities.clear()),
+        ];
+        for (what, change) in differing {
+            let mut n = new_action(ACTION);
+            change(&mut n);
+            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            assert_eq!(e.code(), "ACTION_EXISTS", "{what}: {e}");
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            tip,
+            "nothing written"
+        );
+        let id = ActionId::parse("act_planted").unwrap();
+        let commit = store
+            .write_commit_with(
+                tip,
+                &[(id.path(RecordKind::Action), b"{}\n".to_vec())],
+                &[],
+                true,
+                "plant",
+                &sig(),
+            )
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", tip, commit, "plant")
+            .unwrap();
+        let e = create_action(&store, &opts, &new_action("act_planted"), ms(BASE)).unwrap_err();
+        assert_eq!(e.code(), "ACTION_EXISTS");
     }
 
     /// A lossy number anywhere in an act is refused by create and claim before anything is
