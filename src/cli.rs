@@ -1450,6 +1450,9 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
                 }
             }
             lines.push(format!("elapsed_ms:   {}", view.elapsed_ms));
+            if let Some(skew) = &view.clock_skew {
+                lines.push(format!("clock skew:   {skew}"));
+            }
             for l in lines {
                 out.data(&l);
             }
@@ -1540,6 +1543,9 @@ fn print_reported(out: &mut Printer, json: bool, w: &finality::Written<finality:
             "redacted {} secret(s) or confidential identifier(s) before storing",
             r.security.findings
         ));
+    }
+    if let Some(skew) = &r.view.clock_skew {
+        out.note(&format!("clock skew: {skew}; elapsed_ms is never negative"));
     }
     out.note(&format!(
         "recorded outcome {} of {} (lifecycle {}) at {}",
@@ -2937,6 +2943,75 @@ mod tests {
             .join("\n")
         );
         assert_eq!(tip(), first, "no commit");
+    }
+
+    /// An outcome recorded by a clock behind the creator's: `elapsed_ms` is 0, not negative, and
+    /// `action outcome`, `action show` and their `--json` say that the clocks disagreed.
+    #[test]
+    fn clock_skew_is_reported_and_elapsed_never_negative() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
+        for id in ["act_skew", "act_json", "act_ok"] {
+            let args = [
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                id,
+                "--guard-decision",
+                "gd_1",
+            ];
+            assert!(run_finality(tmp, at_1210, &args).starts_with("exit: 0"));
+        }
+        let claim = [
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_skew",
+            "--attempt",
+            "attempt-0000000001",
+        ];
+        assert!(run_finality(tmp, at_1210, &claim).starts_with("exit: 0"));
+        let outcome = |id: &str, json: bool, now: &str| {
+            let mut args = vec!["action", "outcome", "--repo", repo, id, "completed"];
+            if json {
+                args.push("--json");
+            }
+            run_finality(tmp, now, &args)
+        };
+        let show = |id: &str, json: bool| {
+            let mut args = vec!["action", "show", "--repo", repo, id];
+            if json {
+                args.push("--json");
+            }
+            run_finality(tmp, LATER, &args)
+        };
+        insta::assert_snapshot!(
+            "action_clock_skew",
+            [
+                outcome("act_skew", false, at_1200),
+                outcome("act_json", true, at_1200),
+                show("act_skew", false),
+                show("act_skew", true),
+            ]
+            .join("\n")
+        );
+        // Clocks in order: no skew is reported.
+        let ok = outcome("act_ok", true, "2026-03-01T12:10:01.000Z");
+        assert!(
+            ok.contains(r#""elapsed_ms":1000,"#) && !ok.contains("skew"),
+            "{ok}"
+        );
+        let (text, json) = (show("act_ok", false), show("act_ok", true));
+        assert!(
+            text.contains("elapsed_ms:   1000\n") && !text.contains("skew"),
+            "{text}"
+        );
+        assert!(!json.contains("skew"), "{json}");
     }
 
     /// Each refusal of `action outcome --progress` names its own rule: a lossy number (with

@@ -1340,10 +1340,15 @@ impl State {
     }
 
     /// The outcome as `GET …/outcome` returns it (§1.5), `elapsed_ms` measured from
-    /// `created_at` to `outcome_at`, or to `now_ms` while pending.
+    /// `created_at` to `outcome_at`, or to `now_ms` while pending, never below 0; where the
+    /// clocks disagreed, [`OutcomeView::clock_skew`] says so ([`Timing`]).
     pub fn view(&self, now_ms: i64) -> OutcomeView {
         let o = self.outcome.as_ref();
-        let end = o.map_or(now_ms, |o| o.outcome_at_ms);
+        let timing = Timing::new(
+            self.action.created_at_ms,
+            self.claim.as_ref().map(|c| c.claimed_at_ms),
+            o.map_or(Stamp::Now(now_ms), |o| Stamp::Outcome(o.outcome_at_ms)),
+        );
         OutcomeView {
             action_id: self.action.action_id.clone(),
             status: self.outcome_status(),
@@ -1351,7 +1356,89 @@ impl State {
             summary: o.and_then(|o| o.summary.clone()),
             error_message: o.and_then(|o| o.error_message.clone()),
             progress: o.and_then(|o| o.progress.clone()),
-            elapsed_ms: end - self.action.created_at_ms,
+            elapsed_ms: timing.elapsed_ms,
+            clock_skew: timing.skew,
+        }
+    }
+}
+
+/// The end of an action's elapsed time: its outcome's time, or the reader's clock while the
+/// outcome is pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// `outcome_at` (epoch ms).
+    Outcome(i64),
+    /// The reader's clock (epoch ms).
+    Now(i64),
+}
+
+/// Clocks that disagreed: a step of an action carries a time earlier than that of a step
+/// written before it (creation, claim, outcome are written in that order, possibly by
+/// different machines), so durations between them are not what they say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockSkew {
+    /// The step whose time is too early: `claimed_at`, `outcome_at` or `now` (the reader's
+    /// clock while the outcome is pending).
+    pub time: &'static str,
+    /// The step written before it that it precedes: `created_at` or `claimed_at`.
+    pub precedes: &'static str,
+    /// By how much, in milliseconds (always > 0).
+    pub ms: i64,
+}
+
+impl ClockSkew {
+    /// `{"ms":…,"precedes":…,"time":…}`.
+    pub fn to_value(&self) -> Value {
+        Value::object([
+            ("time", Value::str(self.time)),
+            ("precedes", Value::str(self.precedes)),
+            ("ms", Value::from(self.ms)),
+        ])
+    }
+}
+
+impl fmt::Display for ClockSkew {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {} ms before {}: the clocks that wrote them disagree",
+            self.time, self.ms, self.precedes
+        )
+    }
+}
+
+/// `elapsed_ms` of an action and the clock skew its times show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// From `created_at` to the end, clamped to 0 (a negative duration is a skew, not a time).
+    pub elapsed_ms: i64,
+    /// The largest disagreement between the steps' times, if any.
+    pub skew: Option<ClockSkew>,
+}
+
+impl Timing {
+    /// The timing of an action created at `created_ms`, claimed at `claimed_ms` (if it was) and
+    /// ending at `end`.
+    pub fn new(created_ms: i64, claimed_ms: Option<i64>, end: Stamp) -> Timing {
+        let (end_name, end_ms) = match end {
+            Stamp::Outcome(t) => ("outcome_at", t),
+            Stamp::Now(t) => ("now", t),
+        };
+        let mut steps = vec![("created_at", created_ms)];
+        steps.extend(claimed_ms.map(|t| ("claimed_at", t)));
+        steps.push((end_name, end_ms));
+        let mut skew: Option<ClockSkew> = None;
+        for (i, &(precedes, earlier)) in steps.iter().enumerate() {
+            for &(time, later) in &steps[i + 1..] {
+                let ms = earlier.saturating_sub(later);
+                if ms > 0 && skew.as_ref().is_none_or(|s| ms > s.ms) {
+                    skew = Some(ClockSkew { time, precedes, ms });
+                }
+            }
+        }
+        Timing {
+            elapsed_ms: end_ms.saturating_sub(created_ms).max(0),
+            skew,
         }
     }
 }
@@ -1371,14 +1458,17 @@ pub struct OutcomeView {
     pub error_message: Option<String>,
     /// As stored.
     pub progress: Option<Value>,
-    /// Milliseconds from creation to the outcome (or to now while pending).
+    /// Milliseconds from creation to the outcome (or to now while pending); never negative.
     pub elapsed_ms: i64,
+    /// Set when the clocks of the steps disagreed (then `elapsed_ms` may have been clamped).
+    pub clock_skew: Option<ClockSkew>,
 }
 
 impl OutcomeView {
-    /// `{action_id,status,outcome_at,summary,error_message,progress,elapsed_ms}`.
+    /// `{action_id,status,outcome_at,summary,error_message,progress,elapsed_ms}`, and
+    /// `clock_skew` (`{"ms","precedes","time"}`) only when the clocks disagreed.
     pub fn to_value(&self) -> Value {
-        Value::object([
+        let mut v = Value::object([
             ("action_id", Value::str(self.action_id.as_str())),
             ("status", Value::str(self.status.as_str())),
             (
@@ -1390,7 +1480,11 @@ impl OutcomeView {
             ("error_message", opt_str(&self.error_message)),
             ("progress", self.progress.clone().unwrap_or(Value::Null)),
             ("elapsed_ms", Value::from(self.elapsed_ms)),
-        ])
+        ]);
+        if let (Some(skew), Value::Object(m)) = (&self.clock_skew, &mut v) {
+            m.insert("clock_skew".into(), skew.to_value());
+        }
+        v
     }
 }
 
@@ -1932,10 +2026,10 @@ pub fn report_outcome(
         .progress
         .as_ref()
         .map(|p| clean_value(p, &mut security));
-    let mut created_at = None;
+    let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
-        created_at = Some(state.action.created_at_ms);
+        times = Some(step_times(&state));
         if let Some(o) = &state.outcome {
             return Err(Error::OutcomeAlreadySet {
                 action_id: id.clone(),
@@ -1974,7 +2068,7 @@ pub fn report_outcome(
             value: outcome,
         })
     })?;
-    Ok(finish_reported(written, &created_at, security))
+    Ok(finish_reported(written, times, security))
 }
 
 /// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
@@ -2024,12 +2118,22 @@ fn check_progress(p: &Value) -> Result<(), Error> {
     Ok(())
 }
 
+/// `created_at` and `claimed_at` of an action, for [`Timing`].
+fn step_times(state: &State) -> (i64, Option<i64>) {
+    (
+        state.action.created_at_ms,
+        state.claim.as_ref().map(|c| c.claimed_at_ms),
+    )
+}
+
 fn finish_reported(
     w: Written<Outcome>,
-    created_at_ms: &Option<i64>,
+    times: Option<(i64, Option<i64>)>,
     security: Security,
 ) -> Written<Reported> {
     let o = &w.value;
+    let timing = times
+        .map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at_ms)));
     let view = OutcomeView {
         action_id: o.action_id.clone(),
         status: o.status,
@@ -2037,7 +2141,8 @@ fn finish_reported(
         summary: o.summary.clone(),
         error_message: o.error_message.clone(),
         progress: o.progress.clone(),
-        elapsed_ms: created_at_ms.map_or(0, |c| o.outcome_at_ms - c),
+        elapsed_ms: timing.as_ref().map_or(0, |t| t.elapsed_ms),
+        clock_skew: timing.and_then(|t| t.skew),
     };
     Written {
         value: Reported {
@@ -2080,10 +2185,10 @@ pub fn close(
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let mut security = Security::default();
     let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
-    let mut created_at = None;
+    let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
-        created_at = Some(state.action.created_at_ms);
+        times = Some(step_times(&state));
         if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
             return Err(Error::TerminalState {
                 action_id: id.clone(),
@@ -2107,7 +2212,7 @@ pub fn close(
             value: outcome,
         })
     })?;
-    Ok(finish_reported(written, &created_at, security))
+    Ok(finish_reported(written, times, security))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3082,6 +3187,119 @@ mod tests {
         assert_eq!(
             String::from_utf8(o.to_bytes()).unwrap(),
             "{\"action_id\":\"act_case\",\"attempt_id\":\"attempt-0000000001\",\"error_message\":null,\"lifecycle\":\"failed\",\"outcome_at\":\"2026-03-01T12:00:00.009Z\",\"progress\":{\"step\":2},\"schema\":\"action-ledger.finality-outcome\",\"schema_version\":1,\"source\":\"outcome\",\"status\":\"partial\",\"summary\":\"half\"}\n"
+        );
+    }
+
+    /// `elapsed_ms` is never negative, and every disagreement between the steps' clocks is
+    /// reported with the largest skew, whatever the order of the steps' times.
+    #[test]
+    fn timing_clamps_and_reports_clock_skew() {
+        let t = |s: &str| ms(&format!("2026-03-01T{s}.000Z"));
+        let skew = |time, precedes, ms| Some(ClockSkew { time, precedes, ms });
+        let cases = [
+            // In order, or equal: no skew.
+            (
+                t("12:00:00"),
+                Some(t("12:00:01")),
+                Stamp::Outcome(t("12:00:02")),
+                2_000,
+                None,
+            ),
+            (
+                t("12:00:00"),
+                Some(t("12:00:00")),
+                Stamp::Outcome(t("12:00:00")),
+                0,
+                None,
+            ),
+            (t("12:00:00"), None, Stamp::Now(t("12:01:00")), 60_000, None),
+            // The outcome's clock behind the creator's (created and claimed at 12:10).
+            (
+                t("12:10:00"),
+                Some(t("12:10:00")),
+                Stamp::Outcome(t("12:00:30")),
+                0,
+                skew("outcome_at", "created_at", 570_000),
+            ),
+            (
+                t("12:10:00"),
+                None,
+                Stamp::Outcome(t("12:00:05")),
+                0,
+                skew("outcome_at", "created_at", 595_000),
+            ),
+            // The claimer's clock behind the creator's.
+            (
+                t("12:10:00"),
+                Some(t("12:05:00")),
+                Stamp::Outcome(t("12:20:00")),
+                600_000,
+                skew("claimed_at", "created_at", 300_000),
+            ),
+            // The outcome after creation but before the claim.
+            (
+                t("12:00:00"),
+                Some(t("12:10:00")),
+                Stamp::Outcome(t("12:05:00")),
+                300_000,
+                skew("outcome_at", "claimed_at", 300_000),
+            ),
+            // Both wrong: the largest disagreement is reported.
+            (
+                t("12:10:00"),
+                Some(t("12:00:00")),
+                Stamp::Outcome(t("12:05:00")),
+                0,
+                skew("claimed_at", "created_at", 600_000),
+            ),
+            (
+                t("12:10:00"),
+                Some(t("12:09:00")),
+                Stamp::Outcome(t("12:00:00")),
+                0,
+                skew("outcome_at", "created_at", 600_000),
+            ),
+            // A reader whose clock is behind while the outcome is pending.
+            (
+                t("12:10:00"),
+                Some(t("12:10:00")),
+                Stamp::Now(t("12:09:59")),
+                0,
+                skew("now", "created_at", 1_000),
+            ),
+        ];
+        for (created, claimed, end, elapsed, want) in cases {
+            let got = Timing::new(created, claimed, end);
+            assert_eq!(
+                (got.elapsed_ms, got.skew),
+                (elapsed, want),
+                "{claimed:?} {end:?}"
+            );
+        }
+        let v = OutcomeView {
+            action_id: ActionId::parse(ACTION).unwrap(),
+            status: OutcomeStatus::Completed,
+            outcome_at_ms: Some(t("12:00:30")),
+            summary: None,
+            error_message: None,
+            progress: None,
+            elapsed_ms: 0,
+            clock_skew: skew("outcome_at", "created_at", 570_000),
+        };
+        assert_eq!(
+            canonical::to_canonical(&v.to_value()).unwrap(),
+            r#"{"action_id":"act_case","clock_skew":{"ms":570000,"precedes":"created_at","time":"outcome_at"},"elapsed_ms":0,"error_message":null,"outcome_at":"2026-03-01T12:00:30.000Z","progress":null,"status":"completed","summary":null}"#
+        );
+        let v = OutcomeView {
+            clock_skew: None,
+            ..v
+        };
+        assert_eq!(v.to_value().get("clock_skew"), None);
+        assert_eq!(
+            skew("outcome_at", "created_at", 570_000)
+                .unwrap()
+                .to_string(),
+            "outcome_at is 570000 ms before created_at: the clocks that wrote them disagree"
         );
     }
 
