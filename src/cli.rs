@@ -1736,6 +1736,10 @@ fn run_governed(
                 ]),
             };
             let _ = writeln!(out.stderr, "{}", line(&v));
+        } else if let Ok(w) = &result
+            && let Some(skew) = &w.value.view.clock_skew
+        {
+            out.note(&format!("clock skew: {skew}; elapsed_ms is never negative"));
         }
         result
     };
@@ -2953,8 +2957,8 @@ mod tests {
         let tmp = &files::absolute_root(tmp.path()).unwrap();
         let repo = "[TMP]/state.git";
         let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
-        for id in ["act_skew", "act_json", "act_ok"] {
-            let args = [
+        for id in ["act_skew", "act_json", "act_ok", "act_run"] {
+            let mut args = vec![
                 "action",
                 "create",
                 "--repo",
@@ -2964,6 +2968,9 @@ mod tests {
                 "--guard-decision",
                 "gd_1",
             ];
+            if id == "act_run" {
+                args.extend_from_slice(&["--", "true"]);
+            }
             assert!(run_finality(tmp, at_1210, &args).starts_with("exit: 0"));
         }
         let claim = [
@@ -2999,6 +3006,26 @@ mod tests {
                 show("act_skew", true),
             ]
             .join("\n")
+        );
+        let run = run_finality(
+            tmp,
+            at_1200,
+            &[
+                "run",
+                "--repo",
+                repo,
+                "--action",
+                "act_run",
+                "--attempt",
+                "attempt-0000000002",
+                "--",
+                "true",
+            ],
+        );
+        assert!(
+            run.starts_with("exit: 0")
+                && run.contains("clock skew: claimed_at is 570000 ms before created_at"),
+            "{run}"
         );
         // Clocks in order: no skew is reported.
         let ok = outcome("act_ok", true, "2026-03-01T12:10:01.000Z");
