@@ -279,10 +279,8 @@ fn visit(
         return Err(Error::SizeLimit { path: path.clone() });
     }
     match value {
-        Value::Number(n) => {
-            if is_lossy_number(*n) {
-                return Err(Error::LossyNumber { path: path.clone() });
-            }
+        Value::Number(n) if is_lossy_number(*n) => {
+            return Err(Error::LossyNumber { path: path.clone() });
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
