@@ -185,6 +185,22 @@ deny("twilio-key", f"SK{rand(32, HEX)}", f"twilio.SK{rand(32, HEX.upper())}")
 deny("sendgrid-key", f"SG.{rand(22, TOKEN)}.{rand(43, TOKEN)}")
 deny("sendinblue-key", f"xkeysib-{rand(64, HEX)}-{rand(16)}")
 deny("mailchimp-key", f"{rand(32, HEX)}-us{rng.randint(1, 21)}")
+# Private hosts behind any scheme: WHATWG leaves the host of a scheme it does not know opaque, so
+# the reference never reads `127.1`, `0177.1`, `0x7f.1` or `2130706433` as the address it reaches.
+deny("loopback-ipv4", "gopher://127.1:6379/", "gopher://127.1:6379/_INFO", "redis://0x7f.1:6379",
+     "smb://2130706433/share", "ldap://0177.1/", "mongodb://0x7f000001:27017/db", "dict://127.0.1:2628/",
+     "svn+ssh://017700000001/repo", "xhttp://127.1/", "gopher://127.1./", "job_gopher://127.1/",
+     "gopher:///127.1/")
+deny("private-ipv4", "dict://10.1:2628/d:x", "ldap://172.16.1/", "redis://192.168.1:6379/0", "smb://0xc0.0xa8.1/share",
+     "mongodb://0300.0250.1/db", "gopher://167772161/", "unknown-scheme://10.0.1/")
+deny("shared-address-ipv4", "redis://100.64.1:6379/", "foo://1681915905/")
+deny("link-local-ipv4", "mongodb://0xa9fea9fe/", "gopher://169.254.43518/latest")
+deny("this-network-ipv4", "gopher://0/", "redis://0.0:6379", "ldap://0x0/", "ws://0.0.0.0:8080/socket", "ftp://0.0.0.0:21/")
+deny("benchmarking-ipv4", "dict://198.18.1/", "ftp://198.18.1:99999/")
+deny("ietf-protocol-ipv4", "smb://192.0.0xc0/", "ws://192.0.0.192/")
+deny("cloud-metadata-ipv4", "redis://0xa83f8110/")
+deny("loopback-dns-name", "gopher://api.localtest.me:70/")
+deny("wildcard-ip-dns-name", "redis://10-0-0-1.nip.io:6379/")
 
 near = []
 def keep_near(family, *values):
@@ -219,6 +235,10 @@ keep_near("short-token", f"glpat-{rand(19, TOKEN)}", f"AIza{rand(34, TOKEN)}", f
 keep_near("id", "13550726447", "run-42", "review-shard-0", "cluster:dup-17", "snap-2026-01-15", "queue_item:7",
           "workflow.attempt:7cd3863d8426b22d483336d35d0e94139e5c7288865a96ea469b3c644859efd2",
           "clippy::needless_borrow", "std::net::Ipv6Addr", "2026-01-15T10:00:00Z", "10:00:00", "a::b", "dead::beef")
+keep_near("public-host", "gopher://8.8.8.8/", "gopher://8.8/", "redis://134744072:6379", "ldap://ldap.example.com/",
+          "smb://files.example.org/share", "mongodb://db.example.com:27017/app", "dict://dict.org:2628/",
+          "ftp://ftp.gnu.org/gnu/", "ws://echo.example.com/socket", "s3://bucket/key", "git+ssh://github.com/o/r",
+          "gopher://0x8.8.8.8/", "redis://1.1/", "unknown://198.20.0.1/", "gopher://192.0.2.1/", "ldap://0x7e.1/")
 
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "privacy")
 os.makedirs(here, exist_ok=True)

@@ -279,13 +279,8 @@ fn visit(
         return Err(Error::SizeLimit { path: path.clone() });
     }
     match value {
-        Value::Number(n) => {
-            if !n.is_finite() || (*n == 0.0 && n.is_sign_negative()) {
-                return Err(Error::LossyNumber { path: path.clone() });
-            }
-            if n.fract() == 0.0 && n.abs() > MAX_SAFE_INTEGER {
-                return Err(Error::LossyNumber { path: path.clone() });
-            }
+        Value::Number(n) if is_lossy_number(*n) => {
+            return Err(Error::LossyNumber { path: path.clone() });
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
@@ -310,6 +305,48 @@ fn visit(
         _ => {}
     }
     Ok(())
+}
+
+/// The lossy-number rule of canonical JSON: `NaN`, `±Infinity`, `-0` and integers beyond
+/// ±(2^53−1) have no exact canonical text (`1e400` and `1e401` would both read back as
+/// `Infinity`, `2^53 + 1` as `2^53`), so canonical JSON refuses them.
+pub fn is_lossy_number(n: f64) -> bool {
+    !n.is_finite()
+        || (n == 0.0 && n.is_sign_negative())
+        || (n.fract() == 0.0 && n.abs() > MAX_SAFE_INTEGER)
+}
+
+/// The path (`$.a[1].b`, as [`Error::LossyNumber`] names it) of the first number of `value`,
+/// in key order, that [`is_lossy_number`] refuses; `None` when there is none. Only that rule is
+/// applied: no depth, node or size limit.
+pub fn find_lossy_number(value: &Value) -> Option<String> {
+    fn walk(value: &Value, path: &mut String) -> bool {
+        match value {
+            Value::Number(n) => is_lossy_number(*n),
+            Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                let found = walk(item, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let found = walk(v, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let mut path = String::from("$");
+    walk(value, &mut path).then_some(path)
 }
 
 const CREDENTIAL_KEYS: &[&str] = &[
@@ -734,6 +771,38 @@ mod tests {
         assert_eq!(
             to_canonical(&v).unwrap_err().to_string(),
             "action event data contains a lossy number at $[2]"
+        );
+    }
+
+    /// [`find_lossy_number`] applies the encoder's rule, and only it, anywhere in a tree.
+    #[test]
+    fn finds_lossy_numbers_at_any_depth() {
+        for (text, path) in [
+            (r#"{"n":1e400}"#, Some("$.n")),
+            (r#"{"n":-1e400}"#, Some("$.n")),
+            (r#"{"a":{"b":[0,1e401]}}"#, Some("$.a.b[1]")),
+            (r#"[{"x":-0}]"#, Some("$[0].x")),
+            (r#"{"big":9007199254740992}"#, Some("$.big")),
+            (r#"{"m":-9007199254740993}"#, Some("$.m")),
+            (r#"{"e":1e21}"#, Some("$.e")),
+            (r#"{"a":1,"b":1e400,"c":1e400}"#, Some("$.b")),
+            (
+                r#"{"ok":[0,-0.5,0.1,9007199254740991,-9007199254740991,5e-324]}"#,
+                None,
+            ),
+        ] {
+            let v = parse(text).unwrap();
+            assert_eq!(find_lossy_number(&v).as_deref(), path, "{text}");
+            let encoded = to_canonical(&v);
+            match path {
+                Some(p) => assert_eq!(encoded, Err(Error::LossyNumber { path: p.into() })),
+                None => assert!(encoded.is_ok()),
+            }
+        }
+        let deep = (0..80).fold(Value::Number(f64::NAN), |v, _| Value::Array(vec![v]));
+        assert_eq!(
+            find_lossy_number(&deep).unwrap(),
+            format!("${}", "[0]".repeat(80))
         );
     }
 

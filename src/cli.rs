@@ -1136,6 +1136,9 @@ impl Binding {
                 if !matches!(v, Value::Object(_)) {
                     return Err(Failure::input("--act must be a JSON object"));
                 }
+                if let Err(finality::Error::InvalidInput { reason, .. }) = finality::check_act(&v) {
+                    return Err(Failure::input(format!("--act: {reason}")));
+                }
                 Ok(Some(v))
             }
             None if command.is_empty() => Ok(None),
@@ -1447,6 +1450,9 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
                 }
             }
             lines.push(format!("elapsed_ms:   {}", view.elapsed_ms));
+            if let Some(skew) = &view.clock_skew {
+                lines.push(format!("clock skew:   {skew}"));
+            }
             for l in lines {
                 out.data(&l);
             }
@@ -1537,6 +1543,9 @@ fn print_reported(out: &mut Printer, json: bool, w: &finality::Written<finality:
             "redacted {} secret(s) or confidential identifier(s) before storing",
             r.security.findings
         ));
+    }
+    if let Some(skew) = &r.view.clock_skew {
+        out.note(&format!("clock skew: {skew}; elapsed_ms is never negative"));
     }
     out.note(&format!(
         "recorded outcome {} of {} (lifecycle {}) at {}",
@@ -1727,6 +1736,10 @@ fn run_governed(
                 ]),
             };
             let _ = writeln!(out.stderr, "{}", line(&v));
+        } else if let Ok(w) = &result
+            && let Some(skew) = &w.value.view.clock_skew
+        {
+            out.note(&format!("clock skew: {skew}; elapsed_ms is never negative"));
         }
         result
     };
@@ -2812,6 +2825,267 @@ mod tests {
             "run_verify_clean",
             run_finality(tmp, T1, &["verify", "--repo", repo])
         );
+    }
+
+    /// `action create`, `action claim` and `run` refuse an act with a lossy number (exit 2),
+    /// naming its path, before anything is written or run.
+    #[test]
+    fn lossy_numbers_in_an_act_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let create = |act: &str| {
+            run_finality(
+                tmp,
+                T0,
+                &[
+                    "action",
+                    "create",
+                    "--repo",
+                    repo,
+                    "--id",
+                    "act_n",
+                    "--guard-decision",
+                    "gd_1",
+                    "--act",
+                    act,
+                ],
+            )
+        };
+        let refused_create = [
+            create(r#"{"kind":"shell","n":1e400}"#),
+            create(r#"{"kind":"http","request":{"retries":-1e400}}"#),
+        ];
+        assert!(!tmp.join("state.git").exists(), "no repository created");
+        assert!(create(r#"{"kind":"shell","n":1}"#).starts_with("exit: 0"));
+        let claim = run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "claim",
+                "--repo",
+                repo,
+                "act_n",
+                "--attempt",
+                "attempt-0000000001",
+                "--json",
+                "--act",
+                r#"{"kind":"shell","n":[1,1e401]}"#,
+            ],
+        );
+        let run = run_finality(
+            tmp,
+            T0,
+            &[
+                "run",
+                "--repo",
+                repo,
+                "--action",
+                "act_n",
+                "--attempt",
+                "attempt-0000000002",
+                "--act",
+                r#"{"kind":"shell","n":-0}"#,
+                "--",
+                "touch",
+                "[TMP]/ran",
+            ],
+        );
+        assert!(!tmp.join("ran").exists(), "the command was not run");
+        insta::assert_snapshot!(
+            "act_lossy_numbers",
+            [refused_create[0].as_str(), &refused_create[1], &claim, &run].join("\n")
+        );
+        let show = run_finality(tmp, T0, &["action", "show", "--repo", repo, "act_n"]);
+        assert!(show.contains("claim:        -\n"), "{show}");
+    }
+
+    /// `action create --id X` retried later with the same binding exits 0, prints the id and
+    /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
+    #[test]
+    fn action_create_retry_is_idempotent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let create = |now: &str, extra: &[&str]| {
+            let mut args = vec![
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                "act_retry",
+                "--guard-decision",
+                "gd_1",
+                "--containment-ref",
+                "ctr_9",
+                "--verdict",
+                "allow_contained",
+            ];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
+            run_finality(tmp, now, &args)
+        };
+        let tip = || {
+            let store = Store::open(&tmp.join("state.git")).unwrap();
+            store.tip("refs/heads/main").unwrap()
+        };
+        assert!(create(T0, &[]).starts_with("exit: 0"));
+        let first = tip();
+        insta::assert_snapshot!(
+            "action_create_retry",
+            [create(T1, &[]), create(LATER, &["--json"])].join("\n")
+        );
+        assert_eq!(tip(), first, "no commit");
+        insta::assert_snapshot!(
+            "action_create_retry_other_binding",
+            [
+                create(T1, &["--agent", "other-bot"]),
+                create(T1, &["--json", "--lifecycle", "pending"]),
+            ]
+            .join("\n")
+        );
+        assert_eq!(tip(), first, "no commit");
+    }
+
+    /// An outcome recorded by a clock behind the creator's: `elapsed_ms` is 0, not negative, and
+    /// `action outcome`, `action show` and their `--json` say that the clocks disagreed.
+    #[test]
+    fn clock_skew_is_reported_and_elapsed_never_negative() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
+        for id in ["act_skew", "act_json", "act_ok", "act_run"] {
+            let mut args = vec![
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                id,
+                "--guard-decision",
+                "gd_1",
+            ];
+            if id == "act_run" {
+                args.extend_from_slice(&["--", "true"]);
+            }
+            assert!(run_finality(tmp, at_1210, &args).starts_with("exit: 0"));
+        }
+        let claim = [
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_skew",
+            "--attempt",
+            "attempt-0000000001",
+        ];
+        assert!(run_finality(tmp, at_1210, &claim).starts_with("exit: 0"));
+        let outcome = |id: &str, json: bool, now: &str| {
+            let mut args = vec!["action", "outcome", "--repo", repo, id, "completed"];
+            if json {
+                args.push("--json");
+            }
+            run_finality(tmp, now, &args)
+        };
+        let show = |id: &str, json: bool| {
+            let mut args = vec!["action", "show", "--repo", repo, id];
+            if json {
+                args.push("--json");
+            }
+            run_finality(tmp, LATER, &args)
+        };
+        insta::assert_snapshot!(
+            "action_clock_skew",
+            [
+                outcome("act_skew", false, at_1200),
+                outcome("act_json", true, at_1200),
+                show("act_skew", false),
+                show("act_skew", true),
+            ]
+            .join("\n")
+        );
+        let run = run_finality(
+            tmp,
+            at_1200,
+            &[
+                "run",
+                "--repo",
+                repo,
+                "--action",
+                "act_run",
+                "--attempt",
+                "attempt-0000000002",
+                "--",
+                "true",
+            ],
+        );
+        assert!(
+            run.starts_with("exit: 0")
+                && run.contains("clock skew: claimed_at is 570000 ms before created_at"),
+            "{run}"
+        );
+        // Clocks in order: no skew is reported.
+        let ok = outcome("act_ok", true, "2026-03-01T12:10:01.000Z");
+        assert!(
+            ok.contains(r#""elapsed_ms":1000,"#) && !ok.contains("skew"),
+            "{ok}"
+        );
+        let (text, json) = (show("act_ok", false), show("act_ok", true));
+        assert!(
+            text.contains("elapsed_ms:   1000\n") && !text.contains("skew"),
+            "{text}"
+        );
+        assert!(!json.contains("skew"), "{json}");
+    }
+
+    /// Each refusal of `action outcome --progress` names its own rule: a lossy number (with
+    /// its path), depth, size, invalid JSON.
+    #[test]
+    fn progress_refusals_name_their_rule() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let repo = "[TMP]/state.git";
+        let created = run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                "act_p",
+                "--guard-decision",
+                "gd_1",
+            ],
+        );
+        assert!(created.starts_with("exit: 0"), "{created}");
+        let outcome = |extra: &[&str], progress: &str| {
+            let mut args = vec!["action", "outcome", "--repo", repo, "act_p", "partial"];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--progress", progress]);
+            run_finality(tmp, T1, &args)
+        };
+        let deep = format!("{}1{}", r#"{"d":"#.repeat(65), "}".repeat(65));
+        let large = format!(r#"{{"log":"{}"}}"#, "x".repeat(8200));
+        insta::assert_snapshot!(
+            "action_outcome_progress_refusals",
+            [
+                outcome(&[], r#"{"a":1e21}"#),
+                outcome(&["--json"], r#"{"a":{"b":[1,-1e400]}}"#),
+                outcome(&[], r#"{"step":-0}"#),
+                outcome(&[], &deep),
+                outcome(&[], &large),
+                outcome(&[], r#"{"a":}"#),
+                outcome(&[], "[1,2]"),
+            ]
+            .join("\n")
+        );
+        let show = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_p"]);
+        assert!(show.contains("outcome:      pending\n"), "{show}");
     }
 
     /// Copies day1 job 008 (two shards, 63 events) below `root`.

@@ -425,10 +425,10 @@ pub enum Error {
     /// An outcome report that breaks a rule of §1.5 (error message, progress).
     #[error("invalid outcome: {reason}")]
     InvalidOutcome {
-        /// Which rule.
-        reason: &'static str,
+        /// Which rule (and, for a progress value, where in it).
+        reason: String,
     },
-    /// Invalid input to [`create_action`] or [`close`].
+    /// Invalid input to [`create_action`], [`claim`] (its act) or [`close`].
     #[error("invalid {field}: {reason}")]
     InvalidInput {
         /// The field.
@@ -708,6 +708,29 @@ pub fn act_content_hash(act: Option<&Value>) -> Option<String> {
         "sha256:{}",
         base64url(&Sha256::digest(text.as_bytes()))
     ))
+}
+
+/// Refuses an act that holds a number canonical JSON cannot write exactly (the canonical
+/// module's lossy-number rule, [`canonical::is_lossy_number`]: `1e400`, `-1e400`, `-0`,
+/// integers beyond ±(2^53−1)). Such a number has no text of its own in the act's canonical
+/// form (`1e400` and `1e401` both become `Infinity`), so different acts would share one
+/// [`act_content_hash`] and an action created for one could be claimed with another.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for field `act`, naming the number's path in the act (`$.n`,
+/// `$.request.retries`, `$.args[2]`).
+pub fn check_act(act: &Value) -> Result<(), Error> {
+    match canonical::find_lossy_number(act) {
+        None => Ok(()),
+        Some(path) => Err(Error::InvalidInput {
+            field: "act",
+            reason: format!(
+                "{path} is a lossy number (not finite, -0, or an integer beyond ±(2^53−1)), \
+                 which canonical JSON cannot write exactly, so the act cannot be hashed: \
+                 send it as a string"
+            ),
+        }),
+    }
 }
 
 fn write_act(out: &mut String, value: &Value, depth: usize) -> Option<()> {
@@ -1317,10 +1340,15 @@ impl State {
     }
 
     /// The outcome as `GET …/outcome` returns it (§1.5), `elapsed_ms` measured from
-    /// `created_at` to `outcome_at`, or to `now_ms` while pending.
+    /// `created_at` to `outcome_at`, or to `now_ms` while pending, never below 0; where the
+    /// clocks disagreed, [`OutcomeView::clock_skew`] says so ([`Timing`]).
     pub fn view(&self, now_ms: i64) -> OutcomeView {
         let o = self.outcome.as_ref();
-        let end = o.map_or(now_ms, |o| o.outcome_at_ms);
+        let timing = Timing::new(
+            self.action.created_at_ms,
+            self.claim.as_ref().map(|c| c.claimed_at_ms),
+            o.map_or(Stamp::Now(now_ms), |o| Stamp::Outcome(o.outcome_at_ms)),
+        );
         OutcomeView {
             action_id: self.action.action_id.clone(),
             status: self.outcome_status(),
@@ -1328,7 +1356,89 @@ impl State {
             summary: o.and_then(|o| o.summary.clone()),
             error_message: o.and_then(|o| o.error_message.clone()),
             progress: o.and_then(|o| o.progress.clone()),
-            elapsed_ms: end - self.action.created_at_ms,
+            elapsed_ms: timing.elapsed_ms,
+            clock_skew: timing.skew,
+        }
+    }
+}
+
+/// The end of an action's elapsed time: its outcome's time, or the reader's clock while the
+/// outcome is pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// `outcome_at` (epoch ms).
+    Outcome(i64),
+    /// The reader's clock (epoch ms).
+    Now(i64),
+}
+
+/// Clocks that disagreed: a step of an action carries a time earlier than that of a step
+/// written before it (creation, claim, outcome are written in that order, possibly by
+/// different machines), so durations between them are not what they say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockSkew {
+    /// The step whose time is too early: `claimed_at`, `outcome_at` or `now` (the reader's
+    /// clock while the outcome is pending).
+    pub time: &'static str,
+    /// The step written before it that it precedes: `created_at` or `claimed_at`.
+    pub precedes: &'static str,
+    /// By how much, in milliseconds (always > 0).
+    pub ms: i64,
+}
+
+impl ClockSkew {
+    /// `{"ms":…,"precedes":…,"time":…}`.
+    pub fn to_value(&self) -> Value {
+        Value::object([
+            ("time", Value::str(self.time)),
+            ("precedes", Value::str(self.precedes)),
+            ("ms", Value::from(self.ms)),
+        ])
+    }
+}
+
+impl fmt::Display for ClockSkew {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} is {} ms before {}: the clocks that wrote them disagree",
+            self.time, self.ms, self.precedes
+        )
+    }
+}
+
+/// `elapsed_ms` of an action and the clock skew its times show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// From `created_at` to the end, clamped to 0 (a negative duration is a skew, not a time).
+    pub elapsed_ms: i64,
+    /// The largest disagreement between the steps' times, if any.
+    pub skew: Option<ClockSkew>,
+}
+
+impl Timing {
+    /// The timing of an action created at `created_ms`, claimed at `claimed_ms` (if it was) and
+    /// ending at `end`.
+    pub fn new(created_ms: i64, claimed_ms: Option<i64>, end: Stamp) -> Timing {
+        let (end_name, end_ms) = match end {
+            Stamp::Outcome(t) => ("outcome_at", t),
+            Stamp::Now(t) => ("now", t),
+        };
+        let mut steps = vec![("created_at", created_ms)];
+        steps.extend(claimed_ms.map(|t| ("claimed_at", t)));
+        steps.push((end_name, end_ms));
+        let mut skew: Option<ClockSkew> = None;
+        for (i, &(precedes, earlier)) in steps.iter().enumerate() {
+            for &(time, later) in &steps[i + 1..] {
+                let ms = earlier.saturating_sub(later);
+                if ms > 0 && skew.as_ref().is_none_or(|s| ms > s.ms) {
+                    skew = Some(ClockSkew { time, precedes, ms });
+                }
+            }
+        }
+        Timing {
+            elapsed_ms: end_ms.saturating_sub(created_ms).max(0),
+            skew,
         }
     }
 }
@@ -1348,14 +1458,17 @@ pub struct OutcomeView {
     pub error_message: Option<String>,
     /// As stored.
     pub progress: Option<Value>,
-    /// Milliseconds from creation to the outcome (or to now while pending).
+    /// Milliseconds from creation to the outcome (or to now while pending); never negative.
     pub elapsed_ms: i64,
+    /// Set when the clocks of the steps disagreed (then `elapsed_ms` may have been clamped).
+    pub clock_skew: Option<ClockSkew>,
 }
 
 impl OutcomeView {
-    /// `{action_id,status,outcome_at,summary,error_message,progress,elapsed_ms}`.
+    /// `{action_id,status,outcome_at,summary,error_message,progress,elapsed_ms}`, and
+    /// `clock_skew` (`{"ms","precedes","time"}`) only when the clocks disagreed.
     pub fn to_value(&self) -> Value {
-        Value::object([
+        let mut v = Value::object([
             ("action_id", Value::str(self.action_id.as_str())),
             ("status", Value::str(self.status.as_str())),
             (
@@ -1367,7 +1480,11 @@ impl OutcomeView {
             ("error_message", opt_str(&self.error_message)),
             ("progress", self.progress.clone().unwrap_or(Value::Null)),
             ("elapsed_ms", Value::from(self.elapsed_ms)),
-        ])
+        ]);
+        if let (Some(skew), Value::Object(m)) = (&self.clock_skew, &mut v) {
+            m.insert("clock_skew".into(), skew.to_value());
+        }
+        v
     }
 }
 
@@ -1555,9 +1672,12 @@ impl NewAction {
     /// The `action.json` this input creates at `now_ms`.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an id field that is not privacy-safe machine text, or a
-    /// server-only initial lifecycle.
+    /// [`Error::InvalidInput`] for an id field that is not privacy-safe machine text, a
+    /// server-only initial lifecycle, or an act with a lossy number ([`check_act`]).
     pub fn to_action(&self, now_ms: i64) -> Result<Action, Error> {
+        if let Some(act) = &self.act {
+            check_act(act)?;
+        }
         let lifecycle = self
             .lifecycle
             .unwrap_or_else(|| self.verdict.initial_lifecycle());
@@ -1588,12 +1708,16 @@ impl NewAction {
     }
 }
 
-/// Creates an action: one commit adding its `action.json`. Replaying the identical record is a
-/// no-op (`commit: None`).
+/// Creates an action: one commit adding its `action.json`. Repeating a creation with the same
+/// binding (every field but the creation time: agent, principal, act hash, guard decision and
+/// verdict, containment ref, identity verification, protocol, lifecycle) is a no-op that
+/// returns the first record, its `created_at` included (`commit: None`): a retry after a lost
+/// acknowledgement must not need a new id, which would create the duplicate it meant to avoid.
 ///
 /// # Errors
-/// [`Error::InvalidInput`], [`Error::ActionExists`] when the id is taken by another binding, and
-/// the write path's [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`].
+/// [`Error::InvalidInput`], [`Error::ActionExists`] when the id is taken by another binding (or
+/// by a record that does not parse), and the write path's [`Error::Contention`],
+/// [`Error::RefLocked`], [`Error::Store`].
 pub fn create_action(
     store: &Store,
     options: &Options,
@@ -1604,13 +1728,28 @@ pub fn create_action(
     let bytes = action.to_bytes();
     let path = action.action_id.path(RecordKind::Action);
     transact(store, options, |snap| {
+        let exists = || Error::ActionExists {
+            action_id: action.action_id.clone(),
+        };
         match snap.read(&path, MAX_RECORD_BYTES) {
             Ok(None) => {}
-            Ok(Some(existing)) if existing == bytes => return Ok(Plan::Done(action.clone())),
-            Ok(Some(_)) | Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                return Err(Error::ActionExists {
-                    action_id: action.action_id.clone(),
-                });
+            Ok(Some(existing)) => {
+                // The creation time is the retry's own clock, not part of the binding.
+                return match parse_action(&existing, &action.action_id) {
+                    Ok(first)
+                        if first
+                            == (Action {
+                                created_at_ms: first.created_at_ms,
+                                ..action.clone()
+                            }) =>
+                    {
+                        Ok(Plan::Done(first))
+                    }
+                    _ => Err(exists()),
+                };
+            }
+            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+                return Err(exists());
             }
             Err(e) => return Err(e.into()),
         }
@@ -1720,8 +1859,9 @@ fn eligible(
 /// later claim, including one that repeats the winning attempt id (nonces are single-use).
 ///
 /// # Errors
-/// [`Error::InvalidClaim`] (attempt id format) and [`Error::AgentIdentityRequired`] before
-/// anything is read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
+/// [`Error::InvalidClaim`] (attempt id format), [`Error::AgentIdentityRequired`] and
+/// [`Error::InvalidInput`] (an act with a lossy number, [`check_act`]) before anything is
+/// read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
 /// [`Error::ClaimUnavailable`] when the claim could not be checked or written (I/O, a ref that
 /// kept moving or stayed locked, a corrupt record) — never a conflict.
 pub fn claim(
@@ -1749,6 +1889,9 @@ pub fn claim(
         .map(privacy::js_trim)
         .filter(|s| !s.is_empty())
         .ok_or_else(conflict)?;
+    if let Some(act) = &request.act {
+        check_act(act)?;
+    }
     let id = ActionId::parse(action_id).ok_or_else(conflict)?;
     let act_hash = act_content_hash(request.act.as_ref().map(scrub_act).as_ref());
     let result = transact(store, options, |snap| {
@@ -1823,8 +1966,10 @@ fn non_empty(s: &Option<String>) -> bool {
 /// # Errors
 /// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
 /// `partial`, `failed`), [`Error::InvalidOutcome`] (`failed` without `error_message`, `partial`
-/// without an object `progress`, a `progress` that is not an object or is over
-/// [`MAX_PROGRESS_BYTES`], confidential progress keys, a malformed attempt id). Refusals:
+/// without an object `progress`, a `progress` that is not an object, holds a lossy number,
+/// nests deeper than 64 levels, holds more than 10,000 values or is over
+/// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
+/// progress keys, a malformed attempt id). Refusals:
 /// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
 /// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
 /// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
@@ -1844,39 +1989,25 @@ pub fn report_outcome(
             });
         }
     };
+    let invalid = |reason: &str| Error::InvalidOutcome {
+        reason: reason.to_owned(),
+    };
     if status == OutcomeStatus::Failed && !non_empty(&report.error_message) {
-        return Err(Error::InvalidOutcome {
-            reason: "failed requires an error_message",
-        });
+        return Err(invalid("failed requires an error_message"));
     }
     match &report.progress {
         None if status == OutcomeStatus::Partial => {
-            return Err(Error::InvalidOutcome {
-                reason: "partial requires a progress object",
-            });
+            return Err(invalid("partial requires a progress object"));
         }
-        Some(p) if !matches!(p, Value::Object(_)) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress must be a JSON object",
-            });
-        }
-        Some(p) if canonical::to_canonical(p).map_or(true, |t| t.len() > MAX_PROGRESS_BYTES) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress exceeds 8192 bytes of JSON",
-            });
-        }
-        Some(p) if keys_confidential(p) => {
-            return Err(Error::InvalidOutcome {
-                reason: "progress keys contain a confidential identifier",
-            });
-        }
-        _ => {}
+        Some(p) => check_progress(p)?,
+        None => {}
     }
     let attempt_id = match &report.attempt_id {
         None => None,
-        Some(a) => Some(AttemptId::parse(a).ok_or(Error::InvalidOutcome {
-            reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
-        })?),
+        Some(a) => Some(
+            AttemptId::parse(a)
+                .ok_or_else(|| invalid("attempt_id must match ^[A-Za-z0-9_-]{16,128}$"))?,
+        ),
     };
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
@@ -1895,10 +2026,10 @@ pub fn report_outcome(
         .progress
         .as_ref()
         .map(|p| clean_value(p, &mut security));
-    let mut created_at = None;
+    let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
-        created_at = Some(state.action.created_at_ms);
+        times = Some(step_times(&state));
         if let Some(o) = &state.outcome {
             return Err(Error::OutcomeAlreadySet {
                 action_id: id.clone(),
@@ -1937,15 +2068,72 @@ pub fn report_outcome(
             value: outcome,
         })
     })?;
-    Ok(finish_reported(written, &created_at, security))
+    Ok(finish_reported(written, times, security))
+}
+
+/// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
+/// canonical JSON (the canonical module's rules: no lossy number, depth 64, 10,000 values) is
+/// at most [`MAX_PROGRESS_BYTES`], and whose keys hold no confidential identifier.
+fn check_progress(p: &Value) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidOutcome { reason });
+    if !matches!(p, Value::Object(_)) {
+        return invalid("progress must be a JSON object".into());
+    }
+    let text = match canonical::to_canonical(p) {
+        Ok(text) => text,
+        Err(canonical::Error::LossyNumber { path }) => {
+            return invalid(format!(
+                "progress {path} is a lossy number (not finite, -0, or an integer beyond \
+                 ±(2^53−1)), which canonical JSON cannot write exactly: send it as a string"
+            ));
+        }
+        Err(canonical::Error::DepthLimit { path }) => {
+            return invalid(format!(
+                "progress {path} is nested deeper than {} levels",
+                canonical::MAX_DEPTH
+            ));
+        }
+        Err(canonical::Error::NodeLimit { path }) => {
+            return invalid(format!(
+                "progress holds more than {} values (at {path})",
+                canonical::MAX_NODES
+            ));
+        }
+        Err(canonical::Error::SizeLimit { .. }) => {
+            return invalid(format!(
+                "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON"
+            ));
+        }
+        Err(e) => return invalid(format!("progress is not canonical JSON: {e}")),
+    };
+    if text.len() > MAX_PROGRESS_BYTES {
+        return invalid(format!(
+            "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON ({} bytes)",
+            text.len()
+        ));
+    }
+    if keys_confidential(p) {
+        return invalid("progress keys contain a confidential identifier".into());
+    }
+    Ok(())
+}
+
+/// `created_at` and `claimed_at` of an action, for [`Timing`].
+fn step_times(state: &State) -> (i64, Option<i64>) {
+    (
+        state.action.created_at_ms,
+        state.claim.as_ref().map(|c| c.claimed_at_ms),
+    )
 }
 
 fn finish_reported(
     w: Written<Outcome>,
-    created_at_ms: &Option<i64>,
+    times: Option<(i64, Option<i64>)>,
     security: Security,
 ) -> Written<Reported> {
     let o = &w.value;
+    let timing = times
+        .map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at_ms)));
     let view = OutcomeView {
         action_id: o.action_id.clone(),
         status: o.status,
@@ -1953,7 +2141,8 @@ fn finish_reported(
         summary: o.summary.clone(),
         error_message: o.error_message.clone(),
         progress: o.progress.clone(),
-        elapsed_ms: created_at_ms.map_or(0, |c| o.outcome_at_ms - c),
+        elapsed_ms: timing.as_ref().map_or(0, |t| t.elapsed_ms),
+        clock_skew: timing.and_then(|t| t.skew),
     };
     Written {
         value: Reported {
@@ -1996,10 +2185,10 @@ pub fn close(
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let mut security = Security::default();
     let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
-    let mut created_at = None;
+    let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
-        created_at = Some(state.action.created_at_ms);
+        times = Some(step_times(&state));
         if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
             return Err(Error::TerminalState {
                 action_id: id.clone(),
@@ -2023,7 +2212,7 @@ pub fn close(
             value: outcome,
         })
     })?;
-    Ok(finish_reported(written, &created_at, security))
+    Ok(finish_reported(written, times, security))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2998,6 +3187,315 @@ mod tests {
         assert_eq!(
             String::from_utf8(o.to_bytes()).unwrap(),
             "{\"action_id\":\"act_case\",\"attempt_id\":\"attempt-0000000001\",\"error_message\":null,\"lifecycle\":\"failed\",\"outcome_at\":\"2026-03-01T12:00:00.009Z\",\"progress\":{\"step\":2},\"schema\":\"action-ledger.finality-outcome\",\"schema_version\":1,\"source\":\"outcome\",\"status\":\"partial\",\"summary\":\"half\"}\n"
+        );
+    }
+
+    /// `elapsed_ms` is never negative, and every disagreement between the steps' clocks is
+    /// reported with the largest skew, whatever the order of the steps' times.
+    #[test]
+    fn timing_clamps_and_reports_clock_skew() {
+        let t = |s: &str| ms(&format!("2026-03-01T{s}.000Z"));
+        let skew = |time, precedes, ms| Some(ClockSkew { time, precedes, ms });
+        let cases = [
+            // In order, or equal: no skew.
+            (
+                t("12:00:00"),
+                Some(t("12:00:01")),
+                Stamp::Outcome(t("12:00:02")),
+                2_000,
+                None,
+            ),
+            (
+                t("12:00:00"),
+                Some(t("12:00:00")),
+                Stamp::Outcome(t("12:00:00")),
+                0,
+                None,
+            ),
+            (t("12:00:00"), None, Stamp::Now(t("12:01:00")), 60_000, None),
+            // The outcome's clock behind the creator's (created and claimed at 12:10).
+            (
+                t("12:10:00"),
+                Some(t("12:10:00")),
+                Stamp::Outcome(t("12:00:30")),
+                0,
+                skew("outcome_at", "created_at", 570_000),
+            ),
+            (
+                t("12:10:00"),
+                None,
+                Stamp::Outcome(t("12:00:05")),
+                0,
+                skew("outcome_at", "created_at", 595_000),
+            ),
+            // The claimer's clock behind the creator's.
+            (
+                t("12:10:00"),
+                Some(t("12:05:00")),
+                Stamp::Outcome(t("12:20:00")),
+                600_000,
+                skew("claimed_at", "created_at", 300_000),
+            ),
+            // The outcome after creation but before the claim.
+            (
+                t("12:00:00"),
+                Some(t("12:10:00")),
+                Stamp::Outcome(t("12:05:00")),
+                300_000,
+                skew("outcome_at", "claimed_at", 300_000),
+            ),
+            // Both wrong: the largest disagreement is reported.
+            (
+                t("12:10:00"),
+                Some(t("12:00:00")),
+                Stamp::Outcome(t("12:05:00")),
+                0,
+                skew("claimed_at", "created_at", 600_000),
+            ),
+            (
+                t("12:10:00"),
+                Some(t("12:09:00")),
+                Stamp::Outcome(t("12:00:00")),
+                0,
+                skew("outcome_at", "created_at", 600_000),
+            ),
+            // A reader whose clock is behind while the outcome is pending.
+            (
+                t("12:10:00"),
+                Some(t("12:10:00")),
+                Stamp::Now(t("12:09:59")),
+                0,
+                skew("now", "created_at", 1_000),
+            ),
+        ];
+        for (created, claimed, end, elapsed, want) in cases {
+            let got = Timing::new(created, claimed, end);
+            assert_eq!(
+                (got.elapsed_ms, got.skew),
+                (elapsed, want),
+                "{claimed:?} {end:?}"
+            );
+        }
+        let v = OutcomeView {
+            action_id: ActionId::parse(ACTION).unwrap(),
+            status: OutcomeStatus::Completed,
+            outcome_at_ms: Some(t("12:00:30")),
+            summary: None,
+            error_message: None,
+            progress: None,
+            elapsed_ms: 0,
+            clock_skew: skew("outcome_at", "created_at", 570_000),
+        };
+        assert_eq!(
+            canonical::to_canonical(&v.to_value()).unwrap(),
+            r#"{"action_id":"act_case","clock_skew":{"ms":570000,"precedes":"created_at","time":"outcome_at"},"elapsed_ms":0,"error_message":null,"outcome_at":"2026-03-01T12:00:30.000Z","progress":null,"status":"completed","summary":null}"#
+        );
+        let v = OutcomeView {
+            clock_skew: None,
+            ..v
+        };
+        assert_eq!(v.to_value().get("clock_skew"), None);
+        assert_eq!(
+            skew("outcome_at", "created_at", 570_000)
+                .unwrap()
+                .to_string(),
+            "outcome_at is 570000 ms before created_at: the clocks that wrote them disagree"
+        );
+    }
+
+    /// A create retried with the same binding (after a lost acknowledgement, on another clock)
+    /// writes nothing and returns the first record; a binding that differs in any one field is
+    /// still `ACTION_EXISTS`, and so is an id taken by a record that does not parse.
+    #[test]
+    fn create_retry_is_idempotent_and_other_bindings_are_refused() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let first = create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        for later in [
+            "2026-03-01T12:00:05.000Z",
+            "2026-03-02T08:00:00.000Z",
+            "2026-02-28T00:00:00.000Z",
+        ] {
+            let retry = create_action(&store, &opts, &new_action(ACTION), ms(later)).unwrap();
+            assert_eq!(retry.commit, None, "{later}");
+            assert_eq!(retry.value, first.value, "{later}");
+            assert_eq!(retry.value.created_at_ms, ms(BASE));
+        }
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
+        let mut n = new_action(ACTION);
+        n.act = Some(scrub_act(&Value::object([
+            ("kind", Value::str("shell")),
+            ("command", Value::str("./deploy.sh prod")),
+        ])));
+        let retry = create_action(&store, &opts, &n, ms("2026-03-01T12:01:00.000Z")).unwrap();
+        assert_eq!(
+            (retry.commit, retry.value.created_at_ms),
+            (None, ms(BASE)),
+            "same act hash"
+        );
+        type Change = fn(&mut NewAction);
+        let differing: [(&str, Change); 11] = [
+            ("agent", |n| n.agent_id = "agent-b".into()),
+            ("principal", |n| n.principal = "principal-b".into()),
+            ("act", |n| {
+                n.act = Some(shell_act(&["./deploy.sh".into(), "staging".into()]))
+            }),
+            ("no act", |n| n.act = None),
+            ("guard decision", |n| {
+                n.guard_decision_id = Some("gd_2".into())
+            }),
+            ("no guard decision", |n| n.guard_decision_id = None),
+            ("verdict", |n| n.verdict = Verdict::AllowContained),
+            ("containment ref", |n| {
+                n.containment_ref = Some("ctr_1".into())
+            }),
+            ("lifecycle", |n| {
+                n.lifecycle = Some(Lifecycle::PendingApproval)
+            }),
+            ("identity verified", |n| n.identity_verified = true),
+            ("legacy", |n| n.client_capabilities.clear()),
+        ];
+        for (what, change) in differing {
+            let mut n = new_action(ACTION);
+            change(&mut n);
+            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            assert_eq!(e.code(), "ACTION_EXISTS", "{what}: {e}");
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            tip,
+            "nothing written"
+        );
+        let id = ActionId::parse("act_planted").unwrap();
+        let commit = store
+            .write_commit_with(
+                tip,
+                &[(id.path(RecordKind::Action), b"{}\n".to_vec())],
+                &[],
+                true,
+                "plant",
+                &sig(),
+            )
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", tip, commit, "plant")
+            .unwrap();
+        let e = create_action(&store, &opts, &new_action("act_planted"), ms(BASE)).unwrap_err();
+        assert_eq!(e.code(), "ACTION_EXISTS");
+    }
+
+    /// A lossy number anywhere in an act is refused by create and claim before anything is
+    /// read or written, naming its path; it would otherwise be hashed as a stand-in text shared
+    /// by other acts (`1e400` and `1e401` are both `Infinity`).
+    #[test]
+    fn lossy_numbers_in_an_act_are_refused_with_their_path() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let (a, b) = (parse(r#"{"n":1e400}"#), parse(r#"{"n":1e401}"#));
+        assert_eq!(act_content_hash(Some(&a)), act_content_hash(Some(&b)));
+        for (text, path) in [
+            (r#"{"kind":"shell","n":1e400}"#, "$.n"),
+            (r#"{"kind":"shell","n":-1e400}"#, "$.n"),
+            (
+                r#"{"kind":"http","request":{"retries":1e401}}"#,
+                "$.request.retries",
+            ),
+            (r#"{"args":["x",1,-0],"kind":"shell"}"#, "$.args[2]"),
+            (r#"{"kind":"shell","n":9007199254740993}"#, "$.n"),
+            (
+                r#"{"kind":"shell","deep":[{"a":[1e21]}]}"#,
+                "$.deep[0].a[0]",
+            ),
+        ] {
+            let act = parse(text);
+            let want = format!(
+                "invalid act: {path} is a lossy number (not finite, -0, or an integer beyond \
+                 ±(2^53−1)), which canonical JSON cannot write exactly, so the act cannot be \
+                 hashed: send it as a string"
+            );
+            assert_eq!(check_act(&act).unwrap_err().to_string(), want, "{text}");
+            let mut n = new_action("act_lossy");
+            n.act = Some(act.clone());
+            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want.clone()));
+            let mut r = request(ATTEMPT);
+            r.act = Some(act);
+            let e = claim(&store, &opts, "act_lossy", &r, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want));
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            None,
+            "nothing written"
+        );
+        assert_eq!(
+            check_act(&parse(r#"{"n":[0,0.1,-2.5e-300,9007199254740991]}"#)).ok(),
+            Some(())
+        );
+    }
+
+    /// Each refusal of a progress value names its own rule and, where it has one, the path.
+    #[test]
+    fn progress_refusals_name_their_rule() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let lossy = |path: &str| {
+            format!(
+                "invalid outcome: progress {path} is a lossy number (not finite, -0, or an \
+                 integer beyond ±(2^53−1)), which canonical JSON cannot write exactly: send it \
+                 as a string"
+            )
+        };
+        let deep = (0..70).fold(Value::Number(1.0), |v, _| Value::object([("d", v)]));
+        let many = Value::object([("a", Value::Array(vec![Value::Null; 10_000]))]);
+        let cases = [
+            (parse(r#"{"a":1e21}"#), lossy("$.a")),
+            (parse(r#"{"a":1e400}"#), lossy("$.a")),
+            (parse(r#"{"a":{"b":[1,-1e400]}}"#), lossy("$.a.b[1]")),
+            (parse(r#"{"step":-0}"#), lossy("$.step")),
+            (parse(r#"{"n":9007199254740992}"#), lossy("$.n")),
+            (
+                deep,
+                format!(
+                    "invalid outcome: progress ${} is nested deeper than 64 levels",
+                    ".d".repeat(65)
+                ),
+            ),
+            (
+                many,
+                "invalid outcome: progress holds more than 10000 values (at $.a)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(8200)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON (8210 bytes)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(2_000_000)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON".to_owned(),
+            ),
+            (
+                parse("[1]"),
+                "invalid outcome: progress must be a JSON object".to_owned(),
+            ),
+        ];
+        for (progress, want) in cases {
+            let report = OutcomeReport {
+                status: "partial".into(),
+                progress: Some(progress),
+                ..OutcomeReport::default()
+            };
+            let e = report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_OUTCOME", want));
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            tip,
+            "nothing written"
         );
     }
 

@@ -13,7 +13,9 @@
 //! - `trufflehog:<Detector>` and `detect-secrets:<Plugin>`: those scanners' detectors, where
 //!   gitleaks has none;
 //! - `iana:<prefix>`: the IANA IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890,
-//!   RFC 6052, RFC 3056, RFC 8215, RFC 4291), for hosts the reference does not treat as private;
+//!   RFC 6052, RFC 3056, RFC 8215, RFC 4291), for hosts the reference does not treat as private,
+//!   and for the reference's own private IPv4 ranges where it does not see them (the host of a
+//!   URL whose scheme WHATWG does not know, such as `gopher://127.1`);
 //! - `ssrf:<name>`: host names that public SSRF bypass lists use to reach loopback or any
 //!   address through public DNS.
 //!
@@ -30,7 +32,8 @@
 //! names, versions, hex ids, ordinary words) stay accepted. All patterns are compiled once into
 //! one [`regex::RegexSet`]; a text that matches none of them costs one pass of the set's DFA.
 //! Host rules run only on the address candidates found in the text (dotted quads, IPv6
-//! literals, hosts of URLs after WHATWG parsing). Nothing here does I/O.
+//! literals, and the host of every `scheme://authority`, whatever the scheme, parsed as WHATWG
+//! parses an `http` host). Nothing here does I/O.
 
 use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -124,12 +127,16 @@ pub enum Matcher {
     /// tokens whose alphabet has `_` and `-`).
     Pattern(&'static str),
     /// A predicate on every IPv4 address in the text: dotted quads (`\b(?:\d{1,3}\.){3}\d{1,3}\b`,
-    /// as the reference finds them) and the IPv4 hosts of URLs after WHATWG parsing (so
-    /// `http://0.0`, `http://0x0` count too).
+    /// as the reference finds them) and the IPv4 hosts of URLs of any scheme, parsed as WHATWG
+    /// parses an `http` host (so `http://0.0`, `http://0x0` and `gopher://0x7f.1` count too).
     Ipv4(fn(Ipv4Addr) -> bool),
+    /// A predicate on the IPv4 hosts of URLs only, as [`Matcher::Ipv4`] finds them, not on
+    /// dotted quads in running text: for the reference's own ranges, which its checks find in
+    /// dotted quads and in special-scheme URLs but not behind other schemes.
+    UrlIpv4(fn(Ipv4Addr) -> bool),
     /// A predicate on every IPv6 address in the text: maximal runs of `[0-9A-Fa-f:.]` with `::`
     /// or two colons that are not part of a longer word (so `clippy::x` is not a candidate), and
-    /// the IPv6 hosts of URLs.
+    /// the IPv6 hosts of URLs of any scheme.
     Ipv6(fn(Ipv6Addr) -> bool),
 }
 
@@ -170,6 +177,15 @@ const fn ipv4(family: &'static str, id: &'static str, test: fn(Ipv4Addr) -> bool
         id,
         keywords: &[],
         matcher: Matcher::Ipv4(test),
+    }
+}
+
+const fn url_ipv4(family: &'static str, id: &'static str, test: fn(Ipv4Addr) -> bool) -> Rule {
+    Rule {
+        family,
+        id,
+        keywords: &[],
+        matcher: Matcher::UrlIpv4(test),
     }
 }
 
@@ -758,6 +774,19 @@ pub static RULES: &[Rule] = &[
         "azure:wireserver-168.63.129.16",
         is_azure_wireserver,
     ),
+    // The reference's own private ranges: it finds them in dotted quads and in the hosts of
+    // special-scheme URLs, but not behind other schemes (`gopher://127.1`, `redis://0x7f.1`),
+    // whose hosts WHATWG leaves opaque.
+    url_ipv4("loopback-ipv4", "iana:127.0.0.0/8", is_loopback_v4),
+    url_ipv4("private-ipv4", "iana:10.0.0.0/8", is_private_10),
+    url_ipv4("private-ipv4", "iana:172.16.0.0/12", is_private_172),
+    url_ipv4("private-ipv4", "iana:192.168.0.0/16", is_private_192),
+    url_ipv4(
+        "shared-address-ipv4",
+        "iana:100.64.0.0/10",
+        is_shared_address,
+    ),
+    url_ipv4("link-local-ipv4", "iana:169.254.0.0/16", is_link_local_v4),
     ipv6("unspecified-ipv6", "iana:::/128", is_unspecified),
     ipv6("nat64-private-ipv4", "iana:64:ff9b::/96", is_nat64_private),
     ipv6("nat64-local-use", "iana:64:ff9b:1::/48", is_nat64_local_use),
@@ -794,25 +823,47 @@ fn is_azure_wireserver(a: Ipv4Addr) -> bool {
     a == Ipv4Addr::new(168, 63, 129, 16)
 }
 
-/// The reference's private IPv4 ranges (ledger-core §4.4 `privateHost` step 6): 10/8, 127/8,
-/// 100.64/10, 169.254/16, 172.16/12, 192.168/16.
-fn is_reference_private(a: Ipv4Addr) -> bool {
-    let [a, b, _, _] = a.octets();
-    a == 10
-        || a == 127
-        || (a == 100 && (64..=127).contains(&b))
-        || (a == 169 && b == 254)
-        || (a == 172 && (16..=31).contains(&b))
-        || (a == 192 && b == 168)
+/// `127.0.0.0/8`, loopback.
+fn is_loopback_v4(a: Ipv4Addr) -> bool {
+    a.octets()[0] == 127
 }
 
-/// Private in either profile: the reference's ranges or an IPv4 rule of the table.
+/// `10.0.0.0/8`, private-use (RFC 1918).
+fn is_private_10(a: Ipv4Addr) -> bool {
+    a.octets()[0] == 10
+}
+
+/// `172.16.0.0/12`, private-use (RFC 1918).
+fn is_private_172(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 172 && (16..=31).contains(&b)
+}
+
+/// `192.168.0.0/16`, private-use (RFC 1918).
+fn is_private_192(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 192 && b == 168
+}
+
+/// `100.64.0.0/10`, shared address space (RFC 6598, carrier-grade NAT).
+fn is_shared_address(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 100 && (64..=127).contains(&b)
+}
+
+/// `169.254.0.0/16`, link-local (cloud metadata services live here).
+fn is_link_local_v4(a: Ipv4Addr) -> bool {
+    let [a, b, _, _] = a.octets();
+    a == 169 && b == 254
+}
+
+/// Private in the strict profile: an IPv4 rule of the table holds (the reference's `privateHost`
+/// ranges are among them).
 fn is_private_v4(a: Ipv4Addr) -> bool {
-    is_reference_private(a)
-        || RULES.iter().any(|r| match r.matcher {
-            Matcher::Ipv4(test) => test(a),
-            _ => false,
-        })
+    RULES.iter().any(|r| match r.matcher {
+        Matcher::Ipv4(test) | Matcher::UrlIpv4(test) => test(a),
+        _ => false,
+    })
 }
 
 /// The IPv4 address in the last 32 bits.
@@ -940,7 +991,7 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
                 keyed_rules.push(i);
                 keywords.extend(rule.keywords.iter().map(|k| regex::escape(k)));
             }
-            Matcher::Ipv4(_) => ipv4_rules.push(rule),
+            Matcher::Ipv4(_) | Matcher::UrlIpv4(_) => ipv4_rules.push(rule),
             Matcher::Ipv6(_) => ipv6_rules.push(rule),
         }
     }
@@ -967,12 +1018,6 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
 static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?-u:\b)(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?-u:\b)")
         .expect("the IPv4 candidate pattern is valid regex syntax")
-});
-
-/// URL candidates inside a text (the reference's check E source).
-static URL_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+"#)
-        .expect("the URL candidate pattern is valid regex syntax")
 });
 
 /// The first rule of [`RULES`] that `text` matches: the first matching pattern in table order,
@@ -1013,13 +1058,15 @@ fn first_pattern(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
     keyed.into_iter().chain(always).min().map(|i| &RULES[i])
 }
 
-fn v4_hit(compiled: &Compiled, a: Ipv4Addr) -> Option<&'static Rule> {
+/// The first IPv4 rule that holds for `a`; [`Matcher::UrlIpv4`] rules only for a URL's host.
+fn v4_hit(compiled: &Compiled, a: Ipv4Addr, url_host: bool) -> Option<&'static Rule> {
     compiled
         .ipv4_rules
         .iter()
         .copied()
         .find(|r| match r.matcher {
             Matcher::Ipv4(test) => test(a),
+            Matcher::UrlIpv4(test) => url_host && test(a),
             _ => false,
         })
 }
@@ -1042,7 +1089,7 @@ fn scan_hosts(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
     if bytes.iter().filter(|&&b| b == b'.').count() >= 3 {
         for candidate in IPV4_CANDIDATE.find_iter(text) {
             if let Ok(a) = candidate.as_str().parse::<Ipv4Addr>()
-                && let Some(rule) = v4_hit(compiled, a)
+                && let Some(rule) = v4_hit(compiled, a, false)
             {
                 return Some(rule);
             }
@@ -1056,26 +1103,65 @@ fn scan_hosts(compiled: &Compiled, text: &str) -> Option<&'static Rule> {
             return Some(rule);
         }
     }
-    let whole = is_special_url(text).then_some(text);
-    let inner = text
-        .contains("://")
-        .then(|| URL_CANDIDATE.find_iter(text).map(|m| m.as_str()));
-    for candidate in whole.into_iter().chain(inner.into_iter().flatten()) {
-        let Ok(url) = Url::parse(candidate) else {
-            continue;
-        };
-        let hit = match url.host() {
-            Some(Host::Ipv4(a)) => v4_hit(compiled, a),
-            Some(Host::Ipv6(a)) => v6_hit(compiled, a),
-            // WHATWG maps the host (IDNA, case), so look at the mapped name too.
-            Some(Host::Domain(d)) if d != candidate => first_pattern(compiled, d),
-            _ => None,
-        };
-        if hit.is_some() {
-            return hit;
+    // A special URL without `//` (`http:0.0`) has a host too.
+    if is_special_url(text)
+        && let Ok(url) = Url::parse(text)
+        && let Some(hit) = url.host().and_then(|h| host_hit(compiled, &h, text))
+    {
+        return Some(hit);
+    }
+    // Every `://`, whatever precedes it: a scheme glued to a word (`x_gopher://`) or no scheme
+    // at all still names the host a client would reach.
+    for (at, _) in text.match_indices("://") {
+        if let Some((raw, host)) = authority_host(&text[at + 3..])
+            && let Some(hit) = host_hit(compiled, &host, raw)
+        {
+            return Some(hit);
         }
     }
     None
+}
+
+/// The first host rule that holds for a parsed URL host; `raw` is the host's text before
+/// parsing.
+fn host_hit<S: AsRef<str>>(
+    compiled: &Compiled,
+    host: &Host<S>,
+    raw: &str,
+) -> Option<&'static Rule> {
+    match host {
+        Host::Ipv4(a) => v4_hit(compiled, *a, true),
+        Host::Ipv6(a) => v6_hit(compiled, *a),
+        // WHATWG maps the host (IDNA, case), so look at the mapped name too.
+        Host::Domain(d) if d.as_ref() != raw => first_pattern(compiled, d.as_ref()),
+        Host::Domain(_) => None,
+    }
+}
+
+/// The host of the authority at the start of `rest` (the text after a `://`), parsed as WHATWG
+/// parses the host of an `http` URL whatever the scheme: for a scheme WHATWG does not know
+/// (`gopher`, `redis`, `ldap`, …) it leaves the host opaque, so `127.1`, `0177.1`, `0x7f.1` and
+/// `2130706433` would never be read as the address they reach. As for `http`, further slashes
+/// and backslashes are skipped, the authority ends at `/`, `\`, `?`, `#`, whitespace, a quote
+/// or `<>` (where the reference's URL candidates end), userinfo ends at its last `@`, and a
+/// port (valid or not) is dropped. Returns the host's text and the parsed host; `None` when
+/// there is no host or it does not parse.
+fn authority_host(rest: &str) -> Option<(&str, Host<String>)> {
+    let rest = rest.trim_start_matches(['/', '\\']);
+    let end = rest
+        .find(|c: char| "/\\?#\"'<>".contains(c) || c.is_whitespace())
+        .unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let raw = if host_port.starts_with('[') {
+        host_port.find(']').map_or(host_port, |i| &host_port[..=i])
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    if raw.is_empty() {
+        return None;
+    }
+    Host::parse(raw).ok().map(|host| (raw, host))
 }
 
 /// Whether the whole text starts with a special WHATWG scheme (`http:`, `https:`, `ws:`,
@@ -1511,6 +1597,60 @@ mod tests {
             ("evil-lvh.me", None),
             ("lvh.me.example.com", None),
             ("https://github.com/openclaw/clawsweeper", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(family(text), want, "{text:?}");
+        }
+    }
+
+    /// The host after any `://` is read as an `http` host, whatever the scheme: the forms that
+    /// machine text cannot hold (brackets, userinfo the reference already refuses, non-ASCII
+    /// names) are here; the others are in testdata/privacy/strict-rejected.jsonl.
+    #[test]
+    fn hosts_behind_any_scheme() {
+        let cases = [
+            // Bracketed IPv6, mapped, translated, NAT64 and 6to4 forms.
+            ("gopher://[64:ff9b::7f00:1]:70/", Some("nat64-private-ipv4")),
+            ("redis://[64:ff9b::a00:1]:6379", Some("nat64-private-ipv4")),
+            ("ldap://[::ffff:0:7f00:1]/", Some("ipv4-embedded-private")),
+            (
+                "mongodb://[::ffff:a9fe:a9fe]/",
+                Some("ipv4-embedded-private"),
+            ),
+            ("smb://[2002:c0a8:101::1]/share", Some("6to4-private-ipv4")),
+            ("dict://[::]/", Some("unspecified-ipv6")),
+            ("x-custom://[fec0::1]/", Some("site-local-ipv6")),
+            // Userinfo before the host, and a port that does not parse.
+            ("gopher://user@127.1:70/", Some("loopback-ipv4")),
+            ("redis://:secret@0x7f.1:6379/", Some("loopback-ipv4")),
+            ("mongodb://a@b@2130706433/", Some("loopback-ipv4")),
+            ("redis://10.1:99999/", Some("private-ipv4")),
+            ("ws://198.18.1:99999/", Some("benchmarking-ipv4")),
+            // Backslashes and extra slashes, as an http URL reads them.
+            ("gopher://\\127.1\\x", Some("loopback-ipv4")),
+            ("ldap:////0x7f.1/", Some("loopback-ipv4")),
+            // Names are mapped (full-width letters, an ideographic full stop) as for http.
+            (
+                "gopher://\u{ff4c}\u{ff56}\u{ff48}.\u{ff4d}\u{ff45}/",
+                Some("loopback-dns-name"),
+            ),
+            (
+                "redis://10-0-0-1.nip\u{3002}io/",
+                Some("wildcard-ip-dns-name"),
+            ),
+            // The reference's ranges count only as a URL's host: in running text the reference
+            // finds them itself, and other rules keep their precedence.
+            ("64:ff9b::10.0.0.1", Some("nat64-private-ipv4")),
+            ("10.0.0.1", None),
+            // Near misses: public hosts behind the same schemes.
+            ("gopher://[2606:4700:4700::1111]/", None),
+            ("redis://user@8.8/", None),
+            ("smb://134744072/", None),
+            ("ldap://0x7e.1/", None),
+            ("mongodb://db.example.com:27017/", None),
+            ("dict://dict.org/", None),
+            ("gopher://", None),
+            ("gopher://:70/", None),
         ];
         for (text, want) in cases {
             assert_eq!(family(text), want, "{text:?}");
