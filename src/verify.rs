@@ -231,6 +231,10 @@ pub enum Error {
 
 const LEDGER: &str = "ledger/v1";
 
+/// How much of a broken shard is read to find the bindings it accounts for (four times the
+/// shard cap), so that one broken shard is one finding and not a cascade of orphans.
+const CLAIM_READ_MAX: u64 = 4 * shard::MAX_BYTES as u64;
+
 /// A digest as 32 raw bytes.
 type Key = [u8; 32];
 
@@ -376,6 +380,21 @@ impl<'s, 'r> Ctx<'s, 'r> {
         });
     }
 
+    /// A shard file for [`prepare`]: its text, or the rule it breaks when it is over
+    /// [`shard::MAX_BYTES`] or not UTF-8 (named as `publish` names them).
+    fn read_shard(&self, path: &str) -> Result<ShardRead, Error> {
+        match self.view.read_unchecked(path, shard::MAX_BYTES as u64) {
+            Ok(Some(bytes)) => Ok(Some(shard::text_of(bytes, path))),
+            Ok(None) => Ok(None),
+            Err(store::Error::TooLarge { .. }) => {
+                Ok(Some(Err(shard::Error::FileTooLarge(path.to_owned()))))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The text of a binding file; not UTF-8 or over `max` reads as U+FFFD, which no binding
+    /// parses as.
     fn read(&mut self, path: &str, max: u64) -> Result<Option<String>, Error> {
         match self.view.read_unchecked(path, max) {
             Ok(Some(bytes)) => match String::from_utf8(bytes) {
@@ -427,14 +446,8 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn verify_set(&mut self, paths: &[String]) -> Result<Vec<Digest>, Error> {
         let mut prepared = Vec::with_capacity(paths.len());
         for path in paths {
-            let text = self.read(path, shard::MAX_BYTES as u64)?;
-            prepared.push(prepare(
-                path,
-                text.as_deref(),
-                self.layout,
-                self.privacy,
-                true,
-            ));
+            let read = self.read_shard(path)?;
+            prepared.push(prepare(path, &read, self.layout, self.privacy, true));
         }
         self.check_set(paths, prepared)
     }
@@ -659,8 +672,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn claim_broken(&mut self, paths: &[String]) -> Result<(), Error> {
         let mut identity = None;
         for path in paths {
-            let Some(text) = self.read(path, shard::MAX_BYTES as u64)? else {
-                continue;
+            // Lossy and past the shard cap (bounded): a shard refused for its size or bytes still
+            // names the events whose bindings belong to it.
+            let text = match self.view.read_unchecked(path, CLAIM_READ_MAX) {
+                Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Ok(None) | Err(store::Error::TooLarge { .. }) => continue,
+                Err(e) => return Err(e.into()),
             };
             for line in text.lines() {
                 let Ok(v) = crate::canonical::parse(line) else {
@@ -915,28 +932,23 @@ enum Outcome {
     Good(Shard, Vec<Option<BlobId>>, Digest),
 }
 
-/// Parses and checks one shard file on its own: canonical event lines (ledger-core §2.6),
-/// strict-profile privacy, exact causal order (§6.6), one producer; and computes the content
-/// id of each event's binding. `parallel` splits a long shard's lines across threads.
-fn prepare(
-    path: &str,
-    text: Option<&str>,
-    layout: Layout,
-    profile: Profile,
-    parallel: bool,
-) -> Prepared {
-    let broken = |events, strict, rule, detail| Prepared {
-        events,
-        strict,
-        outcome: Outcome::Broken(rule, detail),
-    };
-    let Some(text) = text else {
-        return Prepared {
-            events: 0,
-            strict: Vec::new(),
-            outcome: Outcome::Absent,
-        };
-    };
+/// One shard file checked on its own ([`check_shard`]).
+#[derive(Debug)]
+pub struct ShardCheck {
+    /// The events its lines hold: all of them once every line parses (also when a later check
+    /// of the file fails), none when a line does not.
+    pub events: Vec<Event>,
+    /// The rule the file breaks and the detail naming it; `None` when the file passes.
+    pub refused: Option<(Rule, String)>,
+}
+
+/// The checks of one shard file that need nothing but its text, shared by `verify` and `log`
+/// (so that `log` never prints an event out of a shard `verify` would refuse): canonical event
+/// lines (ledger-core §2.6: a final newline, no empty line, no `\r`, each line canonical and a
+/// valid event, the privacy rules included), 1 to 1,024 events in exact canonical causal order
+/// (§6.6), one producer. `parallel` splits a long shard's lines across threads. The checks
+/// that need the rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
+pub fn check_shard(path: &str, text: &str, parallel: bool) -> ShardCheck {
     let parsed = if parallel {
         shard::parse_content(text, path)
     } else {
@@ -945,14 +957,66 @@ fn prepare(
     let events = match parsed {
         Ok(events) => events,
         Err(e) => {
-            let rule = if is_privacy(&e) {
-                Rule::Privacy
-            } else {
-                Rule::ShardInvalid
+            return ShardCheck {
+                events: Vec::new(),
+                refused: Some(shard_refusal(&e)),
             };
-            return broken(0, Vec::new(), rule, e.to_string());
         }
     };
+    let refused = match shard::check_file_events(&events, path) {
+        Err(e) => Some(shard_refusal(&e)),
+        Ok(()) if events.iter().any(|e| e.producer() != events[0].producer()) => Some((
+            Rule::ShardInvalid,
+            "the shard mixes producer identities".to_owned(),
+        )),
+        Ok(()) => None,
+    };
+    ShardCheck { events, refused }
+}
+
+/// The rule a shard error breaks, with its text as the detail.
+pub fn shard_refusal(e: &shard::Error) -> (Rule, String) {
+    let rule = match e {
+        _ if is_privacy(e) => Rule::Privacy,
+        shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
+        shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
+        _ => Rule::ShardInvalid,
+    };
+    (rule, e.to_string())
+}
+
+/// A shard file as read for [`prepare`]: absent, its text, or why it is not text (over
+/// [`shard::MAX_BYTES`], not UTF-8).
+type ShardRead = Option<Result<String, shard::Error>>;
+
+/// Parses and checks one shard file on its own ([`check_shard`]), scans its events for the
+/// strict profile, and computes the content id of each event's binding and the replay digest.
+fn prepare(
+    path: &str,
+    read: &ShardRead,
+    layout: Layout,
+    profile: Profile,
+    parallel: bool,
+) -> Prepared {
+    let text = match read {
+        None => {
+            return Prepared {
+                events: 0,
+                strict: Vec::new(),
+                outcome: Outcome::Absent,
+            };
+        }
+        Some(Err(e)) => {
+            let (rule, detail) = shard_refusal(e);
+            return Prepared {
+                events: 0,
+                strict: Vec::new(),
+                outcome: Outcome::Broken(rule, detail),
+            };
+        }
+        Some(Ok(text)) => text,
+    };
+    let ShardCheck { events, refused } = check_shard(path, text, parallel);
     let mut strict = Vec::new();
     if profile == Profile::Strict {
         for e in &events {
@@ -964,21 +1028,12 @@ fn prepare(
             }
         }
     }
-    if let Err(e) = shard::check_file_events(&events, path) {
-        let rule = match e {
-            shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
-            shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
-            _ => Rule::ShardInvalid,
-        };
-        return broken(events.len(), strict, rule, e.to_string());
-    }
-    if events.iter().any(|e| e.producer() != events[0].producer()) {
-        return broken(
-            events.len(),
+    if let Some((rule, detail)) = refused {
+        return Prepared {
+            events: events.len(),
             strict,
-            Rule::ShardInvalid,
-            "the shard mixes producer identities".to_owned(),
-        );
+            outcome: Outcome::Broken(rule, detail),
+        };
     }
     let ids = events
         .iter()
@@ -1002,14 +1057,10 @@ fn prepare(
 
 /// [`prepare`] over many shards on all cores ([`crate::parallel::map`]); results in input
 /// order. A lone shard spreads its lines across the cores instead.
-fn prepare_all(
-    items: &[(&str, Option<String>)],
-    layout: Layout,
-    profile: Profile,
-) -> Vec<Prepared> {
+fn prepare_all(items: &[(&str, ShardRead)], layout: Layout, profile: Profile) -> Vec<Prepared> {
     let lone = items.len() < 2;
-    crate::parallel::map(items, 2, |(path, text)| {
-        prepare(path, text.as_deref(), layout, profile, lone)
+    crate::parallel::map(items, 2, |(path, read)| {
+        prepare(path, read, layout, profile, lone)
     })
 }
 
@@ -1020,7 +1071,7 @@ fn prepare_all(
 fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<(), Error> {
     use std::sync::mpsc::sync_channel;
     const BATCH_BYTES: usize = 1 << 20;
-    type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, Option<String>)>);
+    type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, ShardRead)>);
     let (layout, profile) = (ctx.layout, ctx.privacy);
     std::thread::scope(|scope| {
         let (to_prepare, batches) = sync_channel::<Batch<'_>>(1);
@@ -1052,9 +1103,12 @@ fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<
             let mut items = Vec::new();
             while next < sets.len() && (next == first || bytes < BATCH_BYTES) {
                 for path in sets[next] {
-                    let text = ctx.read(path, shard::MAX_BYTES as u64)?;
-                    bytes += text.as_ref().map_or(0, String::len);
-                    items.push((path.as_str(), text));
+                    let read = ctx.read_shard(path)?;
+                    bytes += match &read {
+                        Some(Ok(text)) => text.len(),
+                        _ => 0,
+                    };
+                    items.push((path.as_str(), read));
                 }
                 next += 1;
             }
@@ -1807,6 +1861,89 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Commits `bytes` at `path` on top of `base` (create or replace).
+    fn commit_bytes(b: &Base, base: CommitId, path: &str, bytes: Vec<u8>) -> CommitId {
+        b.store
+            .write_commit_with(
+                Some(base),
+                &[(path.to_owned(), bytes)],
+                &[],
+                true,
+                "edit",
+                &sig(),
+            )
+            .unwrap()
+    }
+
+    /// A stored shard over the 2 MiB cap or with bytes that are not UTF-8 is reported under the
+    /// rule it breaks, in the words `publish` uses for such a source file (not "must end with a
+    /// newline"), by a whole-revision verify and by a push range; one broken shard is one
+    /// finding (its bindings are still accounted for).
+    #[test]
+    fn shards_over_the_cap_or_not_utf8_name_the_rule_they_break() {
+        let b = base(Layout::Fanout);
+        let parent = b.store.parents(b.commit).unwrap()[0];
+        let path = b.part(1).clone();
+        let text = b.files[&path].as_bytes().to_vec();
+        let at = b.files[&path].find("\"event_type\":\"").unwrap() + 14;
+        let splice = |bad: &[u8]| {
+            let mut v = text[..at].to_vec();
+            v.extend_from_slice(bad);
+            v.extend_from_slice(&text[at..]);
+            v
+        };
+        let padded = |len: usize| {
+            let mut v = text.clone();
+            v.resize(len, b' ');
+            v
+        };
+        let repeated = {
+            let mut v = Vec::new();
+            while v.len() <= 3 * shard::MAX_BYTES {
+                v.extend_from_slice(&text);
+            }
+            v
+        };
+        let not_utf8 = format!("invalid UTF-8 in action event shard file: {path}");
+        let too_large = format!("action event shard file exceeds 2097152 byte limit: {path}");
+        let members: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("a 0xFF byte", splice(b"\xff"), &not_utf8),
+            ("a lone continuation byte", splice(b"\x80"), &not_utf8),
+            ("a truncated two-byte sequence", splice(b"\xc3"), &not_utf8),
+            ("an overlong '/'", splice(b"\xc0\xaf"), &not_utf8),
+            ("an encoded surrogate", splice(b"\xed\xa0\x80"), &not_utf8),
+            (
+                "one byte over the cap",
+                padded(shard::MAX_BYTES + 1),
+                &too_large,
+            ),
+            ("its lines repeated past 6 MiB", repeated, &too_large),
+        ];
+        for (name, bytes, detail) in members {
+            let commit = commit_bytes(&b, b.commit, &path, bytes);
+            let want = vec![Finding {
+                path: path.clone(),
+                rule: Rule::ShardInvalid,
+                detail: detail.to_owned(),
+            }];
+            let whole = verify_revision(&b.store, commit).unwrap();
+            assert_eq!(whole.findings, want, "{name}: whole revision");
+            // The same tree pushed onto the commit before the set was published.
+            let range = verify_range(&b.store, Some(parent), commit).unwrap();
+            assert_eq!(range.findings, want, "{name}: push range");
+        }
+        // At exactly the cap the size is not the problem (the padding is).
+        let commit = commit_bytes(&b, b.commit, &path, padded(shard::MAX_BYTES));
+        let whole = verify_revision(&b.store, commit).unwrap();
+        assert_eq!(whole.findings.len(), 1);
+        assert_eq!(whole.findings[0].rule, Rule::ShardInvalid);
+        assert!(
+            !whole.findings[0].detail.contains("byte limit"),
+            "{:?}",
+            whole.findings
+        );
     }
 
     #[test]
