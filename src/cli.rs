@@ -2830,6 +2830,45 @@ mod tests {
         }
     }
 
+    /// `log` on a revision with a shard whose lines end in `\r\n` (committed with plumbing):
+    /// it exits 2 naming the shard and the rule `verify` reports, and prints no event of it.
+    #[test]
+    fn log_refuses_a_shard_that_verify_refuses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_job(&tmp.join("job"));
+        let published = run_cli(
+            tmp,
+            &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+        );
+        assert!(published.starts_with("exit: 0"), "{published}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let snap = store.snapshot(Some(tip)).unwrap();
+        let first = snap.list_files(crate::shard::EVENTS_ROOT).unwrap()[0].clone();
+        let text = String::from_utf8(snap.read(&first, u64::MAX).unwrap().unwrap()).unwrap();
+        let crlf = text.replace('\n', "\r\n").into_bytes();
+        let sig = Signature {
+            name: "tester".into(),
+            email: "tester@invalid".into(),
+            time_seconds: 1_768_480_496,
+        };
+        let bad = store
+            .write_commit_with(Some(tip), &[(first, crlf)], &[], true, "crlf", &sig)
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", Some(tip), bad, "crlf")
+            .unwrap();
+        insta::assert_snapshot!(
+            "log_crlf_shard",
+            run_cli(tmp, &["log", "--json", "--repo", "[TMP]/state.git"])
+        );
+        insta::assert_snapshot!(
+            "verify_crlf_shard",
+            run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"])
+        );
+    }
+
     #[test]
     fn compact_and_log() {
         let tmp = tempfile::tempdir().unwrap();

@@ -967,7 +967,7 @@ pub fn check_shard(path: &str, text: &str, parallel: bool) -> ShardCheck {
         Err(e) => Some(shard_refusal(&e)),
         Ok(()) if events.iter().any(|e| e.producer() != events[0].producer()) => Some((
             Rule::ShardInvalid,
-            "the shard mixes producer identities".to_owned(),
+            format!("action event shard mixes producer identities: {path}"),
         )),
         Ok(()) => None,
     };
