@@ -336,6 +336,65 @@ impl fmt::Display for CommitId {
     }
 }
 
+/// The Git mode of a tree entry as the tree records it: `100644` a file, `100755` an
+/// executable file, `120000` a symbolic link (its blob holds the target), `160000` a submodule
+/// (a commit link), `40000` a directory. `Display` prints six octal digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode(u16);
+
+impl Mode {
+    /// `100644`, the mode of every file the publisher writes.
+    pub const FILE: Mode = Mode(0o100644);
+
+    /// The raw mode bits.
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// A directory (tree).
+    pub fn is_dir(self) -> bool {
+        self.0 & 0o170000 == 0o040000
+    }
+
+    /// A plain file, mode exactly `100644`.
+    pub fn is_regular_file(self) -> bool {
+        self == Mode::FILE
+    }
+
+    /// What an entry of this mode is, in words ("a symbolic link", …).
+    pub fn describe(self) -> &'static str {
+        match self.0 & 0o170000 {
+            0o040000 => "a directory",
+            0o120000 => "a symbolic link",
+            0o160000 => "a submodule (commit link)",
+            0o100000 if self.0 == 0o100644 => "a file",
+            0o100000 if self.0 & 0o100 != 0 => "an executable file",
+            0o100000 => "a file with a non-standard mode",
+            _ => "an entry of an unknown kind",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:06o}", self.0)
+    }
+}
+
+/// One entry of a tree walk ([`Snapshot::for_each_entry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Walked<'p> {
+    /// The full '/'-separated path.
+    pub path: &'p str,
+    /// The entry's name: the last component of `path`.
+    pub name: &'p str,
+    /// Its mode.
+    pub mode: Mode,
+    /// The content id of a file or symbolic link (its blob); `None` for a directory or a
+    /// submodule.
+    pub blob: Option<BlobId>,
+}
+
 /// The identity and time written as both author and committer of a commit, with UTC offset
 /// `+0000`. The caller injects the time (clock or `SOURCE_DATE_EPOCH`); the store never reads it.
 ///
@@ -1040,6 +1099,8 @@ fn validate_write_path(path: &str) -> Result<(), Error> {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     kind: EntryKind,
+    /// The raw mode (`kind` is derived from it).
+    mode: Mode,
     id: ObjectId,
 }
 
@@ -1158,8 +1219,8 @@ impl<'a> Snapshot<'a> {
 
     /// [`Snapshot::for_each_file`] that also gives each file's [`BlobId`], so that a caller can
     /// compare contents with expected bytes ([`BlobId::of`]) without reading a single blob.
-    /// Every tree is decoded once and not cached; every 128 trees the mapped pack pages are
-    /// released ([`Store::release_mapped_packs`]).
+    /// Files are blobs of any file mode and symbolic links ([`Snapshot::for_each_entry`] tells
+    /// them apart).
     ///
     /// # Errors
     /// As [`Snapshot::list_files`].
@@ -1167,6 +1228,28 @@ impl<'a> Snapshot<'a> {
         &self,
         prefix: &str,
         mut visit: impl FnMut(&str, BlobId),
+    ) -> Result<(), Error> {
+        self.for_each_entry(prefix, |entry| {
+            if let (false, Some(id)) = (entry.mode.is_dir(), entry.blob) {
+                visit(entry.path, id);
+            }
+        })
+    }
+
+    /// Calls `visit` with every entry under the directory `prefix` (recursively): directories,
+    /// files, symbolic links and submodules, each with its mode. The entries of one directory
+    /// are visited one after another, before or after those of any other directory; the
+    /// directories come in no particular order. Holds only the trees on the current path and
+    /// the pending siblings: memory stays bounded by the tree shape, not by the number of
+    /// files. Every tree is decoded once and not cached; every 128 trees the mapped pack pages
+    /// are released ([`Store::release_mapped_packs`]).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_entry(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&Walked<'_>),
     ) -> Result<(), Error> {
         let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
         let start = if prefix.is_empty() {
@@ -1214,14 +1297,29 @@ impl<'a> Snapshot<'a> {
                     full.push('/');
                 }
                 full.push_str(name);
-                match entry.mode.kind() {
-                    EntryKind::Tree => pending.push((full.clone(), entry.oid.to_owned())),
-                    kind if is_file(kind) => visit(&full, BlobId(entry.oid.to_owned())),
-                    _ => {}
+                let kind = entry.mode.kind();
+                if kind == EntryKind::Tree {
+                    pending.push((full.clone(), entry.oid.to_owned()));
                 }
+                visit(&Walked {
+                    path: &full,
+                    name,
+                    mode: Mode(entry.mode.value()),
+                    blob: is_file(kind).then(|| BlobId(entry.oid.to_owned())),
+                });
             }
         }
         Ok(())
+    }
+
+    /// The mode of the entry at `path`, `None` if nothing is there (also when a component on
+    /// the way is not a directory). Reads trees only.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn mode(&self, path: &str) -> Result<Option<Mode>, Error> {
+        validate_path(path)?;
+        Ok(self.lookup(path)?.map(|entry| entry.mode))
     }
 
     /// The [`BlobId`] of the file at `path`, or `None` if nothing is there (also when a
@@ -1362,6 +1460,7 @@ impl<'a> Snapshot<'a> {
                     e.filename.to_vec(),
                     Entry {
                         kind: e.mode.kind(),
+                        mode: Mode(e.mode.value()),
                         id: e.oid.to_owned(),
                     },
                 )
@@ -1470,6 +1569,22 @@ impl Store {
         new: CommitId,
         prefix: &str,
     ) -> Result<Vec<Change>, Error> {
+        Ok(self.diff_with_modes(old, new, prefix)?.0)
+    }
+
+    /// [`Store::diff`], and every entry below `prefix` that is new or changed in `new` (content
+    /// or mode) and is neither a directory nor a plain `100644` file: symbolic links,
+    /// executable files, submodules (which [`Change`] does not list, as they are not files),
+    /// with their modes, sorted by path.
+    ///
+    /// # Errors
+    /// As [`Store::diff`].
+    pub fn diff_with_modes(
+        &self,
+        old: Option<CommitId>,
+        new: CommitId,
+        prefix: &str,
+    ) -> Result<(Vec<Change>, Vec<(String, Mode)>), Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -1482,15 +1597,18 @@ impl Store {
             })
         };
         let mut out = Vec::new();
+        let mut irregular = Vec::new();
         diff_trees(
             &new_snap,
             locate(&old_snap)?,
             locate(&new_snap)?,
             prefix,
             &mut out,
+            &mut irregular,
         )?;
         out.sort_by(|a, b| a.path().cmp(b.path()));
-        Ok(out)
+        irregular.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((out, irregular))
     }
 }
 
@@ -1655,6 +1773,7 @@ fn diff_trees(
     new: Option<ObjectId>,
     path: &str,
     out: &mut Vec<Change>,
+    irregular: &mut Vec<(String, Mode)>,
 ) -> Result<(), Error> {
     if old == new {
         return Ok(());
@@ -1673,7 +1792,14 @@ fn diff_trees(
         let file = |e: Option<&Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
         // Trees on either side: recurse (a tree replaced by a file shows as both).
         if tree_id(o).is_some() || tree_id(n).is_some() {
-            diff_trees(snap, tree_id(o), tree_id(n), &full, out)?;
+            diff_trees(snap, tree_id(o), tree_id(n), &full, out, irregular)?;
+        }
+        if let Some(e) = n
+            && !e.mode.is_dir()
+            && !e.mode.is_regular_file()
+            && o.is_none_or(|o| (o.id, o.mode) != (e.id, e.mode))
+        {
+            irregular.push((full.clone(), e.mode));
         }
         match (file(o), file(n)) {
             (None, Some(_)) => out.push(Change::Added(full.clone())),
@@ -1701,6 +1827,37 @@ mod tests {
     }
 
     /// Run real git with no user or system configuration; return trimmed stdout.
+    #[test]
+    fn modes_name_their_kind() {
+        let cases = [
+            (0o100644, "100644", "a file", true, false),
+            (0o100755, "100755", "an executable file", false, false),
+            (
+                0o100664,
+                "100664",
+                "a file with a non-standard mode",
+                false,
+                false,
+            ),
+            (0o120000, "120000", "a symbolic link", false, false),
+            (
+                0o160000,
+                "160000",
+                "a submodule (commit link)",
+                false,
+                false,
+            ),
+            (0o040000, "040000", "a directory", false, true),
+        ];
+        for (bits, text, words, regular, dir) in cases {
+            let mode = Mode(bits);
+            assert_eq!(mode.to_string(), text);
+            assert_eq!(mode.describe(), words);
+            assert_eq!(mode.is_regular_file(), regular, "{text}");
+            assert_eq!(mode.is_dir(), dir, "{text}");
+        }
+    }
+
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = git_raw(dir, args);
         assert!(

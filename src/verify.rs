@@ -116,6 +116,12 @@ pub enum Rule {
     FinalityLifecycleMismatch,
     /// An outcome naming an attempt that does not hold the action's claim.
     FinalityAttemptMismatch,
+    /// An entry under `ledger/v1/` or `finality/v1/` (or one of those directories itself, or
+    /// `ledger` or `finality`) that is neither a plain file of mode `100644` nor a directory: a
+    /// symbolic link (`120000`), an executable file (`100755`), a submodule (`160000`) or
+    /// another mode. The publisher writes only `100644` blobs; a clone would check such an
+    /// entry out as a link, an executable or an empty directory, not as the bytes verified.
+    EntryMode,
     /// A `manifest.json` under `ledger/v1/segments/` that is not a valid canonical manifest.
     ManifestInvalid,
     /// A segment file whose sha256, size or line count differs from its manifest entry.
@@ -171,6 +177,7 @@ impl Rule {
             Rule::FinalityClaimMismatch => "finality-claim-mismatch",
             Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
+            Rule::EntryMode => "entry-mode",
             Rule::ManifestInvalid => "manifest-invalid",
             Rule::SegmentDigestMismatch => "segment-digest-mismatch",
             Rule::ManifestEntryMismatch => "manifest-entry-mismatch",
@@ -230,6 +237,7 @@ pub enum Error {
 }
 
 const LEDGER: &str = "ledger/v1";
+const FINALITY: &str = crate::finality::ROOT;
 
 /// How much of a broken shard is read to find the bindings it accounts for (four times the
 /// shard cap), so that one broken shard is one finding and not a cascade of orphans.
@@ -358,7 +366,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
             Some(index) => Ok(binding::classify(path)
                 .and_then(|(kind, digest, _)| index.find(kind, &digest.bytes()))
                 .map(|i| BlobId::from_bytes(&index.entries[i].2))),
-            None => Ok(self.view.snapshot().file_id(path)?),
+            // A directory or submodule where the binding belongs holds no binding (its mode is
+            // reported as `entry-mode`).
+            None => match self.view.snapshot().file_id(path) {
+                Err(store::Error::NotAFile { .. }) => Ok(None),
+                other => Ok(other?),
+            },
         }
     }
 
@@ -401,7 +414,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
                 Ok(t) => Ok(Some(t)),
                 Err(_) => Ok(Some(String::from("\u{fffd}"))),
             },
-            Ok(None) => Ok(None),
+            Ok(None) | Err(store::Error::NotAFile { .. }) => Ok(None),
             Err(store::Error::TooLarge { .. }) => Ok(Some(String::from("\u{fffd}"))),
             Err(e) => Err(e.into()),
         }
@@ -1194,6 +1207,41 @@ fn report_compaction(ctx: &mut Ctx<'_, '_>, problems: Vec<crate::compact::Proble
     }
 }
 
+/// The [`Rule::EntryMode`] finding for the entry at `path` of `mode`.
+fn entry_mode_finding(path: &str, mode: store::Mode) -> Finding {
+    let root = if path.starts_with("finality") {
+        FINALITY
+    } else {
+        LEDGER
+    };
+    Finding {
+        path: path.to_owned(),
+        rule: Rule::EntryMode,
+        detail: format!(
+            "{} (mode {mode}): only plain files (mode 100644) and directories belong under {root}/; a clone would not check out the bytes verified here",
+            mode.describe()
+        ),
+    }
+}
+
+/// Checks the directories on the way to `root` (`ledger`, then `ledger/v1`): each absent or a
+/// directory. Returns the findings and whether `root` can be walked (it is a directory).
+fn check_root(snap: &Snapshot<'_>, root: &str) -> Result<(Vec<Finding>, bool), Error> {
+    let mut at = 0;
+    loop {
+        let end = root[at..].find('/').map_or(root.len(), |i| at + i);
+        let path = &root[..end];
+        match snap.mode(path)? {
+            None => return Ok((Vec::new(), false)),
+            Some(mode) if !mode.is_dir() => {
+                return Ok((vec![entry_mode_finding(path, mode)], false));
+            }
+            Some(_) if end == root.len() => return Ok((Vec::new(), true)),
+            Some(_) => at = end + 1,
+        }
+    }
+}
+
 /// Verifies the whole ledger at `commit` with the default [`Options`] (strict privacy).
 pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error> {
     verify_revision_with(store, commit, &Options::default())
@@ -1213,7 +1261,29 @@ pub fn verify_revision_with(
     // is reported.
     let mut bindings: Vec<(Kind, Key, [u8; 20])> = Vec::new();
     let mut segment_files: Vec<String> = Vec::new();
-    snap.for_each_file_id(LEDGER, |path, id| {
+    let (findings, walk_ledger) = check_root(&snap, LEDGER)?;
+    ctx.report.findings.extend(findings);
+    let walk = |visit: &mut dyn FnMut(&store::Walked<'_>)| {
+        if walk_ledger {
+            snap.for_each_entry(LEDGER, visit)
+        } else {
+            Ok(())
+        }
+    };
+    walk(&mut |entry| {
+        if entry.mode.is_dir() {
+            return;
+        }
+        if !entry.mode.is_regular_file() {
+            ctx.report
+                .findings
+                .push(entry_mode_finding(entry.path, entry.mode));
+        }
+        // A submodule has no bytes: its path is reported above and holds no shard or binding.
+        let Some(id) = entry.blob else {
+            return;
+        };
+        let path = entry.path;
         if shard::parse_path(path).is_some() {
             sets.entry(set_key(path)).or_default().push(path.to_owned());
         } else if path == layout::RECORD_PATH {
@@ -1257,8 +1327,19 @@ pub fn verify_revision_with(
     ctx.settle_events();
     // Parents outside the ledger end a walk.
     ctx.find_cycles(None, |_, _| Ok(None))?;
-    let finality = crate::finality::verify(&snap)?;
-    ctx.report.findings.extend(finality);
+    let (findings, walk_finality) = check_root(&snap, FINALITY)?;
+    ctx.report.findings.extend(findings);
+    if walk_finality {
+        snap.for_each_entry(FINALITY, |entry| {
+            if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
+                ctx.report
+                    .findings
+                    .push(entry_mode_finding(entry.path, entry.mode));
+            }
+        })?;
+        let finality = crate::finality::verify(&snap)?;
+        ctx.report.findings.extend(finality);
+    }
     Ok(ctx.finish())
 }
 
@@ -1290,7 +1371,17 @@ pub fn verify_range_with(
     let mut touched: BTreeSet<String> = BTreeSet::new();
     let mut added_bindings: Vec<(String, Kind)> = Vec::new();
     let mut compaction = crate::compact::RangeChanges::default();
-    for change in store.diff(old, new, LEDGER)? {
+    // Entry modes: the roots as they are at NEW, and every entry the push adds or changes.
+    let (ledger_roots, _) = check_root(&snap, LEDGER)?;
+    let (finality_roots, _) = check_root(&snap, FINALITY)?;
+    ctx.report.findings.extend(ledger_roots);
+    ctx.report.findings.extend(finality_roots);
+    let (changes, irregular) = store.diff_with_modes(old, new, LEDGER)?;
+    let (_, irregular_finality) = store.diff_with_modes(old, new, FINALITY)?;
+    for (path, mode) in irregular.iter().chain(&irregular_finality) {
+        ctx.report.findings.push(entry_mode_finding(path, *mode));
+    }
+    for change in changes {
         match change {
             Change::Modified(p) if crate::segment::is_manifest_path(&p) => {
                 compaction.modified_manifests.push(p)
@@ -1349,7 +1440,11 @@ pub fn verify_range_with(
     // An added event whose binding was already there was published before.
     for id in &incoming {
         let path = Kind::Event.path(ctx.layout, id);
-        if !added.contains(&path) && snap.exists(&path)? {
+        let bound = match snap.exists(&path) {
+            Err(store::Error::NotAFile { .. }) => false,
+            other => other?,
+        };
+        if !added.contains(&path) && bound {
             let shard = ctx
                 .events
                 .position(&id.bytes())
@@ -1944,6 +2039,192 @@ mod tests {
             "{:?}",
             whole.findings
         );
+    }
+
+    /// Runs git with `GIT_INDEX_FILE=index` in the bare repository `git_dir`; returns stdout.
+    fn git(git_dir: &Path, index: &Path, args: &[&str], stdin: &[u8]) -> String {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(git_dir)
+            .args(args)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@invalid")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    }
+
+    /// A commit on `base` (with git plumbing, as a user would make it) in which everything at
+    /// or below `path` is replaced by one entry of `mode` holding `object`.
+    fn commit_with_mode(
+        store: &Store,
+        base: CommitId,
+        path: &str,
+        mode: &str,
+        object: &str,
+    ) -> CommitId {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("index");
+        let g = |args: &[&str], stdin: &[u8]| git(store.git_dir(), &index, args, stdin);
+        g(&["read-tree", &base.to_hex()], b"");
+        let below: String = g(&["ls-files", "-z", "--", path], b"")
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("0 {}\t{p}\n", "0".repeat(40)))
+            .collect();
+        g(&["update-index", "--index-info"], below.as_bytes());
+        g(
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("{mode},{object},{path}"),
+            ],
+            b"",
+        );
+        let tree = g(&["write-tree"], b"");
+        let commit = g(
+            &["commit-tree", &tree, "-p", &base.to_hex(), "-m", "mode"],
+            b"",
+        );
+        CommitId::from_hex(&commit).unwrap()
+    }
+
+    /// Entries that are not plain `100644` files (symbolic links, executables, submodules) are
+    /// `entry-mode` findings naming the path and the mode, at a shard, a binding, a finality
+    /// record and at directory positions, in a whole revision and in a push range; the same
+    /// bytes in a link or an executable are otherwise accepted (one finding).
+    #[test]
+    fn entries_that_are_not_plain_files_are_reported_with_their_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let jobs = manifest_dir().join("testdata/corpus/day1/shards");
+        let first = publish::publish(
+            &store,
+            &jobs.join("001-openclaw-clawsweeper-review-r13550107154-a1"),
+            &options,
+        )
+        .unwrap()
+        .commit
+        .unwrap();
+        publish::publish(
+            &store,
+            &jobs.join("008-openclaw-clawsweeper-repair-worker-r13550308979-a1"),
+            &options,
+        )
+        .unwrap();
+        let action = crate::finality::NewAction {
+            action_id: crate::finality::ActionId::parse("act_deploy").unwrap(),
+            agent_id: "deploy-bot".into(),
+            principal: "ci-key-7".into(),
+            act: None,
+            guard_decision_id: Some("gd_1".into()),
+            verdict: crate::finality::Verdict::parse("allow").unwrap(),
+            client_capabilities: vec![crate::finality::EXECUTION_CLAIMS.to_owned()],
+            identity_verified: false,
+            containment_ref: None,
+            lifecycle: None,
+        };
+        let tip = crate::finality::create_action(
+            &store,
+            &crate::finality::Options::new(sig()),
+            &action,
+            1_773_100_800_000,
+        )
+        .unwrap()
+        .commit
+        .unwrap();
+        assert!(verify_revision(&store, tip).unwrap().is_clean());
+        let snap = store.snapshot(Some(tip)).unwrap();
+        let all = snap.list_files("").unwrap();
+        let added = store.diff(Some(first), tip, "").unwrap();
+        let added: Vec<&str> = added.iter().map(Change::path).collect();
+        let pick = |f: &dyn Fn(&str) -> bool| -> String {
+            added.iter().find(|p| f(p)).unwrap().to_string()
+        };
+        let shard_path = pick(&|p| shard::parse_path(p).is_some());
+        let binding_path =
+            pick(&|p| binding::classify(p).is_some_and(|(k, _, _)| k == Kind::Event));
+        let record = pick(&|p| p.ends_with("/action.json"));
+        let producer_dir = shard_path.rsplit_once('/').unwrap().0.to_owned();
+        let action_dir = record.rsplit_once('/').unwrap().0.to_owned();
+        let fanout_dir = binding_path.rsplit_once('/').unwrap().0.to_owned();
+        assert!(all.contains(&shard_path) && all.contains(&binding_path));
+        let blob_of = |path: &str| snap.file_id(path).unwrap().unwrap().to_string();
+        let link_target = BlobId::of(b"../../elsewhere").unwrap().to_string();
+        // The link's blob must exist for git to write the tree.
+        let index = dir.path().join("scratch-index");
+        let written = git(
+            store.git_dir(),
+            &index,
+            &["hash-object", "-w", "--stdin"],
+            b"../../elsewhere",
+        );
+        assert_eq!(written, link_target);
+        let commit_id = tip.to_hex();
+        // (position, path, whether its bytes stay those verified)
+        let positions: Vec<(&str, &str, bool)> = vec![
+            ("shard", &shard_path, true),
+            ("event binding", &binding_path, true),
+            ("finality record", &record, true),
+            ("producer directory", &producer_dir, false),
+            ("binding fan-out directory", &fanout_dir, false),
+            ("action directory", &action_dir, false),
+            ("ledger root", "ledger/v1", false),
+            ("ledger directory", "ledger", false),
+            ("finality root", "finality/v1", false),
+        ];
+        for (position, path, same_bytes) in positions {
+            for mode in ["120000", "100755", "160000"] {
+                let object = match mode {
+                    "160000" => commit_id.clone(),
+                    _ if same_bytes => blob_of(path),
+                    _ => link_target.clone(),
+                };
+                let name = format!("{position} {path} as {mode}");
+                let commit = commit_with_mode(&store, tip, path, mode, &object);
+                let wanted = |report: &Report| {
+                    report.findings.iter().any(|f| {
+                        f.path == path
+                            && f.rule == Rule::EntryMode
+                            && f.detail.contains(&format!("(mode {mode})"))
+                    })
+                };
+                let whole = verify_revision(&store, commit).unwrap();
+                assert!(wanted(&whole), "{name}: whole {:#?}", whole.findings);
+                if same_bytes && mode != "160000" {
+                    assert_eq!(whole.findings.len(), 1, "{name}: {:#?}", whole.findings);
+                }
+                // Pushed onto the tip, and as part of the publication that adds the path.
+                for old in [tip, first] {
+                    let range = verify_range(&store, Some(old), commit).unwrap();
+                    assert!(wanted(&range), "{name}: range {:#?}", range.findings);
+                    if old == first && same_bytes && mode != "160000" {
+                        assert_eq!(range.findings.len(), 1, "{name}: {:#?}", range.findings);
+                    }
+                }
+                let new_ref = verify_range(&store, None, commit).unwrap();
+                assert!(wanted(&new_ref), "{name}: new ref {:#?}", new_ref.findings);
+            }
+        }
     }
 
     #[test]
