@@ -802,10 +802,13 @@ fn run_verify(
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
-    for f in &report.findings {
+    // Warnings print like findings (type "warning" in JSON) and leave the exit code alone.
+    let findings = report.findings.iter().map(|f| ("finding", f));
+    let warnings = report.warnings.iter().map(|f| ("warning", f));
+    for (kind, f) in findings.chain(warnings) {
         if json {
             out.data(&canonical::to_canonical_unchecked(&Value::object([
-                ("type", Value::str("finding")),
+                ("type", Value::str(kind)),
                 ("path", Value::str(&f.path)),
                 ("rule", Value::str(f.rule.code())),
                 ("detail", Value::str(&f.detail)),
@@ -817,17 +820,22 @@ fn run_verify(
         out.data(&canonical::to_canonical_unchecked(&Value::object([
             ("type", Value::str("summary")),
             ("findings", Value::from(report.findings.len() as i64)),
+            ("warnings", Value::from(report.warnings.len() as i64)),
             ("shards", Value::from(report.shards as i64)),
             ("events", Value::from(report.events as i64)),
             ("bindings", Value::from(report.bindings as i64)),
         ])));
     }
     out.note(&format!(
-        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s)",
+        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s){}",
         report.shards,
         report.events,
         report.bindings,
-        report.findings.len()
+        report.findings.len(),
+        match report.warnings.len() {
+            0 => String::new(),
+            n => format!(", {n} warning(s)"),
+        }
     ));
     if report.is_clean() {
         Ok(())
@@ -2429,6 +2437,53 @@ mod tests {
         insta::assert_snapshot!(
             "usage_bad_privacy",
             run_cli(tmp, &["verify", "--privacy", "lenient"])
+        );
+    }
+
+    /// Two producers that differ only in case (`Review`, `review`) give sibling directories
+    /// that a case-insensitive file system folds into one: `verify` reports the pair as a
+    /// warning (type "warning" in JSON) and still exits 0, for the revision and for the push
+    /// that brings the second one.
+    #[test]
+    fn verify_warns_of_names_that_differ_only_in_case() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let event = |component: &str| {
+            format!(
+                r#"{{"phase":"review.item","status":"started","component":"{component}","identity":{{"item":7}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":7}},"retryable":true,"mutation":false}}"#
+            )
+        };
+        let code = |text: &str| text.lines().next().unwrap().to_owned();
+        for (spool, component) in [("upper", "Review"), ("lower", "review")] {
+            std::fs::create_dir_all(tmp.join(spool)).unwrap();
+            let spool = format!("[TMP]/{spool}");
+            let out = run_writer(tmp, &event(component), &["record", "--spool", &spool]);
+            assert_eq!(code(&out), "exit: 0", "{out}");
+            let out = run_cli(tmp, &["seal", &spool]);
+            assert_eq!(code(&out), "exit: 0", "{out}");
+        }
+        let repo = ["--repo", "[TMP]/state.git"];
+        let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/upper"]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let first = store.tip("refs/heads/main").unwrap().unwrap();
+        let out = run_cli(tmp, &["verify", repo[0], repo[1]]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        assert!(!out.contains("warning"), "{out}");
+        let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/lower"]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        insta::assert_snapshot!(
+            "verify_case_collision",
+            run_cli(tmp, &["verify", repo[0], repo[1]])
+        );
+        insta::assert_snapshot!(
+            "verify_case_collision_json",
+            run_cli(tmp, &["-q", "verify", "--json", repo[0], repo[1]])
+        );
+        let range = format!("{}..main", first.to_hex());
+        insta::assert_snapshot!(
+            "verify_case_collision_range",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--range", &range])
         );
     }
 

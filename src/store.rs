@@ -381,6 +381,9 @@ impl fmt::Display for Mode {
     }
 }
 
+/// A path with the mode of its entry ([`Store::diff_with_modes`]).
+pub type ModedPath = (String, Mode);
+
 /// One entry of a tree walk ([`Snapshot::for_each_entry`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Walked<'p> {
@@ -1312,6 +1315,32 @@ impl<'a> Snapshot<'a> {
         Ok(())
     }
 
+    /// The names of the entries of the directory `path` (`""` for the root), unsorted; empty
+    /// when nothing or no directory is there. Names that are not UTF-8 are read lossily.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn entry_names(&self, path: &str) -> Result<Vec<String>, Error> {
+        let id = if path.is_empty() {
+            self.root
+        } else {
+            validate_path(path)?;
+            self.lookup(path)?
+                .filter(|e| e.kind == EntryKind::Tree)
+                .map(|e| e.id)
+        };
+        let Some(id) = id else {
+            return Ok(Vec::new());
+        };
+        let depth = if path.is_empty() {
+            0
+        } else {
+            path.split('/').count()
+        };
+        let dir = self.cached_tree(id, path, depth)?;
+        Ok(dir.keys().map(|k| k.to_str_lossy().into_owned()).collect())
+    }
+
     /// The mode of the entry at `path`, `None` if nothing is there (also when a component on
     /// the way is not a directory). Reads trees only.
     ///
@@ -1584,7 +1613,7 @@ impl Store {
         old: Option<CommitId>,
         new: CommitId,
         prefix: &str,
-    ) -> Result<(Vec<Change>, Vec<(String, Mode)>), Error> {
+    ) -> Result<(Vec<Change>, Vec<ModedPath>), Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -1773,7 +1802,7 @@ fn diff_trees(
     new: Option<ObjectId>,
     path: &str,
     out: &mut Vec<Change>,
-    irregular: &mut Vec<(String, Mode)>,
+    irregular: &mut Vec<ModedPath>,
 ) -> Result<(), Error> {
     if old == new {
         return Ok(());

@@ -137,6 +137,11 @@ pub enum Rule {
     DeletionUnproven,
     /// A push that replaces a manifest by one that drops or changes what the old one proved.
     ManifestNotSuperset,
+    /// A **warning**, not a finding: two sibling names under `ledger/v1/` or `finality/v1/`
+    /// that are equal after Unicode default case folding and NFC normalization (`Review` and
+    /// `review`, `Straße` and `STRASSE`, a composed and a decomposed `É`). A case-insensitive
+    /// file system (macOS, Windows) checks out only one of them. The bytes stay as published.
+    CaseCollision,
 }
 
 impl Rule {
@@ -185,6 +190,7 @@ impl Rule {
             Rule::CompactedExtra => "compacted-extra",
             Rule::DeletionUnproven => "deletion-unproven",
             Rule::ManifestNotSuperset => "manifest-not-superset",
+            Rule::CaseCollision => "case-collision",
         }
     }
 }
@@ -203,10 +209,14 @@ pub struct Finding {
     pub detail: String,
 }
 
-/// The outcome of a verification: findings sorted by path then rule, and what was read.
+/// The outcome of a verification: findings and warnings, each sorted by path then rule, and
+/// what was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     pub findings: Vec<Finding>,
+    /// What a user should know but the ledger rules allow ([`Rule::CaseCollision`]): they do
+    /// not make the report unclean.
+    pub warnings: Vec<Finding>,
     /// Shard files read.
     pub shards: usize,
     /// Events read from those shards.
@@ -858,6 +868,8 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn finish(mut self) -> Report {
         self.report.findings.sort();
         self.report.findings.dedup();
+        self.report.warnings.sort();
+        self.report.warnings.dedup();
         self.report
     }
 }
@@ -1207,6 +1219,149 @@ fn report_compaction(ctx: &mut Ctx<'_, '_>, problems: Vec<crate::compact::Proble
     }
 }
 
+/// The name two sibling entries share on a case-insensitive, normalization-insensitive file
+/// system: NFC of the Unicode default (full) case folding of the name's NFD (the canonical
+/// caseless match of the Unicode standard, section 3.13). Full folding, not lowercasing: `ß`,
+/// `ẞ` and `ss` fold alike, and so do `ſ` and `s`, `ﬁ` and `fi`, which `to_lowercase` keeps
+/// apart. An ASCII name folds to its ASCII lowercase.
+fn fold_key(name: &str) -> std::borrow::Cow<'_, str> {
+    use caseless::Caseless;
+    use unicode_normalization::UnicodeNormalization;
+    if name.is_ascii() {
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            name.to_ascii_lowercase().into()
+        } else {
+            name.into()
+        }
+    } else {
+        name.nfd()
+            .default_case_fold()
+            .nfc()
+            .collect::<String>()
+            .into()
+    }
+}
+
+/// The [`Rule::CaseCollision`] warnings among the entries named `names` of the directory
+/// `dir` (`""` or ending in `/`): each pair whose fold keys are equal, once, named by the
+/// first path in byte order; `only`, when given, keeps the pairs with a member it accepts.
+fn collisions(dir: &str, names: &[&str], only: Option<&dyn Fn(&str) -> bool>) -> Vec<Finding> {
+    let mut keyed: Vec<(std::borrow::Cow<'_, str>, &str)> =
+        names.iter().map(|n| (fold_key(n), *n)).collect();
+    keyed.sort_unstable();
+    let mut out = Vec::new();
+    for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+        for (i, (_, a)) in run.iter().enumerate() {
+            for (_, b) in &run[i + 1..] {
+                if only.is_some_and(|keep| !keep(a) && !keep(b)) {
+                    continue;
+                }
+                let (first, second) = if a <= b { (a, b) } else { (b, a) };
+                out.push(Finding {
+                    path: format!("{dir}{first}"),
+                    rule: Rule::CaseCollision,
+                    detail: format!(
+                        "warning: {dir}{second} is the same name on a case-insensitive file system (equal after Unicode case folding and NFC normalization): a checkout on macOS or Windows holds only one of them; the ledger keeps both as published"
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Collects [`Rule::CaseCollision`] warnings during a tree walk, one directory at a time (the
+/// walk visits the entries of a directory together). Holds one directory's names in one
+/// buffer, and folds them only when one of them is not plain lowercase ASCII.
+#[derive(Default)]
+struct Siblings {
+    dir: String,
+    names: String,
+    ends: Vec<usize>,
+    plain: bool,
+    warnings: Vec<Finding>,
+}
+
+impl Siblings {
+    fn visit(&mut self, entry: &store::Walked<'_>) {
+        let dir = &entry.path[..entry.path.len() - entry.name.len()];
+        if dir != self.dir || self.ends.is_empty() {
+            self.flush();
+            self.dir.clear();
+            self.dir.push_str(dir);
+        }
+        self.plain &= entry
+            .name
+            .bytes()
+            .all(|b| b.is_ascii() && !b.is_ascii_uppercase());
+        self.names.push_str(entry.name);
+        self.ends.push(self.names.len());
+    }
+
+    fn flush(&mut self) {
+        if !self.plain {
+            let mut names = Vec::with_capacity(self.ends.len());
+            let mut start = 0;
+            for &end in &self.ends {
+                names.push(&self.names[start..end]);
+                start = end;
+            }
+            self.warnings.extend(collisions(&self.dir, &names, None));
+        }
+        self.names.clear();
+        self.ends.clear();
+        self.plain = true;
+    }
+
+    fn finish(mut self) -> Vec<Finding> {
+        self.flush();
+        self.warnings
+    }
+}
+
+/// The [`Rule::CaseCollision`] warnings a push brings: in every directory on the way to an
+/// added path (below `ledger/v1/` or `finality/v1/`), the pairs of sibling names at `new` that
+/// fold alike and of which at least one is not at `old`.
+fn added_collisions<'p>(
+    old: &Snapshot<'_>,
+    new: &Snapshot<'_>,
+    added: impl Iterator<Item = &'p str>,
+) -> Result<Vec<Finding>, Error> {
+    let mut on_the_way: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for path in added {
+        let root = if path.starts_with(FINALITY) {
+            FINALITY
+        } else {
+            LEDGER
+        };
+        let mut at = root.len() + 1;
+        while at <= path.len() {
+            let end = path[at..].find('/').map_or(path.len(), |i| at + i);
+            on_the_way
+                .entry(&path[..at])
+                .or_default()
+                .insert(&path[at..end]);
+            at = end + 1;
+        }
+    }
+    let mut warnings = Vec::new();
+    for (dir, names) in on_the_way {
+        let mut fresh = BTreeSet::new();
+        for name in names {
+            if old.mode(&format!("{dir}{name}"))?.is_none() {
+                fresh.insert(name);
+            }
+        }
+        if fresh.is_empty() {
+            continue;
+        }
+        let siblings = new.entry_names(dir.trim_end_matches('/'))?;
+        let siblings: Vec<&str> = siblings.iter().map(String::as_str).collect();
+        warnings.extend(collisions(dir, &siblings, Some(&|n| fresh.contains(n))));
+    }
+    Ok(warnings)
+}
+
 /// The [`Rule::EntryMode`] finding for the entry at `path` of `mode`.
 fn entry_mode_finding(path: &str, mode: store::Mode) -> Finding {
     let root = if path.starts_with("finality") {
@@ -1270,7 +1425,9 @@ pub fn verify_revision_with(
             Ok(())
         }
     };
+    let mut siblings = Siblings::default();
     walk(&mut |entry| {
+        siblings.visit(entry);
         if entry.mode.is_dir() {
             return;
         }
@@ -1331,6 +1488,7 @@ pub fn verify_revision_with(
     ctx.report.findings.extend(findings);
     if walk_finality {
         snap.for_each_entry(FINALITY, |entry| {
+            siblings.visit(entry);
             if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
                 ctx.report
                     .findings
@@ -1340,6 +1498,7 @@ pub fn verify_revision_with(
         let finality = crate::finality::verify(&snap)?;
         ctx.report.findings.extend(finality);
     }
+    ctx.report.warnings = siblings.finish();
     Ok(ctx.finish())
 }
 
@@ -1377,10 +1536,24 @@ pub fn verify_range_with(
     ctx.report.findings.extend(ledger_roots);
     ctx.report.findings.extend(finality_roots);
     let (changes, irregular) = store.diff_with_modes(old, new, LEDGER)?;
-    let (_, irregular_finality) = store.diff_with_modes(old, new, FINALITY)?;
+    let (finality_changes, irregular_finality) = store.diff_with_modes(old, new, FINALITY)?;
     for (path, mode) in irregular.iter().chain(&irregular_finality) {
         ctx.report.findings.push(entry_mode_finding(path, *mode));
     }
+    let added = changes
+        .iter()
+        .chain(&finality_changes)
+        .filter_map(|c| match c {
+            Change::Added(p) => Some(p.as_str()),
+            _ => None,
+        })
+        .chain(
+            irregular
+                .iter()
+                .chain(&irregular_finality)
+                .map(|(p, _)| p.as_str()),
+        );
+    ctx.report.warnings = added_collisions(&store.snapshot(old)?, &snap, added)?;
     for change in changes {
         match change {
             Change::Modified(p) if crate::segment::is_manifest_path(&p) => {
@@ -2225,6 +2398,140 @@ mod tests {
                 assert!(wanted(&new_ref), "{name}: new ref {:#?}", new_ref.findings);
             }
         }
+    }
+
+    #[test]
+    fn names_fold_with_full_case_folding_and_nfc() {
+        let same = [
+            ("Review", "review"),
+            ("Straße", "STRASSE"),
+            ("straße", "strasse"),
+            ("\u{1e9e}", "ss"),
+            ("\u{c9}", "E\u{301}"),
+            ("\u{e9}", "E\u{301}"),
+            ("\u{fb01}le", "FILE"),
+            ("\u{17f}tep", "Step"),
+            ("\u{212a}elvin", "kelvin"),
+            ("\u{212b}", "\u{e5}"),
+            ("όσος", "ΌΣΟΣ"),
+            ("όσοσ", "όσος"),
+        ];
+        for (a, b) in same {
+            assert_eq!(fold_key(a), fold_key(b), "{a:?} {b:?}");
+            assert_eq!(collisions("d/", &[a, b], None).len(), 1, "{a:?} {b:?}");
+        }
+        let apart = [
+            ("review", "reviews"),
+            ("Straße", "Strase"),
+            ("\u{c9}", "E"),
+            ("\u{130}", "i"),
+            ("\u{131}", "I"),
+            ("a-b", "a_b"),
+            ("kelvin", "kelvin."),
+        ];
+        for (a, b) in apart {
+            assert_ne!(fold_key(a), fold_key(b), "{a:?} {b:?}");
+            assert!(collisions("d/", &[a, b], None).is_empty(), "{a:?} {b:?}");
+        }
+        // Three names that fold alike are three pairs; each pair is named once, by the first.
+        let three = collisions("d/", &["b", "B", "\u{ff22}"], None);
+        assert_eq!(three.len(), 1, "fullwidth B is not B: {three:?}");
+        let three = collisions("d/", &["READ", "Read", "read"], None);
+        let paths: Vec<&str> = three.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["d/READ", "d/READ", "d/Read"]);
+        assert!(three[0].detail.contains("d/Read is the same name"));
+    }
+
+    /// Sibling names that a case-insensitive file system folds into one are reported as
+    /// warnings (each pair once), which leave the report's findings alone, in a whole revision
+    /// and in the push that brings them; near misses are not reported.
+    #[test]
+    fn case_insensitive_collisions_are_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        let job = manifest_dir()
+            .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+        let base = publish::publish(&store, &job, &Options::new(sig()))
+            .unwrap()
+            .commit
+            .unwrap();
+        let put = |base: CommitId, names: &[&str]| {
+            let files: Vec<(String, Vec<u8>)> = names
+                .iter()
+                .map(|n| (format!("ledger/v1/notes/{n}"), b"x\n".to_vec()))
+                .collect();
+            store
+                .write_commit_with(Some(base), &files, &[], false, "notes", &sig())
+                .unwrap()
+        };
+        let pairs = [
+            ("STRASSE.txt", "Straße.txt"),
+            ("E\u{301}.txt", "\u{c9}.txt"),
+            ("FILE.txt", "\u{fb01}le.txt"),
+            ("kelvin.txt", "\u{212a}elvin.txt"),
+            ("Docs/a.txt", "docs/b.txt"),
+        ];
+        let near = [
+            "Strase.txt",
+            "E.txt",
+            "\u{130}.txt",
+            "i.txt",
+            "kelvins.txt",
+            "doc/c.txt",
+        ];
+        let mut names: Vec<&str> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        names.extend(near);
+        let commit = put(base, &names);
+        let key = |r: &Report| -> BTreeSet<(String, String)> {
+            r.warnings
+                .iter()
+                .map(|w| {
+                    assert_eq!(w.rule, Rule::CaseCollision);
+                    let other = w.detail.split(' ').nth(1).unwrap().to_owned();
+                    (w.path.clone(), other)
+                })
+                .collect()
+        };
+        let want: BTreeSet<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| {
+                let top = |n: &str| format!("ledger/v1/notes/{}", n.split('/').next().unwrap());
+                (top(a), top(b))
+            })
+            .collect();
+        let whole = verify_revision(&store, commit).unwrap();
+        assert_eq!(key(&whole), want, "{:#?}", whole.warnings);
+        assert_eq!(whole.warnings.len(), pairs.len());
+        assert!(
+            whole.findings.iter().all(|f| f.rule == Rule::UnknownPath),
+            "{:#?}",
+            whole.findings
+        );
+        let range = verify_range(&store, Some(base), commit).unwrap();
+        assert_eq!(key(&range), want, "{:#?}", range.warnings);
+        // Only the pairs a push brings: another near miss adds none, a new twin adds one.
+        let later = put(commit, &["Kelvins.txt.bak"]);
+        assert!(
+            verify_range(&store, Some(commit), later)
+                .unwrap()
+                .warnings
+                .is_empty()
+        );
+        let twin = put(commit, &["KELVIN.txt"]);
+        let report = verify_range(&store, Some(commit), twin).unwrap();
+        assert_eq!(report.warnings.len(), 2, "{:#?}", report.warnings);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .all(|w| w.path.ends_with("/KELVIN.txt")),
+            "{:#?}",
+            report.warnings
+        );
+        // The clean base has none.
+        let clean = verify_revision(&store, base).unwrap();
+        assert!(clean.is_clean() && clean.warnings.is_empty());
     }
 
     #[test]
