@@ -108,10 +108,12 @@ enum Command {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to verify (commit id, ref name, HEAD, with ~N or ^).
+        /// The revision to verify: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
         #[arg(long, default_value = "HEAD", conflicts_with = "range")]
         rev: String,
-        /// Verify a push instead: `OLD..NEW` (OLD all zeros for a new ref).
+        /// Verify a push instead: `OLD..NEW`, each a revision as for --rev (OLD all zeros for
+        /// a new ref).
         #[arg(long)]
         range: Option<String>,
         /// One JSON object per finding plus a summary object on stdout.
@@ -220,7 +222,8 @@ enum Command {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to read (commit id, ref name, HEAD, with ~N or ^).
+        /// The revision to read: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
         #[arg(long, default_value = "HEAD")]
         rev: String,
         /// Print the canonical event lines exactly as stored.
@@ -2114,7 +2117,15 @@ fn run_log(
         message: format!("cannot read the log of {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
-    let commit = store.resolve(rev).map_err(|e| unreadable(&e))?;
+    let commit = match store.resolve(rev) {
+        Ok(commit) => commit,
+        // Nothing published yet: an empty log, not an error.
+        Err(e @ store::Error::NoLedger { .. }) => {
+            out.note(&format!("log of {rev}: {e}; nothing to show"));
+            return Ok(());
+        }
+        Err(e) => return Err(unreadable(&e)),
+    };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);
     let stats = crate::log::stream(&view, filter, &mut |entry| {
@@ -2921,6 +2932,101 @@ mod tests {
         insta::assert_snapshot!(
             "verify_crlf_shard",
             run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"])
+        );
+    }
+
+    /// Before anything is published the ledger ref does not exist: `log` prints nothing and
+    /// exits 0, `verify` says so and exits 2, for every way of naming it. `--rev` and `--range`
+    /// take what `git rev-parse` takes (remote-tracking names, tags, `~N`, abbreviated ids).
+    #[test]
+    fn no_ledger_yet_and_revision_forms() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        Store::open_or_init_bare(&tmp.join("state.git"), "refs/heads/main").unwrap();
+        let repo = ["--repo", "[TMP]/state.git"];
+        insta::assert_snapshot!("log_no_ledger", run_cli(tmp, &["log", repo[0], repo[1]]));
+        insta::assert_snapshot!(
+            "verify_no_ledger",
+            run_cli(tmp, &["verify", repo[0], repo[1]])
+        );
+        let zero = "0".repeat(40);
+        for args in [
+            vec!["log", "--json", "--rev", "main"],
+            vec!["log", "--rev", "HEAD~2"],
+            vec!["log", "--rev", "refs/heads/main"],
+            vec!["log", "--rev", "@"],
+            vec!["verify", "--rev", "main"],
+            vec!["verify", "--rev", "HEAD~2"],
+            vec!["verify", "--rev", "refs/heads/main"],
+            vec!["verify", "--range", &format!("{zero}..HEAD")],
+        ] {
+            let mut all = args.clone();
+            all.extend(repo);
+            let out = run_cli(tmp, &all);
+            let want = if args[0] == "log" {
+                "exit: 0"
+            } else {
+                "exit: 2"
+            };
+            assert!(out.starts_with(want), "{args:?}: {out}");
+            assert!(
+                out.contains("there is no ledger at refs/heads/main yet"),
+                "{args:?}: {out}"
+            );
+            assert!(out.contains("--- stdout\n--- stderr"), "{args:?}: {out}");
+        }
+
+        fixture_job(&tmp.join("job"));
+        let out = run_cli(tmp, &["-q", "publish", repo[0], repo[1], "[TMP]/job"]);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(tmp.join("state.git"))
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@invalid")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        git(&["update-ref", "refs/remotes/origin/main", &tip.to_hex()]);
+        git(&["tag", "-a", "v1", "-m", "release", &tip.to_hex()]);
+        insta::assert_snapshot!(
+            "verify_rev_origin_main",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/main"])
+        );
+        let short = &tip.to_hex()[..10];
+        for rev in ["v1", short, "origin/main~0", "HEAD^{commit}"] {
+            let out = run_cli(
+                tmp,
+                &[
+                    "log",
+                    repo[0],
+                    repo[1],
+                    "--rev",
+                    rev,
+                    "--type",
+                    "repair.plan",
+                ],
+            );
+            assert!(out.starts_with("exit: 0"), "{rev}: {out}");
+            assert!(out.contains("repair.plan"), "{rev}: {out}");
+        }
+        let range = format!("{zero}..v1");
+        let out = run_cli(tmp, &["-q", "verify", repo[0], repo[1], "--range", &range]);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        insta::assert_snapshot!(
+            "verify_unknown_revision",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/nope"])
+        );
+        insta::assert_snapshot!(
+            "log_other_ref_not_yet",
+            run_cli(tmp, &["log", repo[0], repo[1], "--rev", "refs/heads/next"])
         );
     }
 

@@ -65,10 +65,24 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Errors of the store. Each variant names the path, ref or object that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Nothing a revision can name matches (see [`Store::resolve`]).
     #[error(
-        "unknown revision {rev}: give a commit id, HEAD, or a ref name (optionally with ~N or ^)"
+        "unknown revision {rev} ({reason}): give what `git rev-parse` accepts, such as a commit id (full or abbreviated), HEAD, a branch, tag or remote-tracking name (origin/main), optionally with ~N or ^N"
     )]
-    UnknownRevision { rev: String },
+    UnknownRevision {
+        /// The revision as given.
+        rev: String,
+        /// What the rev-spec parser said.
+        reason: String,
+    },
+    /// The revision names a ledger ref that does not exist yet: nothing was published to it.
+    #[error("there is no ledger at {ref_name} yet: nothing has been published to it")]
+    NoLedger {
+        /// The revision as given.
+        rev: String,
+        /// The full name of the ref that does not exist.
+        ref_name: String,
+    },
     /// The repository at `path` could not be opened.
     #[error(
         "could not open git repository at {path}: check that it exists and is a git repository"
@@ -1516,40 +1530,80 @@ impl Change {
 }
 
 impl Store {
-    /// Resolves a revision to a commit: a 40-hex commit id, `HEAD`, a full ref name, or a short
-    /// name tried as `refs/heads/<name>` then `refs/tags/<name>`; optionally followed by `~N` or
-    /// `^` steps along first parents. Deliberately small: the hook passes full ids.
+    /// Resolves a revision to a commit with gix's rev-spec parser, which reads what
+    /// `git rev-parse` reads: full or abbreviated commit ids, `HEAD`, full ref names, short
+    /// branch, tag and remote-tracking names (`main`, `v1`, `origin/main`), ancestry (`~N`,
+    /// `^N`) and peeling (`^{commit}`); an annotated tag is peeled to its commit.
     ///
     /// # Errors
-    /// [`Error::UnknownRevision`] when nothing matches, [`Error::NotACommit`], [`Error::Git`].
+    /// [`Error::NoLedger`] when `rev` names a ref that does not exist yet (an unborn `HEAD`,
+    /// or a full ref name, or the short name of the ref an unborn `HEAD` points at),
+    /// [`Error::UnknownRevision`] when nothing else matches, [`Error::NotACommit`] when it
+    /// names another kind of object, [`Error::Git`].
     pub fn resolve(&self, rev: &str) -> Result<CommitId, Error> {
-        let unknown = || Error::UnknownRevision {
-            rev: rev.to_owned(),
-        };
-        let (base, steps) = split_ancestry(rev).ok_or_else(unknown)?;
-        let mut id = if let Ok(id) = CommitId::from_hex(base) {
-            id
-        } else {
-            let candidates = if base == "HEAD" || base.starts_with("refs/") {
-                vec![base.to_owned()]
-            } else {
-                vec![format!("refs/heads/{base}"), format!("refs/tags/{base}")]
-            };
-            let mut found = None;
-            for name in candidates {
-                if let Ok(Some(mut r)) = self.repo.try_find_reference(name.as_str()) {
-                    let target = r.peel_to_id().map_err(git_err("resolve", &name))?;
-                    found = Some(CommitId(target.detach()));
-                    break;
+        let id = match self.repo.rev_parse_single(rev) {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(ref_name) = self.unborn_ref(rev)? {
+                    return Err(Error::NoLedger {
+                        rev: rev.to_owned(),
+                        ref_name,
+                    });
                 }
+                // The deepest cause that is a sentence says most ("Reference \"x\" could not
+                // be found", "… ancestor number 5 is out of range").
+                let mut reason = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    let text = c.to_string();
+                    if text.contains(' ') {
+                        reason = text;
+                    }
+                    cause = c.source();
+                }
+                return Err(Error::UnknownRevision {
+                    rev: rev.to_owned(),
+                    reason,
+                });
             }
-            found.ok_or_else(unknown)?
         };
-        for _ in 0..steps {
-            id = self.parents(id)?.into_iter().next().ok_or_else(unknown)?;
-        }
-        self.parents(id)?; // proves `id` names a commit
-        Ok(id)
+        let object = id.object().map_err(git_err("read object", rev))?;
+        let commit = object.peel_to_commit().map_err(|_| Error::NotACommit {
+            id: id.detach().to_hex().to_string(),
+        })?;
+        Ok(CommitId(commit.id))
+    }
+
+    /// The full name of the ref that `rev` names (before any `~`, `^` or `@{`) when that ref
+    /// does not exist: `HEAD` or `@` while `HEAD` is unborn, a full `refs/...` name, or the
+    /// short name of the ref an unborn `HEAD` points at.
+    fn unborn_ref(&self, rev: &str) -> Result<Option<String>, Error> {
+        let base = &rev[..rev.find(['~', '^', ':']).unwrap_or(rev.len())];
+        let base = base.split("@{").next().unwrap_or(base);
+        let exists = |name: &str| -> Result<bool, Error> {
+            Ok(self
+                .repo
+                .try_find_reference(name)
+                .map_err(|e| git_err("read ref", name)(e.into()))?
+                .is_some())
+        };
+        let head = self
+            .repo
+            .head_name()
+            .map_err(git_err("read ref", "HEAD"))?
+            .map(|n| n.as_bstr().to_string());
+        let unborn_head = match &head {
+            Some(target) => !exists(target)?,
+            None => false,
+        };
+        Ok(match (base, head) {
+            ("HEAD" | "@" | "", Some(target)) if unborn_head => Some(target),
+            (name, _) if name.starts_with("refs/") && !exists(name)? => Some(name.to_owned()),
+            (name, Some(target)) if unborn_head && target.rsplit('/').next() == Some(name) => {
+                Some(target)
+            }
+            _ => None,
+        })
     }
 
     /// The parents of a commit, in order.
@@ -1769,25 +1823,6 @@ impl Drop for Store {
 }
 
 /// Splits `rev~N` / `rev^` suffixes: (base, number of first-parent steps).
-fn split_ancestry(rev: &str) -> Option<(&str, usize)> {
-    let mut steps = 0usize;
-    let mut base = rev;
-    loop {
-        if let Some(b) = base.strip_suffix('^') {
-            steps += 1;
-            base = b;
-        } else if let Some(at) = base.rfind('~') {
-            let n = &base[at + 1..];
-            let n: usize = if n.is_empty() { 1 } else { n.parse().ok()? };
-            steps += n;
-            base = &base[..at];
-        } else {
-            break;
-        }
-    }
-    (!base.is_empty()).then_some((base, steps))
-}
-
 fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {
         name.to_owned()
@@ -2413,6 +2448,108 @@ mod tests {
             git(dir, &["reflog", "-1", "--format=%H %gs %gn", MAIN]),
             format!("{c2} publish action-ledger")
         );
+    }
+
+    /// `resolve` reads what `git rev-parse` reads (checked against git itself), peels
+    /// annotated tags, and tells a ref that does not exist yet from an unknown name.
+    #[test]
+    fn revisions_resolve_as_git_rev_parse_does() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        let c2 = publish(&store, &[("b", "2")]);
+        let c3 = publish(&store, &[("c", "3")]);
+        git(
+            &repo,
+            &["update-ref", "refs/remotes/origin/main", &c2.to_hex()],
+        );
+        git(&repo, &["tag", "v1", &c1.to_hex()]);
+        let env_git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@invalid")
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{out:?}");
+        };
+        env_git(&["tag", "-a", "v2", "-m", "release", &c3.to_hex()]);
+        let hex = c1.to_hex();
+        let forms = [
+            "HEAD",
+            "@",
+            "main",
+            "heads/main",
+            "refs/heads/main",
+            "origin/main",
+            "remotes/origin/main",
+            "refs/remotes/origin/main",
+            "origin/main^",
+            "v1",
+            "tags/v1",
+            "v2",
+            "v2^{commit}",
+            "v2~1",
+            "HEAD~2",
+            "HEAD^",
+            "HEAD^^",
+            "HEAD~1^",
+            "@~1",
+            "main~2",
+            "main^1",
+            &hex,
+            &hex[..7],
+            &hex[..12],
+        ];
+        for form in forms {
+            let want = git(
+                &repo,
+                &["rev-parse", "--verify", &format!("{form}^{{commit}}")],
+            );
+            let got = store
+                .resolve(form)
+                .unwrap_or_else(|e| panic!("{form}: {e}"));
+            assert_eq!(got.to_hex(), want, "{form}");
+        }
+        for unknown in ["nope", "HEAD~5", "origin/nope", "v3", "main~x"] {
+            assert!(
+                matches!(store.resolve(unknown), Err(Error::UnknownRevision { .. })),
+                "{unknown}: {:?}",
+                store.resolve(unknown)
+            );
+        }
+        let tree = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert!(matches!(
+            store.resolve(&tree),
+            Err(Error::NotACommit { .. })
+        ));
+        assert!(matches!(
+            store.resolve("refs/heads/other"),
+            Err(Error::NoLedger { ref_name, .. }) if ref_name == "refs/heads/other"
+        ));
+
+        // Nothing published yet.
+        let (_tmp, _repo, empty) = new_store();
+        for form in ["HEAD", "@", "HEAD~2", "HEAD^", "main", "refs/heads/main"] {
+            assert!(
+                matches!(
+                    empty.resolve(form),
+                    Err(Error::NoLedger { ref_name, .. }) if ref_name == MAIN
+                ),
+                "{form}: {:?}",
+                empty.resolve(form)
+            );
+        }
+        assert!(matches!(
+            empty.resolve("refs/heads/other"),
+            Err(Error::NoLedger { ref_name, .. }) if ref_name == "refs/heads/other"
+        ));
+        assert!(matches!(
+            empty.resolve("nope"),
+            Err(Error::UnknownRevision { .. })
+        ));
     }
 
     #[test]
