@@ -1584,7 +1584,7 @@ impl Store {
             Ok(self
                 .repo
                 .try_find_reference(name)
-                .map_err(|e| git_err("read ref", name)(e.into()))?
+                .map_err(git_err("read ref", name))?
                 .is_some())
         };
         let head = self
