@@ -2,19 +2,25 @@
 //! clone, offline, that the ledger is complete, canonical and conflict-free, and reports every
 //! finding (path, rule, detail) instead of stopping at the first.
 //!
-//! Whole revision ([`verify_revision`]): every path under `ledger/v1/` is a known kind; shards
-//! are canonical, causally ordered, at the path their identity gives, complete and
-//! deterministically packed; each shard set has the exact reservation, completion marker and
-//! producer-run binding the publisher writes (bytes recomputed and compared); every event has
-//! its identity binding with its semantic digest and parent edge; no event id appears twice; no
-//! binding is left without its shard; causal edges are acyclic across the whole ledger; every
-//! event passes the privacy rules (they are part of event validation).
+//! Whole revision ([`verify_revision`]): every path under `ledger/v1/` is a known kind, and
+//! every entry there and under `finality/v1/` a `100644` file or a directory
+//! ([`Rule::EntryMode`]); shards are canonical, causally ordered, at the path their identity
+//! gives, complete and deterministically packed; each shard set has the exact reservation,
+//! completion marker and producer-run binding the publisher writes (bytes recomputed and
+//! compared); every event has its identity binding with its semantic digest and parent edge; no
+//! event id appears twice; no binding is left without its shard; causal edges are acyclic across
+//! the whole ledger; every event passes the privacy rules (they are part of event validation).
 //!
 //! Push range ([`verify_range`]): NEW descends from OLD; no existing path under `ledger/v1/` is
-//! modified or deleted; every shard set touched by the range is verified as above; added
-//! bindings must belong to an added set; an added event must not already be bound; parent walks
-//! through published history must not close a cycle. It reads only the changed subtrees, the
-//! touched sets and the bindings those need.
+//! modified or deleted; no added or changed entry is other than a `100644` file or a directory;
+//! every shard set touched by the range is verified as above; added bindings must belong to an
+//! added set; an added event must not already be bound; parent walks through published history
+//! must not close a cycle. It reads only the changed subtrees, the touched sets and the bindings
+//! those need.
+//!
+//! Warnings ([`Report::warnings`]) do not make a report unclean: sibling names that a
+//! case-insensitive file system folds into one ([`Rule::CaseCollision`]), over the whole tree or,
+//! for a push, the pairs it brings.
 //!
 //! Privacy profile ([`Options::privacy`], default strict): besides the reference's rules, which
 //! are part of event validation ([`Rule::Privacy`]), every event of a verified set is checked
