@@ -2,7 +2,7 @@
 # End-to-end check of the server-side hook with the real `git push` over a local transport:
 # a bare server repository with `action-ledger hooks install` accepts valid publications and
 # refuses deletions, rewrites, non-fast-forward pushes and broken additions (including values the
-# strict privacy profile refuses), printing the finding to the pusher and leaving the server ref
+# strict privacy profile refuses, and entries that are not plain files), printing the finding to the pusher and leaving the server ref
 # unchanged after every refusal.
 # Usage: scripts/e2e-hook.sh   (BIN=path/to/action-ledger to choose the binary)
 set -euo pipefail
@@ -75,6 +75,21 @@ git add -A && git commit -qm "orphan binding" && refused "an orphan event bindin
 git reset -q --hard "$good"
 printf '{}\n' > "ledger/v1/import-bindings/events/$fake.json"
 git add -A && git commit -qm "reference-layout binding" && refused "a binding at a reference-layout path in a fanout repository" "layout-mixed"
+
+# Entries that are not plain 100644 files, committed with plumbing (a clone would check them out
+# as a link, an executable or an empty submodule directory): refused as entry-mode, with the mode.
+add_job "${jobs[2]}"
+newshard=$(git diff --name-only "$good" HEAD -- 'ledger/v1/events/*' | sed -n 1p)
+git update-index --cacheinfo "120000,$(git hash-object -w "$newshard"),$newshard"
+git commit -q --amend -m "a new shard as a symbolic link" && refused "a new shard committed as a symbolic link (120000)" "entry-mode: a symbolic link (mode 120000)"
+add_job "${jobs[2]}"
+newbinding=$(git diff --name-only "$good" HEAD -- 'ledger/v1/import-bindings/events/*' | sed -n 1p)
+git update-index --chmod=+x "$newbinding"
+git commit -q --amend -m "a new binding as an executable" && refused "a new event binding committed executable (100755)" "entry-mode: an executable file (mode 100755)"
+git update-index --add --cacheinfo "160000,$good,ledger/v1/events/2026/vendored"
+git commit -q -m "a submodule" && refused "a submodule under ledger/v1 (160000)" "entry-mode: a submodule (commit link) (mode 160000)"
+git update-index --add --cacheinfo "120000,$(printf '../../ledger' | git hash-object -w --stdin),finality/v1/actions"
+git commit -q -m "a link at a directory position" && refused "a symbolic link where finality/v1/actions belongs" "entry-mode: a symbolic link (mode 120000)"
 
 # A set the reference accepts but the strict profile refuses (a synthetic Slack webhook URL),
 # published locally with --privacy reference: the hook checks additions under strict.

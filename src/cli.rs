@@ -108,10 +108,12 @@ enum Command {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to verify (commit id, ref name, HEAD, with ~N or ^).
+        /// The revision to verify: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
         #[arg(long, default_value = "HEAD", conflicts_with = "range")]
         rev: String,
-        /// Verify a push instead: `OLD..NEW` (OLD all zeros for a new ref).
+        /// Verify a push instead: `OLD..NEW`, each a revision as for --rev (OLD all zeros for
+        /// a new ref).
         #[arg(long)]
         range: Option<String>,
         /// One JSON object per finding plus a summary object on stdout.
@@ -220,7 +222,8 @@ enum Command {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to read (commit id, ref name, HEAD, with ~N or ^).
+        /// The revision to read: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
         #[arg(long, default_value = "HEAD")]
         rev: String,
         /// Print the canonical event lines exactly as stored.
@@ -802,10 +805,13 @@ fn run_verify(
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
-    for f in &report.findings {
+    // Warnings print like findings (type "warning" in JSON) and leave the exit code alone.
+    let findings = report.findings.iter().map(|f| ("finding", f));
+    let warnings = report.warnings.iter().map(|f| ("warning", f));
+    for (kind, f) in findings.chain(warnings) {
         if json {
             out.data(&canonical::to_canonical_unchecked(&Value::object([
-                ("type", Value::str("finding")),
+                ("type", Value::str(kind)),
                 ("path", Value::str(&f.path)),
                 ("rule", Value::str(f.rule.code())),
                 ("detail", Value::str(&f.detail)),
@@ -817,17 +823,22 @@ fn run_verify(
         out.data(&canonical::to_canonical_unchecked(&Value::object([
             ("type", Value::str("summary")),
             ("findings", Value::from(report.findings.len() as i64)),
+            ("warnings", Value::from(report.warnings.len() as i64)),
             ("shards", Value::from(report.shards as i64)),
             ("events", Value::from(report.events as i64)),
             ("bindings", Value::from(report.bindings as i64)),
         ])));
     }
     out.note(&format!(
-        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s)",
+        "verified {what}: {} shard(s), {} event(s), {} binding(s), {} finding(s){}",
         report.shards,
         report.events,
         report.bindings,
-        report.findings.len()
+        report.findings.len(),
+        match report.warnings.len() {
+            0 => String::new(),
+            n => format!(", {n} warning(s)"),
+        }
     ));
     if report.is_clean() {
         Ok(())
@@ -2119,7 +2130,15 @@ fn run_log(
         message: format!("cannot read the log of {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
-    let commit = store.resolve(rev).map_err(|e| unreadable(&e))?;
+    let commit = match store.resolve(rev) {
+        Ok(commit) => commit,
+        // Nothing published yet: an empty log, not an error.
+        Err(e @ store::Error::NoLedger { .. }) => {
+            out.note(&format!("log of {rev}: {e}; nothing to show"));
+            return Ok(());
+        }
+        Err(e) => return Err(unreadable(&e)),
+    };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);
     let stats = crate::log::stream(&view, filter, &mut |entry| {
@@ -2442,6 +2461,53 @@ mod tests {
         insta::assert_snapshot!(
             "usage_bad_privacy",
             run_cli(tmp, &["verify", "--privacy", "lenient"])
+        );
+    }
+
+    /// Two producers that differ only in case (`Review`, `review`) give sibling directories
+    /// that a case-insensitive file system folds into one: `verify` reports the pair as a
+    /// warning (type "warning" in JSON) and still exits 0, for the revision and for the push
+    /// that brings the second one.
+    #[test]
+    fn verify_warns_of_names_that_differ_only_in_case() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let event = |component: &str| {
+            format!(
+                r#"{{"phase":"review.item","status":"started","component":"{component}","identity":{{"item":7}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":7}},"retryable":true,"mutation":false}}"#
+            )
+        };
+        let code = |text: &str| text.lines().next().unwrap().to_owned();
+        for (spool, component) in [("upper", "Review"), ("lower", "review")] {
+            std::fs::create_dir_all(tmp.join(spool)).unwrap();
+            let spool = format!("[TMP]/{spool}");
+            let out = run_writer(tmp, &event(component), &["record", "--spool", &spool]);
+            assert_eq!(code(&out), "exit: 0", "{out}");
+            let out = run_cli(tmp, &["seal", &spool]);
+            assert_eq!(code(&out), "exit: 0", "{out}");
+        }
+        let repo = ["--repo", "[TMP]/state.git"];
+        let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/upper"]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let first = store.tip("refs/heads/main").unwrap().unwrap();
+        let out = run_cli(tmp, &["verify", repo[0], repo[1]]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        assert!(!out.contains("warning"), "{out}");
+        let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/lower"]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        insta::assert_snapshot!(
+            "verify_case_collision",
+            run_cli(tmp, &["verify", repo[0], repo[1]])
+        );
+        insta::assert_snapshot!(
+            "verify_case_collision_json",
+            run_cli(tmp, &["-q", "verify", "--json", repo[0], repo[1]])
+        );
+        let range = format!("{}..main", first.to_hex());
+        insta::assert_snapshot!(
+            "verify_case_collision_range",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--range", &range])
         );
     }
 
@@ -3102,6 +3168,140 @@ mod tests {
                 std::fs::copy(e.path(), &to).unwrap();
             }
         }
+    }
+
+    /// `log` on a revision with a shard whose lines end in `\r\n` (committed with plumbing):
+    /// it exits 2 naming the shard and the rule `verify` reports, and prints no event of it.
+    #[test]
+    fn log_refuses_a_shard_that_verify_refuses() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_job(&tmp.join("job"));
+        let published = run_cli(
+            tmp,
+            &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+        );
+        assert!(published.starts_with("exit: 0"), "{published}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let snap = store.snapshot(Some(tip)).unwrap();
+        let first = snap.list_files(crate::shard::EVENTS_ROOT).unwrap()[0].clone();
+        let text = String::from_utf8(snap.read(&first, u64::MAX).unwrap().unwrap()).unwrap();
+        let crlf = text.replace('\n', "\r\n").into_bytes();
+        let sig = Signature {
+            name: "tester".into(),
+            email: "tester@invalid".into(),
+            time_seconds: 1_768_480_496,
+        };
+        let bad = store
+            .write_commit_with(Some(tip), &[(first, crlf)], &[], true, "crlf", &sig)
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", Some(tip), bad, "crlf")
+            .unwrap();
+        insta::assert_snapshot!(
+            "log_crlf_shard",
+            run_cli(tmp, &["log", "--json", "--repo", "[TMP]/state.git"])
+        );
+        insta::assert_snapshot!(
+            "verify_crlf_shard",
+            run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"])
+        );
+    }
+
+    /// Before anything is published the ledger ref does not exist: `log` prints nothing and
+    /// exits 0, `verify` says so and exits 2, for every way of naming it. `--rev` and `--range`
+    /// take what `git rev-parse` takes (remote-tracking names, tags, `~N`, abbreviated ids).
+    #[test]
+    fn no_ledger_yet_and_revision_forms() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        Store::open_or_init_bare(&tmp.join("state.git"), "refs/heads/main").unwrap();
+        let repo = ["--repo", "[TMP]/state.git"];
+        insta::assert_snapshot!("log_no_ledger", run_cli(tmp, &["log", repo[0], repo[1]]));
+        insta::assert_snapshot!(
+            "verify_no_ledger",
+            run_cli(tmp, &["verify", repo[0], repo[1]])
+        );
+        let zero = "0".repeat(40);
+        for args in [
+            vec!["log", "--json", "--rev", "main"],
+            vec!["log", "--rev", "HEAD~2"],
+            vec!["log", "--rev", "refs/heads/main"],
+            vec!["log", "--rev", "@"],
+            vec!["verify", "--rev", "main"],
+            vec!["verify", "--rev", "HEAD~2"],
+            vec!["verify", "--rev", "refs/heads/main"],
+            vec!["verify", "--range", &format!("{zero}..HEAD")],
+        ] {
+            let mut all = args.clone();
+            all.extend(repo);
+            let out = run_cli(tmp, &all);
+            let want = if args[0] == "log" {
+                "exit: 0"
+            } else {
+                "exit: 2"
+            };
+            assert!(out.starts_with(want), "{args:?}: {out}");
+            assert!(
+                out.contains("there is no ledger at refs/heads/main yet"),
+                "{args:?}: {out}"
+            );
+            assert!(out.contains("--- stdout\n--- stderr"), "{args:?}: {out}");
+        }
+
+        fixture_job(&tmp.join("job"));
+        let out = run_cli(tmp, &["-q", "publish", repo[0], repo[1], "[TMP]/job"]);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(tmp.join("state.git"))
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@invalid")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        git(&["update-ref", "refs/remotes/origin/main", &tip.to_hex()]);
+        git(&["tag", "-a", "v1", "-m", "release", &tip.to_hex()]);
+        insta::assert_snapshot!(
+            "verify_rev_origin_main",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/main"])
+        );
+        let short = &tip.to_hex()[..10];
+        for rev in ["v1", short, "origin/main~0", "HEAD^{commit}"] {
+            let out = run_cli(
+                tmp,
+                &[
+                    "log",
+                    repo[0],
+                    repo[1],
+                    "--rev",
+                    rev,
+                    "--type",
+                    "repair.plan",
+                ],
+            );
+            assert!(out.starts_with("exit: 0"), "{rev}: {out}");
+            assert!(out.contains("repair.plan"), "{rev}: {out}");
+        }
+        let range = format!("{zero}..v1");
+        let out = run_cli(tmp, &["-q", "verify", repo[0], repo[1], "--range", &range]);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        insta::assert_snapshot!(
+            "verify_unknown_revision",
+            run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/nope"])
+        );
+        insta::assert_snapshot!(
+            "log_other_ref_not_yet",
+            run_cli(tmp, &["log", repo[0], repo[1], "--rev", "refs/heads/next"])
+        );
     }
 
     #[test]

@@ -5,16 +5,25 @@
 //! shard sorts as its original path; every shard is read through [`crate::view`] (checked reads),
 //! so the output is the same before and after compaction.
 //!
-//! Memory: the paths of the hot shards, one month's manifest, a few segments and one shard at a
-//! time; events are handed to the caller one by one and not kept.
+//! Every shard goes through the per-shard checks of `verify` ([`crate::verify::check_shard`]:
+//! size cap, UTF-8, canonical lines and newline rules, valid events in causal order, one
+//! producer) before any of its events is handed out: a shard that `verify` would refuse stops
+//! the log with [`Error::Shard`], and none of its events is printed. The checks run on all
+//! cores, a batch of shards at a time, while the events of the batch before are handed out in
+//! order.
+//!
+//! Memory: the paths of the hot shards, one month's manifest, a few segments and a batch of
+//! shards (about 1 MiB) at a time; events are handed to the caller one by one and not kept.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use crate::canonical::{self, Value};
+use crate::event::Event;
 use crate::segment::Month;
 use crate::shard;
 use crate::store;
+use crate::verify::{self, Rule};
 use crate::view::{self, View};
 
 /// Why the log could not be read.
@@ -24,13 +33,18 @@ pub enum Error {
     Store(#[from] store::Error),
     #[error(transparent)]
     View(#[from] view::Error),
-    /// A shard line is not JSON (the ledger is damaged; `verify` says more).
-    #[error("{path}:{line} is not a JSON event line: run `action-ledger verify`")]
-    Line {
+    /// A shard that `verify` refuses on its own (the ledger is damaged): none of its events
+    /// was handed out.
+    #[error(
+        "shard {path} breaks {rule}: {detail}; none of its events was printed (run `action-ledger verify` for every finding)"
+    )]
+    Shard {
         /// The shard path.
         path: String,
-        /// 1-based line number.
-        line: usize,
+        /// The rule it breaks.
+        rule: Rule,
+        /// What is wrong, naming the shard (and the line where there is one).
+        detail: String,
     },
 }
 
@@ -132,11 +146,17 @@ pub struct Stats {
     pub matched: usize,
 }
 
+/// Bytes of shards read before their batch is checked.
+const BATCH_BYTES: usize = 1 << 20;
+
 /// Streams the matching events of the view's snapshot, in canonical order, to `sink`; the sink
-/// returns [`ControlFlow::Break`] to stop early (a closed pipe).
+/// returns [`ControlFlow::Break`] to stop early (a closed pipe). Each shard is checked as
+/// `verify` checks it on its own before any of its events reaches the sink.
 ///
 /// # Errors
-/// [`Error::View`] for a damaged compaction, [`Error::Line`], [`Error::Store`].
+/// [`Error::Shard`] for the first shard in order that fails the checks (the events of the
+/// shards before it have been handed out), [`Error::View`] for a damaged compaction,
+/// [`Error::Store`].
 pub fn stream(
     view: &View<'_, '_>,
     filter: &Filter,
@@ -152,6 +172,8 @@ pub fn stream(
         hot.entry(month).or_default();
     }
     let mut stats = Stats::default();
+    let mut batch: Vec<Read> = Vec::new();
+    let mut bytes = 0usize;
     for (month, mut paths) in hot {
         if !filter.month_in_range(month) {
             continue;
@@ -161,47 +183,90 @@ pub fn stream(
             paths.sort_unstable();
             paths.dedup();
         }
-        for path in &paths {
-            let Some((date, _)) = shard::parse_path(path) else {
+        for path in paths {
+            let Some((date, _)) = shard::parse_path(&path) else {
                 continue;
             };
             if !filter.date_in_range(&date) {
                 continue;
             }
-            let Some(bytes) = view.read(path, shard::MAX_BYTES as u64)? else {
-                continue;
+            let text = match view.read(&path, shard::MAX_BYTES as u64) {
+                Ok(Some(bytes)) => shard::text_of(bytes, &path),
+                Ok(None) => continue,
+                Err(view::Error::Store(store::Error::TooLarge { .. })) => {
+                    Err(shard::Error::FileTooLarge(path.clone()))
+                }
+                Err(e) => return Err(e.into()),
             };
-            stats.shards += 1;
-            for (i, raw) in bytes.split(|b| *b == b'\n').enumerate() {
-                if raw.is_empty() && i > 0 && bytes.ends_with(b"\n") {
-                    // The end of the last line; an empty line elsewhere fails to parse below.
-                    continue;
-                }
-                stats.events += 1;
-                let line_error = || Error::Line {
-                    path: path.clone(),
-                    line: i + 1,
-                };
-                let json = std::str::from_utf8(raw).map_err(|_| line_error())?;
-                let value = canonical::parse(json).map_err(|_| line_error())?;
-                if !filter.matches(&value) {
-                    continue;
-                }
-                stats.matched += 1;
-                let entry = Entry {
-                    date: &date,
-                    path,
-                    line: i + 1,
-                    json,
-                    value: &value,
-                };
-                if sink(&entry).is_break() {
+            bytes += text.as_ref().map_or(0, String::len);
+            batch.push(Read { date, path, text });
+            if bytes >= BATCH_BYTES {
+                bytes = 0;
+                if hand_out(std::mem::take(&mut batch), filter, sink, &mut stats)?.is_break() {
                     return Ok(stats);
                 }
             }
         }
     }
+    // The last batch: the stream ends here whether or not the sink stopped it.
+    let _ = hand_out(batch, filter, sink, &mut stats)?;
     Ok(stats)
+}
+
+/// One shard as read: its partition date, path and text (or why it is not text).
+struct Read {
+    date: String,
+    path: String,
+    text: Result<String, shard::Error>,
+}
+
+/// Checks a batch of shards on all cores ([`verify::check_shard`]; a lone shard spreads its
+/// lines instead), then hands out their matching events in order, stopping at the first shard
+/// that fails.
+fn hand_out(
+    batch: Vec<Read>,
+    filter: &Filter,
+    sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
+    stats: &mut Stats,
+) -> Result<ControlFlow<()>, Error> {
+    let lone = batch.len() < 2;
+    let checked: Vec<Result<Vec<Event>, (Rule, String)>> =
+        crate::parallel::map(&batch, 2, |read| match &read.text {
+            Err(e) => Err(verify::shard_refusal(e)),
+            Ok(text) => {
+                let check = verify::check_shard(&read.path, text, lone);
+                match check.refused {
+                    Some(refusal) => Err(refusal),
+                    None => Ok(check.events),
+                }
+            }
+        });
+    for (read, events) in batch.iter().zip(checked) {
+        let events = events.map_err(|(rule, detail)| Error::Shard {
+            path: read.path.clone(),
+            rule,
+            detail,
+        })?;
+        stats.shards += 1;
+        stats.events += events.len();
+        for (i, event) in events.iter().enumerate() {
+            if !filter.matches(&event.value) {
+                continue;
+            }
+            stats.matched += 1;
+            let entry = Entry {
+                date: &read.date,
+                path: &read.path,
+                line: i + 1,
+                json: &event.json,
+                value: &event.value,
+            };
+            if sink(&entry).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// One readable line for an event:
@@ -421,6 +486,239 @@ mod tests {
             assert_eq!(stats.matched, lines.len());
             assert!(!lines.is_empty() || filter.since.is_some() || filter.until.is_some());
         }
+    }
+
+    /// Every event `stream` hands out (its JSON), and the error it ends with.
+    fn collect(store: &Store, commit: CommitId) -> (Vec<String>, Result<Stats, Error>) {
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut out = Vec::new();
+        let result = stream(&view, &Filter::default(), &mut |e| {
+            out.push(e.json.to_owned());
+            ControlFlow::Continue(())
+        });
+        (out, result)
+    }
+
+    /// Damaged copies of a shard's bytes, one per kind of fault `verify` refuses a shard for,
+    /// with the rule and a piece of the detail the refusal must carry.
+    fn damaged(text: &str) -> Vec<(&'static str, Vec<u8>, Rule, &'static str)> {
+        let lines: Vec<&str> = text.lines().collect();
+        let joined = |sep: &str, end: &str| format!("{}{end}", lines.join(sep)).into_bytes();
+        let mut invalid_utf8 = text.as_bytes().to_vec();
+        let at = text.find("\"event_type\":\"").unwrap() + 14;
+        invalid_utf8.insert(at, 0xff);
+        let mut over = text.as_bytes().to_vec();
+        while over.len() <= shard::MAX_BYTES {
+            over.extend_from_slice(text.as_bytes());
+        }
+        let mut members = vec![
+            (
+                "CRLF line ends",
+                joined("\r\n", "\r\n"),
+                Rule::ShardInvalid,
+                "not canonical",
+            ),
+            (
+                "one CRLF line end",
+                joined("\n", "\r\n"),
+                Rule::ShardInvalid,
+                "not canonical",
+            ),
+            (
+                "no final newline",
+                joined("\n", ""),
+                Rule::ShardInvalid,
+                "must end with a newline",
+            ),
+            (
+                "a non-canonical line",
+                text.replacen("{\"action\":{", "{\"action\": {", 1)
+                    .into_bytes(),
+                Rule::ShardInvalid,
+                "not canonical",
+            ),
+            (
+                "invalid UTF-8",
+                invalid_utf8,
+                Rule::ShardInvalid,
+                "invalid UTF-8",
+            ),
+            (
+                "over the 2 MiB cap",
+                over,
+                Rule::ShardInvalid,
+                "exceeds 2097152 byte limit",
+            ),
+            (
+                "a blank first line",
+                format!("\n{text}").into_bytes(),
+                Rule::ShardInvalid,
+                "not canonical",
+            ),
+            (
+                "a blank last line",
+                joined("\n", "\n\n"),
+                Rule::ShardInvalid,
+                "not canonical",
+            ),
+            ("empty", Vec::new(), Rule::ShardInvalid, "requires events"),
+        ];
+        if lines.len() > 1 {
+            let mut swapped = lines.clone();
+            let last = lines.len() - 1;
+            swapped.swap(0, last);
+            members.push((
+                "a blank line between lines",
+                format!("{}\n\n{}\n", lines[0], lines[1..].join("\n")).into_bytes(),
+                Rule::ShardInvalid,
+                "not canonical",
+            ));
+            members.push((
+                "events out of causal order",
+                format!("{}\n", swapped.join("\n")).into_bytes(),
+                Rule::ShardOrder,
+                "canonical causal order",
+            ));
+        }
+        members
+    }
+
+    /// `log` reads every shard through `verify`'s per-shard checks: a damaged shard stops it
+    /// with an error naming the shard and the rule, and none of its events is printed (the
+    /// shard before it in order still is); `verify` refuses the same shard.
+    #[test]
+    fn a_shard_verify_refuses_stops_the_log_and_prints_nothing_of_it() {
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let shards = snap.list_files(shard::EVENTS_ROOT).unwrap();
+        assert_eq!(shards.len(), 2);
+        let text = |p: &str| String::from_utf8(snap.read(p, u64::MAX).unwrap().unwrap()).unwrap();
+        let first: Vec<String> = text(&shards[0]).lines().map(str::to_owned).collect();
+        let sig = Signature {
+            name: "t".into(),
+            email: "t@invalid".into(),
+            time_seconds: 1_773_100_800,
+        };
+        for (index, target) in shards.iter().enumerate() {
+            for (name, bytes, rule, piece) in damaged(&text(target)) {
+                let bad = store
+                    .write_commit_with(
+                        Some(commit),
+                        &[(target.clone(), bytes)],
+                        &[],
+                        true,
+                        name,
+                        &sig,
+                    )
+                    .unwrap();
+                let (printed, result) = collect(&store, bad);
+                match result {
+                    Err(Error::Shard {
+                        path,
+                        rule: got,
+                        detail,
+                    }) => {
+                        assert_eq!(&path, target, "{name}");
+                        assert_eq!(got, rule, "{name}: {detail}");
+                        assert!(detail.contains(piece), "{name}: {detail}");
+                        let message = Error::Shard {
+                            path,
+                            rule: got,
+                            detail,
+                        }
+                        .to_string();
+                        assert!(
+                            message.starts_with(&format!("shard {target} breaks {rule}: ")),
+                            "{message}"
+                        );
+                    }
+                    other => panic!("{name} in shard {index}: {other:?}"),
+                }
+                let want: &[String] = if index == 0 { &[] } else { &first };
+                assert_eq!(printed, want, "{name} in shard {index}");
+                let report = crate::verify::verify_revision(&store, bad).unwrap();
+                assert!(
+                    report
+                        .findings
+                        .iter()
+                        .any(|f| &f.path == target && f.rule == rule),
+                    "{name}: verify {:?}",
+                    report.findings
+                );
+            }
+        }
+    }
+
+    /// The same through compacted segments: a shard whose bytes the month's manifest proves
+    /// (so that the view's checked read passes) but that `verify` refuses is not printed.
+    #[test]
+    fn a_refused_shard_read_out_of_a_segment_stops_the_log() {
+        use crate::segment::{self, Foldable};
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let shards = snap.list_files(shard::EVENTS_ROOT).unwrap();
+        let text = |p: &str| String::from_utf8(snap.read(p, u64::MAX).unwrap().unwrap()).unwrap();
+        let first = Foldable::new(&shards[0], text(&shards[0])).unwrap();
+        let printed_first: Vec<String> = text(&shards[0]).lines().map(str::to_owned).collect();
+        let month = Month::of_shard(&shards[0]).unwrap();
+        let sig = Signature {
+            name: "t".into(),
+            email: "t@invalid".into(),
+            time_seconds: 1_773_100_800,
+        };
+        let mut folded = 0;
+        for (name, bytes, rule, piece) in damaged(&text(&shards[1])) {
+            // A segment holds text lines: what is not UTF-8 or has no line cannot be folded.
+            let Ok(content) = String::from_utf8(bytes) else {
+                continue;
+            };
+            let lines = content.split_inclusive('\n').count() as u32;
+            if lines == 0 {
+                continue;
+            }
+            let bad = Foldable {
+                path: shards[1].clone(),
+                events: lines,
+                replay_sha256: crate::identity::Digest::of(""),
+                content,
+            };
+            let Ok(segment::Folded {
+                manifest,
+                mut files,
+            }) = segment::fold(month, None, &[first.clone(), bad], segment::Caps::MAX)
+            else {
+                continue;
+            };
+            files.push((month.manifest_path(), manifest.to_text().into_bytes()));
+            let compacted = store
+                .write_commit_with(Some(commit), &files, &shards, false, name, &sig)
+                .unwrap();
+            assert!(
+                store
+                    .snapshot(Some(compacted))
+                    .unwrap()
+                    .list_files(shard::EVENTS_ROOT)
+                    .unwrap()
+                    .is_empty()
+            );
+            folded += 1;
+            let (printed, result) = collect(&store, compacted);
+            match result {
+                Err(Error::Shard {
+                    path,
+                    rule: got,
+                    detail,
+                }) => {
+                    assert_eq!(path, shards[1], "{name}");
+                    assert_eq!(got, rule, "{name}: {detail}");
+                    assert!(detail.contains(piece), "{name}: {detail}");
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert_eq!(printed, printed_first, "{name}");
+        }
+        assert!(folded >= 6, "only {folded} damaged shards could be folded");
     }
 
     #[test]

@@ -52,6 +52,13 @@ pub enum Error {
     PartOrder,
     #[error("action event shard must end with a newline: {0}")]
     NoFinalNewline(String),
+    /// A stored shard file larger than [`MAX_BYTES`] (the import's file limit; the same text as
+    /// `publish` gives a source file over it).
+    #[error("action event shard file exceeds 2097152 byte limit: {0}")]
+    FileTooLarge(String),
+    /// A stored shard file whose bytes are not UTF-8 (canonical JSON lines are UTF-8 text).
+    #[error("invalid UTF-8 in action event shard file: {0}")]
+    NotUtf8(String),
     #[error("action event shard content is not canonical: {0}")]
     NotCanonical(String),
     #[error("action event shard requires events: {0}")]
@@ -277,6 +284,12 @@ pub fn single(identity: &ShardIdentity, events: Vec<Event>) -> Result<Shard, Err
         events,
         content,
     })
+}
+
+/// The text of a stored shard file read with a cap of [`MAX_BYTES`]: `bytes` as UTF-8, or
+/// [`Error::NotUtf8`] naming `path`. (A read that hit the cap is [`Error::FileTooLarge`].)
+pub fn text_of(bytes: Vec<u8>, path: &str) -> Result<String, Error> {
+    String::from_utf8(bytes).map_err(|_| Error::NotUtf8(path.to_owned()))
 }
 
 /// `parseActionEventShardContent` (§6.6 step 2): final newline required, no empty line, no `\r`,

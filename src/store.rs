@@ -72,10 +72,24 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Errors of the store. Each variant names the path, ref or object that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Nothing a revision can name matches (see [`Store::resolve`]).
     #[error(
-        "unknown revision {rev}: give a commit id, HEAD, or a ref name (optionally with ~N or ^)"
+        "unknown revision {rev} ({reason}): give what `git rev-parse` accepts, such as a commit id (full or abbreviated), HEAD, a branch, tag or remote-tracking name (origin/main), optionally with ~N or ^N"
     )]
-    UnknownRevision { rev: String },
+    UnknownRevision {
+        /// The revision as given.
+        rev: String,
+        /// What the rev-spec parser said.
+        reason: String,
+    },
+    /// The revision names a ledger ref that does not exist yet: nothing was published to it.
+    #[error("there is no ledger at {ref_name} yet: nothing has been published to it")]
+    NoLedger {
+        /// The revision as given.
+        rev: String,
+        /// The full name of the ref that does not exist.
+        ref_name: String,
+    },
     /// The repository at `path` could not be opened.
     #[error(
         "could not open git repository at {path}: check that it exists and is a git repository"
@@ -357,6 +371,68 @@ impl fmt::Display for CommitId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
+}
+
+/// The Git mode of a tree entry as the tree records it: `100644` a file, `100755` an
+/// executable file, `120000` a symbolic link (its blob holds the target), `160000` a submodule
+/// (a commit link), `40000` a directory. `Display` prints six octal digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode(u16);
+
+impl Mode {
+    /// `100644`, the mode of every file the publisher writes.
+    pub const FILE: Mode = Mode(0o100644);
+
+    /// The raw mode bits.
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// A directory (tree).
+    pub fn is_dir(self) -> bool {
+        self.0 & 0o170000 == 0o040000
+    }
+
+    /// A plain file, mode exactly `100644`.
+    pub fn is_regular_file(self) -> bool {
+        self == Mode::FILE
+    }
+
+    /// What an entry of this mode is, in words ("a symbolic link", …).
+    pub fn describe(self) -> &'static str {
+        match self.0 & 0o170000 {
+            0o040000 => "a directory",
+            0o120000 => "a symbolic link",
+            0o160000 => "a submodule (commit link)",
+            0o100000 if self.0 == 0o100644 => "a file",
+            0o100000 if self.0 & 0o100 != 0 => "an executable file",
+            0o100000 => "a file with a non-standard mode",
+            _ => "an entry of an unknown kind",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:06o}", self.0)
+    }
+}
+
+/// A path with the mode of its entry ([`Store::diff_with_modes`]).
+pub type ModedPath = (String, Mode);
+
+/// One entry of a tree walk ([`Snapshot::for_each_entry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Walked<'p> {
+    /// The full '/'-separated path.
+    pub path: &'p str,
+    /// The entry's name: the last component of `path`.
+    pub name: &'p str,
+    /// Its mode.
+    pub mode: Mode,
+    /// The content id of a file or symbolic link (its blob); `None` for a directory or a
+    /// submodule.
+    pub blob: Option<BlobId>,
 }
 
 /// The identity and time written as both author and committer of a commit, with UTC offset
@@ -1178,6 +1254,8 @@ fn validate_write_path(path: &str) -> Result<(), Error> {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     kind: EntryKind,
+    /// The raw mode (`kind` is derived from it).
+    mode: Mode,
     id: ObjectId,
 }
 
@@ -1437,8 +1515,8 @@ impl<'a> Snapshot<'a> {
 
     /// [`Snapshot::for_each_file`] that also gives each file's [`BlobId`], so that a caller can
     /// compare contents with expected bytes ([`BlobId::of`]) without reading a single blob.
-    /// Every tree is decoded once and not cached; every 128 trees the mapped pack pages are
-    /// released ([`Store::release_mapped_packs`]).
+    /// Files are blobs of any file mode and symbolic links ([`Snapshot::for_each_entry`] tells
+    /// them apart).
     ///
     /// # Errors
     /// As [`Snapshot::list_files`].
@@ -1446,6 +1524,28 @@ impl<'a> Snapshot<'a> {
         &self,
         prefix: &str,
         mut visit: impl FnMut(&str, BlobId),
+    ) -> Result<(), Error> {
+        self.for_each_entry(prefix, |entry| {
+            if let (false, Some(id)) = (entry.mode.is_dir(), entry.blob) {
+                visit(entry.path, id);
+            }
+        })
+    }
+
+    /// Calls `visit` with every entry under the directory `prefix` (recursively): directories,
+    /// files, symbolic links and submodules, each with its mode. The entries of one directory
+    /// are visited one after another, before or after those of any other directory; the
+    /// directories come in no particular order. Holds only the trees on the current path and
+    /// the pending siblings: memory stays bounded by the tree shape, not by the number of
+    /// files. Every tree is decoded once and not cached; every 128 trees the mapped pack pages
+    /// are released ([`Store::release_mapped_packs`]).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_entry(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&Walked<'_>),
     ) -> Result<(), Error> {
         let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
         let start = if prefix.is_empty() {
@@ -1493,14 +1593,55 @@ impl<'a> Snapshot<'a> {
                     full.push('/');
                 }
                 full.push_str(name);
-                match entry.mode.kind() {
-                    EntryKind::Tree => pending.push((full.clone(), entry.oid.to_owned())),
-                    kind if is_file(kind) => visit(&full, BlobId(entry.oid.to_owned())),
-                    _ => {}
+                let kind = entry.mode.kind();
+                if kind == EntryKind::Tree {
+                    pending.push((full.clone(), entry.oid.to_owned()));
                 }
+                visit(&Walked {
+                    path: &full,
+                    name,
+                    mode: Mode(entry.mode.value()),
+                    blob: is_file(kind).then(|| BlobId(entry.oid.to_owned())),
+                });
             }
         }
         Ok(())
+    }
+
+    /// The names of the entries of the directory `path` (`""` for the root), unsorted; empty
+    /// when nothing or no directory is there. Names that are not UTF-8 are read lossily.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn entry_names(&self, path: &str) -> Result<Vec<String>, Error> {
+        let id = if path.is_empty() {
+            self.root
+        } else {
+            validate_path(path)?;
+            self.lookup(path)?
+                .filter(|e| e.kind == EntryKind::Tree)
+                .map(|e| e.id)
+        };
+        let Some(id) = id else {
+            return Ok(Vec::new());
+        };
+        let depth = if path.is_empty() {
+            0
+        } else {
+            path.split('/').count()
+        };
+        let dir = self.cached_tree(id, path, depth)?;
+        Ok(dir.keys().map(|k| k.to_str_lossy().into_owned()).collect())
+    }
+
+    /// The mode of the entry at `path`, `None` if nothing is there (also when a component on
+    /// the way is not a directory). Reads trees only.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn mode(&self, path: &str) -> Result<Option<Mode>, Error> {
+        validate_path(path)?;
+        Ok(self.lookup(path)?.map(|entry| entry.mode))
     }
 
     /// The [`BlobId`] of the file at `path`, or `None` if nothing is there (also when a
@@ -1653,6 +1794,7 @@ impl<'a> Snapshot<'a> {
                         e.filename.to_vec(),
                         Entry {
                             kind: e.mode.kind(),
+                            mode: Mode(e.mode.value()),
                             id: e.oid.to_owned(),
                         },
                     )
@@ -1680,40 +1822,80 @@ impl Change {
 }
 
 impl Store {
-    /// Resolves a revision to a commit: a 40-hex commit id, `HEAD`, a full ref name, or a short
-    /// name tried as `refs/heads/<name>` then `refs/tags/<name>`; optionally followed by `~N` or
-    /// `^` steps along first parents. Deliberately small: the hook passes full ids.
+    /// Resolves a revision to a commit with gix's rev-spec parser, which reads what
+    /// `git rev-parse` reads: full or abbreviated commit ids, `HEAD`, full ref names, short
+    /// branch, tag and remote-tracking names (`main`, `v1`, `origin/main`), ancestry (`~N`,
+    /// `^N`) and peeling (`^{commit}`); an annotated tag is peeled to its commit.
     ///
     /// # Errors
-    /// [`Error::UnknownRevision`] when nothing matches, [`Error::NotACommit`], [`Error::Git`].
+    /// [`Error::NoLedger`] when `rev` names a ref that does not exist yet (an unborn `HEAD`,
+    /// or a full ref name, or the short name of the ref an unborn `HEAD` points at),
+    /// [`Error::UnknownRevision`] when nothing else matches, [`Error::NotACommit`] when it
+    /// names another kind of object, [`Error::Git`].
     pub fn resolve(&self, rev: &str) -> Result<CommitId, Error> {
-        let unknown = || Error::UnknownRevision {
-            rev: rev.to_owned(),
-        };
-        let (base, steps) = split_ancestry(rev).ok_or_else(unknown)?;
-        let mut id = if let Ok(id) = CommitId::from_hex(base) {
-            id
-        } else {
-            let candidates = if base == "HEAD" || base.starts_with("refs/") {
-                vec![base.to_owned()]
-            } else {
-                vec![format!("refs/heads/{base}"), format!("refs/tags/{base}")]
-            };
-            let mut found = None;
-            for name in candidates {
-                if let Ok(Some(mut r)) = self.repo.try_find_reference(name.as_str()) {
-                    let target = r.peel_to_id().map_err(git_err("resolve", &name))?;
-                    found = Some(CommitId(target.detach()));
-                    break;
+        let id = match self.repo.rev_parse_single(rev) {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(ref_name) = self.unborn_ref(rev)? {
+                    return Err(Error::NoLedger {
+                        rev: rev.to_owned(),
+                        ref_name,
+                    });
                 }
+                // The deepest cause that is a sentence says most ("Reference \"x\" could not
+                // be found", "… ancestor number 5 is out of range").
+                let mut reason = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    let text = c.to_string();
+                    if text.contains(' ') {
+                        reason = text;
+                    }
+                    cause = c.source();
+                }
+                return Err(Error::UnknownRevision {
+                    rev: rev.to_owned(),
+                    reason,
+                });
             }
-            found.ok_or_else(unknown)?
         };
-        for _ in 0..steps {
-            id = self.parents(id)?.into_iter().next().ok_or_else(unknown)?;
-        }
-        self.parents(id)?; // proves `id` names a commit
-        Ok(id)
+        let object = id.object().map_err(git_err("read object", rev))?;
+        let commit = object.peel_to_commit().map_err(|_| Error::NotACommit {
+            id: id.detach().to_hex().to_string(),
+        })?;
+        Ok(CommitId(commit.id))
+    }
+
+    /// The full name of the ref that `rev` names (before any `~`, `^` or `@{`) when that ref
+    /// does not exist: `HEAD` or `@` while `HEAD` is unborn, a full `refs/...` name, or the
+    /// short name of the ref an unborn `HEAD` points at.
+    fn unborn_ref(&self, rev: &str) -> Result<Option<String>, Error> {
+        let base = &rev[..rev.find(['~', '^', ':']).unwrap_or(rev.len())];
+        let base = base.split("@{").next().unwrap_or(base);
+        let exists = |name: &str| -> Result<bool, Error> {
+            Ok(self
+                .repo
+                .try_find_reference(name)
+                .map_err(git_err("read ref", name))?
+                .is_some())
+        };
+        let head = self
+            .repo
+            .head_name()
+            .map_err(git_err("read ref", "HEAD"))?
+            .map(|n| n.as_bstr().to_string());
+        let unborn_head = match &head {
+            Some(target) => !exists(target)?,
+            None => false,
+        };
+        Ok(match (base, head) {
+            ("HEAD" | "@" | "", Some(target)) if unborn_head => Some(target),
+            (name, _) if name.starts_with("refs/") && !exists(name)? => Some(name.to_owned()),
+            (name, Some(target)) if unborn_head && target.rsplit('/').next() == Some(name) => {
+                Some(target)
+            }
+            _ => None,
+        })
     }
 
     /// The parents of a commit, in order.
@@ -1762,6 +1944,22 @@ impl Store {
         new: CommitId,
         prefix: &str,
     ) -> Result<Vec<Change>, Error> {
+        Ok(self.diff_with_modes(old, new, prefix)?.0)
+    }
+
+    /// [`Store::diff`], and every entry below `prefix` that is new or changed in `new` (content
+    /// or mode) and is neither a directory nor a plain `100644` file: symbolic links,
+    /// executable files, submodules (which [`Change`] does not list, as they are not files),
+    /// with their modes, sorted by path.
+    ///
+    /// # Errors
+    /// As [`Store::diff`].
+    pub fn diff_with_modes(
+        &self,
+        old: Option<CommitId>,
+        new: CommitId,
+        prefix: &str,
+    ) -> Result<(Vec<Change>, Vec<ModedPath>), Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -1774,15 +1972,18 @@ impl Store {
             })
         };
         let mut out = Vec::new();
+        let mut irregular = Vec::new();
         diff_trees(
             &new_snap,
             locate(&old_snap)?,
             locate(&new_snap)?,
             prefix,
             &mut out,
+            &mut irregular,
         )?;
         out.sort_by(|a, b| a.path().cmp(b.path()));
-        Ok(out)
+        irregular.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((out, irregular))
     }
 }
 
@@ -1914,25 +2115,6 @@ impl Drop for Store {
 }
 
 /// Splits `rev~N` / `rev^` suffixes: (base, number of first-parent steps).
-fn split_ancestry(rev: &str) -> Option<(&str, usize)> {
-    let mut steps = 0usize;
-    let mut base = rev;
-    loop {
-        if let Some(b) = base.strip_suffix('^') {
-            steps += 1;
-            base = b;
-        } else if let Some(at) = base.rfind('~') {
-            let n = &base[at + 1..];
-            let n: usize = if n.is_empty() { 1 } else { n.parse().ok()? };
-            steps += n;
-            base = &base[..at];
-        } else {
-            break;
-        }
-    }
-    (!base.is_empty()).then_some((base, steps))
-}
-
 fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {
         name.to_owned()
@@ -1947,6 +2129,7 @@ fn diff_trees(
     new: Option<ObjectId>,
     path: &str,
     out: &mut Vec<Change>,
+    irregular: &mut Vec<ModedPath>,
 ) -> Result<(), Error> {
     if old == new {
         return Ok(());
@@ -1965,7 +2148,14 @@ fn diff_trees(
         let file = |e: Option<&Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
         // Trees on either side: recurse (a tree replaced by a file shows as both).
         if tree_id(o).is_some() || tree_id(n).is_some() {
-            diff_trees(snap, tree_id(o), tree_id(n), &full, out)?;
+            diff_trees(snap, tree_id(o), tree_id(n), &full, out, irregular)?;
+        }
+        if let Some(e) = n
+            && !e.mode.is_dir()
+            && !e.mode.is_regular_file()
+            && o.is_none_or(|o| (o.id, o.mode) != (e.id, e.mode))
+        {
+            irregular.push((full.clone(), e.mode));
         }
         match (file(o), file(n)) {
             (None, Some(_)) => out.push(Change::Added(full.clone())),
@@ -1993,6 +2183,37 @@ mod tests {
     }
 
     /// Run real git with no user or system configuration; return trimmed stdout.
+    #[test]
+    fn modes_name_their_kind() {
+        let cases = [
+            (0o100644, "100644", "a file", true, false),
+            (0o100755, "100755", "an executable file", false, false),
+            (
+                0o100664,
+                "100664",
+                "a file with a non-standard mode",
+                false,
+                false,
+            ),
+            (0o120000, "120000", "a symbolic link", false, false),
+            (
+                0o160000,
+                "160000",
+                "a submodule (commit link)",
+                false,
+                false,
+            ),
+            (0o040000, "040000", "a directory", false, true),
+        ];
+        for (bits, text, words, regular, dir) in cases {
+            let mode = Mode(bits);
+            assert_eq!(mode.to_string(), text);
+            assert_eq!(mode.describe(), words);
+            assert_eq!(mode.is_regular_file(), regular, "{text}");
+            assert_eq!(mode.is_dir(), dir, "{text}");
+        }
+    }
+
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = git_raw(dir, args);
         assert!(
@@ -2573,6 +2794,108 @@ mod tests {
             git(dir, &["reflog", "-1", "--format=%H %gs %gn", MAIN]),
             format!("{c2} publish action-ledger")
         );
+    }
+
+    /// `resolve` reads what `git rev-parse` reads (checked against git itself), peels
+    /// annotated tags, and tells a ref that does not exist yet from an unknown name.
+    #[test]
+    fn revisions_resolve_as_git_rev_parse_does() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        let c2 = publish(&store, &[("b", "2")]);
+        let c3 = publish(&store, &[("c", "3")]);
+        git(
+            &repo,
+            &["update-ref", "refs/remotes/origin/main", &c2.to_hex()],
+        );
+        git(&repo, &["tag", "v1", &c1.to_hex()]);
+        let env_git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@invalid")
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{out:?}");
+        };
+        env_git(&["tag", "-a", "v2", "-m", "release", &c3.to_hex()]);
+        let hex = c1.to_hex();
+        let forms = [
+            "HEAD",
+            "@",
+            "main",
+            "heads/main",
+            "refs/heads/main",
+            "origin/main",
+            "remotes/origin/main",
+            "refs/remotes/origin/main",
+            "origin/main^",
+            "v1",
+            "tags/v1",
+            "v2",
+            "v2^{commit}",
+            "v2~1",
+            "HEAD~2",
+            "HEAD^",
+            "HEAD^^",
+            "HEAD~1^",
+            "@~1",
+            "main~2",
+            "main^1",
+            &hex,
+            &hex[..7],
+            &hex[..12],
+        ];
+        for form in forms {
+            let want = git(
+                &repo,
+                &["rev-parse", "--verify", &format!("{form}^{{commit}}")],
+            );
+            let got = store
+                .resolve(form)
+                .unwrap_or_else(|e| panic!("{form}: {e}"));
+            assert_eq!(got.to_hex(), want, "{form}");
+        }
+        for unknown in ["nope", "HEAD~5", "origin/nope", "v3", "main~x"] {
+            assert!(
+                matches!(store.resolve(unknown), Err(Error::UnknownRevision { .. })),
+                "{unknown}: {:?}",
+                store.resolve(unknown)
+            );
+        }
+        let tree = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert!(matches!(
+            store.resolve(&tree),
+            Err(Error::NotACommit { .. })
+        ));
+        assert!(matches!(
+            store.resolve("refs/heads/other"),
+            Err(Error::NoLedger { ref_name, .. }) if ref_name == "refs/heads/other"
+        ));
+
+        // Nothing published yet.
+        let (_tmp, _repo, empty) = new_store();
+        for form in ["HEAD", "@", "HEAD~2", "HEAD^", "main", "refs/heads/main"] {
+            assert!(
+                matches!(
+                    empty.resolve(form),
+                    Err(Error::NoLedger { ref_name, .. }) if ref_name == MAIN
+                ),
+                "{form}: {:?}",
+                empty.resolve(form)
+            );
+        }
+        assert!(matches!(
+            empty.resolve("refs/heads/other"),
+            Err(Error::NoLedger { ref_name, .. }) if ref_name == "refs/heads/other"
+        ));
+        assert!(matches!(
+            empty.resolve("nope"),
+            Err(Error::UnknownRevision { .. })
+        ));
     }
 
     #[test]

@@ -2,19 +2,25 @@
 //! clone, offline, that the ledger is complete, canonical and conflict-free, and reports every
 //! finding (path, rule, detail) instead of stopping at the first.
 //!
-//! Whole revision ([`verify_revision`]): every path under `ledger/v1/` is a known kind; shards
-//! are canonical, causally ordered, at the path their identity gives, complete and
-//! deterministically packed; each shard set has the exact reservation, completion marker and
-//! producer-run binding the publisher writes (bytes recomputed and compared); every event has
-//! its identity binding with its semantic digest and parent edge; no event id appears twice; no
-//! binding is left without its shard; causal edges are acyclic across the whole ledger; every
-//! event passes the privacy rules (they are part of event validation).
+//! Whole revision ([`verify_revision`]): every path under `ledger/v1/` is a known kind, and
+//! every entry there and under `finality/v1/` a `100644` file or a directory
+//! ([`Rule::EntryMode`]); shards are canonical, causally ordered, at the path their identity
+//! gives, complete and deterministically packed; each shard set has the exact reservation,
+//! completion marker and producer-run binding the publisher writes (bytes recomputed and
+//! compared); every event has its identity binding with its semantic digest and parent edge; no
+//! event id appears twice; no binding is left without its shard; causal edges are acyclic across
+//! the whole ledger; every event passes the privacy rules (they are part of event validation).
 //!
 //! Push range ([`verify_range`]): NEW descends from OLD; no existing path under `ledger/v1/` is
-//! modified or deleted; every shard set touched by the range is verified as above; added
-//! bindings must belong to an added set; an added event must not already be bound; parent walks
-//! through published history must not close a cycle. It reads only the changed subtrees, the
-//! touched sets and the bindings those need.
+//! modified or deleted; no added or changed entry is other than a `100644` file or a directory;
+//! every shard set touched by the range is verified as above; added bindings must belong to an
+//! added set; an added event must not already be bound; parent walks through published history
+//! must not close a cycle. It reads only the changed subtrees, the touched sets and the bindings
+//! those need.
+//!
+//! Warnings ([`Report::warnings`]) do not make a report unclean: sibling names that a
+//! case-insensitive file system folds into one ([`Rule::CaseCollision`]), over the whole tree or,
+//! for a push, the pairs it brings.
 //!
 //! Privacy profile ([`Options::privacy`], default strict): besides the reference's rules, which
 //! are part of event validation ([`Rule::Privacy`]), every event of a verified set is checked
@@ -116,6 +122,12 @@ pub enum Rule {
     FinalityLifecycleMismatch,
     /// An outcome naming an attempt that does not hold the action's claim.
     FinalityAttemptMismatch,
+    /// An entry under `ledger/v1/` or `finality/v1/` (or one of those directories itself, or
+    /// `ledger` or `finality`) that is neither a plain file of mode `100644` nor a directory: a
+    /// symbolic link (`120000`), an executable file (`100755`), a submodule (`160000`) or
+    /// another mode. The publisher writes only `100644` blobs; a clone would check such an
+    /// entry out as a link, an executable or an empty directory, not as the bytes verified.
+    EntryMode,
     /// A `manifest.json` under `ledger/v1/segments/` that is not a valid canonical manifest.
     ManifestInvalid,
     /// A segment file whose sha256, size or line count differs from its manifest entry.
@@ -131,6 +143,11 @@ pub enum Rule {
     DeletionUnproven,
     /// A push that replaces a manifest by one that drops or changes what the old one proved.
     ManifestNotSuperset,
+    /// A **warning**, not a finding: two sibling names under `ledger/v1/` or `finality/v1/`
+    /// that are equal after Unicode default case folding and NFC normalization (`Review` and
+    /// `review`, `Straße` and `STRASSE`, a composed and a decomposed `É`). A case-insensitive
+    /// file system (macOS, Windows) checks out only one of them. The bytes stay as published.
+    CaseCollision,
 }
 
 impl Rule {
@@ -171,6 +188,7 @@ impl Rule {
             Rule::FinalityClaimMismatch => "finality-claim-mismatch",
             Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
+            Rule::EntryMode => "entry-mode",
             Rule::ManifestInvalid => "manifest-invalid",
             Rule::SegmentDigestMismatch => "segment-digest-mismatch",
             Rule::ManifestEntryMismatch => "manifest-entry-mismatch",
@@ -178,6 +196,7 @@ impl Rule {
             Rule::CompactedExtra => "compacted-extra",
             Rule::DeletionUnproven => "deletion-unproven",
             Rule::ManifestNotSuperset => "manifest-not-superset",
+            Rule::CaseCollision => "case-collision",
         }
     }
 }
@@ -196,10 +215,14 @@ pub struct Finding {
     pub detail: String,
 }
 
-/// The outcome of a verification: findings sorted by path then rule, and what was read.
+/// The outcome of a verification: findings and warnings, each sorted by path then rule, and
+/// what was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
     pub findings: Vec<Finding>,
+    /// What a user should know but the ledger rules allow ([`Rule::CaseCollision`]): they do
+    /// not make the report unclean.
+    pub warnings: Vec<Finding>,
     /// Shard files read.
     pub shards: usize,
     /// Events read from those shards.
@@ -230,6 +253,11 @@ pub enum Error {
 }
 
 const LEDGER: &str = "ledger/v1";
+const FINALITY: &str = crate::finality::ROOT;
+
+/// How much of a broken shard is read to find the bindings it accounts for (four times the
+/// shard cap), so that one broken shard is one finding and not a cascade of orphans.
+const CLAIM_READ_MAX: u64 = 4 * shard::MAX_BYTES as u64;
 
 /// A digest as 32 raw bytes.
 type Key = [u8; 32];
@@ -354,7 +382,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
             Some(index) => Ok(binding::classify(path)
                 .and_then(|(kind, digest, _)| index.find(kind, &digest.bytes()))
                 .map(|i| BlobId::from_bytes(&index.entries[i].2))),
-            None => Ok(self.view.snapshot().file_id(path)?),
+            // A directory or submodule where the binding belongs holds no binding (its mode is
+            // reported as `entry-mode`).
+            None => match self.view.snapshot().file_id(path) {
+                Err(store::Error::NotAFile { .. }) => Ok(None),
+                other => Ok(other?),
+            },
         }
     }
 
@@ -376,13 +409,28 @@ impl<'s, 'r> Ctx<'s, 'r> {
         });
     }
 
+    /// A shard file for [`prepare`]: its text, or the rule it breaks when it is over
+    /// [`shard::MAX_BYTES`] or not UTF-8 (named as `publish` names them).
+    fn read_shard(&self, path: &str) -> Result<ShardRead, Error> {
+        match self.view.read_unchecked(path, shard::MAX_BYTES as u64) {
+            Ok(Some(bytes)) => Ok(Some(shard::text_of(bytes, path))),
+            Ok(None) => Ok(None),
+            Err(store::Error::TooLarge { .. }) => {
+                Ok(Some(Err(shard::Error::FileTooLarge(path.to_owned()))))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The text of a binding file; not UTF-8 or over `max` reads as U+FFFD, which no binding
+    /// parses as.
     fn read(&mut self, path: &str, max: u64) -> Result<Option<String>, Error> {
         match self.view.read_unchecked(path, max) {
             Ok(Some(bytes)) => match String::from_utf8(bytes) {
                 Ok(t) => Ok(Some(t)),
                 Err(_) => Ok(Some(String::from("\u{fffd}"))),
             },
-            Ok(None) => Ok(None),
+            Ok(None) | Err(store::Error::NotAFile { .. }) => Ok(None),
             Err(store::Error::TooLarge { .. }) => Ok(Some(String::from("\u{fffd}"))),
             Err(e) => Err(e.into()),
         }
@@ -427,14 +475,8 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn verify_set(&mut self, paths: &[String]) -> Result<Vec<Digest>, Error> {
         let mut prepared = Vec::with_capacity(paths.len());
         for path in paths {
-            let text = self.read(path, shard::MAX_BYTES as u64)?;
-            prepared.push(prepare(
-                path,
-                text.as_deref(),
-                self.layout,
-                self.privacy,
-                true,
-            ));
+            let read = self.read_shard(path)?;
+            prepared.push(prepare(path, &read, self.layout, self.privacy, true));
         }
         self.check_set(paths, prepared)
     }
@@ -659,8 +701,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn claim_broken(&mut self, paths: &[String]) -> Result<(), Error> {
         let mut identity = None;
         for path in paths {
-            let Some(text) = self.read(path, shard::MAX_BYTES as u64)? else {
-                continue;
+            // Lossy and past the shard cap (bounded): a shard refused for its size or bytes still
+            // names the events whose bindings belong to it.
+            let text = match self.view.read_unchecked(path, CLAIM_READ_MAX) {
+                Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Ok(None) | Err(store::Error::TooLarge { .. }) => continue,
+                Err(e) => return Err(e.into()),
             };
             for line in text.lines() {
                 let Ok(v) = crate::canonical::parse(line) else {
@@ -828,6 +874,8 @@ impl<'s, 'r> Ctx<'s, 'r> {
     fn finish(mut self) -> Report {
         self.report.findings.sort();
         self.report.findings.dedup();
+        self.report.warnings.sort();
+        self.report.warnings.dedup();
         self.report
     }
 }
@@ -915,28 +963,23 @@ enum Outcome {
     Good(Shard, Vec<Option<BlobId>>, Digest),
 }
 
-/// Parses and checks one shard file on its own: canonical event lines (ledger-core §2.6),
-/// strict-profile privacy, exact causal order (§6.6), one producer; and computes the content
-/// id of each event's binding. `parallel` splits a long shard's lines across threads.
-fn prepare(
-    path: &str,
-    text: Option<&str>,
-    layout: Layout,
-    profile: Profile,
-    parallel: bool,
-) -> Prepared {
-    let broken = |events, strict, rule, detail| Prepared {
-        events,
-        strict,
-        outcome: Outcome::Broken(rule, detail),
-    };
-    let Some(text) = text else {
-        return Prepared {
-            events: 0,
-            strict: Vec::new(),
-            outcome: Outcome::Absent,
-        };
-    };
+/// One shard file checked on its own ([`check_shard`]).
+#[derive(Debug)]
+pub struct ShardCheck {
+    /// The events its lines hold: all of them once every line parses (also when a later check
+    /// of the file fails), none when a line does not.
+    pub events: Vec<Event>,
+    /// The rule the file breaks and the detail naming it; `None` when the file passes.
+    pub refused: Option<(Rule, String)>,
+}
+
+/// The checks of one shard file that need nothing but its text, shared by `verify` and `log`
+/// (so that `log` never prints an event out of a shard `verify` would refuse): canonical event
+/// lines (ledger-core §2.6: a final newline, no empty line, no `\r`, each line canonical and a
+/// valid event, the privacy rules included), 1 to 1,024 events in exact canonical causal order
+/// (§6.6), one producer. `parallel` splits a long shard's lines across threads. The checks
+/// that need the rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
+pub fn check_shard(path: &str, text: &str, parallel: bool) -> ShardCheck {
     let parsed = if parallel {
         shard::parse_content(text, path)
     } else {
@@ -945,14 +988,66 @@ fn prepare(
     let events = match parsed {
         Ok(events) => events,
         Err(e) => {
-            let rule = if is_privacy(&e) {
-                Rule::Privacy
-            } else {
-                Rule::ShardInvalid
+            return ShardCheck {
+                events: Vec::new(),
+                refused: Some(shard_refusal(&e)),
             };
-            return broken(0, Vec::new(), rule, e.to_string());
         }
     };
+    let refused = match shard::check_file_events(&events, path) {
+        Err(e) => Some(shard_refusal(&e)),
+        Ok(()) if events.iter().any(|e| e.producer() != events[0].producer()) => Some((
+            Rule::ShardInvalid,
+            format!("action event shard mixes producer identities: {path}"),
+        )),
+        Ok(()) => None,
+    };
+    ShardCheck { events, refused }
+}
+
+/// The rule a shard error breaks, with its text as the detail.
+pub fn shard_refusal(e: &shard::Error) -> (Rule, String) {
+    let rule = match e {
+        _ if is_privacy(e) => Rule::Privacy,
+        shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
+        shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
+        _ => Rule::ShardInvalid,
+    };
+    (rule, e.to_string())
+}
+
+/// A shard file as read for [`prepare`]: absent, its text, or why it is not text (over
+/// [`shard::MAX_BYTES`], not UTF-8).
+type ShardRead = Option<Result<String, shard::Error>>;
+
+/// Parses and checks one shard file on its own ([`check_shard`]), scans its events for the
+/// strict profile, and computes the content id of each event's binding and the replay digest.
+fn prepare(
+    path: &str,
+    read: &ShardRead,
+    layout: Layout,
+    profile: Profile,
+    parallel: bool,
+) -> Prepared {
+    let text = match read {
+        None => {
+            return Prepared {
+                events: 0,
+                strict: Vec::new(),
+                outcome: Outcome::Absent,
+            };
+        }
+        Some(Err(e)) => {
+            let (rule, detail) = shard_refusal(e);
+            return Prepared {
+                events: 0,
+                strict: Vec::new(),
+                outcome: Outcome::Broken(rule, detail),
+            };
+        }
+        Some(Ok(text)) => text,
+    };
+    let ShardCheck { events, refused } = check_shard(path, text, parallel);
     let mut strict = Vec::new();
     if profile == Profile::Strict {
         for e in &events {
@@ -964,21 +1059,12 @@ fn prepare(
             }
         }
     }
-    if let Err(e) = shard::check_file_events(&events, path) {
-        let rule = match e {
-            shard::Error::NotCausalOrder(_) => Rule::ShardOrder,
-            shard::Error::Event(event::Error::DuplicateEvent(_)) => Rule::DuplicateEvent,
-            _ => Rule::ShardInvalid,
-        };
-        return broken(events.len(), strict, rule, e.to_string());
-    }
-    if events.iter().any(|e| e.producer() != events[0].producer()) {
-        return broken(
-            events.len(),
+    if let Some((rule, detail)) = refused {
+        return Prepared {
+            events: events.len(),
             strict,
-            Rule::ShardInvalid,
-            "the shard mixes producer identities".to_owned(),
-        );
+            outcome: Outcome::Broken(rule, detail),
+        };
     }
     let ids = events
         .iter()
@@ -1002,14 +1088,10 @@ fn prepare(
 
 /// [`prepare`] over many shards on all cores ([`crate::parallel::map`]); results in input
 /// order. A lone shard spreads its lines across the cores instead.
-fn prepare_all(
-    items: &[(&str, Option<String>)],
-    layout: Layout,
-    profile: Profile,
-) -> Vec<Prepared> {
+fn prepare_all(items: &[(&str, ShardRead)], layout: Layout, profile: Profile) -> Vec<Prepared> {
     let lone = items.len() < 2;
-    crate::parallel::map(items, 2, |(path, text)| {
-        prepare(path, text.as_deref(), layout, profile, lone)
+    crate::parallel::map(items, 2, |(path, read)| {
+        prepare(path, read, layout, profile, lone)
     })
 }
 
@@ -1020,7 +1102,7 @@ fn prepare_all(
 fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<(), Error> {
     use std::sync::mpsc::sync_channel;
     const BATCH_BYTES: usize = 1 << 20;
-    type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, Option<String>)>);
+    type Batch<'p> = (std::ops::Range<usize>, Vec<(&'p str, ShardRead)>);
     let (layout, profile) = (ctx.layout, ctx.privacy);
     std::thread::scope(|scope| {
         let (to_prepare, batches) = sync_channel::<Batch<'_>>(1);
@@ -1052,9 +1134,12 @@ fn check_sets_pipelined(ctx: &mut Ctx<'_, '_>, sets: &[&Vec<String>]) -> Result<
             let mut items = Vec::new();
             while next < sets.len() && (next == first || bytes < BATCH_BYTES) {
                 for path in sets[next] {
-                    let text = ctx.read(path, shard::MAX_BYTES as u64)?;
-                    bytes += text.as_ref().map_or(0, String::len);
-                    items.push((path.as_str(), text));
+                    let read = ctx.read_shard(path)?;
+                    bytes += match &read {
+                        Some(Ok(text)) => text.len(),
+                        _ => 0,
+                    };
+                    items.push((path.as_str(), read));
                 }
                 next += 1;
             }
@@ -1140,6 +1225,184 @@ fn report_compaction(ctx: &mut Ctx<'_, '_>, problems: Vec<crate::compact::Proble
     }
 }
 
+/// The name two sibling entries share on a case-insensitive, normalization-insensitive file
+/// system: NFC of the Unicode default (full) case folding of the name's NFD (the canonical
+/// caseless match of the Unicode standard, section 3.13). Full folding, not lowercasing: `ß`,
+/// `ẞ` and `ss` fold alike, and so do `ſ` and `s`, `ﬁ` and `fi`, which `to_lowercase` keeps
+/// apart. An ASCII name folds to its ASCII lowercase.
+fn fold_key(name: &str) -> std::borrow::Cow<'_, str> {
+    use caseless::Caseless;
+    use unicode_normalization::UnicodeNormalization;
+    if name.is_ascii() {
+        if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            name.to_ascii_lowercase().into()
+        } else {
+            name.into()
+        }
+    } else {
+        name.nfd()
+            .default_case_fold()
+            .nfc()
+            .collect::<String>()
+            .into()
+    }
+}
+
+/// The [`Rule::CaseCollision`] warnings among the entries named `names` of the directory
+/// `dir` (`""` or ending in `/`): each pair whose fold keys are equal, once, named by the
+/// first path in byte order; `only`, when given, keeps the pairs with a member it accepts.
+fn collisions(dir: &str, names: &[&str], only: Option<&dyn Fn(&str) -> bool>) -> Vec<Finding> {
+    let mut keyed: Vec<(std::borrow::Cow<'_, str>, &str)> =
+        names.iter().map(|n| (fold_key(n), *n)).collect();
+    keyed.sort_unstable();
+    let mut out = Vec::new();
+    for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+        for (i, (_, a)) in run.iter().enumerate() {
+            for (_, b) in &run[i + 1..] {
+                if only.is_some_and(|keep| !keep(a) && !keep(b)) {
+                    continue;
+                }
+                let (first, second) = if a <= b { (a, b) } else { (b, a) };
+                out.push(Finding {
+                    path: format!("{dir}{first}"),
+                    rule: Rule::CaseCollision,
+                    detail: format!(
+                        "warning: {dir}{second} is the same name on a case-insensitive file system (equal after Unicode case folding and NFC normalization): a checkout on macOS or Windows holds only one of them; the ledger keeps both as published"
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Collects [`Rule::CaseCollision`] warnings during a tree walk, one directory at a time (the
+/// walk visits the entries of a directory together). Holds one directory's names in one
+/// buffer, and folds them only when one of them is not plain lowercase ASCII.
+#[derive(Default)]
+struct Siblings {
+    dir: String,
+    names: String,
+    ends: Vec<usize>,
+    plain: bool,
+    warnings: Vec<Finding>,
+}
+
+impl Siblings {
+    fn visit(&mut self, entry: &store::Walked<'_>) {
+        let dir = &entry.path[..entry.path.len() - entry.name.len()];
+        if dir != self.dir || self.ends.is_empty() {
+            self.flush();
+            self.dir.clear();
+            self.dir.push_str(dir);
+        }
+        self.plain &= entry
+            .name
+            .bytes()
+            .all(|b| b.is_ascii() && !b.is_ascii_uppercase());
+        self.names.push_str(entry.name);
+        self.ends.push(self.names.len());
+    }
+
+    fn flush(&mut self) {
+        if !self.plain {
+            let mut names = Vec::with_capacity(self.ends.len());
+            let mut start = 0;
+            for &end in &self.ends {
+                names.push(&self.names[start..end]);
+                start = end;
+            }
+            self.warnings.extend(collisions(&self.dir, &names, None));
+        }
+        self.names.clear();
+        self.ends.clear();
+        self.plain = true;
+    }
+
+    fn finish(mut self) -> Vec<Finding> {
+        self.flush();
+        self.warnings
+    }
+}
+
+/// The [`Rule::CaseCollision`] warnings a push brings: in every directory on the way to an
+/// added path (below `ledger/v1/` or `finality/v1/`), the pairs of sibling names at `new` that
+/// fold alike and of which at least one is not at `old`.
+fn added_collisions<'p>(
+    old: &Snapshot<'_>,
+    new: &Snapshot<'_>,
+    added: impl Iterator<Item = &'p str>,
+) -> Result<Vec<Finding>, Error> {
+    let mut on_the_way: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for path in added {
+        let root = if path.starts_with(FINALITY) {
+            FINALITY
+        } else {
+            LEDGER
+        };
+        let mut at = root.len() + 1;
+        while at <= path.len() {
+            let end = path[at..].find('/').map_or(path.len(), |i| at + i);
+            on_the_way
+                .entry(&path[..at])
+                .or_default()
+                .insert(&path[at..end]);
+            at = end + 1;
+        }
+    }
+    let mut warnings = Vec::new();
+    for (dir, names) in on_the_way {
+        let mut fresh = BTreeSet::new();
+        for name in names {
+            if old.mode(&format!("{dir}{name}"))?.is_none() {
+                fresh.insert(name);
+            }
+        }
+        if fresh.is_empty() {
+            continue;
+        }
+        let siblings = new.entry_names(dir.trim_end_matches('/'))?;
+        let siblings: Vec<&str> = siblings.iter().map(String::as_str).collect();
+        warnings.extend(collisions(dir, &siblings, Some(&|n| fresh.contains(n))));
+    }
+    Ok(warnings)
+}
+
+/// The [`Rule::EntryMode`] finding for the entry at `path` of `mode`.
+fn entry_mode_finding(path: &str, mode: store::Mode) -> Finding {
+    let root = if path.starts_with("finality") {
+        FINALITY
+    } else {
+        LEDGER
+    };
+    Finding {
+        path: path.to_owned(),
+        rule: Rule::EntryMode,
+        detail: format!(
+            "{} (mode {mode}): only plain files (mode 100644) and directories belong under {root}/; a clone would not check out the bytes verified here",
+            mode.describe()
+        ),
+    }
+}
+
+/// Checks the directories on the way to `root` (`ledger`, then `ledger/v1`): each absent or a
+/// directory. Returns the findings and whether `root` can be walked (it is a directory).
+fn check_root(snap: &Snapshot<'_>, root: &str) -> Result<(Vec<Finding>, bool), Error> {
+    let mut at = 0;
+    loop {
+        let end = root[at..].find('/').map_or(root.len(), |i| at + i);
+        let path = &root[..end];
+        match snap.mode(path)? {
+            None => return Ok((Vec::new(), false)),
+            Some(mode) if !mode.is_dir() => {
+                return Ok((vec![entry_mode_finding(path, mode)], false));
+            }
+            Some(_) if end == root.len() => return Ok((Vec::new(), true)),
+            Some(_) => at = end + 1,
+        }
+    }
+}
+
 /// Verifies the whole ledger at `commit` with the default [`Options`] (strict privacy).
 pub fn verify_revision(store: &Store, commit: CommitId) -> Result<Report, Error> {
     verify_revision_with(store, commit, &Options::default())
@@ -1159,7 +1422,31 @@ pub fn verify_revision_with(
     // is reported.
     let mut bindings: Vec<(Kind, Key, [u8; 20])> = Vec::new();
     let mut segment_files: Vec<String> = Vec::new();
-    snap.for_each_file_id(LEDGER, |path, id| {
+    let (findings, walk_ledger) = check_root(&snap, LEDGER)?;
+    ctx.report.findings.extend(findings);
+    let walk = |visit: &mut dyn FnMut(&store::Walked<'_>)| {
+        if walk_ledger {
+            snap.for_each_entry(LEDGER, visit)
+        } else {
+            Ok(())
+        }
+    };
+    let mut siblings = Siblings::default();
+    walk(&mut |entry| {
+        siblings.visit(entry);
+        if entry.mode.is_dir() {
+            return;
+        }
+        if !entry.mode.is_regular_file() {
+            ctx.report
+                .findings
+                .push(entry_mode_finding(entry.path, entry.mode));
+        }
+        // A submodule has no bytes: its path is reported above and holds no shard or binding.
+        let Some(id) = entry.blob else {
+            return;
+        };
+        let path = entry.path;
         if shard::parse_path(path).is_some() {
             sets.entry(set_key(path)).or_default().push(path.to_owned());
         } else if path == layout::RECORD_PATH {
@@ -1203,8 +1490,21 @@ pub fn verify_revision_with(
     ctx.settle_events();
     // Parents outside the ledger end a walk.
     ctx.find_cycles(None, |_, _| Ok(None))?;
-    let finality = crate::finality::verify(&snap)?;
-    ctx.report.findings.extend(finality);
+    let (findings, walk_finality) = check_root(&snap, FINALITY)?;
+    ctx.report.findings.extend(findings);
+    if walk_finality {
+        snap.for_each_entry(FINALITY, |entry| {
+            siblings.visit(entry);
+            if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
+                ctx.report
+                    .findings
+                    .push(entry_mode_finding(entry.path, entry.mode));
+            }
+        })?;
+        let finality = crate::finality::verify(&snap)?;
+        ctx.report.findings.extend(finality);
+    }
+    ctx.report.warnings = siblings.finish();
     Ok(ctx.finish())
 }
 
@@ -1236,7 +1536,31 @@ pub fn verify_range_with(
     let mut touched: BTreeSet<String> = BTreeSet::new();
     let mut added_bindings: Vec<(String, Kind)> = Vec::new();
     let mut compaction = crate::compact::RangeChanges::default();
-    for change in store.diff(old, new, LEDGER)? {
+    // Entry modes: the roots as they are at NEW, and every entry the push adds or changes.
+    let (ledger_roots, _) = check_root(&snap, LEDGER)?;
+    let (finality_roots, _) = check_root(&snap, FINALITY)?;
+    ctx.report.findings.extend(ledger_roots);
+    ctx.report.findings.extend(finality_roots);
+    let (changes, irregular) = store.diff_with_modes(old, new, LEDGER)?;
+    let (finality_changes, irregular_finality) = store.diff_with_modes(old, new, FINALITY)?;
+    for (path, mode) in irregular.iter().chain(&irregular_finality) {
+        ctx.report.findings.push(entry_mode_finding(path, *mode));
+    }
+    let added = changes
+        .iter()
+        .chain(&finality_changes)
+        .filter_map(|c| match c {
+            Change::Added(p) => Some(p.as_str()),
+            _ => None,
+        })
+        .chain(
+            irregular
+                .iter()
+                .chain(&irregular_finality)
+                .map(|(p, _)| p.as_str()),
+        );
+    ctx.report.warnings = added_collisions(&store.snapshot(old)?, &snap, added)?;
+    for change in changes {
         match change {
             Change::Modified(p) if crate::segment::is_manifest_path(&p) => {
                 compaction.modified_manifests.push(p)
@@ -1295,7 +1619,11 @@ pub fn verify_range_with(
     // An added event whose binding was already there was published before.
     for id in &incoming {
         let path = Kind::Event.path(ctx.layout, id);
-        if !added.contains(&path) && snap.exists(&path)? {
+        let bound = match snap.exists(&path) {
+            Err(store::Error::NotAFile { .. }) => false,
+            other => other?,
+        };
+        if !added.contains(&path) && bound {
             let shard = ctx
                 .events
                 .position(&id.bytes())
@@ -1807,6 +2135,409 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Commits `bytes` at `path` on top of `base` (create or replace).
+    fn commit_bytes(b: &Base, base: CommitId, path: &str, bytes: Vec<u8>) -> CommitId {
+        b.store
+            .write_commit_with(
+                Some(base),
+                &[(path.to_owned(), bytes)],
+                &[],
+                true,
+                "edit",
+                &sig(),
+            )
+            .unwrap()
+    }
+
+    /// A stored shard over the 2 MiB cap or with bytes that are not UTF-8 is reported under the
+    /// rule it breaks, in the words `publish` uses for such a source file (not "must end with a
+    /// newline"), by a whole-revision verify and by a push range; one broken shard is one
+    /// finding (its bindings are still accounted for).
+    #[test]
+    fn shards_over_the_cap_or_not_utf8_name_the_rule_they_break() {
+        let b = base(Layout::Fanout);
+        let parent = b.store.parents(b.commit).unwrap()[0];
+        let path = b.part(1).clone();
+        let text = b.files[&path].as_bytes().to_vec();
+        let at = b.files[&path].find("\"event_type\":\"").unwrap() + 14;
+        let splice = |bad: &[u8]| {
+            let mut v = text[..at].to_vec();
+            v.extend_from_slice(bad);
+            v.extend_from_slice(&text[at..]);
+            v
+        };
+        let padded = |len: usize| {
+            let mut v = text.clone();
+            v.resize(len, b' ');
+            v
+        };
+        let repeated = {
+            let mut v = Vec::new();
+            while v.len() <= 3 * shard::MAX_BYTES {
+                v.extend_from_slice(&text);
+            }
+            v
+        };
+        let not_utf8 = format!("invalid UTF-8 in action event shard file: {path}");
+        let too_large = format!("action event shard file exceeds 2097152 byte limit: {path}");
+        let members: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("a 0xFF byte", splice(b"\xff"), &not_utf8),
+            ("a lone continuation byte", splice(b"\x80"), &not_utf8),
+            ("a truncated two-byte sequence", splice(b"\xc3"), &not_utf8),
+            ("an overlong '/'", splice(b"\xc0\xaf"), &not_utf8),
+            ("an encoded surrogate", splice(b"\xed\xa0\x80"), &not_utf8),
+            (
+                "one byte over the cap",
+                padded(shard::MAX_BYTES + 1),
+                &too_large,
+            ),
+            ("its lines repeated past 6 MiB", repeated, &too_large),
+        ];
+        for (name, bytes, detail) in members {
+            let commit = commit_bytes(&b, b.commit, &path, bytes);
+            let want = vec![Finding {
+                path: path.clone(),
+                rule: Rule::ShardInvalid,
+                detail: detail.to_owned(),
+            }];
+            let whole = verify_revision(&b.store, commit).unwrap();
+            assert_eq!(whole.findings, want, "{name}: whole revision");
+            // The same tree pushed onto the commit before the set was published.
+            let range = verify_range(&b.store, Some(parent), commit).unwrap();
+            assert_eq!(range.findings, want, "{name}: push range");
+        }
+        // At exactly the cap the size is not the problem (the padding is).
+        let commit = commit_bytes(&b, b.commit, &path, padded(shard::MAX_BYTES));
+        let whole = verify_revision(&b.store, commit).unwrap();
+        assert_eq!(whole.findings.len(), 1);
+        assert_eq!(whole.findings[0].rule, Rule::ShardInvalid);
+        assert!(
+            !whole.findings[0].detail.contains("byte limit"),
+            "{:?}",
+            whole.findings
+        );
+    }
+
+    /// Runs git with `GIT_INDEX_FILE=index` in the bare repository `git_dir`; returns stdout.
+    fn git(git_dir: &Path, index: &Path, args: &[&str], stdin: &[u8]) -> String {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(git_dir)
+            .args(args)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@invalid")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    }
+
+    /// A commit on `base` (with git plumbing, as a user would make it) in which everything at
+    /// or below `path` is replaced by one entry of `mode` holding `object`.
+    fn commit_with_mode(
+        store: &Store,
+        base: CommitId,
+        path: &str,
+        mode: &str,
+        object: &str,
+    ) -> CommitId {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("index");
+        let g = |args: &[&str], stdin: &[u8]| git(store.git_dir(), &index, args, stdin);
+        g(&["read-tree", &base.to_hex()], b"");
+        let below: String = g(&["ls-files", "-z", "--", path], b"")
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("0 {}\t{p}\n", "0".repeat(40)))
+            .collect();
+        g(&["update-index", "--index-info"], below.as_bytes());
+        g(
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("{mode},{object},{path}"),
+            ],
+            b"",
+        );
+        let tree = g(&["write-tree"], b"");
+        let commit = g(
+            &["commit-tree", &tree, "-p", &base.to_hex(), "-m", "mode"],
+            b"",
+        );
+        CommitId::from_hex(&commit).unwrap()
+    }
+
+    /// Entries that are not plain `100644` files (symbolic links, executables, submodules) are
+    /// `entry-mode` findings naming the path and the mode, at a shard, a binding, a finality
+    /// record and at directory positions, in a whole revision and in a push range; the same
+    /// bytes in a link or an executable are otherwise accepted (one finding).
+    #[test]
+    fn entries_that_are_not_plain_files_are_reported_with_their_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let jobs = manifest_dir().join("testdata/corpus/day1/shards");
+        let first = publish::publish(
+            &store,
+            &jobs.join("001-openclaw-clawsweeper-review-r13550107154-a1"),
+            &options,
+        )
+        .unwrap()
+        .commit
+        .unwrap();
+        publish::publish(
+            &store,
+            &jobs.join("008-openclaw-clawsweeper-repair-worker-r13550308979-a1"),
+            &options,
+        )
+        .unwrap();
+        let action = crate::finality::NewAction {
+            action_id: crate::finality::ActionId::parse("act_deploy").unwrap(),
+            agent_id: "deploy-bot".into(),
+            principal: "ci-key-7".into(),
+            act: None,
+            guard_decision_id: Some("gd_1".into()),
+            verdict: crate::finality::Verdict::parse("allow").unwrap(),
+            client_capabilities: vec![crate::finality::EXECUTION_CLAIMS.to_owned()],
+            identity_verified: false,
+            containment_ref: None,
+            lifecycle: None,
+        };
+        let tip = crate::finality::create_action(
+            &store,
+            &crate::finality::Options::new(sig()),
+            &action,
+            1_773_100_800_000,
+        )
+        .unwrap()
+        .commit
+        .unwrap();
+        assert!(verify_revision(&store, tip).unwrap().is_clean());
+        let snap = store.snapshot(Some(tip)).unwrap();
+        let all = snap.list_files("").unwrap();
+        let added = store.diff(Some(first), tip, "").unwrap();
+        let added: Vec<&str> = added.iter().map(Change::path).collect();
+        let pick = |f: &dyn Fn(&str) -> bool| -> String {
+            added.iter().find(|p| f(p)).unwrap().to_string()
+        };
+        let shard_path = pick(&|p| shard::parse_path(p).is_some());
+        let binding_path =
+            pick(&|p| binding::classify(p).is_some_and(|(k, _, _)| k == Kind::Event));
+        let record = pick(&|p| p.ends_with("/action.json"));
+        let producer_dir = shard_path.rsplit_once('/').unwrap().0.to_owned();
+        let action_dir = record.rsplit_once('/').unwrap().0.to_owned();
+        let fanout_dir = binding_path.rsplit_once('/').unwrap().0.to_owned();
+        assert!(all.contains(&shard_path) && all.contains(&binding_path));
+        let blob_of = |path: &str| snap.file_id(path).unwrap().unwrap().to_string();
+        let link_target = BlobId::of(b"../../elsewhere").unwrap().to_string();
+        // The link's blob must exist for git to write the tree.
+        let index = dir.path().join("scratch-index");
+        let written = git(
+            store.git_dir(),
+            &index,
+            &["hash-object", "-w", "--stdin"],
+            b"../../elsewhere",
+        );
+        assert_eq!(written, link_target);
+        let commit_id = tip.to_hex();
+        // (position, path, whether its bytes stay those verified)
+        let positions: Vec<(&str, &str, bool)> = vec![
+            ("shard", &shard_path, true),
+            ("event binding", &binding_path, true),
+            ("finality record", &record, true),
+            ("producer directory", &producer_dir, false),
+            ("binding fan-out directory", &fanout_dir, false),
+            ("action directory", &action_dir, false),
+            ("ledger root", "ledger/v1", false),
+            ("ledger directory", "ledger", false),
+            ("finality root", "finality/v1", false),
+        ];
+        for (position, path, same_bytes) in positions {
+            for mode in ["120000", "100755", "160000"] {
+                let object = match mode {
+                    "160000" => commit_id.clone(),
+                    _ if same_bytes => blob_of(path),
+                    _ => link_target.clone(),
+                };
+                let name = format!("{position} {path} as {mode}");
+                let commit = commit_with_mode(&store, tip, path, mode, &object);
+                let wanted = |report: &Report| {
+                    report.findings.iter().any(|f| {
+                        f.path == path
+                            && f.rule == Rule::EntryMode
+                            && f.detail.contains(&format!("(mode {mode})"))
+                    })
+                };
+                let whole = verify_revision(&store, commit).unwrap();
+                assert!(wanted(&whole), "{name}: whole {:#?}", whole.findings);
+                if same_bytes && mode != "160000" {
+                    assert_eq!(whole.findings.len(), 1, "{name}: {:#?}", whole.findings);
+                }
+                // Pushed onto the tip, and as part of the publication that adds the path.
+                for old in [tip, first] {
+                    let range = verify_range(&store, Some(old), commit).unwrap();
+                    assert!(wanted(&range), "{name}: range {:#?}", range.findings);
+                    if old == first && same_bytes && mode != "160000" {
+                        assert_eq!(range.findings.len(), 1, "{name}: {:#?}", range.findings);
+                    }
+                }
+                let new_ref = verify_range(&store, None, commit).unwrap();
+                assert!(wanted(&new_ref), "{name}: new ref {:#?}", new_ref.findings);
+            }
+        }
+    }
+
+    #[test]
+    fn names_fold_with_full_case_folding_and_nfc() {
+        let same = [
+            ("Review", "review"),
+            ("Straße", "STRASSE"),
+            ("straße", "strasse"),
+            ("\u{1e9e}", "ss"),
+            ("\u{c9}", "E\u{301}"),
+            ("\u{e9}", "E\u{301}"),
+            ("\u{fb01}le", "FILE"),
+            ("\u{17f}tep", "Step"),
+            ("\u{212a}elvin", "kelvin"),
+            ("\u{212b}", "\u{e5}"),
+            ("όσος", "ΌΣΟΣ"),
+            ("όσοσ", "όσος"),
+        ];
+        for (a, b) in same {
+            assert_eq!(fold_key(a), fold_key(b), "{a:?} {b:?}");
+            assert_eq!(collisions("d/", &[a, b], None).len(), 1, "{a:?} {b:?}");
+        }
+        let apart = [
+            ("review", "reviews"),
+            ("Straße", "Strase"),
+            ("\u{c9}", "E"),
+            ("\u{130}", "i"),
+            ("\u{131}", "I"),
+            ("a-b", "a_b"),
+            ("kelvin", "kelvin."),
+        ];
+        for (a, b) in apart {
+            assert_ne!(fold_key(a), fold_key(b), "{a:?} {b:?}");
+            assert!(collisions("d/", &[a, b], None).is_empty(), "{a:?} {b:?}");
+        }
+        // Three names that fold alike are three pairs; each pair is named once, by the first.
+        let three = collisions("d/", &["b", "B", "\u{ff22}"], None);
+        assert_eq!(three.len(), 1, "fullwidth B is not B: {three:?}");
+        let three = collisions("d/", &["READ", "Read", "read"], None);
+        let paths: Vec<&str> = three.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["d/READ", "d/READ", "d/Read"]);
+        assert!(three[0].detail.contains("d/Read is the same name"));
+    }
+
+    /// Sibling names that a case-insensitive file system folds into one are reported as
+    /// warnings (each pair once), which leave the report's findings alone, in a whole revision
+    /// and in the push that brings them; near misses are not reported.
+    #[test]
+    fn case_insensitive_collisions_are_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        let job = manifest_dir()
+            .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+        let base = publish::publish(&store, &job, &Options::new(sig()))
+            .unwrap()
+            .commit
+            .unwrap();
+        let put = |base: CommitId, names: &[&str]| {
+            let files: Vec<(String, Vec<u8>)> = names
+                .iter()
+                .map(|n| (format!("ledger/v1/notes/{n}"), b"x\n".to_vec()))
+                .collect();
+            store
+                .write_commit_with(Some(base), &files, &[], false, "notes", &sig())
+                .unwrap()
+        };
+        let pairs = [
+            ("STRASSE.txt", "Straße.txt"),
+            ("E\u{301}.txt", "\u{c9}.txt"),
+            ("FILE.txt", "\u{fb01}le.txt"),
+            ("kelvin.txt", "\u{212a}elvin.txt"),
+            ("Docs/a.txt", "docs/b.txt"),
+        ];
+        let near = [
+            "Strase.txt",
+            "E.txt",
+            "\u{130}.txt",
+            "i.txt",
+            "kelvins.txt",
+            "doc/c.txt",
+        ];
+        let mut names: Vec<&str> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        names.extend(near);
+        let commit = put(base, &names);
+        let key = |r: &Report| -> BTreeSet<(String, String)> {
+            r.warnings
+                .iter()
+                .map(|w| {
+                    assert_eq!(w.rule, Rule::CaseCollision);
+                    let other = w.detail.split(' ').nth(1).unwrap().to_owned();
+                    (w.path.clone(), other)
+                })
+                .collect()
+        };
+        let want: BTreeSet<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| {
+                let top = |n: &str| format!("ledger/v1/notes/{}", n.split('/').next().unwrap());
+                (top(a), top(b))
+            })
+            .collect();
+        let whole = verify_revision(&store, commit).unwrap();
+        assert_eq!(key(&whole), want, "{:#?}", whole.warnings);
+        assert_eq!(whole.warnings.len(), pairs.len());
+        assert!(
+            whole.findings.iter().all(|f| f.rule == Rule::UnknownPath),
+            "{:#?}",
+            whole.findings
+        );
+        let range = verify_range(&store, Some(base), commit).unwrap();
+        assert_eq!(key(&range), want, "{:#?}", range.warnings);
+        // Only the pairs a push brings: another near miss adds none, a new twin adds one.
+        let later = put(commit, &["Kelvins.txt.bak"]);
+        assert!(
+            verify_range(&store, Some(commit), later)
+                .unwrap()
+                .warnings
+                .is_empty()
+        );
+        let twin = put(commit, &["KELVIN.txt"]);
+        let report = verify_range(&store, Some(commit), twin).unwrap();
+        assert_eq!(report.warnings.len(), 2, "{:#?}", report.warnings);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .all(|w| w.path.ends_with("/KELVIN.txt")),
+            "{:#?}",
+            report.warnings
+        );
+        // The clean base has none.
+        let clean = verify_revision(&store, base).unwrap();
+        assert!(clean.is_clean() && clean.warnings.is_empty());
     }
 
     #[test]
