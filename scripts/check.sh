@@ -22,6 +22,8 @@ echo "== load: 16 publishers, replayers and conflicting writers, local and remot
 scripts/load.sh both 16 2
 echo "== crash: SIGKILL publish at random moments (bounded)"
 scripts/crash.sh 200
+echo "== malformed trees: writers refuse, verify, verify --range and the hook report (real git)"
+scripts/e2e-malformed-trees.sh
 echo "== durability order of every write (strace: fsync before rename, ref after objects)"
 scripts/durability.sh
 echo "== execution finality races (concurrent claims; a report against the sweep)"

@@ -191,7 +191,7 @@ impl Plan {
 pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
     let view = View::new(snap);
     let mut by_month: BTreeMap<Month, Vec<String>> = BTreeMap::new();
-    for path in snap.list_files(shard::EVENTS_ROOT)? {
+    for path in snap.list_files_for_write(shard::EVENTS_ROOT)? {
         if let Some(month) = Month::of_shard(&path)
             && options.is_eligible(month)
         {

@@ -1545,7 +1545,23 @@ impl<'a> Snapshot<'a> {
     pub fn for_each_entry(
         &self,
         prefix: &str,
+        visit: impl FnMut(&Walked<'_>),
+    ) -> Result<(), Error> {
+        self.for_each_entry_checked(prefix, visit, |_, _| {})
+    }
+
+    /// [`Snapshot::for_each_entry`] that also calls `malformed` with the path and the defect of
+    /// every tree it decodes (the one at `prefix` included) that breaks git's rules on trees:
+    /// duplicate names, a name both file and directory, entries out of order ([`TreeDefect`];
+    /// entry modes are left to the caller, which sees every entry's mode).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_entry_checked(
+        &self,
+        prefix: &str,
         mut visit: impl FnMut(&Walked<'_>),
+        mut malformed: impl FnMut(&str, TreeDefect),
     ) -> Result<(), Error> {
         let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
         let start = if prefix.is_empty() {
@@ -1582,6 +1598,9 @@ impl<'a> Snapshot<'a> {
             let decoded = tree
                 .decode()
                 .map_err(git_err("decode tree on the way to", &dir_path))?;
+            if let Some(defect) = tree_defect(&decoded.entries, "") {
+                malformed(&dir_path, defect);
+            }
             for entry in &decoded.entries {
                 let name = std::str::from_utf8(entry.filename).map_err(|_| Error::InvalidPath {
                     path: format!("{dir_path}/{}", entry.filename.as_bstr()),
@@ -1634,6 +1653,32 @@ impl<'a> Snapshot<'a> {
         Ok(dir.keys().map(|k| k.to_str_lossy().into_owned()).collect())
     }
 
+    /// How the tree at `path` (`""` for the root) breaks git's rules on trees (duplicate names,
+    /// a name both file and directory, entries out of order; not entry modes), `None` when it
+    /// is well-formed or no tree is there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn tree_defect_at(&self, path: &str) -> Result<Option<TreeDefect>, Error> {
+        let id = if path.is_empty() {
+            self.root
+        } else {
+            validate_path(path)?;
+            self.lookup(path)?
+                .filter(|e| e.kind == EntryKind::Tree)
+                .map(|e| e.id)
+        };
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        let depth = if path.is_empty() {
+            0
+        } else {
+            path.split('/').count()
+        };
+        Ok(self.cached_tree(id, path, depth)?.defect.clone())
+    }
+
     /// The mode of the entry at `path`, `None` if nothing is there (also when a component on
     /// the way is not a directory). Reads trees only.
     ///
@@ -1674,6 +1719,50 @@ impl<'a> Snapshot<'a> {
     pub fn list_files(&self, prefix: &str) -> Result<Vec<String>, Error> {
         let mut out = Vec::new();
         self.for_each_file(prefix, |path| out.push(path.to_owned()))?;
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// [`Snapshot::list_files`] for a writer that will edit what it lists (compaction): every
+    /// tree under `prefix` must be well-formed, and below the ledger roots hold only trees and
+    /// `100644` files, as [`Store::write_commit_with`] requires of the trees it edits.
+    ///
+    /// # Errors
+    /// [`Error::MalformedTree`] naming the first malformed tree met; as [`Snapshot::list_files`].
+    pub fn list_files_for_write(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        let mut odd: Option<(String, TreeDefect)> = None;
+        let mut malformed: Option<(String, TreeDefect)> = None;
+        self.for_each_entry_checked(
+            prefix,
+            |entry| {
+                if entry.mode.is_dir() {
+                    return;
+                }
+                if !entry.mode.is_regular_file() && under_ledger_root(entry.path) {
+                    let dir = entry.path.rsplit_once('/').map_or("", |(d, _)| d);
+                    odd.get_or_insert_with(|| {
+                        (
+                            dir.to_owned(),
+                            TreeDefect::Mode {
+                                name: entry.name.to_owned(),
+                                mode: format!("{:06o}", entry.mode.0),
+                            },
+                        )
+                    });
+                }
+                if entry.blob.is_some() {
+                    out.push(entry.path.to_owned());
+                }
+            },
+            |path, defect| {
+                malformed.get_or_insert_with(|| (path.to_owned(), defect));
+            },
+        )?;
+        let first = malformed.or(odd);
+        if let Some((path, defect)) = first {
+            return Err(Error::MalformedTree { path, defect });
+        }
         out.sort_unstable();
         Ok(out)
     }
@@ -1959,7 +2048,7 @@ impl Store {
         old: Option<CommitId>,
         new: CommitId,
         prefix: &str,
-    ) -> Result<(Vec<Change>, Vec<ModedPath>), Error> {
+    ) -> Result<(Vec<Change>, Vec<ModedPath>, Vec<(String, TreeDefect)>), Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -1973,17 +2062,22 @@ impl Store {
         };
         let mut out = Vec::new();
         let mut irregular = Vec::new();
+        let mut malformed = Vec::new();
         diff_trees(
             &new_snap,
             locate(&old_snap)?,
             locate(&new_snap)?,
             prefix,
-            &mut out,
-            &mut irregular,
+            &mut Diffed {
+                changes: &mut out,
+                irregular: &mut irregular,
+                malformed: &mut malformed,
+            },
         )?;
         out.sort_by(|a, b| a.path().cmp(b.path()));
         irregular.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok((out, irregular))
+        malformed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((out, irregular, malformed))
     }
 }
 
@@ -2123,13 +2217,20 @@ fn join(prefix: &str, name: &str) -> String {
     }
 }
 
+/// What [`diff_trees`] collects.
+struct Diffed<'a> {
+    changes: &'a mut Vec<Change>,
+    irregular: &'a mut Vec<ModedPath>,
+    /// Trees of the new side that differ from the old side and are malformed.
+    malformed: &'a mut Vec<(String, TreeDefect)>,
+}
+
 fn diff_trees(
     snap: &Snapshot<'_>,
     old: Option<ObjectId>,
     new: Option<ObjectId>,
     path: &str,
-    out: &mut Vec<Change>,
-    irregular: &mut Vec<ModedPath>,
+    acc: &mut Diffed<'_>,
 ) -> Result<(), Error> {
     if old == new {
         return Ok(());
@@ -2138,6 +2239,9 @@ fn diff_trees(
         id.map_or_else(|| Ok(Dir::default()), |id| snap.decode_tree(id, path))
     };
     let (old_dir, new_dir) = (read(old)?, read(new)?);
+    if let Some(defect) = &new_dir.defect {
+        acc.malformed.push((path.to_owned(), defect.clone()));
+    }
     let mut names: Vec<&Vec<u8>> = old_dir.keys().chain(new_dir.keys()).collect();
     names.sort();
     names.dedup();
@@ -2148,19 +2252,19 @@ fn diff_trees(
         let file = |e: Option<&Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
         // Trees on either side: recurse (a tree replaced by a file shows as both).
         if tree_id(o).is_some() || tree_id(n).is_some() {
-            diff_trees(snap, tree_id(o), tree_id(n), &full, out, irregular)?;
+            diff_trees(snap, tree_id(o), tree_id(n), &full, acc)?;
         }
         if let Some(e) = n
             && !e.mode.is_dir()
             && !e.mode.is_regular_file()
             && o.is_none_or(|o| (o.id, o.mode) != (e.id, e.mode))
         {
-            irregular.push((full.clone(), e.mode));
+            acc.irregular.push((full.clone(), e.mode));
         }
         match (file(o), file(n)) {
-            (None, Some(_)) => out.push(Change::Added(full.clone())),
-            (Some(_), None) => out.push(Change::Deleted(full.clone())),
-            (Some(a), Some(b)) if a != b => out.push(Change::Modified(full.clone())),
+            (None, Some(_)) => acc.changes.push(Change::Added(full.clone())),
+            (Some(_), None) => acc.changes.push(Change::Deleted(full.clone())),
+            (Some(a), Some(b)) if a != b => acc.changes.push(Change::Modified(full.clone())),
             _ => {}
         }
     }

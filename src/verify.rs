@@ -128,6 +128,17 @@ pub enum Rule {
     /// another mode. The publisher writes only `100644` blobs; a clone would check such an
     /// entry out as a link, an executable or an empty directory, not as the bytes verified.
     EntryMode,
+    /// A tree under `ledger/v1/` or `finality/v1/` that holds the same name twice with the same
+    /// kind of entry (`git fsck`: `duplicateEntries`). Git resolves such a name to one of the
+    /// entries, so a clone and `git show` see different bytes than a listing.
+    TreeDuplicateEntry,
+    /// A tree under `ledger/v1/` or `finality/v1/` that holds one name both as a file and as a
+    /// directory (`git fsck`: `duplicateEntries`); a checkout can hold only one of them.
+    TreeFileDirectoryConflict,
+    /// A tree under `ledger/v1/` or `finality/v1/` whose entries are not in git's order (names
+    /// by bytes, a directory's name compared as if it ended in `/`; `git fsck`:
+    /// `treeNotSorted`). Lookups that rely on the order miss entries.
+    TreeUnsorted,
     /// A `manifest.json` under `ledger/v1/segments/` that is not a valid canonical manifest.
     ManifestInvalid,
     /// A segment file whose sha256, size or line count differs from its manifest entry.
@@ -189,6 +200,9 @@ impl Rule {
             Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
             Rule::EntryMode => "entry-mode",
+            Rule::TreeDuplicateEntry => "tree-duplicate-entry",
+            Rule::TreeFileDirectoryConflict => "tree-file-directory-conflict",
+            Rule::TreeUnsorted => "tree-unsorted",
             Rule::ManifestInvalid => "manifest-invalid",
             Rule::SegmentDigestMismatch => "segment-digest-mismatch",
             Rule::ManifestEntryMismatch => "manifest-entry-mismatch",
@@ -1385,6 +1399,37 @@ fn entry_mode_finding(path: &str, mode: store::Mode) -> Finding {
     }
 }
 
+/// The finding for the malformed tree at `path` (its [`store::TreeDefect`]); a mode defect is
+/// reported per entry as [`Rule::EntryMode`] instead.
+fn tree_defect_finding(path: &str, defect: store::TreeDefect) -> Finding {
+    use store::TreeDefect;
+    let rule = match defect {
+        TreeDefect::DuplicateName { .. } => Rule::TreeDuplicateEntry,
+        TreeDefect::FileDirectoryConflict { .. } => Rule::TreeFileDirectoryConflict,
+        TreeDefect::Unsorted { .. } => Rule::TreeUnsorted,
+        TreeDefect::Mode { .. } => Rule::EntryMode,
+    };
+    Finding {
+        path: path.to_owned(),
+        rule,
+        detail: format!(
+            "malformed tree: {defect}; git resolves, checks out and lists such a tree inconsistently, and writers refuse to build on it (`git fsck` reports it too)"
+        ),
+    }
+}
+
+/// Malformed trees above the ledger roots: the root tree, `ledger` and `finality` (the trees
+/// below `ledger/v1` and `finality/v1` are checked by the walks and the push diff).
+fn check_upper_trees(snap: &Snapshot<'_>) -> Result<Vec<Finding>, Error> {
+    let mut findings = Vec::new();
+    for path in ["", "ledger", "finality"] {
+        if let Some(defect) = snap.tree_defect_at(path)? {
+            findings.push(tree_defect_finding(path, defect));
+        }
+    }
+    Ok(findings)
+}
+
 /// Checks the directories on the way to `root` (`ledger`, then `ledger/v1`): each absent or a
 /// directory. Returns the findings and whether `root` can be walked (it is a directory).
 fn check_root(snap: &Snapshot<'_>, root: &str) -> Result<(Vec<Finding>, bool), Error> {
@@ -1422,11 +1467,15 @@ pub fn verify_revision_with(
     // is reported.
     let mut bindings: Vec<(Kind, Key, [u8; 20])> = Vec::new();
     let mut segment_files: Vec<String> = Vec::new();
+    ctx.report.findings.extend(check_upper_trees(&snap)?);
     let (findings, walk_ledger) = check_root(&snap, LEDGER)?;
     ctx.report.findings.extend(findings);
-    let walk = |visit: &mut dyn FnMut(&store::Walked<'_>)| {
+    let mut malformed: Vec<Finding> = Vec::new();
+    let mut walk = |visit: &mut dyn FnMut(&store::Walked<'_>)| {
         if walk_ledger {
-            snap.for_each_entry(LEDGER, visit)
+            snap.for_each_entry_checked(LEDGER, visit, |path, defect| {
+                malformed.push(tree_defect_finding(path, defect));
+            })
         } else {
             Ok(())
         }
@@ -1463,6 +1512,7 @@ pub fn verify_revision_with(
             ctx.finding(path, Rule::UnknownPath, "not a shard or binding path");
         }
     })?;
+    ctx.report.findings.append(&mut malformed);
     bindings.sort_unstable_by_key(|b| (b.0, b.1));
     bindings.shrink_to_fit();
     ctx.index = Some(BindingIndex {
@@ -1493,14 +1543,20 @@ pub fn verify_revision_with(
     let (findings, walk_finality) = check_root(&snap, FINALITY)?;
     ctx.report.findings.extend(findings);
     if walk_finality {
-        snap.for_each_entry(FINALITY, |entry| {
-            siblings.visit(entry);
-            if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
-                ctx.report
-                    .findings
-                    .push(entry_mode_finding(entry.path, entry.mode));
-            }
-        })?;
+        let mut malformed = Vec::new();
+        snap.for_each_entry_checked(
+            FINALITY,
+            |entry| {
+                siblings.visit(entry);
+                if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
+                    ctx.report
+                        .findings
+                        .push(entry_mode_finding(entry.path, entry.mode));
+                }
+            },
+            |path, defect| malformed.push(tree_defect_finding(path, defect)),
+        )?;
+        ctx.report.findings.append(&mut malformed);
         let finality = crate::finality::verify(&snap)?;
         ctx.report.findings.extend(finality);
     }
@@ -1541,10 +1597,15 @@ pub fn verify_range_with(
     let (finality_roots, _) = check_root(&snap, FINALITY)?;
     ctx.report.findings.extend(ledger_roots);
     ctx.report.findings.extend(finality_roots);
-    let (changes, irregular) = store.diff_with_modes(old, new, LEDGER)?;
-    let (finality_changes, irregular_finality) = store.diff_with_modes(old, new, FINALITY)?;
+    ctx.report.findings.extend(check_upper_trees(&snap)?);
+    let (changes, irregular, malformed) = store.diff_with_modes(old, new, LEDGER)?;
+    let (finality_changes, irregular_finality, malformed_finality) =
+        store.diff_with_modes(old, new, FINALITY)?;
     for (path, mode) in irregular.iter().chain(&irregular_finality) {
         ctx.report.findings.push(entry_mode_finding(path, *mode));
+    }
+    for (path, defect) in malformed.into_iter().chain(malformed_finality) {
+        ctx.report.findings.push(tree_defect_finding(&path, defect));
     }
     let added = changes
         .iter()
