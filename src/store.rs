@@ -2048,7 +2048,7 @@ impl Store {
         old: Option<CommitId>,
         new: CommitId,
         prefix: &str,
-    ) -> Result<(Vec<Change>, Vec<ModedPath>, Vec<(String, TreeDefect)>), Error> {
+    ) -> Result<(Vec<Change>, Vec<ModedPath>, Vec<MalformedTree>), Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -2217,12 +2217,15 @@ fn join(prefix: &str, name: &str) -> String {
     }
 }
 
+/// A tree's path and how it is malformed.
+pub type MalformedTree = (String, TreeDefect);
+
 /// What [`diff_trees`] collects.
 struct Diffed<'a> {
     changes: &'a mut Vec<Change>,
     irregular: &'a mut Vec<ModedPath>,
     /// Trees of the new side that differ from the old side and are malformed.
-    malformed: &'a mut Vec<(String, TreeDefect)>,
+    malformed: &'a mut Vec<MalformedTree>,
 }
 
 fn diff_trees(
