@@ -2033,7 +2033,7 @@ impl Store {
         new: CommitId,
         prefix: &str,
     ) -> Result<Vec<Change>, Error> {
-        Ok(self.diff_with_modes(old, new, prefix)?.0)
+        Ok(self.diff_with_modes(old, new, prefix)?.changes)
     }
 
     /// [`Store::diff`], and every entry below `prefix` that is new or changed in `new` (content
@@ -2048,7 +2048,7 @@ impl Store {
         old: Option<CommitId>,
         new: CommitId,
         prefix: &str,
-    ) -> Result<(Vec<Change>, Vec<ModedPath>, Vec<MalformedTree>), Error> {
+    ) -> Result<TreeDiff, Error> {
         let old_snap = self.snapshot(old)?;
         let new_snap = self.snapshot(Some(new))?;
         let locate = |snap: &Snapshot<'_>| -> Result<Option<ObjectId>, Error> {
@@ -2077,7 +2077,11 @@ impl Store {
         out.sort_by(|a, b| a.path().cmp(b.path()));
         irregular.sort_by(|a, b| a.0.cmp(&b.0));
         malformed.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok((out, irregular, malformed))
+        Ok(TreeDiff {
+            changes: out,
+            irregular,
+            malformed,
+        })
     }
 }
 
@@ -2219,6 +2223,17 @@ fn join(prefix: &str, name: &str) -> String {
 
 /// A tree's path and how it is malformed.
 pub type MalformedTree = (String, TreeDefect);
+
+/// What [`Store::diff_with_modes`] finds below its prefix.
+#[derive(Debug, Default)]
+pub struct TreeDiff {
+    /// Files added, modified or deleted, sorted by path.
+    pub changes: Vec<Change>,
+    /// New or changed entries that are neither directories nor `100644` files, sorted by path.
+    pub irregular: Vec<ModedPath>,
+    /// Trees of the new side that differ from the old side and are malformed, sorted by path.
+    pub malformed: Vec<MalformedTree>,
+}
 
 /// What [`diff_trees`] collects.
 struct Diffed<'a> {

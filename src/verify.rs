@@ -1598,9 +1598,16 @@ pub fn verify_range_with(
     ctx.report.findings.extend(ledger_roots);
     ctx.report.findings.extend(finality_roots);
     ctx.report.findings.extend(check_upper_trees(&snap)?);
-    let (changes, irregular, malformed) = store.diff_with_modes(old, new, LEDGER)?;
-    let (finality_changes, irregular_finality, malformed_finality) =
-        store.diff_with_modes(old, new, FINALITY)?;
+    let store::TreeDiff {
+        changes,
+        irregular,
+        malformed,
+    } = store.diff_with_modes(old, new, LEDGER)?;
+    let store::TreeDiff {
+        changes: finality_changes,
+        irregular: irregular_finality,
+        malformed: malformed_finality,
+    } = store.diff_with_modes(old, new, FINALITY)?;
     for (path, mode) in irregular.iter().chain(&irregular_finality) {
         ctx.report.findings.push(entry_mode_finding(path, *mode));
     }
