@@ -674,8 +674,8 @@ fn run_record(
             .map_err(|e| Failure::input(format!("cannot read {input}: {e}")))?;
         input.to_owned()
     };
-    let value =
-        canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
+    let value = canonical::parse_input(text.trim_end())
+        .map_err(|e| Failure::input(format!("{source}: {e}")))?;
     let now_ms = now_ms();
     let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
