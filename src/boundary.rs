@@ -244,8 +244,9 @@ fn sorted_lines(text: &str) -> Vec<String> {
     lines
 }
 
-/// Records every input, then drives the spool through seal, publish (spool and shard files),
-/// verify, log, compact, verify and log; every event must come out of `log` byte for byte.
+/// Records every input (and the first one again: unchanged), then drives the spool through
+/// seal, publish (spool and shard files), verify, log, compact, verify and log; every event must
+/// come out of `log` byte for byte.
 /// Returns what `seal` printed.
 fn through_every_stage(name: &str, inputs: &[Json]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -271,6 +272,16 @@ fn through_every_stage(name: &str, inputs: &[Json]) -> String {
         inputs.len(),
         "{name}: one event file per input"
     );
+    // Recording the first input again reads its event back: the same event, nothing written.
+    let (code, _, err) = cli(&[
+        "record",
+        "--spool",
+        &s("spool"),
+        "--input",
+        &p("input-0.json").display().to_string(),
+    ]);
+    assert!(code == 0 && err.starts_with("unchanged: "), "{name}: {err}");
+    assert_eq!(spool_lines(&p("spool")), events, "{name}: a replay wrote");
 
     let sealed = ok(&["seal", "--output", &s("out"), &s("spool")]);
     assert!(sealed.contains("ledger/v1/events/"), "{name}: {sealed}");

@@ -679,8 +679,8 @@ fn run_record(
     let now_ms = now_ms();
     let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase(&root, &value, env, now_ms, &options),
-        (None, Some(_)) => record::record_action(&root, &value, env, now_ms, &options),
+        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now_ms, &options),
+        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now_ms, &options),
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
@@ -688,14 +688,22 @@ fn run_record(
         }
     };
     match result {
-        Ok(Some(event)) => {
+        Ok(Some((event, outcome))) => {
             out.data(&event.json);
-            out.note(&format!(
-                "recorded {} {} in {}",
-                event.event_type(),
-                event.event_id,
-                root.display()
-            ));
+            out.note(&match outcome {
+                record::Outcome::Recorded => format!(
+                    "recorded {} {} in {}",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+                record::Outcome::Unchanged => format!(
+                    "unchanged: {} {} is already recorded in {} (the same event; nothing written)",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+            });
             Ok(())
         }
         Ok(None) => {
@@ -3288,5 +3296,48 @@ mod tests {
         insta::assert_snapshot!("publish_second_source_fails", out);
         let store = Store::open(&tmp.join("kept.git")).unwrap();
         assert!(store.tip("refs/heads/main").unwrap().is_some());
+    }
+
+    /// A repeated identical `record` says the event is unchanged instead of "recorded": phase
+    /// and generic inputs, and an exact replay after the producer was sealed; a different event
+    /// after the seal is refused. Stdout (the event, with the clock's `recorded_at`) is left out.
+    #[test]
+    fn repeated_record_says_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+        let generic = r#"{"scope":"review","identity":"x","type":"review.started","component":"review","subject":{"repository":"openclaw/openclaw","kind":"cluster","clusterId":"c1"},"action":{"name":"review","status":"started","retryable":true,"mutation":false}}"#;
+        let other = phase.replace("\"item\":5", "\"item\":6");
+        let record = ["record", "--spool", "[TMP]/spool"];
+        let without_stdout = |text: String| {
+            let (head, rest) = text.split_once("--- stdout\n").unwrap();
+            let (_, stderr) = rest.split_once("--- stderr\n").unwrap();
+            format!("{head}{stderr}")
+        };
+        let mut steps = Vec::new();
+        for (what, input) in [
+            ("phase", phase),
+            ("phase again", phase),
+            ("generic", generic),
+            ("generic again", generic),
+        ] {
+            steps.push(format!(
+                "{what}: {}",
+                without_stdout(run_writer(tmp, input, &record))
+            ));
+        }
+        let sealed = run_cli(tmp, &["-q", "seal", "[TMP]/spool"]);
+        assert!(sealed.starts_with("exit: 0"), "{sealed}");
+        for (what, input) in [
+            ("phase after the seal", phase),
+            ("another after the seal", &other),
+        ] {
+            steps.push(format!(
+                "{what}: {}",
+                without_stdout(run_writer(tmp, input, &record))
+            ));
+        }
+        insta::assert_snapshot!("record_repeated", steps.join("\n"));
     }
 }
