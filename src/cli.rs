@@ -3340,4 +3340,38 @@ mod tests {
         }
         insta::assert_snapshot!("record_repeated", steps.join("\n"));
     }
+
+    /// A malformed producer lock (non-canonical, empty, not JSON) refuses `seal` and `record`
+    /// with the way out: the file may be removed when no writer is running.
+    #[test]
+    fn malformed_producer_lock_says_it_may_be_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        let recorded = run_writer(tmp, phase, &["record", "--spool", "[TMP]/spool"]);
+        assert!(recorded.starts_with("exit: 0"), "{recorded}");
+        // The producer's lock sits beside its partition marker, under the same digest.
+        let marker = walkdir::WalkDir::new(tmp.join("spool"))
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| p.to_string_lossy().contains("/_partitions/"))
+            .unwrap();
+        let digest = marker.file_stem().unwrap().to_string_lossy().into_owned();
+        let lock = tmp.join(format!(
+            "spool/{}/_locks/{digest}.lock",
+            crate::spool::SPOOL_DIR
+        ));
+        let mut outputs = Vec::new();
+        for content in ["{\"pid\": 1}\n", "", "not a lock\n"] {
+            std::fs::write(&lock, content).unwrap();
+            outputs.push(run_cli(tmp, &["seal", "[TMP]/spool"]));
+            outputs.push(run_writer(
+                tmp,
+                phase,
+                &["record", "--spool", "[TMP]/spool"],
+            ));
+        }
+        insta::assert_snapshot!("malformed_producer_lock", outputs.join("\n"));
+    }
 }
