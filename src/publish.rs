@@ -1328,6 +1328,8 @@ mod tests {
             "bare",
             "other/.clawsweeper-repair/action-ledger-state",
             "spool/.clawsweeper-repair/action-events",
+            // With a seal directory: on an existing ledger, the unchanged-replay fast path.
+            "sealed/.clawsweeper-repair/action-events/_finalizations",
             "shards/ledger/v1/events",
         ]
         .iter()
