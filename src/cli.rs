@@ -1028,11 +1028,13 @@ fn run_publish(
                 repo.display()
             ))
         })?;
+    // Whether an earlier source of this run moved the ref (else a failure changed nothing).
+    let mut landed = false;
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
         let publication = match publish::publish_to(&store, root, &options, target) {
             Ok(p) => p,
             Err(e) => {
-                let failure = publish_failure(source, i, e);
+                let failure = publish_failure(source, if landed { i } else { 0 }, e);
                 if created {
                     drop(store);
                     discard_new_repository(repo, was_empty_dir, &new_parents);
@@ -1040,6 +1042,7 @@ fn run_publish(
                 return Err(failure);
             }
         };
+        landed |= publication.status == Status::Created;
         let shown_ref = match target {
             publish::Target::Local => ref_name.to_owned(),
             publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
@@ -3274,6 +3277,21 @@ mod tests {
             assert!(!run_cli(tmp, &args).starts_with("exit: 0"), "{what}");
             assert_eq!(listing(&tmp.join("was-empty.git")), ["/"], "{what}");
         }
+        // After a source that published nothing, the ref was not changed, and the message says so.
+        insta::assert_snapshot!(
+            "publish_empty_then_unsealed",
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--repo",
+                    "[TMP]/new.git",
+                    "[TMP]/empty",
+                    "[TMP]/unsealed"
+                ]
+            )
+        );
+        assert!(!tmp.join("new.git").exists());
         // A repository that existed is kept, with or without a ledger.
         Store::open_or_init_bare(&tmp.join("existing.git"), "refs/heads/main").unwrap();
         let out = run_cli(
