@@ -2,6 +2,11 @@
 # The project's gates, in the order CI runs them (.ci/run calls this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What is in the checkout now (build output aside); the gates below must not add to it.
+checkout_state() {
+  git status --porcelain --ignored --untracked-files=all 2>/dev/null | grep -v '^!! target/' || true
+}
+checkout_before=$(checkout_state)
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
@@ -28,3 +33,9 @@ echo "== durability order of every write (strace: fsync before rename, ref after
 scripts/durability.sh
 echo "== execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
+echo "== nothing was written into the checkout"
+if [ "$(checkout_state)" != "$checkout_before" ]; then
+  echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"
+  diff <(echo "$checkout_before") <(checkout_state) || true
+  exit 1
+fi

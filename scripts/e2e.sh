@@ -4,6 +4,8 @@
 #   publishing every spool (and, separately, every shard root) in name order gives a tree equal to
 #   expected-state/, manifests equal to expected-import-results.json, one commit per job, and a
 #   repository that passes `git fsck --strict`; a replay adds nothing; refusals leave the ref alone;
+#   a job that recorded nothing seals and publishes nothing; a failed first publication leaves no
+#   repository;
 #   the fanout layout differs from expected-state/ only by binding paths and the layout record,
 #   and writes each publication as one pack.
 #   Everything runs under the default (strict) privacy profile, which gives the same bytes as
@@ -113,6 +115,23 @@ expect_refusal 2 "not canonical" "$work/noncanonical"
 ok "non-canonical shard bytes are refused"
 
 git -C "$work/state.git" fsck --strict >/dev/null 2>&1 || fail "git fsck after refusals"
+
+# A job that recorded nothing (a post-job step with `if: always()`): seal prints no paths and
+# writes nothing, publish makes no commit; a failed first publication leaves no repository.
+mkdir -p "$work/nothing/.clawsweeper-repair/action-events" "$work/bare"
+sealed=$("$bin" -q seal "$work/nothing" "$work/bare")
+[ "$sealed" = $'{"paths":[]}\n{"paths":[]}' ] || fail "seal of an empty job printed $sealed"
+[ -z "$(find "$work/nothing" -mindepth 3)" ] || fail "seal of an empty job wrote into its spool"
+[ -z "$(find "$work/bare" -mindepth 1)" ] || fail "seal of an empty root wrote into it"
+published=$("$bin" -q publish --json --repo "$work/state.git" "$work/nothing" "$work/bare")
+[ "$(grep -c '"status":"empty"' <<<"$published")" -eq 2 ] || fail "publish of an empty job: $published"
+[ "$(git -C "$work/state.git" rev-parse refs/heads/main)" = "$tip" ] || fail "an empty job moved the ref"
+set +e
+"$bin" -q publish --repo "$work/fresh/new.git" "$work/unsealed" 2>/dev/null
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ ! -e "$work/fresh" ] || fail "a failed first publication left a repository (exit $rc)"
+ok "an empty job seals and publishes nothing; a failed first publication leaves no repository"
 
 # 6. The default layout (fanout): same bytes, binding paths two hex levels deeper, one layout
 #    record; the same manifests once binding paths are mapped back; one pack per publication.

@@ -54,6 +54,8 @@ pub enum Error {
     DuplicateKey { key: String },
     #[error("JSON exceeds canonical complexity limits (depth 64, 10000 values)")]
     ComplexityLimit,
+    #[error("JSON input exceeds its parse bounds (depth 128, 100000 values)")]
+    InputLimit,
     #[error("invalid JSON at byte {offset}: {reason}")]
     Syntax { offset: usize, reason: &'static str },
     #[error("JSON is not canonical")]
@@ -161,6 +163,14 @@ pub fn to_canonical(value: &Value) -> Result<String, Error> {
     Ok(out)
 }
 
+/// The checks of [`to_canonical`] without the text: value kinds and the complexity limits.
+///
+/// # Errors
+/// As [`to_canonical`].
+pub fn check(value: &Value) -> Result<(), Error> {
+    validate(value, false)
+}
+
 /// Serialize an identity tree canonically (§2.4): as [`to_canonical`] plus refusal of
 /// credential-named object keys anywhere in the tree.
 pub fn to_identity_canonical(value: &Value) -> Result<String, Error> {
@@ -202,10 +212,36 @@ pub fn write_canonical_without(out: &mut String, value: &Value, skip: &[&str]) {
 
 /// Parse JSON text strictly (§2.6 step 1–2): duplicate keys, depth and node limits, grammar.
 pub fn parse(text: &str) -> Result<Value, Error> {
+    parse_within(text, MAX_DEPTH, MAX_NODES)
+}
+
+/// Deepest value [`parse_input`] reads: twice the event limit.
+pub const MAX_INPUT_DEPTH: usize = 2 * MAX_DEPTH;
+/// Most values [`parse_input`] reads: ten times the event limit.
+pub const MAX_INPUT_NODES: usize = 10 * MAX_NODES;
+
+/// [`parse`] for a writer's input document, which is not itself an event: it holds several
+/// values that are each hashed or stored under the limits (identities one level below its root,
+/// the event fields), so the limits are applied to those values, where the error names the
+/// rule and the path, and the document itself is only bounded to keep the parser's stack and
+/// memory small ([`MAX_INPUT_DEPTH`], [`MAX_INPUT_NODES`]).
+///
+/// # Errors
+/// As [`parse`]; [`Error::InputLimit`] past the input bounds.
+pub fn parse_input(text: &str) -> Result<Value, Error> {
+    parse_within(text, MAX_INPUT_DEPTH, MAX_INPUT_NODES).map_err(|e| match e {
+        Error::ComplexityLimit => Error::InputLimit,
+        other => other,
+    })
+}
+
+fn parse_within(text: &str, max_depth: usize, max_nodes: usize) -> Result<Value, Error> {
     let mut p = Parser {
         bytes: text.as_bytes(),
         pos: 0,
         nodes: 0,
+        max_depth,
+        max_nodes,
     };
     p.skip_ws();
     let v = p.value(0)?;
@@ -497,6 +533,8 @@ struct Parser<'a> {
     bytes: &'a [u8],
     pos: usize,
     nodes: usize,
+    max_depth: usize,
+    max_nodes: usize,
 }
 
 impl Parser<'_> {
@@ -514,11 +552,11 @@ impl Parser<'_> {
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, Error> {
-        if depth > MAX_DEPTH {
+        if depth > self.max_depth {
             return Err(Error::ComplexityLimit);
         }
         self.nodes += 1;
-        if self.nodes > MAX_NODES {
+        if self.nodes > self.max_nodes {
             return Err(Error::ComplexityLimit);
         }
         match self.bytes.get(self.pos) {
@@ -840,6 +878,42 @@ mod tests {
         assert_eq!(parse(&deep), Err(Error::ComplexityLimit));
         let many = format!("[{}]", vec!["0"; 10_000].join(","));
         assert_eq!(parse(&many), Err(Error::ComplexityLimit));
+    }
+
+    /// A writer's input holds several limited values (each hashed or stored under the limits),
+    /// so its parse is bounded more loosely: a value at the limits one level below the root
+    /// reads, and the bounds named in the message are the constants.
+    #[test]
+    fn input_parse_bounds() {
+        let nested = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+        let below_root = format!(r#"{{"identity":{}}}"#, nested(MAX_DEPTH));
+        assert_eq!(parse(&below_root), Err(Error::ComplexityLimit));
+        assert!(parse_input(&below_root).is_ok());
+        let values = |n: usize| format!("[{}]", vec!["0"; n - 1].join(","));
+        assert!(parse(&values(MAX_NODES + 1)).is_err());
+        assert!(parse_input(&values(MAX_NODES + 1)).is_ok());
+        assert!(parse_input(&nested(MAX_INPUT_DEPTH)).is_ok());
+        assert!(parse_input(&values(MAX_INPUT_NODES)).is_ok());
+        assert_eq!(
+            parse_input(&nested(MAX_INPUT_DEPTH + 1)),
+            Err(Error::InputLimit)
+        );
+        assert_eq!(
+            parse_input(&values(MAX_INPUT_NODES + 1)),
+            Err(Error::InputLimit)
+        );
+        assert_eq!(
+            Error::InputLimit.to_string(),
+            format!(
+                "JSON input exceeds its parse bounds (depth {MAX_INPUT_DEPTH}, {MAX_INPUT_NODES} values)"
+            )
+        );
+        // Duplicate keys and grammar stay refused.
+        assert!(matches!(
+            parse_input(r#"{"a":1,"a":2}"#),
+            Err(Error::DuplicateKey { .. })
+        ));
+        assert!(parse_input("[1,]").is_err());
     }
 
     #[test]

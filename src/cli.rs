@@ -677,13 +677,13 @@ fn run_record(
             .map_err(|e| Failure::input(format!("cannot read {input}: {e}")))?;
         input.to_owned()
     };
-    let value =
-        canonical::parse(text.trim_end()).map_err(|e| Failure::input(format!("{source}: {e}")))?;
+    let value = canonical::parse_input(text.trim_end())
+        .map_err(|e| Failure::input(format!("{source}: {e}")))?;
     let now_ms = now_ms();
     let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase(&root, &value, env, now_ms, &options),
-        (None, Some(_)) => record::record_action(&root, &value, env, now_ms, &options),
+        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now_ms, &options),
+        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now_ms, &options),
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
@@ -691,14 +691,22 @@ fn run_record(
         }
     };
     match result {
-        Ok(Some(event)) => {
+        Ok(Some((event, outcome))) => {
             out.data(&event.json);
-            out.note(&format!(
-                "recorded {} {} in {}",
-                event.event_type(),
-                event.event_id,
-                root.display()
-            ));
+            out.note(&match outcome {
+                record::Outcome::Recorded => format!(
+                    "recorded {} {} in {}",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+                record::Outcome::Unchanged => format!(
+                    "unchanged: {} {} is already recorded in {} (the same event; nothing written)",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+            });
             Ok(())
         }
         Ok(None) => {
@@ -869,6 +877,11 @@ fn run_seal(
     profile: Profile,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
+    // Every root is opened before anything is written, so that a mistyped path seals nothing.
+    let opened = spools
+        .iter()
+        .map(|root| Spool::open(root).map_err(|e| seal_failure(e.into())))
+        .collect::<Result<Vec<_>, _>>()?;
     // Opened once: every spool's shards go into this directory, whatever its path turns into.
     let output_root = match &output {
         Some(dir) => Some(
@@ -877,7 +890,7 @@ fn run_seal(
         ),
         None => None,
     };
-    for root in spools {
+    for (root, spool) in spools.iter().zip(opened) {
         if let Some(reason) = interrupt {
             let written = crate::interrupt::interrupt_open_attempts(root, reason, now_ms())
                 .map_err(|e| Failure {
@@ -893,7 +906,6 @@ fn run_seal(
                 reason.code()
             ));
         }
-        let spool = Spool::open(root).map_err(|e| seal_failure(e.into()))?;
         let report = seal::seal(
             &spool,
             output_root.as_ref(),
@@ -917,6 +929,13 @@ fn run_seal(
             Value::object([("paths", path_list(&report.shard_paths))])
         };
         out.data(&canonical::to_canonical_unchecked(&line));
+        if report.sealed + report.already_sealed == 0 {
+            out.note(&format!(
+                "nothing to seal in {}: no events were recorded; nothing written",
+                spool.root().display()
+            ));
+            continue;
+        }
         out.note(&format!(
             "sealed {}: {} producer(s) sealed now, {} already sealed, {} shard(s){}",
             spool.root().display(),
@@ -988,27 +1007,53 @@ fn run_publish(
     options.layout = layout;
     options.max_attempts = max_attempts;
     options.privacy = profile;
-    let store = Store::open_or_init_bare(repo, ref_name).map_err(|e: store::Error| {
-        Failure::input(format!(
-            "cannot open state repository {}: {e}",
-            repo.display()
-        ))
-    })?;
-    for (i, source) in sources.iter().enumerate() {
+    // Every source is looked up before the repository is created or anything is published, so
+    // that a mistyped path publishes nothing. A directory without events publishes nothing.
+    let mut roots = Vec::with_capacity(sources.len());
+    for source in sources {
         let root = crate::files::absolute_root(source).map_err(Failure::input)?;
-        // The library follows the reference (a root without shards imports nothing); a user who
-        // names a directory that holds neither a spool nor shards has made a mistake.
-        if !root.join(crate::spool::SPOOL_DIR).is_dir()
-            && !root.join(crate::shard::EVENTS_ROOT).is_dir()
-        {
-            return Err(publish_failure(
-                source,
-                i,
-                publish::Error::UnknownSource(root),
-            ));
+        let absent = match std::fs::metadata(&root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(publish::Error::MissingSource(root.clone()))
+            }
+            Ok(m) if !m.is_dir() => Some(publish::Error::SourceNotADirectory(root.clone())),
+            _ => None, // the library reports anything else through the opened root
+        };
+        if let Some(e) = absent {
+            return Err(publish_failure(source, 0, e));
         }
-        let publication = publish::publish_to(&store, &root, &options, target)
-            .map_err(|e| publish_failure(source, i, e))?;
+        roots.push(root);
+    }
+    let was_empty_dir = std::fs::read_dir(repo).is_ok_and(|mut d| d.next().is_none());
+    // Parent directories that creating the repository would create, deepest first.
+    let new_parents: Vec<PathBuf> = repo
+        .ancestors()
+        .skip(1)
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .map(std::path::Path::to_path_buf)
+        .collect();
+    let (store, created) =
+        Store::open_or_create_bare(repo, ref_name).map_err(|e: store::Error| {
+            Failure::input(format!(
+                "cannot open state repository {}: {e}",
+                repo.display()
+            ))
+        })?;
+    // Whether an earlier source of this run moved the ref (else a failure changed nothing).
+    let mut landed = false;
+    for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
+        let publication = match publish::publish_to(&store, root, &options, target) {
+            Ok(p) => p,
+            Err(e) => {
+                let failure = publish_failure(source, if landed { i } else { 0 }, e);
+                if created {
+                    drop(store);
+                    discard_new_repository(repo, was_empty_dir, &new_parents);
+                }
+                return Err(failure);
+            }
+        };
+        landed |= publication.status == Status::Created;
         let shown_ref = match target {
             publish::Target::Local => ref_name.to_owned(),
             publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
@@ -1016,6 +1061,63 @@ fn run_publish(
         print_publication(out, source, &shown_ref, json, &publication);
     }
     Ok(())
+}
+
+/// Removes the repository that this `publish` created at `repo` when a publication failed and
+/// no ref was written to it (no earlier source landed): a failed first publication leaves no
+/// repository behind. The repository is renamed aside first and checked there, so that a
+/// publisher that wrote a ref to it meanwhile gets it back untouched. A directory that was
+/// empty before is left as an empty directory; parent directories made for it (`new_parents`,
+/// deepest first) are removed while empty. A repository that existed is never removed.
+fn discard_new_repository(repo: &std::path::Path, was_empty_dir: bool, new_parents: &[PathBuf]) {
+    let Some(name) = repo.file_name() else {
+        return;
+    };
+    let aside = repo.with_file_name(format!(
+        ".{}.discard-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if std::fs::rename(repo, &aside).is_err() {
+        return;
+    }
+    if has_refs(&aside) {
+        let _ = std::fs::rename(&aside, repo);
+        return;
+    }
+    let _ = std::fs::remove_dir_all(&aside);
+    if was_empty_dir {
+        let _ = std::fs::create_dir(repo);
+    }
+    for parent in new_parents {
+        if std::fs::remove_dir(parent).is_err() {
+            break;
+        }
+    }
+}
+
+/// Whether the bare repository at `git_dir` holds any ref (a loose ref file below `refs/` or a
+/// non-empty `packed-refs`); unreadable counts as holding one, so nothing is removed.
+fn has_refs(git_dir: &std::path::Path) -> bool {
+    let packed = match std::fs::metadata(git_dir.join("packed-refs")) {
+        Ok(m) => m.len() > 0,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    };
+    packed || holds_file(&git_dir.join("refs"))
+}
+
+/// Whether anything but directories is below `dir` (unreadable counts as yes).
+fn holds_file(dir: &std::path::Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        Ok(entries) => entries.into_iter().any(|e| match e {
+            Ok(e) => match e.file_type() {
+                Ok(t) if t.is_dir() => holds_file(&e.path()),
+                _ => true,
+            },
+            Err(_) => true,
+        }),
+    }
 }
 
 fn print_publication(
@@ -1028,6 +1130,7 @@ fn print_publication(
     let status = match p.status {
         Status::Created => "created",
         Status::Unchanged => "unchanged",
+        Status::Empty => "empty",
     };
     if json {
         let m = &p.manifest;
@@ -1043,6 +1146,16 @@ fn print_publication(
         out.data(&line);
     } else {
         out.data(&p.manifest.to_json());
+    }
+    if p.status == Status::Empty {
+        out.note(&format!(
+            "nothing published from {}: it holds no events (no spool events, no shards); no commit, {} {}",
+            source.display(),
+            ref_name,
+            p.commit
+                .map_or("unchanged".to_owned(), |c| format!("stays at {}", c.to_hex())),
+        ));
+        return;
     }
     out.note(&format!(
         "{status} {}: {} shard(s) new, {} already present, {} file(s) written, {} at {}",
@@ -3373,5 +3486,384 @@ mod tests {
             ]
             .join("\n")
         );
+    }
+
+    /// Every path below `root` (directories with a trailing `/`), for "nothing was written".
+    fn listing(root: &Path) -> Vec<String> {
+        walkdir::WalkDir::new(root)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .map(|e| {
+                let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+                if e.file_type().is_dir() {
+                    format!("{rel}/")
+                } else {
+                    rel
+                }
+            })
+            .collect()
+    }
+
+    /// Roots of jobs that recorded nothing: an empty directory, one with other state under
+    /// `.clawsweeper-repair`, an empty spool directory, only the reserved directories, only a
+    /// staging file of an interrupted write.
+    const EMPTY_ROOTS: [(&str, &[&str]); 5] = [
+        ("bare", &[]),
+        ("other", &[".clawsweeper-repair/action-ledger-state/"]),
+        ("spooldir", &[".clawsweeper-repair/action-events/"]),
+        (
+            "reserved",
+            &[
+                ".clawsweeper-repair/action-events/_locks/",
+                ".clawsweeper-repair/action-events/_partitions/",
+                ".clawsweeper-repair/action-events/_finalizations/",
+            ],
+        ),
+        (
+            "staging",
+            &[".clawsweeper-repair/action-events/openclaw-openclaw-5dcd5a46c4da/x.json.1.tmp"],
+        ),
+    ];
+
+    fn empty_roots(tmp: &Path) {
+        for (name, entries) in EMPTY_ROOTS {
+            let root = tmp.join(name);
+            std::fs::create_dir_all(&root).unwrap();
+            for e in entries {
+                let p = root.join(e);
+                if e.ends_with('/') {
+                    std::fs::create_dir_all(p).unwrap();
+                } else {
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(p, "partial").unwrap();
+                }
+            }
+        }
+    }
+
+    /// A job that recorded nothing (`if: always()` post-job steps): `seal` of such a root exits
+    /// 0, prints `{"paths":[]}` (zero counts with `--json`) and writes nothing; so does
+    /// interruption recovery. A root that does not exist stays an error that says so.
+    #[test]
+    fn seal_of_a_job_that_recorded_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        empty_roots(tmp);
+        let before = listing(tmp);
+        let roots: Vec<String> = EMPTY_ROOTS
+            .iter()
+            .map(|(name, _)| format!("[TMP]/{name}"))
+            .collect();
+        let with = |args: &[&str]| -> Vec<String> {
+            args.iter()
+                .map(|a| a.to_string())
+                .chain(roots.iter().cloned())
+                .collect()
+        };
+        let cli = |args: Vec<String>| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(tmp, &args)
+        };
+        insta::assert_snapshot!("seal_empty", cli(with(&["seal"])));
+        insta::assert_snapshot!("seal_empty_json", cli(with(&["seal", "--json"])));
+        insta::assert_snapshot!(
+            "seal_empty_interrupted",
+            cli(with(&[
+                "-q",
+                "seal",
+                "--interrupt-open-attempts",
+                "--reason",
+                "cancelled"
+            ]))
+        );
+        assert_eq!(listing(tmp), before, "sealing nothing wrote something");
+        let out = cli(with(&["-q", "seal", "--output", "[TMP]/out"]));
+        assert!(out.starts_with("exit: 0"), "{out}");
+        assert_eq!(listing(&tmp.join("out")), ["/"], "shards of nothing");
+        insta::assert_snapshot!(
+            "seal_missing_root",
+            run_cli(
+                tmp,
+                &[
+                    "seal",
+                    "--output",
+                    "[TMP]/out2",
+                    "[TMP]/bare",
+                    "[TMP]/nowhere"
+                ]
+            )
+        );
+        assert!(!tmp.join("out2").exists(), "a refused seal made its output");
+        std::fs::write(tmp.join("file"), "x").unwrap();
+        insta::assert_snapshot!("seal_file_root", run_cli(tmp, &["seal", "[TMP]/file"]));
+    }
+
+    /// `publish` of roots without events exits 0, makes no commit (not even the layout record
+    /// of a new ledger), prints an empty manifest and says nothing was published (`status:
+    /// "empty"`); among other sources, the others are still published. A source that does not
+    /// exist, or is not a directory, is an error that says so, and then nothing is published.
+    #[test]
+    fn publish_of_sources_without_events() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        empty_roots(tmp);
+        std::fs::create_dir_all(tmp.join("shards/ledger/v1/events")).unwrap();
+        fixture_spool(&tmp.join("job"));
+        let sealed = run_cli(tmp, &["seal", "[TMP]/job"]);
+        assert!(sealed.starts_with("exit: 0"), "{sealed}");
+        let mut empties: Vec<String> = EMPTY_ROOTS
+            .iter()
+            .map(|(name, _)| format!("[TMP]/{name}"))
+            .collect();
+        empties.push("[TMP]/shards".into());
+        let cli = |args: Vec<String>| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(tmp, &args)
+        };
+        let publish = |repo: &str, extra: &[&str], sources: &[String]| {
+            let mut args: Vec<String> = ["publish", "--repo", repo]
+                .iter()
+                .chain(extra)
+                .map(|a| a.to_string())
+                .collect();
+            args.extend(sources.iter().cloned());
+            cli(args)
+        };
+        for layout in ["fanout", "reference"] {
+            let repo = format!("[TMP]/{layout}.git");
+            let text = publish(&repo, &["--layout", layout], &empties);
+            insta::assert_snapshot!(format!("publish_empty_{layout}"), text);
+            let store = Store::open(&tmp.join(format!("{layout}.git"))).unwrap();
+            assert_eq!(store.tip("refs/heads/main").unwrap(), None, "{layout}");
+        }
+        insta::assert_snapshot!(
+            "publish_empty_json",
+            publish("[TMP]/fanout.git", &["-q", "--json"], &empties[..2])
+        );
+        // Among other sources: the job is published, before and after empty ones.
+        let mixed: Vec<String> = [&empties[0], "[TMP]/job", &empties[2]]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        insta::assert_snapshot!(
+            "publish_empty_among_others",
+            publish("[TMP]/mixed.git", &["--json"], &mixed)
+        );
+        let store = Store::open(&tmp.join("mixed.git")).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap().expect("published");
+        // Once the ledger exists, an empty source leaves its tip where it is.
+        let again = publish("[TMP]/mixed.git", &["--json"], &empties[..1]);
+        assert!(again.contains("\"status\":\"empty\""), "{again}");
+        assert!(
+            again.contains(&"\"commit\":\"[COMMIT]\"".to_string()),
+            "{again}"
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), Some(tip));
+        // Missing or non-directory sources are errors, found before anything is published.
+        std::fs::write(tmp.join("file"), "x").unwrap();
+        let missing: Vec<String> = ["[TMP]/job", "[TMP]/nowhere"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        insta::assert_snapshot!(
+            "publish_missing_among_others",
+            publish("[TMP]/typo.git", &[], &missing)
+        );
+        insta::assert_snapshot!(
+            "publish_file_source",
+            publish("[TMP]/typo.git", &[], &["[TMP]/file".to_string()])
+        );
+        assert!(!tmp.join("typo.git").exists(), "a repository was created");
+    }
+
+    /// A failed `publish` leaves no repository that it created behind (missing source, file
+    /// source, unsealed spool, strict privacy refusal, non-canonical shards, a failing second
+    /// source after an empty first one), keeps a repository that existed (even an empty one),
+    /// leaves a directory that was empty as an empty directory, and keeps a repository an
+    /// earlier source of the same run published into.
+    #[test]
+    fn failed_publish_leaves_no_new_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        fixture_spool(&tmp.join("unsealed"));
+        fixture_spool(&tmp.join("job"));
+        let sealed = run_cli(
+            tmp,
+            &["-q", "seal", "--output", "[TMP]/shards", "[TMP]/job"],
+        );
+        assert!(sealed.starts_with("exit: 0"), "{sealed}");
+        // A shard root whose shard has a non-canonical line.
+        let shard = walkdir::WalkDir::new(tmp.join("shards"))
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .unwrap();
+        let bad = tmp
+            .join("bad")
+            .join(shard.strip_prefix(tmp.join("shards")).unwrap());
+        std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+        let text = std::fs::read_to_string(&shard).unwrap();
+        std::fs::write(&bad, text.replacen("{\"action\":{", "{\"action\": {", 1)).unwrap();
+        // A sealed spool with a value the strict profile refuses.
+        std::fs::create_dir_all(tmp.join("webhook")).unwrap();
+        for args in [
+            &[
+                "record",
+                "--privacy",
+                "reference",
+                "--spool",
+                "[TMP]/webhook",
+            ][..],
+            &["seal", "--privacy", "reference", "[TMP]/webhook"],
+        ] {
+            let out = run_writer(tmp, WEBHOOK_EVENT, args);
+            assert!(out.starts_with("exit: 0"), "{out}");
+        }
+        std::fs::create_dir_all(tmp.join("empty")).unwrap();
+        std::fs::write(tmp.join("file"), "x").unwrap();
+        let failing: [(&str, &[&str]); 7] = [
+            ("missing source", &["[TMP]/nowhere"]),
+            ("file source", &["[TMP]/file"]),
+            ("unsealed spool", &["[TMP]/unsealed"]),
+            ("strict privacy", &["[TMP]/webhook"]),
+            ("non-canonical shard", &["[TMP]/bad"]),
+            ("empty, then unsealed", &["[TMP]/empty", "[TMP]/unsealed"]),
+            ("empty, then missing", &["[TMP]/empty", "[TMP]/nowhere"]),
+        ];
+        for (what, sources) in failing {
+            for repo in ["new.git", "sub/dir/new.git"] {
+                let mut args = vec!["publish", "--repo"];
+                let repo_arg = format!("[TMP]/{repo}");
+                args.push(&repo_arg);
+                args.extend(sources);
+                let out = run_cli(tmp, &args);
+                assert!(!out.starts_with("exit: 0"), "{what}: {out}");
+                assert!(!tmp.join(repo).exists(), "{what}: {repo} was left behind");
+                assert!(
+                    !tmp.join("sub").exists(),
+                    "{what}: its parents were left behind"
+                );
+            }
+            // An existing empty directory stays, empty.
+            std::fs::create_dir_all(tmp.join("was-empty.git")).unwrap();
+            let mut args = vec!["publish", "--repo", "[TMP]/was-empty.git"];
+            args.extend(sources);
+            assert!(!run_cli(tmp, &args).starts_with("exit: 0"), "{what}");
+            assert_eq!(listing(&tmp.join("was-empty.git")), ["/"], "{what}");
+        }
+        // After a source that published nothing, the ref was not changed, and the message says so.
+        insta::assert_snapshot!(
+            "publish_empty_then_unsealed",
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--repo",
+                    "[TMP]/new.git",
+                    "[TMP]/empty",
+                    "[TMP]/unsealed"
+                ]
+            )
+        );
+        assert!(!tmp.join("new.git").exists());
+        // A repository that existed is kept, with or without a ledger.
+        Store::open_or_init_bare(&tmp.join("existing.git"), "refs/heads/main").unwrap();
+        let out = run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/existing.git", "[TMP]/unsealed"],
+        );
+        assert!(out.starts_with("exit: 1"), "{out}");
+        assert!(Store::open(&tmp.join("existing.git")).is_ok());
+        // A repository an earlier source of this run published into is kept.
+        let out = run_cli(
+            tmp,
+            &[
+                "publish",
+                "--repo",
+                "[TMP]/kept.git",
+                "[TMP]/job",
+                "[TMP]/unsealed",
+            ],
+        );
+        insta::assert_snapshot!("publish_second_source_fails", out);
+        let store = Store::open(&tmp.join("kept.git")).unwrap();
+        assert!(store.tip("refs/heads/main").unwrap().is_some());
+    }
+
+    /// A repeated identical `record` says the event is unchanged instead of "recorded": phase
+    /// and generic inputs, and an exact replay after the producer was sealed; a different event
+    /// after the seal is refused. Stdout (the event, with the clock's `recorded_at`) is left out.
+    #[test]
+    fn repeated_record_says_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+        let generic = r#"{"scope":"review","identity":"x","type":"review.started","component":"review","subject":{"repository":"openclaw/openclaw","kind":"cluster","clusterId":"c1"},"action":{"name":"review","status":"started","retryable":true,"mutation":false}}"#;
+        let other = phase.replace("\"item\":5", "\"item\":6");
+        let record = ["record", "--spool", "[TMP]/spool"];
+        let without_stdout = |text: String| {
+            let (head, rest) = text.split_once("--- stdout\n").unwrap();
+            let (_, stderr) = rest.split_once("--- stderr\n").unwrap();
+            format!("{head}{stderr}")
+        };
+        let mut steps = Vec::new();
+        for (what, input) in [
+            ("phase", phase),
+            ("phase again", phase),
+            ("generic", generic),
+            ("generic again", generic),
+        ] {
+            steps.push(format!(
+                "{what}: {}",
+                without_stdout(run_writer(tmp, input, &record))
+            ));
+        }
+        let sealed = run_cli(tmp, &["-q", "seal", "[TMP]/spool"]);
+        assert!(sealed.starts_with("exit: 0"), "{sealed}");
+        for (what, input) in [
+            ("phase after the seal", phase),
+            ("another after the seal", &other),
+        ] {
+            steps.push(format!(
+                "{what}: {}",
+                without_stdout(run_writer(tmp, input, &record))
+            ));
+        }
+        insta::assert_snapshot!("record_repeated", steps.join("\n"));
+    }
+
+    /// A malformed producer lock (non-canonical, empty, not JSON) refuses `seal` and `record`
+    /// with the way out: the file may be removed when no writer is running.
+    #[test]
+    fn malformed_producer_lock_says_it_may_be_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+        std::fs::create_dir_all(tmp.join("spool")).unwrap();
+        let recorded = run_writer(tmp, phase, &["record", "--spool", "[TMP]/spool"]);
+        assert!(recorded.starts_with("exit: 0"), "{recorded}");
+        // The producer's lock sits beside its partition marker, under the same digest.
+        let marker = walkdir::WalkDir::new(tmp.join("spool"))
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| p.to_string_lossy().contains("/_partitions/"))
+            .unwrap();
+        let digest = marker.file_stem().unwrap().to_string_lossy().into_owned();
+        let lock = tmp.join(format!(
+            "spool/{}/_locks/{digest}.lock",
+            crate::spool::SPOOL_DIR
+        ));
+        let mut outputs = Vec::new();
+        for content in ["{\"pid\": 1}\n", "", "not a lock\n"] {
+            std::fs::write(&lock, content).unwrap();
+            outputs.push(run_cli(tmp, &["seal", "[TMP]/spool"]));
+            outputs.push(run_writer(
+                tmp,
+                phase,
+                &["record", "--spool", "[TMP]/spool"],
+            ));
+        }
+        insta::assert_snapshot!("malformed_producer_lock", outputs.join("\n"));
     }
 }

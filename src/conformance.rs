@@ -1,6 +1,7 @@
 //! The conformance harness: runs every golden vector produced by the reference implementation.
 //!
-//! Reads every `*.json` vector file in `$CONFORMANCE_DIR` (default `testdata/conformance`) and
+//! Reads every `*.json` vector file in `$CONFORMANCE_DIR` (default `testdata/conformance`; the
+//! hand-written `empty.json` there covers jobs that recorded nothing) and
 //! dispatches each case by its shape: identity (`fn`/`args`), event writer (`call`), finalize /
 //! direct shard write (`category`), import (`steps`). Ends by printing
 //! `conformance: N passed, M failed, K skipped` (over both privacy profiles, each also on its
@@ -401,6 +402,15 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
         .cloned()
         .unwrap_or_default();
     write_files(spool_dir.path(), &before);
+    // Directories a case needs that no file implies (an empty spool directory).
+    for dir in expected["spool_directories_before"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        std::fs::create_dir_all(spool_dir.path().join(dir.as_str().expect("directory")))
+            .expect("mkdir");
+    }
     if expected["spool_event_files_elided"].as_bool() == Some(true) {
         // Each spool event file is exactly one output shard line plus a newline.
         for f in expected["output_files"].as_array().into_iter().flatten() {
@@ -419,6 +429,11 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
         Ok(s) => s,
         Err(e) => return Outcome::Fail(e.to_string()),
     };
+    let reserved = |p: &str| p.contains("/_partitions/") || p.contains("/_finalizations/");
+    let events_before: BTreeMap<_, _> = read_tree(spool_dir.path())
+        .into_iter()
+        .filter(|(k, _)| !reserved(k))
+        .collect();
     for (i, flush) in expected["flush_results"]
         .as_array()
         .into_iter()
@@ -457,7 +472,14 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
     ) {
         return Outcome::Fail(e);
     }
-    let reserved = |p: &str| p.contains("/_partitions/") || p.contains("/_finalizations/");
+    // Finalize writes seals only: every other spool file is as it was.
+    let events_after: BTreeMap<_, _> = read_tree(spool_dir.path())
+        .into_iter()
+        .filter(|(k, _)| !reserved(k))
+        .collect();
+    if let Err(e) = compare_trees("spool events", &events_after, &events_before) {
+        return Outcome::Fail(e);
+    }
     let ours: BTreeMap<_, _> = read_tree(spool_dir.path())
         .into_iter()
         .filter(|(k, _)| reserved(k))
@@ -731,6 +753,10 @@ fn run_import(
                     .collect();
                 if new.iter().map(|s| s.as_str()).ne(want.iter().copied()) {
                     return fail(format!("new files {new:?} != {want:?}"));
+                }
+                // A step that adds no file makes no commit (not even a layout record).
+                if want.is_empty() && store.tip("refs/heads/main").expect("tip") != before_tip {
+                    return fail("the ref moved on a step that adds no file".into());
                 }
             }
             (Err(e), false) => {

@@ -1029,7 +1029,9 @@ fn snake_record(input: &Value) -> Value {
 /// clusterId, sourceRevision, recordPath}, action{…reasonCode}, learning?, evidence?,
 /// attributes?, privacy?, occurredAt?`). `recorded_at` must already be the writer clock in
 /// `toISOString` form; `generated_occurred_at` pins a generated occurrence (projection
-/// failures). Errors name the rule with source `input`.
+/// failures). Errors name the rule with source `input`. The assembled record must pass the
+/// canonical limits (step 6: depth 64, 10,000 values, an estimated 1 MiB), so that no reader
+/// refuses later what was written now.
 pub fn create(
     input: &Value,
     recorded_at: &str,
@@ -1062,7 +1064,7 @@ pub fn create(
         return Err(ctx.field(FieldError::SelfParent));
     }
     let key = identity::required_event_key(key_raw).map_err(|e| ctx.field(e))?;
-    Ok(assemble(
+    let event = assemble(
         semantic,
         &semantic_json,
         event_id,
@@ -1071,7 +1073,11 @@ pub fn create(
         source_kind,
         recorded_at,
         parent,
-    ))
+    );
+    // Step 6 canonicalizes the whole record: the fields added to the semantic value can take
+    // it past the limits, and every reader applies them to the record.
+    canonical::check(&event.value).map_err(|e| ctx.field(e))?;
+    Ok(event)
 }
 
 /// `validateActionEvent` (§1.14): full read-side validation of a parsed record.
@@ -1162,13 +1168,15 @@ fn validate_text(value: &Value, source: &str, text: Option<&str>) -> Result<Even
     if text.is_some_and(|t| t == event.json && canonical::within_limits_by_length(t.len())) {
         return Ok(event);
     }
+    // The limits decide on the whole record; past the length guard a canonical line is as
+    // valid as a short one, and only a line that differs from its rebuilt record is refused.
     let input_json = canonical::to_canonical(value).map_err(|e| ctx.field(e))?;
     if event.json != input_json {
         return Err(Error::NonCanonicalFields {
             origin: source.to_owned(),
         });
     }
-    if text.is_some() {
+    if text.is_some_and(|t| t != input_json) {
         return Err(Error::NotCanonical {
             origin: source.to_owned(),
         });
@@ -1299,6 +1307,43 @@ mod tests {
             compare_timestamps("2026-01-15T12:00:01Z", "2026-01-15T12:00:00.999Z"),
             Ordering::Greater
         );
+    }
+
+    /// A canonical line is read whatever its length, up to the size estimate's limit (the old
+    /// fallback past the length guard called every such line not canonical); one byte past the
+    /// limit is refused by the size rule, at creation and at reading.
+    #[test]
+    fn records_up_to_the_size_limit_are_created_and_read() {
+        use crate::boundary::{FILLS, estimate, event_past_limit};
+        for fill in FILLS {
+            let event = event_past_limit(fill, 0).unwrap();
+            assert_eq!(estimate(&event.value), canonical::MAX_BYTES, "{fill:?}");
+            assert!(!canonical::within_limits_by_length(event.json.len()));
+            let read = Event::parse_line(&event.json, "line").map_err(|e| e.to_string());
+            assert!(read.as_ref() == Ok(&event), "{fill:?}: {:?}", read.err());
+            let valid = validate(&event.value, "value").map_err(|e| e.to_string());
+            assert!(valid.as_ref() == Ok(&event), "{fill:?}: {:?}", valid.err());
+            // The semantic value is under the limit; the record's added fields take it past.
+            let Err(err) = event_past_limit(fill, 1).map(|_| ()) else {
+                panic!("{fill:?}: created one byte past the limit");
+            };
+            let err = err.to_string();
+            assert!(
+                err.starts_with("action event data exceeds canonical JSON size limit 1048576"),
+                "{fill:?}: {err}"
+            );
+            // One more fraction digit in `recorded_at`, outside the semantic digest.
+            let over = event.json.replacen(".000Z\"", ".0000Z\"", 1);
+            assert_eq!(over.len(), event.json.len() + 1);
+            let Err(err) = Event::parse_line(&over, "line").map(|_| ()) else {
+                panic!("{fill:?}: read one byte past the limit");
+            };
+            let err = err.to_string();
+            assert!(
+                err.starts_with("action event data exceeds canonical JSON size limit 1048576"),
+                "{fill:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! {view, seal, shard, segment, spool, store} → {event, privacy, identity} → canonical`.
 
 pub mod binding;
+mod boundary;
 pub mod canonical;
 pub mod cli;
 pub mod compact;

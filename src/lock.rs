@@ -46,8 +46,11 @@ pub const MAX_LOCK_BYTES: u64 = 1024;
 pub enum Error {
     #[error(transparent)]
     File(#[from] files::Error),
-    /// The lock file exists but is not a lock this format allows.
-    #[error("invalid {label}: {path}")]
+    /// The lock file exists but is not a lock this format allows (a crash mid-write by another
+    /// tool, a hand edit): no owner can be read from it, so it is never reclaimed on its own.
+    #[error(
+        "invalid {label}: {path}; no owner can be read from it: if no writer is running, remove the file and retry"
+    )]
     Invalid {
         label: String,
         path: std::path::PathBuf,
@@ -549,6 +552,39 @@ mod tests {
             held.release().unwrap();
             t.join().unwrap().unwrap().unwrap();
         });
+    }
+
+    /// Every kind of malformed lock is refused with the way out: remove the file when no writer
+    /// is running (non-canonical bytes, empty, truncated, not JSON, another schema, a zero pid,
+    /// over the size cap, not UTF-8).
+    #[test]
+    fn malformed_locks_say_they_may_be_removed() {
+        let valid = lock_content(&owner(1, Digest::of("x")), SCHEMA);
+        let mut contents: Vec<Vec<u8>> = vec![
+            valid.replace(":1,", ": 1,").into_bytes(),
+            Vec::new(),
+            valid.as_bytes()[..valid.len() / 2].to_vec(),
+            b"not a lock\n".to_vec(),
+            lock_content(&owner(1, Digest::of("x")), IMPORT_LOCK_SCHEMA).into_bytes(),
+            valid.replace("\"pid\":1,", "\"pid\":0,").into_bytes(),
+            "x".repeat(2000).into_bytes(),
+            vec![0xff, 0xfe, b'{', b'}'],
+        ];
+        for (i, content) in contents.drain(..).enumerate() {
+            let (_dir, root) = setup();
+            root.write_create_only(REL, &content, LABEL).unwrap();
+            let err = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap_err();
+            assert!(matches!(err, Error::Invalid { .. }), "{i}: {err}");
+            let path = root.display_path(REL);
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "invalid action event producer lock: {}; no owner can be read from it: if no writer is running, remove the file and retry",
+                    path.display()
+                ),
+                "{i}"
+            );
+        }
     }
 
     #[test]

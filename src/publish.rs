@@ -15,7 +15,8 @@
 //!   (first writer wins); anything else → conflict, nothing written.
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
 //!   rebuilt on the new tip, within `Options::max_attempts`.
-//! - A publication that adds nothing makes no commit and reports `unchanged`.
+//! - A publication that adds nothing makes no commit and reports `unchanged`; a source without
+//!   events (a job that recorded nothing) makes no commit and reports `empty`.
 //! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
 //!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
 
@@ -70,10 +71,12 @@ pub enum Error {
     /// A compacted month of the tip cannot be read (invalid manifest, altered segment).
     #[error(transparent)]
     Compacted(#[from] crate::view::Error),
-    #[error(
-        "{0} is neither a sealed spool root (with .clawsweeper-repair/action-events) nor a shard root (with ledger/v1/events)"
-    )]
-    UnknownSource(PathBuf),
+    /// The source root does not exist.
+    #[error("publication source does not exist: {0}")]
+    MissingSource(PathBuf),
+    /// The source root is not a directory.
+    #[error("publication source is not a directory: {0}")]
+    SourceNotADirectory(PathBuf),
     #[error("action event shard manifest is empty")]
     ManifestEmpty,
     #[error("action event shard manifest exceeds 256 event paths")]
@@ -294,6 +297,9 @@ pub enum Status {
     Created,
     /// Everything was already present; no commit.
     Unchanged,
+    /// The source held no events (a job that recorded nothing): nothing was published, no
+    /// commit, an empty manifest.
+    Empty,
 }
 
 /// Result of [`publish`].
@@ -301,9 +307,11 @@ pub enum Status {
 pub struct Publication {
     pub manifest: Manifest,
     pub status: Status,
-    /// The ref's value after the publication.
+    /// The ref's value after the publication (for an [`Status::Empty`] publication to a
+    /// remote, `None`: the remote is not asked).
     pub commit: Option<CommitId>,
-    /// Compare-and-swap attempts used (1 when no other publisher interfered).
+    /// Compare-and-swap attempts used (1 when no other publisher interfered; 0 when the source
+    /// was empty and nothing was tried).
     pub attempts: u32,
     /// Files added by the commit (0 when unchanged).
     pub files_written: usize,
@@ -322,7 +330,10 @@ pub const SOURCE_LABEL: &str = "action event shard import source";
 /// Reads a publication source: a sealed spool root (its shards are derived from the sealed
 /// events) or a finalized shard root (files under `ledger/v1/events`, traversed within the
 /// import limits, §8.2). The root is opened once ([`Root`]) and every listing and read goes
-/// through that handle, so links anywhere below it fail closed.
+/// through that handle, so links anywhere below it fail closed. A root with neither holds
+/// nothing (the spool of a job that recorded nothing); a root that does not exist is
+/// [`Error::MissingSource`], one that is not a directory [`Error::SourceNotADirectory`] (with
+/// `expected_paths`, the reference's manifest errors apply instead).
 pub fn read_source(
     root: &Path,
     expected_paths: Option<&[String]>,
@@ -347,9 +358,12 @@ enum Source {
 }
 
 fn read_source_shards(root: &Path, expected_paths: Option<&[String]>) -> Result<Source, Error> {
-    let handle = match Root::open(root, SOURCE_LABEL) {
-        Ok(h) => Some(h),
-        Err(files::Error::Missing { .. } | files::Error::NotDirectory { .. }) => None,
+    let (handle, absent) = match Root::open(root, SOURCE_LABEL) {
+        Ok(h) => (Some(h), None),
+        Err(files::Error::Missing { .. }) => (None, Some(Error::MissingSource(root.to_owned()))),
+        Err(files::Error::NotDirectory { .. }) => {
+            (None, Some(Error::SourceNotADirectory(root.to_owned())))
+        }
         Err(e) => return Err(e.into()),
     };
     if let Some(h) = &handle
@@ -367,12 +381,11 @@ fn read_source_shards(root: &Path, expected_paths: Option<&[String]>) -> Result<
         return read_manifest_files(handle.as_ref(), paths).map(Source::Files);
     }
     let Some(h) = handle else {
-        return Err(Error::UnknownSource(root.to_owned()));
+        return Err(absent.expect("an unopened root says why"));
     };
+    // Neither a spool directory nor shards: the spool of a job that recorded nothing, or a
+    // finalize output without shards (§8.2: an empty result).
     if h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
-        if h.entry_kind(".clawsweeper-repair")?.is_some() {
-            return Err(Error::UnknownSource(root.to_owned()));
-        }
         return Ok(Source::Files(Vec::new()));
     }
     traverse(&h).map(Source::Files)
@@ -833,8 +846,11 @@ fn plan(batch: &Batch, snap: &Snapshot<'_>, requested: Option<Layout>) -> Result
     // 3. Payloads (a compacted shard path is present with its original bytes, design.md §7).
     let view = crate::view::View::new(snap);
     let mut manifest = Manifest::default();
-    // Written once, with the first publication of a new ledger.
-    if let Some(record) = layout.record().filter(|_| new_ledger) {
+    // Written once, with the first publication of events into a new ledger.
+    if let Some(record) = layout
+        .record()
+        .filter(|_| new_ledger && !batch.shards.is_empty())
+    {
         additions.push((layout::RECORD_PATH.to_owned(), record.into_bytes()));
     }
     for s in &batch.shards {
@@ -1211,7 +1227,8 @@ pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Public
     publish_to(store, source, options, &Target::Local)
 }
 
-/// Reads, validates and publishes one source to `target`.
+/// Reads, validates and publishes one source to `target`. A source without events publishes
+/// nothing and makes no commit ([`Status::Empty`]).
 pub fn publish_to(
     store: &Store,
     source: &Path,
@@ -1226,8 +1243,12 @@ pub fn publish_to(
         let snap = store.snapshot(tip)?;
         if let Some(manifest) = sealed_replay(source, &snap, options.layout, options.privacy)? {
             return Ok(Publication {
+                status: if manifest.event_paths.is_empty() {
+                    Status::Empty
+                } else {
+                    Status::Unchanged
+                },
                 manifest,
-                status: Status::Unchanged,
                 commit: tip,
                 attempts: 1,
                 files_written: 0,
@@ -1236,6 +1257,19 @@ pub fn publish_to(
     }
     let source = read_source_shards(source, options.expected_event_paths.as_deref())?;
     let batch = validate_source(source, options.expected_producer.as_ref())?;
+    if batch.shards.is_empty() {
+        // Nothing to publish: the ref (a remote's is not asked for) stays where it is.
+        return Ok(Publication {
+            manifest: Manifest::default(),
+            status: Status::Empty,
+            commit: match target {
+                Target::Local => store.tip(&options.ref_name)?,
+                Target::Remote { .. } => None,
+            },
+            attempts: 0,
+            files_written: 0,
+        });
+    }
     match target {
         Target::Local => publish_batch(store, &batch, options),
         Target::Remote { url, ref_name } => {
@@ -1279,6 +1313,54 @@ mod tests {
         assert_eq!(again.commit, first.commit);
         assert_eq!((again.manifest.created, again.manifest.unchanged), (0, 4));
         assert_eq!(again.manifest.paths, first.manifest.paths);
+    }
+
+    /// Sources without events (an empty root, other state under `.clawsweeper-repair`, an empty
+    /// spool directory, an empty `ledger/v1/events`) publish nothing and make no commit, on a
+    /// new ledger (no layout record either) and on an existing one; a missing source and a file
+    /// are errors that say so.
+    #[test]
+    fn sources_without_events_publish_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let empties: Vec<std::path::PathBuf> = [
+            "bare",
+            "other/.clawsweeper-repair/action-ledger-state",
+            "spool/.clawsweeper-repair/action-events",
+            // With a seal directory: on an existing ledger, the unchanged-replay fast path.
+            "sealed/.clawsweeper-repair/action-events/_finalizations",
+            "shards/ledger/v1/events",
+        ]
+        .iter()
+        .map(|p| {
+            std::fs::create_dir_all(dir.path().join(p)).unwrap();
+            dir.path().join(p.split('/').next().unwrap())
+        })
+        .collect();
+        let mut tip = None;
+        for round in 0..2 {
+            for root in &empties {
+                let p = publish(&store, root, &options).unwrap();
+                assert_eq!(p.status, Status::Empty, "{}", root.display());
+                assert_eq!(p.manifest, Manifest::default());
+                assert_eq!((p.commit, p.files_written), (tip, 0));
+                assert_eq!(store.tip("refs/heads/main").unwrap(), tip, "round {round}");
+            }
+            tip = publish(&store, &day1("001"), &options).unwrap().commit;
+        }
+        let missing = dir.path().join("nowhere");
+        assert!(matches!(
+            publish(&store, &missing, &options),
+            Err(Error::MissingSource(p)) if p == missing
+        ));
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(matches!(
+            publish(&store, &file, &options),
+            Err(Error::SourceNotADirectory(p)) if p == file
+        ));
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
     }
 
     #[test]

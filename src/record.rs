@@ -486,10 +486,24 @@ pub fn record_phase(
     now_ms: i64,
     options: &Options,
 ) -> Result<Option<Event>, Error> {
+    record_phase_outcome(root, input, env, now_ms, options).map(|r| r.map(|(e, _)| e))
+}
+
+/// [`record_phase`], also saying whether the event was written now or already recorded.
+///
+/// # Errors
+/// As [`record_phase`].
+pub fn record_phase_outcome(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now_ms: i64,
+    options: &Options,
+) -> Result<Option<(Event, Outcome)>, Error> {
     match phase_action_input(input) {
         // The reference hashes `identity: undefined` only when recording is enabled.
         Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
-        generic => record_action(root, &generic?, env, now_ms, options),
+        generic => record_action_outcome(root, &generic?, env, now_ms, options),
     }
 }
 
@@ -703,6 +717,30 @@ pub fn record_action(
     now_ms: i64,
     options: &Options,
 ) -> Result<Option<Event>, Error> {
+    record_action_outcome(root, input, env, now_ms, options).map(|r| r.map(|(e, _)| e))
+}
+
+/// Whether a write created the event's file or found the same event (replay-equal) already
+/// recorded, in which case nothing was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The event file was created.
+    Recorded,
+    /// The event was already recorded; its existing file (and `recorded_at`) won.
+    Unchanged,
+}
+
+/// [`record_action`], also saying whether the event was written now or already recorded.
+///
+/// # Errors
+/// As [`record_action`].
+pub fn record_action_outcome(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now_ms: i64,
+    options: &Options,
+) -> Result<Option<(Event, Outcome)>, Error> {
     if !enabled(env) {
         return Ok(None);
     }
@@ -714,45 +752,51 @@ pub fn record_action(
 }
 
 /// Writes a built event into the spool at `root` on partition `date` under its producer's lock
-/// (runtime §3.2 step 3, §6); `now_ms` goes into the lock file.
+/// (runtime §3.2 step 3, §6); `now_ms` goes into the lock file. Returns the persisted event
+/// and whether it was written now.
 pub fn write_event(
     root: &Root,
     candidate: &Event,
     date: &str,
     now_ms: i64,
-) -> Result<Event, Error> {
+) -> Result<(Event, Outcome), Error> {
     let guards = lock::acquire_producers(
         root,
         std::slice::from_ref(candidate.producer()),
         now_ms.max(0) as u64,
         &lock::Options::default(),
     )?;
-    let event = write_event_locked(root, candidate, date)?;
+    let written = write_locked(root, candidate, date)?;
     lock::release_all(guards)?;
-    Ok(event)
+    Ok(written)
 }
 
 /// [`write_event`] for a caller that already holds the producer's lock: seal check, partition
 /// marker, create-only event file; an existing file must be replay-equal.
 pub fn write_event_locked(root: &Root, candidate: &Event, date: &str) -> Result<Event, Error> {
+    write_locked(root, candidate, date).map(|(e, _)| e)
+}
+
+fn write_locked(root: &Root, candidate: &Event, date: &str) -> Result<(Event, Outcome), Error> {
     let producer_digest = spool::producer_digest(candidate.producer());
     check_not_sealed(root, candidate, &producer_digest)?;
     ensure_marker(root, &producer_digest, date)?;
     let rel = spool::event_relative_path(candidate);
     let path = root.display_path(&rel);
+    let unchanged = |e: Event| (e, Outcome::Unchanged);
     if let Some(existing) = read_event_file(root, &rel)? {
-        return compare_existing(path, existing, candidate);
+        return compare_existing(path, existing, candidate).map(unchanged);
     }
     let body = format!("{}\n", candidate.json);
     match root.write_create_only(&rel, body.as_bytes(), "action event")? {
-        Written::Created => Ok(candidate.clone()),
+        Written::Created => Ok((candidate.clone(), Outcome::Recorded)),
         Written::Exists => {
             let existing = read_event_file(root, &rel)?.ok_or_else(|| Error::Conflict {
                 path: path.clone(),
                 existing: Digest::of(""),
                 candidate: candidate.semantic_sha256.clone(),
             })?;
-            compare_existing(path, existing, candidate)
+            compare_existing(path, existing, candidate).map(unchanged)
         }
     }
 }
@@ -1596,5 +1640,45 @@ mod tests {
             .collect();
         assert_eq!(leaked, Vec::<PathBuf>::new());
         assert!(ok > 0 && refused > 0, "ok {ok}, refused {refused}");
+    }
+
+    /// A repeated record of the same event writes nothing and says so: phase and generic
+    /// inputs, a replay at a later clock (the first `recorded_at` wins), a replay after the
+    /// producer was sealed; a new event is recorded.
+    #[test]
+    fn replays_are_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = base_env();
+        let o = Options::default();
+        let phase = |now| record_phase_outcome(dir.path(), &base_input(), &env, now, &o);
+        let (first, outcome) = phase(NOW).unwrap().unwrap();
+        assert_eq!(outcome, Outcome::Recorded);
+        let (again, outcome) = phase(NOW + 60_000).unwrap().unwrap();
+        assert_eq!(
+            (again.json.as_str(), outcome),
+            (first.json.as_str(), Outcome::Unchanged)
+        );
+        let generic = phase_action_input(&base_input()).unwrap();
+        let (via_generic, outcome) = record_action_outcome(dir.path(), &generic, &env, NOW + 1, &o)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (via_generic.json, outcome),
+            (first.json.clone(), Outcome::Unchanged)
+        );
+        let mut other = base_input();
+        set(&mut other, &["identity", "item"], Value::from(2));
+        let (_, outcome) = record_phase_outcome(dir.path(), &other, &env, NOW, &o)
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome, Outcome::Recorded);
+        let spool = crate::spool::Spool::open(dir.path()).unwrap();
+        crate::seal::seal(&spool, None, 0, &crate::seal::Options::default()).unwrap();
+        let (_, outcome) = phase(NOW + 120_000).unwrap().unwrap();
+        assert_eq!(
+            outcome,
+            Outcome::Unchanged,
+            "an exact replay after the seal"
+        );
     }
 }

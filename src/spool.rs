@@ -11,6 +11,10 @@
 //! Reading is bounded (§5.1): 256 repository directories, 4,096 entries per directory, 65,536
 //! events, 256 producers, 64 MiB of canonical event bytes. Entries that are not what the layout
 //! allows are refused, never skipped, except staging files (names not ending in `.json`).
+//!
+//! A root without the spool directory is the spool of a job that recorded nothing: it holds no
+//! events (the reference's finalize of an empty spool returns no paths and writes nothing). A
+//! root that does not exist is an error.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -62,8 +66,12 @@ pub enum Error {
     NonCanonicalPath(String),
     #[error("invalid action event partition marker {path}: {reason}")]
     InvalidMarker { path: PathBuf, reason: String },
-    #[error("no action event spool at {0} (expected a directory {SPOOL_DIR} below it)")]
+    /// The spool root does not exist.
+    #[error("action event spool root does not exist: {0}")]
     Missing(PathBuf),
+    /// The spool root is not a directory.
+    #[error("action event spool root is not a directory: {0}")]
+    NotADirectory(PathBuf),
 }
 
 /// sha256 of the canonical persisted producer object: names markers, seals and locks.
@@ -115,25 +123,29 @@ pub struct Spool {
 }
 
 impl Spool {
-    /// Opens the spool at `root` (made absolute; the root itself must not be a symbolic link);
-    /// refuses a root without a spool directory ([`Error::Missing`]) or whose spool directory is
-    /// not a real directory.
+    /// Opens the spool at `root` (made absolute; the root itself must not be a symbolic link).
+    /// A root without a spool directory is a spool without events.
+    ///
+    /// # Errors
+    /// [`Error::Missing`] when `root` does not exist, [`Error::NotADirectory`] when it is not a
+    /// directory, [`Error::UnsafeEntry`] when its spool directory is not a real directory.
     pub fn open(root: &Path) -> Result<Spool, Error> {
         match Root::open(root, ROOT_LABEL) {
             Ok(root) => Spool::from_root(root),
-            Err(files::Error::Missing { path, .. } | files::Error::NotDirectory { path, .. }) => {
-                Err(Error::Missing(path))
-            }
+            Err(files::Error::Missing { path, .. }) => Err(Error::Missing(path)),
+            Err(files::Error::NotDirectory { path, .. }) => Err(Error::NotADirectory(path)),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// A spool on an already opened root.
+    /// A spool on an already opened root (without a spool directory: a spool without events).
+    ///
+    /// # Errors
+    /// [`Error::UnsafeEntry`] when the spool directory is not a real directory.
     pub fn from_root(root: Root) -> Result<Spool, Error> {
         match root.entry_kind(SPOOL_DIR)? {
-            Some(EntryKind::Dir) => Ok(Spool { root }),
+            Some(EntryKind::Dir) | None => Ok(Spool { root }),
             Some(_) => Err(Error::UnsafeEntry(root.display_path(SPOOL_DIR))),
-            None => Err(Error::Missing(root.path().to_owned())),
         }
     }
 
@@ -148,13 +160,14 @@ impl Spool {
     }
 
     /// `readAllSpooledActionEvents` (§5): every event of every repository directory, validated,
-    /// path-checked and within the read budget, sorted by [`event::compare_events`].
+    /// path-checked and within the read budget, sorted by [`event::compare_events`]; none when
+    /// there is no spool directory.
     pub fn read_all(&self) -> Result<Vec<Event>, Error> {
         let dir = self.root.display_path(SPOOL_DIR);
         let entries = self
             .root
             .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
-            .ok_or_else(|| Error::Missing(self.root().to_owned()))?;
+            .unwrap_or_default();
         let mut budget = Budget::default();
         let mut events = Vec::new();
         let mut repositories = 0usize;
@@ -182,7 +195,7 @@ impl Spool {
         let entries = self
             .root
             .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
-            .ok_or_else(|| Error::Missing(self.root().to_owned()))?;
+            .unwrap_or_default();
         let mut names = Vec::new();
         for (name, kind) in entries {
             if kind != EntryKind::Dir || RESERVED.contains(&name.as_str()) {
@@ -297,5 +310,72 @@ impl Budget {
             self.producers.insert(producer);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job that recorded nothing: no `.clawsweeper-repair` at all, no spool directory below
+    /// it, an empty spool directory, only the reserved directories, only staging files. Each
+    /// opens as a spool without events.
+    #[test]
+    fn roots_without_events_are_empty_spools() {
+        let layouts: [&[&str]; 5] = [
+            &[],
+            &[".clawsweeper-repair/action-ledger-state/"],
+            &[".clawsweeper-repair/action-events/"],
+            &[
+                ".clawsweeper-repair/action-events/_locks/",
+                ".clawsweeper-repair/action-events/_partitions/",
+                ".clawsweeper-repair/action-events/_finalizations/",
+            ],
+            &[".clawsweeper-repair/action-events/openclaw-openclaw-5dcd5a46c4da/x.json.1.tmp"],
+        ];
+        for entries in layouts {
+            let dir = tempfile::tempdir().unwrap();
+            for e in entries {
+                let p = dir.path().join(e);
+                if e.ends_with('/') {
+                    std::fs::create_dir_all(p).unwrap();
+                } else {
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(p, "partial").unwrap();
+                }
+            }
+            let spool = Spool::open(dir.path()).unwrap();
+            assert!(spool.read_all().unwrap().is_empty(), "{entries:?}");
+            assert!(spool.event_names().unwrap().is_empty(), "{entries:?}");
+        }
+    }
+
+    /// A root that does not exist, or is a file, is an error that says so; a spool directory
+    /// that is a file is refused.
+    #[test]
+    fn missing_or_file_roots_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nowhere");
+        let err = Spool::open(&missing).unwrap_err();
+        assert!(matches!(err, Error::Missing(_)), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "action event spool root does not exist: {}",
+                missing.display()
+            )
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let err = Spool::open(&file).unwrap_err();
+        assert!(matches!(err, Error::NotADirectory(_)), "{err}");
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join(".clawsweeper-repair")).unwrap();
+        std::fs::write(root.join(SPOOL_DIR), "x").unwrap();
+        assert!(matches!(
+            Spool::open(&root).unwrap_err(),
+            Error::UnsafeEntry(_)
+        ));
     }
 }

@@ -524,6 +524,15 @@ impl Store {
     /// [`Error::InvalidRefName`], [`Error::Init`], [`Error::Open`], or [`Error::Git`] if `HEAD`
     /// cannot be written.
     pub fn open_or_init_bare(path: &Path, ref_name: &str) -> Result<Store, Error> {
+        Store::open_or_create_bare(path, ref_name).map(|(store, _)| store)
+    }
+
+    /// [`Store::open_or_init_bare`], also saying whether this call created the repository
+    /// (`true`) or opened one that existed or that a concurrent creator made first (`false`).
+    ///
+    /// # Errors
+    /// As [`Store::open_or_init_bare`].
+    pub fn open_or_create_bare(path: &Path, ref_name: &str) -> Result<(Store, bool), Error> {
         let name = full_name(ref_name)?;
         let is_empty_dir = match std::fs::read_dir(path) {
             Ok(mut entries) => entries.next().is_none(),
@@ -531,7 +540,7 @@ impl Store {
             Err(_) => false,
         };
         if !is_empty_dir {
-            return Store::open(path);
+            return Ok((Store::open(path)?, false));
         }
         // Build the repository beside its final name and rename it into place, so that a
         // concurrent publisher either sees no repository or a complete one, never a half-made one.
@@ -585,12 +594,13 @@ impl Store {
         durable::sync_tree(&staging).map_err(|e| init(Box::new(e)))?;
         // rename(2) replaces an empty directory and fails on a non-empty one: exactly one
         // concurrent creator wins, the others open the winner's repository.
-        if std::fs::rename(&staging, path).is_err() {
+        let created = std::fs::rename(&staging, path).is_ok();
+        if !created {
             let _ = std::fs::remove_dir_all(&staging);
         } else if let Ok(dir) = std::fs::File::open(&parent) {
             let _ = dir.sync_all();
         }
-        Store::open(path)
+        Ok((Store::open(path)?, created))
     }
 
     /// The current value of `ref_name` (a full name such as `refs/heads/main`), or `None` if the
