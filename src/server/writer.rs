@@ -1,0 +1,124 @@
+//! The single writer: takes every operation queued at that moment and lands them as one commit
+//! ([`crate::finality::batch::land`]). It runs on its own thread, never on the async executor;
+//! requests wait for their answer on a oneshot channel.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use crate::canonical::Value;
+use crate::finality::Options;
+use crate::finality::batch::{self, BatchError, Op, Target};
+use crate::store::Store;
+
+use super::Clock;
+
+/// A successful answer of an operation: HTTP status and JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: u16,
+    /// JSON body.
+    pub body: Value,
+    /// Send `Cache-Control: no-store` (claims).
+    pub no_store: bool,
+}
+
+impl Answer {
+    /// `status` with `body`.
+    pub fn new(status: u16, body: Value) -> Answer {
+        Answer {
+            status,
+            body,
+            no_store: false,
+        }
+    }
+}
+
+/// What a queued operation is answered with.
+pub type Reply = Result<Answer, BatchError>;
+
+struct Job {
+    op: Op<'static, Answer>,
+    tx: tokio::sync::oneshot::Sender<Reply>,
+}
+
+/// The handle requests submit operations through.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+}
+
+/// The writer thread; join it after the last [`Writer`] is dropped.
+pub struct Handle(std::thread::JoinHandle<()>);
+
+impl Handle {
+    /// Waits for the writer to land what was queued and stop.
+    pub fn join(self) {
+        let _ = self.0.join();
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
+    /// handles stay on the thread that opened them).
+    ///
+    /// # Errors
+    /// When the thread cannot be spawned or the repository cannot be opened.
+    pub fn start(
+        repo: std::path::PathBuf,
+        options: Options,
+        target: Target,
+        clock: Arc<dyn Clock>,
+        max_batch: usize,
+    ) -> std::io::Result<(Writer, Handle)> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
+        let max_batch = max_batch.max(1);
+        let thread = std::thread::Builder::new()
+            .name("action-ledger-writer".into())
+            .spawn(move || {
+                let store = match Store::open(&repo) {
+                    Ok(s) => {
+                        let _ = opened_tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(format!("{}: {e}", repo.display())));
+                        return;
+                    }
+                };
+                while let Ok(first) = rx.recv() {
+                    let mut jobs = vec![first];
+                    while jobs.len() < max_batch {
+                        match rx.try_recv() {
+                            Ok(job) => jobs.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    let (mut ops, txs): (Vec<_>, Vec<_>) =
+                        jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
+                    let (results, _) =
+                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now_ms());
+                    for (tx, result) in txs.into_iter().zip(results) {
+                        // The client may be gone; its operation landed (or not) all the same.
+                        let _ = tx.send(result);
+                    }
+                }
+            })?;
+        match opened_rx.recv() {
+            Ok(Ok(())) => Ok((Writer { tx }, Handle(thread))),
+            Ok(Err(e)) => Err(std::io::Error::other(e)),
+            Err(_) => Err(std::io::Error::other("the writer thread stopped at start")),
+        }
+    }
+
+    /// Queues `op` and waits until the batch that holds it landed (or failed).
+    pub async fn submit(&self, op: Op<'static, Answer>) -> Reply {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let gone = || BatchError::Unavailable {
+            reason: "the writer has stopped".into(),
+        };
+        self.tx.send(Job { op, tx }).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
