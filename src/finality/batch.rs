@@ -913,3 +913,332 @@ pub fn land<R>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EXECUTION_CLAIMS, shell_act};
+    use super::*;
+    use crate::store::Signature;
+
+    const T0: i64 = 1_772_366_400_000;
+
+    fn options() -> Options {
+        let mut o = Options::new(Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: T0 / 1000,
+        });
+        o.max_attempts = 3;
+        o
+    }
+
+    fn new_action(id: &str) -> NewAction {
+        NewAction {
+            action_id: ActionId::parse(id).unwrap(),
+            agent_id: "agent-a".into(),
+            principal: "principal-a".into(),
+            act: Some(shell_act(&["make".into()])),
+            guard_decision_id: Some("gd_1".into()),
+            verdict: Verdict::Allow,
+            client_capabilities: vec![EXECUTION_CLAIMS.into()],
+            identity_verified: false,
+            containment_ref: None,
+            lifecycle: None,
+        }
+    }
+
+    fn request(attempt: &str) -> ClaimRequest {
+        ClaimRequest {
+            attempt_id: attempt.into(),
+            agent_id: Some("agent-a".into()),
+            principal: Some("principal-a".into()),
+            act: Some(shell_act(&["make".into()])),
+            verified: false,
+        }
+    }
+
+    fn repo() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        (dir, store)
+    }
+
+    fn claim_op(id: &'static str, attempt: &'static str) -> Op<'static, Claim> {
+        Box::new(move |ov, now| claim(ov, id, &request(attempt), now))
+    }
+
+    fn commits(store: &Store) -> usize {
+        let mut n = 0;
+        let mut c = store.tip("refs/heads/main").unwrap();
+        while let Some(id) = c {
+            n += 1;
+            c = store.parents(id).unwrap().first().copied();
+        }
+        n
+    }
+
+    #[test]
+    fn one_batch_one_commit_and_in_batch_races_have_one_winner() {
+        let (_dir, store) = repo();
+        let mut ops: Vec<Op<'static, Claim>> = vec![
+            Box::new(|ov, now| {
+                create(ov, &new_action("act_a"), now)?;
+                Err(Error::InvalidInput {
+                    field: "test",
+                    reason: "a refusal after staging rolls its records back".into(),
+                })
+            }),
+            Box::new(|ov, now| {
+                create(ov, &new_action("act_b"), now)?;
+                claim(ov, "act_b", &request("attempt-0000000000000001"), now)
+            }),
+            claim_op("act_b", "attempt-0000000000000002"),
+            claim_op("act_missing", "attempt-0000000000000003"),
+        ];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        assert_eq!((landed.attempts, landed.writers), (1, 1));
+        assert!(matches!(
+            results[0],
+            Err(BatchError::Refused(Error::InvalidInput { .. }))
+        ));
+        assert_eq!(
+            results[1].as_ref().unwrap().attempt_id.as_str(),
+            "attempt-0000000000000001"
+        );
+        assert!(matches!(
+            results[2],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert!(matches!(
+            results[3],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert_eq!(commits(&store), 1);
+        let snap = store.snapshot(landed.commit).unwrap();
+        assert!(
+            !snap
+                .exists(
+                    &ActionId::parse("act_a")
+                        .unwrap()
+                        .path(super::super::RecordKind::Action)
+                )
+                .unwrap()
+        );
+        assert!(crate::finality::verify(&snap).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_moved_ref_is_replanned_so_a_claim_landed_elsewhere_wins() {
+        let (dir, store) = repo();
+        let mut setup: Vec<Op<'static, Created>> =
+            vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
+        land(&store, &options(), &Target::Local, &mut setup, &mut || T0).0[0]
+            .as_ref()
+            .unwrap();
+        // The first plan of our claim is overtaken by a CLI claim landing underneath.
+        let path = dir.path().join("state.git");
+        let mut moved = false;
+        let mut ops: Vec<Op<'_, Claim>> = vec![Box::new(|ov, now| {
+            if !moved {
+                moved = true;
+                let other = Store::open(&path).unwrap();
+                crate::finality::claim(
+                    &other,
+                    &options(),
+                    "act_a",
+                    &request("attempt-cli-000000001"),
+                    now,
+                )
+                .unwrap();
+            }
+            claim(ov, "act_a", &request("attempt-srv-000000001"), now)
+        })];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        drop(ops);
+        assert_eq!(landed.attempts, 2);
+        assert!(matches!(
+            results[0],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        let st = crate::finality::show(&store, "refs/heads/main", "act_a").unwrap();
+        assert_eq!(
+            st.claim.unwrap().attempt_id.as_str(),
+            "attempt-cli-000000001"
+        );
+    }
+
+    #[test]
+    fn an_exhausted_budget_is_unavailable_for_writers_and_their_dependents_only() {
+        let (dir, store) = repo();
+        let mut setup: Vec<Op<'static, Created>> = vec![
+            Box::new(|ov, now| create(ov, &new_action("act_a"), now)),
+            Box::new(|ov, now| create(ov, &new_action("act_b"), now)),
+        ];
+        land(&store, &options(), &Target::Local, &mut setup, &mut || T0);
+        // Every plan is overtaken by an unrelated write: the ref never holds still.
+        let path = dir.path().join("state.git");
+        let mut n = 0;
+        let mut ops: Vec<Op<'_, Claim>> = vec![
+            Box::new(|ov, now| {
+                n += 1;
+                let other = Store::open(&path).unwrap();
+                let mut a = new_action(&format!("act_noise{n}"));
+                a.guard_decision_id = None;
+                crate::finality::create_action(&other, &options(), &a, now).unwrap();
+                claim(ov, "act_a", &request("attempt-0000000000000001"), now)
+            }),
+            claim_op("act_a", "attempt-0000000000000002"),
+            claim_op("act_missing", "attempt-0000000000000003"),
+        ];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        drop(ops);
+        assert_eq!((landed.attempts, landed.commit), (3, None));
+        assert!(
+            matches!(results[0], Err(BatchError::Unavailable { .. })),
+            "{:?}",
+            results[0]
+        );
+        // Refused only because of the first claim, which did not land: not a conflict.
+        assert!(
+            matches!(results[1], Err(BatchError::Unavailable { .. })),
+            "{:?}",
+            results[1]
+        );
+        assert!(matches!(
+            results[2],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert!(
+            crate::finality::show(&store, "refs/heads/main", "act_a")
+                .unwrap()
+                .claim
+                .is_none()
+        );
+    }
+
+    fn rules(findings: &[crate::verify::Finding]) -> Vec<(String, &'static str)> {
+        findings
+            .iter()
+            .map(|f| (f.path.rsplit('/').next().unwrap().to_owned(), f.rule.code()))
+            .collect()
+    }
+
+    #[test]
+    fn verify_checks_approvals_and_decisions() {
+        let (_dir, store) = repo();
+        let decision = Decision {
+            decision_id: ActionId::parse("gd_1").unwrap(),
+            verdict: Verdict::RequireApproval,
+            rule: Some("deploys".into()),
+            reason: None,
+            action_type: Some("deploy".into()),
+            agent_id: Some("agent-a".into()),
+            principal: "principal-a".into(),
+            act_content_hash: act_content_hash(Some(&shell_act(&["make".into()]))),
+            containment_ref: None,
+            decided_at_ms: T0,
+        };
+        let mut gated = new_action("act_gated");
+        gated.verdict = Verdict::RequireApproval;
+        let d = decision.clone();
+        let mut ops: Vec<Op<'static, ()>> = vec![Box::new(move |ov, now| {
+            decide(ov, &d)?;
+            create(ov, &gated, now)?;
+            assert!(claim(ov, "act_gated", &request("attempt-0000000000000001"), now).is_err());
+            approve(ov, "act_gated", ApprovalDecision::Approve, "ops", now)?;
+            claim(ov, "act_gated", &request("attempt-0000000000000001"), now)?;
+            let mut open = new_action("act_open");
+            open.guard_decision_id = Some("gd_opaque".into());
+            create(ov, &open, now)?;
+            report(
+                ov,
+                "act_open",
+                &OutcomeReport {
+                    status: "completed".into(),
+                    ..OutcomeReport::default()
+                },
+                now,
+            )?;
+            Ok(())
+        })];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        results.into_iter().for_each(|r| r.unwrap());
+        let good = landed.commit.unwrap();
+        let clean = crate::finality::verify(&store.snapshot(Some(good)).unwrap()).unwrap();
+        assert!(clean.is_empty(), "{clean:?}");
+
+        let id = |s: &str| ActionId::parse(s).unwrap();
+        let approval = |a: &str| Approval {
+            action_id: id(a),
+            decision: ApprovalDecision::Approve,
+            decided_by: "ops".into(),
+            decided_at_ms: T0,
+        };
+        let mut disagreeing = decision.clone();
+        disagreeing.decision_id = id("gd_2");
+        let mut unapproved = new_action("act_unapproved");
+        unapproved.verdict = Verdict::RequireApproval;
+        let unapproved = unapproved.to_action(T0).unwrap();
+        let unapproved_claim = Claim {
+            action_id: id("act_unapproved"),
+            attempt_id: AttemptId::parse("attempt-0000000000000009").unwrap(),
+            binding_sha256: Digest::of(unapproved.to_bytes()),
+            claimed_at_ms: T0,
+            guard_decision_id: "gd_1".into(),
+        };
+        let mut misbound = new_action("act_misbound");
+        misbound.guard_decision_id = Some("gd_2".into());
+        misbound.verdict = Verdict::Allow;
+        let files = vec![
+            // An approval of an action that never waited for one, after its outcome.
+            (
+                id("act_open").path(super::super::RecordKind::Approval),
+                approval("act_open").to_bytes(),
+            ),
+            // A claim of an action that was never approved.
+            (
+                unapproved.action_id.path(super::super::RecordKind::Action),
+                unapproved.to_bytes(),
+            ),
+            (
+                unapproved.action_id.path(super::super::RecordKind::Claim),
+                unapproved_claim.to_bytes(),
+            ),
+            // An action whose verdict is not its decision's.
+            (
+                decision::path(&disagreeing.decision_id),
+                disagreeing.to_bytes(),
+            ),
+            (
+                id("act_misbound").path(super::super::RecordKind::Action),
+                misbound.to_action(T0).unwrap().to_bytes(),
+            ),
+            // A decision at the wrong path.
+            (
+                format!("{}/zz/gd_3.json", decision::DECISIONS),
+                decision.to_bytes(),
+            ),
+        ];
+        let bad = store
+            .write_commit(Some(good), &files, "forged\n", &options().signature)
+            .unwrap();
+        let mut got = rules(&crate::finality::verify(&store.snapshot(Some(bad)).unwrap()).unwrap());
+        got.sort();
+        let want = [
+            ("action.json", "finality-record-invalid"),
+            ("approval.json", "finality-lifecycle-mismatch"),
+            ("claim.json", "finality-claim-mismatch"),
+            ("claim.json", "finality-claim-mismatch"),
+            ("gd_3.json", "finality-unknown-path"),
+        ];
+        assert_eq!(got, want.map(|(a, b)| (a.to_owned(), b)).to_vec());
+        // A push adding the approval after the outcome is refused for that too.
+        let range = rules(&crate::finality::verify_range(&store, Some(good), bad).unwrap());
+        assert!(
+            range.contains(&("approval.json".to_owned(), "finality-lifecycle-mismatch")),
+            "{range:?}"
+        );
+        assert!(range.len() > want.len(), "{range:?}");
+    }
+}
