@@ -26,3 +26,5 @@ echo "== durability order of every write (strace: fsync before rename, ref after
 scripts/durability.sh
 echo "== execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
+echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
+scripts/e2e-serve.sh

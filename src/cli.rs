@@ -1921,10 +1921,6 @@ fn run_governed(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Compaction and log (design.md §7)
-
-/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp; default the clock.
-// ---------------------------------------------------------------------------------------------
 // serve
 
 struct ServeArgs {
@@ -2072,6 +2068,10 @@ fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> 
     Ok(())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Compaction and log (design.md §7)
+
+/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp; default the clock.
 fn compact_now(now: Option<&str>) -> Result<i64, Failure> {
     let Some(s) = now else {
         return Ok(now_ms() / 1000);

@@ -1921,7 +1921,7 @@ mod tests {
         // Body rules.
         for (body, status, code) in [
             (
-                format!(r#"{{"claim_execution":true,"attempt_id":"short","agent_id":"agent-1"}}"#),
+                r#"{"claim_execution":true,"attempt_id":"short","agent_id":"agent-1"}"#.to_owned(),
                 400,
                 "INVALID_EXECUTION_CLAIM",
             ),
