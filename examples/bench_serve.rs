@@ -106,7 +106,7 @@ fn client(host: &str, key: &str, id: usize, cycles: usize, run: &str) -> Stats {
     };
     let act = r#"{"kind":"shell","command":"./deploy.sh prod"}"#;
     for n in 0..cycles {
-        let mut err = |stats: &mut Stats, what: String| {
+        let err = |stats: &mut Stats, what: String| {
             stats.errors += 1;
             stats.first_error.get_or_insert(what);
         };
