@@ -4,7 +4,8 @@
 # record, claim, outcome, each a durable commit. Reports, as JSON lines:
 #   - group commit (the server's default): operations committed per second, p50/p99 latency of
 #     the claim and of the whole cycle;
-#   - one commit per operation (--max-batch 1), the same load;
+#   - one commit per operation (--max-batch 1), the same clients with fewer cycles each
+#     (SINGLE_CYCLES, default CYCLES/8);
 #   - a PostgreSQL row-lock claim (INSERT; UPDATE … WHERE execution_claimed_at IS NULL; UPDATE …
 #     WHERE outcome_status='pending', each its own transaction) through pgbench with the same
 #     number of clients, when a PostgreSQL server can be started here (else a SKIP line).
@@ -14,6 +15,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$here/target}
 clients=${CLIENTS:-64}
 cycles=${CYCLES:-40}
+# One commit per operation is far slower: fewer cycles keep the run short (rates are per second).
+single_cycles=${SINGLE_CYCLES:-$(( cycles / 8 > 2 ? cycles / 8 : 2 ))}
 (cd "$here" && cargo build --release --quiet --bin action-ledger --example bench_serve)
 bin=$target/release/action-ledger
 load=$target/release/examples/bench_serve
@@ -31,8 +34,8 @@ unset ACTION_LEDGER_NOW ACTION_LEDGER_API_KEY SOURCE_DATE_EPOCH
 key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf 'bench %s\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys"
 
-serve_run() { # label, max-batch
-  local label=$1 batch=$2 repo="$work/state-$2.git"
+serve_run() { # label, max-batch, cycles
+  local label=$1 batch=$2 n=$3 repo="$work/state-$2.git"
   "$bin" serve --repo "$repo" --listen 127.0.0.1:0 --api-keys "$work/keys" --sweep-every 0 \
     --max-batch "$batch" --json >"$work/out" 2>"$work/err" &
   server_pid=$!
@@ -43,7 +46,7 @@ serve_run() { # label, max-batch
   # Warm up (first commits, page cache), then measure.
   "$load" "$url" "$key" 8 5 >/dev/null
   local result
-  result=$("$load" "$url" "$key" "$clients" "$cycles")
+  result=$("$load" "$url" "$key" "$clients" "$n")
   kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=
   local commits
   commits=$(git --git-dir "$repo" rev-list --count main)
@@ -51,8 +54,8 @@ serve_run() { # label, max-batch
 }
 
 echo "bench-serve: $clients clients x $cycles governed cycles (guard+record, claim, outcome), $(nproc) cores"
-serve_run "group commit" 256
-serve_run "one commit per operation" 1
+serve_run "group commit" 256 "$cycles"
+serve_run "one commit per operation" 1 "$single_cycles"
 
 # PostgreSQL row-lock claim, when a server can be run here.
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)

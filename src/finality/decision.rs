@@ -15,8 +15,7 @@
 use std::collections::BTreeSet;
 
 use super::{
-    ActionId, Fields, MAX_ID_UNITS, ROOT, SCHEMA_VERSION, Verdict, format_time, opt_str,
-    record_bytes,
+    ActionId, Fields, MAX_ID_UNITS, SCHEMA_VERSION, Verdict, format_time, opt_str, record_bytes,
 };
 use crate::canonical::Value;
 use crate::identity::Digest;
@@ -198,11 +197,6 @@ pub fn privacy_problems(d: &Decision) -> BTreeSet<&'static str> {
         }
     }
     out
-}
-
-/// Whether `path` lies under the finality root but outside the action directories.
-pub(super) fn is_under_root(path: &str) -> bool {
-    path.strip_prefix(ROOT).is_some_and(|r| r.starts_with('/'))
 }
 
 #[cfg(test)]
