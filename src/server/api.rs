@@ -1417,11 +1417,21 @@ mod tests {
     }
 
     fn server_with(cron: Option<&str>, target: impl FnOnce(&Path) -> Target) -> Server {
+        server_custom(cron, target, |_| {})
+    }
+
+    fn server_custom(
+        cron: Option<&str>,
+        target: impl FnOnce(&Path) -> Target,
+        adjust: impl FnOnce(&mut Settings),
+    ) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("state.git");
         let clock = Arc::new(AtomicI64::new(T0));
         let target = target(tmp.path());
-        let (app, handle) = App::start(settings(&repo, clock.clone(), cron, target)).unwrap();
+        let mut settings = settings(&repo, clock.clone(), cron, target);
+        adjust(&mut settings);
+        let (app, handle) = App::start(settings).unwrap();
         Server {
             router: router(app.clone()),
             _tmp: tmp,
@@ -2478,5 +2488,49 @@ mod tests {
             call(&s, "GET", "/api/actions/act_x", BOT, "").await.status,
             503
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_body_times_out() {
+        let s = server_custom(
+            None,
+            |_| Target::Local,
+            |st| {
+                st.client_timeout = std::time::Duration::from_millis(100);
+            },
+        );
+        // The first bytes arrive, then nothing: 408, and nothing is written.
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(br#"{"action_type":"#.to_vec())];
+        let stalled = futures_core_stream::Iter(chunks.into_iter());
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/api/guard?record=true")
+            .header("x-api-key", BOT)
+            .body(Body::from_stream(Pending(Some(stalled))))
+            .unwrap();
+        let resp = s.router.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), 408);
+        let store = Store::open(&s.repo).unwrap();
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None);
+    }
+
+    /// A stream that yields its inner stream's first item, then never another.
+    struct Pending<S>(Option<S>);
+
+    impl<S: futures_core::Stream + Unpin> futures_core::Stream for Pending<S> {
+        type Item = S::Item;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<S::Item>> {
+            match self.0.as_mut() {
+                Some(inner) => {
+                    let first = std::pin::Pin::new(inner).poll_next(cx);
+                    self.0 = None;
+                    first
+                }
+                None => std::task::Poll::Pending,
+            }
+        }
     }
 }

@@ -97,8 +97,20 @@ impl Writer {
                     }
                     let (mut ops, txs): (Vec<_>, Vec<_>) =
                         jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
-                    let (results, _) =
-                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now_ms());
+                    // A planner that panics (a bug) must not take the writer down with it: the
+                    // batch did not land, and every request of it is told so.
+                    let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now_ms()).0
+                    }));
+                    let results = landed.unwrap_or_else(|_| {
+                        (0..txs.len())
+                            .map(|_| {
+                                Err(BatchError::Unavailable {
+                                    reason: "internal error while planning the batch".into(),
+                                })
+                            })
+                            .collect()
+                    });
                     for (tx, result) in txs.into_iter().zip(results) {
                         // The client may be gone; its operation landed (or not) all the same.
                         let _ = tx.send(result);
@@ -120,5 +132,36 @@ impl Writer {
         };
         self.tx.send(Job { op, tx }).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_operation_does_not_stop_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("state.git");
+        drop(Store::open_or_init_bare(&repo, "refs/heads/main").unwrap());
+        let options = Options::new(crate::store::Signature {
+            name: "t".into(),
+            email: "t@invalid".into(),
+            time_seconds: 0,
+        });
+        let clock: Arc<dyn Clock> = Arc::new(|| 1_772_366_400_000i64);
+        let (writer, handle) = Writer::start(repo, options, Target::Local, clock, 8).unwrap();
+        let r = writer
+            .submit(Box::new(|_, _| -> Result<Answer, crate::finality::Error> {
+                panic!("a bug in a planner")
+            }))
+            .await;
+        assert!(matches!(r, Err(BatchError::Unavailable { .. })), "{r:?}");
+        let r = writer
+            .submit(Box::new(|_, _| Ok(Answer::new(200, Value::Null))))
+            .await;
+        assert_eq!(r.unwrap().status, 200);
+        drop(writer);
+        handle.join();
     }
 }
