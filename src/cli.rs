@@ -2026,11 +2026,16 @@ fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> 
         sweep_every: (a.sweep_every > 0)
             .then(|| std::time::Duration::from_secs(u64::from(a.sweep_every) * 60)),
         max_batch: a.max_batch as usize,
+        batch_linger: std::time::Duration::from_millis(5),
         client_timeout: std::time::Duration::from_secs(30),
         clock: serve_clock(env)?,
+        // Straight to file descriptor 2: `main` holds the lock of `std::io::stderr` for the whole
+        // run, so `eprintln!` from the server's threads would wait for it forever.
         log: std::sync::Arc::new(move |line: &str| {
             if !quiet {
-                eprintln!("{line}");
+                use std::os::fd::AsFd as _;
+                let _ =
+                    rustix::io::write(std::io::stderr().as_fd(), format!("{line}\n").as_bytes());
             }
         }),
     };

@@ -78,6 +78,10 @@ pub struct Settings {
     pub sweep_every: Option<Duration>,
     /// Most operations in one commit (1: one commit per operation, for comparison).
     pub max_batch: usize,
+    /// How long the writer waits after the first queued operation for more to join its batch,
+    /// when the last batch had more than one (a few milliseconds: the clients answered by one
+    /// commit send their next requests together).
+    pub batch_linger: Duration,
     /// How long a client may take to send a request's headers, and then its body.
     pub client_timeout: Duration,
     /// The clock.

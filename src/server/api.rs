@@ -74,6 +74,7 @@ impl App {
             settings.target.clone(),
             settings.clock.clone(),
             settings.max_batch,
+            settings.batch_linger,
         )
         .map_err(Error::Thread)?;
         let cron_digest = settings
@@ -1370,10 +1371,14 @@ mod tests {
         clock: Arc<AtomicI64>,
         handle: Option<Handle>,
         app: Option<Arc<App>>,
+        sweeper: Option<tokio::task::JoinHandle<()>>,
     }
 
     impl Drop for Server {
         fn drop(&mut self) {
+            if let Some(s) = self.sweeper.take() {
+                s.abort();
+            }
             self.app.take();
             self.router = Router::new();
             if let Some(h) = self.handle.take() {
@@ -1410,6 +1415,7 @@ mod tests {
             timeout_minutes: 15,
             sweep_every: None,
             max_batch: 64,
+            batch_linger: std::time::Duration::from_millis(1),
             client_timeout: std::time::Duration::from_secs(5),
             clock: Arc::new(move || clock.load(Ordering::SeqCst)),
             log: Arc::new(|_| {}),
@@ -1432,7 +1438,9 @@ mod tests {
         let mut settings = settings(&repo, clock.clone(), cron, target);
         adjust(&mut settings);
         let (app, handle) = App::start(settings).unwrap();
+        let sweeper = spawn_sweeper(&app);
         Server {
+            sweeper,
             router: router(app.clone()),
             _tmp: tmp,
             repo,
@@ -2532,5 +2540,35 @@ mod tests {
                 None => std::task::Poll::Pending,
             }
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_timer_sweeps_and_logs() {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = lines.clone();
+        let s = server_custom(
+            None,
+            |_| Target::Local,
+            move |st| {
+                st.sweep_every = Some(std::time::Duration::from_millis(20));
+                st.log = Arc::new(move |l: &str| log.lock().unwrap().push(l.to_owned()));
+            },
+        );
+        let id = recorded(&s, "build", ACT, "").await;
+        s.clock.fetch_add(16 * 60_000, Ordering::SeqCst);
+        let mut swept = false;
+        for _ in 0..500 {
+            if status(&s, &id).await.1 == "lost_confirmation" {
+                swept = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(swept, "the timer never swept");
+        let lines = lines.lock().unwrap().clone();
+        assert!(
+            lines.iter().any(|l| l.contains("1 stale outcome(s)")),
+            "{lines:?}"
+        );
     }
 }

@@ -60,7 +60,8 @@ impl Handle {
 
 impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
-    /// handles stay on the thread that opened them).
+    /// handles stay on the thread that opened them). A batch takes at most `max_batch`
+    /// operations, gathered for at most `linger` after the first.
     ///
     /// # Errors
     /// When the thread cannot be spawned or the repository cannot be opened.
@@ -70,6 +71,7 @@ impl Writer {
         target: Target,
         clock: Arc<dyn Clock>,
         max_batch: usize,
+        linger: std::time::Duration,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
@@ -87,14 +89,37 @@ impl Writer {
                         return;
                     }
                 };
+                let mut last_batch = 0;
                 while let Ok(first) = rx.recv() {
+                    // Under load, requests arrive in waves (the clients answered by the last
+                    // batch all send their next request at once): wait up to `linger` for the
+                    // rest of the wave, so that a batch is not landed with the first two of
+                    // sixty. A lone client (batches of one) does not wait.
+                    let wait = if last_batch > 1 {
+                        linger
+                    } else {
+                        std::time::Duration::ZERO
+                    };
+                    let deadline = std::time::Instant::now() + wait;
                     let mut jobs = vec![first];
                     while jobs.len() < max_batch {
                         match rx.try_recv() {
                             Ok(job) => jobs.push(job),
-                            Err(_) => break,
+                            Err(mpsc::TryRecvError::Disconnected) => break,
+                            Err(mpsc::TryRecvError::Empty) => {
+                                let left =
+                                    deadline.saturating_duration_since(std::time::Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                match rx.recv_timeout(left) {
+                                    Ok(job) => jobs.push(job),
+                                    Err(_) => break,
+                                }
+                            }
                         }
                     }
+                    last_batch = jobs.len();
                     let (mut ops, txs): (Vec<_>, Vec<_>) =
                         jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
                     // A planner that panics (a bug) must not take the writer down with it: the
@@ -150,7 +175,15 @@ mod tests {
             time_seconds: 0,
         });
         let clock: Arc<dyn Clock> = Arc::new(|| 1_772_366_400_000i64);
-        let (writer, handle) = Writer::start(repo, options, Target::Local, clock, 8).unwrap();
+        let (writer, handle) = Writer::start(
+            repo,
+            options,
+            Target::Local,
+            clock,
+            8,
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
         let r = writer
             .submit(Box::new(|_, _| -> Result<Answer, crate::finality::Error> {
                 panic!("a bug in a planner")
