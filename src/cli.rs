@@ -2509,6 +2509,68 @@ mod tests {
         );
     }
 
+    #[test]
+    fn serve_refuses_to_start_on_bad_settings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        std::fs::write(tmp.join("keys"), format!("bot {digest}\n")).unwrap();
+        std::fs::write(tmp.join("bad-keys"), format!("bot {digest} admin\n")).unwrap();
+        std::fs::write(
+            tmp.join("bad-policy.json"),
+            r#"{"rules":[{"verdict":"maybe"}]}"#,
+        )
+        .unwrap();
+        let serve = |env: &[(&str, &str)], args: &[&str]| {
+            let env: Env = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let argv = ["action-ledger", "serve", "--repo", "[TMP]/state.git"]
+                .iter()
+                .chain(args)
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string()));
+            let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+            let text = format!(
+                "$ serve {}\nexit: {code}\n{}{}",
+                args.join(" "),
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(err).unwrap()
+            );
+            text.replace(&tmp.display().to_string(), "[TMP]")
+        };
+        let key = [("ACTION_LEDGER_API_KEY", "k1")];
+        let cases = [
+            serve(&[], &["--listen", "127.0.0.1:0"]),
+            serve(&[], &["--listen", "0.0.0.0:0", "--insecure-no-auth"]),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--insecure-no-auth"]),
+            serve(&[], &["--api-keys", "[TMP]/bad-keys"]),
+            serve(&[], &["--api-keys", "[TMP]/missing-keys"]),
+            serve(&key, &[]),
+            serve(
+                &[],
+                &[
+                    "--api-keys",
+                    "[TMP]/keys",
+                    "--policy",
+                    "[TMP]/bad-policy.json",
+                ],
+            ),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--listen", "nowhere"]),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--timeout-minutes", "0"]),
+            serve(
+                &[],
+                &["--remote-ref", "refs/heads/x", "--api-keys", "[TMP]/keys"],
+            ),
+        ];
+        insta::assert_snapshot!("serve_refusals", cases.join("\n"));
+        assert!(
+            !tmp.join("state.git").exists(),
+            "nothing is created on a refusal"
+        );
+    }
+
     /// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
     /// is filtered as in [`run_cli`].
     fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
