@@ -241,6 +241,26 @@ async fn method_not_allowed() -> Response {
 // ---------------------------------------------------------------------------------------------
 // Authentication and bodies
 
+/// The `{id}` of an action route. A segment that is not even UTF-8 becomes the empty id, which
+/// no action has: the route then answers as for any unknown id (404, or 409 for a claim), in
+/// JSON, instead of axum's plain-text rejection.
+pub struct ActionPath(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ActionPath {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<ActionPath, Self::Rejection> {
+        let id = axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|p| p.0)
+            .unwrap_or_default();
+        Ok(ActionPath(id))
+    }
+}
+
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
     if app.settings.insecure_no_auth {
         return Ok(Caller {
@@ -457,7 +477,7 @@ async fn healthz(State(app): State<Arc<App>>) -> Response {
 
 async fn get_action(
     State(app): State<Arc<App>>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    ActionPath(id): ActionPath,
     headers: HeaderMap,
 ) -> Response {
     if let Err(r) = authenticate(&app, &headers) {
@@ -483,7 +503,7 @@ async fn get_action(
 
 async fn get_outcome(
     State(app): State<Arc<App>>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    ActionPath(id): ActionPath,
     headers: HeaderMap,
 ) -> Response {
     if let Err(r) = authenticate(&app, &headers) {
@@ -1028,7 +1048,7 @@ fn claim_unavailable(reason: &str, action_id: &str) -> Response {
 
 async fn patch_action(
     State(app): State<Arc<App>>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    ActionPath(id): ActionPath,
     headers: HeaderMap,
     request: Request,
 ) -> Response {
@@ -1144,7 +1164,7 @@ fn secrets_in(v: &Value) -> usize {
 
 async fn post_outcome(
     State(app): State<Arc<App>>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    ActionPath(id): ActionPath,
     headers: HeaderMap,
     request: Request,
 ) -> Response {
@@ -1232,7 +1252,7 @@ async fn post_outcome(
 
 async fn approve(
     State(app): State<Arc<App>>,
-    axum::extract::Path(id): axum::extract::Path<String>,
+    ActionPath(id): ActionPath,
     headers: HeaderMap,
     request: Request,
 ) -> Response {
@@ -1909,7 +1929,7 @@ mod tests {
                 .and_then(Value::as_str),
             Some("build")
         );
-        for missing in ["act_missing", "bad%20id"] {
+        for missing in ["act_missing", "bad%20id", "%FF", "a%2Fb"] {
             assert_eq!(
                 call(&s, "GET", &format!("/api/actions/{missing}"), BOT, "")
                     .await
@@ -1984,6 +2004,7 @@ mod tests {
                 BOT,
                 claim_body(A1, ACT),
             ),
+            ("/api/actions/%FF".to_owned(), BOT, claim_body(A1, ACT)),
         ] {
             let g = call(&s, "PATCH", &u, key, &body).await;
             assert_eq!(
