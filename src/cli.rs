@@ -2055,6 +2055,7 @@ fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> 
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| Failure::input(format!("cannot listen on {bound}: {e}")))?;
+        let started = server::start(settings).map_err(Failure::input)?;
         if insecure {
             out.note("warning: serving WITHOUT authentication (--insecure-no-auth): every caller is the operator `anonymous`");
         }
@@ -2065,7 +2066,7 @@ fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> 
                 ("url", Value::str(url.as_str())),
             ])));
         }
-        server::run(settings, listener, server::shutdown_signal())
+        server::serve(started, listener, server::shutdown_signal())
             .await
             .map_err(Failure::input)
     })?;

@@ -138,22 +138,37 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Serves `settings` on `listener` until `shutdown` resolves, then stops accepting, lets the
-/// requests in flight finish (the writer lands what was queued), and returns.
+/// A server whose repository is open and whose writer runs, not yet accepting connections.
+pub struct Started {
+    app: Arc<api::App>,
+    writer: writer::Handle,
+}
+
+/// Opens (locally: creates when absent) the repository and starts the writer: everything that
+/// can fail before the server is ready.
 ///
 /// # Errors
-/// [`Error::Repo`] when the repository cannot be opened (or created, locally),
-/// [`Error::Thread`], [`Error::Io`] when accepting fails.
-pub async fn run(
-    settings: Settings,
+/// [`Error::Repo`], [`Error::Thread`].
+pub fn start(settings: Settings) -> Result<Started, Error> {
+    let (app, writer) = api::App::start(settings)?;
+    Ok(Started { app, writer })
+}
+
+/// Serves a started server on `listener` until `shutdown` resolves, then stops accepting, lets
+/// the requests in flight finish (the writer lands what was queued), and returns.
+///
+/// # Errors
+/// [`Error::Io`] when serving fails.
+pub async fn serve(
+    started: Started,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    let Started { app, writer } = started;
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let (app, writer) = api::App::start(settings)?;
     let sweeper = api::spawn_sweeper(&app);
     let router = api::router(app.clone());
     let result = serve_connections(listener, router, shutdown, app.settings.client_timeout).await;
@@ -165,6 +180,18 @@ pub async fn run(
     // writer finishes its last batch.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     result.map_err(|source| Error::Io { addr, source })
+}
+
+/// [`start`] then [`serve`].
+///
+/// # Errors
+/// Those of [`start`] and [`serve`].
+pub async fn run(
+    settings: Settings,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    serve(start(settings)?, listener, shutdown).await
 }
 
 async fn serve_connections(
