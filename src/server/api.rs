@@ -1046,6 +1046,48 @@ fn claim_unavailable(reason: &str, action_id: &str) -> Response {
     )
 }
 
+/// The claim is a new policy checkpoint, not a cached receipt: the current policy is evaluated
+/// again for the action's recorded type and agent and the claim's act. It still permits the
+/// claim when it says `allow` or `warn`; `allow_contained` for the same containment;
+/// `require_approval` (or `allow_contained` for an action that was not contained) only with an
+/// operator approval that still grants; never `block`. An action without a decision record (made
+/// by the CLI, with an opaque decision) has nothing to evaluate again.
+fn policy_still_permits(
+    policy: &super::policy::Policy,
+    ov: &Overlay<'_>,
+    action_id: &str,
+    request: &ClaimRequest,
+    now: i64,
+) -> bool {
+    let Some(state) = ActionId::parse(action_id).and_then(|id| ov.state(&id).ok().flatten()) else {
+        return true; // refused by the claim itself, the same way as any unknown id
+    };
+    let Some(d) = decision_of(ov, &state) else {
+        return true;
+    };
+    let kind = request
+        .act
+        .as_ref()
+        .and_then(|a| a.get("kind"))
+        .and_then(Value::as_str);
+    let e = policy.evaluate(
+        d.action_type.as_deref(),
+        kind,
+        Some(state.action.agent_id.as_str()),
+    );
+    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now));
+    match e.verdict {
+        Verdict::Allow | Verdict::Warn => true,
+        Verdict::AllowContained => {
+            (state.action.containment_ref.is_some()
+                && e.containment_ref == state.action.containment_ref)
+                || (state.action.containment_ref.is_none() && approved)
+        }
+        Verdict::RequireApproval => approved,
+        Verdict::Block => false,
+    }
+}
+
 async fn patch_action(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,
@@ -1070,8 +1112,14 @@ async fn patch_action(
             Err(e) => return claim_error(&e, &id),
         };
         let action_id = id.clone();
+        let policy = app.settings.policy.clone();
         let op = Box::new(
             move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+                if !policy_still_permits(&policy, ov, &action_id, &request, now) {
+                    return Err(finality::Error::ClaimConflict {
+                        action_id: action_id.clone(),
+                    });
+                }
                 let c = batch::claim(ov, &action_id, &request, now)?;
                 Ok(Answer {
                     status: 200,
@@ -2591,5 +2639,63 @@ mod tests {
             lines.iter().any(|l| l.contains("1 stale outcome(s)")),
             "{lines:?}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_is_checked_against_the_current_policy() {
+        let a = server();
+        let allowed = recorded(&a, "build", ACT, "").await;
+        let approved = recorded(&a, "deploy", ACT, "").await;
+        let uri = format!("/api/actions/{approved}/approve");
+        assert_eq!(
+            call(&a, "POST", &uri, OPS, r#"{"decision":"approve"}"#)
+                .await
+                .status,
+            200
+        );
+        let still = recorded(&a, "build", ACT, "").await;
+        // A second server on the same repository whose policy now blocks builds and sends
+        // deploys to approval: the allowed build can no longer be claimed there; the approved
+        // deploy can (its approval is the authority); the first server still grants builds.
+        let repo = a.repo.clone();
+        let b = server_custom(
+            None,
+            |_| Target::Local,
+            move |st| {
+                st.repo = repo;
+                st.policy = Policy::parse(
+                r#"{"rules":[{"action_type":"build","verdict":"block"},{"action_type":"deploy","verdict":"require_approval"}]}"#,
+                "tightened",
+            )
+            .unwrap();
+            },
+        );
+        let g = call(
+            &b,
+            "PATCH",
+            &format!("/api/actions/{allowed}"),
+            BOT,
+            &claim_body(A1, ACT),
+        )
+        .await;
+        assert_eq!((g.status, g.str("code")), (409, "EXECUTION_CLAIM_CONFLICT"));
+        let g = call(
+            &b,
+            "PATCH",
+            &format!("/api/actions/{approved}"),
+            BOT,
+            &claim_body(A1, ACT),
+        )
+        .await;
+        assert_eq!(g.status, 200);
+        let g = call(
+            &a,
+            "PATCH",
+            &format!("/api/actions/{still}"),
+            BOT,
+            &claim_body(A1, ACT),
+        )
+        .await;
+        assert_eq!(g.status, 200);
     }
 }
