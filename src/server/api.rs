@@ -633,25 +633,21 @@ fn parse_intent(body: &Value, create: bool) -> Result<Intent, Vec<String>> {
     }
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
+/// 16 random bytes in hex, for decision and action ids (they must be unique, not secret). Should
+/// the kernel's generator fail, a hash of the injected clock and a process-wide counter stands in.
+fn random_hex(clock: &dyn super::Clock) -> String {
+    let mut buf = [0u8; 16];
     let mut filled = 0;
-    while filled < bytes {
+    while filled < buf.len() {
         match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
-            // No kernel randomness: fall back to a hash of the time and a counter (ids need to
-            // be unique, not secret).
             Err(_) => {
                 static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
-                let d = auth::sha256(format!("{t}:{n}:{}", std::process::id()).as_bytes());
-                buf[filled..].copy_from_slice(&d[..bytes - filled]);
-                filled = bytes;
+                let d = auth::sha256(format!("{}:{n}", clock.now_ms()).as_bytes());
+                buf.copy_from_slice(&d[..16]);
+                filled = buf.len();
             }
         }
     }
@@ -689,7 +685,8 @@ fn decide(app: &App, intent: &Intent, principal: &str) -> Decision {
         );
     }
     Decision {
-        decision_id: DecisionId::parse(&format!("gd_{}", random_hex(16))).expect("a valid id"),
+        decision_id: DecisionId::parse(&format!("gd_{}", random_hex(app.settings.clock.as_ref())))
+            .expect("a valid id"),
         verdict: e.verdict,
         rule: e.rule,
         reason: e.reason,
@@ -776,7 +773,7 @@ fn new_action(intent: &Intent, d: &Decision, id: ActionId, principal: &str) -> N
     }
 }
 
-fn target_action_id(intent: &Intent, principal: &str) -> ActionId {
+fn target_action_id(intent: &Intent, principal: &str, clock: &dyn super::Clock) -> ActionId {
     intent
         .action_id
         .clone()
@@ -786,7 +783,9 @@ fn target_action_id(intent: &Intent, principal: &str) -> ActionId {
                 .as_deref()
                 .map(|k| idempotent_action_id(principal, k))
         })
-        .unwrap_or_else(|| ActionId::parse(&format!("act_{}", random_hex(16))).expect("a valid id"))
+        .unwrap_or_else(|| {
+            ActionId::parse(&format!("act_{}", random_hex(clock))).expect("a valid id")
+        })
 }
 
 /// A folded claim asked for in a guard body.
@@ -833,7 +832,8 @@ async fn guard(
     let decision = decide(&app, &intent, &caller.principal);
     let fold = fold_of(&body).filter(|_| record);
     let principal = caller.principal.clone();
-    let action_id = record.then(|| target_action_id(&intent, &principal));
+    let action_id =
+        record.then(|| target_action_id(&intent, &principal, app.settings.clock.as_ref()));
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
             let mut fields: Vec<(&'static str, Value)>;
@@ -941,7 +941,7 @@ async fn create(State(app): State<Arc<App>>, headers: HeaderMap, request: Reques
     };
     let decision = decide(&app, &intent, &caller.principal);
     let principal = caller.principal.clone();
-    let action_id = target_action_id(&intent, &principal);
+    let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
             if let Some(existing) = ov.state(&action_id)? {
