@@ -12,7 +12,11 @@
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/action.json    the binding (§1.1)
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/claim.json     the one claim (§1.2)
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/outcome.json   the one outcome (§1.4)
+//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/approval.json  an operator's decision
+//! finality/v1/decisions/<sha256(decision_id)[0:2]>/<decision_id>.json      a guard decision
 //! ```
+//!
+//! ([`approval`] and [`decision`]; both are written by `serve`.)
 //!
 //! Each file is canonical JSON plus `"\n"` and create-only: it is written once and never changed
 //! or removed. The contract keeps two mutable columns on one row (lifecycle `status` and
@@ -30,7 +34,8 @@
 //! meanwhile, the operation re-reads the new tip and re-checks everything from scratch, so a
 //! second claim sees the first one's `claim.json` and is refused, and a report racing the sweep
 //! sees the winner's `outcome.json` and is told its status (§2.1, §2.2, §7). A held ref lock is
-//! waited for ([`Options::lock_wait`]), never mistaken for a lost race.
+//! waited for ([`Options::lock_wait`]), never mistaken for a lost race. [`batch`] lands many
+//! operations (planned one after the other on the same tip) as one commit the same way.
 //!
 //! # What remains after a crash
 //!
@@ -43,9 +48,10 @@
 //!
 //! # Not implemented from the contract
 //!
-//! Policy evaluation, approvals, operator and plan grants, organisations and the lazy sweep
-//! throttle are out of scope (design.md §8): the guard decision is an opaque input (id and
-//! verdict) fixed at creation. The backfill pass of §2.3 has nothing to heal, since the lifecycle
+//! Plan grants, operator grants of one action used by another, organisations and the lazy sweep
+//! throttle are out of scope (design.md §8); here the guard decision is an input (id and verdict)
+//! fixed at creation, and an operator approval is the action's own single-use grant. Policy
+//! evaluation lives in `serve`. The backfill pass of §2.3 has nothing to heal, since the lifecycle
 //! and the outcome are written in the same file.
 
 use std::collections::{BTreeMap, BTreeSet};
