@@ -2050,12 +2050,13 @@ fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> 
         .enable_all()
         .build()
         .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
+    // Opening the repository and starting the writer are Git work: done here, before serving.
+    let started = server::start(settings).map_err(Failure::input)?;
     let url = format!("http://{bound}");
     let (insecure, json) = (a.insecure_no_auth, a.json);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| Failure::input(format!("cannot listen on {bound}: {e}")))?;
-        let started = server::start(settings).map_err(Failure::input)?;
         if insecure {
             out.note("warning: serving WITHOUT authentication (--insecure-no-auth): every caller is the operator `anonymous`");
         }
