@@ -1269,7 +1269,7 @@ fn finality_failure(
 }
 
 fn state_value(st: &finality::State, now: i64) -> Value {
-    Value::object([
+    let v = Value::object([
         ("type", Value::str("action")),
         ("action", st.action.to_value()),
         (
@@ -1280,7 +1280,15 @@ fn state_value(st: &finality::State, now: i64) -> Value {
         ),
         ("lifecycle", Value::str(st.lifecycle().as_str())),
         ("outcome", st.view(now).to_value()),
-    ])
+    ]);
+    // An operator's decision (written by `serve`) is shown only where there is one.
+    match (v, &st.approval) {
+        (Value::Object(mut m), Some(p)) => {
+            m.insert("approval".into(), p.to_value());
+            Value::Object(m)
+        }
+        (v, _) => v,
+    }
 }
 
 fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<(), Failure> {
@@ -1507,6 +1515,14 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
                 format!("lifecycle:    {}", st.lifecycle()),
                 format!("outcome:      {}", view.status),
             ];
+            if let Some(p) = &st.approval {
+                lines.push(format!(
+                    "approval:     {} by {} at {}",
+                    p.decision,
+                    p.decided_by,
+                    finality::format_time(p.decided_at_ms)
+                ));
+            }
             if let Some(o) = &st.outcome {
                 lines.push(format!(
                     "outcome at:   {}",

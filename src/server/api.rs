@@ -2326,6 +2326,24 @@ mod tests {
             .status,
             200
         );
+        // `action show` reads what the server wrote, the approval included.
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let args = ["action-ledger", "action", "show", "--repo"].map(str::to_owned);
+        let argv = args
+            .into_iter()
+            .chain([s.repo.display().to_string(), id2.clone()]);
+        let env = crate::cli::Env::from([(
+            "ACTION_LEDGER_NOW".to_owned(),
+            "2026-03-01T13:00:00Z".to_owned(),
+        )]);
+        let code = crate::cli::run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+        assert!(
+            text.contains("approval:     approve by ops at 2026-03-01T12:15:00.001Z"),
+            "{text}"
+        );
+        assert!(text.contains("lifecycle:    completed"), "{text}");
         // A denial cancels.
         let id3 = recorded(&s, "deploy", ACT, "").await;
         let g = call(
