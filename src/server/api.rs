@@ -329,17 +329,28 @@ fn object_body(v: &Value) -> Result<(), Response> {
 // Reads
 
 thread_local! {
-    /// One open repository per blocking thread (gix handles are not shared across threads).
-    static STORE: RefCell<Option<(PathBuf, Store)>> = const { RefCell::new(None) };
+    /// One open repository per blocking thread (gix handles are not shared across threads),
+    /// with the number of reads it served.
+    static STORE: RefCell<Option<(PathBuf, Store, u32)>> = const { RefCell::new(None) };
 }
+
+/// Reads before a thread opens its repository again: an open repository has room for the pack
+/// indices that were on disk when it was opened (and then some), and the writer keeps adding
+/// packs.
+const READS_PER_OPEN: u32 = 4096;
 
 fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::Error> {
     STORE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().is_none_or(|(p, _)| p != path) {
-            *slot = Some((path.to_owned(), Store::open(path)?));
+        if slot
+            .as_ref()
+            .is_none_or(|(p, _, reads)| p != path || *reads >= READS_PER_OPEN)
+        {
+            *slot = Some((path.to_owned(), Store::open(path)?, 0));
         }
-        Ok(f(&slot.as_ref().expect("opened above").1))
+        let (_, store, reads) = slot.as_mut().expect("opened above");
+        *reads += 1;
+        Ok(f(store))
     })
 }
 

@@ -37,6 +37,9 @@ impl Answer {
 /// What a queued operation is answered with.
 pub type Reply = Result<Answer, BatchError>;
 
+/// The writer opens its repository again after this many batches (see where it is used).
+const REOPEN_EVERY: u32 = 1024;
+
 struct Job {
     op: Op<'static, Answer>,
     tx: tokio::sync::oneshot::Sender<Reply>,
@@ -79,7 +82,7 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
             .spawn(move || {
-                let store = match Store::open(&repo) {
+                let mut store = match Store::open(&repo) {
                     Ok(s) => {
                         let _ = opened_tx.send(Ok(()));
                         s
@@ -90,7 +93,17 @@ impl Writer {
                     }
                 };
                 let mut last_batch = 0;
+                let mut batches = 0u32;
                 while let Ok(first) = rx.recv() {
+                    // Each landed batch of more than a few records adds a pack, and an open
+                    // repository has room for a fixed number of pack indices (sized when it was
+                    // opened): open it again from time to time, sized for what is on disk now.
+                    batches = batches.wrapping_add(1);
+                    if batches.is_multiple_of(REOPEN_EVERY)
+                        && let Ok(fresh) = Store::open(&repo)
+                    {
+                        store = fresh;
+                    }
                     // Under load, requests arrive in waves (the clients answered by the last
                     // batch all send their next request at once): wait up to `linger` for the
                     // rest of the wave, so that a batch is not landed with the first two of
