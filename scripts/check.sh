@@ -33,6 +33,8 @@ echo "== durability order of every write (strace: fsync before rename, ref after
 scripts/durability.sh
 echo "== execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
+echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
+scripts/e2e-serve.sh
 echo "== nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"

@@ -197,6 +197,51 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Serve the execution-finality API over HTTP (guard, actions, claims, outcomes, approvals,
+    /// sweep), wire-compatible with the DashClaw clients; writes are group-committed.
+    Serve {
+        /// The state repository (created bare when absent; with --remote, a cache of objects).
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The ledger ref.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
+        /// Land every commit on this remote state repository (any git URL or path) with a leased
+        /// push, as `publish --remote` does; servers sharing a remote see each other's claims.
+        #[arg(long)]
+        remote: Option<String>,
+        /// The ref on the remote (default: the value of --ref).
+        #[arg(long, requires = "remote")]
+        remote_ref: Option<String>,
+        /// The address to listen on (`127.0.0.1:0` takes a free port).
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: String,
+        /// API keys: one `PRINCIPAL SHA256_HEX_OF_KEY [operator]` a line. A single key can also
+        /// come from $ACTION_LEDGER_API_KEY with its principal in $ACTION_LEDGER_PRINCIPAL.
+        #[arg(long)]
+        api_keys: Option<PathBuf>,
+        /// The guard policy (JSON: ordered rules and a default; default: allow everything).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Sweep stale outcomes every this many minutes (0: no timer; the cron endpoint still
+        /// works).
+        #[arg(long, default_value_t = 15)]
+        sweep_every: u32,
+        /// Minutes after creation before a pending outcome is stale.
+        #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
+              value_parser = clap::value_parser!(u32).range(1..=1440))]
+        timeout_minutes: u32,
+        /// Serve without authentication (only on a loopback address, only without keys).
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// Also print `{"type":"listening","url":…}` on stdout when ready.
+        #[arg(long)]
+        json: bool,
+        /// Most operations in one commit (1: one commit per operation; for benchmarks).
+        #[arg(long, default_value_t = 256, hide = true,
+              value_parser = clap::value_parser!(u32).range(1..=65_536))]
+        max_batch: u32,
+    },
     /// Fold every month older than the retention window into monthly segments, removing its hot
     /// shards in the same commit (design.md §7); a second run changes nothing.
     Compact {
@@ -502,6 +547,37 @@ pub fn run(
             command,
         } => run_governed(
             &mut out, env, &state, &binding, &action, attempt, json, &command,
+        ),
+        Command::Serve {
+            repo,
+            ref_name,
+            remote,
+            remote_ref,
+            listen,
+            api_keys,
+            policy,
+            sweep_every,
+            timeout_minutes,
+            insecure_no_auth,
+            json,
+            max_batch,
+        } => run_serve(
+            &mut out,
+            env,
+            ServeArgs {
+                repo,
+                ref_name,
+                remote,
+                remote_ref,
+                listen,
+                api_keys,
+                policy,
+                sweep_every,
+                timeout_minutes,
+                insecure_no_auth,
+                json,
+                max_batch,
+            },
         ),
         Command::Compact {
             state,
@@ -1320,7 +1396,7 @@ fn finality_failure(
 }
 
 fn state_value(st: &finality::State, now: i64) -> Value {
-    Value::object([
+    let v = Value::object([
         ("type", Value::str("action")),
         ("action", st.action.to_value()),
         (
@@ -1331,7 +1407,15 @@ fn state_value(st: &finality::State, now: i64) -> Value {
         ),
         ("lifecycle", Value::str(st.lifecycle().as_str())),
         ("outcome", st.view(now).to_value()),
-    ])
+    ]);
+    // An operator's decision (written by `serve`) is shown only where there is one.
+    match (v, &st.approval) {
+        (Value::Object(mut m), Some(p)) => {
+            m.insert("approval".into(), p.to_value());
+            Value::Object(m)
+        }
+        (v, _) => v,
+    }
 }
 
 fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<(), Failure> {
@@ -1558,6 +1642,14 @@ fn run_action(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<()
                 format!("lifecycle:    {}", st.lifecycle()),
                 format!("outcome:      {}", view.status),
             ];
+            if let Some(p) = &st.approval {
+                lines.push(format!(
+                    "approval:     {} by {} at {}",
+                    p.decision,
+                    p.decided_by,
+                    finality::format_time(p.decided_at_ms)
+                ));
+            }
             if let Some(o) = &st.outcome {
                 lines.push(format!(
                     "outcome at:   {}",
@@ -1979,6 +2071,161 @@ fn run_governed(
     } else {
         Err(Failure { code, message })
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// serve
+
+struct ServeArgs {
+    repo: PathBuf,
+    ref_name: String,
+    remote: Option<String>,
+    remote_ref: Option<String>,
+    listen: String,
+    api_keys: Option<PathBuf>,
+    policy: Option<PathBuf>,
+    sweep_every: u32,
+    timeout_minutes: u32,
+    insecure_no_auth: bool,
+    json: bool,
+    max_batch: u32,
+}
+
+/// The server's clock: the system clock, or one that starts at `ACTION_LEDGER_NOW` and advances
+/// with the system clock.
+fn serve_clock(env: &Env) -> Result<std::sync::Arc<dyn crate::server::Clock>, Failure> {
+    let offset = match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(_) => finality_now(env)? - now_ms(),
+    };
+    Ok(std::sync::Arc::new(move || now_ms() + offset))
+}
+
+fn run_serve(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> {
+    use crate::server::{self, auth::Keys, policy::Policy};
+    use std::net::ToSocketAddrs;
+    let mut keys = match &a.api_keys {
+        Some(path) => Keys::load(path).map_err(Failure::input)?,
+        None => Keys::new(),
+    };
+    if let Some(key) = env.get("ACTION_LEDGER_API_KEY").filter(|k| !k.is_empty()) {
+        let principal = env
+            .get("ACTION_LEDGER_PRINCIPAL")
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| {
+                Failure::input(
+                    "ACTION_LEDGER_API_KEY is set without ACTION_LEDGER_PRINCIPAL: name the key's principal",
+                )
+            })?;
+        keys.add_clear(key, principal, false)
+            .map_err(|e| Failure::input(format!("ACTION_LEDGER_API_KEY: {e}")))?;
+    }
+    let addr = a
+        .listen
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "--listen {}: not an address (HOST:PORT, e.g. 127.0.0.1:8787)",
+                a.listen
+            ))
+        })?;
+    match (keys.is_empty(), a.insecure_no_auth) {
+        (true, false) => {
+            return Err(Failure::input(
+                "no API key configured: give --api-keys FILE or ACTION_LEDGER_API_KEY with ACTION_LEDGER_PRINCIPAL (for a loopback development server only: --insecure-no-auth)",
+            ));
+        }
+        (true, true) if !server::is_loopback(&addr) => {
+            return Err(Failure::input(format!(
+                "--insecure-no-auth is only allowed on a loopback address, not {addr}"
+            )));
+        }
+        (false, true) => {
+            return Err(Failure::input(
+                "--insecure-no-auth contradicts the configured API keys: drop one of them",
+            ));
+        }
+        _ => {}
+    }
+    let policy = match &a.policy {
+        Some(path) => Policy::load(path).map_err(Failure::input)?,
+        None => Policy::default(),
+    };
+    let mut options = finality::Options::new(signature(env)?);
+    options.ref_name = a.ref_name.clone();
+    options.max_attempts = 32;
+    let target = match &a.remote {
+        Some(url) => finality::batch::Target::Remote {
+            url: absolute_url(url),
+            ref_name: a.remote_ref.clone().unwrap_or_else(|| a.ref_name.clone()),
+        },
+        None => finality::batch::Target::Local,
+    };
+    let quiet = out.quiet;
+    let settings = server::Settings {
+        repo: a.repo.clone(),
+        options,
+        target,
+        keys,
+        insecure_no_auth: a.insecure_no_auth,
+        policy,
+        cron_secret: env
+            .get("ACTION_LEDGER_CRON_SECRET")
+            .filter(|s| !s.is_empty())
+            .cloned(),
+        timeout_minutes: a.timeout_minutes,
+        sweep_every: (a.sweep_every > 0)
+            .then(|| std::time::Duration::from_secs(u64::from(a.sweep_every) * 60)),
+        max_batch: a.max_batch as usize,
+        batch_linger: std::time::Duration::from_millis(5),
+        client_timeout: std::time::Duration::from_secs(30),
+        clock: serve_clock(env)?,
+        // Straight to file descriptor 2: `main` holds the lock of `std::io::stderr` for the whole
+        // run, so `eprintln!` from the server's threads would wait for it forever.
+        log: std::sync::Arc::new(move |line: &str| {
+            if !quiet {
+                use std::os::fd::AsFd as _;
+                let _ =
+                    rustix::io::write(std::io::stderr().as_fd(), format!("{line}\n").as_bytes());
+            }
+        }),
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| Failure::input(format!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Failure::input(format!("cannot listen on {addr}: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
+    // Opening the repository and starting the writer are Git work: done here, before serving.
+    let started = server::start(settings).map_err(Failure::input)?;
+    let url = format!("http://{bound}");
+    let (insecure, json) = (a.insecure_no_auth, a.json);
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| Failure::input(format!("cannot listen on {bound}: {e}")))?;
+        if insecure {
+            out.note("warning: serving WITHOUT authentication (--insecure-no-auth): every caller is the operator `anonymous`");
+        }
+        out.note(&format!("listening on {url}"));
+        if json {
+            out.data(&line(&Value::object([
+                ("type", Value::str("listening")),
+                ("url", Value::str(url.as_str())),
+            ])));
+        }
+        server::serve(started, listener, server::shutdown_signal())
+            .await
+            .map_err(Failure::input)
+    })?;
+    out.note("stopped");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2422,6 +2669,68 @@ mod tests {
         insta::assert_snapshot!(
             "usage_bad_layout",
             run_cli(tmp, &["publish", "--layout", "flat", "x"])
+        );
+    }
+
+    #[test]
+    fn serve_refuses_to_start_on_bad_settings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tmp = &files::absolute_root(tmp.path()).unwrap();
+        let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        std::fs::write(tmp.join("keys"), format!("bot {digest}\n")).unwrap();
+        std::fs::write(tmp.join("bad-keys"), format!("bot {digest} admin\n")).unwrap();
+        std::fs::write(
+            tmp.join("bad-policy.json"),
+            r#"{"rules":[{"verdict":"maybe"}]}"#,
+        )
+        .unwrap();
+        let serve = |env: &[(&str, &str)], args: &[&str]| {
+            let env: Env = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let argv = ["action-ledger", "serve", "--repo", "[TMP]/state.git"]
+                .iter()
+                .chain(args)
+                .map(|a| a.replace("[TMP]", &tmp.display().to_string()));
+            let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+            let text = format!(
+                "$ serve {}\nexit: {code}\n{}{}",
+                args.join(" "),
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(err).unwrap()
+            );
+            text.replace(&tmp.display().to_string(), "[TMP]")
+        };
+        let key = [("ACTION_LEDGER_API_KEY", "k1")];
+        let cases = [
+            serve(&[], &["--listen", "127.0.0.1:0"]),
+            serve(&[], &["--listen", "0.0.0.0:0", "--insecure-no-auth"]),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--insecure-no-auth"]),
+            serve(&[], &["--api-keys", "[TMP]/bad-keys"]),
+            serve(&[], &["--api-keys", "[TMP]/missing-keys"]),
+            serve(&key, &[]),
+            serve(
+                &[],
+                &[
+                    "--api-keys",
+                    "[TMP]/keys",
+                    "--policy",
+                    "[TMP]/bad-policy.json",
+                ],
+            ),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--listen", "nowhere"]),
+            serve(&[], &["--api-keys", "[TMP]/keys", "--timeout-minutes", "0"]),
+            serve(
+                &[],
+                &["--remote-ref", "refs/heads/x", "--api-keys", "[TMP]/keys"],
+            ),
+        ];
+        insta::assert_snapshot!("serve_refusals", cases.join("\n"));
+        assert!(
+            !tmp.join("state.git").exists(),
+            "nothing is created on a refusal"
         );
     }
 

@@ -12,7 +12,11 @@
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/action.json    the binding (§1.1)
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/claim.json     the one claim (§1.2)
 //! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/outcome.json   the one outcome (§1.4)
+//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/approval.json  an operator's decision
+//! finality/v1/decisions/<sha256(decision_id)[0:2]>/<decision_id>.json      a guard decision
 //! ```
+//!
+//! ([`approval`] and [`decision`]; both are written by `serve`.)
 //!
 //! Each file is canonical JSON plus `"\n"` and create-only: it is written once and never changed
 //! or removed. The contract keeps two mutable columns on one row (lifecycle `status` and
@@ -30,7 +34,8 @@
 //! meanwhile, the operation re-reads the new tip and re-checks everything from scratch, so a
 //! second claim sees the first one's `claim.json` and is refused, and a report racing the sweep
 //! sees the winner's `outcome.json` and is told its status (§2.1, §2.2, §7). A held ref lock is
-//! waited for ([`Options::lock_wait`]), never mistaken for a lost race.
+//! waited for ([`Options::lock_wait`]), never mistaken for a lost race. [`batch`] lands many
+//! operations (planned one after the other on the same tip) as one commit the same way.
 //!
 //! # What remains after a crash
 //!
@@ -43,9 +48,10 @@
 //!
 //! # Not implemented from the contract
 //!
-//! Policy evaluation, approvals, operator and plan grants, organisations and the lazy sweep
-//! throttle are out of scope (design.md §8): the guard decision is an opaque input (id and
-//! verdict) fixed at creation. The backfill pass of §2.3 has nothing to heal, since the lifecycle
+//! Plan grants, operator grants of one action used by another, organisations and the lazy sweep
+//! throttle are out of scope (design.md §8); here the guard decision is an input (id and verdict)
+//! fixed at creation, and an operator approval is the action's own single-use grant. Policy
+//! evaluation lives in `serve`. The backfill pass of §2.3 has nothing to heal, since the lifecycle
 //! and the outcome are written in the same file.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -161,7 +167,7 @@ impl fmt::Display for AttemptId {
     }
 }
 
-/// The three record files of an action directory.
+/// The record files of an action directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RecordKind {
     /// `action.json`.
@@ -170,6 +176,8 @@ pub enum RecordKind {
     Claim,
     /// `outcome.json`.
     Outcome,
+    /// `approval.json` (an operator's decision, see [`approval`]).
+    Approval,
 }
 
 impl RecordKind {
@@ -179,6 +187,7 @@ impl RecordKind {
             RecordKind::Action => "action.json",
             RecordKind::Claim => "claim.json",
             RecordKind::Outcome => "outcome.json",
+            RecordKind::Approval => "approval.json",
         }
     }
 
@@ -187,6 +196,7 @@ impl RecordKind {
             "action.json" => Some(RecordKind::Action),
             "claim.json" => Some(RecordKind::Claim),
             "outcome.json" => Some(RecordKind::Outcome),
+            "approval.json" => Some(RecordKind::Approval),
             _ => None,
         }
     }
@@ -378,6 +388,12 @@ string_enum! {
         Sweep = "sweep",
     }
 }
+
+pub mod approval;
+pub mod batch;
+pub mod decision;
+
+pub use approval::{Approval, ApprovalDecision};
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -1322,14 +1338,19 @@ pub struct State {
     pub claim: Option<Claim>,
     /// `outcome.json`, if the outcome is no longer pending.
     pub outcome: Option<Outcome>,
+    /// `approval.json`, if an operator decided.
+    pub approval: Option<Approval>,
 }
 
 impl State {
-    /// The current lifecycle: the outcome's when there is one, else the initial one.
+    /// The current lifecycle: the outcome's when there is one, else the approval's, else the
+    /// initial one.
     pub fn lifecycle(&self) -> Lifecycle {
-        self.outcome
-            .as_ref()
-            .map_or(self.action.lifecycle, |o| o.lifecycle)
+        match (&self.outcome, &self.approval) {
+            (Some(o), _) => o.lifecycle,
+            (None, Some(a)) => a.decision.lifecycle(),
+            (None, None) => self.action.lifecycle,
+        }
     }
 
     /// The current outcome status (`pending` without `outcome.json`).
@@ -1519,11 +1540,16 @@ pub fn read_state(snap: &Snapshot<'_>, id: &ActionId) -> Result<Option<State>, E
         Some((path, b)) => Some(parse_outcome(&b, id).map_err(corrupt(path))?),
         None => None,
     };
+    let approval = match read(RecordKind::Approval)? {
+        Some((path, b)) => Some(approval::parse_approval(&b, id).map_err(corrupt(path))?),
+        None => None,
+    };
     Ok(Some(State {
         action,
         action_sha256: Digest::of(&bytes),
         claim,
         outcome,
+        approval,
     }))
 }
 
@@ -1830,16 +1856,20 @@ impl ClaimRequest {
     }
 }
 
-/// Whether the claim may be granted on `state` (every precondition of §1.3 that applies without
-/// policy, approvals and plans). Deliberately a bare yes/no: the refusal does not say why.
+/// Whether the claim may be granted on `state` at `now_ms` (every precondition of §1.3 that
+/// applies without policy re-evaluation and plans; an operator approval is the action's own
+/// grant, valid for [`approval::GRANT_WINDOW_MS`]). Deliberately a bare yes/no: the refusal does
+/// not say why.
 fn eligible(
     state: &State,
     agent_id: &str,
     principal: &str,
     act_hash: &Option<String>,
     verified: bool,
+    now_ms: i64,
 ) -> bool {
     let a = &state.action;
+    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now_ms));
     a.agent_id == agent_id
         && a.created_by == principal
         && a.act_content_hash == *act_hash
@@ -1849,7 +1879,9 @@ fn eligible(
         && a.execution_protocol == Some(1)
         && (!a.identity_verified || verified)
         && a.guard_decision_id.is_some()
-        && a.guard_verdict.is_permissive()
+        && (a.guard_verdict.is_permissive()
+            || (a.guard_verdict == Verdict::RequireApproval && approved))
+        && (a.lifecycle != Lifecycle::PendingApproval || approved)
         && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some())
 }
 
@@ -1896,7 +1928,14 @@ pub fn claim(
     let act_hash = act_content_hash(request.act.as_ref().map(scrub_act).as_ref());
     let result = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(conflict)?;
-        if !eligible(&state, agent_id, principal, &act_hash, request.verified) {
+        if !eligible(
+            &state,
+            agent_id,
+            principal,
+            &act_hash,
+            request.verified,
+            now_ms,
+        ) {
             return Err(conflict());
         }
         let claim = Claim {
@@ -1958,29 +1997,19 @@ fn non_empty(s: &Option<String>) -> bool {
     s.as_deref().is_some_and(|s| !s.trim().is_empty())
 }
 
-/// Reports the outcome of an action (§1.4, §1.5, §2.2): one commit adding `outcome.json`,
-/// landed only while the outcome is pending on the tip it was built on, closing an open
-/// lifecycle by the closure table. Any caller may report (as upstream); a report that names an
-/// attempt id must name the claim's.
-///
-/// # Errors
-/// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
-/// `partial`, `failed`), [`Error::InvalidOutcome`] (`failed` without `error_message`, `partial`
-/// without an object `progress`, a `progress` that is not an object, holds a lossy number,
-/// nests deeper than 64 levels, holds more than 10,000 values or is over
-/// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
-/// progress keys, a malformed attempt id). Refusals:
-/// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
-/// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
-/// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
-/// path: [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`], [`Error::Corrupt`].
-pub fn report_outcome(
-    store: &Store,
-    options: &Options,
-    action_id: &str,
-    report: &OutcomeReport,
-    now_ms: i64,
-) -> Result<Written<Reported>, Error> {
+/// A report checked and cleaned for storage ([`prepare_report`]).
+struct PreparedReport {
+    status: OutcomeStatus,
+    summary: Option<String>,
+    error_message: Option<String>,
+    progress: Option<Value>,
+    attempt_id: Option<AttemptId>,
+    security: Security,
+}
+
+/// The input rules of a caller's report (see [`report_outcome`]), checked before anything is
+/// read, and its texts redacted and truncated.
+fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, Error> {
     let status = match OutcomeStatus::parse(&report.status) {
         Some(s @ (OutcomeStatus::Completed | OutcomeStatus::Partial | OutcomeStatus::Failed)) => s,
         _ => {
@@ -2009,10 +2038,6 @@ pub fn report_outcome(
                 .ok_or_else(|| invalid("attempt_id must match ^[A-Za-z0-9_-]{16,128}$"))?,
         ),
     };
-    let not_found = || Error::NotFound {
-        action_id: action_id.to_owned(),
-    };
-    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let mut security = Security::default();
     let summary = report
         .summary
@@ -2026,6 +2051,51 @@ pub fn report_outcome(
         .progress
         .as_ref()
         .map(|p| clean_value(p, &mut security));
+    Ok(PreparedReport {
+        status,
+        summary,
+        error_message,
+        progress,
+        attempt_id,
+        security,
+    })
+}
+
+/// Reports the outcome of an action (§1.4, §1.5, §2.2): one commit adding `outcome.json`,
+/// landed only while the outcome is pending on the tip it was built on, closing an open
+/// lifecycle by the closure table. Any caller may report (as upstream); a report that names an
+/// attempt id must name the claim's.
+///
+/// # Errors
+/// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
+/// `partial`, `failed`), [`Error::InvalidOutcome`] (`failed` without `error_message`, `partial`
+/// without an object `progress`, a `progress` that is not an object, holds a lossy number,
+/// nests deeper than 64 levels, holds more than 10,000 values or is over
+/// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
+/// progress keys, a malformed attempt id). Refusals:
+/// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
+/// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
+/// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
+/// path: [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`], [`Error::Corrupt`].
+pub fn report_outcome(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    report: &OutcomeReport,
+    now_ms: i64,
+) -> Result<Written<Reported>, Error> {
+    let PreparedReport {
+        status,
+        summary,
+        error_message,
+        progress,
+        attempt_id,
+        security,
+    } = prepare_report(report)?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
@@ -2407,6 +2477,10 @@ pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
     let mut findings = Vec::new();
     let mut dirs = BTreeSet::new();
     for path in snap.list_files(ROOT)? {
+        if path.starts_with(decision::DECISIONS) {
+            findings.extend(verify_decision(snap, &path)?);
+            continue;
+        }
         match classify(&path) {
             Some((id, _)) => {
                 dirs.insert(id);
@@ -2414,7 +2488,7 @@ pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
             None => findings.push(finding(
                 &path,
                 Rule::FinalityUnknownPath,
-                "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome}.json",
+                "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
             )),
         }
     }
@@ -2439,6 +2513,7 @@ pub fn verify_range(
     let mut findings = Vec::new();
     let mut touched = BTreeSet::new();
     let mut claims = Vec::new();
+    let mut decisions = Vec::new();
     for change in store.diff(old, new, ROOT)? {
         match change {
             Change::Modified(p) => findings.push(finding(
@@ -2451,37 +2526,47 @@ pub fn verify_range(
                 Rule::Deleted,
                 "an existing finality record was deleted",
             )),
+            Change::Added(p) if p.starts_with(decision::DECISIONS) => decisions.push(p),
             Change::Added(p) => match classify(&p) {
                 Some((id, kind)) => {
-                    if kind == RecordKind::Claim {
-                        claims.push(id.clone());
+                    if matches!(kind, RecordKind::Claim | RecordKind::Approval) {
+                        claims.push((id.clone(), kind));
                     }
                     touched.insert(id);
                 }
                 None => findings.push(finding(
                     &p,
                     Rule::FinalityUnknownPath,
-                    "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome}.json",
+                    "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
                 )),
             },
         }
     }
     let snap = store.snapshot(Some(new))?;
+    for path in &decisions {
+        findings.extend(verify_decision(&snap, path)?);
+    }
     for id in &touched {
         findings.extend(verify_action(&snap, id)?);
     }
     if !claims.is_empty() {
         let before = store.snapshot(old)?;
-        for id in claims {
+        for (id, kind) in claims {
             if before
                 .exists(&id.path(RecordKind::Outcome))
                 .unwrap_or(false)
             {
-                findings.push(finding(
-                    &id.path(RecordKind::Claim),
-                    Rule::FinalityClaimMismatch,
-                    "claimed after the outcome was set",
-                ));
+                let (rule, detail) = match kind {
+                    RecordKind::Claim => (
+                        Rule::FinalityClaimMismatch,
+                        "claimed after the outcome was set",
+                    ),
+                    _ => (
+                        Rule::FinalityLifecycleMismatch,
+                        "approved or denied after the outcome was set",
+                    ),
+                };
+                findings.push(finding(&id.path(kind), rule, detail));
             }
         }
     }
@@ -2513,15 +2598,18 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
     let (action_present, action_bytes) = load(RecordKind::Action)?;
     let (claim_present, claim_bytes) = load(RecordKind::Claim)?;
     let (outcome_present, outcome_bytes) = load(RecordKind::Outcome)?;
+    let (approval_present, approval_bytes) = load(RecordKind::Approval)?;
     let (action_path, claim_path, outcome_path) = (
         id.path(RecordKind::Action),
         id.path(RecordKind::Claim),
         id.path(RecordKind::Outcome),
     );
+    let approval_path = id.path(RecordKind::Approval);
     if !action_present {
         for (path, present) in [
             (&claim_path, claim_present),
             (&outcome_path, outcome_present),
+            (&approval_path, approval_present),
         ] {
             if present {
                 out.push(finding(
@@ -2548,9 +2636,41 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         &outcome_path,
         outcome_bytes.map(|b| parse_outcome(&b, id)),
     );
+    let approval = parsed(
+        &mut out,
+        &approval_path,
+        approval_bytes.map(|b| approval::parse_approval(&b, id)),
+    );
     let Some((action, action_sha)) = action else {
         return Ok(out);
     };
+    if approval.is_some() && action.lifecycle != Lifecycle::PendingApproval {
+        out.push(finding(
+            &approval_path,
+            Rule::FinalityLifecycleMismatch,
+            format!(
+                "an operator decision on an action born {}",
+                action.lifecycle
+            ),
+        ));
+    }
+    let approved = approval
+        .as_ref()
+        .is_some_and(|p| p.decision == ApprovalDecision::Approve);
+    if let Some(decision_id) = action
+        .guard_decision_id
+        .as_deref()
+        .and_then(ActionId::parse)
+    {
+        let path = decision::path(&decision_id);
+        if let Ok(Some(bytes)) = snap.read(&path, MAX_RECORD_BYTES)
+            && let Ok(d) = decision::parse(&bytes, &decision_id)
+        {
+            for problem in decision::disagreements(&action, &d) {
+                out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
+            }
+        }
+    }
     let ids = [
         ("agent_id", Some(&action.agent_id)),
         ("created_by", Some(&action.created_by)),
@@ -2579,10 +2699,14 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         if action.execution_protocol != Some(1) {
             problems.push("the action is not protocol 1");
         }
-        if action.lifecycle != Lifecycle::Running {
+        if action.lifecycle != Lifecycle::Running
+            && !(action.lifecycle == Lifecycle::PendingApproval && approved)
+        {
             problems.push("the action's lifecycle was never running");
         }
-        if !action.guard_verdict.is_permissive()
+        let permitted = action.guard_verdict.is_permissive()
+            || (action.guard_verdict == Verdict::RequireApproval && approved);
+        if !permitted
             || (action.guard_verdict == Verdict::AllowContained && action.containment_ref.is_none())
         {
             problems.push("the action's guard verdict does not permit a claim");
@@ -2592,7 +2716,13 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         }
     }
     if let Some(o) = &outcome {
-        if let Some(problem) = lifecycle_problem(&action, o) {
+        // An operator decision came first (it is refused once an outcome exists): the outcome
+        // closed the lifecycle the decision left.
+        let mut before = action.clone();
+        if let Some(p) = &approval {
+            before.lifecycle = p.decision.lifecycle();
+        }
+        if let Some(problem) = lifecycle_problem(&before, o) {
             out.push(finding(
                 &outcome_path,
                 Rule::FinalityLifecycleMismatch,
@@ -2625,6 +2755,37 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         }
     }
     Ok(out)
+}
+
+/// Checks one path under the decisions directory: a decision record at the path its id gives,
+/// valid and redacted.
+fn verify_decision(snap: &Snapshot<'_>, path: &str) -> Result<Vec<Finding>, store::Error> {
+    let Some(id) = decision::classify(path) else {
+        return Ok(vec![finding(
+            path,
+            Rule::FinalityUnknownPath,
+            "not finality/v1/decisions/<sha256(id)[0:2]>/<id>.json",
+        )]);
+    };
+    let bytes = match snap.read(path, MAX_RECORD_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Vec::new()),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            return Ok(vec![finding(
+                path,
+                Rule::FinalityRecordInvalid,
+                format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+            )]);
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(match decision::parse(&bytes, &id) {
+        Err(reason) => vec![finding(path, Rule::FinalityRecordInvalid, reason)],
+        Ok(d) => decision::privacy_problems(&d)
+            .into_iter()
+            .map(|p| finding(path, Rule::Privacy, p))
+            .collect(),
+    })
 }
 
 /// The parsed record, or a finding for it.

@@ -27,6 +27,7 @@ pub mod record;
 pub mod remote;
 pub mod seal;
 pub mod segment;
+pub mod server;
 pub mod shard;
 pub mod spool;
 pub mod store;

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# End-to-end check of `action-ledger serve` with the real DashClaw Python SDK (dashclaw==5.33.9,
+# installed into a virtual environment) against the built binary and real git:
+#   - run_governed returns the callback's value; a raising callback is reported `failed` with
+#     its message and the error propagates;
+#   - a second claim of one action, and a claim with another act, raise ExecutionClaimError;
+#   - a second outcome is answered 409 with current_status; get_action_outcome has its fields;
+#   - 32 threads claim one action: exactly one winner;
+#   - a wrong key is answered 401;
+#   - a require_approval action is approved by an operator while run_governed waits, then
+#     claimed and completed;
+#   - the cron sweep: 401 without the secret, 503 on a server without one, 200 sweeping a stale
+#     action with it;
+#   - two servers on different repositories sharing one bare remote (with the pre-receive hook
+#     installed): 32 claimers spread over both, exactly one winner; outcomes one-shot across them;
+#   - SIGTERM stops each server with exit code 0;
+#   then `verify` and `git fsck --strict` are clean on every repository.
+# If the package index cannot be reached, prints a SKIP line and exits 0.
+# Usage: scripts/e2e-serve.sh   (BIN=path/to/action-ledger to choose the binary;
+#                                SERVE_VENV=dir to reuse a virtual environment that has dashclaw)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
+[ -x "$bin" ] || (cd "$here" && cargo build --quiet)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export GIT_AUTHOR_NAME=tester GIT_AUTHOR_EMAIL=tester@invalid GIT_COMMITTER_NAME=tester GIT_COMMITTER_EMAIL=tester@invalid
+unset ACTION_LEDGER_NOW ACTION_LEDGER_API_KEY ACTION_LEDGER_CRON_SECRET SOURCE_DATE_EPOCH
+fail() { echo "e2e-serve: FAIL: $*" >&2; for f in "$work"/*.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
+ok() { echo "e2e-serve: ok: $*"; }
+
+venv=${SERVE_VENV:-$work/venv}
+if ! "$venv/bin/python" -c 'import dashclaw' 2>/dev/null; then
+  python3 -m venv "$venv" >/dev/null 2>&1 || { echo "e2e-serve: SKIP: python3 -m venv is not available"; exit 0; }
+  if ! "$venv/bin/pip" install -q --disable-pip-version-check dashclaw==5.33.9 >"$work/pip.log" 2>&1; then
+    echo "e2e-serve: SKIP: cannot install dashclaw==5.33.9 from the package index ($(tail -1 "$work/pip.log"))"
+    exit 0
+  fi
+fi
+py="$venv/bin/python"
+"$py" -c 'import importlib.metadata as m; v = m.version("dashclaw"); assert v == "5.33.9", v' || fail "dashclaw is not 5.33.9"
+
+newkey() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+bot_key=$(newkey) ops_key=$(newkey) cron_secret=$(newkey)
+printf '# principal sha256(key) [operator]\nbot %s\nops %s operator\n' "$(sha "$bot_key")" "$(sha "$ops_key")" >"$work/keys"
+cat >"$work/policy.json" <<'EOF'
+{"default": "allow", "rules": [
+  {"id": "deploys", "action_type": "deploy", "verdict": "require_approval", "reason": "deploys need an operator"},
+  {"id": "no-drop", "act_kind": "sql", "verdict": "block", "reason": "no SQL from agents"}
+]}
+EOF
+
+start() { # name, extra args...: starts a server, waits for its listening line, sets $url
+  local name=$1; shift
+  "$bin" serve --listen 127.0.0.1:0 --api-keys "$work/keys" --policy "$work/policy.json" --json "$@" \
+    >"$work/$name.out" 2>"$work/$name.err" &
+  local pid=$!
+  pids+=("$pid")
+  eval "${name}_pid=$pid"
+  for _ in $(seq 200); do
+    grep -q '"listening"' "$work/$name.out" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || fail "$name did not start: $(cat "$work/$name.err")"
+    sleep 0.05
+  done
+  url=$("$py" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["url"])' "$work/$name.out")
+  grep -q "^listening on $url\$" "$work/$name.err" || fail "$name: no 'listening on $url' line on stderr"
+  eval "${name}_url=$url"
+}
+stop() { # name: SIGTERM, expect exit 0
+  local pid_var="${1}_pid"
+  kill -TERM "${!pid_var}"
+  local rc=0
+  wait "${!pid_var}" || rc=$?
+  [ "$rc" = 0 ] || fail "$1 exited $rc after SIGTERM"
+}
+
+# Refusals at start: no key, or no auth off loopback.
+if "$bin" serve --repo "$work/x.git" --listen 127.0.0.1:0 2>"$work/nokey.txt"; then fail "started without keys"; fi
+grep -q "no API key configured" "$work/nokey.txt" || fail "no-key refusal: $(cat "$work/nokey.txt")"
+if "$bin" serve --repo "$work/x.git" --listen 0.0.0.0:0 --insecure-no-auth 2>"$work/nokey.txt"; then fail "started without auth off loopback"; fi
+grep -q "only allowed on a loopback" "$work/nokey.txt" || fail "insecure refusal: $(cat "$work/nokey.txt")"
+ok "refuses to start without keys, and without auth off loopback"
+
+ACTION_LEDGER_CRON_SECRET=$cron_secret start a --repo "$work/a.git" --sweep-every 0
+ok "listening on $a_url (stderr line and --json line)"
+
+cat >"$work/cases.py" <<'EOF'
+import hashlib, json, os, sys, threading, time, urllib.request, urllib.error
+from dashclaw import DashClaw, DashClawError, ExecutionClaimError
+
+url, bot_key, ops_key = sys.argv[1], os.environ["BOT_KEY"], os.environ["OPS_KEY"]
+case = sys.argv[2]
+agent = "agent-e2e"
+
+def ok(msg):
+    print("e2e-serve: ok: " + msg, flush=True)
+
+def raw(method, path, body=None, key=bot_key, headers=None):
+    h = {"Content-Type": "application/json", **({"x-api-key": key} if key else {}), **(headers or {})}
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, headers=h, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+def action_id_for(principal, key):
+    # The server names the action of an idempotency key after the key and the principal.
+    d = hashlib.sha256(f"action-ledger idempotency\n{principal}\n{key}".encode()).hexdigest()
+    return "act_" + d[:32]
+
+dc = DashClaw(url, bot_key, agent)
+act = {"kind": "shell", "command": "deploy.sh --token=abc123 prod"}
+
+def recorded(goal, a=act):
+    d = dc.guard({"action_type": "build", "declared_goal": goal, "act": a,
+                  "client_capabilities": ["execution_claims"]}, record=True)
+    assert d["recorded"] is True and d["execution_claim_required"] is True and d["claim_protocol"] == 1, d
+    return d["action_id"]
+
+if case == "sdk":
+    v = dc.run_governed(act, {"action_type": "build", "declared_goal": "ship it"}, lambda: 42)
+    assert v == 42, v
+    ok("run_governed returns the callback's value")
+
+    try:
+        dc.run_governed(act, {"action_type": "build", "declared_goal": "break it",
+                              "idempotency_key": "failure-case"},
+                        lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+        raise AssertionError("no error")
+    except RuntimeError as e:
+        assert str(e) == "boom"
+    o = dc.get_action_outcome(action_id_for("bot", "failure-case"))
+    assert o["status"] == "failed" and o["error_message"] == "boom", o
+    ok("run_governed failure: the error propagates, the outcome is failed with its message")
+
+    aid = recorded("claim twice")
+    c = dc.claim_execution(aid, act)
+    assert c["claimed"] is True and c["action_id"] == aid
+    try:
+        dc.claim_execution(aid, act)
+        raise AssertionError("second claim granted")
+    except ExecutionClaimError as e:
+        assert e.__cause__.status == 409, e.__cause__.status
+    ok("a second claim is refused with ExecutionClaimError (409)")
+
+    dc.report_action_outcome(aid, "completed", summary="done with sk-abcdefghijklmnop")
+    try:
+        dc.report_action_outcome(aid, "failed", error_message="late")
+        raise AssertionError("second outcome accepted")
+    except DashClawError as e:
+        assert e.status == 409, e.status
+    status, body = raw("POST", f"/api/actions/{aid}/outcome", {"status": "completed"})
+    assert status == 409 and body["current_status"] == "completed", (status, body)
+    ok("a second outcome is answered 409 with current_status")
+
+    o = dc.get_action_outcome(aid)
+    assert set(o) == {"action_id", "status", "outcome_at", "summary", "error_message", "progress", "elapsed_ms"}, o
+    assert o["status"] == "completed" and o["summary"] == "done with [REDACTED]" and o["elapsed_ms"] >= 0, o
+    ok("get_action_outcome has action_id, status, outcome_at, summary, error_message, progress, elapsed_ms")
+
+    aid = recorded("other act")
+    try:
+        dc.claim_execution(aid, {"kind": "shell", "command": "rm -rf /"})
+        raise AssertionError("claim with another act granted")
+    except ExecutionClaimError:
+        pass
+    assert dc.claim_execution(aid, act)["claimed"] is True
+    ok("a claim with another act is refused; the recorded act is still claimable")
+
+    aid = recorded("race")
+    wins, losses, other = [], [], []
+    def claim():
+        try:
+            wins.append(DashClaw(url, bot_key, agent).claim_execution(aid, act)["attempt_id"])
+        except ExecutionClaimError as e:
+            (losses if getattr(e.__cause__, "status", None) == 409 else other).append(e)
+    ts = [threading.Thread(target=claim) for _ in range(32)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert len(wins) == 1 and len(losses) == 31 and not other, (wins, len(losses), other)
+    assert dc.get_action(aid)["action"]["execution_attempt_id"] == wins[0]
+    ok("32 threads claim one action: exactly one winner, 31 conflicts")
+
+    try:
+        DashClaw(url, "wrong-key", agent).get_action(aid)
+        raise AssertionError("wrong key accepted")
+    except DashClawError as e:
+        assert e.status == 401, e.status
+    status, body = raw("POST", "/api/guard", {"action_type": "x"}, key=None)
+    assert status == 401 and set(body) == {"error"}, (status, body)
+    ok("a wrong or missing key is answered 401 and nothing else")
+
+    # require_approval: run_governed waits; an operator approves; it claims and completes.
+    key = "approval-case"
+    aid = action_id_for("bot", key)
+    result = {}
+    def governed():
+        try:
+            result["value"] = dc.run_governed(act, {"action_type": "deploy", "declared_goal": "prod",
+                                                    "idempotency_key": key}, lambda: "deployed")
+        except Exception as e:
+            result["error"] = e
+    t = threading.Thread(target=governed)
+    t.start()
+    for _ in range(200):
+        s, b = raw("GET", f"/api/actions/{aid}")
+        if s == 200 and b["action"]["status"] == "pending_approval":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("no pending approval appeared")
+    s, b = raw("POST", f"/api/actions/{aid}/approve", {"decision": "approve"})
+    assert s == 403, (s, b)
+    ops = DashClaw(url, ops_key, "operator-console")
+    ops.approve_action(aid, "allow")
+    t.join(60)
+    assert result.get("value") == "deployed", result
+    a = dc.get_action(aid)["action"]
+    assert a["approved_by"] == "ops" and a["status"] == "completed" and a["approval_grant_used_at"], a
+    ok("require_approval: an operator approves while the SDK waits; it claims, runs and completes")
+
+elif case == "sweep":
+    sweep_url = sys.argv[3]
+    secret = os.environ["CRON_SECRET"]
+    s, b = raw("GET", "/api/cron/outcome-sweep", key=None)
+    assert s == 401, (s, b)
+    s, b = raw("GET", "/api/cron/outcome-sweep", key=None, headers={"Authorization": "Bearer wrong"})
+    assert s == 401, (s, b)
+    aid = sys.argv[4]
+    url = sweep_url
+    s, b = raw("GET", "/api/cron/outcome-sweep", key=None, headers={"Authorization": "Bearer " + secret})
+    assert s == 200 and b["ok"] is True and aid in b["swept"], (s, b)
+    o = dc.get_action_outcome(aid)
+    assert o["status"] == "lost_confirmation", o
+    ok(f"cron sweep: 401 without the secret, 200 with it ({b['rows_swept']} swept to lost_confirmation)")
+
+elif case == "stale":
+    print(recorded("left pending"))
+
+elif case == "remote":
+    url2 = sys.argv[3]
+    aid = recorded("shared")
+    wins, losses, other = [], [], []
+    def claim(u):
+        try:
+            wins.append(DashClaw(u, bot_key, agent).claim_execution(aid, act)["attempt_id"])
+        except ExecutionClaimError as e:
+            (losses if getattr(e.__cause__, "status", None) == 409 else other).append(repr(e.__cause__))
+    ts = [threading.Thread(target=claim, args=(url if i % 2 else url2,)) for i in range(32)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert len(wins) == 1 and len(losses) == 31 and not other, (wins, len(losses), other)
+    other_dc = DashClaw(url2, bot_key, agent)
+    assert other_dc.get_action(aid)["action"]["execution_attempt_id"] == wins[0]
+    other_dc.report_action_outcome(aid, "completed")
+    try:
+        dc.report_action_outcome(aid, "failed", error_message="x")
+        raise AssertionError("second outcome accepted")
+    except DashClawError as e:
+        assert e.status == 409
+    v = DashClaw(url2, bot_key, agent).run_governed(act, {"action_type": "build", "declared_goal": "via b"}, lambda: "b")
+    assert v == "b"
+    ok("two servers sharing one remote: 32 claimers over both, one winner; outcomes one-shot across them")
+EOF
+
+export BOT_KEY=$bot_key OPS_KEY=$ops_key CRON_SECRET=$cron_secret
+"$py" "$work/cases.py" "$a_url" sdk || fail "SDK cases"
+
+# The sweep: an action left pending, then a second server on the same repository whose clock is
+# two hours ahead sweeps it through the cron endpoint.
+stale=$("$py" "$work/cases.py" "$a_url" stale) || fail "stale action"
+ahead=$(date -u -d '+2 hours' +%Y-%m-%dT%H:%M:%SZ)
+ACTION_LEDGER_NOW=$ahead ACTION_LEDGER_CRON_SECRET=$cron_secret start late --repo "$work/a.git" --sweep-every 0
+start nosecret --repo "$work/a.git" --sweep-every 0
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $cron_secret" "$nosecret_url/api/cron/outcome-sweep")
+[ "$code" = 503 ] || fail "sweep without a configured secret answered $code"
+"$py" "$work/cases.py" "$a_url" sweep "$late_url" "$stale" || fail "sweep cases"
+ok "cron sweep on a server without a secret is 503"
+for s in a late nosecret; do stop "$s"; done
+ok "SIGTERM stops the servers with exit code 0"
+
+# Two servers, two repositories, one bare remote with the hook.
+export ACTION_LEDGER_BIN=$bin
+"$bin" -q hooks install --repo "$work/remote.git"
+start b1 --repo "$work/b1.git" --remote "$work/remote.git" --sweep-every 0
+start b2 --repo "$work/b2.git" --remote "$work/remote.git" --sweep-every 0
+"$py" "$work/cases.py" "$b1_url" remote "$b2_url" || fail "remote cases"
+stop b1
+stop b2
+
+for repo in a.git remote.git; do
+  "$bin" verify --repo "$work/$repo" >"$work/verify.txt" 2>&1 || fail "verify $repo: $(cat "$work/verify.txt")"
+  git --git-dir "$work/$repo" fsck --strict >/dev/null 2>"$work/fsck.txt" || fail "fsck $repo: $(cat "$work/fsck.txt")"
+  "$bin" verify --repo "$work/$repo" --range "$(git --git-dir "$work/$repo" rev-list --max-parents=0 main)..main" >/dev/null 2>&1 \
+    || fail "verify --range of $repo"
+done
+commits=$(git --git-dir "$work/a.git" rev-list --count main)
+ok "verify and git fsck --strict are clean on the server repository ($commits commits) and the shared remote"
+echo "e2e-serve: all cases passed"

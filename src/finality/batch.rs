@@ -1,0 +1,1244 @@
+//! Group commit: many finality operations checked against one tip and landed as ONE commit with
+//! ONE compare-and-swap of the ledger ref (local, or a leased push to a remote).
+//!
+//! Each operation is a planner: a function of an [`Overlay`] (the tip's tree plus the records
+//! staged by the operations before it in the same batch) and the batch's clock reading. It
+//! checks its preconditions exactly as the single-operation functions of the parent module do
+//! and stages its records; a planner that refuses stages nothing, and the others are not
+//! affected. [`land`] writes everything staged as one commit on the tip and swaps the ref.
+//!
+//! When the ref moved underneath (another server, a CLI writer), every planner runs again from
+//! scratch on the new tip, so a claim that lost to a claim landed elsewhere is now refused, and
+//! nothing is ever answered from a plan that did not land. When the attempts are used up, or the
+//! repository cannot be written, every operation that would have written (or whose answer
+//! depended on a record staged earlier in the batch) gets [`BatchError::Unavailable`]: the
+//! caller was not granted anything and must not be told it lost a race.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::approval::{self, ApprovalDecision};
+use super::decision::{self, Decision};
+use super::{
+    ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle,
+    MAX_RECORD_BYTES, MAX_TEXT_UNITS, NewAction, Options, Outcome, OutcomeReport, OutcomeStatus,
+    Reported, SWEEP_ERROR, SWEEP_SUMMARY, Security, Source, State, SweepReport, Swept, Verdict,
+    act_content_hash, classify, clean_text, eligible, id_field, parse_action, parse_claim,
+    parse_outcome, prepare_report, scrub_act, timeout_minutes,
+};
+use crate::identity::Digest;
+use crate::privacy;
+use crate::store::{self, CommitId, Snapshot, Store};
+
+/// Where a batch lands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The ref of the local repository (compare-and-swap of the ref file).
+    Local,
+    /// A ref of a remote repository: read with `git ls-remote`, objects fetched, the commit
+    /// pushed with a lease on the tip it was built on (as `publish --remote`); the local
+    /// repository only caches objects.
+    Remote {
+        /// Any git URL or path.
+        url: String,
+        /// The full ref name on the remote.
+        ref_name: String,
+    },
+}
+
+/// Why an operation of a batch did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// The operation's own answer: a refusal or invalid input, decided on the tip that landed
+    /// (or on the committed tip alone).
+    #[error(transparent)]
+    Refused(#[from] Error),
+    /// The batch could not be landed (the ref kept moving, the repository or the remote could
+    /// not be written). Nothing of the operation was recorded; read the state back before
+    /// retrying.
+    #[error("the ledger could not be written: {reason}; nothing was recorded, retry later")]
+    Unavailable {
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The tip's tree plus the records staged by the operations planned before.
+pub struct Overlay<'s> {
+    snap: Snapshot<'s>,
+    staged: BTreeMap<String, Vec<u8>>,
+    order: Vec<String>,
+    lines: Vec<String>,
+    read_staged: Cell<bool>,
+}
+
+impl<'s> Overlay<'s> {
+    /// An empty overlay on `snap`.
+    pub fn new(snap: Snapshot<'s>) -> Overlay<'s> {
+        Overlay {
+            snap,
+            staged: BTreeMap::new(),
+            order: Vec::new(),
+            lines: Vec::new(),
+            read_staged: Cell::new(false),
+        }
+    }
+
+    /// The record at `path`: staged, else the tip's; `None` when absent.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for an entry that is not a file within [`MAX_RECORD_BYTES`],
+    /// [`Error::Store`] when the tip cannot be read.
+    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(bytes) = self.staged.get(path) {
+            self.read_staged.set(true);
+            return Ok(Some(bytes.clone()));
+        }
+        match self.snap.read(path, MAX_RECORD_BYTES) {
+            Ok(bytes) => Ok(bytes),
+            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+                Err(Error::Corrupt {
+                    path: path.to_owned(),
+                    reason: format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The state of action `id` (as [`super::read_state`]), staged records included.
+    ///
+    /// # Errors
+    /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
+    pub fn state(&self, id: &ActionId) -> Result<Option<State>, Error> {
+        let read = |kind: super::RecordKind| -> Result<Option<(String, Vec<u8>)>, Error> {
+            let path = id.path(kind);
+            Ok(self.read(&path)?.map(|b| (path, b)))
+        };
+        let corrupt = |path: String| move |reason: String| Error::Corrupt { path, reason };
+        let Some((path, bytes)) = read(super::RecordKind::Action)? else {
+            return Ok(None);
+        };
+        let action = parse_action(&bytes, id).map_err(corrupt(path))?;
+        let claim = match read(super::RecordKind::Claim)? {
+            Some((path, b)) => Some(parse_claim(&b, id).map_err(corrupt(path))?),
+            None => None,
+        };
+        let outcome = match read(super::RecordKind::Outcome)? {
+            Some((path, b)) => Some(parse_outcome(&b, id).map_err(corrupt(path))?),
+            None => None,
+        };
+        let approval = match read(super::RecordKind::Approval)? {
+            Some((path, b)) => Some(approval::parse_approval(&b, id).map_err(corrupt(path))?),
+            None => None,
+        };
+        Ok(Some(State {
+            action,
+            action_sha256: Digest::of(&bytes),
+            claim,
+            outcome,
+            approval,
+        }))
+    }
+
+    /// The decision record `id`, when there is one.
+    ///
+    /// # Errors
+    /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
+    pub fn decision(&self, id: &decision::DecisionId) -> Result<Option<Decision>, Error> {
+        let path = decision::path(id);
+        match self.read(&path)? {
+            None => Ok(None),
+            Some(bytes) => decision::parse(&bytes, id)
+                .map(Some)
+                .map_err(|reason| Error::Corrupt { path, reason }),
+        }
+    }
+
+    /// Every action id with a record on the tip or staged (directories whose name or prefix is
+    /// not valid are left to `verify`).
+    fn action_ids(&self) -> Result<BTreeSet<ActionId>, Error> {
+        let mut ids = BTreeSet::new();
+        for path in self
+            .snap
+            .list_files(ACTIONS)?
+            .iter()
+            .chain(self.order.iter())
+        {
+            if let Some((id, _)) = classify(path) {
+                ids.insert(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Stages a new record; `line` describes it in the commit message.
+    fn stage(&mut self, path: String, bytes: Vec<u8>, line: String) {
+        self.order.push(path.clone());
+        self.staged.insert(path, bytes);
+        self.lines.push(line);
+    }
+
+    fn mark(&self) -> (usize, usize) {
+        (self.order.len(), self.lines.len())
+    }
+
+    fn rollback(&mut self, (paths, lines): (usize, usize)) {
+        for path in self.order.drain(paths..) {
+            self.staged.remove(&path);
+        }
+        self.lines.truncate(lines);
+    }
+
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planners
+
+/// Stages a guard decision record. A record with the same id and bytes is left as it is.
+///
+/// # Errors
+/// [`Error::InvalidInput`] when the id is taken by another decision or an id field is not
+/// privacy-safe machine text; read errors.
+pub fn decide(ov: &mut Overlay<'_>, d: &Decision) -> Result<(), Error> {
+    for (field, value) in [
+        ("rule", d.rule.as_deref()),
+        ("action_type", d.action_type.as_deref()),
+        ("agent_id", d.agent_id.as_deref()),
+        ("principal", Some(d.principal.as_str())),
+        ("containment_ref", d.containment_ref.as_deref()),
+    ] {
+        if let Some(v) = value
+            && id_field(v, field)? != v
+        {
+            return Err(Error::InvalidInput {
+                field,
+                reason: "must be machine text without surrounding whitespace".into(),
+            });
+        }
+    }
+    let mut security = Security::default();
+    if let Some(r) = &d.reason
+        && clean_text(r, MAX_TEXT_UNITS, &mut security) != *r
+    {
+        return Err(Error::InvalidInput {
+            field: "reason",
+            reason: "must be redacted and at most 4000 characters".into(),
+        });
+    }
+    let path = decision::path(&d.decision_id);
+    let bytes = d.to_bytes();
+    match ov.read(&path)? {
+        Some(existing) if existing == bytes => Ok(()),
+        Some(_) => Err(Error::InvalidInput {
+            field: "decision_id",
+            reason: format!("{} is taken by another decision", d.decision_id),
+        }),
+        None => {
+            ov.stage(
+                path,
+                bytes,
+                format!("decision {} {}", d.decision_id, d.verdict),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// What [`create`] found or staged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Created {
+    /// The action's state: the new one, or the existing one for a replay.
+    pub state: State,
+    /// Whether the action already existed (an idempotent replay: nothing staged).
+    pub replayed: bool,
+}
+
+/// Creates an action, or answers the existing one when its id is taken by an action of the same
+/// principal (an idempotent replay: the original wins, whatever the new input says).
+///
+/// # Errors
+/// [`Error::InvalidInput`]; [`Error::ActionExists`] when the id belongs to another principal's
+/// action; read errors.
+pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now_ms: i64) -> Result<Created, Error> {
+    let action = input.to_action(now_ms)?;
+    if let Some(state) = ov.state(&action.action_id)? {
+        if state.action.created_by != action.created_by {
+            return Err(Error::ActionExists {
+                action_id: action.action_id.clone(),
+            });
+        }
+        return Ok(Created {
+            state,
+            replayed: true,
+        });
+    }
+    let bytes = action.to_bytes();
+    let state = State {
+        action_sha256: Digest::of(&bytes),
+        action: action.clone(),
+        claim: None,
+        outcome: None,
+        approval: None,
+    };
+    ov.stage(
+        action.action_id.path(super::RecordKind::Action),
+        bytes,
+        format!("create action {} ({})", action.action_id, action.lifecycle),
+    );
+    Ok(Created {
+        state,
+        replayed: false,
+    })
+}
+
+/// The claim's checks that need no repository: the attempt id, the agent, the principal, the
+/// action id and the act hash.
+struct ClaimInput<'r> {
+    attempt_id: AttemptId,
+    agent_id: &'r str,
+    principal: Option<&'r str>,
+    id: Option<ActionId>,
+    act_hash: Option<String>,
+}
+
+fn claim_input<'r>(action_id: &str, request: &'r ClaimRequest) -> Result<ClaimInput<'r>, Error> {
+    let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
+        reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
+    })?;
+    let agent_id = request
+        .agent_id
+        .as_deref()
+        .map(privacy::js_trim)
+        .filter(|s| !s.is_empty())
+        .ok_or(Error::AgentIdentityRequired)?;
+    Ok(ClaimInput {
+        attempt_id,
+        agent_id,
+        principal: request
+            .principal
+            .as_deref()
+            .map(privacy::js_trim)
+            .filter(|s| !s.is_empty()),
+        id: ActionId::parse(action_id),
+        act_hash: act_content_hash(request.act.as_ref().map(scrub_act).as_ref()),
+    })
+}
+
+/// Claims the execution of an action for one attempt (as [`super::claim`]): stages `claim.json`
+/// when the action is eligible on the tip plus the batch so far.
+///
+/// # Errors
+/// [`Error::InvalidClaim`], [`Error::AgentIdentityRequired`] for the body;
+/// [`Error::ClaimConflict`] for every ineligibility (including a claim staged earlier in the
+/// batch); [`Error::ClaimUnavailable`] when the action could not be read.
+pub fn claim(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    request: &ClaimRequest,
+    now_ms: i64,
+) -> Result<Claim, Error> {
+    let input = claim_input(action_id, request)?;
+    let conflict = || Error::ClaimConflict {
+        action_id: action_id.to_owned(),
+    };
+    let (Some(principal), Some(id)) = (input.principal, input.id.clone()) else {
+        return Err(conflict());
+    };
+    let state = match ov.state(&id) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(conflict()),
+        Err(e) => {
+            return Err(Error::ClaimUnavailable {
+                action_id: action_id.to_owned(),
+                reason: e.to_string(),
+            });
+        }
+    };
+    if !eligible(
+        &state,
+        input.agent_id,
+        principal,
+        &input.act_hash,
+        request.verified,
+        now_ms,
+    ) {
+        return Err(conflict());
+    }
+    let claim = Claim {
+        action_id: id.clone(),
+        attempt_id: input.attempt_id.clone(),
+        binding_sha256: state.action_sha256.clone(),
+        claimed_at_ms: now_ms,
+        guard_decision_id: state
+            .action
+            .guard_decision_id
+            .clone()
+            .expect("eligible actions have a decision"),
+    };
+    ov.stage(
+        id.path(super::RecordKind::Claim),
+        claim.to_bytes(),
+        format!("claim {id} for attempt {}", input.attempt_id),
+    );
+    Ok(claim)
+}
+
+/// The first precondition a claim of `request` on `state` fails at `now_ms`, as the reference's
+/// refusal reason names it (`claim_conflict` when the action is already claimed or decided,
+/// `no_candidate` when the binding does not match, `decision_not_permissive`,
+/// `identity_unverified`, `no_decision_id`, `containment_mismatch`, `missing_principal`);
+/// `None` when the claim is eligible. For the `claim_reason` of a folded claim: a bare claim
+/// never says why.
+pub fn claim_refusal(state: &State, request: &ClaimRequest, now_ms: i64) -> Option<&'static str> {
+    let input = claim_input(state.action.action_id.as_str(), request).ok()?;
+    let Some(principal) = input.principal else {
+        return Some("missing_principal");
+    };
+    let a = &state.action;
+    if eligible(
+        state,
+        input.agent_id,
+        principal,
+        &input.act_hash,
+        request.verified,
+        now_ms,
+    ) {
+        return None;
+    }
+    Some(if state.claim.is_some() || state.outcome.is_some() {
+        "claim_conflict"
+    } else if a.agent_id != input.agent_id
+        || a.created_by != principal
+        || a.act_content_hash != input.act_hash
+        || a.execution_protocol != Some(1)
+        || state.lifecycle() != Lifecycle::Running
+    {
+        "no_candidate"
+    } else if a.identity_verified && !request.verified {
+        "identity_unverified"
+    } else if a.guard_decision_id.is_none() {
+        "no_decision_id"
+    } else if a.guard_verdict == Verdict::AllowContained {
+        "containment_mismatch"
+    } else {
+        "decision_not_permissive"
+    })
+}
+
+fn with_outcome(mut state: State, outcome: Outcome) -> State {
+    state.outcome = Some(outcome);
+    state
+}
+
+/// Reports an outcome (as [`super::report_outcome`]).
+///
+/// # Errors
+/// As [`super::report_outcome`], without its write-path errors.
+pub fn report(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    report: &OutcomeReport,
+    now_ms: i64,
+) -> Result<Reported, Error> {
+    let p = prepare_report(report)?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let state = ov.state(&id)?.ok_or_else(not_found)?;
+    if let Some(o) = &state.outcome {
+        return Err(Error::OutcomeAlreadySet {
+            action_id: id,
+            current_status: o.status,
+        });
+    }
+    let lifecycle = state.lifecycle();
+    if lifecycle.refuses_outcome() {
+        return Err(Error::LifecycleConflict {
+            action_id: id,
+            lifecycle,
+        });
+    }
+    if let Some(attempt) = &p.attempt_id
+        && state.claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
+    {
+        return Err(Error::AttemptMismatch {
+            action_id: id,
+            attempt_id: attempt.clone(),
+        });
+    }
+    let outcome = Outcome {
+        action_id: id.clone(),
+        status: p.status,
+        outcome_at_ms: now_ms,
+        summary: p.summary,
+        error_message: p.error_message,
+        progress: p.progress,
+        attempt_id: p.attempt_id,
+        lifecycle: lifecycle.closed_by(p.status),
+        source: Source::Outcome,
+    };
+    ov.stage(
+        id.path(super::RecordKind::Outcome),
+        outcome.to_bytes(),
+        format!("outcome {id} {}", p.status),
+    );
+    let view = with_outcome(state, outcome.clone()).view(now_ms);
+    Ok(Reported {
+        outcome,
+        view,
+        security: p.security,
+    })
+}
+
+/// The legacy close (as [`super::close`]).
+///
+/// # Errors
+/// As [`super::close`], without its write-path errors.
+pub fn close(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    status: &str,
+    summary: Option<&str>,
+    now_ms: i64,
+) -> Result<Reported, Error> {
+    let lifecycle = Lifecycle::parse(status)
+        .filter(|l| l.legacy_outcome().is_some())
+        .ok_or_else(|| Error::InvalidInput {
+            field: "status",
+            reason: format!("{status:?} is not completed, failed, cancelled or blocked"),
+        })?;
+    let outcome_status = lifecycle.legacy_outcome().expect("a close status");
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let mut security = Security::default();
+    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let state = ov.state(&id)?.ok_or_else(not_found)?;
+    if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
+        return Err(Error::TerminalState {
+            action_id: id,
+            lifecycle: state.lifecycle(),
+        });
+    }
+    let outcome = Outcome {
+        action_id: id.clone(),
+        status: outcome_status,
+        outcome_at_ms: now_ms,
+        summary,
+        error_message: None,
+        progress: None,
+        attempt_id: None,
+        lifecycle,
+        source: Source::LegacyClose,
+    };
+    ov.stage(
+        id.path(super::RecordKind::Outcome),
+        outcome.to_bytes(),
+        format!("close {id} {lifecycle} (outcome {outcome_status})"),
+    );
+    let view = with_outcome(state, outcome.clone()).view(now_ms);
+    Ok(Reported {
+        outcome,
+        view,
+        security,
+    })
+}
+
+/// An operator's decision on a `pending_approval` action: stages `approval.json`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for an operator that is not machine text; [`Error::NotFound`];
+/// [`Error::OutcomeAlreadySet`] when the outcome is set (the sweep may have reconciled it);
+/// [`Error::TerminalState`] with the current lifecycle when the action is not pending approval
+/// (never was, or already decided).
+pub fn approve(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    decision: ApprovalDecision,
+    operator: &str,
+    now_ms: i64,
+) -> Result<State, Error> {
+    let operator = id_field(operator, "operator")?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let mut state = ov.state(&id)?.ok_or_else(not_found)?;
+    if let Some(o) = &state.outcome {
+        return Err(Error::OutcomeAlreadySet {
+            action_id: id,
+            current_status: o.status,
+        });
+    }
+    if state.approval.is_some() || state.lifecycle() != Lifecycle::PendingApproval {
+        return Err(Error::TerminalState {
+            action_id: id,
+            lifecycle: state.lifecycle(),
+        });
+    }
+    let approval = Approval {
+        action_id: id.clone(),
+        decision,
+        decided_by: operator,
+        decided_at_ms: now_ms,
+    };
+    ov.stage(
+        id.path(super::RecordKind::Approval),
+        approval.to_bytes(),
+        format!("{decision} {id} by {}", approval.decided_by),
+    );
+    state.approval = Some(approval);
+    Ok(state)
+}
+
+/// The stale-outcome sweep (as [`super::sweep`]) on the tip plus the batch so far.
+///
+/// # Errors
+/// Read errors.
+pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepReport, Error> {
+    let minutes = timeout_minutes(timeout);
+    let cutoff = now_ms - i64::from(minutes) * 60_000;
+    let mut report = SweepReport {
+        timeout_minutes: minutes,
+        ..SweepReport::default()
+    };
+    for id in ov.action_ids()? {
+        let state = match ov.state(&id) {
+            Ok(Some(s)) => s,
+            Ok(None) | Err(Error::Corrupt { .. }) => {
+                report.skipped.push(id.dir());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let lifecycle = state.lifecycle();
+        if state.outcome.is_some()
+            || state.action.created_at_ms >= cutoff
+            || lifecycle.is_sweep_excluded()
+        {
+            continue;
+        }
+        let outcome = Outcome {
+            action_id: id.clone(),
+            status: OutcomeStatus::LostConfirmation,
+            outcome_at_ms: now_ms,
+            summary: Some(SWEEP_SUMMARY.to_owned()),
+            error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
+            progress: None,
+            attempt_id: None,
+            lifecycle: lifecycle.closed_by(OutcomeStatus::LostConfirmation),
+            source: Source::Sweep,
+        };
+        report.swept.push(Swept {
+            action_id: id.clone(),
+            agent_id: state.action.agent_id.clone(),
+            created_at_ms: state.action.created_at_ms,
+            outcome_at_ms: now_ms,
+            lifecycle: outcome.lifecycle,
+        });
+        ov.stage(
+            id.path(super::RecordKind::Outcome),
+            outcome.to_bytes(),
+            format!("sweep {id} to lost_confirmation (timeout {minutes} min)"),
+        );
+    }
+    Ok(report)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Landing
+
+/// One queued operation: plans itself on an overlay at the batch's time (epoch ms). It may run
+/// more than once (once per attempt), so it must be a pure function of its inputs.
+pub type Op<'a, R> = Box<dyn FnMut(&mut Overlay<'_>, i64) -> Result<R, Error> + Send + 'a>;
+
+/// What [`land`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Landed {
+    /// The commit that landed; `None` when nothing had to be written (or nothing landed).
+    pub commit: Option<CommitId>,
+    /// Tips planned on (1 unless the ref moved).
+    pub attempts: u32,
+    /// Operations that staged records in the landed commit.
+    pub writers: usize,
+}
+
+/// The tip of the target; for a remote, its objects are fetched first.
+fn target_tip(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+) -> Result<Option<CommitId>, String> {
+    match target {
+        Target::Local => store.tip(&options.ref_name).map_err(|e| e.to_string()),
+        Target::Remote { url, ref_name } => {
+            let git_dir = store.git_dir();
+            let tip =
+                crate::remote::remote_tip(git_dir, url, ref_name).map_err(|e| e.to_string())?;
+            if let Some(tip) = tip
+                && store.snapshot(Some(tip)).is_err()
+            {
+                crate::remote::fetch(git_dir, url, ref_name).map_err(|e| e.to_string())?;
+            }
+            Ok(tip)
+        }
+    }
+}
+
+/// The state of action `id` at the target's tip (for reads outside a batch).
+///
+/// # Errors
+/// [`Error::ClaimUnavailable`]-free read errors: [`Error::Corrupt`], [`Error::Store`];
+/// [`Error::InvalidInput`] (field `remote`) when the remote cannot be read.
+pub fn read_at_target<T>(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+    read: impl FnOnce(&Overlay<'_>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let tip = target_tip(store, options, target).map_err(|reason| Error::InvalidInput {
+        field: "remote",
+        reason,
+    })?;
+    let ov = Overlay::new(store.snapshot(tip)?);
+    read(&ov)
+}
+
+enum Swap {
+    Landed,
+    Moved,
+    Failed(String),
+}
+
+fn swap(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+    tip: Option<CommitId>,
+    commit: CommitId,
+    log: &str,
+) -> Swap {
+    match target {
+        Target::Local => {
+            match store.update_ref_waiting(&options.ref_name, tip, commit, log, options.lock_wait) {
+                Ok(()) => Swap::Landed,
+                Err(store::Error::RefMoved { .. }) => Swap::Moved,
+                Err(e) => Swap::Failed(e.to_string()),
+            }
+        }
+        Target::Remote { url, ref_name } => {
+            use crate::remote::PushOutcome;
+            match crate::remote::push(store.git_dir(), url, ref_name, commit, tip) {
+                Ok(PushOutcome::Landed) => Swap::Landed,
+                Ok(PushOutcome::Moved) => Swap::Moved,
+                Ok(PushOutcome::Refused(why)) => {
+                    Swap::Failed(format!("the remote refused the push: {why}"))
+                }
+                Err(e) => Swap::Failed(e.to_string()),
+            }
+        }
+    }
+}
+
+/// Plans `ops` in order on the target's tip and lands everything they staged as ONE commit with
+/// ONE compare-and-swap (group commit); re-plans all of them on a moved ref, at most
+/// `options.max_attempts` times. `now` is read once per attempt. Returns one result per
+/// operation, in order, and what landed.
+///
+/// An operation's `Ok` is returned only when its records landed (or it staged none); its
+/// refusal stands on its own unless it read a record staged earlier in the batch and the batch
+/// did not land, in which case it is [`BatchError::Unavailable`] like every writer.
+pub fn land<R>(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+    ops: &mut [Op<'_, R>],
+    now: &mut dyn FnMut() -> i64,
+) -> (Vec<Result<R, BatchError>>, Landed) {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let now_ms = now();
+        let fail = |results: Vec<(Result<R, Error>, bool)>, reason: String| {
+            results
+                .into_iter()
+                .map(|(r, depends)| match r {
+                    Err(e) if !depends && !matches!(e, Error::ClaimUnavailable { .. }) => {
+                        Err(BatchError::Refused(e))
+                    }
+                    _ => Err(BatchError::Unavailable {
+                        reason: reason.clone(),
+                    }),
+                })
+                .collect()
+        };
+        let unavailable = |reason: String| {
+            let out = (0..ops.len())
+                .map(|_| {
+                    Err(BatchError::Unavailable {
+                        reason: reason.clone(),
+                    })
+                })
+                .collect();
+            (
+                out,
+                Landed {
+                    commit: None,
+                    attempts,
+                    writers: 0,
+                },
+            )
+        };
+        let tip = match target_tip(store, options, target) {
+            Ok(tip) => tip,
+            Err(reason) => return unavailable(reason),
+        };
+        let snap = match store.snapshot(tip) {
+            Ok(s) => s,
+            Err(e) => return unavailable(e.to_string()),
+        };
+        let mut ov = Overlay::new(snap);
+        let mut results = Vec::with_capacity(ops.len());
+        let mut writers = 0;
+        for op in ops.iter_mut() {
+            let mark = ov.mark();
+            ov.read_staged.set(false);
+            let r = op(&mut ov, now_ms);
+            if r.is_err() {
+                ov.rollback(mark);
+            }
+            let wrote = ov.mark().0 > mark.0;
+            writers += usize::from(wrote);
+            results.push((r, wrote || ov.read_staged.get()));
+        }
+        if ov.is_empty() {
+            let out = results
+                .into_iter()
+                .map(|(r, _)| r.map_err(BatchError::Refused))
+                .collect();
+            return (
+                out,
+                Landed {
+                    commit: None,
+                    attempts,
+                    writers: 0,
+                },
+            );
+        }
+        let message = if ov.lines.len() == 1 {
+            format!("finality: {}\n", ov.lines[0])
+        } else {
+            let mut m = format!(
+                "finality: {} record(s) of {writers} operation(s)\n\n",
+                ov.order.len()
+            );
+            for line in &ov.lines {
+                m.push_str("- ");
+                m.push_str(line);
+                m.push('\n');
+            }
+            m
+        };
+        let files: Vec<(String, Vec<u8>)> = ov
+            .staged
+            .iter()
+            .map(|(p, b)| (p.clone(), b.clone()))
+            .collect();
+        drop(ov);
+        let mut sig = options.signature.clone();
+        sig.time_seconds = now_ms.div_euclid(1000);
+        let commit = match store.write_commit(tip, &files, &message, &sig) {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    fail(results, e.to_string()),
+                    Landed {
+                        commit: None,
+                        attempts,
+                        writers: 0,
+                    },
+                );
+            }
+        };
+        let log = message.lines().next().unwrap_or("finality");
+        match swap(store, options, target, tip, commit, log) {
+            Swap::Landed => {
+                let out = results
+                    .into_iter()
+                    .map(|(r, _)| r.map_err(BatchError::Refused))
+                    .collect();
+                return (
+                    out,
+                    Landed {
+                        commit: Some(commit),
+                        attempts,
+                        writers,
+                    },
+                );
+            }
+            Swap::Moved if attempts < options.max_attempts => {
+                crate::publish::backoff(attempts.min(5));
+            }
+            Swap::Moved => {
+                let reason = format!(
+                    "{} kept moving: gave up after {attempts} attempts",
+                    options.ref_name
+                );
+                return (
+                    fail(results, reason),
+                    Landed {
+                        commit: None,
+                        attempts,
+                        writers: 0,
+                    },
+                );
+            }
+            Swap::Failed(reason) => {
+                return (
+                    fail(results, reason),
+                    Landed {
+                        commit: None,
+                        attempts,
+                        writers: 0,
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EXECUTION_CLAIMS, shell_act};
+    use super::*;
+    use crate::store::Signature;
+
+    const T0: i64 = 1_772_366_400_000;
+
+    fn options() -> Options {
+        let mut o = Options::new(Signature {
+            name: "action-ledger".into(),
+            email: "action-ledger@invalid".into(),
+            time_seconds: T0 / 1000,
+        });
+        o.max_attempts = 3;
+        o
+    }
+
+    fn new_action(id: &str) -> NewAction {
+        NewAction {
+            action_id: ActionId::parse(id).unwrap(),
+            agent_id: "agent-a".into(),
+            principal: "principal-a".into(),
+            act: Some(shell_act(&["make".into()])),
+            guard_decision_id: Some("gd_1".into()),
+            verdict: Verdict::Allow,
+            client_capabilities: vec![EXECUTION_CLAIMS.into()],
+            identity_verified: false,
+            containment_ref: None,
+            lifecycle: None,
+        }
+    }
+
+    fn request(attempt: &str) -> ClaimRequest {
+        ClaimRequest {
+            attempt_id: attempt.into(),
+            agent_id: Some("agent-a".into()),
+            principal: Some("principal-a".into()),
+            act: Some(shell_act(&["make".into()])),
+            verified: false,
+        }
+    }
+
+    fn repo() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+        (dir, store)
+    }
+
+    fn claim_op(id: &'static str, attempt: &'static str) -> Op<'static, Claim> {
+        Box::new(move |ov, now| claim(ov, id, &request(attempt), now))
+    }
+
+    fn commits(store: &Store) -> usize {
+        let mut n = 0;
+        let mut c = store.tip("refs/heads/main").unwrap();
+        while let Some(id) = c {
+            n += 1;
+            c = store.parents(id).unwrap().first().copied();
+        }
+        n
+    }
+
+    #[test]
+    fn one_batch_one_commit_and_in_batch_races_have_one_winner() {
+        let (_dir, store) = repo();
+        let mut ops: Vec<Op<'static, Claim>> = vec![
+            Box::new(|ov, now| {
+                create(ov, &new_action("act_a"), now)?;
+                Err(Error::InvalidInput {
+                    field: "test",
+                    reason: "a refusal after staging rolls its records back".into(),
+                })
+            }),
+            Box::new(|ov, now| {
+                create(ov, &new_action("act_b"), now)?;
+                claim(ov, "act_b", &request("attempt-0000000000000001"), now)
+            }),
+            claim_op("act_b", "attempt-0000000000000002"),
+            claim_op("act_missing", "attempt-0000000000000003"),
+        ];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        assert_eq!((landed.attempts, landed.writers), (1, 1));
+        assert!(matches!(
+            results[0],
+            Err(BatchError::Refused(Error::InvalidInput { .. }))
+        ));
+        assert_eq!(
+            results[1].as_ref().unwrap().attempt_id.as_str(),
+            "attempt-0000000000000001"
+        );
+        assert!(matches!(
+            results[2],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert!(matches!(
+            results[3],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert_eq!(commits(&store), 1);
+        let snap = store.snapshot(landed.commit).unwrap();
+        assert!(
+            !snap
+                .exists(
+                    &ActionId::parse("act_a")
+                        .unwrap()
+                        .path(super::super::RecordKind::Action)
+                )
+                .unwrap()
+        );
+        assert!(crate::finality::verify(&snap).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_moved_ref_is_replanned_so_a_claim_landed_elsewhere_wins() {
+        let (dir, store) = repo();
+        let mut setup: Vec<Op<'static, Created>> =
+            vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
+        land(&store, &options(), &Target::Local, &mut setup, &mut || T0).0[0]
+            .as_ref()
+            .unwrap();
+        // The first plan of our claim is overtaken by a CLI claim landing underneath.
+        let path = dir.path().join("state.git");
+        let mut moved = false;
+        let mut ops: Vec<Op<'_, Claim>> = vec![Box::new(|ov, now| {
+            if !moved {
+                moved = true;
+                let other = Store::open(&path).unwrap();
+                crate::finality::claim(
+                    &other,
+                    &options(),
+                    "act_a",
+                    &request("attempt-cli-000000001"),
+                    now,
+                )
+                .unwrap();
+            }
+            claim(ov, "act_a", &request("attempt-srv-000000001"), now)
+        })];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        drop(ops);
+        assert_eq!(landed.attempts, 2);
+        assert!(matches!(
+            results[0],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        let st = crate::finality::show(&store, "refs/heads/main", "act_a").unwrap();
+        assert_eq!(
+            st.claim.unwrap().attempt_id.as_str(),
+            "attempt-cli-000000001"
+        );
+    }
+
+    #[test]
+    fn an_exhausted_budget_is_unavailable_for_writers_and_their_dependents_only() {
+        let (dir, store) = repo();
+        let mut setup: Vec<Op<'static, Created>> = vec![
+            Box::new(|ov, now| create(ov, &new_action("act_a"), now)),
+            Box::new(|ov, now| create(ov, &new_action("act_b"), now)),
+        ];
+        land(&store, &options(), &Target::Local, &mut setup, &mut || T0);
+        // Every plan is overtaken by an unrelated write: the ref never holds still.
+        let path = dir.path().join("state.git");
+        let mut n = 0;
+        let mut ops: Vec<Op<'_, Claim>> = vec![
+            Box::new(|ov, now| {
+                n += 1;
+                let other = Store::open(&path).unwrap();
+                let mut a = new_action(&format!("act_noise{n}"));
+                a.guard_decision_id = None;
+                crate::finality::create_action(&other, &options(), &a, now).unwrap();
+                claim(ov, "act_a", &request("attempt-0000000000000001"), now)
+            }),
+            claim_op("act_a", "attempt-0000000000000002"),
+            claim_op("act_missing", "attempt-0000000000000003"),
+        ];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        drop(ops);
+        assert_eq!((landed.attempts, landed.commit), (3, None));
+        assert!(
+            matches!(results[0], Err(BatchError::Unavailable { .. })),
+            "{:?}",
+            results[0]
+        );
+        // Refused only because of the first claim, which did not land: not a conflict.
+        assert!(
+            matches!(results[1], Err(BatchError::Unavailable { .. })),
+            "{:?}",
+            results[1]
+        );
+        assert!(matches!(
+            results[2],
+            Err(BatchError::Refused(Error::ClaimConflict { .. }))
+        ));
+        assert!(
+            crate::finality::show(&store, "refs/heads/main", "act_a")
+                .unwrap()
+                .claim
+                .is_none()
+        );
+    }
+
+    fn rules(findings: &[crate::verify::Finding]) -> Vec<(String, &'static str)> {
+        findings
+            .iter()
+            .map(|f| (f.path.rsplit('/').next().unwrap().to_owned(), f.rule.code()))
+            .collect()
+    }
+
+    #[test]
+    fn verify_checks_approvals_and_decisions() {
+        let (_dir, store) = repo();
+        let decision = Decision {
+            decision_id: ActionId::parse("gd_1").unwrap(),
+            verdict: Verdict::RequireApproval,
+            rule: Some("deploys".into()),
+            reason: None,
+            action_type: Some("deploy".into()),
+            agent_id: Some("agent-a".into()),
+            principal: "principal-a".into(),
+            act_content_hash: act_content_hash(Some(&shell_act(&["make".into()]))),
+            containment_ref: None,
+            decided_at_ms: T0,
+        };
+        let mut gated = new_action("act_gated");
+        gated.verdict = Verdict::RequireApproval;
+        let d = decision.clone();
+        let mut ops: Vec<Op<'static, ()>> = vec![Box::new(move |ov, now| {
+            decide(ov, &d)?;
+            create(ov, &gated, now)?;
+            assert!(claim(ov, "act_gated", &request("attempt-0000000000000001"), now).is_err());
+            approve(ov, "act_gated", ApprovalDecision::Approve, "ops", now)?;
+            claim(ov, "act_gated", &request("attempt-0000000000000001"), now)?;
+            let mut open = new_action("act_open");
+            open.guard_decision_id = Some("gd_opaque".into());
+            create(ov, &open, now)?;
+            report(
+                ov,
+                "act_open",
+                &OutcomeReport {
+                    status: "completed".into(),
+                    ..OutcomeReport::default()
+                },
+                now,
+            )?;
+            Ok(())
+        })];
+        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        results.into_iter().for_each(|r| r.unwrap());
+        let good = landed.commit.unwrap();
+        let clean = crate::finality::verify(&store.snapshot(Some(good)).unwrap()).unwrap();
+        assert!(clean.is_empty(), "{clean:?}");
+
+        let id = |s: &str| ActionId::parse(s).unwrap();
+        let approval = |a: &str| Approval {
+            action_id: id(a),
+            decision: ApprovalDecision::Approve,
+            decided_by: "ops".into(),
+            decided_at_ms: T0,
+        };
+        let mut disagreeing = decision.clone();
+        disagreeing.decision_id = id("gd_2");
+        let mut unapproved = new_action("act_unapproved");
+        unapproved.verdict = Verdict::RequireApproval;
+        let unapproved = unapproved.to_action(T0).unwrap();
+        let unapproved_claim = Claim {
+            action_id: id("act_unapproved"),
+            attempt_id: AttemptId::parse("attempt-0000000000000009").unwrap(),
+            binding_sha256: Digest::of(unapproved.to_bytes()),
+            claimed_at_ms: T0,
+            guard_decision_id: "gd_1".into(),
+        };
+        let mut misbound = new_action("act_misbound");
+        misbound.guard_decision_id = Some("gd_2".into());
+        misbound.verdict = Verdict::Allow;
+        let files = vec![
+            // An approval of an action that never waited for one, after its outcome.
+            (
+                id("act_open").path(super::super::RecordKind::Approval),
+                approval("act_open").to_bytes(),
+            ),
+            // A claim of an action that was never approved.
+            (
+                unapproved.action_id.path(super::super::RecordKind::Action),
+                unapproved.to_bytes(),
+            ),
+            (
+                unapproved.action_id.path(super::super::RecordKind::Claim),
+                unapproved_claim.to_bytes(),
+            ),
+            // An action whose verdict is not its decision's.
+            (
+                decision::path(&disagreeing.decision_id),
+                disagreeing.to_bytes(),
+            ),
+            (
+                id("act_misbound").path(super::super::RecordKind::Action),
+                misbound.to_action(T0).unwrap().to_bytes(),
+            ),
+            // A decision at the wrong path.
+            (
+                format!("{}/zz/gd_3.json", decision::DECISIONS),
+                decision.to_bytes(),
+            ),
+        ];
+        let bad = store
+            .write_commit(Some(good), &files, "forged\n", &options().signature)
+            .unwrap();
+        let mut got = rules(&crate::finality::verify(&store.snapshot(Some(bad)).unwrap()).unwrap());
+        got.sort();
+        let want = [
+            ("action.json", "finality-record-invalid"),
+            ("approval.json", "finality-lifecycle-mismatch"),
+            ("claim.json", "finality-claim-mismatch"),
+            ("claim.json", "finality-claim-mismatch"),
+            ("gd_3.json", "finality-unknown-path"),
+        ];
+        assert_eq!(got, want.map(|(a, b)| (a.to_owned(), b)).to_vec());
+        // A push adding the approval after the outcome is refused for that too.
+        let range = rules(&crate::finality::verify_range(&store, Some(good), bad).unwrap());
+        assert!(
+            range.contains(&("approval.json".to_owned(), "finality-lifecycle-mismatch")),
+            "{range:?}"
+        );
+        assert!(range.len() > want.len(), "{range:?}");
+    }
+}

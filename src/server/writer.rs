@@ -1,0 +1,213 @@
+//! The single writer: takes every operation queued at that moment and lands them as one commit
+//! ([`crate::finality::batch::land`]). It runs on its own thread, never on the async executor;
+//! requests wait for their answer on a oneshot channel.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use crate::canonical::Value;
+use crate::finality::Options;
+use crate::finality::batch::{self, BatchError, Op, Target};
+use crate::store::Store;
+
+use super::Clock;
+
+/// A successful answer of an operation: HTTP status and JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: u16,
+    /// JSON body.
+    pub body: Value,
+    /// Send `Cache-Control: no-store` (claims).
+    pub no_store: bool,
+}
+
+impl Answer {
+    /// `status` with `body`.
+    pub fn new(status: u16, body: Value) -> Answer {
+        Answer {
+            status,
+            body,
+            no_store: false,
+        }
+    }
+}
+
+/// What a queued operation is answered with.
+pub type Reply = Result<Answer, BatchError>;
+
+/// The writer opens its repository again after this many batches (see where it is used).
+const REOPEN_EVERY: u32 = 1024;
+
+struct Job {
+    op: Op<'static, Answer>,
+    tx: tokio::sync::oneshot::Sender<Reply>,
+}
+
+/// The handle requests submit operations through.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+}
+
+/// The writer thread; join it after the last [`Writer`] is dropped.
+pub struct Handle(std::thread::JoinHandle<()>);
+
+impl Handle {
+    /// Waits for the writer to land what was queued and stop.
+    pub fn join(self) {
+        let _ = self.0.join();
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
+    /// handles stay on the thread that opened them). A batch takes at most `max_batch`
+    /// operations, gathered for at most `linger` after the first.
+    ///
+    /// # Errors
+    /// When the thread cannot be spawned or the repository cannot be opened.
+    pub fn start(
+        repo: std::path::PathBuf,
+        options: Options,
+        target: Target,
+        clock: Arc<dyn Clock>,
+        max_batch: usize,
+        linger: std::time::Duration,
+    ) -> std::io::Result<(Writer, Handle)> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
+        let max_batch = max_batch.max(1);
+        let thread = std::thread::Builder::new()
+            .name("action-ledger-writer".into())
+            .spawn(move || {
+                let mut store = match Store::open(&repo) {
+                    Ok(s) => {
+                        let _ = opened_tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(format!("{}: {e}", repo.display())));
+                        return;
+                    }
+                };
+                let mut last_batch = 0;
+                let mut batches = 0u32;
+                while let Ok(first) = rx.recv() {
+                    // Each landed batch of more than a few records adds a pack, and an open
+                    // repository has room for a fixed number of pack indices (sized when it was
+                    // opened): open it again from time to time, sized for what is on disk now.
+                    batches = batches.wrapping_add(1);
+                    if batches.is_multiple_of(REOPEN_EVERY)
+                        && let Ok(fresh) = Store::open(&repo)
+                    {
+                        store = fresh;
+                    }
+                    // Under load, requests arrive in waves (the clients answered by the last
+                    // batch all send their next request at once): wait up to `linger` for the
+                    // rest of the wave, so that a batch is not landed with the first two of
+                    // sixty. A lone client (batches of one) does not wait.
+                    let wait = if last_batch > 1 {
+                        linger
+                    } else {
+                        std::time::Duration::ZERO
+                    };
+                    let deadline = std::time::Instant::now() + wait;
+                    let mut jobs = vec![first];
+                    while jobs.len() < max_batch {
+                        match rx.try_recv() {
+                            Ok(job) => jobs.push(job),
+                            Err(mpsc::TryRecvError::Disconnected) => break,
+                            Err(mpsc::TryRecvError::Empty) => {
+                                let left =
+                                    deadline.saturating_duration_since(std::time::Instant::now());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                match rx.recv_timeout(left) {
+                                    Ok(job) => jobs.push(job),
+                                    Err(_) => break,
+                                }
+                            }
+                        }
+                    }
+                    last_batch = jobs.len();
+                    let (mut ops, txs): (Vec<_>, Vec<_>) =
+                        jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
+                    // A planner that panics (a bug) must not take the writer down with it: the
+                    // batch did not land, and every request of it is told so.
+                    let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now_ms()).0
+                    }));
+                    let results = landed.unwrap_or_else(|_| {
+                        (0..txs.len())
+                            .map(|_| {
+                                Err(BatchError::Unavailable {
+                                    reason: "internal error while planning the batch".into(),
+                                })
+                            })
+                            .collect()
+                    });
+                    for (tx, result) in txs.into_iter().zip(results) {
+                        // The client may be gone; its operation landed (or not) all the same.
+                        let _ = tx.send(result);
+                    }
+                }
+            })?;
+        match opened_rx.recv() {
+            Ok(Ok(())) => Ok((Writer { tx }, Handle(thread))),
+            Ok(Err(e)) => Err(std::io::Error::other(e)),
+            Err(_) => Err(std::io::Error::other("the writer thread stopped at start")),
+        }
+    }
+
+    /// Queues `op` and waits until the batch that holds it landed (or failed).
+    pub async fn submit(&self, op: Op<'static, Answer>) -> Reply {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let gone = || BatchError::Unavailable {
+            reason: "the writer has stopped".into(),
+        };
+        self.tx.send(Job { op, tx }).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_operation_does_not_stop_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("state.git");
+        drop(Store::open_or_init_bare(&repo, "refs/heads/main").unwrap());
+        let options = Options::new(crate::store::Signature {
+            name: "t".into(),
+            email: "t@invalid".into(),
+            time_seconds: 0,
+        });
+        let clock: Arc<dyn Clock> = Arc::new(|| 1_772_366_400_000i64);
+        let (writer, handle) = Writer::start(
+            repo,
+            options,
+            Target::Local,
+            clock,
+            8,
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
+        let r = writer
+            .submit(Box::new(|_, _| -> Result<Answer, crate::finality::Error> {
+                panic!("a bug in a planner")
+            }))
+            .await;
+        assert!(matches!(r, Err(BatchError::Unavailable { .. })), "{r:?}");
+        let r = writer
+            .submit(Box::new(|_, _| Ok(Answer::new(200, Value::Null))))
+            .await;
+        assert_eq!(r.unwrap().status, 200);
+        drop(writer);
+        handle.join();
+    }
+}
