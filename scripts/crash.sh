@@ -3,10 +3,10 @@
 # repository is intact (`git fsck --strict`, `action-ledger verify`), that the ref holds either
 # the old tip or a complete publication, and that replaying the publication completes.
 #
-# A kill inside the ref update itself can leave `refs/heads/main.lock` behind (as with git); a
-# writer reclaims it once it is 30 s old and unheld (store::STALE_REF_LOCK_AGE), and
-# until then publish refuses with a message naming the lock; the script removes it as an operator
-# would once no publisher runs. Such runs are counted.
+# A kill inside the ref update itself can leave `refs/heads/main.lock` behind (as with git); the
+# next writer reclaims it when the killed writer had noted itself as its owner, and otherwise
+# refuses with a message naming the lock; the script then removes it as an operator would once
+# no publisher runs. Such runs are counted.
 #
 # usage: scripts/crash.sh [RUNS]   (default 200)
 set -euo pipefail

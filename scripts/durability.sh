@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Durability order of every write, checked on the system calls of the built binary (strace):
 #   a first publication into a new repository, an update, a replay, action create, claim and
-#   outcome, sweep, and compact. For each traced run the checker asserts that
+#   outcome, compact, and hooks install. For each traced run the checker asserts that
 #   - every file renamed or linked into the repository was fsynced after its last write;
 #   - the directory of every such rename was fsynced before the ref moved (objects) or before the
 #     command acknowledged (printed its result), and the ref's own directory likewise;
@@ -189,6 +189,7 @@ traced "action create (loose objects)" 1 -- "$bin" -q action create --repo "$rep
 traced "action claim" 1 -- "$bin" -q action claim --repo "$repo" act_dur_1 --attempt dur-attempt-0000000001 -- true
 traced "action outcome" 1 -- "$bin" -q action outcome --repo "$repo" act_dur_1 completed --attempt dur-attempt-0000000001
 traced "compact" 1 -- "$bin" -q compact --repo "$repo" --now 2026-05-01 --retention-days 1
+traced "hooks install (the hook and config replaced)" 0 -- "$bin" -q hooks install --repo "$repo"
 [ "$failed" -eq 0 ] || { echo "durability: FAIL: see above" >&2; exit 1; }
 git -C "$repo" fsck --strict --no-progress >/dev/null 2>&1 || { echo "durability: FAIL: git fsck" >&2; exit 1; }
 "$bin" -q verify --repo "$repo" || { echo "durability: FAIL: verify" >&2; exit 1; }

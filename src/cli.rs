@@ -822,9 +822,7 @@ fn run_hooks_install(
     let path = hooks.join("pre-receive");
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(&hooks)?;
-        std::fs::write(&path, &script)?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        crate::durable::replace_file(&path, script.as_bytes(), Some(0o755))
     };
     write().map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
     store

@@ -18,6 +18,8 @@
 //! - ref updates (store): gix's ref transaction writes the new value into `<ref>.lock` during
 //!   `prepare` but does not fsync it, so the store fsyncs the lock file between `prepare` and
 //!   `commit` (the rename), then fsyncs the ref's directories before it reports success;
+//! - `hooks install` and the store's config edits: the hook and `config` are replaced through a
+//!   temporary file ([`replace_file`]);
 //! - a new repository (store): built in a staging directory whose every file (`HEAD`, `config`,
 //!   …) and directory is fsynced before the staging directory is renamed to its final name, and
 //!   the parent directory fsynced after.
@@ -72,6 +74,37 @@ pub fn write_synced(tmp: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
         f.write_all(p)?;
     }
     f.sync_all()
+}
+
+/// Replaces (or creates) the file at `path` with `bytes` following the discipline: a temporary
+/// file beside it, written and fsynced (with Unix permission bits `mode` when given), renamed
+/// over `path`, then the directory fsynced. Readers see the old or the new file, never a part.
+///
+/// # Errors
+/// Any I/O error; the temporary file is removed on failure.
+pub fn replace_file(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(temp_name("replace"));
+    let result = (|| {
+        write_synced(&tmp, &[bytes])?;
+        #[cfg(unix)]
+        if let Some(mode) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+            sync_file(&tmp)?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// fsyncs the file at `path` (data and metadata).

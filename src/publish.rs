@@ -375,7 +375,11 @@ fn read_source_shards(root: &Path, expected_paths: Option<&[String]>) -> Result<
             shards.extend(run.into_shards()?);
         }
         shards.sort_by(|a, b| a.path.cmp(&b.path));
-        return Ok(Source::Sealed(shards));
+        // A spool without events beside shard files (a finalize output whose spool directory
+        // kept only its lock directories) publishes the shards, never silently nothing.
+        if !shards.is_empty() || h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
+            return Ok(Source::Sealed(shards));
+        }
     }
     if let Some(paths) = expected_paths {
         return read_manifest_files(handle.as_ref(), paths).map(Source::Files);
@@ -1097,6 +1101,11 @@ fn sealed_replay(
     let Some(seals) = handle.list_dir(&seal_dir, spool::MAX_ENTRIES)? else {
         return Ok(None);
     };
+    // No seal beside shard files: not a replay of a sealed spool (read_source_shards publishes
+    // the shards).
+    if seals.is_empty() && handle.entry_kind(shard::EVENTS_ROOT)? == Some(EntryKind::Dir) {
+        return Ok(None);
+    }
     // Through the view, so a shard of a compacted month reads as its original bytes.
     let view = crate::view::View::new(snap);
     let read_snap = |path: &str| -> Result<Option<String>, Error> {
@@ -1361,6 +1370,34 @@ mod tests {
             Err(Error::SourceNotADirectory(p)) if p == file
         ));
         assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
+    }
+
+    /// Shard files beside a spool directory that holds no events (only its lock directories, as
+    /// a finalize leaves it) are published, never silently dropped as an empty source.
+    #[test]
+    fn shards_beside_an_eventless_spool_are_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        for (name, spool_dirs) in [
+            ("locks", &["_locks"][..]),
+            ("reserved", &["_locks", "_partitions", "_finalizations"][..]),
+            ("bare", &[][..]),
+        ] {
+            let root = dir.path().join(name);
+            for d in spool_dirs {
+                std::fs::create_dir_all(root.join(spool::SPOOL_DIR).join(d)).unwrap();
+            }
+            std::fs::create_dir_all(root.join(spool::SPOOL_DIR)).unwrap();
+            for file in read_source(&day1("001"), None).unwrap() {
+                let path = root.join(&file.path);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, &file.content).unwrap();
+            }
+            let p = publish(&store, &root, &options).unwrap();
+            assert_ne!(p.status, Status::Empty, "{name}: shards were dropped");
+            assert!(!p.manifest.event_paths.is_empty(), "{name}");
+        }
     }
 
     #[test]

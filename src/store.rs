@@ -33,8 +33,9 @@
 //!   writer is gone.
 //! - **During the ref update**: at most a stale `<ref>.lock` file remains; the ref itself is either
 //!   the old value or the new one (rename is atomic). A left-over lock makes later updates fail
-//!   with [`Error::RefLocked`] until it is provably stale (no writer holds its `flock` and it is
-//!   older than [`STALE_REF_LOCK_AGE`]); then the next writer removes it and goes on.
+//!   with [`Error::RefLocked`] until it is provably stale (its owner noted itself and is dead,
+//!   and nobody holds its `flock`); then the next writer removes it and goes on. A lock left by
+//!   git, or by a writer killed before it noted itself, is removed by hand.
 //! - **After the ref update returned**: the new tip is durable and complete: every object it
 //!   reaches, the ref file and the rename were on disk before the call returned.
 //!
@@ -564,7 +565,19 @@ impl Store {
             path: path.to_owned(),
             source: err,
         };
+        // Directories created on the way must be durable too: fsync each new one's parent.
+        let mut missing = Vec::new();
+        let mut up = Some(parent.as_path());
+        while let Some(dir) = up.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            missing.push(dir.to_owned());
+            up = dir.parent();
+        }
         std::fs::create_dir_all(&parent).map_err(|e| init(Box::new(e)))?;
+        for dir in &missing {
+            if let Some(above) = dir.parent().filter(|d| !d.as_os_str().is_empty()) {
+                durable::sync_dir(above).map_err(|e| init(Box::new(e)))?;
+            }
+        }
         let created = gix::ThreadSafeRepository::init_opts(
             &staging,
             gix::create::Kind::Bare,
@@ -894,17 +907,36 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             other => other.map(Some),
         };
-        let _held = match held {
+        let held = match held {
             Ok(held) => held,
             Err(source) => {
                 drop(prepared); // rolls the lock back
                 return Err(Error::Sync { path: lock, source });
             }
         };
-        prepared
+        let owner = self.lock_owner_path(ref_name);
+        if let Some(file) = &held {
+            // Advisory: lets a later writer prove this lock stale if we die holding it.
+            let _ = write_lock_owner(&owner, file);
+        }
+        let committed = prepared
             .commit(Some(committer))
-            .map_err(git_err("update ref", ref_name))?;
+            .map_err(git_err("update ref", ref_name));
+        if held.is_some() {
+            let _ = std::fs::remove_file(&owner);
+        }
+        committed?;
         self.sync_ref_dirs(ref_name)
+    }
+
+    /// Where a writer of this crate notes that it owns `<ref>.lock`: `action-ledger/ref-locks/`
+    /// in the repository directory, one file per ref (its name hex-encoded).
+    fn lock_owner_path(&self, ref_name: &str) -> PathBuf {
+        let name: String = ref_name.bytes().map(|b| format!("{b:02x}")).collect();
+        self.repo
+            .common_dir()
+            .join("action-ledger/ref-locks")
+            .join(name)
     }
 
     /// [`Store::update_ref`], retried while another writer holds the ref's lock, for at most
@@ -1012,17 +1044,19 @@ impl Store {
     /// Removes `<ref>.lock` when its owner is provably gone; true when the lock is gone (removed
     /// here or by its owner) and the update may be tried again.
     ///
-    /// Every writer of this crate holds an exclusive `flock` on the lock file from just after gix
-    /// creates it until the rename ([`hold_lock_file`]); the kernel drops that lock when the
-    /// process dies. A lock file is stale when nobody holds its `flock` *and* it is older than
-    /// [`STALE_REF_LOCK_AGE`]: the age covers the moment between its creation and the `flock`,
-    /// and git's own writers, which do not `flock`, yet hold a ref lock only for milliseconds.
-    /// The removal happens while holding the `flock`, and only if the path still names the same
-    /// file, so two reclaimers cannot remove a fresh lock. The age is measured against the file
-    /// system's modification time with the machine's clock (not the ledger's clock).
+    /// A writer of this crate holds an exclusive `flock` on the lock file from just after gix
+    /// creates it until the rename ([`hold_lock_file`]), and notes itself as the owner in
+    /// `action-ledger/ref-locks/` (PID, process incarnation, and the lock file's device, inode
+    /// and modification time). A lock is stale only when nobody holds its `flock`, its owner
+    /// note names this very file, and that process is dead (or its PID now names another
+    /// process). A lock without such a note (git's own writers do not `flock` or note anything,
+    /// and a writer may die between creating the lock and noting it) is never removed: the
+    /// writer refuses and says how to check. The removal happens while holding the `flock`, and
+    /// only if the path still names the same file, so two reclaimers cannot remove a fresh lock.
     ///
-    /// Limits: `flock` is local to one host; on a network file system shared by several hosts,
-    /// only the age protects a lock held by a live writer on another host.
+    /// Limits: `flock` and PIDs are local to one host; on a network file system shared by
+    /// several hosts a note from another host is not trusted (its incarnation cannot be
+    /// checked here), so such a lock is kept.
     fn reclaim_stale_ref_lock(&self, ref_name: &str) -> bool {
         let path = self.ref_lock_path(ref_name);
         let file = match std::fs::File::open(&path) {
@@ -1032,16 +1066,22 @@ impl Store {
         let Ok(meta) = file.metadata() else {
             return false;
         };
-        let old_enough = meta
-            .modified()
-            .ok()
-            .and_then(|m| std::time::SystemTime::now().duration_since(m).ok())
-            .is_some_and(|age| age >= STALE_REF_LOCK_AGE);
-        if !old_enough {
-            return false;
-        }
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
             return false; // a live writer holds it
+        }
+        let Ok(note) = std::fs::read_to_string(self.lock_owner_path(ref_name)) else {
+            return false; // no owner we can check: git's, or ours before it noted itself
+        };
+        let Some((pid, incarnation, identity)) = parse_lock_owner(&note) else {
+            return false;
+        };
+        if identity != file_identity(&meta) {
+            return false; // the note is about an earlier lock file
+        }
+        let alive = crate::lock::pid_alive(pid)
+            && crate::lock::process_incarnation(pid).is_none_or(|now| now.as_str() == incarnation);
+        if alive {
+            return false;
         }
         if !same_file(&meta, &path) {
             return true; // replaced meanwhile: try again
@@ -1168,10 +1208,6 @@ fn open_options() -> gix::open::Options {
     )
 }
 
-/// A ref lock older than this, which no live writer of this crate holds, is stale
-/// ([`Store::update_ref`] reclaims it). A ref update holds its lock for milliseconds.
-pub const STALE_REF_LOCK_AGE: Duration = Duration::from_secs(30);
-
 /// Opens the ref lock at `path`, takes its exclusive `flock` (waiting while a reclaimer inspects
 /// it) and fsyncs it. The returned file keeps the `flock` until it is dropped.
 fn hold_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
@@ -1179,6 +1215,50 @@ fn hold_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     file.sync_all()?;
     Ok(file)
+}
+
+/// Device, inode and modification time (ns) of a file, as the owner note records them.
+fn file_identity(meta: &std::fs::Metadata) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        format!(
+            "{}:{}:{}.{:09}",
+            meta.dev(),
+            meta.ino(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        String::new()
+    }
+}
+
+/// Notes this process as the owner of the held ref lock `file` in `owner`:
+/// `<pid> <incarnation> <identity>\n`.
+fn write_lock_owner(owner: &Path, file: &std::fs::File) -> std::io::Result<()> {
+    let incarnation = crate::lock::process_incarnation(std::process::id())
+        .ok_or_else(|| std::io::Error::other("no process incarnation"))?;
+    if let Some(dir) = owner.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let note = format!(
+        "{} {} {}\n",
+        std::process::id(),
+        incarnation.as_str(),
+        file_identity(&file.metadata()?)
+    );
+    std::fs::write(owner, note)
+}
+
+/// `(pid, incarnation, identity)` of an owner note.
+fn parse_lock_owner(note: &str) -> Option<(u32, &str, &str)> {
+    let mut fields = note.trim_end().splitn(3, ' ');
+    let pid = fields.next()?.parse().ok()?;
+    Some((pid, fields.next()?, fields.next()?))
 }
 
 /// Whether `path` still names the file whose metadata is `meta` (same device and inode).
@@ -1402,11 +1482,13 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
     None
 }
 
-/// The first entry that is neither a tree nor a `100644` file, as a [`TreeDefect::Mode`].
+/// The first entry that is neither a tree nor a file of mode exactly `100644` (git also reads
+/// the obsolete `100664` as a file; the ledger's rule, like `verify`'s, does not), as a
+/// [`TreeDefect::Mode`].
 fn odd_mode(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
     entries
         .iter()
-        .find(|e| !matches!(e.mode.kind(), EntryKind::Tree | EntryKind::Blob))
+        .find(|e| !e.mode.is_tree() && e.mode.value() != 0o100644)
         .map(|e| TreeDefect::Mode {
             name: e.filename.to_str_lossy().into_owned(),
             mode: format!("{:06o}", e.mode.value()),
@@ -2154,7 +2236,7 @@ impl Store {
         }
         let mut out = Vec::new();
         file.write_to(&mut out).map_err(|e| io_err(Box::new(e)))?;
-        std::fs::write(&path, out).map_err(|e| io_err(Box::new(e)))?;
+        durable::replace_file(&path, &out, None).map_err(|e| io_err(Box::new(e)))?;
         Ok(())
     }
 
@@ -2771,50 +2853,63 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_ref_lock_is_reclaimed_a_live_or_fresh_one_is_not() {
+    fn only_a_ref_lock_whose_noted_owner_is_dead_is_reclaimed() {
         let (_tmp, repo, store) = new_store();
         let c1 = publish(&store, &[("a", "1")]);
         let c2 = store
             .write_commit(Some(c1), &files(&[("b", "2")]), "m", &sig())
             .expect("write");
         let lock = repo.join("refs/heads/main.lock");
-        let age = |seconds: u64| {
-            let f = std::fs::File::options()
-                .write(true)
-                .open(&lock)
-                .expect("open");
-            let then = std::time::SystemTime::now() - Duration::from_secs(seconds);
-            f.set_modified(then).expect("set mtime");
+        let owner = store.lock_owner_path(MAIN);
+        let note = |pid: u32, incarnation: &str| {
+            let meta = std::fs::metadata(&lock).expect("lock");
+            std::fs::create_dir_all(owner.parent().unwrap()).unwrap();
+            std::fs::write(
+                &owner,
+                format!("{pid} {incarnation} {}\n", file_identity(&meta)),
+            )
+            .unwrap();
         };
-        // Old, and held by a live writer (a flock on another open file description).
+        let locked = |store: &Store| {
+            matches!(
+                store.update_ref(MAIN, Some(c1), c2, "m"),
+                Err(Error::RefLocked { .. })
+            )
+        };
+        let own = crate::lock::process_incarnation(std::process::id()).expect("incarnation");
+        // A PID above the kernel's maximum is certainly dead.
+        let dead = 4_194_305;
         std::fs::write(&lock, "").expect("lock");
-        age(STALE_REF_LOCK_AGE.as_secs() + 60);
+        // No owner note: git's lock, or a writer that died before noting itself. Kept.
+        assert!(locked(&store), "an unnoted lock is kept");
+        // A note by a live process (this one): kept.
+        note(std::process::id(), own.as_str());
+        assert!(locked(&store), "a live owner's lock is kept");
+        // A note by our PID under another incarnation: the PID was reused, the owner is dead;
+        // but a live writer holds the flock: kept.
+        note(std::process::id(), &"0".repeat(64));
         let holder = std::fs::File::open(&lock).expect("open");
         rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockExclusive).expect("flock");
-        assert!(matches!(
-            store.update_ref(MAIN, Some(c1), c2, "m"),
-            Err(Error::RefLocked { .. })
-        ));
-        assert!(lock.exists(), "a live writer's lock is kept, however old");
-        // Its writer died (the kernel dropped the flock): the lock is reclaimed.
+        assert!(locked(&store), "a flocked lock is kept");
         drop(holder);
+        // A dead owner's note about an earlier lock file (another inode or time): kept.
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::write(&lock, "").expect("lock");
+        std::fs::write(
+            &owner,
+            format!("{dead} {} 1:2:3.000000004\n", "0".repeat(64)),
+        )
+        .unwrap();
+        assert!(locked(&store), "a note about another file proves nothing");
+        assert!(lock.exists());
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c1.to_hex());
+        // A dead owner's note about this very lock, nobody holding it: reclaimed.
+        note(dead, &"0".repeat(64));
         store
             .update_ref(MAIN, Some(c1), c2, "m")
-            .expect("a dead writer's old lock is reclaimed");
+            .expect("a dead owner's lock is reclaimed");
         assert!(!lock.exists());
-        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
-        // Unheld but younger than the threshold: a writer may be between creating and locking
-        // it, or be git itself; kept.
-        let c3 = store
-            .write_commit(Some(c2), &files(&[("c", "3")]), "m", &sig())
-            .expect("write");
-        std::fs::write(&lock, "").expect("lock");
-        age(STALE_REF_LOCK_AGE.as_secs() / 2);
-        assert!(matches!(
-            store.update_ref(MAIN, Some(c2), c3, "m"),
-            Err(Error::RefLocked { .. })
-        ));
-        assert!(lock.exists());
+        assert!(!owner.exists(), "the owner note goes with the update");
         assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
     }
 
