@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Trees that are not well-formed, planted with plumbing as any tool can (`git hash-object -t tree
-# --literally`): a name twice, a name both file and directory, entries out of git's order, and a
-# non-regular entry, at the paths that publish, compaction and the finality operations edit and
+# --literally`): a name twice, a name both file and directory, entries out of git's order, a
+# non-regular entry, a zero-padded mode, and the names `.git` and `..`, at the paths that publish, compaction and the finality operations edit and
 # at other depths. For each:
 #   - the writer (publish, compact, action create) refuses with exit 2, names the tree and points
 #     at verify and git fsck, and leaves the ref unchanged;
 #   - `verify` of the planted tip and `verify --range` of the planting commit report the rule
-#     (tree-duplicate-entry, tree-file-directory-conflict, tree-unsorted, entry-mode);
+#     (tree-duplicate-entry, tree-file-directory-conflict, tree-unsorted, entry-mode,
+#     tree-not-canonical, tree-bad-name);
 #   - the pre-receive hook refuses the push, also on a server without receive.fsckObjects.
 # Usage: scripts/e2e-malformed-trees.sh   (BIN=path/to/action-ledger to choose the binary)
 set -euo pipefail
@@ -57,6 +58,11 @@ elif kind == "unsorted":
     leaf.append([b"100644", b"zz-extra", blob]); leaf.reverse()
 elif kind == "symlink":
     leaf.append([b"120000", b"zz-link", blob])
+elif kind == "zero-padded":
+    assert subtree, "needs a subtree"
+    subtree[0] = b"040000"
+elif kind in ("dotgit", "dotdot"):
+    leaf.insert(0, [b"40000", b".git" if kind == "dotgit" else b"..", bytes.fromhex(chain[-1] if chain else git("rev-parse", base + "^{tree}").strip().decode())])
 else:
     raise SystemExit("unknown kind " + kind)
 tid = write(leaf)
@@ -83,7 +89,8 @@ day=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/events | sed -n 1p
 month=$(echo "$day" | cut -d/ -f1-5)
 action_dir=$(git -C "$repo" ls-tree -r --name-only main -- finality/v1/actions | sed -n 1p | cut -d/ -f1-4)
 rule_of() { case $1 in duplicate) echo tree-duplicate-entry ;; file-directory) echo tree-file-directory-conflict ;;
-  unsorted) echo tree-unsorted ;; symlink) echo entry-mode ;; esac; }
+  unsorted) echo tree-unsorted ;; symlink) echo entry-mode ;; zero-padded) echo tree-not-canonical ;;
+  dotgit|dotdot) echo tree-bad-name ;; esac; }
 
 # expect_refused NAME KIND PLACE COMMAND...: plant KIND at PLACE as the tip, run COMMAND (a writer
 # whose edits pass through PLACE); it exits 2 naming the tree, and the ref stays.
@@ -115,7 +122,7 @@ expect_refused() {
 publish_new() { "$bin" -q publish --repo "$repo" "$corpus/shards/${jobs[2]}"; }
 create_new() { "$bin" -q action create --repo "$repo" --id act_e2e_2 --guard-decision gd_e2e_2 -- true; }
 compact_all() { "$bin" -q compact --repo "$repo" --now 2026-05-01 --retention-days 1; }
-for kind in duplicate file-directory unsorted symlink; do
+for kind in duplicate file-directory unsorted symlink zero-padded dotgit dotdot; do
   expect_refused "publish" "$kind" "$month" publish_new
   expect_refused "publish" "$kind" "ledger/v1/import-bindings" publish_new
   expect_refused "compact" "$kind" "$month" compact_all
@@ -126,7 +133,7 @@ expect_refused "publish" unsorted "" publish_new
 expect_refused "action claim" unsorted "$action_dir" "$bin" -q action claim --repo "$repo" act_e2e_1 --attempt e2e-attempt-000000001 -- true
 
 # The hook refuses each kind, although the server does not fsck pushed objects.
-for kind in duplicate file-directory unsorted symlink; do
+for kind in duplicate file-directory unsorted symlink zero-padded dotgit dotdot; do
   planted=$(plant "$repo" "$good" "$month" "$kind")
   git -C "$repo" update-ref refs/heads/main "$planted" "$good"
   if git -C "$repo" push -q "$work/server.git" main 2>"$work/push.err"; then fail "the hook accepted a $kind tree"; fi

@@ -1401,6 +1401,20 @@ pub enum TreeDefect {
         /// The first entry out of order.
         name: String,
     },
+    /// A name git refuses in a tree (`git fsck`: `emptyName`, `hasDot`, `hasDotdot`,
+    /// `hasDotgit`, `fullPathname`): empty, `.`, `..`, `.git` in any case, or containing `/`.
+    BadName {
+        /// The name, lossily decoded.
+        name: String,
+    },
+    /// Bytes that are not the canonical encoding of the entries they hold, such as a mode with
+    /// a leading zero (`040000`; `git fsck`: `zeroPaddedFilemode`). Git writes each tree in
+    /// exactly one way, so such a tree was made by another tool and hashes differently from
+    /// the same entries written by git.
+    NotCanonical {
+        /// The first entry whose encoding differs.
+        name: String,
+    },
     /// An entry that is neither a tree nor a `100644` file below a ledger root.
     Mode {
         /// The entry's name.
@@ -1417,6 +1431,8 @@ impl TreeDefect {
             TreeDefect::DuplicateName { .. } => "tree-duplicate-entry",
             TreeDefect::FileDirectoryConflict { .. } => "tree-file-directory-conflict",
             TreeDefect::Unsorted { .. } => "tree-unsorted",
+            TreeDefect::BadName { .. } => "tree-bad-name",
+            TreeDefect::NotCanonical { .. } => "tree-not-canonical",
             TreeDefect::Mode { .. } => "entry-mode",
         }
     }
@@ -1432,6 +1448,13 @@ impl fmt::Display for TreeDefect {
             TreeDefect::Unsorted { name } => {
                 write!(f, "the entry {name:?} is out of git's sort order")
             }
+            TreeDefect::BadName { name } => {
+                write!(f, "the entry name {name:?} is not allowed in a git tree")
+            }
+            TreeDefect::NotCanonical { name } => write!(
+                f,
+                "the entry {name:?} is not encoded as git encodes it (for example a zero-padded mode)"
+            ),
             TreeDefect::Mode { name, mode } => write!(
                 f,
                 "the entry {name:?} has mode {mode}; only regular files (100644) and trees are allowed"
@@ -1451,6 +1474,17 @@ fn under_ledger_root(path: &str) -> bool {
 /// The first defect of a decoded tree at `path` ([`TreeDefect`]), `None` when it is well-formed.
 pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Option<TreeDefect> {
     let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
+    for e in entries {
+        let name = e.filename.as_bytes();
+        if name.is_empty()
+            || name == b"."
+            || name == b".."
+            || name.eq_ignore_ascii_case(b".git")
+            || name.contains(&b'/')
+        {
+            return Some(TreeDefect::BadName { name: name_of(e) });
+        }
+    }
     let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
     for e in entries {
         if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
@@ -1480,6 +1514,31 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
         return odd_mode(entries);
     }
     None
+}
+
+/// The first defect of the tree whose raw bytes are `raw` and entries `entries`: those of
+/// [`tree_defect`] (no mode rule), or else bytes that are not git's encoding of the entries.
+fn raw_tree_defect(raw: &[u8], entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
+    if let Some(defect) = tree_defect(entries, "") {
+        return Some(defect);
+    }
+    // Git's encoding: the mode in octal without leading zeros, a space, the name, NUL, the id.
+    let mut at = 0;
+    for e in entries {
+        let mut expected = format!("{:o} ", e.mode.value()).into_bytes();
+        expected.extend_from_slice(e.filename.as_bytes());
+        expected.push(0);
+        expected.extend_from_slice(e.oid.as_bytes());
+        if raw.get(at..at + expected.len()) != Some(expected.as_slice()) {
+            return Some(TreeDefect::NotCanonical {
+                name: e.filename.to_str_lossy().into_owned(),
+            });
+        }
+        at += expected.len();
+    }
+    (at != raw.len()).then(|| TreeDefect::NotCanonical {
+        name: String::new(),
+    })
 }
 
 /// The first entry that is neither a tree nor a file of mode exactly `100644` (git also reads
@@ -1690,7 +1749,7 @@ impl<'a> Snapshot<'a> {
             let decoded = tree
                 .decode()
                 .map_err(git_err("decode tree on the way to", &dir_path))?;
-            if let Some(defect) = tree_defect(&decoded.entries, "") {
+            if let Some(defect) = raw_tree_defect(&tree.data, &decoded.entries) {
                 malformed(&dir_path, defect);
             }
             for entry in &decoded.entries {
@@ -1965,7 +2024,7 @@ impl<'a> Snapshot<'a> {
             .decode()
             .map_err(git_err("decode tree on the way to", path))?;
         Ok(Dir {
-            defect: tree_defect(&decoded.entries, ""),
+            defect: raw_tree_defect(&tree.data, &decoded.entries),
             odd_mode: odd_mode(&decoded.entries),
             entries: decoded
                 .entries

@@ -139,6 +139,14 @@ pub enum Rule {
     /// by bytes, a directory's name compared as if it ended in `/`; `git fsck`:
     /// `treeNotSorted`). Lookups that rely on the order miss entries.
     TreeUnsorted,
+    /// A tree under `ledger/v1/` or `finality/v1/` with an entry name git refuses: empty, `.`,
+    /// `..`, `.git` in any case, or one containing `/` (`git fsck`: `emptyName`, `hasDot`,
+    /// `hasDotdot`, `hasDotgit`, `fullPathname`). A checkout cannot hold it, or would write
+    /// outside the directory.
+    TreeBadName,
+    /// A tree under `ledger/v1/` or `finality/v1/` whose bytes are not git's encoding of its
+    /// entries, such as a zero-padded mode (`git fsck`: `zeroPaddedFilemode`).
+    TreeNotCanonical,
     /// A `manifest.json` under `ledger/v1/segments/` that is not a valid canonical manifest.
     ManifestInvalid,
     /// A segment file whose sha256, size or line count differs from its manifest entry.
@@ -203,6 +211,8 @@ impl Rule {
             Rule::TreeDuplicateEntry => "tree-duplicate-entry",
             Rule::TreeFileDirectoryConflict => "tree-file-directory-conflict",
             Rule::TreeUnsorted => "tree-unsorted",
+            Rule::TreeBadName => "tree-bad-name",
+            Rule::TreeNotCanonical => "tree-not-canonical",
             Rule::ManifestInvalid => "manifest-invalid",
             Rule::SegmentDigestMismatch => "segment-digest-mismatch",
             Rule::ManifestEntryMismatch => "manifest-entry-mismatch",
@@ -1407,6 +1417,8 @@ fn tree_defect_finding(path: &str, defect: store::TreeDefect) -> Finding {
         TreeDefect::DuplicateName { .. } => Rule::TreeDuplicateEntry,
         TreeDefect::FileDirectoryConflict { .. } => Rule::TreeFileDirectoryConflict,
         TreeDefect::Unsorted { .. } => Rule::TreeUnsorted,
+        TreeDefect::BadName { .. } => Rule::TreeBadName,
+        TreeDefect::NotCanonical { .. } => Rule::TreeNotCanonical,
         TreeDefect::Mode { .. } => Rule::EntryMode,
     };
     Finding {
