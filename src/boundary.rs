@@ -58,23 +58,9 @@ fn to_value(j: &Json) -> Value {
     }
 }
 
-/// The writer environment of a CI job.
+/// The writer environment of a CI job (the CLI tests' own).
 fn env() -> Env {
-    [
-        ("SOURCE_DATE_EPOCH", "1768480496"),
-        ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
-        ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
-        ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
-        ("GITHUB_WORKFLOW", "ClawSweeper Review"),
-        ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
-        ("GITHUB_JOB", "review"),
-        ("GITHUB_RUN_ID", "2234567890"),
-        ("GITHUB_RUN_ATTEMPT", "1"),
-        ("GITHUB_ACTION", "run-review"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
+    cli::tests::writer_env()
 }
 
 fn run_url(owner_len: usize, run: usize) -> String {

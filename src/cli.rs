@@ -2523,7 +2523,7 @@ fn run_log(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::files;
     use std::path::Path;
@@ -2732,10 +2732,10 @@ mod tests {
         );
     }
 
-    /// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
-    /// is filtered as in [`run_cli`].
-    fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
-        let env: Env = [
+    /// The writer environment of a CI job (fixed clock, forced recording, one partition date,
+    /// the `GITHUB_*` producer variables); shared with the boundary tests.
+    pub(crate) fn writer_env() -> Env {
+        [
             ("SOURCE_DATE_EPOCH", "1768480496"),
             ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
             ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
@@ -2749,7 +2749,13 @@ mod tests {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+        .collect()
+    }
+
+    /// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
+    /// is filtered as in [`run_cli`].
+    fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
+        let env = writer_env();
         let mut out = Vec::new();
         let mut err = Vec::new();
         let argv = std::iter::once("action-ledger".to_owned()).chain(
