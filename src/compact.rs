@@ -1,5 +1,5 @@
 //! Compaction (design.md §7): after a retention window, each month's hot shards fold into
-//! digest-verified monthly segments ([`crate::segment`]) and the shard files are removed in the
+//! digest-verified monthly segments ([`crate::ledger::segment`]) and the shard files are removed in the
 //! same commit. History is never rewritten: the compaction commit is an ordinary child of the
 //! tip, so every earlier commit (and every original shard blob) stays reachable.
 //!
@@ -11,7 +11,7 @@
 //! are not are **refused** (left hot, reported with the reason). The rest are packed, in path
 //! order, into new segment files numbered after the month's existing ones, and `manifest.json`
 //! is written (generation 1) or replaced by a superset (generation + 1, the late-fold rule of
-//! [`crate::segment`]). Bindings, reservations and completion markers are not touched: they keep
+//! [`crate::ledger::segment`]). Bindings, reservations and completion markers are not touched: they keep
 //! naming the original shard paths, which readers resolve through [`crate::view`].
 //!
 //! # The only write path: prepare, then one commit point
@@ -43,8 +43,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use crate::identity::Digest;
-use crate::segment::{self, Foldable, Manifest, Month};
-use crate::shard;
+use crate::ledger::segment::{self, Foldable, Manifest, Month};
+use crate::ledger::shard;
 use crate::store::{self, CommitId, Signature, Snapshot, Store};
 use crate::view::{self, ManifestState, View};
 
@@ -992,7 +992,7 @@ mod tests {
         assert_eq!(manifest.generation, 1);
         assert!(manifest.segments.len() >= 3, "{:?}", manifest.segments);
         // Bindings are untouched; the tree lost the shard files.
-        let bindings = |s: &Snapshot<'_>| s.list_files(crate::binding::ROOT).unwrap();
+        let bindings = |s: &Snapshot<'_>| s.list_files(crate::ledger::binding::ROOT).unwrap();
         assert_eq!(bindings(&old), bindings(&new));
         assert!(new.list_files("").unwrap().len() < old.list_files("").unwrap().len());
         // Readers see the same ledger.

@@ -38,7 +38,7 @@ pub const TEMP_PREFIX: &str = "tmp_al_";
 
 /// A temporary file name for `what` (for example `pack` or `obj`), unique within this process:
 /// `tmp_al_<pid>_<incarnation prefix>_<counter>_<what>`. The incarnation prefix (12 hex digits
-/// of [`crate::lock::process_incarnation`]) tells a reused PID from the original writer.
+/// of [`crate::process::process_incarnation`]) tells a reused PID from the original writer.
 pub fn temp_name(what: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -56,7 +56,7 @@ fn own_incarnation_prefix() -> &'static str {
 }
 
 fn incarnation_prefix(pid: u32) -> Option<String> {
-    crate::lock::process_incarnation(pid).map(|d| d.as_str()[..12].to_owned())
+    crate::process::process_incarnation(pid).map(|d| d.as_str()[..12].to_owned())
 }
 
 /// Writes `parts` to the new file `tmp` and fsyncs it. The caller renames it into place and then
@@ -157,7 +157,7 @@ pub fn remove_stale_temp_files(dir: &Path) -> usize {
         let Some((pid, incarnation)) = owner_of(name) else {
             continue;
         };
-        let alive = crate::lock::pid_alive(pid)
+        let alive = crate::process::pid_alive(pid)
             && incarnation_prefix(pid).is_none_or(|now| now == incarnation);
         if !alive && std::fs::remove_file(entry.path()).is_ok() {
             removed += 1;

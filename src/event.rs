@@ -1314,7 +1314,7 @@ mod tests {
     /// limit is refused by the size rule, at creation and at reading.
     #[test]
     fn records_up_to_the_size_limit_are_created_and_read() {
-        use crate::boundary::{FILLS, estimate, event_past_limit};
+        use crate::tests::boundary::{FILLS, estimate, event_past_limit};
         for fill in FILLS {
             let event = event_past_limit(fill, 0).unwrap();
             assert_eq!(estimate(&event.value), canonical::MAX_BYTES, "{fill:?}");

@@ -20,8 +20,8 @@ use std::ops::ControlFlow;
 
 use crate::canonical::{self, Value};
 use crate::event::Event;
-use crate::segment::Month;
-use crate::shard;
+use crate::ledger::segment::Month;
+use crate::ledger::shard;
 use crate::store;
 use crate::verify::{self, Rule};
 use crate::view::{self, View};
@@ -654,7 +654,7 @@ mod tests {
     /// (so that the view's checked read passes) but that `verify` refuses is not printed.
     #[test]
     fn a_refused_shard_read_out_of_a_segment_stops_the_log() {
-        use crate::segment::{self, Foldable};
+        use crate::ledger::segment::{self, Foldable};
         let (_dir, store, commit) = ledger();
         let snap = store.snapshot(Some(commit)).unwrap();
         let shards = snap.list_files(shard::EVENTS_ROOT).unwrap();

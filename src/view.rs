@@ -1,6 +1,6 @@
 //! The ledger as every reader sees it: a [`Snapshot`] in which a compacted shard path is present
 //! with exactly its original bytes, cut out of its monthly segment (design.md §7, format in
-//! [`crate::segment`]). `publish` (create-only checks), `verify` and `log` read shards through
+//! [`crate::ledger::segment`]). `publish` (create-only checks), `verify` and `log` read shards through
 //! this view, so a ledger reads the same before and after compaction.
 //!
 //! A hot shard file wins over a manifest entry for the same path (verify reports the pair).
@@ -20,8 +20,8 @@
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 
-use crate::segment::{self, Lines, Manifest, Month, SegmentFile, ShardEntry};
-use crate::shard;
+use crate::ledger::segment::{self, Lines, Manifest, Month, SegmentFile, ShardEntry};
+use crate::ledger::shard;
 use crate::store::{self, Snapshot};
 
 /// Months whose manifests are kept decoded.

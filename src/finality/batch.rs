@@ -680,12 +680,12 @@ fn target_tip(
         Target::Local => store.tip(&options.ref_name).map_err(|e| e.to_string()),
         Target::Remote { url, ref_name } => {
             let git_dir = store.git_dir();
-            let tip =
-                crate::remote::remote_tip(git_dir, url, ref_name).map_err(|e| e.to_string())?;
+            let tip = crate::store::remote::remote_tip(git_dir, url, ref_name)
+                .map_err(|e| e.to_string())?;
             if let Some(tip) = tip
                 && store.snapshot(Some(tip)).is_err()
             {
-                crate::remote::fetch(git_dir, url, ref_name).map_err(|e| e.to_string())?;
+                crate::store::remote::fetch(git_dir, url, ref_name).map_err(|e| e.to_string())?;
             }
             Ok(tip)
         }
@@ -734,8 +734,8 @@ fn swap(
             }
         }
         Target::Remote { url, ref_name } => {
-            use crate::remote::PushOutcome;
-            match crate::remote::push(store.git_dir(), url, ref_name, commit, tip) {
+            use crate::store::remote::PushOutcome;
+            match crate::store::remote::push(store.git_dir(), url, ref_name, commit, tip) {
                 Ok(PushOutcome::Landed) => Swap::Landed,
                 Ok(PushOutcome::Moved) => Swap::Moved,
                 Ok(PushOutcome::Refused(why)) => {
@@ -1117,7 +1117,7 @@ mod tests {
         );
     }
 
-    fn rules(findings: &[crate::verify::Finding]) -> Vec<(String, &'static str)> {
+    fn rules(findings: &[crate::finding::Finding]) -> Vec<(String, &'static str)> {
         findings
             .iter()
             .map(|f| (f.path.rsplit('/').next().unwrap().to_owned(), f.rule.code()))

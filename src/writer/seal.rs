@@ -14,12 +14,12 @@ use std::path::PathBuf;
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Root, Written};
 use crate::identity::{Digest, ShardIdentity};
-use crate::lock;
+use crate::ledger::shard::{self, Shard};
 use crate::privacy::{self, Profile};
-use crate::shard::{self, Shard};
-use crate::spool::{self, Spool};
+use crate::writer::files::{self, Root, Written};
+use crate::writer::lock;
+use crate::writer::spool::{self, Spool};
 
 /// Schema string of the seal record.
 pub const SCHEMA: &str = "clawsweeper.action-ledger-producer-finalization";

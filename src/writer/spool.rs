@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, EntryKind, Root};
 use crate::identity::{self, Digest};
+use crate::writer::files::{self, EntryKind, Root};
 
 /// The spool directory below a spool root.
 pub const SPOOL_DIR: &str = ".clawsweeper-repair/action-events";

@@ -19,7 +19,7 @@ use serde_json::{Value as Json, json};
 use crate::canonical::Value;
 use crate::cli::{self, Env};
 use crate::event::{ATTRIBUTE_KEYS, AttributeKind};
-use crate::record;
+use crate::writer::record;
 
 /// Largest accepted size estimate.
 const MAX_BYTES: usize = 1024 * 1024;
@@ -201,7 +201,7 @@ fn ok(args: &[&str]) -> String {
 
 /// Every event file of a spool, as lines without their newline (none without a spool directory).
 fn spool_lines(spool: &Path) -> Vec<String> {
-    let dir = spool.join(crate::spool::SPOOL_DIR);
+    let dir = spool.join(crate::writer::spool::SPOOL_DIR);
     if !dir.exists() {
         return Vec::new();
     }
@@ -236,7 +236,7 @@ fn sorted_lines(text: &str) -> Vec<String> {
 /// Returns what `seal` printed.
 fn through_every_stage(name: &str, inputs: &[Json]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = crate::files::absolute_root(dir.path()).expect("root");
+    let root = crate::writer::files::absolute_root(dir.path()).expect("root");
     let p = |s: &str| -> PathBuf { root.join(s) };
     let s = |s: &str| p(s).display().to_string();
     std::fs::create_dir_all(p("spool")).expect("spool");
@@ -301,7 +301,7 @@ fn through_every_stage(name: &str, inputs: &[Json]) -> String {
 /// `record` refuses the input with a message containing `rule`, and writes no event file.
 fn refused_at_record(name: &str, input: &Json, rule: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = crate::files::absolute_root(dir.path()).expect("root");
+    let root = crate::writer::files::absolute_root(dir.path()).expect("root");
     let file = root.join("input.json");
     std::fs::write(&file, serde_json::to_string(input).expect("json")).expect("input");
     let spool = root.join("spool");

@@ -50,7 +50,7 @@ use std::fmt;
 
 use crate::canonical::{self, Value};
 use crate::identity::Digest;
-use crate::shard;
+use crate::ledger::shard;
 
 /// Directory of all segments.
 pub const SEGMENTS_ROOT: &str = "ledger/v1/segments";

@@ -31,12 +31,12 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, Root, Written};
 use crate::identity::{self, Digest};
-use crate::lock;
 use crate::privacy::{self, Profile};
-use crate::seal;
-use crate::spool;
+use crate::writer::files::{self, Root, Written};
+use crate::writer::lock;
+use crate::writer::seal;
+use crate::writer::spool;
 
 /// The environment variables a writer consults (captured by the caller).
 pub type Environment = BTreeMap<String, String>;
@@ -1672,8 +1672,9 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(outcome, Outcome::Recorded);
-        let spool = crate::spool::Spool::open(dir.path()).unwrap();
-        crate::seal::seal(&spool, None, 0, &crate::seal::Options::default()).unwrap();
+        let spool = crate::writer::spool::Spool::open(dir.path()).unwrap();
+        crate::writer::seal::seal(&spool, None, 0, &crate::writer::seal::Options::default())
+            .unwrap();
         let (_, outcome) = phase(NOW + 120_000).unwrap().unwrap();
         assert_eq!(
             outcome,

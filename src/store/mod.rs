@@ -10,7 +10,7 @@
 //!    each other (no file where a directory is needed and vice versa, no existing path with
 //!    different bytes) *before* writing anything, then writes the blobs, the edited trees and one
 //!    commit whose single parent is the base: up to 16 objects as loose files, more as one pack
-//!    with its index ([`crate::pack`]). Every file is written, fsynced, renamed into place and
+//!    with its index ([`crate::store::pack`]). Every file is written, fsynced, renamed into place and
 //!    its directory fsynced before it returns ([`crate::durable`]). No ref moves.
 //! 2. **Commit point** — [`Store::update_ref`] moves the ref from the tip the commit was built on
 //!    to the new commit through a `gix-ref` transaction with
@@ -39,14 +39,17 @@
 //! - **After the ref update returned**: the new tip is durable and complete: every object it
 //!   reaches, the ref file and the rename were on disk before the call returned.
 //!
-//! Besides Git objects and refs, `gix` is also used by [`crate::pack`] (ids and zlib) and the `git`
-//! program by [`crate::remote`] (fetch and push, which gix cannot do here).
+//! Besides Git objects and refs, `gix` is also used by [`crate::store::pack`] (ids and zlib) and the `git`
+//! program by [`crate::store::remote`] (fetch and push, which gix cannot do here).
 //!
 //! # Reads
 //!
 //! [`Snapshot`] is a read view of one commit's tree. It decodes each tree once and caches it by
 //! object id, so repeated lookups in a directory with thousands of entries cost one hash-map
 //! probe per path component.
+
+pub mod pack;
+pub mod remote;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -59,7 +62,7 @@ use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
 
 use crate::durable;
-use crate::pack::PackBuilder;
+use crate::store::pack::PackBuilder;
 use gix::objs::tree::EntryKind;
 use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::{FullName, Target};
@@ -267,7 +270,7 @@ pub enum Error {
     },
     /// Writing the pack of a commit failed (nothing was published).
     #[error(transparent)]
-    Pack(Box<crate::pack::Error>),
+    Pack(Box<crate::store::pack::Error>),
     /// Any other Git failure while doing `action` on `subject`.
     #[error("git failed to {action} {subject} ({source}): check the repository with git fsck")]
     Git {
@@ -1078,8 +1081,9 @@ impl Store {
         if identity != file_identity(&meta) {
             return false; // the note is about an earlier lock file
         }
-        let alive = crate::lock::pid_alive(pid)
-            && crate::lock::process_incarnation(pid).is_none_or(|now| now.as_str() == incarnation);
+        let alive = crate::process::pid_alive(pid)
+            && crate::process::process_incarnation(pid)
+                .is_none_or(|now| now.as_str() == incarnation);
         if alive {
             return false;
         }
@@ -1171,8 +1175,8 @@ impl Store {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(io(e)),
             }
-            let data =
-                crate::pack::loose_object(*kind, bytes).map_err(|e| Error::Pack(Box::new(e)))?;
+            let data = crate::store::pack::loose_object(*kind, bytes)
+                .map_err(|e| Error::Pack(Box::new(e)))?;
             let tmp = dir.join(durable::temp_name("obj"));
             let result = durable::write_synced(&tmp, &[&data])
                 .and_then(|()| std::fs::rename(&tmp, dir.join(&hex[2..])));
@@ -1240,7 +1244,7 @@ fn file_identity(meta: &std::fs::Metadata) -> String {
 /// Notes this process as the owner of the held ref lock `file` in `owner`:
 /// `<pid> <incarnation> <identity>\n`.
 fn write_lock_owner(owner: &Path, file: &std::fs::File) -> std::io::Result<()> {
-    let incarnation = crate::lock::process_incarnation(std::process::id())
+    let incarnation = crate::process::process_incarnation(std::process::id())
         .ok_or_else(|| std::io::Error::other("no process incarnation"))?;
     if let Some(dir) = owner.parent() {
         std::fs::create_dir_all(dir)?;
@@ -2935,7 +2939,7 @@ mod tests {
                 Err(Error::RefLocked { .. })
             )
         };
-        let own = crate::lock::process_incarnation(std::process::id()).expect("incarnation");
+        let own = crate::process::process_incarnation(std::process::id()).expect("incarnation");
         // A PID above the kernel's maximum is certainly dead.
         let dead = 4_194_305;
         std::fs::write(&lock, "").expect("lock");

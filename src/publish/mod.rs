@@ -23,17 +23,17 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::binding::{self, Kind};
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::files::{self, EntryKind, Root};
 use crate::identity::{Digest, ShardIdentity};
-use crate::layout::{self, Layout};
+use crate::ledger::binding::{self, Kind};
+use crate::ledger::layout::{self, Layout};
+use crate::ledger::shard::{self, Shard};
 use crate::privacy::{self, Profile};
-use crate::seal;
-use crate::shard::{self, Shard};
-use crate::spool::{self, Spool};
 use crate::store::{self, CommitId, Signature, Snapshot, Store};
+use crate::writer::files::{self, EntryKind, Root};
+use crate::writer::seal;
+use crate::writer::spool::{self, Spool};
 
 /// Import limits (runtime §8.1).
 pub mod limits {
@@ -171,7 +171,7 @@ pub enum Error {
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
     Contention { ref_name: String, attempts: u32 },
     #[error(transparent)]
-    Remote(#[from] crate::remote::Error),
+    Remote(#[from] crate::store::remote::Error),
     #[error("the remote refused the publication:\n{0}")]
     RemoteRefused(String),
     #[error(
@@ -959,7 +959,7 @@ pub fn publish_batch_remote(
     url: &str,
     remote_ref: &str,
 ) -> Result<Publication, Error> {
-    use crate::remote::{self, PushOutcome};
+    use crate::store::remote::{self, PushOutcome};
     check_privacy(batch, options.privacy)?;
     let git_dir = store.git_dir().to_owned();
     let mut attempts = 0u32;

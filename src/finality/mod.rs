@@ -65,10 +65,10 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::canonical::{self, Value};
 use crate::event;
+use crate::finding::{Finding, Rule};
 use crate::identity::Digest;
 use crate::privacy;
 use crate::store::{self, Change, CommitId, Signature, Snapshot, Store};
-use crate::verify::{Finding, Rule};
 
 /// Root of all finality records in the state repository.
 pub const ROOT: &str = "finality/v1";

@@ -8,15 +8,15 @@
 //! ledger/v1/import-bindings/completed-shard-sets/<same digest>.json         completion marker
 //! ```
 //! That is the `reference` layout; the `fanout` layout puts each file two hex-prefix levels deeper
-//! (`.../<h[0:2]>/<h[2:4]>/<digest>.json`, see [`crate::layout`]). Every file is canonical JSON
+//! (`.../<h[0:2]>/<h[2:4]>/<digest>.json`, see [`crate::ledger::layout`]). Every file is canonical JSON
 //! plus `\n`, create-only, never rewritten. The publisher writes them; `verify` recomputes them
 //! and compares bytes.
 
 use crate::canonical::{self, Value};
 use crate::event::Event;
 use crate::identity::{Digest, ShardIdentity};
-use crate::layout::Layout;
-use crate::shard::Shard;
+use crate::ledger::layout::Layout;
+use crate::ledger::shard::Shard;
 
 /// Directory of all binding files (both layouts, design.md §4).
 pub const ROOT: &str = "ledger/v1/import-bindings";

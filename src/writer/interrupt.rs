@@ -21,9 +21,9 @@ use std::path::Path;
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
-use crate::lock;
-use crate::record;
-use crate::spool::{self, Spool};
+use crate::writer::lock;
+use crate::writer::record;
+use crate::writer::spool::{self, Spool};
 
 /// Why interrupted lifecycles are closed (`--reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

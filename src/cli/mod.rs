@@ -15,10 +15,10 @@ use crate::canonical::{self, Value};
 use crate::finality;
 use crate::privacy::Profile;
 use crate::publish::{self, Options, Publication, Status};
-use crate::record;
-use crate::seal;
-use crate::spool::Spool;
 use crate::store::{self, Signature, Store};
+use crate::writer::record;
+use crate::writer::seal;
+use crate::writer::spool::Spool;
 
 /// Environment variables the CLI consults, captured once so tests can inject them.
 pub type Env = BTreeMap<String, String>;
@@ -64,7 +64,7 @@ struct PrivacyArg {
 }
 
 /// The hook shipped in `hooks/pre-receive`.
-const PRE_RECEIVE: &str = include_str!("../hooks/pre-receive");
+const PRE_RECEIVE: &str = include_str!("../../hooks/pre-receive");
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -479,7 +479,7 @@ pub fn run(
                     .map(PathBuf::from)
             });
             let interrupt = interrupt_open_attempts
-                .then(|| crate::interrupt::Reason::parse(&reason))
+                .then(|| crate::writer::interrupt::Reason::parse(&reason))
                 .flatten();
             run_seal(&mut out, output, json, interrupt, privacy.profile, &spools)
         }
@@ -525,7 +525,9 @@ pub fn run(
                 &repo,
                 &ref_name,
                 &target,
-                layout.as_deref().and_then(crate::layout::Layout::from_name),
+                layout
+                    .as_deref()
+                    .and_then(crate::ledger::layout::Layout::from_name),
                 max_attempts,
                 json,
                 privacy.profile,
@@ -704,7 +706,10 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
         ) => 1,
-        E::Layout(crate::layout::Error::Mismatch { .. } | crate::layout::Error::UnknownRecord) => 1,
+        E::Layout(
+            crate::ledger::layout::Error::Mismatch { .. }
+            | crate::ledger::layout::Error::UnknownRecord,
+        ) => 1,
         _ => 2,
     };
     Failure {
@@ -735,7 +740,7 @@ fn run_record(
                 .map(PathBuf::from)
         })
         .unwrap_or_else(|| PathBuf::from("."));
-    let root = crate::files::absolute_root(&root).map_err(Failure::input)?;
+    let root = crate::writer::files::absolute_root(&root).map_err(Failure::input)?;
     if !root.is_dir() {
         return Err(Failure::input(format!(
             "spool root {} does not exist or is not a directory",
@@ -947,7 +952,7 @@ fn run_seal(
     out: &mut Printer,
     output: Option<PathBuf>,
     json: bool,
-    interrupt: Option<crate::interrupt::Reason>,
+    interrupt: Option<crate::writer::interrupt::Reason>,
     profile: Profile,
     spools: &[PathBuf],
 ) -> Result<(), Failure> {
@@ -959,17 +964,17 @@ fn run_seal(
     // Opened once: every spool's shards go into this directory, whatever its path turns into.
     let output_root = match &output {
         Some(dir) => Some(
-            crate::files::Root::open_or_create(dir, seal::OUTPUT_ROOT_LABEL)
+            crate::writer::files::Root::open_or_create(dir, seal::OUTPUT_ROOT_LABEL)
                 .map_err(Failure::input)?,
         ),
         None => None,
     };
     for (root, spool) in spools.iter().zip(opened) {
         if let Some(reason) = interrupt {
-            let written = crate::interrupt::interrupt_open_attempts(root, reason, now_ms())
+            let written = crate::writer::interrupt::interrupt_open_attempts(root, reason, now_ms())
                 .map_err(|e| Failure {
                     code: match &e {
-                        crate::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                        crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
                         _ => 2,
                     },
                     message: format!("{}: interruption recovery failed: {e}", root.display()),
@@ -1070,7 +1075,7 @@ fn run_publish(
     repo: &std::path::Path,
     ref_name: &str,
     target: &publish::Target,
-    layout: Option<crate::layout::Layout>,
+    layout: Option<crate::ledger::layout::Layout>,
     max_attempts: u32,
     json: bool,
     profile: Profile,
@@ -1085,7 +1090,7 @@ fn run_publish(
     // that a mistyped path publishes nothing. A directory without events publishes nothing.
     let mut roots = Vec::with_capacity(sources.len());
     for source in sources {
-        let root = crate::files::absolute_root(source).map_err(Failure::input)?;
+        let root = crate::writer::files::absolute_root(source).map_err(Failure::input)?;
         let absent = match std::fs::metadata(&root) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Some(publish::Error::MissingSource(root.clone()))
@@ -2525,7 +2530,7 @@ fn run_log(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::files;
+    use crate::writer::files;
     use std::path::Path;
 
     /// Writes the spool of the reference vector `single_event` (one review.item event, its
@@ -3611,7 +3616,7 @@ pub(crate) mod tests {
         let store = Store::open(&tmp.join("state.git")).unwrap();
         let tip = store.tip("refs/heads/main").unwrap().unwrap();
         let snap = store.snapshot(Some(tip)).unwrap();
-        let first = snap.list_files(crate::shard::EVENTS_ROOT).unwrap()[0].clone();
+        let first = snap.list_files(crate::ledger::shard::EVENTS_ROOT).unwrap()[0].clone();
         let text = String::from_utf8(snap.read(&first, u64::MAX).unwrap().unwrap()).unwrap();
         let crlf = text.replace('\n', "\r\n").into_bytes();
         let sig = Signature {
@@ -4165,7 +4170,7 @@ pub(crate) mod tests {
         let digest = marker.file_stem().unwrap().to_string_lossy().into_owned();
         let lock = tmp.join(format!(
             "spool/{}/_locks/{digest}.lock",
-            crate::spool::SPOOL_DIR
+            crate::writer::spool::SPOOL_DIR
         ));
         let mut outputs = Vec::new();
         for content in ["{\"pid\": 1}\n", "", "not a lock\n"] {

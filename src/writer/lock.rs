@@ -26,9 +26,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::canonical::{self, Value};
-use crate::files::{self, Root, Written};
 use crate::identity::Digest;
-use crate::spool;
+use crate::process::{pid_alive, process_incarnation};
+use crate::writer::files::{self, Root, Written};
+use crate::writer::spool;
 
 /// Schema of producer lock files.
 pub const PRODUCER_LOCK_SCHEMA: &str = "clawsweeper.action-ledger-producer-lock";
@@ -323,45 +324,6 @@ fn own_incarnation() -> Option<Digest> {
     static OWN: OnceLock<Option<Digest>> = OnceLock::new();
     OWN.get_or_init(|| process_incarnation(std::process::id()))
         .clone()
-}
-
-/// The process incarnation digest of `pid` (see the module docs), computed fresh; `None` when the
-/// process does not exist, is a zombie or dead, or `/proc` cannot be read.
-pub fn process_incarnation(pid: u32) -> Option<Digest> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let boot = boot.trim(); // ASCII text, where this equals JavaScript's trim
-
-    let (state, start) = proc_stat(pid)?;
-    if state == "Z" || state == "X" {
-        return None;
-    }
-    Some(Digest::of(format!("linux\0{boot}\0{start}")))
-}
-
-/// `(state, starttime)` of `/proc/<pid>/stat`: fields 3 and 22, counted after the last `)` so
-/// that a command name containing spaces or parentheses cannot shift them.
-fn proc_stat(pid: u32) -> Option<(String, String)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After ')' the first field is field 3 (state); field 22 is at index 19.
-    Some(((*fields.first()?).to_owned(), (*fields.get(19)?).to_owned()))
-}
-
-/// Whether `pid` names a live process: `kill(pid, 0)` succeeds or fails with `EPERM` (exists,
-/// not ours), and it is not a zombie or dead.
-pub fn pid_alive(pid: u32) -> bool {
-    let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    match rustix::process::test_kill_process(p) {
-        Ok(()) | Err(rustix::io::Errno::PERM) => {}
-        Err(_) => return false,
-    }
-    !matches!(proc_stat(pid), Some((s, _)) if s == "Z" || s == "X")
 }
 
 /// Stale iff the owner is not alive, or a fresh incarnation for its pid is computable and differs

@@ -23,18 +23,18 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use crate::binding;
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, ShardIdentity};
-use crate::layout::Layout;
+use crate::ledger::binding;
+use crate::ledger::layout::Layout;
+use crate::ledger::shard;
 use crate::privacy::Profile;
 use crate::publish::{self, ExpectedProducer, Options};
-use crate::record;
-use crate::seal;
-use crate::shard;
-use crate::spool::{self, Spool};
 use crate::store::{Signature, Store};
+use crate::writer::record;
+use crate::writer::seal;
+use crate::writer::spool::{self, Spool};
 
 enum Outcome {
     Pass,
@@ -233,7 +233,7 @@ fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>,
 
 fn run_events(case: &Json, profile: Profile) -> Outcome {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let root = crate::files::absolute_root(tmp.path()).expect("root");
+    let root = crate::writer::files::absolute_root(tmp.path()).expect("root");
     for (i, prior) in case["prior_calls"]
         .as_array()
         .into_iter()
@@ -440,10 +440,11 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
         .flatten()
         .enumerate()
     {
-        let out_root = match crate::files::Root::open(out_dir.path(), seal::OUTPUT_ROOT_LABEL) {
-            Ok(r) => r,
-            Err(e) => return Outcome::Fail(e.to_string()),
-        };
+        let out_root =
+            match crate::writer::files::Root::open(out_dir.path(), seal::OUTPUT_ROOT_LABEL) {
+                Ok(r) => r,
+                Err(e) => return Outcome::Fail(e.to_string()),
+            };
         let options = seal::Options {
             privacy: profile,
             ..seal::Options::default()
@@ -572,7 +573,7 @@ fn as_reference(
     let mut out = BTreeMap::new();
     let mut recorded = false;
     for (path, bytes) in files {
-        if path == crate::layout::RECORD_PATH {
+        if path == crate::ledger::layout::RECORD_PATH {
             if Some(&bytes) != Layout::Fanout.record().as_ref() {
                 return Err(format!("layout record {bytes:?}"));
             }
