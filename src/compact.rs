@@ -368,48 +368,50 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
         months: Vec::new(),
         refused: Vec::new(),
     };
-    let mut attempts = 0u32;
+    let policy = store::Policy {
+        ref_name: &options.ref_name,
+        max_attempts: options.max_attempts,
+        lock_wait: store::transact::HELD_LOCK_BUDGET,
+    };
+    // One month folds per commit; each commit is its own compare-and-swap, and the loop ends
+    // when a build finds nothing left to fold.
     loop {
-        attempts += 1;
-        result.attempts += 1;
-        let tip = store.tip(&options.ref_name)?;
-        let (plan, commit) = build_on(store, tip, options)?;
-        let Some(commit) = commit else {
-            result.tip = tip;
-            result.refused = plan.refused;
-            return Ok(result);
-        };
-        let message = "action-ledger compact";
-        let landed = store.update_ref_waiting(
-            &options.ref_name,
-            tip,
-            commit,
-            message,
-            crate::publish::LOCK_WAIT,
-        );
-        match landed {
-            Ok(()) => {
+        let out = store::transact(store, &policy, |tip, _| {
+            let (plan, commit) = build_on(store, tip, options)?;
+            Ok(match commit {
+                None => store::Step::Settled((tip, plan)),
+                Some(commit) => store::Step::Commit {
+                    commit,
+                    reflog: "action-ledger compact".to_owned(),
+                    value: (tip, plan),
+                },
+            })
+        })
+        .map_err(|e| match e {
+            store::TransactError::Build(e) => e,
+            store::TransactError::Contention { attempts, .. } => Error::Contention {
+                ref_name: options.ref_name.clone(),
+                attempts,
+            },
+            store::TransactError::RefLocked { lock, .. } => Error::RefLocked {
+                ref_name: options.ref_name.clone(),
+                lock,
+            },
+            store::TransactError::Store(e) => e.into(),
+        })?;
+        result.attempts += out.attempts;
+        let (tip, plan) = out.value;
+        match out.commit {
+            None => {
+                result.tip = tip;
+                result.refused = plan.refused;
+                return Ok(result);
+            }
+            Some(commit) => {
                 result.status = Status::Created;
                 result.commits.push(commit);
                 result.months.extend(plan.months);
-                attempts = 0;
             }
-            Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
-                crate::publish::backoff(attempts);
-            }
-            Err(store::Error::RefMoved { .. }) => {
-                return Err(Error::Contention {
-                    ref_name: options.ref_name.clone(),
-                    attempts,
-                });
-            }
-            Err(store::Error::RefLocked { .. }) => {
-                return Err(Error::RefLocked {
-                    ref_name: options.ref_name.clone(),
-                    lock: store.git_dir().join(format!("{}.lock", options.ref_name)),
-                });
-            }
-            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -884,7 +884,7 @@ pub fn land<R>(
                 );
             }
             Swap::Moved if attempts < options.max_attempts => {
-                crate::publish::backoff(attempts.min(5));
+                crate::store::backoff(attempts.min(5));
             }
             Swap::Moved => {
                 let reason = format!(

@@ -1606,57 +1606,47 @@ fn transact<T>(
     options: &Options,
     mut plan: impl FnMut(&Snapshot<'_>) -> Result<Plan<T>, Error>,
 ) -> Result<Written<T>, Error> {
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        let tip = store.tip(&options.ref_name)?;
-        let (files, message, value) = {
-            let snap = store.snapshot(tip)?;
-            match plan(&snap)? {
-                Plan::Done(value) => {
-                    return Ok(Written {
-                        value,
-                        commit: None,
-                        attempts,
-                    });
+    let policy = store::Policy {
+        ref_name: &options.ref_name,
+        max_attempts: options.max_attempts,
+        lock_wait: options.lock_wait,
+    };
+    let out = store::transact(store, &policy, |tip, _| {
+        // The snapshot is dropped before writing: the commit is built on the tip, not on it.
+        let planned = plan(&store.snapshot(tip)?)?;
+        Ok(match planned {
+            Plan::Done(value) => store::Step::Settled(value),
+            Plan::Write {
+                files,
+                message,
+                value,
+            } => {
+                let commit = store.write_commit(tip, &files, &message, &options.signature)?;
+                let reflog = message.lines().next().unwrap_or("finality").to_owned();
+                store::Step::Commit {
+                    commit,
+                    reflog,
+                    value,
                 }
-                Plan::Write {
-                    files,
-                    message,
-                    value,
-                } => (files, message, value),
             }
-        };
-        let commit = store.write_commit(tip, &files, &message, &options.signature)?;
-        let log = message.lines().next().unwrap_or("finality");
-        // A held lock is not a lost race: retry the same update for a bounded time.
-        let result =
-            store.update_ref_waiting(&options.ref_name, tip, commit, log, options.lock_wait);
-        match result {
-            Ok(()) => {
-                return Ok(Written {
-                    value,
-                    commit: Some(commit),
-                    attempts,
-                });
-            }
-            Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
-                crate::publish::backoff(attempts);
-            }
-            Err(store::Error::RefMoved { .. }) => {
-                return Err(Error::Contention {
-                    ref_name: options.ref_name.clone(),
-                    attempts,
-                });
-            }
-            Err(store::Error::RefLocked { .. }) => {
-                return Err(Error::RefLocked {
-                    ref_name: options.ref_name.clone(),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+        })
+    })
+    .map_err(|e| match e {
+        store::TransactError::Build(e) => e,
+        store::TransactError::Contention { attempts, .. } => Error::Contention {
+            ref_name: options.ref_name.clone(),
+            attempts,
+        },
+        store::TransactError::RefLocked { .. } => Error::RefLocked {
+            ref_name: options.ref_name.clone(),
+        },
+        store::TransactError::Store(e) => e.into(),
+    })?;
+    Ok(Written {
+        value: out.value,
+        commit: out.commit,
+        attempts: out.attempts,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -900,42 +900,42 @@ pub fn publish_batch(
     options: &Options,
 ) -> Result<Publication, Error> {
     check_privacy(batch, options.privacy)?;
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        let tip = store.tip(&options.ref_name)?;
-        let (plan, commit) = match build_on(store, batch, tip, options, attempts)? {
-            Built::Unchanged(publication) => return Ok(publication),
-            Built::Commit(plan, commit) => (plan, commit),
-        };
-        // A held lock is not a lost race: retry the same update for a bounded time (another
-        // publisher finishing a ref update takes milliseconds), then name the lock file.
-        let result = store.update_ref_waiting(
-            &options.ref_name,
-            tip,
-            commit,
-            "action-ledger publish",
-            LOCK_WAIT,
-        );
-        match result {
-            Ok(()) => return Ok(landed(plan, commit, attempts)),
-            Err(store::Error::RefMoved { .. }) if attempts < options.max_attempts => {
-                backoff(attempts);
-            }
-            Err(store::Error::RefMoved { .. }) => {
-                return Err(Error::Contention {
-                    ref_name: options.ref_name.clone(),
-                    attempts,
-                });
-            }
-            Err(store::Error::RefLocked { .. }) => {
-                return Err(Error::RefLocked {
-                    ref_name: options.ref_name.clone(),
-                    lock: store.git_dir().join(format!("{}.lock", options.ref_name)),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        }
+    let policy = store::Policy {
+        ref_name: &options.ref_name,
+        max_attempts: options.max_attempts,
+        lock_wait: store::transact::HELD_LOCK_BUDGET,
+    };
+    let out = store::transact(store, &policy, |tip, attempts| {
+        Ok(match build_on(store, batch, tip, options, attempts)? {
+            Built::Unchanged(publication) => store::Step::Settled(Ok(publication)),
+            Built::Commit(plan, commit) => store::Step::Commit {
+                commit,
+                reflog: "action-ledger publish".to_owned(),
+                value: Err(plan),
+            },
+        })
+    })
+    .map_err(|e| transact_error(e, &options.ref_name))?;
+    Ok(match (out.value, out.commit) {
+        (Ok(publication), _) => publication,
+        (Err(plan), Some(commit)) => landed(plan, commit, out.attempts),
+        (Err(_), None) => unreachable!("a built commit either lands or fails"),
+    })
+}
+
+/// The publication error for a write loop that did not land.
+fn transact_error(e: store::TransactError<Error>, ref_name: &str) -> Error {
+    match e {
+        store::TransactError::Build(e) => e,
+        store::TransactError::Contention { attempts, .. } => Error::Contention {
+            ref_name: ref_name.to_owned(),
+            attempts,
+        },
+        store::TransactError::RefLocked { lock, .. } => Error::RefLocked {
+            ref_name: ref_name.to_owned(),
+            lock,
+        },
+        store::TransactError::Store(e) => e.into(),
     }
 }
 
@@ -978,7 +978,7 @@ pub fn publish_batch_remote(
             // A push round trip (with the server's hook) costs far more than a local ref
             // update, so losers back off on that scale: 25 ms doubling to 1.6 s, plus jitter.
             PushOutcome::Moved if attempts < options.max_attempts => {
-                jittered_sleep(25 << attempts.min(6));
+                store::transact::jittered_sleep(25 << attempts.min(6));
             }
             PushOutcome::Moved => {
                 return Err(Error::Contention {
@@ -1040,25 +1040,6 @@ fn commit_message(plan: &Plan) -> String {
         plan.additions.len(),
         Digest::of(plan.manifest.to_json())
     )
-}
-
-/// How long a held ref lock is waited for before the publication (or compaction) gives up.
-pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Jittered exponential backoff: 1 ms doubling to 256 ms, plus up to the same again at random.
-pub(crate) fn backoff(attempt: u32) {
-    jittered_sleep(1u64 << attempt.min(8));
-}
-
-/// Sleeps `base` ms plus a random share of `base` (the clock's nanoseconds as the randomness:
-/// enough to spread contending processes apart).
-fn jittered_sleep(base: u64) {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::from(d.subsec_nanos()))
-        .unwrap_or(0)
-        % base.max(1);
-    std::thread::sleep(std::time::Duration::from_millis(base + jitter));
 }
 
 /// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on

@@ -22,7 +22,7 @@
 //! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
 //! by another writer is [`Error::RefLocked`]. The caller (publish) re-reads the tip, re-validates
 //! and rebuilds on [`Error::RefMoved`], and backs off on [`Error::RefLocked`]. Locks are waited
-//! for at most [`LOCK_WAIT`].
+//! for at most [`REF_LOCK_TIMEOUT`].
 //!
 //! # What remains on disk after a crash
 //!
@@ -50,6 +50,9 @@
 
 pub mod pack;
 pub mod remote;
+pub mod transact;
+
+pub use transact::{Landed, Policy, Step, TransactError, backoff, transact};
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -69,7 +72,7 @@ use gix::refs::{FullName, Target};
 
 /// How long [`Store::update_ref`] waits for a ref lock held by another writer before it returns
 /// [`Error::RefLocked`]. Git's own default (`core.filesRefLockTimeout`) is the same 100 ms.
-pub const LOCK_WAIT: Duration = Duration::from_millis(100);
+pub const REF_LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -851,7 +854,7 @@ impl Store {
     ///
     /// `expected = Some(old)` requires the ref to hold `old` (`PreviousValue::MustExistAndMatch`);
     /// `None` requires it not to exist (`PreviousValue::MustNotExist`). The check happens while
-    /// the ref's lock is held, and the lock is waited for at most [`LOCK_WAIT`]. If the ref already
+    /// the ref's lock is held, and the lock is waited for at most [`REF_LOCK_TIMEOUT`]. If the ref already
     /// holds `new`, the call succeeds without change. `log_message` goes to the reflog (newlines are
     /// replaced by spaces), written as the committer of `new`, when the repository keeps reflogs.
     /// The ref file is fsynced before returning.
@@ -881,7 +884,7 @@ impl Store {
         };
         let message = log_message.replace(['\n', '\r'], " ");
         let edit = RefEdit::update(name, Target::Object(new.0), previous, message);
-        let lock_fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(LOCK_WAIT);
+        let lock_fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(REF_LOCK_TIMEOUT);
         let mut reclaimed = false;
         let prepared = loop {
             match self
