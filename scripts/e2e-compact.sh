@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end check of compaction and `log` (design.md §7) against the built binary and real git:
+# End-to-end check of compaction and `log` (monthly segments) against the built binary and real git:
 #   1. publish all 24 day1 spools, then `compact` with a window that covers March 2026: the
 #      manifest reproduces every removed shard's exact bytes (cut from the segment blobs read with
 #      git cat-file), `log --json` is byte-identical before and after, `verify` is clean (also as a

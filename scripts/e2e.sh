@@ -33,7 +33,7 @@ for job in $jobs; do
   "$bin" -q seal --output "$work/out/$job" "$work/spools/$job" >/dev/null
   diff -r "$work/out/$job" "$corpus/shards/$job" >/dev/null || fail "seal --output differs for $job"
 done
-# Sealing takes the producer locks (runtime §7.2), which leaves an empty _locks/ directory as the
+# Sealing takes the producer locks (the reference's producer locks), which leaves an empty _locks/ directory as the
 # reference does; git cannot hold empty directories, so the corpus has none. No lock file remains.
 diff -r -x _locks "$work/spools" "$corpus/spools" >/dev/null || fail "sealing changed a sealed spool"
 [ -z "$(find "$work/spools" -path '*/_locks/*')" ] || fail "a lock file remained after sealing"

@@ -4,7 +4,7 @@
 usage: gen-ledger.py OUT_DIR SPOOLS PRODUCERS_PER_SPOOL EVENTS_PER_PRODUCER
 
 Each spool gets its own run id; each producer (a component) records a parent chain of
-review.item events on issue subjects (one subject repository per producer). Digests follow ledger-core §3 (event id, semantic digest);
+review.item events on issue subjects (one subject repository per producer). Digests follow the event identity rules (event id, semantic digest);
 the files are canonical JSON as action-ledger writes them, so `action-ledger seal` accepts them.
 """
 import hashlib, json, os, sys

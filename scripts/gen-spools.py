@@ -24,7 +24,7 @@ of work by the same fleet:
   spool repository directory exceeds the reference's 4,096-entry limit;
 - timestamps keep the day1 time of day on the chosen partition date.
 Then event_id = sha256(subject repository + "\\n" + event_key) and semantic_sha256 = sha256 of
-canonical {"occurrence":...,"semantic":...} are recomputed (ledger-core §3.5, §3.6), and each
+canonical {"occurrence":...,"semantic":...} are recomputed (the event identity rules: see `crate::identity`'s docs), and each
 event is written as canonical JSON + "\\n" at <spool>/.clawsweeper-repair/action-events/
 <slug>-<sha256(repo)[0:12]>/<event_id>.json, with a partition marker per producer in
 _partitions/<sha256(canonical producer)>.txt. Nothing is sealed.
@@ -80,7 +80,7 @@ SCHEMA = '"clawsweeper.state-ledger-event.v1"'
 def assemble(m, event_id, event_key, occurred_at, source, recorded_at):
     """(semantic_sha256, file bytes) from the canonical JSON of each semantic member `m`.
 
-    ledger-core §3.6: semantic_sha256 = sha256(canonical {"occurrence": O, "semantic": S});
+    identity rule: semantic_sha256 = sha256(canonical {"occurrence": O, "semantic": S});
     the record is S plus the non-semantic fields, keys in byte order. Identifiers and timestamps
     are plain ASCII and need no escaping.
     """
@@ -249,7 +249,7 @@ class Generator:
                     if k in e:
                         e[k] = self.text(e[k], cy, old_n, new_n, t.repo)
                 entries.append(cj(e))
-            entries.sort(key=str.encode)  # ledger-core §1.7: sorted by canonical JSON bytes
+            entries.sort(key=str.encode)  # canonical order: sorted by canonical JSON bytes
             m["evidence"] = "[" + ",".join(entries) + "]"
         _, data = assemble(m, event_id, key, t.occurred_at, t.source, t.recorded_at)
         return rdir, event_id, data.encode(), producer_digest

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes testdata/privacy/{rejected,accepted}.jsonl: secret-shaped and private-host values that
-the ledger must refuse in every durable text field (ledger-core §4), and near-misses it must keep;
+the ledger must refuse in every durable text field (the reference's privacy boundary), and near-misses it must keep;
 and {strict-rejected,near-miss}.jsonl: values the reference accepts that the strict profile refuses
 (src/privacy/strict.rs), and near-misses both profiles keep. All values are synthetic: random
 characters of the right shape, never a real token. Deterministic: the same output on every run.
