@@ -204,3 +204,35 @@ pub(super) fn seal_output_root(env: &Env) -> Option<PathBuf> {
         .filter(|s| !s.trim().is_empty())
         .map(PathBuf::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_ids_are_valid_ids_of_their_kind() {
+        let uuid = regex::Regex::new(
+            r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
+        )
+        .unwrap();
+        let action = regex::Regex::new(r"^act_[0-9a-f]{32}$").unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let attempt = uuid_v4().ok().unwrap();
+            assert!(uuid.is_match(&attempt), "{attempt}");
+            assert!(finality::AttemptId::parse(&attempt).is_some(), "{attempt}");
+            let id = new_action_id().ok().unwrap();
+            assert!(action.is_match(&id), "{id}");
+            assert!(finality::ActionId::parse(&id).is_some(), "{id}");
+            assert!(seen.insert(attempt) && seen.insert(id));
+        }
+    }
+
+    #[test]
+    fn blank_output_root_is_no_output_root() {
+        let env = |v: &str| Env::from([("CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT".into(), v.into())]);
+        assert_eq!(seal_output_root(&Env::new()), None);
+        assert_eq!(seal_output_root(&env("  ")), None);
+        assert_eq!(seal_output_root(&env("out")), Some(PathBuf::from("out")));
+    }
+}
