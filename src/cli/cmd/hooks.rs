@@ -4,6 +4,8 @@
 //! from git's quarantine, so the server refuses deletions, rewrites and invalid additions
 //! whoever pushes them. The hook and the config are replaced through fsynced temporary files.
 
+use std::path::Path;
+
 use crate::store::Store;
 
 use crate::cli::output::{Failure, Printer};
@@ -14,7 +16,7 @@ const PRE_RECEIVE: &str = include_str!("../../../hooks/pre-receive");
 /// Runs `hooks install`.
 pub(in crate::cli) fn install(
     out: &mut Printer,
-    repo: &std::path::Path,
+    repo: &Path,
     ref_name: &str,
 ) -> Result<(), Failure> {
     let store = Store::open_or_init_bare(repo, ref_name)

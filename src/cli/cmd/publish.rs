@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
-use crate::ledger::layout::Layout;
+use crate::ledger::layout::{self, Layout};
 use crate::privacy::Profile;
 use crate::publish::{self, Options, Publication, Status};
 use crate::store::{self, Store};
@@ -22,7 +22,7 @@ use crate::cli::settings::signature;
 /// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, strict privacy,
 /// a remote's refusal, contention, an unsealed spool, another layout), 2 otherwise; the
 /// message says whether earlier sources landed.
-fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) -> Failure {
+fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure {
     use publish::Error as E;
     let code = match &e {
         E::BindingConflict { .. }
@@ -36,10 +36,7 @@ fn publish_failure(source: &std::path::Path, earlier: usize, e: publish::Error) 
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
         ) => 1,
-        E::Layout(
-            crate::ledger::layout::Error::Mismatch { .. }
-            | crate::ledger::layout::Error::UnknownRecord,
-        ) => 1,
+        E::Layout(layout::Error::Mismatch { .. } | layout::Error::UnknownRecord) => 1,
         _ => 2,
     };
     Failure {
@@ -115,7 +112,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         .ancestors()
         .skip(1)
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
-        .map(std::path::Path::to_path_buf)
+        .map(Path::to_path_buf)
         .collect();
     let (store, created) =
         Store::open_or_create_bare(repo, ref_name).map_err(|e: store::Error| {
@@ -154,7 +151,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
 /// publisher that wrote a ref to it meanwhile gets it back untouched. A directory that was
 /// empty before is left as an empty directory; parent directories made for it (`new_parents`,
 /// deepest first) are removed while empty. A repository that existed is never removed.
-fn discard_new_repository(repo: &std::path::Path, was_empty_dir: bool, new_parents: &[PathBuf]) {
+fn discard_new_repository(repo: &Path, was_empty_dir: bool, new_parents: &[PathBuf]) {
     let Some(name) = repo.file_name() else {
         return;
     };
@@ -183,7 +180,7 @@ fn discard_new_repository(repo: &std::path::Path, was_empty_dir: bool, new_paren
 
 /// Whether the bare repository at `git_dir` holds any ref (a loose ref file below `refs/` or a
 /// non-empty `packed-refs`); unreadable counts as holding one, so nothing is removed.
-fn has_refs(git_dir: &std::path::Path) -> bool {
+fn has_refs(git_dir: &Path) -> bool {
     let packed = match std::fs::metadata(git_dir.join("packed-refs")) {
         Ok(m) => m.len() > 0,
         Err(e) => e.kind() != std::io::ErrorKind::NotFound,
@@ -192,7 +189,7 @@ fn has_refs(git_dir: &std::path::Path) -> bool {
 }
 
 /// Whether anything but directories is below `dir` (unreadable counts as yes).
-fn holds_file(dir: &std::path::Path) -> bool {
+fn holds_file(dir: &Path) -> bool {
     match std::fs::read_dir(dir) {
         Err(e) => e.kind() != std::io::ErrorKind::NotFound,
         Ok(entries) => entries.into_iter().any(|e| match e {
@@ -207,7 +204,7 @@ fn holds_file(dir: &std::path::Path) -> bool {
 
 fn print_publication(
     out: &mut Printer,
-    source: &std::path::Path,
+    source: &Path,
     ref_name: &str,
     json: bool,
     p: &Publication,

@@ -5,7 +5,7 @@
 //! directories named by `GIT_OBJECT_DIRECTORY` and `GIT_ALTERNATE_OBJECT_DIRECTORIES` are added
 //! to the repository's own.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::privacy::Profile;
@@ -18,7 +18,7 @@ use crate::cli::output::{Failure, Printer};
 pub(in crate::cli) fn run(
     out: &mut Printer,
     env: &Env,
-    repo: &std::path::Path,
+    repo: &Path,
     rev: &str,
     range: Option<&str>,
     json: bool,
