@@ -1,0 +1,605 @@
+//! The command-line grammar: clap types, one variant per command.
+//!
+//! The doc comments here are the `--help` text, so they carry the per-flag detail: defaults,
+//! units, the environment variables a flag falls back to, and what the flag changes. Values
+//! are resolved (environment, clock) in `settings` and executed in `cmd`.
+
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand};
+
+use crate::privacy::Profile;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "action-ledger",
+    version,
+    about = "An immutable, privacy-bounded action ledger stored natively in Git",
+    after_help = "Exit codes: 0 success; 1 the command ran and refused (a conflict with what the \
+ledger holds, findings, a strict-privacy refusal, a refused finality step); 2 usage, input or \
+I/O error; `run` also 3 (not claimed, the command was not run) and 4 (the command completed, \
+its outcome was not recorded). On a refusal or an error the ledger ref is unchanged.\n\n\
+Commits are signed by $ACTION_LEDGER_COMMITTER_NAME <$ACTION_LEDGER_COMMITTER_EMAIL> (default \
+action-ledger <action-ledger@invalid>) at $SOURCE_DATE_EPOCH seconds (default: the clock)."
+)]
+pub(super) struct Cli {
+    /// Print nothing on stderr except errors.
+    #[arg(short, long, global = true)]
+    pub(super) quiet: bool,
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum HooksCommand {
+    /// Install the pre-receive hook into a bare repository (created when absent) and set
+    /// receive.denyDeletes, receive.denyNonFastForwards and receive.fsckObjects.
+    ///
+    /// The hook runs `verify --range` on every pushed ref, reading the pushed objects from
+    /// git's quarantine, and prints the findings to the pusher: the server refuses deletions,
+    /// rewrites and invalid additions whoever pushes them, including values of the strict
+    /// privacy families. In the server's environment, ACTION_LEDGER_PRIVACY=reference checks
+    /// the reference's rules only, and ACTION_LEDGER_BIN names the binary the hook runs
+    /// (default: this binary's path at install time).
+    Install {
+        /// The bare state repository that receives pushes.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The ledger ref HEAD points at when the repository is created.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
+    },
+}
+
+/// The privacy profile of the commands that write or check events.
+#[derive(clap::Args, Debug)]
+pub(super) struct PrivacyArg {
+    /// Privacy rules: `strict` (the default) also refuses the credential and private-host
+    /// families beyond the reference's rules; `reference` applies exactly the reference's
+    /// rules (to reproduce it byte for byte on old data). A refusal names the field path, the
+    /// family and the rule id, never the value.
+    #[arg(long = "privacy", value_name = "PROFILE", default_value = "strict",
+          value_parser = PossibleValuesParser::new(["strict", "reference"])
+              .map(|s| s.parse::<Profile>().expect("a listed profile")))]
+    pub(super) profile: Profile,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Command {
+    /// Record one event into a spool (phase input with `phase`, or action input with `scope`);
+    /// prints the recorded event as one JSON line, or nothing when recording is disabled.
+    ///
+    /// The input is a JSON object in one of the reference writers' two shapes: the phase API
+    /// (`phase`, `status`, `reasonCode`?, `retryable`, `mutation`, `identity`, `component`,
+    /// `subject`, and optionally `operation`, `operationIdentity`, `attemptIdentity`,
+    /// `parentEventId`, `phaseSeq`, `idempotencyIdentity`, `learning`, `evidence`,
+    /// `attributes`, `privacy`, `occurredAt`) or the generic action API (`scope`, `identity`,
+    /// `type`, `component`, `subject`, `action{name,status,reasonCode?,retryable,mutation}`
+    /// and the same optional fields).
+    ///
+    /// Recording is enabled by CLAWSWEEPER_ACTION_LEDGER_FORCE=1 and disabled by
+    /// CLAWSWEEPER_ACTION_LEDGER_DISABLED=1. The producer comes from GITHUB_REPOSITORY,
+    /// GITHUB_SHA, GITHUB_WORKFLOW_REF or GITHUB_WORKFLOW, GITHUB_JOB, GITHUB_RUN_ID,
+    /// GITHUB_RUN_ATTEMPT, GITHUB_ACTION and CLAWSWEEPER_ACTION_LEDGER_INVOCATION; the partition
+    /// date from CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE or the UTC date of
+    /// GITHUB_RUN_STARTED_AT.
+    ///
+    /// Every text field passes the privacy boundary, and the event and each identity must
+    /// pass the canonical limits (depth 64, 10,000 values, an estimated 1 MiB with every
+    /// number counted as 24 bytes); a refusal names the limit or rule and the path and writes
+    /// nothing. A repeated identical call prints the existing event and says it is unchanged;
+    /// different content under the same identity is a conflict (exit 1); a sealed producer
+    /// accepts no new event (use a new CLAWSWEEPER_ACTION_LEDGER_INVOCATION).
+    Record {
+        /// Spool root; defaults to $CLAWSWEEPER_ACTION_LEDGER_ROOT, else the current directory.
+        #[arg(long)]
+        spool: Option<PathBuf>,
+        /// JSON input file, or `-` for stdin (the default).
+        #[arg(long, default_value = "-")]
+        input: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
+    },
+    /// Seal (finalize) spools: write each producer's seal record; with --output also write the
+    /// shard files the reference would write there.
+    ///
+    /// Per producer, the events are put in causal order and a create-only seal record is
+    /// written under `.clawsweeper-repair/action-events/_finalizations/`. Sealing again is a
+    /// no-op; a seal that no longer matches its spool (events added after sealing) is refused,
+    /// and so, under the strict profile, is a spool with an event the strict rules refuse
+    /// (exit 1, nothing sealed). Prints `{"paths":[...]}` per spool. A root where nothing was
+    /// recorded prints `{"paths":[]}` and writes nothing; a root that does not exist is an
+    /// error (exit 2), and then no spool is sealed.
+    Seal {
+        /// Directory that receives the shard files (`ledger/v1/events/...`); defaults to
+        /// $CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT when set.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print one JSON object per spool instead of the reference's `{"paths":[...]}`:
+        /// `{"type":"seal","spool","sealed","already_sealed","shards_created","paths"}`.
+        #[arg(long)]
+        json: bool,
+        /// First close every open review/apply start with the reference's terminal event, for
+        /// jobs that timed out, were cancelled or failed (run it at job end with `if: always()`).
+        #[arg(long)]
+        interrupt_open_attempts: bool,
+        /// Why the job ended early (with --interrupt-open-attempts).
+        #[arg(long, default_value = "timeout", value_parser = ["timeout", "cancelled", "workflow_failed"], requires = "interrupt_open_attempts")]
+        reason: String,
+        #[command(flatten)]
+        privacy: PrivacyArg,
+        /// Spool roots (directories containing .clawsweeper-repair/action-events).
+        #[arg(required = true)]
+        spools: Vec<PathBuf>,
+    },
+    /// Verify the ledger at a revision, or a push range; exit 1 when there are findings.
+    ///
+    /// Offline and read-only. Every finding is printed as `path: rule: detail` on stderr; the
+    /// rules (stable names such as `shard-order`, `reservation-missing`, `privacy-strict`,
+    /// `finality-claim-mismatch`, `deletion-unproven`) are documented in the library
+    /// (`cargo doc`, `finding::Rule`). Warnings (`case-collision`: two sibling names equal
+    /// after Unicode case folding and NFC) are printed like findings and leave the exit code
+    /// alone. Exit 0 clean, 1 findings, 2 unreadable (also: no ledger at that ref yet).
+    Verify {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The revision to verify: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
+        #[arg(long, default_value = "HEAD", conflicts_with = "range")]
+        rev: String,
+        /// Verify a push instead: `OLD..NEW`, each a revision as for --rev (OLD all zeros for
+        /// a new ref). NEW must descend from OLD, nothing under `ledger/v1/` or `finality/v1/`
+        /// may be modified or deleted (except shard files a compaction's manifest proves, and a
+        /// manifest replaced by a superset), and every touched set must be valid; only the
+        /// changed subtrees are read.
+        #[arg(long)]
+        range: Option<String>,
+        /// One JSON object per finding plus a summary object on stdout:
+        /// `{"type":"finding"|"warning","path","rule","detail"}`, then
+        /// `{"type":"summary","findings","warnings","shards","events","bindings"}`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
+    },
+    /// Server-side hooks for a state repository.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
+    /// Publish sealed spools or shard roots into the state repository, one commit each.
+    ///
+    /// Each source is validated as a whole (canonical bytes, path identity, complete and
+    /// deterministically packed parts, unique event ids, acyclic parents), then against the
+    /// ref's tip (every binding and payload create-only), and lands as one commit with one
+    /// compare-and-swap ref update. A replay is `unchanged` and makes no commit; different
+    /// content under a published identity is a conflict (exit 1, ref unchanged). A source
+    /// without events publishes nothing (`status: "empty"`); a source that does not exist is
+    /// an error and nothing is published; an unsealed spool is refused with a hint to run
+    /// `seal`. A failed first publication removes the repository it created.
+    ///
+    /// Stdout: one line per source, the reference's import manifest
+    /// (`{"created","unchanged","eventPaths","reservationPaths","completionPaths","paths"}`).
+    /// Each publication adds a pack: run `git gc` on the state repository now and then (safe
+    /// beside publishers).
+    Publish {
+        /// The state repository (created bare when absent; its HEAD points at the ledger ref,
+        /// so that `git clone` checks the ledger out).
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The ledger ref.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
+        /// Tree layout of a new ledger: `fanout` (default; binding files under two hex-prefix
+        /// levels) or `reference` (the reference's flat directories, byte-identical to its
+        /// importer). An existing ledger keeps its layout; naming another one is refused.
+        #[arg(long, value_parser = ["reference", "fanout"])]
+        layout: Option<String>,
+        /// Publish to this remote state repository (any git URL or path); --repo then only
+        /// caches objects. The remote tip is read (`git ls-remote`) and fetched, the commit is
+        /// built on it and pushed with `git push --atomic --force-with-lease=REF:TIP`; when the
+        /// remote moved, the publication is fetched, re-validated and rebuilt. A refusal by the
+        /// server's hook is final (exit 1) and shows the hook's findings.
+        #[arg(long)]
+        remote: Option<String>,
+        /// The ref on the remote (default: the value of --ref).
+        #[arg(long)]
+        remote_ref: Option<String>,
+        /// Attempts when the ref moves under a publication (re-validated and rebuilt on the new
+        /// tip each time, with jittered exponential backoff); then exit 1, ref unchanged.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_attempts: u32,
+        /// Print a JSON Lines record per source instead of the bare reference manifest:
+        /// `{"type":"publication","source","ref","status","commit","attempts","manifest"}`,
+        /// status `created`, `unchanged` or `empty`.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        privacy: PrivacyArg,
+        /// Sealed spool roots or finalized shard roots, published in the order given.
+        #[arg(required = true)]
+        sources: Vec<PathBuf>,
+    },
+    /// Governed actions (execution finality): create, claim, report an outcome, close, show.
+    ///
+    /// A governed action is started by exactly one caller per attempt, and what happened is
+    /// recorded once and never rewritten, in the same state repository as the ledger
+    /// (`finality/v1/actions/...`), one commit and one compare-and-swap per operation.
+    /// $ACTION_LEDGER_NOW (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) replaces the clock of the records.
+    /// Refusals (EXECUTION_CLAIM_CONFLICT, NOT_FOUND, OUTCOME_ALREADY_SET, LIFECYCLE_CONFLICT,
+    /// TERMINAL_STATE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving) exit 1; input
+    /// and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED, INVALID_STATUS,
+    /// INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a refusal is also
+    /// a `{"type":"refusal","command","action_id","code","error"}` object (with
+    /// `current_status` where the contract has one).
+    Action {
+        #[command(subcommand)]
+        command: ActionCommand,
+    },
+    /// Mark every pending outcome older than the timeout as lost_confirmation (one commit).
+    ///
+    /// "Reconcile; never presume the effect did not happen": an open lifecycle becomes
+    /// `unknown`, `pending_approval` is left as it is, and actions whose lifecycle is
+    /// completed, failed, cancelled or blocked are skipped. A report and the sweep race to
+    /// exactly one outcome; the sweep never grants authority to run again. Run it from a
+    /// scheduled job (the reference sweeps every 15 minutes).
+    Sweep {
+        #[command(flatten)]
+        state: StateRepo,
+        /// Minutes after creation before a pending outcome is stale (measured from
+        /// `created_at`, as in the reference; 1 to 1440).
+        #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
+              value_parser = clap::value_parser!(u32).range(1..=1440))]
+        timeout_minutes: u32,
+        /// JSON Lines: one `swept` object per action (`sweep_lost` where another writer set the
+        /// outcome first), then a `sweep` summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Claim an action, run CMD, report its outcome; exits with CMD's code (3: not claimed, CMD
+    /// not run; 4: CMD completed but the outcome could not be recorded).
+    ///
+    /// The claim uses the shell act of CMD unless --act is given, so an action created for one
+    /// command cannot be claimed to run another. CMD runs with stdin inherited and its stdout
+    /// and stderr passed through; the outcome is `completed`, or `failed` ("command exited with
+    /// status N", "command killed by signal S": exit 128+S), bound to the attempt. A CMD that
+    /// cannot be started is reported failed (exit 127 or 126). On exit 4 reconcile (read the
+    /// action back with `action show`), never rerun. An interrupted run leaves the outcome
+    /// pending until `sweep` marks it lost_confirmation.
+    Run {
+        #[command(flatten)]
+        state: StateRepo,
+        #[command(flatten)]
+        binding: Binding,
+        /// The action to claim.
+        #[arg(long)]
+        action: String,
+        /// The attempt id (default: a fresh UUID v4).
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Report as JSON Lines on stderr (stdout is CMD's): `claim`, `outcome` (or `refusal`),
+        /// then `run` with `exit_code`, `outcome` and `recorded`.
+        #[arg(long)]
+        json: bool,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Serve the execution finality API over HTTP (guard, actions, claims, outcomes, approvals,
+    /// sweep), wire-compatible with the DashClaw clients; writes are group-committed.
+    ///
+    /// It writes the same records as the CLI, so `action show`, `verify`, `sweep` and the hook
+    /// work on what it wrote. Without an API key it refuses to start, unless it listens on
+    /// loopback with --insecure-no-auth. $ACTION_LEDGER_CRON_SECRET enables
+    /// `GET /api/cron/outcome-sweep` (Authorization: Bearer SECRET). $ACTION_LEDGER_NOW starts
+    /// its clock at that time. SIGINT or SIGTERM stop it after the requests in flight (exit 0).
+    /// A batch of records lands as one pack: run `git gc` on the repository now and then.
+    Serve {
+        /// The state repository (created bare when absent; with --remote, a cache of objects).
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The ledger ref.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
+        /// Land every commit on this remote state repository (any git URL or path) with a leased
+        /// push, as `publish --remote` does; servers sharing a remote see each other's claims.
+        #[arg(long)]
+        remote: Option<String>,
+        /// The ref on the remote (default: the value of --ref).
+        #[arg(long, requires = "remote")]
+        remote_ref: Option<String>,
+        /// The address to listen on (`127.0.0.1:0` takes a free port).
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: String,
+        /// API keys: one `PRINCIPAL SHA256_HEX_OF_KEY [operator]` a line (keys are stored hashed
+        /// only; `operator` may approve and deny). A single key can also come from
+        /// $ACTION_LEDGER_API_KEY with its principal in $ACTION_LEDGER_PRINCIPAL.
+        #[arg(long)]
+        api_keys: Option<PathBuf>,
+        /// The guard policy (JSON: `{"default", "rules":[{"id", "action_type", "act_kind",
+        /// "agent_id", "verdict", "reason", "containment_ref"}]}`, rules tried in order, a rule
+        /// matching when every field it names is equal; default: allow everything). A claim is
+        /// checked against the current policy again.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Sweep stale outcomes every this many minutes (0: no timer; the cron endpoint still
+        /// works).
+        #[arg(long, default_value_t = 15)]
+        sweep_every: u32,
+        /// Minutes after creation before a pending outcome is stale.
+        #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
+              value_parser = clap::value_parser!(u32).range(1..=1440))]
+        timeout_minutes: u32,
+        /// Serve without authentication (only on a loopback address, only without keys): every
+        /// caller is then the operator `anonymous`.
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// Also print `{"type":"listening","url":…}` on stdout when ready.
+        #[arg(long)]
+        json: bool,
+        /// Most operations in one commit (1: one commit per operation; for benchmarks).
+        #[arg(long, default_value_t = 256, hide = true,
+              value_parser = clap::value_parser!(u32).range(1..=65_536))]
+        max_batch: u32,
+    },
+    /// Fold every month older than the retention window into monthly segments, removing its hot
+    /// shards in the same commit; a second run changes nothing.
+    ///
+    /// No event is lost and no history is rewritten: the segments are the month's shard files
+    /// concatenated byte for byte (`ledger/v1/segments/YYYY/MM/segment-NNNN.jsonl`, at most
+    /// 8 MiB and 4,096 lines each), the month's `manifest.json` proves every removed shard,
+    /// and the compaction is an ordinary commit on the tip, landed by compare-and-swap. A
+    /// shard that is not exactly canonical event lines is refused, stays hot and is reported
+    /// (exit 1). One commit folds at most 256 MiB of shards; a bigger backlog takes several
+    /// commits of the same run. A late publication for a compacted month lands hot and is
+    /// folded into new segments (never rewritten) under the manifest's next generation.
+    Compact {
+        #[command(flatten)]
+        state: StateRepo,
+        /// Months that ended at least this many days before --now are compacted (with 30, March
+        /// is compacted from May 1).
+        #[arg(long, default_value_t = crate::compact::DEFAULT_RETENTION_DAYS)]
+        retention_days: u32,
+        /// The current time (YYYY-MM-DD, midnight UTC, or YYYY-MM-DDTHH:MM:SS[.mmm]Z; default:
+        /// the clock).
+        #[arg(long)]
+        now: Option<String>,
+        /// Print what would be folded; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// JSON Lines: one `month` object per folded month, `refusal` objects, a `compaction`
+        /// summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the ledger's events in canonical order (partition date, shard path, line), from hot
+    /// shards and segments alike.
+    ///
+    /// One readable line per event (time, type, status, subject, producer, short ids), and a
+    /// summary on stderr. It streams shard by shard; every shard passes `verify`'s checks of a
+    /// shard on its own before any of its events is printed (else exit 2, naming the shard and
+    /// the rule). Filters combine. Before anything is published to the ref, it prints nothing
+    /// and exits 0.
+    Log {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// The revision to read: what `git rev-parse` takes (a commit id or its prefix, HEAD,
+        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
+        #[arg(long, default_value = "HEAD")]
+        rev: String,
+        /// Print the canonical event lines exactly as stored (byte-identical before and after a
+        /// compaction).
+        #[arg(long)]
+        json: bool,
+        /// Only events about this subject: OWNER/NAME or OWNER/NAME#NUMBER.
+        #[arg(long)]
+        subject: Option<String>,
+        /// Only events whose operation_id starts with this hex.
+        #[arg(long)]
+        operation: Option<String>,
+        /// Only events whose attempt_id starts with this hex.
+        #[arg(long)]
+        attempt: Option<String>,
+        /// Only events of this type (repeatable: any of them).
+        #[arg(long = "type")]
+        event_type: Vec<String>,
+        /// Only events whose producer component is this.
+        #[arg(long)]
+        producer: Option<String>,
+        /// Only partition dates on or after this YYYY-MM-DD.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only partition dates on or before this YYYY-MM-DD.
+        #[arg(long)]
+        until: Option<String>,
+    },
+}
+
+/// The state repository and ledger ref of the finality commands.
+#[derive(clap::Args, Debug)]
+pub(super) struct StateRepo {
+    /// The state repository.
+    #[arg(long, default_value = "./state.git")]
+    pub(super) repo: PathBuf,
+    /// The ledger ref.
+    #[arg(long = "ref", default_value = "refs/heads/main")]
+    pub(super) ref_name: String,
+}
+
+/// Who acts, and on what: the binding a claim is checked against.
+#[derive(clap::Args, Debug)]
+pub(super) struct Binding {
+    /// The agent id (default $ACTION_LEDGER_AGENT_ID); machine text without confidential
+    /// identifiers.
+    #[arg(long)]
+    pub(super) agent: Option<String>,
+    /// The principal (default $ACTION_LEDGER_PRINCIPAL); machine text without confidential
+    /// identifiers (so no e-mail address).
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// The act as a JSON object (default: the shell act of the command after `--`,
+    /// `{"kind":"shell","command":"<argv, quoted>"}`). Only its hash is stored.
+    #[arg(long)]
+    pub(super) act: Option<String>,
+    /// The caller's identity is verified.
+    #[arg(long)]
+    pub(super) verified: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum ActionCommand {
+    /// Create a governed action; prints its id.
+    ///
+    /// Records the binding: agent, principal, the act hash (`sha256:` + base64url of the
+    /// NFC-normalised canonical JSON of the scrubbed act; the act itself is never stored), the
+    /// guard decision and verdict, protocol 1, and the initial lifecycle (`running`;
+    /// `pending_approval` for require_approval, `blocked` for block). An act with a number
+    /// canonical JSON cannot write exactly (1e400, -0, integers beyond 2^53-1) is refused
+    /// (exit 2). Retrying with the same binding under the same --id exits 0 and writes nothing;
+    /// another binding under that id is ACTION_EXISTS.
+    Create(CreateArgs),
+    /// Claim the execution of an action for one attempt; prints the attempt id.
+    ///
+    /// Granted once, if the action is running, its outcome pending, never claimed, protocol 1,
+    /// the agent, principal and act hash match (give the same --act or `-- CMD ARGS` as at
+    /// creation), its guard decision is permissive, and a verified action is claimed by a
+    /// --verified caller. Every ineligibility and a lost race is the same
+    /// EXECUTION_CLAIM_CONFLICT (no existence oracle); exactly one of any number of concurrent
+    /// claimers wins. A claim that could not be checked or written is
+    /// EXECUTION_CLAIM_UNAVAILABLE, never a conflict.
+    Claim(ClaimArgs),
+    /// Report the outcome of an action: completed, partial (with --progress) or failed (with
+    /// --error).
+    ///
+    /// Recorded once: a second report, one after the sweep or after a legacy close is
+    /// OUTCOME_ALREADY_SET with the current status; lost_confirmation is refused
+    /// (INVALID_STATUS: only the sweep writes it); a blocked, pending_approval, cancelled or
+    /// failed lifecycle is LIFECYCLE_CONFLICT. An open lifecycle is closed: completed ->
+    /// completed, partial and failed -> failed. Secrets and confidential identifiers in the
+    /// summary, error and progress strings are replaced by `[REDACTED]` before storage.
+    Outcome(OutcomeArgs),
+    /// The legacy close: close a running action as completed, failed, cancelled or blocked,
+    /// with the implicit outcome.
+    Close(CloseArgs),
+    /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
+    ///
+    /// elapsed_ms runs from creation to the outcome, or to now while pending, and is never
+    /// negative: when clocks of different machines disagree it is clamped to 0 and the largest
+    /// skew is named (`clock_skew` with --json). An unknown id is NOT_FOUND.
+    Show(ShowArgs),
+}
+
+// The flags of `action create` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct CreateArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    #[command(flatten)]
+    pub(super) binding: Binding,
+    /// The action id, `^[A-Za-z0-9_-]{1,128}$` (default: act_ and 32 random hex digits).
+    #[arg(long)]
+    pub(super) id: Option<String>,
+    /// The guard decision that authorised the action (a claim needs one).
+    #[arg(long)]
+    pub(super) guard_decision: Option<String>,
+    /// That decision's verdict.
+    #[arg(long, default_value = "allow",
+          value_parser = ["allow", "warn", "allow_contained", "require_approval", "block"])]
+    pub(super) verdict: String,
+    /// The containment ref of a contained action (for allow_contained).
+    #[arg(long)]
+    pub(super) containment_ref: Option<String>,
+    /// The initial lifecycle (default: from the verdict).
+    #[arg(long, value_parser = ["running", "pending", "pending_approval", "blocked",
+          "completed", "failed", "cancelled"])]
+    pub(super) lifecycle: Option<String>,
+    /// Create a legacy action without the execution_claims capability (never claimable).
+    #[arg(long)]
+    pub(super) legacy: bool,
+    /// Print a JSON object of type `action`.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// The command the action stands for (its act, unless --act is given).
+    #[arg(last = true)]
+    pub(super) command: Vec<String>,
+}
+
+// The flags of `action claim` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ClaimArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    #[command(flatten)]
+    pub(super) binding: Binding,
+    /// The action id.
+    pub(super) action_id: String,
+    /// The attempt id, `^[A-Za-z0-9_-]{16,128}$` (default: a fresh UUID v4); a repeated attempt
+    /// id never grants again.
+    #[arg(long)]
+    pub(super) attempt: Option<String>,
+    /// Print a JSON object of type `claim`.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// The command the action stands for (its act, unless --act is given).
+    #[arg(last = true)]
+    pub(super) command: Vec<String>,
+}
+
+// The flags of `action outcome` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct OutcomeArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The action id.
+    pub(super) action_id: String,
+    /// completed, partial or failed.
+    pub(super) status: String,
+    /// A summary (redacted, truncated to 4000 characters).
+    #[arg(long)]
+    pub(super) summary: Option<String>,
+    /// The error message (required for failed).
+    #[arg(long)]
+    pub(super) error: Option<String>,
+    /// A JSON object (required for partial; at most 8 KiB of canonical JSON, depth at most 64,
+    /// no number canonical JSON cannot write exactly).
+    #[arg(long)]
+    pub(super) progress: Option<String>,
+    /// The claiming attempt id, to bind the outcome to it (another one is ATTEMPT_MISMATCH).
+    #[arg(long)]
+    pub(super) attempt: Option<String>,
+    /// Print a JSON object of type `outcome`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action close` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct CloseArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The action id.
+    pub(super) action_id: String,
+    /// completed, failed, cancelled or blocked.
+    pub(super) status: String,
+    /// A summary (redacted, truncated to 4000 characters).
+    #[arg(long)]
+    pub(super) summary: Option<String>,
+    /// Print a JSON object of type `outcome`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action show` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ShowArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The action id.
+    pub(super) action_id: String,
+    /// Print a JSON object of type `action`.
+    #[arg(long)]
+    pub(super) json: bool,
+}

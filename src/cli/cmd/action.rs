@@ -1,0 +1,446 @@
+//! `action create | claim | outcome | close | show`: the governed-action commands of execution
+//! finality, and the renderings of their results that `run` and `sweep` share.
+//!
+//! Refusals (a conflict, a used claim, an outcome already set, a lifecycle that forbids the
+//! step) exit 1; invalid input and an unavailable repository exit 2. With `--json` a refusal
+//! is also a `refusal` object on stdout, with the contract's `code` and, where it has one,
+//! `current_status`.
+
+use crate::canonical::{self, Value};
+use crate::finality;
+use crate::store::Store;
+
+use crate::cli::Env;
+use crate::cli::args::{ActionCommand, ClaimArgs, CloseArgs, CreateArgs, OutcomeArgs, ShowArgs};
+use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
+use crate::cli::settings::{finality_now, finality_options, new_action_id, open_state, uuid_v4};
+
+/// A refused or failed finality operation: with `--json` also a `refusal` object on stdout.
+pub(in crate::cli) fn finality_failure(
+    out: &mut Printer,
+    json: bool,
+    command: &str,
+    action_id: &str,
+    e: &finality::Error,
+) -> Failure {
+    if json {
+        let mut v = vec![
+            ("type", Value::str("refusal")),
+            ("command", Value::str(command)),
+            ("action_id", Value::str(action_id)),
+            ("code", Value::str(e.code())),
+            ("error", Value::str(e.to_string())),
+        ];
+        if let Some(s) = e.current_status() {
+            v.push(("current_status", Value::str(s)));
+        }
+        out.data(&line(&Value::object(v)));
+    }
+    Failure {
+        code: if e.is_refusal() { 1 } else { 2 },
+        message: format!("{e} ({})", e.code()),
+    }
+}
+
+/// The `action` object of `show --json` and `create --json`.
+fn state_value(st: &finality::State, now: i64) -> Value {
+    let v = Value::object([
+        ("type", Value::str("action")),
+        ("action", st.action.to_value()),
+        (
+            "claim",
+            st.claim
+                .as_ref()
+                .map_or(Value::Null, finality::Claim::to_value),
+        ),
+        ("lifecycle", Value::str(st.lifecycle().as_str())),
+        ("outcome", st.view(now).to_value()),
+    ]);
+    // An operator's decision (written by `serve`) is shown only where there is one.
+    match (v, &st.approval) {
+        (Value::Object(mut m), Some(p)) => {
+            m.insert("approval".into(), p.to_value());
+            Value::Object(m)
+        }
+        (v, _) => v,
+    }
+}
+
+/// Runs an `action` subcommand at the finality clock's now.
+pub(in crate::cli) fn run(
+    out: &mut Printer,
+    env: &Env,
+    command: ActionCommand,
+) -> Result<(), Failure> {
+    let now = finality_now(env)?;
+    match command {
+        ActionCommand::Create(a) => create(out, env, now, a),
+        ActionCommand::Claim(a) => claim(out, env, now, a),
+        ActionCommand::Outcome(a) => outcome(out, env, now, a),
+        ActionCommand::Close(a) => close(out, env, now, a),
+        ActionCommand::Show(a) => show(out, now, a),
+    }
+}
+
+/// Runs `action create`.
+fn create(out: &mut Printer, env: &Env, now: i64, a: CreateArgs) -> Result<(), Failure> {
+    let CreateArgs {
+        state,
+        binding,
+        id,
+        guard_decision,
+        verdict,
+        containment_ref,
+        lifecycle,
+        legacy,
+        json,
+        command,
+    } = a;
+    let id = match id {
+        Some(id) => id,
+        None => new_action_id()?,
+    };
+    let action_id = finality::ActionId::parse(&id).ok_or_else(|| {
+        Failure::input(format!("--id {id:?} must match ^[A-Za-z0-9_-]{{1,128}}$"))
+    })?;
+    let input = finality::NewAction {
+        action_id,
+        agent_id: binding
+            .agent(env)
+            .ok_or_else(|| Failure::input("--agent (or $ACTION_LEDGER_AGENT_ID) is required"))?,
+        principal: binding.principal(env).ok_or_else(|| {
+            Failure::input("--principal (or $ACTION_LEDGER_PRINCIPAL) is required")
+        })?,
+        act: binding.act(&command)?,
+        guard_decision_id: guard_decision,
+        verdict: finality::Verdict::parse(&verdict).expect("clap checked the verdict"),
+        client_capabilities: if legacy {
+            Vec::new()
+        } else {
+            vec![finality::EXECUTION_CLAIMS.to_owned()]
+        },
+        identity_verified: binding.verified,
+        containment_ref,
+        lifecycle: lifecycle.as_deref().and_then(finality::Lifecycle::parse),
+    };
+    let options = finality_options(env, &state)?;
+    let store = Store::open_or_init_bare(&state.repo, &state.ref_name).map_err(|e| {
+        Failure::input(format!(
+            "cannot open state repository {}: {e}",
+            state.repo.display()
+        ))
+    })?;
+    let written = finality::create_action(&store, &options, &input, now)
+        .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+    let st = finality::show(&store, &state.ref_name, &id)
+        .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+    if json {
+        out.data(&line(&with_type(
+            "action",
+            state_value(&st, now),
+            [
+                ("created", Value::Bool(written.commit.is_some())),
+                ("commit", commit_value(written.commit)),
+            ],
+        )));
+    } else {
+        out.data(&id);
+    }
+    let a = &written.value;
+    out.note(&format!(
+        "{} action {id} (lifecycle {}, {}) {}",
+        if written.commit.is_some() {
+            "created"
+        } else {
+            "unchanged:"
+        },
+        a.lifecycle,
+        if a.execution_protocol.is_some() {
+            "protocol 1"
+        } else {
+            "legacy without protocol: never claimable"
+        },
+        written
+            .commit
+            .map_or("already recorded".to_owned(), |c| format!("at {c}")),
+    ));
+    Ok(())
+}
+
+/// Runs `action claim`.
+fn claim(out: &mut Printer, env: &Env, now: i64, a: ClaimArgs) -> Result<(), Failure> {
+    let ClaimArgs {
+        state,
+        binding,
+        action_id,
+        attempt,
+        json,
+        command,
+    } = a;
+    let attempt = match attempt {
+        Some(a) => a,
+        None => uuid_v4()?,
+    };
+    let request = finality::ClaimRequest {
+        attempt_id: attempt.clone(),
+        agent_id: binding.agent(env),
+        principal: binding.principal(env),
+        act: binding.act(&command)?,
+        verified: binding.verified,
+    };
+    let result = finality_options(env, &state).and_then(|options| {
+        let store = open_state(&state).map_err(|f| Failure {
+            code: 2,
+            message: f.message,
+        })?;
+        Ok(finality::claim(&store, &options, &action_id, &request, now))
+    });
+    let result = match result {
+        Ok(r) => r,
+        Err(f) => Err(finality::Error::ClaimUnavailable {
+            action_id: action_id.clone(),
+            reason: f.message,
+        }),
+    };
+    print_claim(out, json, false, &action_id, &attempt, result.as_ref());
+    match result {
+        Ok(w) => {
+            if !json {
+                out.data(w.value.attempt_id.as_str());
+            }
+            Ok(())
+        }
+        Err(e) => Err(Failure {
+            code: if e.is_refusal() { 1 } else { 2 },
+            message: format!("{e} ({})", e.code()),
+        }),
+    }
+}
+
+/// Runs `action outcome`.
+fn outcome(out: &mut Printer, env: &Env, now: i64, a: OutcomeArgs) -> Result<(), Failure> {
+    let OutcomeArgs {
+        state,
+        action_id,
+        status,
+        summary,
+        error,
+        progress,
+        attempt,
+        json,
+    } = a;
+    let progress = progress
+        .map(|p| canonical::parse(&p).map_err(|e| Failure::input(format!("--progress: {e}"))))
+        .transpose()?;
+    let report = finality::OutcomeReport {
+        status,
+        summary,
+        error_message: error,
+        progress,
+        attempt_id: attempt,
+    };
+    let options = finality_options(env, &state)?;
+    let store = open_state(&state)?;
+    let written = finality::report_outcome(&store, &options, &action_id, &report, now)
+        .map_err(|e| finality_failure(out, json, "outcome", &action_id, &e))?;
+    print_reported(out, json, &written);
+    Ok(())
+}
+
+/// Runs `action close`.
+fn close(out: &mut Printer, env: &Env, now: i64, a: CloseArgs) -> Result<(), Failure> {
+    let CloseArgs {
+        state,
+        action_id,
+        status,
+        summary,
+        json,
+    } = a;
+    let options = finality_options(env, &state)?;
+    let store = open_state(&state)?;
+    let written = finality::close(
+        &store,
+        &options,
+        &action_id,
+        &status,
+        summary.as_deref(),
+        now,
+    )
+    .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;
+    print_reported(out, json, &written);
+    Ok(())
+}
+
+/// Runs `action show`.
+fn show(out: &mut Printer, now: i64, a: ShowArgs) -> Result<(), Failure> {
+    let ShowArgs {
+        state,
+        action_id,
+        json,
+    } = a;
+    let store = open_state(&state)?;
+    let st = finality::show(&store, &state.ref_name, &action_id)
+        .map_err(|e| finality_failure(out, json, "show", &action_id, &e))?;
+    if json {
+        out.data(&line(&state_value(&st, now)));
+        return Ok(());
+    }
+    let a = &st.action;
+    let view = st.view(now);
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+    let mut lines = vec![
+        format!("action:       {}", a.action_id),
+        format!("agent:        {}", a.agent_id),
+        format!("principal:    {}", a.created_by),
+        format!("act hash:     {}", opt(&a.act_content_hash)),
+        format!(
+            "decision:     {} ({})",
+            opt(&a.guard_decision_id),
+            a.guard_verdict
+        ),
+        format!(
+            "protocol:     {}",
+            a.execution_protocol
+                .map_or("none (legacy)".to_owned(), |p| p.to_string())
+        ),
+        format!("created:      {}", finality::format_time(a.created_at_ms)),
+        format!(
+            "claim:        {}",
+            st.claim.as_ref().map_or("-".to_owned(), |c| format!(
+                "{} at {}",
+                c.attempt_id,
+                finality::format_time(c.claimed_at_ms)
+            ))
+        ),
+        format!("lifecycle:    {}", st.lifecycle()),
+        format!("outcome:      {}", view.status),
+    ];
+    if let Some(p) = &st.approval {
+        lines.push(format!(
+            "approval:     {} by {} at {}",
+            p.decision,
+            p.decided_by,
+            finality::format_time(p.decided_at_ms)
+        ));
+    }
+    if let Some(o) = &st.outcome {
+        lines.push(format!(
+            "outcome at:   {}",
+            finality::format_time(o.outcome_at_ms)
+        ));
+        lines.push(format!("source:       {}", o.source));
+        if let Some(a) = &o.attempt_id {
+            lines.push(format!("reported by:  {a}"));
+        }
+        lines.push(format!("summary:      {}", opt(&o.summary)));
+        lines.push(format!("error:        {}", opt(&o.error_message)));
+        if let Some(p) = &o.progress {
+            lines.push(format!("progress:     {}", line(p)));
+        }
+    }
+    lines.push(format!("elapsed_ms:   {}", view.elapsed_ms));
+    if let Some(skew) = &view.clock_skew {
+        lines.push(format!("clock skew:   {skew}"));
+    }
+    for l in lines {
+        out.data(&l);
+    }
+    Ok(())
+}
+
+/// Prints a claim result: with `--json` a `claim` object (on stderr for `run`, whose stdout is
+/// the command's), else a note.
+pub(in crate::cli) fn print_claim(
+    out: &mut Printer,
+    json: bool,
+    to_stderr: bool,
+    action_id: &str,
+    attempt: &str,
+    result: Result<&finality::Written<finality::Claim>, &finality::Error>,
+) {
+    let v = match result {
+        Ok(w) => Value::object([
+            ("type", Value::str("claim")),
+            ("claimed", Value::Bool(true)),
+            ("action_id", Value::str(action_id)),
+            ("attempt_id", Value::str(w.value.attempt_id.as_str())),
+            (
+                "claimed_at",
+                Value::str(finality::format_time(w.value.claimed_at_ms)),
+            ),
+            ("commit", commit_value(w.commit)),
+        ]),
+        Err(e) => Value::object([
+            ("type", Value::str("claim")),
+            ("claimed", Value::Bool(false)),
+            ("action_id", Value::str(action_id)),
+            ("attempt_id", Value::str(attempt)),
+            ("code", Value::str(e.code())),
+            ("error", Value::str(e.to_string())),
+        ]),
+    };
+    if json {
+        if to_stderr {
+            let _ = writeln!(out.stderr, "{}", line(&v));
+        } else {
+            out.data(&line(&v));
+        }
+    } else if let Ok(w) = result {
+        out.note(&format!(
+            "claimed {action_id} for attempt {} at {}",
+            w.value.attempt_id,
+            w.commit.map_or("-".to_owned(), |c| c.to_hex())
+        ));
+    }
+}
+
+/// The `outcome` object of a recorded outcome (`--json`).
+pub(in crate::cli) fn reported_value(w: &finality::Written<finality::Reported>) -> Value {
+    let r = &w.value;
+    with_type(
+        "outcome",
+        r.view.to_value(),
+        [
+            ("lifecycle", Value::str(r.outcome.lifecycle.as_str())),
+            ("source", Value::str(r.outcome.source.as_str())),
+            (
+                "attempt_id",
+                r.outcome
+                    .attempt_id
+                    .as_ref()
+                    .map_or(Value::Null, |a| Value::str(a.as_str())),
+            ),
+            ("security", r.security.to_value()),
+            ("commit", commit_value(w.commit)),
+        ],
+    )
+}
+
+/// Prints a recorded outcome: the `outcome` object or `ID STATUS LIFECYCLE`, then notes.
+fn print_reported(out: &mut Printer, json: bool, w: &finality::Written<finality::Reported>) {
+    let r = &w.value;
+    if json {
+        out.data(&line(&reported_value(w)));
+    } else {
+        out.data(&format!(
+            "{} {} {}",
+            r.outcome.action_id, r.outcome.status, r.outcome.lifecycle
+        ));
+    }
+    if !r.security.is_clean() {
+        out.note(&format!(
+            "redacted {} secret(s) or confidential identifier(s) before storing",
+            r.security.findings
+        ));
+    }
+    if let Some(skew) = &r.view.clock_skew {
+        out.note(&format!("clock skew: {skew}; elapsed_ms is never negative"));
+    }
+    out.note(&format!(
+        "recorded outcome {} of {} (lifecycle {}) at {}",
+        r.outcome.status,
+        r.outcome.action_id,
+        r.outcome.lifecycle,
+        w.commit.map_or("-".to_owned(), |c| c.to_hex())
+    ));
+}

@@ -1,0 +1,122 @@
+//! `log`: the ledger's events in canonical order, filtered.
+//!
+//! Before anything is published to the ref, the log is empty (exit 0). A shard that fails
+//! `verify`'s checks of a shard on its own stops the log (exit 2) before any of its events is
+//! printed. A closed stdout pipe stops the walk early.
+
+use std::path::Path;
+
+use crate::store::{self, Store};
+
+use crate::cli::output::{Failure, Printer};
+
+/// Resolves the `log` flags into a filter.
+pub(in crate::cli) fn filter(
+    subject: Option<String>,
+    operation: Option<String>,
+    attempt: Option<String>,
+    event_types: Vec<String>,
+    producer: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+) -> Result<crate::log::Filter, Failure> {
+    let (repository, number) = match subject {
+        None => (None, None),
+        Some(s) => {
+            let (repo, number) = match s.split_once('#') {
+                Some((r, n)) => (
+                    r.to_owned(),
+                    Some(n.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        Failure::input(format!(
+                            "--subject {s}: the number after # must be a positive integer"
+                        ))
+                    })?),
+                ),
+                None => (s.clone(), None),
+            };
+            let repo = crate::identity::normalize_repository(&repo).map_err(|e| {
+                Failure::input(format!(
+                    "--subject {s}: {e}; give OWNER/NAME or OWNER/NAME#NUMBER"
+                ))
+            })?;
+            (Some(repo), number)
+        }
+    };
+    let hex = |flag: &str, v: Option<String>| -> Result<Option<String>, Failure> {
+        match v {
+            Some(x)
+                if x.is_empty() || !x.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                Err(Failure::input(format!(
+                    "{flag} {x}: give lowercase hex (a prefix is enough)"
+                )))
+            }
+            other => Ok(other),
+        }
+    };
+    let date = |flag: &str, v: Option<String>| -> Result<Option<String>, Failure> {
+        match v {
+            Some(d) if crate::identity::calendar_date(&d, flag).is_err() || d.len() != 10 => Err(
+                Failure::input(format!("{flag} {d}: give a date as YYYY-MM-DD")),
+            ),
+            other => Ok(other),
+        }
+    };
+    Ok(crate::log::Filter {
+        repository,
+        number,
+        operation: hex("--operation", operation)?,
+        attempt: hex("--attempt", attempt)?,
+        event_types,
+        producer,
+        since: date("--since", since)?,
+        until: date("--until", until)?,
+    })
+}
+
+/// Runs `log` with its resolved filter.
+pub(in crate::cli) fn run(
+    out: &mut Printer,
+    repo: &Path,
+    rev: &str,
+    json: bool,
+    filter: &crate::log::Filter,
+) -> Result<(), Failure> {
+    let unreadable = |e: &dyn std::fmt::Display| Failure {
+        code: 2,
+        message: format!("cannot read the log of {}: {e}", repo.display()),
+    };
+    let store = Store::open(repo).map_err(|e| unreadable(&e))?;
+    let commit = match store.resolve(rev) {
+        Ok(commit) => commit,
+        // Nothing published yet: an empty log, not an error.
+        Err(e @ store::Error::NoLedger { .. }) => {
+            out.note(&format!("log of {rev}: {e}; nothing to show"));
+            return Ok(());
+        }
+        Err(e) => return Err(unreadable(&e)),
+    };
+    let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
+    let view = crate::view::View::new(&snap);
+    let stats = crate::log::stream(&view, filter, &mut |entry| {
+        if json {
+            out.data(entry.json);
+        } else {
+            out.data(&crate::log::human(entry));
+        }
+        if out.broken.is_some() {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .map_err(|e| unreadable(&e))?;
+    out.note(&format!(
+        "log of {rev} ({}): {} of {} event(s) from {} shard(s)",
+        commit.to_hex(),
+        stats.matched,
+        stats.events,
+        stats.shards
+    ));
+    Ok(())
+}

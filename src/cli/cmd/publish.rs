@@ -1,0 +1,251 @@
+//! `publish`: sealed spools or shard roots into the state repository, one commit each.
+//!
+//! Every source is looked up before the repository is created or anything is published, so a
+//! mistyped path publishes nothing. Sources are published in the order given; a failure stops
+//! the run and says which sources before it landed. A repository that this run created is
+//! removed again when its first publication fails, so a failed first publication leaves
+//! nothing behind.
+
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Value};
+use crate::ledger::layout::{self, Layout};
+use crate::privacy::Profile;
+use crate::publish::{self, Options, Publication, Status};
+use crate::store::{self, Store};
+use crate::writer::seal;
+
+use crate::cli::Env;
+use crate::cli::output::{Failure, Printer};
+use crate::cli::settings::signature;
+
+/// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, strict privacy,
+/// a remote's refusal, contention, an unsealed spool, another layout), 2 otherwise; the
+/// message says whether earlier sources landed.
+fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure {
+    use publish::Error as E;
+    let code = match &e {
+        E::BindingConflict { .. }
+        | E::PayloadConflict(_)
+        | E::IdentityConflict(_)
+        | E::HistoryCycle(_)
+        | E::Provenance { .. }
+        | E::RemoteRefused(_)
+        | E::StrictPrivacy { .. }
+        | E::Contention { .. } => 1,
+        E::Seal(
+            seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
+        ) => 1,
+        E::Layout(layout::Error::Mismatch { .. } | layout::Error::UnknownRecord) => 1,
+        _ => 2,
+    };
+    Failure {
+        code,
+        message: if earlier == 0 {
+            format!("{}: {e}; the ledger ref was not changed", source.display())
+        } else {
+            format!(
+                "{}: {e}; this source was not published (the {earlier} source(s) before it were)",
+                source.display()
+            )
+        },
+    }
+}
+
+/// The resolved flags of one `publish` run.
+pub(in crate::cli) struct Request<'a> {
+    /// `--repo`: the (cache) repository, created bare when absent.
+    pub(in crate::cli) repo: &'a Path,
+    /// `--ref`: the local ledger ref.
+    pub(in crate::cli) ref_name: &'a str,
+    /// Where the commits land: the local ref, or a remote's ref by leased push.
+    pub(in crate::cli) target: &'a publish::Target,
+    /// `--layout` of a new ledger.
+    pub(in crate::cli) layout: Option<Layout>,
+    /// `--max-attempts` when the ref moves under a publication.
+    pub(in crate::cli) max_attempts: u32,
+    /// `--json`: one `publication` record a source.
+    pub(in crate::cli) json: bool,
+    /// `--privacy`.
+    pub(in crate::cli) profile: Profile,
+    /// The sources, published in this order.
+    pub(in crate::cli) sources: &'a [PathBuf],
+}
+
+/// Runs `publish`.
+pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Result<(), Failure> {
+    let Request {
+        repo,
+        ref_name,
+        target,
+        layout,
+        max_attempts,
+        json,
+        profile,
+        sources,
+    } = *request;
+    let mut options = Options::new(signature(env)?);
+    options.ref_name = ref_name.to_owned();
+    options.layout = layout;
+    options.max_attempts = max_attempts;
+    options.privacy = profile;
+    // Every source is looked up before the repository is created or anything is published, so
+    // that a mistyped path publishes nothing. A directory without events publishes nothing.
+    let mut roots = Vec::with_capacity(sources.len());
+    for source in sources {
+        let root = crate::writer::files::absolute_root(source).map_err(Failure::input)?;
+        let absent = match std::fs::metadata(&root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(publish::Error::MissingSource(root.clone()))
+            }
+            Ok(m) if !m.is_dir() => Some(publish::Error::SourceNotADirectory(root.clone())),
+            _ => None, // the library reports anything else through the opened root
+        };
+        if let Some(e) = absent {
+            return Err(publish_failure(source, 0, e));
+        }
+        roots.push(root);
+    }
+    let was_empty_dir = std::fs::read_dir(repo).is_ok_and(|mut d| d.next().is_none());
+    // Parent directories that creating the repository would create, deepest first.
+    let new_parents: Vec<PathBuf> = repo
+        .ancestors()
+        .skip(1)
+        .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    let (store, created) =
+        Store::open_or_create_bare(repo, ref_name).map_err(|e: store::Error| {
+            Failure::input(format!(
+                "cannot open state repository {}: {e}",
+                repo.display()
+            ))
+        })?;
+    // Whether an earlier source of this run moved the ref (else a failure changed nothing).
+    let mut landed = false;
+    for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
+        let publication = match publish::publish_to(&store, root, &options, target) {
+            Ok(p) => p,
+            Err(e) => {
+                let failure = publish_failure(source, if landed { i } else { 0 }, e);
+                if created {
+                    drop(store);
+                    discard_new_repository(repo, was_empty_dir, &new_parents);
+                }
+                return Err(failure);
+            }
+        };
+        landed |= publication.status == Status::Created;
+        let shown_ref = match target {
+            publish::Target::Local => ref_name.to_owned(),
+            publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
+        };
+        print_publication(out, source, &shown_ref, json, &publication);
+    }
+    Ok(())
+}
+
+/// Removes the repository that this `publish` created at `repo` when a publication failed and
+/// no ref was written to it (no earlier source landed): a failed first publication leaves no
+/// repository behind. The repository is renamed aside first and checked there, so that a
+/// publisher that wrote a ref to it meanwhile gets it back untouched. A directory that was
+/// empty before is left as an empty directory; parent directories made for it (`new_parents`,
+/// deepest first) are removed while empty. A repository that existed is never removed.
+fn discard_new_repository(repo: &Path, was_empty_dir: bool, new_parents: &[PathBuf]) {
+    let Some(name) = repo.file_name() else {
+        return;
+    };
+    let aside = repo.with_file_name(format!(
+        ".{}.discard-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if std::fs::rename(repo, &aside).is_err() {
+        return;
+    }
+    if has_refs(&aside) {
+        let _ = std::fs::rename(&aside, repo);
+        return;
+    }
+    let _ = std::fs::remove_dir_all(&aside);
+    if was_empty_dir {
+        let _ = std::fs::create_dir(repo);
+    }
+    for parent in new_parents {
+        if std::fs::remove_dir(parent).is_err() {
+            break;
+        }
+    }
+}
+
+/// Whether the bare repository at `git_dir` holds any ref (a loose ref file below `refs/` or a
+/// non-empty `packed-refs`); unreadable counts as holding one, so nothing is removed.
+fn has_refs(git_dir: &Path) -> bool {
+    let packed = match std::fs::metadata(git_dir.join("packed-refs")) {
+        Ok(m) => m.len() > 0,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    };
+    packed || holds_file(&git_dir.join("refs"))
+}
+
+/// Whether anything but directories is below `dir` (unreadable counts as yes).
+fn holds_file(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        Ok(entries) => entries.into_iter().any(|e| match e {
+            Ok(e) => match e.file_type() {
+                Ok(t) if t.is_dir() => holds_file(&e.path()),
+                _ => true,
+            },
+            Err(_) => true,
+        }),
+    }
+}
+
+fn print_publication(
+    out: &mut Printer,
+    source: &Path,
+    ref_name: &str,
+    json: bool,
+    p: &Publication,
+) {
+    let status = match p.status {
+        Status::Created => "created",
+        Status::Unchanged => "unchanged",
+        Status::Empty => "empty",
+    };
+    if json {
+        let m = &p.manifest;
+        let line = format!(
+            "{{\"type\":\"publication\",\"source\":{},\"ref\":{},\"status\":\"{status}\",\"commit\":{},\"attempts\":{},\"manifest\":{}}}",
+            canonical::to_canonical_unchecked(&Value::str(source.display().to_string())),
+            canonical::to_canonical_unchecked(&Value::str(ref_name)),
+            p.commit
+                .map_or("null".to_owned(), |c| format!("\"{}\"", c.to_hex())),
+            p.attempts,
+            m.to_json()
+        );
+        out.data(&line);
+    } else {
+        out.data(&p.manifest.to_json());
+    }
+    if p.status == Status::Empty {
+        out.note(&format!(
+            "nothing published from {}: it holds no events (no spool events, no shards); no commit, {} {}",
+            source.display(),
+            ref_name,
+            p.commit
+                .map_or("unchanged".to_owned(), |c| format!("stays at {}", c.to_hex())),
+        ));
+        return;
+    }
+    out.note(&format!(
+        "{status} {}: {} shard(s) new, {} already present, {} file(s) written, {} at {}",
+        source.display(),
+        p.manifest.created,
+        p.manifest.unchanged,
+        p.files_written,
+        ref_name,
+        p.commit.map_or("(no commit)".to_owned(), |c| c.to_hex()),
+    ));
+}

@@ -1,0 +1,97 @@
+//! `record`: one event into a spool, through the writer's phase or action API.
+//!
+//! The spool root is `--spool`, else `$CLAWSWEEPER_ACTION_LEDGER_ROOT`, else the current
+//! directory. The input's shape picks the API: `phase` for the phase API, `scope` for the
+//! generic action API. Exit 1 for a conflict with an already recorded event or a strict
+//! privacy refusal, 2 for unreadable or invalid input; either way nothing is recorded.
+
+use std::path::PathBuf;
+
+use crate::canonical;
+use crate::privacy::Profile;
+use crate::writer::record;
+
+use crate::cli::Env;
+use crate::cli::output::{Failure, Printer};
+use crate::cli::settings::now_ms;
+
+/// Runs `record`.
+pub(in crate::cli) fn run(
+    out: &mut Printer,
+    env: &Env,
+    stdin: &mut dyn std::io::Read,
+    spool: Option<PathBuf>,
+    input: &str,
+    profile: Profile,
+) -> Result<(), Failure> {
+    let root = spool
+        .or_else(|| {
+            env.get("CLAWSWEEPER_ACTION_LEDGER_ROOT")
+                .filter(|s| !s.trim().is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    let root = crate::writer::files::absolute_root(&root).map_err(Failure::input)?;
+    if !root.is_dir() {
+        return Err(Failure::input(format!(
+            "spool root {} does not exist or is not a directory",
+            root.display()
+        )));
+    }
+    let mut text = String::new();
+    let source = if input == "-" {
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::input(format!("cannot read stdin: {e}")))?;
+        "stdin".to_owned()
+    } else {
+        text = std::fs::read_to_string(input)
+            .map_err(|e| Failure::input(format!("cannot read {input}: {e}")))?;
+        input.to_owned()
+    };
+    let value = canonical::parse_input(text.trim_end())
+        .map_err(|e| Failure::input(format!("{source}: {e}")))?;
+    let now_ms = now_ms();
+    let options = record::Options { privacy: profile };
+    let result = match (value.get("phase"), value.get("scope")) {
+        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now_ms, &options),
+        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now_ms, &options),
+        _ => {
+            return Err(Failure::input(format!(
+                "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
+            )));
+        }
+    };
+    match result {
+        Ok(Some((event, outcome))) => {
+            out.data(&event.json);
+            out.note(&match outcome {
+                record::Outcome::Recorded => format!(
+                    "recorded {} {} in {}",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+                record::Outcome::Unchanged => format!(
+                    "unchanged: {} {} is already recorded in {} (the same event; nothing written)",
+                    event.event_type(),
+                    event.event_id,
+                    root.display()
+                ),
+            });
+            Ok(())
+        }
+        Ok(None) => {
+            out.note("recording is disabled (set CLAWSWEEPER_ACTION_LEDGER_FORCE=1 to enable)");
+            Ok(())
+        }
+        Err(e) => Err(Failure {
+            code: if e.is_conflict() || matches!(e, record::Error::StrictPrivacy(_)) {
+                1
+            } else {
+                2
+            },
+            message: format!("{source}: {e}; nothing was recorded"),
+        }),
+    }
+}

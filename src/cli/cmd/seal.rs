@@ -1,0 +1,114 @@
+//! `seal`: finalize spools (one seal record per producer), optionally writing shard files.
+//!
+//! Every spool root is opened before anything is written, so a mistyped path seals nothing.
+//! With `--interrupt-open-attempts`, open review/apply attempts are first closed with the
+//! reference's terminal event.
+
+use std::path::PathBuf;
+
+use crate::canonical::{self, Value};
+use crate::privacy::Profile;
+use crate::writer::seal;
+use crate::writer::spool::Spool;
+
+use crate::cli::output::{Failure, Printer, path_list};
+use crate::cli::settings::now_ms;
+
+/// The exit code of a seal error: 1 for a refusal (late events, a shard conflict, an unsealed
+/// spool, strict privacy), 2 otherwise.
+fn seal_failure(e: seal::Error) -> Failure {
+    let code = match &e {
+        seal::Error::LateEvents(_)
+        | seal::Error::ShardConflict { .. }
+        | seal::Error::Unsealed { .. }
+        | seal::Error::StrictPrivacy { .. } => 1,
+        _ => 2,
+    };
+    Failure {
+        code,
+        message: e.to_string(),
+    }
+}
+
+/// Runs `seal`.
+pub(in crate::cli) fn run(
+    out: &mut Printer,
+    output: Option<PathBuf>,
+    json: bool,
+    interrupt: Option<crate::writer::interrupt::Reason>,
+    profile: Profile,
+    spools: &[PathBuf],
+) -> Result<(), Failure> {
+    // Every root is opened before anything is written, so that a mistyped path seals nothing.
+    let opened = spools
+        .iter()
+        .map(|root| Spool::open(root).map_err(|e| seal_failure(e.into())))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Opened once: every spool's shards go into this directory, whatever its path turns into.
+    let output_root = match &output {
+        Some(dir) => Some(
+            crate::writer::files::Root::open_or_create(dir, seal::OUTPUT_ROOT_LABEL)
+                .map_err(Failure::input)?,
+        ),
+        None => None,
+    };
+    for (root, spool) in spools.iter().zip(opened) {
+        if let Some(reason) = interrupt {
+            let written = crate::writer::interrupt::interrupt_open_attempts(root, reason, now_ms())
+                .map_err(|e| Failure {
+                    code: match &e {
+                        crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                        _ => 2,
+                    },
+                    message: format!("{}: interruption recovery failed: {e}", root.display()),
+                })?;
+            out.note(&format!(
+                "closed {written} open attempt(s) in {} as {}",
+                root.display(),
+                reason.code()
+            ));
+        }
+        let report = seal::seal(
+            &spool,
+            output_root.as_ref(),
+            now_ms().max(0) as u64,
+            &seal::Options {
+                privacy: profile,
+                ..seal::Options::default()
+            },
+        )
+        .map_err(seal_failure)?;
+        let line = if json {
+            Value::object([
+                ("type", Value::str("seal")),
+                ("spool", Value::str(spool.root().display().to_string())),
+                ("sealed", Value::from(report.sealed as i64)),
+                ("already_sealed", Value::from(report.already_sealed as i64)),
+                ("shards_created", Value::from(report.shards_created as i64)),
+                ("paths", path_list(&report.shard_paths)),
+            ])
+        } else {
+            Value::object([("paths", path_list(&report.shard_paths))])
+        };
+        out.data(&canonical::to_canonical_unchecked(&line));
+        if report.sealed + report.already_sealed == 0 {
+            out.note(&format!(
+                "nothing to seal in {}: no events were recorded; nothing written",
+                spool.root().display()
+            ));
+            continue;
+        }
+        out.note(&format!(
+            "sealed {}: {} producer(s) sealed now, {} already sealed, {} shard(s){}",
+            spool.root().display(),
+            report.sealed,
+            report.already_sealed,
+            report.shard_paths.len(),
+            match &output {
+                Some(dir) => format!(", {} written to {}", report.shards_created, dir.display()),
+                None => String::new(),
+            }
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! Arguments and environment resolved into the values the library takes.
+//!
+//! The library never reads the clock or the environment; this module does, once per command,
+//! and hands the results on as plain values. Variables read here:
+//!
+//! - `SOURCE_DATE_EPOCH`: commit time in seconds (else the clock), for reproducible commits;
+//! - `ACTION_LEDGER_COMMITTER_NAME`, `ACTION_LEDGER_COMMITTER_EMAIL`: commit identity
+//!   (default `action-ledger <action-ledger@invalid>`, a fixed non-personal identity);
+//! - `CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT`: `seal --output` when the flag is absent;
+//! - `ACTION_LEDGER_NOW`: the clock of the finality records and of `serve`
+//!   (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`);
+//! - `ACTION_LEDGER_AGENT_ID`, `ACTION_LEDGER_PRINCIPAL`: the binding's agent and principal
+//!   when `--agent` / `--principal` are absent.
+//!
+//! `record` reads the writer's own variables (`CLAWSWEEPER_ACTION_LEDGER_*`, `GITHUB_*`)
+//! through the map it is given; `serve` reads its keys and cron secret in `cmd::serve`.
+//!
+//! Fresh ids (attempt ids, action ids) come from the kernel's random generator through
+//! `rustix`, so that a failure to get randomness is an error (exit 2) rather than a panic;
+//! the `uuid` and `hex` crates format them.
+
+use std::path::PathBuf;
+
+use crate::canonical::{self, Value};
+use crate::finality;
+use crate::store::{Signature, Store};
+
+use super::Env;
+use super::args::{Binding, StateRepo};
+use super::output::Failure;
+
+/// The system clock in milliseconds since the Unix epoch (0 before it).
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Commit identity: `ACTION_LEDGER_COMMITTER_NAME` / `_EMAIL` or a fixed non-personal identity;
+/// time from `SOURCE_DATE_EPOCH` or the clock.
+pub(super) fn signature(env: &Env) -> Result<Signature, Failure> {
+    let time_seconds = match env.get("SOURCE_DATE_EPOCH") {
+        Some(s) => s.trim().parse::<i64>().map_err(|_| {
+            Failure::input(format!(
+                "SOURCE_DATE_EPOCH must be an integer number of seconds: {s}"
+            ))
+        })?,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0),
+    };
+    Ok(Signature {
+        name: env
+            .get("ACTION_LEDGER_COMMITTER_NAME")
+            .cloned()
+            .unwrap_or_else(|| "action-ledger".into()),
+        email: env
+            .get("ACTION_LEDGER_COMMITTER_EMAIL")
+            .cloned()
+            .unwrap_or_else(|| "action-ledger@invalid".into()),
+        time_seconds,
+    })
+}
+
+/// A remote given as a local path is made absolute: git runs in the cache repository.
+pub(super) fn absolute_url(url: &str) -> String {
+    let looks_local = !(url.contains("://") || (url.contains('@') && url.contains(':')));
+    match std::path::Path::new(url) {
+        p if looks_local && p.is_relative() => std::env::current_dir()
+            .map(|d| d.join(p).to_string_lossy().into_owned())
+            .unwrap_or_else(|_| url.to_owned()),
+        _ => url.to_owned(),
+    }
+}
+
+/// The clock of the finality records: `ACTION_LEDGER_NOW` (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) when
+/// set, else the system clock.
+pub(super) fn finality_now(env: &Env) -> Result<i64, Failure> {
+    match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
+        None => Ok(now_ms()),
+        Some(s) => finality::parse_time(s)
+            .or_else(|| {
+                (s.len() == 20 && s.ends_with('Z'))
+                    .then(|| crate::event::timestamp_epoch_seconds(s))
+                    .flatten()
+                    .map(|secs| secs * 1000)
+            })
+            .ok_or_else(|| {
+                Failure::input(format!(
+                    "ACTION_LEDGER_NOW must be YYYY-MM-DDTHH:MM:SS[.mmm]Z, got {s}"
+                ))
+            }),
+    }
+}
+
+/// The finality write options: commit identity from the environment, the ref from `--ref`.
+pub(super) fn finality_options(env: &Env, state: &StateRepo) -> Result<finality::Options, Failure> {
+    let mut options = finality::Options::new(signature(env)?);
+    options.ref_name = state.ref_name.clone();
+    Ok(options)
+}
+
+/// Opens the existing state repository of `--repo` (exit 2 when it cannot be opened).
+pub(super) fn open_state(state: &StateRepo) -> Result<Store, Failure> {
+    Store::open(&state.repo).map_err(|e| {
+        Failure::input(format!(
+            "cannot open state repository {}: {e}",
+            state.repo.display()
+        ))
+    })
+}
+
+/// Random bytes from the kernel's generator.
+fn random_bytes<const N: usize>() -> Result<[u8; N], Failure> {
+    let mut buf = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        filled +=
+            rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty())
+                .map_err(|e| Failure::input(format!("cannot read random bytes: {e}")))?;
+    }
+    Ok(buf)
+}
+
+/// `act_` and 32 random hex digits: a fresh action id.
+pub(super) fn new_action_id() -> Result<String, Failure> {
+    Ok(format!("act_{}", hex::encode(random_bytes::<16>()?)))
+}
+
+/// A fresh UUID v4 in its hyphenated lowercase form (a valid attempt id).
+pub(super) fn uuid_v4() -> Result<String, Failure> {
+    Ok(uuid::Builder::from_random_bytes(random_bytes::<16>()?)
+        .into_uuid()
+        .hyphenated()
+        .to_string())
+}
+
+impl Binding {
+    /// `--agent`, else `$ACTION_LEDGER_AGENT_ID`.
+    pub(super) fn agent(&self, env: &Env) -> Option<String> {
+        self.agent
+            .clone()
+            .or_else(|| env.get("ACTION_LEDGER_AGENT_ID").cloned())
+    }
+
+    /// `--principal`, else `$ACTION_LEDGER_PRINCIPAL`.
+    pub(super) fn principal(&self, env: &Env) -> Option<String> {
+        self.principal
+            .clone()
+            .or_else(|| env.get("ACTION_LEDGER_PRINCIPAL").cloned())
+    }
+
+    /// `--act` (a JSON object), else the shell act of `command`, else none.
+    pub(super) fn act(&self, command: &[String]) -> Result<Option<Value>, Failure> {
+        match &self.act {
+            Some(text) => {
+                let v =
+                    canonical::parse(text).map_err(|e| Failure::input(format!("--act: {e}")))?;
+                if !matches!(v, Value::Object(_)) {
+                    return Err(Failure::input("--act must be a JSON object"));
+                }
+                if let Err(finality::Error::InvalidInput { reason, .. }) = finality::check_act(&v) {
+                    return Err(Failure::input(format!("--act: {reason}")));
+                }
+                Ok(Some(v))
+            }
+            None if command.is_empty() => Ok(None),
+            None => Ok(Some(finality::shell_act(command))),
+        }
+    }
+}
+
+/// The server's clock: the system clock, or one that starts at `ACTION_LEDGER_NOW` and advances
+/// with the system clock.
+pub(super) fn serve_clock(env: &Env) -> Result<std::sync::Arc<dyn crate::server::Clock>, Failure> {
+    let offset = match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(_) => finality_now(env)? - now_ms(),
+    };
+    Ok(std::sync::Arc::new(move || now_ms() + offset))
+}
+
+/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp; default the clock.
+pub(super) fn compact_now(now: Option<&str>) -> Result<i64, Failure> {
+    let Some(s) = now else {
+        return Ok(now_ms() / 1000);
+    };
+    let date = (s.len() == 10)
+        .then(|| crate::event::timestamp_epoch_seconds(&format!("{s}T00:00:00Z")))
+        .flatten();
+    date.or_else(|| crate::event::timestamp_epoch_seconds(s))
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "--now must be YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z, got {s}"
+            ))
+        })
+}
+
+/// `$CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT` when set and not blank: `seal`'s default `--output`.
+pub(super) fn seal_output_root(env: &Env) -> Option<PathBuf> {
+    env.get("CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT")
+        .filter(|s| !s.trim().is_empty())
+        .map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_ids_are_valid_ids_of_their_kind() {
+        let uuid = regex::Regex::new(
+            r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
+        )
+        .unwrap();
+        let action = regex::Regex::new(r"^act_[0-9a-f]{32}$").unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..64 {
+            let attempt = uuid_v4().ok().unwrap();
+            assert!(uuid.is_match(&attempt), "{attempt}");
+            assert!(finality::AttemptId::parse(&attempt).is_some(), "{attempt}");
+            let id = new_action_id().ok().unwrap();
+            assert!(action.is_match(&id), "{id}");
+            assert!(finality::ActionId::parse(&id).is_some(), "{id}");
+            assert!(seen.insert(attempt) && seen.insert(id));
+        }
+    }
+
+    #[test]
+    fn blank_output_root_is_no_output_root() {
+        let env = |v: &str| Env::from([("CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT".into(), v.into())]);
+        assert_eq!(seal_output_root(&Env::new()), None);
+        assert_eq!(seal_output_root(&env("  ")), None);
+        assert_eq!(seal_output_root(&env("out")), Some(PathBuf::from("out")));
+    }
+}

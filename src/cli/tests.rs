@@ -1,0 +1,1651 @@
+use super::*;
+use crate::store::{Signature, Store};
+use crate::writer::files;
+use std::path::Path;
+
+/// Writes the spool of the reference vector `single_event` (one review.item event, its
+/// partition marker; not sealed) below `root`.
+fn fixture_spool(root: &Path) {
+    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
+    let case = doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "single_event")
+        .unwrap();
+    for f in case["expected"]["spool_files_before"].as_array().unwrap() {
+        let p = root.join(f["path"].as_str().unwrap());
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
+    }
+}
+
+/// Runs the CLI in-process; returns exit code, stdout and stderr as one text with the
+/// temporary directory and commit ids filtered.
+fn run_cli(tmp: &Path, args: &[&str]) -> String {
+    let env = Env::from([("SOURCE_DATE_EPOCH".to_owned(), "1768480496".to_owned())]);
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("action-ledger".to_owned()).chain(
+        args.iter()
+            .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+    );
+    let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+    let text = format!(
+        "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap()
+    );
+    let text = text.replace(&tmp.display().to_string(), "[TMP]");
+    let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+    re.replace_all(&text, "[COMMIT]").into_owned()
+}
+
+#[test]
+fn seal_then_publish_then_replay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_spool(&tmp.join("spool"));
+    insta::assert_snapshot!(
+        "publish_unsealed",
+        run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+        )
+    );
+    insta::assert_snapshot!(
+        "seal",
+        run_cli(tmp, &["seal", "--output", "[TMP]/out", "[TMP]/spool"])
+    );
+    insta::assert_snapshot!(
+        "seal_again_json",
+        run_cli(tmp, &["seal", "--json", "[TMP]/spool"])
+    );
+    insta::assert_snapshot!(
+        "publish",
+        run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+        )
+    );
+    insta::assert_snapshot!(
+        "publish_replay_json",
+        run_cli(
+            tmp,
+            &[
+                "publish",
+                "--json",
+                "--repo",
+                "[TMP]/state.git",
+                "[TMP]/out"
+            ]
+        )
+    );
+    // The repository is fanout (the default for a new one): another layout is refused and
+    // changes nothing; naming its own layout is fine.
+    insta::assert_snapshot!(
+        "publish_layout_mismatch",
+        run_cli(
+            tmp,
+            &[
+                "publish",
+                "--layout",
+                "reference",
+                "--repo",
+                "[TMP]/state.git",
+                "[TMP]/spool"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "publish_layout_same",
+        run_cli(
+            tmp,
+            &[
+                "publish",
+                "--layout",
+                "fanout",
+                "--repo",
+                "[TMP]/state.git",
+                "[TMP]/spool"
+            ]
+        )
+    );
+}
+
+#[test]
+fn refusals_and_usage_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_spool(&tmp.join("spool"));
+    let event = walkdir::WalkDir::new(tmp.join("spool"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.extension().is_some_and(|x| x == "json") && !p.to_string_lossy().contains("/_"))
+        .unwrap();
+    let text = std::fs::read_to_string(&event).unwrap();
+    std::fs::write(&event, text.replacen("{\"action\":{", "{\"action\": {", 1)).unwrap();
+    insta::assert_snapshot!("seal_non_canonical", run_cli(tmp, &["seal", "[TMP]/spool"]));
+    insta::assert_snapshot!(
+        "publish_missing_source",
+        run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/state.git", "[TMP]/nowhere"]
+        )
+    );
+    insta::assert_snapshot!("usage_no_sources", run_cli(tmp, &["publish"]));
+    insta::assert_snapshot!(
+        "usage_bad_layout",
+        run_cli(tmp, &["publish", "--layout", "flat", "x"])
+    );
+}
+
+#[test]
+fn serve_refuses_to_start_on_bad_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    std::fs::write(tmp.join("keys"), format!("bot {digest}\n")).unwrap();
+    std::fs::write(tmp.join("bad-keys"), format!("bot {digest} admin\n")).unwrap();
+    std::fs::write(
+        tmp.join("bad-policy.json"),
+        r#"{"rules":[{"verdict":"maybe"}]}"#,
+    )
+    .unwrap();
+    let serve = |env: &[(&str, &str)], args: &[&str]| {
+        let env: Env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let argv = ["action-ledger", "serve", "--repo", "[TMP]/state.git"]
+            .iter()
+            .chain(args)
+            .map(|a| a.replace("[TMP]", &tmp.display().to_string()));
+        let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+        let text = format!(
+            "$ serve {}\nexit: {code}\n{}{}",
+            args.join(" "),
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap()
+        );
+        text.replace(&tmp.display().to_string(), "[TMP]")
+    };
+    let key = [("ACTION_LEDGER_API_KEY", "k1")];
+    let cases = [
+        serve(&[], &["--listen", "127.0.0.1:0"]),
+        serve(&[], &["--listen", "0.0.0.0:0", "--insecure-no-auth"]),
+        serve(&[], &["--api-keys", "[TMP]/keys", "--insecure-no-auth"]),
+        serve(&[], &["--api-keys", "[TMP]/bad-keys"]),
+        serve(&[], &["--api-keys", "[TMP]/missing-keys"]),
+        serve(&key, &[]),
+        serve(
+            &[],
+            &[
+                "--api-keys",
+                "[TMP]/keys",
+                "--policy",
+                "[TMP]/bad-policy.json",
+            ],
+        ),
+        serve(&[], &["--api-keys", "[TMP]/keys", "--listen", "nowhere"]),
+        serve(&[], &["--api-keys", "[TMP]/keys", "--timeout-minutes", "0"]),
+        serve(
+            &[],
+            &["--remote-ref", "refs/heads/x", "--api-keys", "[TMP]/keys"],
+        ),
+    ];
+    insta::assert_snapshot!("serve_refusals", cases.join("\n"));
+    assert!(
+        !tmp.join("state.git").exists(),
+        "nothing is created on a refusal"
+    );
+}
+
+/// The writer environment of a CI job (fixed clock, forced recording, one partition date,
+/// the `GITHUB_*` producer variables); shared with the boundary tests.
+pub(crate) fn writer_env() -> Env {
+    [
+        ("SOURCE_DATE_EPOCH", "1768480496"),
+        ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+        ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+        ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+        ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+        ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+        ("GITHUB_JOB", "review"),
+        ("GITHUB_RUN_ID", "2234567890"),
+        ("GITHUB_RUN_ATTEMPT", "1"),
+        ("GITHUB_ACTION", "run-review"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// Runs the CLI in-process with the writer environment of a CI job and `stdin`; the output
+/// is filtered as in [`run_cli`].
+fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
+    let env = writer_env();
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("action-ledger".to_owned()).chain(
+        args.iter()
+            .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+    );
+    let code = run(argv, &env, &mut stdin.as_bytes(), &mut out, &mut err);
+    let text = format!(
+        "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap()
+    );
+    let text = text.replace(&tmp.display().to_string(), "[TMP]");
+    let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+    re.replace_all(&text, "[COMMIT]").into_owned()
+}
+
+/// A value the reference accepts and the strict profile refuses: a (synthetic) Slack
+/// incoming-webhook URL in `subject.subjectId`.
+const WEBHOOK_EVENT: &str = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":7},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":7,"subjectId":"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},"retryable":true,"mutation":false}"#;
+
+/// The strict profile end to end: record and seal refuse and write nothing; with
+/// `--privacy reference` the event is recorded and sealed; publish refuses it (exit 1, ref
+/// unchanged) unless given `--privacy reference`; verify then reports it as a
+/// `privacy-strict` finding, and not under `--privacy reference`.
+#[test]
+fn strict_privacy_refusals_and_findings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    std::fs::create_dir_all(tmp.join("spool")).unwrap();
+    fixture_spool(&tmp.join("clean"));
+    let code = |text: &str| text.lines().next().unwrap().to_owned();
+    assert_eq!(
+        code(&run_cli(tmp, &["seal", "[TMP]/clean"])),
+        "exit: 0",
+        "the clean fixture seals"
+    );
+    assert_eq!(
+        code(&run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/state.git", "[TMP]/clean"]
+        )),
+        "exit: 0"
+    );
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap();
+
+    insta::assert_snapshot!(
+        "record_strict_refused",
+        run_writer(tmp, WEBHOOK_EVENT, &["record", "--spool", "[TMP]/spool"])
+    );
+    assert_eq!(std::fs::read_dir(tmp.join("spool")).unwrap().count(), 0);
+    let recorded = run_writer(
+        tmp,
+        WEBHOOK_EVENT,
+        &["record", "--privacy", "reference", "--spool", "[TMP]/spool"],
+    );
+    assert_eq!(code(&recorded), "exit: 0", "{recorded}");
+
+    insta::assert_snapshot!(
+        "seal_strict_refused",
+        run_cli(tmp, &["seal", "[TMP]/spool"])
+    );
+    assert!(
+        !walkdir::WalkDir::new(tmp.join("spool"))
+            .into_iter()
+            .any(|e| e
+                .unwrap()
+                .path()
+                .to_string_lossy()
+                .contains("_finalizations/")),
+        "a refused seal wrote a seal record"
+    );
+    let sealed = run_cli(tmp, &["seal", "--privacy", "reference", "[TMP]/spool"]);
+    assert_eq!(code(&sealed), "exit: 0", "{sealed}");
+
+    insta::assert_snapshot!(
+        "publish_strict_refused",
+        run_cli(
+            tmp,
+            &["publish", "--repo", "[TMP]/state.git", "[TMP]/spool"]
+        )
+    );
+    assert_eq!(store.tip("refs/heads/main").unwrap(), tip, "the ref moved");
+    let published = run_cli(
+        tmp,
+        &[
+            "publish",
+            "--privacy",
+            "reference",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/spool",
+        ],
+    );
+    assert_eq!(code(&published), "exit: 0", "{published}");
+
+    insta::assert_snapshot!(
+        "verify_strict_finding",
+        run_cli(tmp, &["verify", "--repo", "[TMP]/state.git"])
+    );
+    insta::assert_snapshot!(
+        "verify_strict_finding_json",
+        run_cli(
+            tmp,
+            &["-q", "verify", "--json", "--repo", "[TMP]/state.git"]
+        )
+    );
+    let range = format!("{}..refs/heads/main", tip.unwrap().to_hex());
+    let pushed = run_cli(
+        tmp,
+        &["verify", "--repo", "[TMP]/state.git", "--range", &range],
+    );
+    assert_eq!(code(&pushed), "exit: 1", "{pushed}");
+    assert!(pushed.contains(": privacy-strict: event "), "{pushed}");
+    insta::assert_snapshot!(
+        "verify_reference_clean",
+        run_cli(
+            tmp,
+            &[
+                "verify",
+                "--privacy",
+                "reference",
+                "--repo",
+                "[TMP]/state.git"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "usage_bad_privacy",
+        run_cli(tmp, &["verify", "--privacy", "lenient"])
+    );
+}
+
+/// Two producers that differ only in case (`Review`, `review`) give sibling directories
+/// that a case-insensitive file system folds into one: `verify` reports the pair as a
+/// warning (type "warning" in JSON) and still exits 0, for the revision and for the push
+/// that brings the second one.
+#[test]
+fn verify_warns_of_names_that_differ_only_in_case() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let event = |component: &str| {
+        format!(
+            r#"{{"phase":"review.item","status":"started","component":"{component}","identity":{{"item":7}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":7}},"retryable":true,"mutation":false}}"#
+        )
+    };
+    let code = |text: &str| text.lines().next().unwrap().to_owned();
+    for (spool, component) in [("upper", "Review"), ("lower", "review")] {
+        std::fs::create_dir_all(tmp.join(spool)).unwrap();
+        let spool = format!("[TMP]/{spool}");
+        let out = run_writer(tmp, &event(component), &["record", "--spool", &spool]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+        let out = run_cli(tmp, &["seal", &spool]);
+        assert_eq!(code(&out), "exit: 0", "{out}");
+    }
+    let repo = ["--repo", "[TMP]/state.git"];
+    let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/upper"]);
+    assert_eq!(code(&out), "exit: 0", "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let first = store.tip("refs/heads/main").unwrap().unwrap();
+    let out = run_cli(tmp, &["verify", repo[0], repo[1]]);
+    assert_eq!(code(&out), "exit: 0", "{out}");
+    assert!(!out.contains("warning"), "{out}");
+    let out = run_cli(tmp, &["publish", repo[0], repo[1], "[TMP]/lower"]);
+    assert_eq!(code(&out), "exit: 0", "{out}");
+    insta::assert_snapshot!(
+        "verify_case_collision",
+        run_cli(tmp, &["verify", repo[0], repo[1]])
+    );
+    insta::assert_snapshot!(
+        "verify_case_collision_json",
+        run_cli(tmp, &["-q", "verify", "--json", repo[0], repo[1]])
+    );
+    let range = format!("{}..main", first.to_hex());
+    insta::assert_snapshot!(
+        "verify_case_collision_range",
+        run_cli(tmp, &["verify", repo[0], repo[1], "--range", &range])
+    );
+}
+
+/// Runs the CLI in-process with the finality clock and identity in the environment; the
+/// output is filtered as in [`run_cli`].
+fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
+    let env = Env::from([
+        ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
+        ("ACTION_LEDGER_NOW".to_owned(), now.to_owned()),
+        ("ACTION_LEDGER_AGENT_ID".to_owned(), "deploy-bot".to_owned()),
+        ("ACTION_LEDGER_PRINCIPAL".to_owned(), "ci-key-7".to_owned()),
+    ]);
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("action-ledger".to_owned()).chain(
+        args.iter()
+            .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
+    );
+    let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+    let text = format!(
+        "exit: {code}\n--- stdout\n{}--- stderr\n{}",
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap()
+    );
+    let text = text.replace(&tmp.display().to_string(), "[TMP]");
+    let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
+    re.replace_all(&text, "[COMMIT]").into_owned()
+}
+
+const T0: &str = "2026-03-01T12:00:00.000Z";
+const T1: &str = "2026-03-01T12:00:01.500Z";
+const LATER: &str = "2026-03-01T13:00:00.000Z";
+
+#[test]
+fn action_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let create = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", "create", "--repo", repo, "--id", id];
+        args.extend_from_slice(extra);
+        run_finality(tmp, T0, &args)
+    };
+    insta::assert_snapshot!(
+        "action_create",
+        create(
+            "act_deploy",
+            &["--guard-decision", "gd_42", "--", "./deploy.sh", "prod"]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_create_json_blocked",
+        create(
+            "act_blocked",
+            &["--json", "--guard-decision", "gd_43", "--verdict", "block"]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_create_exists",
+        create("act_deploy", &["--guard-decision", "gd_other"])
+    );
+    let claim = |attempt: &str, extra: &[&str]| {
+        let mut args = vec![
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_deploy",
+            "--attempt",
+            attempt,
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
+        run_finality(tmp, T0, &args)
+    };
+    insta::assert_snapshot!(
+        "action_claim_other_act",
+        run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "claim",
+                "--json",
+                "--repo",
+                repo,
+                "act_deploy",
+                "--attempt",
+                "attempt-0000000000",
+                "--",
+                "./deploy.sh",
+                "staging"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_claim_json",
+        claim("attempt-0000000001", &["--json"])
+    );
+    insta::assert_snapshot!("action_claim_conflict", claim("attempt-0000000002", &[]));
+    insta::assert_snapshot!("action_claim_invalid_attempt", claim("short", &["--json"]));
+    insta::assert_snapshot!(
+        "action_claim_no_repo",
+        run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "claim",
+                "--repo",
+                "[TMP]/none.git",
+                "act_deploy",
+                "--attempt",
+                "attempt-0000000003"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_outcome_json",
+        run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "outcome",
+                "--json",
+                "--repo",
+                repo,
+                "act_deploy",
+                "completed",
+                "--attempt",
+                "attempt-0000000001",
+                "--summary",
+                "deployed v2 with token=oc_live_fixture"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_outcome_already_set_json",
+        run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "outcome",
+                "--json",
+                "--repo",
+                repo,
+                "act_deploy",
+                "failed",
+                "--error",
+                "late"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_outcome_lost_confirmation",
+        run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "outcome",
+                "--repo",
+                repo,
+                "act_deploy",
+                "lost_confirmation"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_outcome_blocked",
+        run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "outcome",
+                "--repo",
+                repo,
+                "act_blocked",
+                "completed"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_show",
+        run_finality(
+            tmp,
+            LATER,
+            &["action", "show", "--repo", repo, "act_deploy"]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_show_json",
+        run_finality(
+            tmp,
+            LATER,
+            &["action", "show", "--json", "--repo", repo, "act_deploy"]
+        )
+    );
+    insta::assert_snapshot!(
+        "action_show_missing",
+        run_finality(
+            tmp,
+            LATER,
+            &["action", "show", "--repo", repo, "act_nothing"]
+        )
+    );
+    create("act_legacy", &["--guard-decision", "gd_44"]);
+    insta::assert_snapshot!(
+        "action_close_cancelled",
+        run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "close",
+                "--repo",
+                repo,
+                "act_legacy",
+                "cancelled",
+                "--summary",
+                "operator stopped it"
+            ]
+        )
+    );
+    create("act_stale", &["--guard-decision", "gd_45"]);
+    create(
+        "act_waiting",
+        &["--guard-decision", "gd_46", "--verdict", "require_approval"],
+    );
+    insta::assert_snapshot!(
+        "sweep_json",
+        run_finality(tmp, LATER, &["sweep", "--json", "--repo", repo])
+    );
+    insta::assert_snapshot!(
+        "sweep_again",
+        run_finality(
+            tmp,
+            LATER,
+            &["sweep", "--repo", repo, "--timeout-minutes", "30"]
+        )
+    );
+    insta::assert_snapshot!(
+        "sweep_bad_timeout",
+        run_finality(
+            tmp,
+            LATER,
+            &["sweep", "--repo", repo, "--timeout-minutes", "0"]
+        )
+    );
+    insta::assert_snapshot!(
+        "verify_finality_clean",
+        run_finality(tmp, LATER, &["verify", "--repo", repo])
+    );
+}
+
+#[test]
+fn run_wraps_a_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let script = "echo to-stdout; echo to-stderr >&2";
+    let ok = ["sh", "-c", script];
+    let mut args = vec![
+        "action",
+        "create",
+        "--repo",
+        repo,
+        "--id",
+        "act_ok",
+        "--guard-decision",
+        "gd_1",
+        "--",
+    ];
+    args.extend_from_slice(&ok);
+    run_finality(tmp, T0, &args);
+    let run_args = |id: &'static str, attempt: &'static str, json: bool, cmd: &[&'static str]| {
+        let mut a = vec!["run", "--repo", repo, "--action", id, "--attempt", attempt];
+        if json {
+            a.push("--json");
+        }
+        a.push("--");
+        a.extend_from_slice(cmd);
+        a
+    };
+    insta::assert_snapshot!(
+        "run_completed",
+        run_finality(
+            tmp,
+            T1,
+            &run_args("act_ok", "attempt-0000000001", false, &ok)
+        )
+    );
+    // A second run is refused before the command starts: the marker is never written.
+    let marker = ["sh", "-c", "touch [TMP]/ran-again"];
+    insta::assert_snapshot!(
+        "run_refused",
+        run_finality(
+            tmp,
+            T1,
+            &run_args("act_ok", "attempt-0000000002", false, &marker)
+        )
+    );
+    assert!(!tmp.join("ran-again").exists());
+    let fail = ["sh", "-c", "echo partial-output; exit 7"];
+    let mut args = vec![
+        "action",
+        "create",
+        "--repo",
+        repo,
+        "--id",
+        "act_fail",
+        "--guard-decision",
+        "gd_2",
+        "--",
+    ];
+    args.extend_from_slice(&fail);
+    run_finality(tmp, T0, &args);
+    insta::assert_snapshot!(
+        "run_failed_json",
+        run_finality(
+            tmp,
+            T1,
+            &run_args("act_fail", "attempt-0000000003", true, &fail)
+        )
+    );
+    let missing = ["[TMP]/no-such-program"];
+    let mut args = vec![
+        "action",
+        "create",
+        "--repo",
+        repo,
+        "--id",
+        "act_missing",
+        "--guard-decision",
+        "gd_3",
+        "--",
+    ];
+    args.extend_from_slice(&missing);
+    run_finality(tmp, T0, &args);
+    insta::assert_snapshot!(
+        "run_not_found",
+        run_finality(
+            tmp,
+            T1,
+            &run_args("act_missing", "attempt-0000000004", false, &missing)
+        )
+    );
+    // The command completes but takes the repository's objects with it: exit 4, reconcile.
+    let broken = "[TMP]/broken.git";
+    let sabotage = ["mv", "[TMP]/broken.git/objects", "[TMP]/objects.gone"];
+    let mut args = vec![
+        "action",
+        "create",
+        "--repo",
+        broken,
+        "--id",
+        "act_lost",
+        "--guard-decision",
+        "gd_4",
+        "--",
+    ];
+    args.extend_from_slice(&sabotage);
+    run_finality(tmp, T0, &args);
+    let mut args = vec![
+        "run",
+        "--repo",
+        broken,
+        "--action",
+        "act_lost",
+        "--attempt",
+        "attempt-0000000005",
+        "--",
+    ];
+    args.extend_from_slice(&sabotage);
+    insta::assert_snapshot!("run_unconfirmed", run_finality(tmp, T1, &args));
+    insta::assert_snapshot!(
+        "run_verify_clean",
+        run_finality(tmp, T1, &["verify", "--repo", repo])
+    );
+}
+
+/// `action create`, `action claim` and `run` refuse an act with a lossy number (exit 2),
+/// naming its path, before anything is written or run.
+#[test]
+fn lossy_numbers_in_an_act_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let create = |act: &str| {
+        run_finality(
+            tmp,
+            T0,
+            &[
+                "action",
+                "create",
+                "--repo",
+                repo,
+                "--id",
+                "act_n",
+                "--guard-decision",
+                "gd_1",
+                "--act",
+                act,
+            ],
+        )
+    };
+    let refused_create = [
+        create(r#"{"kind":"shell","n":1e400}"#),
+        create(r#"{"kind":"http","request":{"retries":-1e400}}"#),
+    ];
+    assert!(!tmp.join("state.git").exists(), "no repository created");
+    assert!(create(r#"{"kind":"shell","n":1}"#).starts_with("exit: 0"));
+    let claim = run_finality(
+        tmp,
+        T0,
+        &[
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_n",
+            "--attempt",
+            "attempt-0000000001",
+            "--json",
+            "--act",
+            r#"{"kind":"shell","n":[1,1e401]}"#,
+        ],
+    );
+    let run = run_finality(
+        tmp,
+        T0,
+        &[
+            "run",
+            "--repo",
+            repo,
+            "--action",
+            "act_n",
+            "--attempt",
+            "attempt-0000000002",
+            "--act",
+            r#"{"kind":"shell","n":-0}"#,
+            "--",
+            "touch",
+            "[TMP]/ran",
+        ],
+    );
+    assert!(!tmp.join("ran").exists(), "the command was not run");
+    insta::assert_snapshot!(
+        "act_lossy_numbers",
+        [refused_create[0].as_str(), &refused_create[1], &claim, &run].join("\n")
+    );
+    let show = run_finality(tmp, T0, &["action", "show", "--repo", repo, "act_n"]);
+    assert!(show.contains("claim:        -\n"), "{show}");
+}
+
+/// `action create --id X` retried later with the same binding exits 0, prints the id and
+/// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
+#[test]
+fn action_create_retry_is_idempotent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let create = |now: &str, extra: &[&str]| {
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            "act_retry",
+            "--guard-decision",
+            "gd_1",
+            "--containment-ref",
+            "ctr_9",
+            "--verdict",
+            "allow_contained",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
+        run_finality(tmp, now, &args)
+    };
+    let tip = || {
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        store.tip("refs/heads/main").unwrap()
+    };
+    assert!(create(T0, &[]).starts_with("exit: 0"));
+    let first = tip();
+    insta::assert_snapshot!(
+        "action_create_retry",
+        [create(T1, &[]), create(LATER, &["--json"])].join("\n")
+    );
+    assert_eq!(tip(), first, "no commit");
+    insta::assert_snapshot!(
+        "action_create_retry_other_binding",
+        [
+            create(T1, &["--agent", "other-bot"]),
+            create(T1, &["--json", "--lifecycle", "pending"]),
+        ]
+        .join("\n")
+    );
+    assert_eq!(tip(), first, "no commit");
+}
+
+/// An outcome recorded by a clock behind the creator's: `elapsed_ms` is 0, not negative, and
+/// `action outcome`, `action show` and their `--json` say that the clocks disagreed.
+#[test]
+fn clock_skew_is_reported_and_elapsed_never_negative() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
+    for id in ["act_skew", "act_json", "act_ok", "act_run"] {
+        let mut args = vec![
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            id,
+            "--guard-decision",
+            "gd_1",
+        ];
+        if id == "act_run" {
+            args.extend_from_slice(&["--", "true"]);
+        }
+        assert!(run_finality(tmp, at_1210, &args).starts_with("exit: 0"));
+    }
+    let claim = [
+        "action",
+        "claim",
+        "--repo",
+        repo,
+        "act_skew",
+        "--attempt",
+        "attempt-0000000001",
+    ];
+    assert!(run_finality(tmp, at_1210, &claim).starts_with("exit: 0"));
+    let outcome = |id: &str, json: bool, now: &str| {
+        let mut args = vec!["action", "outcome", "--repo", repo, id, "completed"];
+        if json {
+            args.push("--json");
+        }
+        run_finality(tmp, now, &args)
+    };
+    let show = |id: &str, json: bool| {
+        let mut args = vec!["action", "show", "--repo", repo, id];
+        if json {
+            args.push("--json");
+        }
+        run_finality(tmp, LATER, &args)
+    };
+    insta::assert_snapshot!(
+        "action_clock_skew",
+        [
+            outcome("act_skew", false, at_1200),
+            outcome("act_json", true, at_1200),
+            show("act_skew", false),
+            show("act_skew", true),
+        ]
+        .join("\n")
+    );
+    let run = run_finality(
+        tmp,
+        at_1200,
+        &[
+            "run",
+            "--repo",
+            repo,
+            "--action",
+            "act_run",
+            "--attempt",
+            "attempt-0000000002",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        run.starts_with("exit: 0")
+            && run.contains("clock skew: claimed_at is 570000 ms before created_at"),
+        "{run}"
+    );
+    // Clocks in order: no skew is reported.
+    let ok = outcome("act_ok", true, "2026-03-01T12:10:01.000Z");
+    assert!(
+        ok.contains(r#""elapsed_ms":1000,"#) && !ok.contains("skew"),
+        "{ok}"
+    );
+    let (text, json) = (show("act_ok", false), show("act_ok", true));
+    assert!(
+        text.contains("elapsed_ms:   1000\n") && !text.contains("skew"),
+        "{text}"
+    );
+    assert!(!json.contains("skew"), "{json}");
+}
+
+/// Each refusal of `action outcome --progress` names its own rule: a lossy number (with
+/// its path), depth, size, invalid JSON.
+#[test]
+fn progress_refusals_name_their_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let repo = "[TMP]/state.git";
+    let created = run_finality(
+        tmp,
+        T0,
+        &[
+            "action",
+            "create",
+            "--repo",
+            repo,
+            "--id",
+            "act_p",
+            "--guard-decision",
+            "gd_1",
+        ],
+    );
+    assert!(created.starts_with("exit: 0"), "{created}");
+    let outcome = |extra: &[&str], progress: &str| {
+        let mut args = vec!["action", "outcome", "--repo", repo, "act_p", "partial"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--progress", progress]);
+        run_finality(tmp, T1, &args)
+    };
+    let deep = format!("{}1{}", r#"{"d":"#.repeat(65), "}".repeat(65));
+    let large = format!(r#"{{"log":"{}"}}"#, "x".repeat(8200));
+    insta::assert_snapshot!(
+        "action_outcome_progress_refusals",
+        [
+            outcome(&[], r#"{"a":1e21}"#),
+            outcome(&["--json"], r#"{"a":{"b":[1,-1e400]}}"#),
+            outcome(&[], r#"{"step":-0}"#),
+            outcome(&[], &deep),
+            outcome(&[], &large),
+            outcome(&[], r#"{"a":}"#),
+            outcome(&[], "[1,2]"),
+        ]
+        .join("\n")
+    );
+    let show = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_p"]);
+    assert!(show.contains("outcome:      pending\n"), "{show}");
+}
+
+/// Copies day1 job 008 (two shards, 63 events) below `root`.
+fn fixture_job(root: &Path) {
+    let job = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1");
+    for e in walkdir::WalkDir::new(&job) {
+        let e = e.unwrap();
+        let to = root.join(e.path().strip_prefix(&job).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// `log` on a revision with a shard whose lines end in `\r\n` (committed with plumbing):
+/// it exits 2 naming the shard and the rule `verify` reports, and prints no event of it.
+#[test]
+fn log_refuses_a_shard_that_verify_refuses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_job(&tmp.join("job"));
+    let published = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+    );
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let first = snap.list_files(crate::ledger::shard::EVENTS_ROOT).unwrap()[0].clone();
+    let text = String::from_utf8(snap.read(&first, u64::MAX).unwrap().unwrap()).unwrap();
+    let crlf = text.replace('\n', "\r\n").into_bytes();
+    let sig = Signature {
+        name: "tester".into(),
+        email: "tester@invalid".into(),
+        time_seconds: 1_768_480_496,
+    };
+    let bad = store
+        .write_commit_with(Some(tip), &[(first, crlf)], &[], true, "crlf", &sig)
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(tip), bad, "crlf")
+        .unwrap();
+    insta::assert_snapshot!(
+        "log_crlf_shard",
+        run_cli(tmp, &["log", "--json", "--repo", "[TMP]/state.git"])
+    );
+    insta::assert_snapshot!(
+        "verify_crlf_shard",
+        run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"])
+    );
+}
+
+/// Before anything is published the ledger ref does not exist: `log` prints nothing and
+/// exits 0, `verify` says so and exits 2, for every way of naming it. `--rev` and `--range`
+/// take what `git rev-parse` takes (remote-tracking names, tags, `~N`, abbreviated ids).
+#[test]
+fn no_ledger_yet_and_revision_forms() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    Store::open_or_init_bare(&tmp.join("state.git"), "refs/heads/main").unwrap();
+    let repo = ["--repo", "[TMP]/state.git"];
+    insta::assert_snapshot!("log_no_ledger", run_cli(tmp, &["log", repo[0], repo[1]]));
+    insta::assert_snapshot!(
+        "verify_no_ledger",
+        run_cli(tmp, &["verify", repo[0], repo[1]])
+    );
+    let zero = "0".repeat(40);
+    for args in [
+        vec!["log", "--json", "--rev", "main"],
+        vec!["log", "--rev", "HEAD~2"],
+        vec!["log", "--rev", "refs/heads/main"],
+        vec!["log", "--rev", "@"],
+        vec!["verify", "--rev", "main"],
+        vec!["verify", "--rev", "HEAD~2"],
+        vec!["verify", "--rev", "refs/heads/main"],
+        vec!["verify", "--range", &format!("{zero}..HEAD")],
+    ] {
+        let mut all = args.clone();
+        all.extend(repo);
+        let out = run_cli(tmp, &all);
+        let want = if args[0] == "log" {
+            "exit: 0"
+        } else {
+            "exit: 2"
+        };
+        assert!(out.starts_with(want), "{args:?}: {out}");
+        assert!(
+            out.contains("there is no ledger at refs/heads/main yet"),
+            "{args:?}: {out}"
+        );
+        assert!(out.contains("--- stdout\n--- stderr"), "{args:?}: {out}");
+    }
+
+    fixture_job(&tmp.join("job"));
+    let out = run_cli(tmp, &["-q", "publish", repo[0], repo[1], "[TMP]/job"]);
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(tmp.join("state.git"))
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["update-ref", "refs/remotes/origin/main", &tip.to_hex()]);
+    git(&["tag", "-a", "v1", "-m", "release", &tip.to_hex()]);
+    insta::assert_snapshot!(
+        "verify_rev_origin_main",
+        run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/main"])
+    );
+    let short = &tip.to_hex()[..10];
+    for rev in ["v1", short, "origin/main~0", "HEAD^{commit}"] {
+        let out = run_cli(
+            tmp,
+            &[
+                "log",
+                repo[0],
+                repo[1],
+                "--rev",
+                rev,
+                "--type",
+                "repair.plan",
+            ],
+        );
+        assert!(out.starts_with("exit: 0"), "{rev}: {out}");
+        assert!(out.contains("repair.plan"), "{rev}: {out}");
+    }
+    let range = format!("{zero}..v1");
+    let out = run_cli(tmp, &["-q", "verify", repo[0], repo[1], "--range", &range]);
+    assert!(out.starts_with("exit: 0"), "{out}");
+    insta::assert_snapshot!(
+        "verify_unknown_revision",
+        run_cli(tmp, &["verify", repo[0], repo[1], "--rev", "origin/nope"])
+    );
+    insta::assert_snapshot!(
+        "log_other_ref_not_yet",
+        run_cli(tmp, &["log", repo[0], repo[1], "--rev", "refs/heads/next"])
+    );
+}
+
+#[test]
+fn compact_and_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_job(&tmp.join("job"));
+    let repo = ["--repo", "[TMP]/state.git"];
+    let with = |cmd: &[&str], rest: &[&str]| -> Vec<String> {
+        cmd.iter()
+            .chain(&repo)
+            .chain(rest)
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let cli = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_cli(tmp, &args)
+    };
+    let published = cli(with(&["-q", "publish"], &["[TMP]/job"]));
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let log_human = with(&["log"], &["--operation", "c1a023ed15b2"]);
+    let log_json = with(
+        &["log", "--json"],
+        &["--subject", "openclaw/openclaw#41979"],
+    );
+    let log_all = with(&["-q", "log", "--json"], &[]);
+    let (before_human, before_json, before_all) = (
+        cli(log_human.clone()),
+        cli(log_json.clone()),
+        cli(log_all.clone()),
+    );
+    insta::assert_snapshot!("log_operation", before_human);
+    insta::assert_snapshot!("log_subject_json", before_json);
+    assert_eq!(before_all.lines().count(), 63 + 3);
+    let window = ["--now", "2026-05-01", "--retention-days", "1"];
+    insta::assert_snapshot!(
+        "compact_inside_window",
+        cli(with(
+            &["compact"],
+            &["--now", "2026-04-15T12:00:00Z", "--retention-days", "30"]
+        ))
+    );
+    insta::assert_snapshot!(
+        "compact_dry_run",
+        cli(with(&["compact", "--dry-run"], &window))
+    );
+    insta::assert_snapshot!("compact", cli(with(&["compact"], &window)));
+    insta::assert_snapshot!(
+        "compact_again_json",
+        cli(with(&["compact", "--json"], &window))
+    );
+    // Readers see the same ledger.
+    assert_eq!(cli(log_human), before_human);
+    assert_eq!(cli(log_json), before_json);
+    assert_eq!(cli(log_all), before_all);
+    insta::assert_snapshot!("compact_verify", cli(with(&["verify"], &[])));
+    insta::assert_snapshot!(
+        "compact_replay",
+        cli(with(&["-q", "publish"], &["[TMP]/job"]))
+    );
+    insta::assert_snapshot!(
+        "log_usage_errors",
+        [
+            cli(with(&["log"], &["--subject", "not a repo"])),
+            cli(with(&["log"], &["--operation", "XYZ"])),
+            cli(with(&["log"], &["--since", "2026-02-30"])),
+            cli(with(&["compact"], &["--now", "yesterday"])),
+        ]
+        .join("\n")
+    );
+}
+
+/// Every path below `root` (directories with a trailing `/`), for "nothing was written".
+fn listing(root: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            if e.file_type().is_dir() {
+                format!("{rel}/")
+            } else {
+                rel
+            }
+        })
+        .collect()
+}
+
+/// Roots of jobs that recorded nothing: an empty directory, one with other state under
+/// `.clawsweeper-repair`, an empty spool directory, only the reserved directories, only a
+/// staging file of an interrupted write.
+const EMPTY_ROOTS: [(&str, &[&str]); 5] = [
+    ("bare", &[]),
+    ("other", &[".clawsweeper-repair/action-ledger-state/"]),
+    ("spooldir", &[".clawsweeper-repair/action-events/"]),
+    (
+        "reserved",
+        &[
+            ".clawsweeper-repair/action-events/_locks/",
+            ".clawsweeper-repair/action-events/_partitions/",
+            ".clawsweeper-repair/action-events/_finalizations/",
+        ],
+    ),
+    (
+        "staging",
+        &[".clawsweeper-repair/action-events/openclaw-openclaw-5dcd5a46c4da/x.json.1.tmp"],
+    ),
+];
+
+fn empty_roots(tmp: &Path) {
+    for (name, entries) in EMPTY_ROOTS {
+        let root = tmp.join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        for e in entries {
+            let p = root.join(e);
+            if e.ends_with('/') {
+                std::fs::create_dir_all(p).unwrap();
+            } else {
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, "partial").unwrap();
+            }
+        }
+    }
+}
+
+/// A job that recorded nothing (`if: always()` post-job steps): `seal` of such a root exits
+/// 0, prints `{"paths":[]}` (zero counts with `--json`) and writes nothing; so does
+/// interruption recovery. A root that does not exist stays an error that says so.
+#[test]
+fn seal_of_a_job_that_recorded_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    empty_roots(tmp);
+    let before = listing(tmp);
+    let roots: Vec<String> = EMPTY_ROOTS
+        .iter()
+        .map(|(name, _)| format!("[TMP]/{name}"))
+        .collect();
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string())
+            .chain(roots.iter().cloned())
+            .collect()
+    };
+    let cli = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_cli(tmp, &args)
+    };
+    insta::assert_snapshot!("seal_empty", cli(with(&["seal"])));
+    insta::assert_snapshot!("seal_empty_json", cli(with(&["seal", "--json"])));
+    insta::assert_snapshot!(
+        "seal_empty_interrupted",
+        cli(with(&[
+            "-q",
+            "seal",
+            "--interrupt-open-attempts",
+            "--reason",
+            "cancelled"
+        ]))
+    );
+    assert_eq!(listing(tmp), before, "sealing nothing wrote something");
+    let out = cli(with(&["-q", "seal", "--output", "[TMP]/out"]));
+    assert!(out.starts_with("exit: 0"), "{out}");
+    assert_eq!(listing(&tmp.join("out")), ["/"], "shards of nothing");
+    insta::assert_snapshot!(
+        "seal_missing_root",
+        run_cli(
+            tmp,
+            &[
+                "seal",
+                "--output",
+                "[TMP]/out2",
+                "[TMP]/bare",
+                "[TMP]/nowhere"
+            ]
+        )
+    );
+    assert!(!tmp.join("out2").exists(), "a refused seal made its output");
+    std::fs::write(tmp.join("file"), "x").unwrap();
+    insta::assert_snapshot!("seal_file_root", run_cli(tmp, &["seal", "[TMP]/file"]));
+}
+
+/// `publish` of roots without events exits 0, makes no commit (not even the layout record
+/// of a new ledger), prints an empty manifest and says nothing was published (`status:
+/// "empty"`); among other sources, the others are still published. A source that does not
+/// exist, or is not a directory, is an error that says so, and then nothing is published.
+#[test]
+fn publish_of_sources_without_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    empty_roots(tmp);
+    std::fs::create_dir_all(tmp.join("shards/ledger/v1/events")).unwrap();
+    fixture_spool(&tmp.join("job"));
+    let sealed = run_cli(tmp, &["seal", "[TMP]/job"]);
+    assert!(sealed.starts_with("exit: 0"), "{sealed}");
+    let mut empties: Vec<String> = EMPTY_ROOTS
+        .iter()
+        .map(|(name, _)| format!("[TMP]/{name}"))
+        .collect();
+    empties.push("[TMP]/shards".into());
+    let cli = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_cli(tmp, &args)
+    };
+    let publish = |repo: &str, extra: &[&str], sources: &[String]| {
+        let mut args: Vec<String> = ["publish", "--repo", repo]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect();
+        args.extend(sources.iter().cloned());
+        cli(args)
+    };
+    for layout in ["fanout", "reference"] {
+        let repo = format!("[TMP]/{layout}.git");
+        let text = publish(&repo, &["--layout", layout], &empties);
+        insta::assert_snapshot!(format!("publish_empty_{layout}"), text);
+        let store = Store::open(&tmp.join(format!("{layout}.git"))).unwrap();
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None, "{layout}");
+    }
+    insta::assert_snapshot!(
+        "publish_empty_json",
+        publish("[TMP]/fanout.git", &["-q", "--json"], &empties[..2])
+    );
+    // Among other sources: the job is published, before and after empty ones.
+    let mixed: Vec<String> = [&empties[0], "[TMP]/job", &empties[2]]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    insta::assert_snapshot!(
+        "publish_empty_among_others",
+        publish("[TMP]/mixed.git", &["--json"], &mixed)
+    );
+    let store = Store::open(&tmp.join("mixed.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().expect("published");
+    // Once the ledger exists, an empty source leaves its tip where it is.
+    let again = publish("[TMP]/mixed.git", &["--json"], &empties[..1]);
+    assert!(again.contains("\"status\":\"empty\""), "{again}");
+    assert!(
+        again.contains(&"\"commit\":\"[COMMIT]\"".to_string()),
+        "{again}"
+    );
+    assert_eq!(store.tip("refs/heads/main").unwrap(), Some(tip));
+    // Missing or non-directory sources are errors, found before anything is published.
+    std::fs::write(tmp.join("file"), "x").unwrap();
+    let missing: Vec<String> = ["[TMP]/job", "[TMP]/nowhere"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    insta::assert_snapshot!(
+        "publish_missing_among_others",
+        publish("[TMP]/typo.git", &[], &missing)
+    );
+    insta::assert_snapshot!(
+        "publish_file_source",
+        publish("[TMP]/typo.git", &[], &["[TMP]/file".to_string()])
+    );
+    assert!(!tmp.join("typo.git").exists(), "a repository was created");
+}
+
+/// A failed `publish` leaves no repository that it created behind (missing source, file
+/// source, unsealed spool, strict privacy refusal, non-canonical shards, a failing second
+/// source after an empty first one), keeps a repository that existed (even an empty one),
+/// leaves a directory that was empty as an empty directory, and keeps a repository an
+/// earlier source of the same run published into.
+#[test]
+fn failed_publish_leaves_no_new_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_spool(&tmp.join("unsealed"));
+    fixture_spool(&tmp.join("job"));
+    let sealed = run_cli(
+        tmp,
+        &["-q", "seal", "--output", "[TMP]/shards", "[TMP]/job"],
+    );
+    assert!(sealed.starts_with("exit: 0"), "{sealed}");
+    // A shard root whose shard has a non-canonical line.
+    let shard = walkdir::WalkDir::new(tmp.join("shards"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let bad = tmp
+        .join("bad")
+        .join(shard.strip_prefix(tmp.join("shards")).unwrap());
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    let text = std::fs::read_to_string(&shard).unwrap();
+    std::fs::write(&bad, text.replacen("{\"action\":{", "{\"action\": {", 1)).unwrap();
+    // A sealed spool with a value the strict profile refuses.
+    std::fs::create_dir_all(tmp.join("webhook")).unwrap();
+    for args in [
+        &[
+            "record",
+            "--privacy",
+            "reference",
+            "--spool",
+            "[TMP]/webhook",
+        ][..],
+        &["seal", "--privacy", "reference", "[TMP]/webhook"],
+    ] {
+        let out = run_writer(tmp, WEBHOOK_EVENT, args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    std::fs::create_dir_all(tmp.join("empty")).unwrap();
+    std::fs::write(tmp.join("file"), "x").unwrap();
+    let failing: [(&str, &[&str]); 7] = [
+        ("missing source", &["[TMP]/nowhere"]),
+        ("file source", &["[TMP]/file"]),
+        ("unsealed spool", &["[TMP]/unsealed"]),
+        ("strict privacy", &["[TMP]/webhook"]),
+        ("non-canonical shard", &["[TMP]/bad"]),
+        ("empty, then unsealed", &["[TMP]/empty", "[TMP]/unsealed"]),
+        ("empty, then missing", &["[TMP]/empty", "[TMP]/nowhere"]),
+    ];
+    for (what, sources) in failing {
+        for repo in ["new.git", "sub/dir/new.git"] {
+            let mut args = vec!["publish", "--repo"];
+            let repo_arg = format!("[TMP]/{repo}");
+            args.push(&repo_arg);
+            args.extend(sources);
+            let out = run_cli(tmp, &args);
+            assert!(!out.starts_with("exit: 0"), "{what}: {out}");
+            assert!(!tmp.join(repo).exists(), "{what}: {repo} was left behind");
+            assert!(
+                !tmp.join("sub").exists(),
+                "{what}: its parents were left behind"
+            );
+        }
+        // An existing empty directory stays, empty.
+        std::fs::create_dir_all(tmp.join("was-empty.git")).unwrap();
+        let mut args = vec!["publish", "--repo", "[TMP]/was-empty.git"];
+        args.extend(sources);
+        assert!(!run_cli(tmp, &args).starts_with("exit: 0"), "{what}");
+        assert_eq!(listing(&tmp.join("was-empty.git")), ["/"], "{what}");
+    }
+    // After a source that published nothing, the ref was not changed, and the message says so.
+    insta::assert_snapshot!(
+        "publish_empty_then_unsealed",
+        run_cli(
+            tmp,
+            &[
+                "publish",
+                "--repo",
+                "[TMP]/new.git",
+                "[TMP]/empty",
+                "[TMP]/unsealed"
+            ]
+        )
+    );
+    assert!(!tmp.join("new.git").exists());
+    // A repository that existed is kept, with or without a ledger.
+    Store::open_or_init_bare(&tmp.join("existing.git"), "refs/heads/main").unwrap();
+    let out = run_cli(
+        tmp,
+        &["publish", "--repo", "[TMP]/existing.git", "[TMP]/unsealed"],
+    );
+    assert!(out.starts_with("exit: 1"), "{out}");
+    assert!(Store::open(&tmp.join("existing.git")).is_ok());
+    // A repository an earlier source of this run published into is kept.
+    let out = run_cli(
+        tmp,
+        &[
+            "publish",
+            "--repo",
+            "[TMP]/kept.git",
+            "[TMP]/job",
+            "[TMP]/unsealed",
+        ],
+    );
+    insta::assert_snapshot!("publish_second_source_fails", out);
+    let store = Store::open(&tmp.join("kept.git")).unwrap();
+    assert!(store.tip("refs/heads/main").unwrap().is_some());
+}
+
+/// A repeated identical `record` says the event is unchanged instead of "recorded": phase
+/// and generic inputs, and an exact replay after the producer was sealed; a different event
+/// after the seal is refused. Stdout (the event, with the clock's `recorded_at`) is left out.
+#[test]
+fn repeated_record_says_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    std::fs::create_dir_all(tmp.join("spool")).unwrap();
+    let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+    let generic = r#"{"scope":"review","identity":"x","type":"review.started","component":"review","subject":{"repository":"openclaw/openclaw","kind":"cluster","clusterId":"c1"},"action":{"name":"review","status":"started","retryable":true,"mutation":false}}"#;
+    let other = phase.replace("\"item\":5", "\"item\":6");
+    let record = ["record", "--spool", "[TMP]/spool"];
+    let without_stdout = |text: String| {
+        let (head, rest) = text.split_once("--- stdout\n").unwrap();
+        let (_, stderr) = rest.split_once("--- stderr\n").unwrap();
+        format!("{head}{stderr}")
+    };
+    let mut steps = Vec::new();
+    for (what, input) in [
+        ("phase", phase),
+        ("phase again", phase),
+        ("generic", generic),
+        ("generic again", generic),
+    ] {
+        steps.push(format!(
+            "{what}: {}",
+            without_stdout(run_writer(tmp, input, &record))
+        ));
+    }
+    let sealed = run_cli(tmp, &["-q", "seal", "[TMP]/spool"]);
+    assert!(sealed.starts_with("exit: 0"), "{sealed}");
+    for (what, input) in [
+        ("phase after the seal", phase),
+        ("another after the seal", &other),
+    ] {
+        steps.push(format!(
+            "{what}: {}",
+            without_stdout(run_writer(tmp, input, &record))
+        ));
+    }
+    insta::assert_snapshot!("record_repeated", steps.join("\n"));
+}
+
+/// A malformed producer lock (non-canonical, empty, not JSON) refuses `seal` and `record`
+/// with the way out: the file may be removed when no writer is running.
+#[test]
+fn malformed_producer_lock_says_it_may_be_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
+    std::fs::create_dir_all(tmp.join("spool")).unwrap();
+    let recorded = run_writer(tmp, phase, &["record", "--spool", "[TMP]/spool"]);
+    assert!(recorded.starts_with("exit: 0"), "{recorded}");
+    // The producer's lock sits beside its partition marker, under the same digest.
+    let marker = walkdir::WalkDir::new(tmp.join("spool"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.to_string_lossy().contains("/_partitions/"))
+        .unwrap();
+    let digest = marker.file_stem().unwrap().to_string_lossy().into_owned();
+    let lock = tmp.join(format!(
+        "spool/{}/_locks/{digest}.lock",
+        crate::writer::spool::SPOOL_DIR
+    ));
+    let mut outputs = Vec::new();
+    for content in ["{\"pid\": 1}\n", "", "not a lock\n"] {
+        std::fs::write(&lock, content).unwrap();
+        outputs.push(run_cli(tmp, &["seal", "[TMP]/spool"]));
+        outputs.push(run_writer(
+            tmp,
+            phase,
+            &["record", "--spool", "[TMP]/spool"],
+        ));
+    }
+    insta::assert_snapshot!("malformed_producer_lock", outputs.join("\n"));
+}
