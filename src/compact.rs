@@ -1,4 +1,4 @@
-//! Compaction (design.md §7): after a retention window, each month's hot shards fold into
+//! Compaction (our own format; the reference leaves compaction open): after a retention window, each month's hot shards fold into
 //! digest-verified monthly segments ([`crate::ledger::segment`]) and the shard files are removed in the
 //! same commit. History is never rewritten: the compaction commit is an ordinary child of the
 //! tip, so every earlier commit (and every original shard blob) stays reachable.
@@ -20,7 +20,7 @@
 //!    entry is cut back out of its segment and compared with the original bytes), then write the
 //!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
 //!    parent is the tip. No ref moves.
-//! 2. **Commit point**: the same compare-and-swap as `publish` ([`Store::update_ref`]). When
+//! 2. **Commit point**: the same compare-and-swap loop as `publish` ([`crate::store::transact`]). When
 //!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
 //!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
 //!    retried with jittered backoff, within [`Options::max_attempts`].
@@ -56,11 +56,13 @@ pub const DEFAULT_MAX_COMMIT_BYTES: u64 = 256 * 1024 * 1024;
 /// Why a compaction could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The state repository could not be read or written.
     #[error(transparent)]
     Store(#[from] store::Error),
     /// A month's existing manifest or segments cannot be read as valid.
     #[error(transparent)]
     View(#[from] view::Error),
+    /// A segment or manifest could not be built.
     #[error(transparent)]
     Segment(#[from] segment::Error),
     /// A segment file that compaction would create is already in the tree, unlisted.
@@ -138,6 +140,7 @@ impl Options {
 /// What one commit does to one month.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MonthFold {
+    /// The month folded.
     pub month: Month,
     /// The manifest's generation after the fold (unchanged when only duplicates were removed).
     pub generation: u32,
@@ -158,14 +161,18 @@ pub struct MonthFold {
 /// A hot shard that compaction leaves hot, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// The shard left hot.
     pub path: String,
+    /// Why it cannot be folded.
     pub reason: String,
 }
 
 /// Everything one compaction commit would write, computed against one snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
+    /// The months folded, in order.
     pub months: Vec<MonthFold>,
+    /// The shards left hot, with their reasons.
     pub refused: Vec<Refusal>,
     /// New files: segments and manifests.
     pub files: Vec<(String, Vec<u8>)>,
@@ -314,6 +321,7 @@ pub enum Status {
 /// The result of [`compact`].
 #[derive(Clone, Debug)]
 pub struct Compaction {
+    /// Whether a commit landed.
     pub status: Status,
     /// Commits that landed, oldest first.
     pub commits: Vec<CommitId>,
@@ -463,14 +471,18 @@ pub enum ProblemKind {
 /// One compaction finding at one path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The path the problem is about.
     pub path: String,
+    /// Which rule it breaks.
     pub kind: ProblemKind,
+    /// What exactly is wrong.
     pub detail: String,
 }
 
 /// The result of checking compacted months.
 #[derive(Clone, Debug, Default)]
 pub struct Checked {
+    /// Every problem found, in path order.
     pub problems: Vec<Problem>,
     /// Compacted shard paths to verify as shards: for a revision, every path a valid manifest
     /// lists that is not hot; for a range, the listed paths new to the ledger (neither hot nor

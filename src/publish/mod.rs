@@ -1,12 +1,40 @@
-//! The publisher: the reference's shard import (runtime §8) written directly as Git objects.
+//! The publisher: the reference's shard import, written directly as Git objects.
 //!
 //! A publication takes one source (a sealed spool or a finalized shard root), validates the whole
-//! batch before looking at the repository (§8.3), then validates it against the tip of the ledger
-//! ref (§8.4: history, bindings, payloads) and writes every new file (payload shards, producer-run
-//! / event / shard-set reservations and completion markers) into ONE commit whose parent is that
-//! tip, landed by ONE compare-and-swap of the ref (design.md §3).
+//! batch before looking at the repository, then validates it against the tip of the ledger ref
+//! (history, bindings, payloads) and writes every new file (payload shards, producer-run / event
+//! / shard-set reservations and completion markers) into ONE commit whose parent is that tip,
+//! landed by ONE compare-and-swap of the ref.
 //!
-//! Guarantees:
+//! # What is checked, in order
+//!
+//! 1. **Source** ([`read_source`]): the expected path list or the traversal limits, no links.
+//! 2. **Batch** ([`validate_batch`]): per file (path, sizes, lines, canonical events, canonical
+//!    bytes, path from identity), then the batch (unique ids, acyclic, one date per run,
+//!    complete and deterministically packed sets, expected provenance). Nothing is read from the
+//!    repository before this passes.
+//! 3. **Privacy** ([`check_privacy`]): the profile's rules beyond the reference's.
+//! 4. **Against the tip** (planning): event identity and causal history, binding files,
+//!    payloads (identical or replay-equivalent). Repeated on each new tip after a lost race.
+//! 5. **The commit**: the store refuses a path conflict or a malformed tree on the way.
+//!
+//! The first failure is returned; error texts follow the reference importer's.
+//!
+//! # The publication commit
+//!
+//! One commit, single parent the tip it was planned on, author and committer
+//! [`Options::signature`], message:
+//!
+//! ```text
+//! ledger: publish <shards in the batch> shard(s), <files added> new file(s)
+//!
+//! Ledger-Manifest-Sha256: <sha256 hex of the manifest's JSON (Manifest::to_json)>
+//! ```
+//!
+//! The trailer lets anyone check a commit against the manifest the publisher printed.
+//!
+//! # Guarantees
+//!
 //! - Nothing is written to the ref unless the whole batch is valid against the tip it builds on;
 //!   a refusal leaves the ref unchanged (at most unreachable objects remain).
 //! - Reservations, payloads and completion markers land in the same commit, so readers never see
@@ -14,11 +42,19 @@
 //! - Existing paths keep their bytes: identical → unchanged; replay-equivalent shard → unchanged
 //!   (first writer wins); anything else → conflict, nothing written.
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
-//!   rebuilt on the new tip, within `Options::max_attempts`.
+//!   rebuilt on the new tip, within `Options::max_attempts` ([`publish_batch`]); to a remote, the
+//!   same through fetch and push with a lease ([`publish_batch_remote`]).
 //! - A publication that adds nothing makes no commit and reports `unchanged`; a source without
-//!   events (a job that recorded nothing) makes no commit and reports `empty`.
+//!   events (a job that recorded nothing) makes no commit and reports `empty`. A sealed spool
+//!   already published whole is answered without validating its events (the replay fast path).
 //! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
 //!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
+//!
+//! # Where things are
+//!
+//! `source.rs` (reading sources), `limits.rs`, `validate.rs` (batch checks), `privacy_check.rs`,
+//! `plan.rs` (checks against a tip, the commit message), `land.rs` (local landing),
+//! `remote.rs` (remote landing), `replay.rs` (the unchanged-replay fast path).
 
 mod land;
 pub mod limits;
@@ -55,21 +91,28 @@ use replay::sealed_replay;
 use source::read_source_shards;
 use validate::validate_source;
 
-/// Why a publication was refused or could not be made. Texts follow the reference (runtime §12).
+/// Why a publication was refused or could not be made. Texts follow the reference importer's error catalogue.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A shard could not be parsed or packed (its own message names the shard).
     #[error(transparent)]
     Shard(#[from] shard::Error),
+    /// An event is invalid, or the batch's causal order cannot be established.
     #[error(transparent)]
     Event(#[from] event::Error),
+    /// A spool's seal record could not be read or is invalid.
     #[error(transparent)]
     Seal(#[from] seal::Error),
+    /// The spool could not be read.
     #[error(transparent)]
     Spool(#[from] spool::Error),
+    /// A source file or directory could not be read safely.
     #[error(transparent)]
     File(#[from] files::Error),
+    /// The state repository could not be read or written.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// The requested layout does not match the ledger's, or its record is invalid.
     #[error(transparent)]
     Layout(#[from] layout::Error),
     /// A compacted month of the tip cannot be read (invalid manifest, altered segment).
@@ -81,86 +124,137 @@ pub enum Error {
     /// The source root is not a directory.
     #[error("publication source is not a directory: {0}")]
     SourceNotADirectory(PathBuf),
+    /// The expected path list is empty.
     #[error("action event shard manifest is empty")]
     ManifestEmpty,
+    /// The expected path list holds more than 256 paths.
     #[error("action event shard manifest exceeds 256 event paths")]
     ManifestTooLong,
+    /// The expected path list is not sorted and unique.
     #[error("action event shard manifest paths must be sorted and unique")]
     ManifestOrder,
+    /// An expected path is not a shard path.
     #[error("invalid action event shard manifest path: {0}")]
     ManifestPath(String),
+    /// The source root of an expected path list does not exist.
     #[error("action event shard manifest source root is missing")]
     ManifestRootMissing,
+    /// A file on the expected path list does not exist.
     #[error("action event shard manifest path is missing: {0}")]
     ManifestFileMissing(String),
+    /// The traversal met more than 512 directories.
     #[error("action event shard import exceeds 512 directory limit")]
     TooManyDirectories,
+    /// A directory holds more than 512 entries.
     #[error("directory exceeds 512 entry limit: {0}")]
     TooManyEntries(String),
+    /// An entry lies deeper than 6 levels below `ledger/v1/events` (or a directory at level 6).
     #[error("action event shard import exceeds maximum depth 6: {0}")]
     TooDeep(String),
+    /// The traversal met more than 256 files.
     #[error("action event shard import exceeds 256 file limit")]
     TooManyFiles,
+    /// A symbolic link below the source root.
     #[error("refusing symbolic link in action event shard import: {0}")]
     Symlink(String),
+    /// An entry that is neither a file, a directory nor a link (a socket, a device, ...).
     #[error("refusing unsafe action event shard import entry: {0}")]
     UnsafeEntry(String),
+    /// A file path is not a shard path.
     #[error("invalid action event shard path: {0}")]
     InvalidPath(String),
+    /// A shard file is larger than 2 MiB.
     #[error("action event shard file exceeds 2097152 byte limit: {0}")]
     FileTooLarge(String),
+    /// The batch holds more than 16 MiB.
     #[error("action event shard import exceeds 16777216 total byte limit")]
     TotalBytes,
+    /// A shard file has more than 2,048 lines.
     #[error("action event shard exceeds 2048 line limit: {0}")]
     TooManyLines(String),
+    /// A shard file holds more than 1,024 events.
     #[error("action event shard exceeds 1024 event limit: {0}")]
     TooManyFileEvents(String),
+    /// The batch holds more than 262,144 events.
     #[error("action event shard import exceeds 262144 total event limit")]
     TotalEvents,
+    /// A shard file holds no event.
     #[error("action event shard is empty or has an invalid path: {0}")]
     EmptyShard(String),
+    /// A shard file holds one event id twice.
     #[error("action event shard contains duplicate events: {0}")]
     DuplicateInFile(String),
+    /// A shard file holds events of more than one producer.
     #[error("action event shard mixes producer identities: {0}")]
     MixedProducers(String),
+    /// A shard file's bytes are not the causal-order serialization of its events.
     #[error("action event shard content is not canonical: {0}")]
     NotCanonical(String),
+    /// A shard's path is not the one its identity and partition date give.
     #[error("action event shard path does not match canonical identity: {actual} != {expected}")]
-    PathMismatch { actual: String, expected: String },
+    PathMismatch {
+        /// The file's path.
+        actual: String,
+        /// The path its identity gives.
+        expected: String,
+    },
+    /// One event id in two files of the batch.
     #[error("action event shard batch contains duplicate event: {0}")]
     DuplicateInBatch(Digest),
+    /// One producer run under two partition dates.
     #[error("action event shard batch splits one producer run across partition dates")]
     SplitRun,
+    /// An identity with more than one unnumbered shard.
     #[error("action event shard batch contains repeated unnumbered producer shards")]
     RepeatedUnnumbered,
+    /// An identity with both numbered and unnumbered shards.
     #[error("action event shard batch mixes numbered and unnumbered producer shards")]
     MixedNumbering,
+    /// A numbered shard set with a part missing or counts that disagree.
     #[error("action event shard batch is incomplete")]
     Incomplete,
+    /// A numbered shard set that does not re-pack to the same paths and bytes.
     #[error("action event shard batch is not deterministically packed")]
     NotDeterministic,
+    /// A shard's producer differs from the expected provenance in `field`.
     #[error(
         "action event shard producer provenance mismatch for {field}: expected {expected}, got {actual}"
     )]
     Provenance {
+        /// The provenance field that differs.
         field: &'static str,
+        /// The expected value.
         expected: String,
+        /// The shard's value.
         actual: String,
     },
+    /// An event id already bound to another semantic digest or parent.
     #[error("action event shard import event identity conflict: {0}")]
     IdentityConflict(Digest),
+    /// The incoming events and the ledger's bindings form a causal cycle.
     #[error("action event shard import contains a causal cycle: {0}")]
     HistoryCycle(Digest),
+    /// Planning would read more than 262,144 event bindings.
     #[error("action event shard import exceeds 262144 causal binding limit")]
     BindingLimit,
+    /// An event identity binding in the ledger is malformed.
     #[error("invalid action event shard import event identity binding: {0}")]
     InvalidEventBinding(Digest),
+    /// A binding file exists with other bytes; `label` names its kind.
     #[error("{label} conflict: {path}")]
-    BindingConflict { label: &'static str, path: String },
+    BindingConflict {
+        /// The binding's label (the reference's wording).
+        label: &'static str,
+        /// The binding file's path.
+        path: String,
+    },
+    /// A shard path exists with bytes that are neither identical nor replay-equivalent.
     #[error("action event shard import conflict: {0}")]
     PayloadConflict(String),
+    /// The publication would list more than 263,168 paths.
     #[error("action event shard import exceeds 263168 publish path limit")]
     PathLimit,
+    /// An event the strict privacy profile refuses.
     #[error(
         "action event shard {}: event {event_id}: {finding}, which the strict privacy profile refuses; the set was not published: keep the value out of the event (revoke or rotate it if it is a credential), or publish with --privacy reference",
         shown_path(path)
@@ -169,21 +263,34 @@ pub enum Error {
         /// The shard (path under the source root) that holds the event. The message withholds
         /// it when the path itself holds a refused value (a producer field is part of it).
         path: String,
+        /// The refused event.
         event_id: Digest,
+        /// The field, family and rule (never the value).
         finding: privacy::strict::Finding,
     },
+    /// Another writer kept moving the ref for `max_attempts` builds.
     #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry the publication")]
-    Contention { ref_name: String, attempts: u32 },
+    Contention {
+        /// The ref (or `<url> <ref>` for a remote).
+        ref_name: String,
+        /// Builds made.
+        attempts: u32,
+    },
+    /// Talking to the remote failed (`git ls-remote`, `fetch` or `push`).
     #[error(transparent)]
     Remote(#[from] crate::store::remote::Error),
+    /// The remote refused the push (its pre-receive hook's lines).
     #[error("the remote refused the publication:\n{0}")]
     RemoteRefused(String),
+    /// The ref lock stayed held for the whole lock budget.
     #[error(
         "the ref lock {} is held and was not released within about 5 s; if no publisher is running, remove it (ref {ref_name})",
         lock.display()
     )]
     RefLocked {
+        /// The ref.
         ref_name: String,
+        /// The lock file.
         lock: std::path::PathBuf,
     },
 }
@@ -197,15 +304,21 @@ fn shown_path(path: &str) -> &str {
     }
 }
 
-/// The provenance a caller expects of every shard (runtime §8.3 step 7; `component` is not
-/// checked).
+/// The provenance a caller expects of every shard (the reference importer's `expectedProducer`;
+/// `component` is not checked).
 #[derive(Clone, Debug, Default)]
 pub struct ExpectedProducer {
+    /// `owner/name` of the producing repository.
     pub repository: String,
+    /// The commit the producer ran on.
     pub sha: String,
+    /// The workflow name.
     pub workflow: String,
+    /// The job name.
     pub job: String,
+    /// The run id.
     pub run_id: String,
+    /// The run attempt.
     pub run_attempt: i64,
 }
 
@@ -223,7 +336,7 @@ pub struct Options {
     /// Optional exact list of shard paths to import (a lane manifest's `event_paths`); only
     /// meaningful for shard-root sources.
     pub expected_event_paths: Option<Vec<String>>,
-    /// Layout to publish in (design.md §4). `None`: the existing ledger's, `fanout` for a new
+    /// Layout to publish in ([`Layout`]). `None`: the existing ledger's, `fanout` for a new
     /// one; `Some` must match an existing ledger's layout.
     pub layout: Option<Layout>,
     /// The privacy profile (default [`Profile::Strict`]): under strict, a batch with an event
@@ -246,15 +359,18 @@ impl Options {
     }
 }
 
-/// The publication manifest (runtime §8.7): payload counts and every path of the batch.
+/// The publication manifest (the reference importer's result): payload counts and every path of the batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     /// Payload shards newly written.
     pub created: usize,
     /// Payload shards already present (identical or replay-equivalent).
     pub unchanged: usize,
+    /// Every shard path of the batch, sorted, new or not.
     pub event_paths: Vec<String>,
+    /// Every reservation binding of the batch (producer-run, event identity, shard-set), sorted.
     pub reservation_paths: Vec<String>,
+    /// Every completion marker of the batch, sorted.
     pub completion_paths: Vec<String>,
     /// Sorted, unique union of the three lists.
     pub paths: Vec<String>,
@@ -309,7 +425,9 @@ pub enum Status {
 /// Result of [`publish`].
 #[derive(Clone, Debug)]
 pub struct Publication {
+    /// What the batch holds (whether new or not).
     pub manifest: Manifest,
+    /// Whether a commit landed.
     pub status: Status,
     /// The ref's value after the publication (for an [`Status::Empty`] publication to a
     /// remote, `None`: the remote is not asked).
@@ -325,8 +443,15 @@ pub struct Publication {
 /// through `git` (the local repository then only holds objects).
 #[derive(Clone, Debug)]
 pub enum Target {
+    /// The local repository's ref ([`Options::ref_name`]).
     Local,
-    Remote { url: String, ref_name: String },
+    /// A remote repository's ref.
+    Remote {
+        /// What `git` accepts as a remote: a URL or a path.
+        url: String,
+        /// The full ref name on the remote.
+        ref_name: String,
+    },
 }
 
 /// Reads, validates and publishes one source (see [`read_source`]) into `store`.

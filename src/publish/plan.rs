@@ -1,4 +1,20 @@
-//! TODO
+//! Planning a publication against one tip: everything the batch would add, checked against the
+//! snapshot, in the reference importer's order:
+//!
+//! 1. **History**: for every incoming event id, its identity binding if present (a different
+//!    `semantic_sha256` is an identity conflict); then parent walks through incoming events first,
+//!    else identity bindings, memoized, refusing a cycle. Each distinct binding read counts
+//!    toward 262,144. Unknown parents end a walk (parents outside the ledger are allowed).
+//! 2. **Bindings**: the producer-run, event identity and shard-set reservations and the
+//!    completion markers ([`crate::ledger::binding`]); an existing file with other bytes is a
+//!    conflict named by the binding's label.
+//! 3. **Payloads**: an existing shard must hold identical or replay-equivalent bytes (the first
+//!    writer's bytes win; a shard of a compacted month counts as present with its original
+//!    bytes), else a payload conflict.
+//!
+//! The plan lists only what is new; an empty plan means the publication is unchanged. Its
+//! [`Manifest`] lists every path of the batch whether new or not. The commit message is built
+//! here too ([`commit_message`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -19,7 +35,7 @@ pub(super) struct Plan {
     pub(super) additions: Vec<(String, Vec<u8>)>,
 }
 
-/// The transaction of runtime §8.4 against `snap`: history, bindings, payloads.
+/// The reference importer's destination transaction against `snap`: history, bindings, payloads.
 pub(super) fn plan(
     batch: &Batch,
     snap: &Snapshot<'_>,
@@ -89,7 +105,7 @@ pub(super) fn plan(
         resolved.extend(on_walk);
     }
 
-    // 2. Bindings (runtime §8.5), exactly as `binding` writes them.
+    // 2. Bindings, exactly as `binding` writes them.
     let mut reservations: BTreeMap<String, (String, Kind)> = BTreeMap::new();
     let mut completions: BTreeMap<String, (String, Kind)> = BTreeMap::new();
     let mut sets: BTreeMap<&ShardIdentity, Vec<&Shard>> = BTreeMap::new();
@@ -123,7 +139,7 @@ pub(super) fn plan(
         }
     }
 
-    // 3. Payloads (a compacted shard path is present with its original bytes, design.md §7).
+    // 3. Payloads (a compacted shard path is present with its original bytes).
     let view = crate::view::View::new(snap);
     let mut manifest = Manifest::default();
     // Written once, with the first publication of events into a new ledger.

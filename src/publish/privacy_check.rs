@@ -1,10 +1,15 @@
-//! TODO
+//! The privacy gate: under the `strict` profile (the default), a batch holding an event that the
+//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, before the repository is
+//! read, naming the shard, the event, the field and the rule (never the value). The reference's
+//! own rules were already applied when each event was parsed. Shards and lines are scanned on all
+//! cores (rayon); the first refusal in shard order is reported.
 
 use super::validate::Batch;
 use super::*;
 use crate::canonical::{self};
 use crate::ledger::shard::Shard;
 use crate::privacy::{self, Profile};
+use rayon::prelude::*;
 
 /// The first event of `batch` that `profile` refuses beyond the reference's rules (those were
 /// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
@@ -19,12 +24,10 @@ pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
                 .map(|f| (e.event_id.clone(), f))
         })
     };
-    let shards = &batch.shards;
-    let found = crate::parallel::map(shards, 2, first_in);
-    match shards
-        .iter()
-        .zip(found)
-        .find_map(|(s, f)| f.map(|f| (s, f)))
+    match batch
+        .shards
+        .par_iter()
+        .find_map_first(|s| first_in(s).map(|f| (s, f)))
     {
         Some((s, (event_id, finding))) => Err(Error::StrictPrivacy {
             path: s.path.clone(),
@@ -41,7 +44,7 @@ pub(super) fn any_strict_hit(lines: &[&String]) -> bool {
     let hit = |line: &&String| {
         canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
     };
-    crate::parallel::map(lines, 64, hit).into_iter().any(|h| h)
+    lines.par_iter().any(hit)
 }
 
 #[cfg(test)]

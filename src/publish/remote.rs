@@ -1,4 +1,19 @@
-//! TODO
+//! Landing a publication in a remote state repository, through the `git` program
+//! ([`crate::store::remote`]): each attempt reads the remote tip (`git ls-remote`), fetches it,
+//! plans and builds the commit locally on it, and pushes with
+//! `git push --atomic --force-with-lease=<ref>:<tip>`. A push rejected because the remote moved
+//! backs off (25 ms doubling to 1.6 s, plus jitter: a push round trip with the server's hook
+//! costs far more than a local ref update) and tries again, up to `Options::max_attempts`; a
+//! refusal by the server's pre-receive hook is final and reported with the hook's lines.
+//!
+//! # Why not [`crate::store::transact`]
+//!
+//! The loop has transact's shape (build on a tip, land, rebuild after a lost race) but none of
+//! its states map one to one: the tip is read over the network before every build, not from a
+//! local ref; there is no held-lock state (the server's lock shows as a rejected lease, i.e. a
+//! moved ref); a refusal is a third, final outcome that transact does not have; and the backoff
+//! is on the push's scale. A remote variant of transact would need each of those as a parameter
+//! for one caller, so the loop stays here, in a dozen lines.
 
 use super::land::{Built, build_on, landed};
 use super::privacy_check::check_privacy;
@@ -6,7 +21,7 @@ use super::validate::Batch;
 use super::*;
 use crate::store::{self, Store};
 
-/// Publishes one validated batch to a remote state repository (design.md §5): read the remote
+/// Publishes one validated batch to a remote state repository : read the remote
 /// tip, fetch it, plan and build the commit locally on it, push with a lease on that tip; when
 /// the remote moved, fetch and rebuild, within `options.max_attempts`. A refusal by the server
 /// (its pre-receive hook) is final. The batch must first pass `options.privacy`

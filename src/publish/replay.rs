@@ -1,4 +1,7 @@
-//! TODO
+//! The unchanged-replay fast path: a sealed spool whose events are all already published, as
+//! complete sets, is answered from the tip without validating a single event (see
+//! [`sealed_replay`]). Anything short of that falls through to the full path, which reports the
+//! precise refusal.
 
 use std::collections::HashSet;
 use std::path::Path;

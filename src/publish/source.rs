@@ -1,4 +1,14 @@
-//! TODO
+//! Reading a publication source: a sealed spool (its shards are packed from the sealed events) or
+//! a finalized shard root (files under `ledger/v1/events`).
+//!
+//! With an expected path list (a lane manifest's `event_paths`), only those files are read: the
+//! list must be non-empty, at most 256, sorted and unique, each a shard path. Otherwise
+//! `ledger/v1/events` is traversed within the [`limits`](super::limits): at most 512 directories,
+//! 512 entries per directory, depth 6 (a directory at depth 6 is refused, so files live at
+//! `YYYY/MM/DD/repo/producer/file`), 256 regular files (all count; only `*.jsonl` are
+//! collected); a symbolic link or any other kind of entry is refused. The root is opened once and
+//! every read goes through that handle, so a link anywhere below it fails closed. A root without
+//! a spool or shards holds nothing: an empty publication.
 
 use std::path::Path;
 
@@ -12,7 +22,9 @@ use crate::writer::spool::{self, Spool};
 /// A source file of a batch: shard path and content.
 #[derive(Clone, Debug)]
 pub struct SourceFile {
+    /// Path under the source root (`ledger/v1/events/...jsonl`).
     pub path: String,
+    /// The file's text.
     pub content: String,
 }
 
@@ -21,7 +33,7 @@ pub const SOURCE_LABEL: &str = "action event shard import source";
 
 /// Reads a publication source: a sealed spool root (its shards are derived from the sealed
 /// events) or a finalized shard root (files under `ledger/v1/events`, traversed within the
-/// import limits, §8.2). The root is opened once ([`Root`]) and every listing and read goes
+/// import limits). The root is opened once ([`Root`]) and every listing and read goes
 /// through that handle, so links anywhere below it fail closed. A root with neither holds
 /// nothing (the spool of a job that recorded nothing); a root that does not exist is
 /// [`Error::MissingSource`], one that is not a directory [`Error::SourceNotADirectory`] (with
@@ -83,7 +95,7 @@ pub(super) fn read_source_shards(
         return Err(absent.expect("an unopened root says why"));
     };
     // Neither a spool directory nor shards: the spool of a job that recorded nothing, or a
-    // finalize output without shards (§8.2: an empty result).
+    // finalize output without shards (an empty result, as the reference's).
     if h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
         return Ok(Source::Files(Vec::new()));
     }

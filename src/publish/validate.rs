@@ -1,4 +1,21 @@
-//! TODO
+//! Validating a whole batch before the repository is read, in the reference importer's order.
+//!
+//! Per file, in path order:
+//! 1. the path is a shard path; at most 2 MiB, 16 MiB in all; at most 2,048 lines (the number of
+//!    `\n`, plus one when the content does not end with one); the content ends with `\n`;
+//! 2. every line is a canonical event; at most 1,024 events per file, 262,144 in all;
+//! 3. non-empty, no event id twice, one producer, bytes equal to the causal-order serialization,
+//!    and the path recomputed from the first event's identity and the partition date equals the
+//!    file's path.
+//!
+//! Then for the batch: no event id twice across files and an acyclic causal union; one producer
+//! run, one partition date; per full identity, either exactly one unnumbered file or a complete,
+//! numbered set (`-part-NNNNNN-of-NNNNNN`, indices 1..count) that re-packs to exactly the same
+//! paths and bytes; and, when asked, the expected producer provenance (`repository`, `sha`,
+//! `workflow`, `job`, `run_id`, `run_attempt`; the component is not checked).
+//!
+//! Shards packed from a sealed spool were validated when the spool was read, in causal order and
+//! deterministically packed; the checks that would re-derive that from their bytes are skipped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -10,7 +27,7 @@ use crate::event::{self, Event};
 use crate::identity::ShardIdentity;
 use crate::ledger::shard::{self, Shard};
 
-/// A batch that passed the source-side checks (§8.3).
+/// A batch that passed the source-side checks ([`validate_batch`]).
 #[derive(Debug)]
 pub struct Batch {
     /// Shards in path order.
@@ -19,7 +36,8 @@ pub struct Batch {
     pub identities: Vec<ShardIdentity>,
 }
 
-/// Validates a whole batch before the repository is consulted (runtime §8.3).
+/// Validates a whole batch before the repository is consulted, in the order of the module docs;
+/// the first failure is returned with the reference importer's message.
 pub fn validate_batch(
     files: &[SourceFile],
     expected: Option<&ExpectedProducer>,

@@ -1,4 +1,12 @@
-//! TODO
+//! Opening and creating the state repository, and its configuration edits.
+//!
+//! A new repository is bare and is built beside its final name (`.<name>.init-<pid>-<nanos>`):
+//! `HEAD` is pointed at the ledger ref (so that `git clone` checks the ledger out), every file
+//! and directory of it is fsynced, and only then is it renamed into place; the parent directory
+//! (and each parent directory created on the way) is fsynced too. `rename(2)` replaces an empty
+//! directory and fails on a non-empty one, so of several concurrent creators exactly one wins and
+//! the others open the winner's repository. A crash leaves either no repository or a complete one
+//! (plus, at worst, a staging directory that nothing reads).
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,5 @@
-//! TODO
+//! [`Error`], the store's one error type: each variant names the path, ref or object that
+//! failed and says what to do.
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,4 +1,6 @@
-//! TODO
+//! History: resolving revisions as `git rev-parse` does, parents and ancestry, and file-level
+//! diffs between two commits' trees that read only the subtrees whose ids differ (the cost follows
+//! the size of the change, not of the repository).
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -14,8 +16,11 @@ pub type ModedPath = (String, Mode);
 /// What happened to one file path between two trees ([`Store::diff`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
+    /// A file only in the new tree.
     Added(String),
+    /// A file in both, with other content or kind.
     Modified(String),
+    /// A file only in the old tree.
     Deleted(String),
 }
 

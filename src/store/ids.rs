@@ -1,4 +1,5 @@
-//! TODO
+//! Object ids and entry modes: [`CommitId`] and [`BlobId`] (40-hex SHA-1, `Display` in lowercase
+//! hex) and [`Mode`] (a tree entry's Git mode).
 
 use std::fmt;
 

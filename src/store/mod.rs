@@ -1,52 +1,89 @@
-//! The Git-native store: reads commits and trees, writes objects, moves refs.
+//! The Git-native store: the state repository, its objects and its one moving ref.
 //!
-//! The state repository is an ordinary Git repository, bare or not. This module never touches a
-//! work tree or an index and never runs `git`: it writes blobs, edits trees (only the trees on
-//! changed paths are rewritten), writes commits, and moves one ref with a compare-and-swap.
+//! The state repository is an ordinary Git repository, bare or not. Nothing here uses a work tree
+//! or an index: a publication writes blobs, edits trees (only the trees on changed paths are
+//! rewritten), writes one commit, and moves one ref with a compare-and-swap. Every other module
+//! reaches Git through this one: through [`Store`] and [`Snapshot`] (gix, in process), through
+//! [`pack`] (our own pack writer over gix's ids and zlib), or through [`remote`] (the `git`
+//! program, for fetch and push only, which gix cannot do here).
 //!
-//! # The only write path: prepare, then one commit point
+//! # Where things are
 //!
-//! 1. **Prepare** — [`Store::write_commit`] validates every path against the base tree and against
+//! | file | concept |
+//! |---|---|
+//! | `error.rs` | [`Error`]: every failure, naming the path, ref or object |
+//! | `ids.rs` | [`CommitId`], [`BlobId`], [`Mode`] |
+//! | `create.rs` | opening or creating a repository ([`Store::open_or_create_bare`]), config edits |
+//! | `write.rs` | the write path: [`Signature`], [`Store::write_commit`], loose objects or a pack |
+//! | `pack.rs` | one pack and its index for a publication with many objects |
+//! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
+//! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
+//! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact`]) |
+//! | `remote.rs` | ls-remote, fetch, push with a lease (the `git` program) |
+//! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
+//! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
+//! | `quarantine.rs` | reading a pre-receive hook's quarantined objects ([`Store::with_object_dirs`]) |
+//! | `release.rs` | dropping mapped pack pages ([`Store::release_mapped_packs`]), the one `unsafe` |
+//!
+//! # The write path: prepare, then one commit point
+//!
+//! 1. **Prepare**: [`Store::write_commit`] validates every path against the base tree and against
 //!    each other (no file where a directory is needed and vice versa, no existing path with
-//!    different bytes) *before* writing anything, then writes the blobs, the edited trees and one
-//!    commit whose single parent is the base: up to 16 objects as loose files, more as one pack
-//!    with its index ([`crate::store::pack`]). Every file is written, fsynced, renamed into place and
-//!    its directory fsynced before it returns ([`crate::durable`]). No ref moves.
-//! 2. **Commit point** — [`Store::update_ref`] moves the ref from the tip the commit was built on
-//!    to the new commit through a `gix-ref` transaction with
-//!    `PreviousValue::MustExistAndMatch(old)` (or `MustNotExist` for the first commit). The
-//!    expected value is checked while the ref's `.lock` file is held. The lock, which holds the
-//!    new value, is fsynced, then renamed over the ref, so the swap is atomic; then the ref's
+//!    different bytes, no malformed tree on the way) *before* writing anything. Then it writes the
+//!    blobs, the edited trees and one commit whose single parent is the base. A commit of at most
+//!    16 objects stays loose (one fsynced file per object); more go into one pack with its
+//!    version-2 index ([`pack`]). Every file is written to a temporary name, fsynced, renamed into
+//!    place, and its directory fsynced before the call returns ([`crate::durable`]). No ref moves.
+//! 2. **Commit point**: [`Store::update_ref`] moves the ref from the tip the commit was built on
+//!    to the new commit through a gix ref transaction with
+//!    `PreviousValue::MustExistAndMatch(old)` (`MustNotExist` for the first commit). The expected
+//!    value is checked while the ref's `<ref>.lock` file is held. The lock, which holds the new
+//!    value, is fsynced, then renamed over the ref, so the swap is atomic; then the ref's
 //!    directories are fsynced, and only then does the call return (and the caller acknowledge).
 //!
 //! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
-//! by another writer is [`Error::RefLocked`]. The caller (publish) re-reads the tip, re-validates
-//! and rebuilds on [`Error::RefMoved`], and backs off on [`Error::RefLocked`]. Locks are waited
-//! for at most [`REF_LOCK_TIMEOUT`].
+//! by another writer is [`Error::RefLocked`], a different value. Writers do not handle either
+//! themselves: [`transact`] re-reads the tip, rebuilds and retries after a lost race, and waits
+//! out a held lock. A single attempt waits at most [`REF_LOCK_TIMEOUT`] for the lock.
+//!
+//! Commits carry one fixed author and committer identity ([`Signature`]: configurable, no
+//! person's address), a time injected by the caller (the clock or `SOURCE_DATE_EPOCH`; the store
+//! never reads it) at UTC offset `+0000`, and the caller's message. Everything written passes
+//! `git fsck --strict`.
+//!
+//! # Ref-lock ownership
+//!
+//! A writer of this crate holds an exclusive `flock` on `<ref>.lock` from just after gix creates
+//! it until the rename, and notes itself as the owner in `action-ledger/ref-locks/<hex of the ref
+//! name>` inside the repository directory: `<pid> <incarnation> <dev>:<ino>:<mtime>\n`, where the
+//! incarnation is [`crate::process::process_incarnation`]. A left-over lock is removed only when
+//! nobody holds its `flock`, the note names this very lock file, and the noted process is dead
+//! (or its PID now names another process). A lock without such a note (git's own writers note
+//! nothing, and a writer may die between creating the lock and noting it) is never removed
+//! automatically: the error says how to check and remove it. There is no age rule.
 //!
 //! # What remains on disk after a crash
 //!
 //! - **Before the ref update** (during or after `write_commit`): the ref still names the old tip.
-//!   Any blobs, trees and commit already written are unreachable objects; they are harmless,
-//!   invisible to readers, and `git gc` prunes them. Rebuilding writes identical objects again.
-//!   A temporary pack or object file may remain; the next pack written removes those whose
-//!   writer is gone.
-//! - **During the ref update**: at most a stale `<ref>.lock` file remains; the ref itself is either
-//!   the old value or the new one (rename is atomic). A left-over lock makes later updates fail
-//!   with [`Error::RefLocked`] until it is provably stale (its owner noted itself and is dead,
-//!   and nobody holds its `flock`); then the next writer removes it and goes on. A lock left by
-//!   git, or by a writer killed before it noted itself, is removed by hand.
+//!   Blobs, trees and the commit already written are unreachable objects: harmless, invisible to
+//!   readers, pruned by `git gc`. Rebuilding writes identical objects again. A temporary pack or
+//!   object file may remain; the next pack written removes those whose writer is gone.
+//! - **During the ref update**: at most a left-over `<ref>.lock` (and its owner note) remains;
+//!   the ref itself holds the old value or the new one (rename is atomic), never a torn value.
+//!   Later updates fail with [`Error::RefLocked`] until the lock is provably stale (see above);
+//!   then the next writer removes it and goes on.
 //! - **After the ref update returned**: the new tip is durable and complete: every object it
 //!   reaches, the ref file and the rename were on disk before the call returned.
 //!
-//! Besides Git objects and refs, `gix` is also used by [`crate::store::pack`] (ids and zlib) and the `git`
-//! program by [`crate::store::remote`] (fetch and push, which gix cannot do here).
+//! So a crash at any point leaves the old tip or the new one, never a partial publication and
+//! never a corrupt ref.
 //!
 //! # Reads
 //!
 //! [`Snapshot`] is a read view of one commit's tree. It decodes each tree once and caches it by
 //! object id, so repeated lookups in a directory with thousands of entries cost one hash-map
-//! probe per path component.
+//! probe per path component. Reads look through malformed trees as git does; writes refuse to
+//! build on them ([`Error::MalformedTree`]).
 
 mod create;
 mod error;
@@ -81,8 +118,8 @@ use gix::ObjectId;
 use crate::durable;
 use error::git_err;
 
-/// An open state repository (design.md §3). Holds one `gix` repository handle; open it once and
-/// reuse it for all reads and writes of a run.
+/// An open state repository. Holds one `gix` repository handle, opened with only the
+/// repository's own configuration; open it once and reuse it for all reads and writes of a run.
 pub struct Store {
     repo: gix::Repository,
     /// A private object directory added by [`Store::with_object_dirs`], removed on drop.

@@ -1,4 +1,8 @@
-//! TODO
+//! Reading a pushed range before git accepts it. `git receive-pack` keeps pushed objects in a
+//! quarantine directory (`GIT_QUARANTINE_PATH`, listed in `GIT_ALTERNATE_OBJECT_DIRECTORIES`)
+//! until the pre-receive hook accepts them; [`Store::with_object_dirs`] reads through a private
+//! object directory (in the system temporary directory, removed when the [`Store`] is dropped)
+//! whose `info/alternates` lists those directories and the repository's own objects.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,10 @@
-//! TODO
+//! The commit point: reading a ref ([`Store::tip`]) and moving it with a compare-and-swap
+//! ([`Store::update_ref`]), fsynced, with the ref-lock ownership notes that let a later writer
+//! prove a dead writer's left-over lock stale (see the store's module docs).
+//!
+//! Only full ref names under `refs/` are accepted; symbolic refs are neither read nor written.
+//! Loose and packed refs are both read and swapped (gix's transaction locks `packed-refs` when it
+//! must rewrite it).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,5 +1,9 @@
 #![allow(unsafe_code)]
-//! TODO
+//! Releasing mapped pack pages ([`Store::release_mapped_packs`]): the one module with `unsafe`.
+//!
+//! gix maps pack and index files read-only; a walk over most objects of a large repository would
+//! otherwise keep every page it touched resident. gix offers no call to drop those pages, so this
+//! module advises the kernel directly on the mappings listed in `/proc/self/maps`.
 
 use crate::store::*;
 

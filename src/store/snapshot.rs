@@ -1,4 +1,11 @@
-//! TODO
+//! [`Snapshot`], the read view of one commit's tree.
+//!
+//! Decoded trees are cached by object id: those near the root (depth below 6: the root,
+//! `ledger`, `v1`, `import-bindings`, a binding kind, its first fan-out level) for the snapshot's
+//! life, deeper ones in a cache of at most 4,096 trees that starts over when full, so a walk of a
+//! whole fan-out ledger (65,536 leaf trees for a million bindings) stays bounded. Full walks
+//! ([`Snapshot::for_each_entry`]) decode each tree once without caching and release mapped pack
+//! pages every 128 trees.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

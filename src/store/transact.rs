@@ -1,7 +1,7 @@
 //! The one write loop every writer shares: build a commit on the ref's tip, land it with one
 //! compare-and-swap, and when another writer moved the ref first, build again on the new tip.
 //!
-//! Publication, compaction and the execution-finality operations all write this way. Each
+//! Publication, compaction and the execution finality operations all write this way. Each
 //! supplies a *build* step that reads the tip it is given and either settles without writing
 //! (a replay, nothing to fold, an outcome already recorded) or returns a commit whose single
 //! parent is that tip ([`Store::write_commit`]). [`transact`] then moves the ref from that tip

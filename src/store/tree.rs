@@ -1,4 +1,11 @@
-//! TODO
+//! Tree rules: what a well-formed tree is ([`TreeDefect`], [`tree_defect`]), the decoded tree the
+//! snapshot caches, and the checks on paths read or written.
+//!
+//! Git writes every tree sorted by name (a tree's name compared as if it ended in `/`), each name
+//! once, each entry encoded as `<octal mode without leading zeros> <name>\0<20-byte id>`, and no
+//! empty, `.`, `..`, `.git` or `/`-containing names. Below `ledger/v1/` and `finality/v1/` the
+//! ledger adds one rule: every entry is a tree or a regular file of mode exactly `100644`.
+//! Readers look through a defect, as git's own lookups do; writers refuse to build on it.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,4 +1,11 @@
-//! TODO
+//! The write path's first half: validate a whole batch of files against a base tree, then write
+//! the blobs, the trees on changed paths and one commit ([`Store::write_commit`]). No ref moves
+//! here (see `refs.rs`).
+//!
+//! Objects go loose when a commit writes at most 16 of them (each written to a temporary file in
+//! its fan-out directory, fsynced, renamed; then the fan-out directories are fsynced), otherwise
+//! into one pack with its index ([`crate::store::pack`]). The commit object is
+//! `tree <hex>\n[parent <hex>\n]author <name> <<email>> <seconds> +0000\ncommitter <same>\n\n<message>`.
 
 use std::collections::BTreeMap;
 
