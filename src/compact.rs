@@ -20,7 +20,7 @@
 //!    entry is cut back out of its segment and compared with the original bytes), then write the
 //!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
 //!    parent is the tip. No ref moves.
-//! 2. **Commit point**: the same compare-and-swap loop as `publish` ([`crate::store::transact`]). When
+//! 2. **Commit point**: the same compare-and-swap loop as `publish` ([`crate::store::transact()`]). When
 //!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
 //!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
 //!    retried with jittered backoff, within [`Options::max_attempts`].

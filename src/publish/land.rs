@@ -1,5 +1,5 @@
 //! Landing a publication in the local repository: build the commit on the tip and move the ref
-//! with one compare-and-swap through [`crate::store::transact`]; after a lost race the batch is
+//! with one compare-and-swap through [`crate::store::transact()`]; after a lost race the batch is
 //! planned again on the new tip (re-validated against it) and rebuilt, with jittered backoff, up
 //! to `Options::max_attempts` builds. A held ref lock is waited out for
 //! [`HELD_LOCK_BUDGET`](crate::store::transact::HELD_LOCK_BUDGET).

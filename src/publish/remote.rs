@@ -6,7 +6,7 @@
 //! costs far more than a local ref update) and tries again, up to `Options::max_attempts`; a
 //! refusal by the server's pre-receive hook is final and reported with the hook's lines.
 //!
-//! # Why not [`crate::store::transact`]
+//! # Why not [`crate::store::transact()`]
 //!
 //! The loop has transact's shape (build on a tip, land, rebuild after a lost race) but none of
 //! its states map one to one: the tip is read over the network before every build, not from a

@@ -18,7 +18,7 @@
 //! | `pack.rs` | one pack and its index for a publication with many objects |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
-//! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact`]) |
+//! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
 //! | `remote.rs` | ls-remote, fetch, push with a lease (the `git` program) |
 //! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
 //! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
@@ -43,7 +43,7 @@
 //!
 //! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
 //! by another writer is [`Error::RefLocked`], a different value. Writers do not handle either
-//! themselves: [`transact`] re-reads the tip, rebuilds and retries after a lost race, and waits
+//! themselves: [`transact()`] re-reads the tip, rebuilds and retries after a lost race, and waits
 //! out a held lock. A single attempt waits at most [`REF_LOCK_TIMEOUT`] for the lock.
 //!
 //! Commits carry one fixed author and committer identity ([`Signature`]: configurable, no
