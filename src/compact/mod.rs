@@ -41,7 +41,6 @@
 
 mod check;
 mod plan;
-#[cfg(test)]
 mod test_support;
 
 pub use check::{Checked, Problem, ProblemKind, RangeChanges, check_range, check_revision};

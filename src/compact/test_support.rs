@@ -1,6 +1,8 @@
 //! Helpers shared by compaction's unit tests: a store with the day1 corpus published, and
 //! the verify findings of a revision.
 
+#![cfg(test)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

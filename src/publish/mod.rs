@@ -63,7 +63,6 @@ mod privacy_check;
 mod remote;
 mod replay;
 mod source;
-#[cfg(test)]
 mod test_support;
 mod validate;
 

@@ -1,5 +1,7 @@
 //! Helpers shared by the publisher's unit tests.
 
+#![cfg(test)]
+
 use std::path::Path;
 
 use crate::store::Signature;

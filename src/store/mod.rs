@@ -95,7 +95,6 @@ mod refs;
 mod release;
 pub mod remote;
 mod snapshot;
-#[cfg(test)]
 mod test_support;
 pub mod transact;
 mod tree;

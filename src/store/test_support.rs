@@ -1,6 +1,8 @@
 //! Helpers shared by the store's unit tests: a fresh bare repository, real `git` without user
 //! configuration, and one-call publication.
 
+#![cfg(test)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
