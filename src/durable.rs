@@ -29,6 +29,16 @@
 //! and removed by the next one ([`remove_stale_temp_files`]).
 //!
 //! Directories can only be fsynced on Unix; elsewhere [`sync_dir`] does nothing.
+//!
+//! # Why not `tempfile`'s `persist` or `atomicwrites`
+//!
+//! Both write a temporary file and rename it, which covers steps 1 and 3. Neither fsyncs the
+//! destination directory after the rename (step 4; without it the new name can vanish on power
+//! loss although the bytes were synced), and their temporary names are random, so a file left by
+//! a killed writer cannot be told from a live writer's work and is never cleaned up. The store
+//! also needs the same discipline for files that gix or git create (the ref lock, a staged
+//! repository), which no file-writing crate covers. The helpers here are a few lines each over
+//! `std::fs` and `rustix`.
 
 use std::io::Write as _;
 use std::path::Path;

@@ -2,9 +2,15 @@
 //! which tells a reused process id from the process that wrote a lock or a temporary file.
 //!
 //! The incarnation is `SHA-256("linux\0" + boot_id + "\0" + starttime)`, the owner identity the
-//! reference writes into its spool locks (ledger-runtime, the producer lock format): `boot_id`
+//! reference implementation writes into its spool locks (the producer lock format): `boot_id`
 //! from `/proc/sys/kernel/random/boot_id`, `starttime` field 22 of `/proc/<pid>/stat`. Both are
 //! Linux-only; elsewhere no incarnation is known and only liveness is checked.
+//!
+//! Why our own code: the incarnation must be the reference's exact digest (the same bytes hashed
+//! in the same way), which no crate computes, and it needs one field of `/proc/<pid>/stat` read
+//! so that a command name with spaces or parentheses cannot shift it. Process-listing crates
+//! (`sysinfo`, `procfs`) would bring a whole process table, or a large API, for two reads;
+//! liveness is one `kill(pid, 0)` through `rustix`, which the crate already uses.
 
 use crate::identity::Digest;
 

@@ -1,5 +1,5 @@
-//! One pack per publication (design.md §3): the objects of a commit are written as a single Git
-//! pack file with its version-2 index, instead of one loose file each.
+//! One pack per publication: the objects of a commit with more than 16 objects are written as a
+//! single Git pack file with its version-2 index, instead of one loose file each.
 //!
 //! Loose objects cost one file, one fsync and one directory entry per object (about 4 KiB on disk
 //! for a 300-byte binding); a pack holds them back to back, zlib-compressed, behind one header,
@@ -19,12 +19,36 @@
 //! [`crate::durable`]). A crash leaves at most an unreferenced temporary file or an unreferenced
 //! pack, never a ref to a missing object; the next pack written removes temporary files whose
 //! writer is gone.
+//!
+//! Compression runs on all cores (rayon) in contiguous runs of about equal size; entries are
+//! appended in the order the objects were added, so the pack's bytes do not depend on the number
+//! of threads.
+//!
+//! # Why our own writer, not gix's
+//!
+//! gix (gix-pack) writes packs along two paths, and neither serves a publication:
+//!
+//! - `data::output` (count, then `output::Entry`, then `FromEntriesIter`) packs objects that are
+//!   already in an object database, found through its `Find` trait: it is built for sending
+//!   existing objects (fetch and push servers). A publication's objects are new and only in
+//!   memory; putting them in a database first is exactly the loose-object cost a pack avoids.
+//! - The index comes from `Bundle::write_to_directory` / `index::File::write_data_iter_to_stream`,
+//!   which reads the pack stream back, decompresses every entry to find its end and hashes it
+//!   again: a second pass over data whose ids, offsets and CRC-32s the writer already knows. Its
+//!   temporary files (gix-tempfile) are neither fsynced with their directory in our order nor
+//!   named so that a dead writer's debris can be told from a live one's ([`crate::durable`]).
+//!   It also needs gix's pack-writing features, which the crate keeps off.
+//!
+//! The format written here is small and fixed (no deltas, version 2 only); `git verify-pack`
+//! accepts it (the tests check), and git and gix read it back as any pack.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 use gix::objs::Kind;
+
+use rayon::prelude::*;
 
 use crate::durable;
 
@@ -35,14 +59,19 @@ const LEVEL: i32 = 1;
 /// Errors of writing a pack.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// An object could not be hashed or compressed.
     #[error("cannot compress an object for the pack: {0}")]
     Compress(String),
     #[error("cannot write pack files in {}: {source}; check permissions and free space", dir.display())]
+    /// Writing, syncing or renaming a pack file failed.
     Io {
+        /// The pack directory.
         dir: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// More objects than a version-2 pack can count.
     #[error("a pack holds at most 4294967295 objects")]
     TooMany,
 }
@@ -78,8 +107,11 @@ impl std::fmt::Debug for PackBuilder {
 /// Where a finished pack landed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
+    /// The `.pack` file.
     pub pack: PathBuf,
+    /// The `.idx` file.
     pub index: PathBuf,
+    /// Objects in the pack.
     pub objects: usize,
 }
 
@@ -206,7 +238,7 @@ impl PackBuilder {
         Ok(id)
     }
 
-    /// Compresses the pending objects (on all cores, [`crate::parallel::map`]) and appends their
+    /// Compresses the pending objects (on all cores, with rayon) and appends their
     /// entries in the order they were added.
     fn flush(&mut self) -> Result<(), Error> {
         let pending = std::mem::take(&mut self.pending);
@@ -217,7 +249,7 @@ impl PackBuilder {
         let total: usize = pending.iter().map(|(_, _, b)| b.len()).sum();
         // Contiguous runs of about equal size, each compressed with one compressor; a few runs
         // per core, so that the threads balance.
-        let target = total.div_ceil(crate::parallel::workers() * 4).max(1);
+        let target = total.div_ceil(rayon::current_num_threads() * 4).max(1);
         let mut runs: Vec<&[(ObjectId, Kind, Vec<u8>)]> = Vec::new();
         let (mut from, mut size) = (0, 0);
         for (i, (_, _, bytes)) in pending.iter().enumerate() {
@@ -230,7 +262,7 @@ impl PackBuilder {
         if from < pending.len() {
             runs.push(&pending[from..]);
         }
-        let compressed = crate::parallel::map(&runs, 2, |run| entries_of(run));
+        let compressed: Vec<_> = runs.par_iter().map(|run| entries_of(run)).collect();
         let ids = pending.iter().map(|(id, _, _)| *id);
         let mut entries = Vec::with_capacity(pending.len());
         for run in compressed {

@@ -1,4 +1,4 @@
-//! Transport to a remote state repository through the `git` command (design.md §5).
+//! Transport to a remote state repository through the `git` command.
 //!
 //! gix builds every object locally; it cannot push, so the `git` CLI moves objects and refs and
 //! nothing else: `git ls-remote` reads the remote tip, `git fetch` brings its objects into the
@@ -15,21 +15,35 @@ use crate::store::CommitId;
 /// Why a transport step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `git` could not be started.
     #[error("cannot run git for {action} ({url}): {source}; is git installed?")]
     Spawn {
+        /// The step (`ls-remote`, `fetch`, `push`).
         action: &'static str,
+        /// The remote.
         url: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
     #[error("git {action} {url} failed: {stderr}")]
+    /// `git` failed for another reason than a moved ref or a refusal.
     Failed {
+        /// The step.
         action: &'static str,
+        /// The remote.
         url: String,
+        /// What git printed.
         stderr: String,
     },
     #[error("git ls-remote {url} printed an unexpected line: {line}")]
-    Unparsable { url: String, line: String },
+    /// `git ls-remote` printed a line that is not `<id>\t<ref>`.
+    Unparsable {
+        /// The remote.
+        url: String,
+        /// The line.
+        line: String,
+    },
 }
 
 /// What a push achieved.

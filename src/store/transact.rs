@@ -1,10 +1,10 @@
 //! The one write loop every writer shares: build a commit on the ref's tip, land it with one
 //! compare-and-swap, and when another writer moved the ref first, build again on the new tip.
 //!
-//! Publication, compaction and the execution-finality operations all write this way. Each
+//! Publication, compaction and the execution finality operations all write this way. Each
 //! supplies a *build* step that reads the tip it is given and either settles without writing
 //! (a replay, nothing to fold, an outcome already recorded) or returns a commit whose single
-//! parent is that tip ([`Store::write_commit`]). [`transact`] then moves the ref from that tip
+//! parent is that tip ([`Store::write_commit`]). [`transact()`] then moves the ref from that tip
 //! to the commit ([`Store::update_ref_waiting`]):
 //!
 //! - **Landed**: the commit is the new tip; the caller may acknowledge.
@@ -31,7 +31,7 @@ use super::{CommitId, Error, Store};
 /// [`super::REF_LOCK_TIMEOUT`] for the lock itself.)
 pub const HELD_LOCK_BUDGET: Duration = Duration::from_secs(5);
 
-/// Which ref a [`transact`] moves, and how hard it tries.
+/// Which ref a [`transact()`] moves, and how hard it tries.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy<'a> {
     /// The full ref name, e.g. `refs/heads/main`.
@@ -45,9 +45,9 @@ pub struct Policy<'a> {
 /// What a build step decided on the tip it was given.
 #[derive(Debug)]
 pub enum Step<T> {
-    /// Nothing to write on this tip: [`transact`] returns `T` and the ref does not move.
+    /// Nothing to write on this tip: [`transact()`] returns `T` and the ref does not move.
     Settled(T),
-    /// A commit built on the tip, not yet reachable: [`transact`] lands it, then returns `T`.
+    /// A commit built on the tip, not yet reachable: [`transact()`] lands it, then returns `T`.
     Commit {
         /// The new commit; its single parent is the tip the step was given.
         commit: CommitId,
@@ -58,7 +58,7 @@ pub enum Step<T> {
     },
 }
 
-/// The result of a [`transact`].
+/// The result of a [`transact()`].
 #[derive(Debug)]
 pub struct Landed<T> {
     /// What the last build step returned.
@@ -69,7 +69,7 @@ pub struct Landed<T> {
     pub attempts: u32,
 }
 
-/// Why a [`transact`] did not land.
+/// Why a [`transact()`] did not land.
 #[derive(Debug, thiserror::Error)]
 pub enum TransactError<E> {
     /// The build step failed; nothing was landed by this call.

@@ -1,0 +1,243 @@
+//! Landing a publication in the local repository: build the commit on the tip and move the ref
+//! with one compare-and-swap through [`crate::store::transact()`]; after a lost race the batch is
+//! planned again on the new tip (re-validated against it) and rebuilt, with jittered backoff, up
+//! to `Options::max_attempts` builds. A held ref lock is waited out for
+//! [`HELD_LOCK_BUDGET`](crate::store::transact::HELD_LOCK_BUDGET).
+
+use super::plan::{Plan, commit_message, plan};
+use super::privacy_check::check_privacy;
+use super::validate::Batch;
+use super::*;
+use crate::store::{self, CommitId, Store};
+
+/// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
+/// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
+/// The batch must first pass `options.privacy` ([`check_privacy`]); nothing is written if not.
+pub fn publish_batch(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+) -> Result<Publication, Error> {
+    check_privacy(batch, options.privacy)?;
+    let policy = store::Policy {
+        ref_name: &options.ref_name,
+        max_attempts: options.max_attempts,
+        lock_wait: store::transact::HELD_LOCK_BUDGET,
+    };
+    let out = store::transact(store, &policy, |tip, attempts| {
+        Ok(match build_on(store, batch, tip, options, attempts)? {
+            Built::Unchanged(publication) => store::Step::Settled(Ok(publication)),
+            Built::Commit(plan, commit) => store::Step::Commit {
+                commit,
+                reflog: "action-ledger publish".to_owned(),
+                value: Err(plan),
+            },
+        })
+    })
+    .map_err(|e| transact_error(e, &options.ref_name))?;
+    Ok(match (out.value, out.commit) {
+        (Ok(publication), _) => publication,
+        (Err(plan), Some(commit)) => landed(plan, commit, out.attempts),
+        (Err(_), None) => unreachable!("a built commit either lands or fails"),
+    })
+}
+
+/// The publication error for a write loop that did not land.
+fn transact_error(e: store::TransactError<Error>, ref_name: &str) -> Error {
+    match e {
+        store::TransactError::Build(e) => e,
+        store::TransactError::Contention { attempts, .. } => Error::Contention {
+            ref_name: ref_name.to_owned(),
+            attempts,
+        },
+        store::TransactError::RefLocked { lock, .. } => Error::RefLocked {
+            ref_name: ref_name.to_owned(),
+            lock,
+        },
+        store::TransactError::Store(e) => e.into(),
+    }
+}
+
+/// What planning a batch on one tip produced.
+pub(super) enum Built {
+    /// Everything is already there: no commit.
+    Unchanged(Publication),
+    /// The plan and its commit on the tip (no ref moved yet).
+    Commit(Plan, CommitId),
+}
+
+/// Plans `batch` against `tip` and, when it adds anything, writes its commit on `tip`.
+pub(super) fn build_on(
+    store: &Store,
+    batch: &Batch,
+    tip: Option<CommitId>,
+    options: &Options,
+    attempts: u32,
+) -> Result<Built, Error> {
+    let plan = plan(batch, &store.snapshot(tip)?, options.layout)?;
+    if plan.additions.is_empty() {
+        return Ok(Built::Unchanged(Publication {
+            manifest: plan.manifest,
+            status: Status::Unchanged,
+            commit: tip,
+            attempts,
+            files_written: 0,
+        }));
+    }
+    let message = commit_message(&plan);
+    let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+    Ok(Built::Commit(plan, commit))
+}
+
+/// The publication of a commit that landed.
+pub(super) fn landed(plan: Plan, commit: CommitId, attempts: u32) -> Publication {
+    Publication {
+        files_written: plan.additions.len(),
+        manifest: plan.manifest,
+        status: Status::Created,
+        commit: Some(commit),
+        attempts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::test_support::*;
+
+    /// Publishers racing on one ref: every publication lands exactly once, in a linear history,
+    /// whatever the interleaving (the losers re-plan on the new tip).
+    #[test]
+    fn concurrent_publishers_all_land_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("s.git");
+        Store::open_or_init_bare(&repo, "refs/heads/main").unwrap();
+        let jobs = ["001", "002", "003", "004", "005", "006"];
+        let barrier = std::sync::Barrier::new(jobs.len());
+        let results: Vec<Publication> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    let (repo, barrier) = (&repo, &barrier);
+                    scope.spawn(move || {
+                        let store = Store::open(repo).unwrap();
+                        let source = day1(job);
+                        let files = read_source(&source, None).unwrap();
+                        let batch = validate_batch(&files, None).unwrap();
+                        barrier.wait();
+                        publish_batch(&store, &batch, &Options::new(sig())).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(results.iter().all(|p| p.status == Status::Created));
+        let store = Store::open(&repo).unwrap();
+        let mut tip = store.tip("refs/heads/main").unwrap();
+        let mut commits = 0;
+        while let Some(c) = tip {
+            commits += 1;
+            let parents = store.parents(c).unwrap();
+            assert!(parents.len() <= 1, "history is linear");
+            tip = parents.first().copied();
+        }
+        assert_eq!(commits, jobs.len());
+        let head = store.tip("refs/heads/main").unwrap().unwrap();
+        let snap = store.snapshot(Some(head)).unwrap();
+        for p in &results {
+            for path in &p.manifest.paths {
+                assert!(snap.exists(path).unwrap(), "{path}");
+            }
+        }
+        assert!(
+            crate::verify::verify_revision(&store, head)
+                .unwrap()
+                .is_clean()
+        );
+    }
+
+    /// Issue 7: a publication into a repository that already holds many bindings writes exactly
+    /// the trees on its own paths (no other tree is rewritten) and all its objects as one pack
+    /// (no loose object), which Git reads back.
+    #[test]
+    fn a_publication_writes_one_pack_and_only_the_trees_on_its_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("s.git");
+        let store = Store::open_or_init_bare(&repo, "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        for job in ["001", "002", "003", "004", "005", "006", "007", "008"] {
+            publish(&store, &day1(job), &options).unwrap();
+        }
+        let objects = repo.join("objects");
+        let packs_before = files_in(&objects, |p| p.ends_with(".pack"));
+        let loose_before = files_in(&objects, |p| {
+            !p.starts_with("pack") && !p.starts_with("info")
+        });
+        let base = store.tip("refs/heads/main").unwrap().unwrap();
+        let p = publish(&store, &day1("009"), &options).unwrap();
+        let new = p.commit.unwrap();
+        assert_eq!(p.status, Status::Created);
+
+        // One new pack, no new loose object, and Git can read the pack.
+        let packs: Vec<String> = files_in(&objects, |p| p.ends_with(".pack"))
+            .difference(&packs_before)
+            .cloned()
+            .collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        assert_eq!(
+            files_in(&objects, |p| !p.starts_with("pack")
+                && !p.starts_with("info")),
+            loose_before
+        );
+        let index = objects.join(packs[0].replace(".pack", ".idx"));
+        git(&repo, &["verify-pack", index.to_str().unwrap()]);
+        git(&repo, &["fsck", "--strict"]);
+
+        // The new trees are exactly the directories on the added paths (and the root).
+        let added: Vec<String> = git(
+            &repo,
+            &["diff", "--name-only", &base.to_hex(), &new.to_hex()],
+        )
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(added.len(), p.files_written);
+        let mut expected_dirs: std::collections::BTreeSet<String> = [String::new()].into();
+        for path in &added {
+            let mut dir = path.as_str();
+            while let Some((parent, _)) = dir.rsplit_once('/') {
+                expected_dirs.insert(parent.to_owned());
+                dir = parent;
+            }
+        }
+        let new_objects = git(
+            &repo,
+            &[
+                "rev-list",
+                "--objects",
+                &new.to_hex(),
+                "--not",
+                &base.to_hex(),
+            ],
+        );
+        let mut new_trees = std::collections::BTreeSet::new();
+        for line in new_objects.lines() {
+            let (id, path) = line.split_once(' ').unwrap_or((line, ""));
+            let kind = git(&repo, &["cat-file", "-t", id]);
+            if kind.trim() == "tree" {
+                new_trees.insert(path.to_owned());
+            }
+        }
+        assert_eq!(new_trees, expected_dirs);
+        // In the fanout layout no tree on those paths is large.
+        let widest = expected_dirs
+            .iter()
+            .map(|d| {
+                let spec = format!("{}:{d}", new.to_hex());
+                git(&repo, &["ls-tree", &spec]).lines().count()
+            })
+            .max()
+            .unwrap();
+        assert!(widest <= 256, "a rewritten tree has {widest} entries");
+    }
+}

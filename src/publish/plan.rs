@@ -1,0 +1,222 @@
+//! Planning a publication against one tip: everything the batch would add, checked against the
+//! snapshot, in the reference importer's order:
+//!
+//! 1. **History**: for every incoming event id, its identity binding if present (a different
+//!    `semantic_sha256` is an identity conflict); then parent walks through incoming events first,
+//!    else identity bindings, memoized, refusing a cycle. Each distinct binding read counts
+//!    toward 262,144. Unknown parents end a walk (parents outside the ledger are allowed).
+//! 2. **Bindings**: the producer-run, event identity and shard-set reservations and the
+//!    completion markers ([`crate::ledger::binding`]); an existing file with other bytes is a
+//!    conflict named by the binding's label.
+//! 3. **Payloads**: an existing shard must hold identical or replay-equivalent bytes (the first
+//!    writer's bytes win; a shard of a compacted month counts as present with its original
+//!    bytes), else a payload conflict.
+//!
+//! The plan lists only what is new; an empty plan means the publication is unchanged. Its
+//! [`Manifest`] lists every path of the batch whether new or not. The commit message is built
+//! here too ([`commit_message`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::limits;
+use super::validate::Batch;
+use super::*;
+use crate::event::Event;
+use crate::identity::{Digest, ShardIdentity};
+use crate::ledger::binding::{self, Kind};
+use crate::ledger::layout::{self, Layout};
+use crate::ledger::shard::{self, Shard};
+use crate::store::Snapshot;
+
+/// Everything a batch would add, computed against one snapshot.
+pub(super) struct Plan {
+    pub(super) manifest: Manifest,
+    /// New files (path, bytes), sorted by path.
+    pub(super) additions: Vec<(String, Vec<u8>)>,
+}
+
+/// The reference importer's destination transaction against `snap`: history, bindings, payloads.
+pub(super) fn plan(
+    batch: &Batch,
+    snap: &Snapshot<'_>,
+    requested: Option<Layout>,
+) -> Result<Plan, Error> {
+    let (layout, new_ledger) = layout::for_publication(snap, requested)?;
+    let incoming: HashMap<&Digest, &Event> = batch
+        .shards
+        .iter()
+        .flat_map(|s| &s.events)
+        .map(|e| (&e.event_id, e))
+        .collect();
+
+    // 1. History: identity conflicts, then parent walks through incoming events and bindings.
+    let mut durable: HashMap<Digest, Option<(Digest, Option<Digest>)>> = HashMap::new();
+    let read_binding = |id: &Digest,
+                        durable: &mut HashMap<Digest, Option<(Digest, Option<Digest>)>>|
+     -> Result<Option<(Digest, Option<Digest>)>, Error> {
+        if let Some(b) = durable.get(id) {
+            return Ok(b.clone());
+        }
+        if durable.len() >= limits::MAX_CAUSAL_BINDINGS {
+            return Err(Error::BindingLimit);
+        }
+        // A point lookup: O(depth) trees read, whatever the size of the ledger.
+        let path = Kind::Event.path(layout, id);
+        let b = match snap.read(&path, limits::MAX_BINDING_BYTES)? {
+            Some(text) => {
+                let text =
+                    String::from_utf8(text).map_err(|_| Error::InvalidEventBinding(id.clone()))?;
+                Some(
+                    binding::parse_event(&text, id)
+                        .ok_or_else(|| Error::InvalidEventBinding(id.clone()))?,
+                )
+            }
+            None => None,
+        };
+        durable.insert(id.clone(), b.clone());
+        Ok(b)
+    };
+    let ordered: Vec<&Event> = batch.shards.iter().flat_map(|s| &s.events).collect();
+    for e in &ordered {
+        if let Some((semantic, _)) = read_binding(&e.event_id, &mut durable)?
+            && semantic != e.semantic_sha256
+        {
+            return Err(Error::IdentityConflict(e.event_id.clone()));
+        }
+    }
+    let mut resolved: HashSet<Digest> = HashSet::new();
+    for e in &ordered {
+        let mut on_walk: Vec<Digest> = Vec::new();
+        let mut walk_set: HashSet<Digest> = HashSet::new();
+        let mut current = Some(e.event_id.clone());
+        while let Some(id) = current {
+            if resolved.contains(&id) {
+                break;
+            }
+            if !walk_set.insert(id.clone()) {
+                return Err(Error::HistoryCycle(id));
+            }
+            on_walk.push(id.clone());
+            current = match incoming.get(&id) {
+                Some(ev) => ev.parent_event_id.clone(),
+                None => read_binding(&id, &mut durable)?.and_then(|(_, p)| p),
+            };
+        }
+        resolved.extend(on_walk);
+    }
+
+    // 2. Bindings, exactly as `binding` writes them.
+    let mut reservations: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    let mut completions: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    let mut sets: BTreeMap<&ShardIdentity, Vec<&Shard>> = BTreeMap::new();
+    for (s, id) in batch.shards.iter().zip(&batch.identities) {
+        sets.entry(id).or_default().push(s);
+        for e in &s.events {
+            let (path, text) = binding::event(layout, e);
+            reservations.insert(path, (text, Kind::Event));
+        }
+    }
+    for (id, shards) in &sets {
+        let (path, text) = binding::producer_run(layout, id);
+        reservations.insert(path, (text, Kind::ProducerRun));
+        let (res_path, reservation) = binding::shard_set(layout, id, shards);
+        let (comp_path, completion) = binding::completion(layout, id, &reservation);
+        reservations.insert(res_path, (reservation, Kind::ShardSet));
+        completions.insert(comp_path, (completion, Kind::Completion));
+    }
+    let mut additions: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, (bytes, kind)) in reservations.iter().chain(&completions) {
+        // Event bindings read in step 1 are in the tree cache; this is a lookup, not a listing.
+        match snap.read(path, limits::MAX_BINDING_BYTES)? {
+            Some(cur) if cur == bytes.as_bytes() => {}
+            Some(_) => {
+                return Err(Error::BindingConflict {
+                    label: kind.label(),
+                    path: path.clone(),
+                });
+            }
+            None => additions.push((path.clone(), bytes.clone().into_bytes())),
+        }
+    }
+
+    // 3. Payloads (a compacted shard path is present with its original bytes).
+    let view = crate::view::View::new(snap);
+    let mut manifest = Manifest::default();
+    // Written once, with the first publication of events into a new ledger.
+    if let Some(record) = layout
+        .record()
+        .filter(|_| new_ledger && !batch.shards.is_empty())
+    {
+        additions.push((layout::RECORD_PATH.to_owned(), record.into_bytes()));
+    }
+    for s in &batch.shards {
+        match view.read(&s.path, limits::MAX_FILE_BYTES as u64)? {
+            None => {
+                manifest.created += 1;
+                additions.push((s.path.clone(), s.content.clone().into_bytes()));
+            }
+            Some(cur) => {
+                let cur =
+                    String::from_utf8(cur).map_err(|_| Error::PayloadConflict(s.path.clone()))?;
+                let equivalent = shard::existing_is_equivalent(&cur, s)
+                    .map_err(|_| Error::PayloadConflict(s.path.clone()))?;
+                if !equivalent {
+                    return Err(Error::PayloadConflict(s.path.clone()));
+                }
+                manifest.unchanged += 1;
+            }
+        }
+    }
+    additions.sort_by(|a, b| a.0.cmp(&b.0));
+
+    manifest.event_paths = batch.shards.iter().map(|s| s.path.clone()).collect();
+    manifest.event_paths.sort();
+    manifest.reservation_paths = reservations.into_keys().collect();
+    manifest.completion_paths = completions.into_keys().collect();
+    manifest.set_paths();
+    if manifest.paths.len() > limits::MAX_PUBLISH_PATHS {
+        return Err(Error::PathLimit);
+    }
+    Ok(Plan {
+        manifest,
+        additions,
+    })
+}
+
+pub(super) fn commit_message(plan: &Plan) -> String {
+    format!(
+        "ledger: publish {} shard(s), {} new file(s)\n\nLedger-Manifest-Sha256: {}\n",
+        plan.manifest.event_paths.len(),
+        plan.additions.len(),
+        Digest::of(plan.manifest.to_json())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::test_support::*;
+
+    #[test]
+    fn a_different_set_under_a_published_run_is_refused_and_the_ref_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let options = Options::new(sig());
+        let first = publish(&store, &day1("001"), &options).unwrap();
+        // The same producer run with one event fewer: a different shard set, same identity.
+        let files = read_source(&day1("001"), None).unwrap();
+        let mut f = files[0].clone();
+        let lines: Vec<&str> = f.content.lines().collect();
+        f.content = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+        let batch = validate_batch(&[f], None).unwrap();
+        let err = publish_batch(&store, &batch, &options).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::BindingConflict { .. } | Error::PayloadConflict(_)
+            ),
+            "{err}"
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), first.commit);
+    }
+}

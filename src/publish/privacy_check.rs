@@ -1,0 +1,159 @@
+//! The privacy gate: under the `strict` profile (the default), a batch holding an event that the
+//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, before the repository is
+//! read, naming the shard, the event, the field and the rule (never the value). The reference's
+//! own rules were already applied when each event was parsed. Shards and lines are scanned on all
+//! cores (rayon); the first refusal in shard order is reported.
+
+use super::validate::Batch;
+use super::*;
+use crate::canonical::{self};
+use crate::ledger::shard::Shard;
+use crate::privacy::{self, Profile};
+use rayon::prelude::*;
+
+/// The first event of `batch` that `profile` refuses beyond the reference's rules (those were
+/// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
+/// event, the field path, the family and the rule. [`Profile::Reference`] refuses nothing.
+pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
+    // Shards are independent: check them on all cores, report the first failing one in order.
+    let first_in = |s: &Shard| {
+        s.events.iter().find_map(|e| {
+            profile
+                .check(&e.value)
+                .err()
+                .map(|f| (e.event_id.clone(), f))
+        })
+    };
+    match batch
+        .shards
+        .par_iter()
+        .find_map_first(|s| first_in(s).map(|f| (s, f)))
+    {
+        Some((s, (event_id, finding))) => Err(Error::StrictPrivacy {
+            path: s.path.clone(),
+            event_id,
+            finding,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
+/// all cores.
+pub(super) fn any_strict_hit(lines: &[&String]) -> bool {
+    let hit = |line: &&String| {
+        canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
+    };
+    lines.par_iter().any(hit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::test_support::*;
+
+    /// The day1 corpus passes the default strict profile: no event of the 24 jobs has a strict
+    /// hit, and the first jobs publish with the reference's manifests
+    /// (expected-import-results.json). scripts/e2e.sh publishes all 24 with the binary's
+    /// default (strict) and compares the tree with expected-state/ byte for byte.
+    #[test]
+    fn day1_publishes_unchanged_under_strict() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1");
+        let expected: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(corpus.join("expected-import-results.json")).unwrap(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let mut options = Options::new(sig());
+        // The reference's manifests name reference-layout paths.
+        options.layout = Some(Layout::Reference);
+        assert_eq!(options.privacy, Profile::Strict);
+        let jobs = expected.as_array().unwrap();
+        assert_eq!(jobs.len(), 24);
+        let mut events = 0;
+        for (i, job) in jobs.iter().enumerate() {
+            let source = corpus.join(job["source"].as_str().unwrap());
+            let batch = validate_batch(&read_source(&source, None).unwrap(), None).unwrap();
+            for e in batch.shards.iter().flat_map(|s| &s.events) {
+                assert_eq!(privacy::strict::scan(&e.value), [], "{}", e.event_id);
+                events += 1;
+            }
+            check_privacy(&batch, options.privacy).unwrap();
+            if i >= 3 {
+                continue;
+            }
+            let p = publish_batch(&store, &batch, &options).unwrap();
+            assert_eq!(p.status, Status::Created);
+            let want = canonical::to_canonical_unchecked(
+                &canonical::parse(&job["result"].to_string()).unwrap(),
+            );
+            let got = canonical::to_canonical_unchecked(
+                &canonical::parse(&p.manifest.to_json()).unwrap(),
+            );
+            assert_eq!(got, want, "{}", job["job"]);
+        }
+        assert_eq!(events, 5091);
+    }
+
+    /// A batch with one strict hit is refused before the repository is touched, whatever the
+    /// rest of the batch; `--privacy reference` publishes it.
+    #[test]
+    fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let files = read_source(&day1("001"), None).unwrap();
+        // Changed after validation: the check reads the parsed values of every event.
+        let mut batch = validate_batch(&files, None).unwrap();
+        let event = &mut batch.shards[1].events[0];
+        let Value::Object(m) = &mut event.value else {
+            panic!("an event is an object")
+        };
+        m.insert(
+            "learning".into(),
+            Value::object([(
+                "signal",
+                Value::str("hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh"),
+            )]),
+        );
+        let err = publish_batch(&store, &batch, &Options::new(sig())).unwrap_err();
+        let Error::StrictPrivacy {
+            path,
+            event_id,
+            finding,
+        } = &err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!(path, &batch.shards[1].path);
+        assert_eq!(event_id, &batch.shards[1].events[0].event_id);
+        assert_eq!(
+            (finding.path.as_str(), finding.family, finding.rule),
+            (
+                "$.learning.signal",
+                "huggingface-token",
+                "gitleaks:huggingface-access-token"
+            )
+        );
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None);
+        assert_eq!(
+            check_privacy(&batch, Profile::Reference).map_err(|e| e.to_string()),
+            Ok(())
+        );
+        assert!(err.to_string().contains(&batch.shards[1].path), "{err}");
+        // A path that holds the refused value (producer fields are part of it) is not printed.
+        let withheld = Error::StrictPrivacy {
+            path: "ledger/v1/events/2026/03/10/o-r/hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh.x.y/1-1-j.jsonl"
+                .into(),
+            event_id: event_id.clone(),
+            finding: finding.clone(),
+        };
+        assert!(
+            withheld.to_string().starts_with(
+                "action event shard (path withheld: it holds the refused value): event "
+            ),
+            "{withheld}"
+        );
+        assert!(!withheld.to_string().contains("hf_ABCD"));
+    }
+}

@@ -1,0 +1,256 @@
+//! Validating a whole batch before the repository is read, in the reference importer's order.
+//!
+//! Per file, in path order:
+//! 1. the path is a shard path; at most 2 MiB, 16 MiB in all; at most 2,048 lines (the number of
+//!    `\n`, plus one when the content does not end with one); the content ends with `\n`;
+//! 2. every line is a canonical event; at most 1,024 events per file, 262,144 in all;
+//! 3. non-empty, no event id twice, one producer, bytes equal to the causal-order serialization,
+//!    and the path recomputed from the first event's identity and the partition date equals the
+//!    file's path.
+//!
+//! Then for the batch: no event id twice across files and an acyclic causal union; one producer
+//! run, one partition date; per full identity, either exactly one unnumbered file or a complete,
+//! numbered set (`-part-NNNNNN-of-NNNNNN`, indices 1..count) that re-packs to exactly the same
+//! paths and bytes; and, when asked, the expected producer provenance (`repository`, `sha`,
+//! `workflow`, `job`, `run_id`, `run_attempt`; the component is not checked).
+//!
+//! Shards packed from a sealed spool were validated when the spool was read, in causal order and
+//! deterministically packed; the checks that would re-derive that from their bytes are skipped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::limits;
+use super::source::{Source, SourceFile};
+use super::*;
+use crate::canonical::{self};
+use crate::event::{self, Event};
+use crate::identity::ShardIdentity;
+use crate::ledger::shard::{self, Shard};
+
+/// A batch that passed the source-side checks ([`validate_batch`]).
+#[derive(Debug)]
+pub struct Batch {
+    /// Shards in path order.
+    pub shards: Vec<Shard>,
+    /// Normalized identity of each shard (parallel to `shards`).
+    pub identities: Vec<ShardIdentity>,
+}
+
+/// Validates a whole batch before the repository is consulted, in the order of the module docs;
+/// the first failure is returned with the reference importer's message.
+pub fn validate_batch(
+    files: &[SourceFile],
+    expected: Option<&ExpectedProducer>,
+) -> Result<Batch, Error> {
+    let pending = files
+        .iter()
+        .map(|f| Pending {
+            path: f.path.clone(),
+            content: f.content.clone(),
+            parsed: None,
+        })
+        .collect();
+    validate_pending(pending, expected)
+}
+
+/// A source file, with its events when they come from a sealed spool (validated when the spool
+/// was read, in causal order, deterministically packed): the checks that would re-derive those
+/// from the bytes are skipped for them.
+struct Pending {
+    path: String,
+    content: String,
+    parsed: Option<Vec<Event>>,
+}
+
+/// [`validate_batch`] for any source.
+pub(super) fn validate_source(
+    source: Source,
+    expected: Option<&ExpectedProducer>,
+) -> Result<Batch, Error> {
+    match source {
+        Source::Files(files) => validate_batch(&files, expected),
+        Source::Sealed(shards) => validate_pending(
+            shards
+                .into_iter()
+                .map(|s| Pending {
+                    path: s.path,
+                    content: s.content,
+                    parsed: Some(s.events),
+                })
+                .collect(),
+            expected,
+        ),
+    }
+}
+
+fn validate_pending(
+    files: Vec<Pending>,
+    expected: Option<&ExpectedProducer>,
+) -> Result<Batch, Error> {
+    let mut total_bytes = 0usize;
+    let mut total_events = 0usize;
+    let trusted = files.iter().all(|p| p.parsed.is_some());
+    let mut shards = Vec::with_capacity(files.len());
+    let mut identities = Vec::with_capacity(files.len());
+    for f in files {
+        let Some((date, part)) = shard::parse_path(&f.path) else {
+            return Err(Error::InvalidPath(f.path.clone()));
+        };
+        if f.content.len() > limits::MAX_FILE_BYTES {
+            return Err(Error::FileTooLarge(f.path.clone()));
+        }
+        total_bytes += f.content.len();
+        if total_bytes > limits::MAX_TOTAL_BYTES {
+            return Err(Error::TotalBytes);
+        }
+        let lines = f.content.bytes().filter(|&b| b == b'\n').count()
+            + usize::from(!f.content.ends_with('\n'));
+        if lines > limits::MAX_FILE_LINES {
+            return Err(Error::TooManyLines(f.path.clone()));
+        }
+        if !f.content.ends_with('\n') {
+            return Err(shard::Error::NoFinalNewline(f.path.clone()).into());
+        }
+        let from_bytes = f.parsed.is_none();
+        let events = match f.parsed {
+            Some(events) => events,
+            None => shard::parse_content(&f.content, &f.path)?,
+        };
+        if events.len() > limits::MAX_FILE_EVENTS {
+            return Err(Error::TooManyFileEvents(f.path.clone()));
+        }
+        total_events += events.len();
+        if total_events > limits::MAX_TOTAL_EVENTS {
+            return Err(Error::TotalEvents);
+        }
+        if events.is_empty() {
+            return Err(Error::EmptyShard(f.path.clone()));
+        }
+        let mut ids = HashSet::with_capacity(events.len());
+        if !events.iter().all(|e| ids.insert(&e.event_id)) {
+            return Err(Error::DuplicateInFile(f.path.clone()));
+        }
+        if events.iter().any(|e| e.producer() != events[0].producer()) {
+            return Err(Error::MixedProducers(f.path.clone()));
+        }
+        if from_bytes && shard::content(&event::sort_causally(events.clone())?) != f.content {
+            return Err(Error::NotCanonical(f.path.clone()));
+        }
+        let identity = events[0]
+            .shard_identity(&date)
+            .normalized()
+            .map_err(shard::Error::from)?;
+        let expected_path = shard::relative_path(&identity, part)?;
+        if expected_path != f.path {
+            return Err(Error::PathMismatch {
+                actual: f.path.clone(),
+                expected: expected_path,
+            });
+        }
+        if let Some(x) = expected {
+            check_provenance(&identity, x)?;
+        }
+        identities.push(identity);
+        shards.push(Shard {
+            path: f.path,
+            events,
+            content: f.content,
+        });
+    }
+
+    // Batch level: unique ids and an acyclic union.
+    let mut seen = HashSet::new();
+    for e in shards.iter().flat_map(|s| &s.events) {
+        if !seen.insert(&e.event_id) {
+            return Err(Error::DuplicateInBatch(e.event_id.clone()));
+        }
+    }
+    let union: Vec<&Event> = shards.iter().flat_map(|s| &s.events).collect();
+    event::causal_order_of(&union)?;
+
+    // One producer run, one partition date.
+    let mut run_dates: HashMap<String, &str> = HashMap::new();
+    for id in &identities {
+        let run = canonical::to_canonical_unchecked(&id.run_value());
+        if *run_dates.entry(run).or_insert(&id.partition_date) != id.partition_date {
+            return Err(Error::SplitRun);
+        }
+    }
+
+    // Complete, deterministically packed shard sets.
+    let mut groups: BTreeMap<&ShardIdentity, Vec<usize>> = BTreeMap::new();
+    for (i, id) in identities.iter().enumerate() {
+        groups.entry(id).or_default().push(i);
+    }
+    for (id, members) in groups.iter().filter(|_| !trusted) {
+        let parts: Vec<Option<shard::Part>> = members
+            .iter()
+            .map(|&i| shard::parse_path(&shards[i].path).and_then(|(_, p)| p))
+            .collect();
+        let numbered = parts.iter().filter(|p| p.is_some()).count();
+        if numbered == 0 {
+            if members.len() != 1 {
+                return Err(Error::RepeatedUnnumbered);
+            }
+            continue;
+        }
+        if numbered != members.len() {
+            return Err(Error::MixedNumbering);
+        }
+        let mut parts: Vec<(u32, u32, usize)> = parts
+            .iter()
+            .zip(members)
+            .map(|(p, &i)| {
+                let (idx, count) = p.expect("numbered");
+                (idx, count, i)
+            })
+            .collect();
+        parts.sort();
+        let count = parts[0].1;
+        let complete = parts.iter().all(|p| p.1 == count)
+            && parts.len() == count as usize
+            && parts.iter().enumerate().all(|(k, p)| p.0 == k as u32 + 1);
+        if !complete {
+            return Err(Error::Incomplete);
+        }
+        let events: Vec<Event> = parts
+            .iter()
+            .flat_map(|&(_, _, i)| shards[i].events.iter().cloned())
+            .collect();
+        let repacked = shard::pack(id, event::sort_causally(events)?)?;
+        let same = repacked.len() == parts.len()
+            && repacked
+                .iter()
+                .zip(&parts)
+                .all(|(r, &(_, _, i))| r.path == shards[i].path && r.content == shards[i].content);
+        if !same {
+            return Err(Error::NotDeterministic);
+        }
+    }
+    Ok(Batch { shards, identities })
+}
+
+fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {
+    let checks: [(&'static str, String, String); 6] = [
+        ("repository", x.repository.clone(), id.repository.clone()),
+        ("sha", x.sha.clone(), id.sha.clone()),
+        ("workflow", x.workflow.clone(), id.workflow.clone()),
+        ("job", x.job.clone(), id.job.clone()),
+        ("run_id", x.run_id.clone(), id.run_id.clone()),
+        (
+            "run_attempt",
+            x.run_attempt.to_string(),
+            id.run_attempt.to_string(),
+        ),
+    ];
+    for (field, expected, actual) in checks {
+        if expected != actual {
+            return Err(Error::Provenance {
+                field,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}

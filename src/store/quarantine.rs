@@ -1,0 +1,57 @@
+//! Reading a pushed range before git accepts it. `git receive-pack` keeps pushed objects in a
+//! quarantine directory (`GIT_QUARANTINE_PATH`, listed in `GIT_ALTERNATE_OBJECT_DIRECTORIES`)
+//! until the pre-receive hook accepts them; [`Store::with_object_dirs`] reads through a private
+//! object directory (in the system temporary directory, removed when the [`Store`] is dropped)
+//! whose `info/alternates` lists those directories and the repository's own objects.
+
+use std::path::PathBuf;
+
+use crate::store::*;
+
+impl Store {
+    /// Also reads objects from `dirs` (object directories), as `git receive-pack` requires of a
+    /// pre-receive hook: pushed objects wait in a quarantine directory until the hook accepts
+    /// them. Builds a private object directory whose `info/alternates` names `dirs` and the
+    /// repository's own objects, and reads through it. Writes are not expected afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Open`] when the overlay cannot be set up.
+    pub fn with_object_dirs(mut self, dirs: &[PathBuf]) -> Result<Store, Error> {
+        if dirs.is_empty() {
+            return Ok(self);
+        }
+        let open_err = |e: std::io::Error| Error::Open {
+            path: self.repo.git_dir().to_owned(),
+            source: Box::new(e),
+        };
+        let overlay = std::env::temp_dir().join(format!(
+            "action-ledger-objects-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(overlay.join("info")).map_err(open_err)?;
+        let own = self.repo.common_dir().join("objects");
+        let mut lines = String::new();
+        for dir in dirs.iter().chain([&own]) {
+            let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+            lines.push_str(&abs.to_string_lossy());
+            lines.push('\n');
+        }
+        std::fs::write(overlay.join("info/alternates"), lines).map_err(open_err)?;
+        let handle = gix::odb::at(&overlay, self.repo.object_hash()).map_err(open_err)?;
+        self.repo.objects = gix::OdbHandle::new(handle, self.repo.object_hash());
+        self.overlay = Some(overlay);
+        Ok(self)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(overlay) = self.overlay.take() {
+            let _ = std::fs::remove_dir_all(overlay);
+        }
+    }
+}

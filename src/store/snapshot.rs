@@ -1,0 +1,615 @@
+//! [`Snapshot`], the read view of one commit's tree.
+//!
+//! Decoded trees are cached by object id: those near the root (depth below 6: the root,
+//! `ledger`, `v1`, `import-bindings`, a binding kind, its first fan-out level) for the snapshot's
+//! life, deeper ones in a cache of at most 4,096 trees that starts over when full, so a walk of a
+//! whole fan-out ledger (65,536 leaf trees for a million bindings) stays bounded. Full walks
+//! ([`Snapshot::for_each_entry`]) decode each tree once without caching and release mapped pack
+//! pages every 128 trees.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+
+use super::error::git_err;
+use super::tree::{
+    Dir, Entry, is_file, odd_mode, raw_tree_defect, under_ledger_root, validate_path,
+};
+use crate::store::*;
+
+/// One entry of a tree walk ([`Snapshot::for_each_entry`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Walked<'p> {
+    /// The full '/'-separated path.
+    pub path: &'p str,
+    /// The entry's name: the last component of `path`.
+    pub name: &'p str,
+    /// Its mode.
+    pub mode: Mode,
+    /// The content id of a file or symbolic link (its blob); `None` for a directory or a
+    /// submodule.
+    pub blob: Option<BlobId>,
+}
+
+/// Decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (each a few KiB in a
+/// fanout ledger).
+const MAX_CACHED_TREES: usize = 4096;
+
+/// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
+/// fan-out level) are kept for the snapshot's life; deeper ones in the bounded cache.
+const PINNED_DEPTH: usize = 6;
+
+/// A read view of the tree of one commit (or the empty tree), from [`Store::snapshot`].
+///
+/// Paths are '/'-separated and relative, like `ledger/v1/a.json`. Decoded trees are cached by
+/// object id for the lifetime of the snapshot, so use one snapshot per tip and drop it afterwards.
+pub struct Snapshot<'a> {
+    pub(super) store: &'a Store,
+    pub(super) commit: Option<CommitId>,
+    pub(super) root: Option<ObjectId>,
+    pub(super) trees: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+    /// Trees near the root (depth < [`PINNED_DEPTH`]), never evicted: every lookup passes them.
+    pub(super) pinned: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+}
+
+impl fmt::Debug for Snapshot<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("commit", &self.commit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// A read view of the tree of `commit`; `None` gives a view of the empty tree.
+    ///
+    /// # Errors
+    /// [`Error::MissingObject`] or [`Error::NotACommit`] for a bad `commit`, [`Error::Git`] if it
+    /// cannot be decoded.
+    pub fn snapshot(&self, commit: Option<CommitId>) -> Result<Snapshot<'_>, Error> {
+        let root = match commit {
+            None => None,
+            Some(id) => Some(self.commit_tree(id)?),
+        };
+        Ok(Snapshot {
+            store: self,
+            commit,
+            root,
+            trees: RefCell::new(HashMap::new()),
+            pinned: RefCell::new(HashMap::new()),
+        })
+    }
+}
+
+impl<'a> Snapshot<'a> {
+    /// The store this view reads.
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// The commit this view reads, or `None` for the empty tree.
+    pub fn commit(&self) -> Option<CommitId> {
+        self.commit
+    }
+
+    /// The bytes of the file at `path`, or `None` if nothing is there (also when a component on
+    /// the way is a file). The size is checked from the object header before the blob is
+    /// decompressed.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if the blob is larger than `max_bytes`, [`Error::NotAFile`] if `path`
+    /// is a directory or submodule, [`Error::InvalidPath`], [`Error::MissingObject`],
+    /// [`Error::Git`].
+    pub fn read(&self, path: &str, max_bytes: u64) -> Result<Option<Vec<u8>>, Error> {
+        let Some(entry) = self.file_entry(path)? else {
+            return Ok(None);
+        };
+        self.read_entry(entry.id, path, max_bytes).map(Some)
+    }
+
+    fn read_entry(&self, id: ObjectId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+        let repo = &self.store.repo;
+        let header = repo
+            .try_find_header(id)
+            .map_err(git_err("read object header of", path))?
+            .ok_or_else(|| Error::MissingObject {
+                id: id.to_hex().to_string(),
+            })?;
+        if header.size() > max_bytes {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                max: max_bytes,
+            });
+        }
+        let mut blob = repo.find_blob(id).map_err(git_err("read blob of", path))?;
+        // The header and the object come from the same immutable object; check anyway.
+        if blob.data.len() as u64 > max_bytes {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                max: max_bytes,
+            });
+        }
+        Ok(blob.take_data())
+    }
+
+    /// Whether a file exists at `path`.
+    ///
+    /// # Errors
+    /// [`Error::NotAFile`] if a directory or submodule is at `path` (a layout the caller did not
+    /// expect), [`Error::InvalidPath`], [`Error::Git`].
+    pub fn exists(&self, path: &str) -> Result<bool, Error> {
+        Ok(self.file_entry(path)?.is_some())
+    }
+
+    /// Whether a directory (tree) exists at `path`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn is_dir(&self, path: &str) -> Result<bool, Error> {
+        validate_path(path)?;
+        Ok(self
+            .lookup(path)?
+            .is_some_and(|entry| entry.kind == EntryKind::Tree))
+    }
+
+    /// Calls `visit` with every file path under the directory `prefix` (recursively), in no
+    /// particular order, holding only the trees on the current path and the pending siblings:
+    /// memory stays bounded by the tree shape, not by the number of files. Same errors and
+    /// rules as [`Snapshot::list_files`].
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_file(&self, prefix: &str, mut visit: impl FnMut(&str)) -> Result<(), Error> {
+        self.for_each_file_id(prefix, |path, _| visit(path))
+    }
+
+    /// [`Snapshot::for_each_file`] that also gives each file's [`BlobId`], so that a caller can
+    /// compare contents with expected bytes ([`BlobId::of`]) without reading a single blob.
+    /// Files are blobs of any file mode and symbolic links ([`Snapshot::for_each_entry`] tells
+    /// them apart).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_file_id(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&str, BlobId),
+    ) -> Result<(), Error> {
+        self.for_each_entry(prefix, |entry| {
+            if let (false, Some(id)) = (entry.mode.is_dir(), entry.blob) {
+                visit(entry.path, id);
+            }
+        })
+    }
+
+    /// Calls `visit` with every entry under the directory `prefix` (recursively): directories,
+    /// files, symbolic links and submodules, each with its mode. The entries of one directory
+    /// are visited one after another, before or after those of any other directory; the
+    /// directories come in no particular order. Holds only the trees on the current path and
+    /// the pending siblings: memory stays bounded by the tree shape, not by the number of
+    /// files. Every tree is decoded once and not cached; every 128 trees the mapped pack pages
+    /// are released ([`Store::release_mapped_packs`]).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_entry(
+        &self,
+        prefix: &str,
+        visit: impl FnMut(&Walked<'_>),
+    ) -> Result<(), Error> {
+        self.for_each_entry_checked(prefix, visit, |_, _| {})
+    }
+
+    /// [`Snapshot::for_each_entry`] that also calls `malformed` with the path and the defect of
+    /// every tree it decodes (the one at `prefix` included) that breaks git's rules on trees:
+    /// duplicate names, a name both file and directory, entries out of order ([`TreeDefect`];
+    /// entry modes are left to the caller, which sees every entry's mode).
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`].
+    pub fn for_each_entry_checked(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&Walked<'_>),
+        mut malformed: impl FnMut(&str, TreeDefect),
+    ) -> Result<(), Error> {
+        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+        let start = if prefix.is_empty() {
+            match self.root {
+                Some(root) => root,
+                None => return Ok(()),
+            }
+        } else {
+            validate_path(prefix)?;
+            match self.lookup(prefix)? {
+                None => return Ok(()),
+                Some(entry) if entry.kind == EntryKind::Tree => entry.id,
+                Some(_) => {
+                    return Err(Error::NotADirectory {
+                        path: prefix.to_owned(),
+                    });
+                }
+            }
+        };
+        let repo = &self.store.repo;
+        let mut pending = vec![(prefix.to_owned(), start)];
+        let mut full = String::new();
+        let mut decoded_trees = 0usize;
+        while let Some((dir_path, id)) = pending.pop() {
+            decoded_trees += 1;
+            if decoded_trees.is_multiple_of(128) {
+                // A walk of a large tree reads trees from every pack: keep resident memory
+                // bounded by what the walk holds, not by the packs it passed through.
+                self.store.release_mapped_packs();
+            }
+            let tree = repo
+                .find_tree(id)
+                .map_err(git_err("read tree on the way to", &dir_path))?;
+            let decoded = tree
+                .decode()
+                .map_err(git_err("decode tree on the way to", &dir_path))?;
+            if let Some(defect) = raw_tree_defect(&tree.data, &decoded.entries) {
+                malformed(&dir_path, defect);
+            }
+            for entry in &decoded.entries {
+                let name = std::str::from_utf8(entry.filename).map_err(|_| Error::InvalidPath {
+                    path: format!("{dir_path}/{}", entry.filename.as_bstr()),
+                    reason: "a file name in the tree is not valid UTF-8",
+                })?;
+                full.clear();
+                if !dir_path.is_empty() {
+                    full.push_str(&dir_path);
+                    full.push('/');
+                }
+                full.push_str(name);
+                let kind = entry.mode.kind();
+                if kind == EntryKind::Tree {
+                    pending.push((full.clone(), entry.oid.to_owned()));
+                }
+                visit(&Walked {
+                    path: &full,
+                    name,
+                    mode: Mode(entry.mode.value()),
+                    blob: is_file(kind).then(|| BlobId(entry.oid.to_owned())),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The names of the entries of the directory `path` (`""` for the root), unsorted; empty
+    /// when nothing or no directory is there. Names that are not UTF-8 are read lossily.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn entry_names(&self, path: &str) -> Result<Vec<String>, Error> {
+        let id = if path.is_empty() {
+            self.root
+        } else {
+            validate_path(path)?;
+            self.lookup(path)?
+                .filter(|e| e.kind == EntryKind::Tree)
+                .map(|e| e.id)
+        };
+        let Some(id) = id else {
+            return Ok(Vec::new());
+        };
+        let depth = if path.is_empty() {
+            0
+        } else {
+            path.split('/').count()
+        };
+        let dir = self.cached_tree(id, path, depth)?;
+        Ok(dir.keys().map(|k| k.to_str_lossy().into_owned()).collect())
+    }
+
+    /// How the tree at `path` (`""` for the root) breaks git's rules on trees (duplicate names,
+    /// a name both file and directory, entries out of order; not entry modes), `None` when it
+    /// is well-formed or no tree is there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn tree_defect_at(&self, path: &str) -> Result<Option<TreeDefect>, Error> {
+        let id = if path.is_empty() {
+            self.root
+        } else {
+            validate_path(path)?;
+            self.lookup(path)?
+                .filter(|e| e.kind == EntryKind::Tree)
+                .map(|e| e.id)
+        };
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        let depth = if path.is_empty() {
+            0
+        } else {
+            path.split('/').count()
+        };
+        Ok(self.cached_tree(id, path, depth)?.defect.clone())
+    }
+
+    /// The mode of the entry at `path`, `None` if nothing is there (also when a component on
+    /// the way is not a directory). Reads trees only.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::Git`].
+    pub fn mode(&self, path: &str) -> Result<Option<Mode>, Error> {
+        validate_path(path)?;
+        Ok(self.lookup(path)?.map(|entry| entry.mode))
+    }
+
+    /// The [`BlobId`] of the file at `path`, or `None` if nothing is there (also when a
+    /// component on the way is a file). Reads trees only, never the blob.
+    ///
+    /// # Errors
+    /// [`Error::NotAFile`] if a directory or submodule is at `path`, [`Error::InvalidPath`],
+    /// [`Error::Git`].
+    pub fn file_id(&self, path: &str) -> Result<Option<BlobId>, Error> {
+        Ok(self.file_entry(path)?.map(|entry| BlobId(entry.id)))
+    }
+
+    /// The bytes of the blob `id` (found in this snapshot at `path`, which errors name). The
+    /// size is checked from the object header before the blob is decompressed.
+    ///
+    /// # Errors
+    /// [`Error::TooLarge`] if the blob is larger than `max_bytes`, [`Error::MissingObject`],
+    /// [`Error::Git`].
+    pub fn read_blob(&self, id: BlobId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+        self.read_entry(id.0, path, max_bytes)
+    }
+
+    /// All file paths under the directory `prefix` (recursively), as full '/'-separated paths,
+    /// sorted by byte order. `""` lists the whole tree; a trailing '/' on `prefix` is ignored.
+    /// Empty if `prefix` does not exist. Submodule entries are not files and are skipped.
+    ///
+    /// # Errors
+    /// [`Error::NotADirectory`] if `prefix` is a file, [`Error::InvalidPath`] for a bad prefix or a
+    /// file name that is not UTF-8, [`Error::Git`].
+    pub fn list_files(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        self.for_each_file(prefix, |path| out.push(path.to_owned()))?;
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// [`Snapshot::list_files`] for a writer that will edit what it lists (compaction): every
+    /// tree under `prefix` must be well-formed, and below the ledger roots hold only trees and
+    /// `100644` files, as [`Store::write_commit_with`] requires of the trees it edits.
+    ///
+    /// # Errors
+    /// [`Error::MalformedTree`] naming the first malformed tree met; as [`Snapshot::list_files`].
+    pub fn list_files_for_write(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let mut out = Vec::new();
+        let mut odd: Option<(String, TreeDefect)> = None;
+        let mut malformed: Option<(String, TreeDefect)> = None;
+        self.for_each_entry_checked(
+            prefix,
+            |entry| {
+                if entry.mode.is_dir() {
+                    return;
+                }
+                if !entry.mode.is_regular_file() && under_ledger_root(entry.path) {
+                    let dir = entry.path.rsplit_once('/').map_or("", |(d, _)| d);
+                    odd.get_or_insert_with(|| {
+                        (
+                            dir.to_owned(),
+                            TreeDefect::Mode {
+                                name: entry.name.to_owned(),
+                                mode: format!("{:06o}", entry.mode.0),
+                            },
+                        )
+                    });
+                }
+                if entry.blob.is_some() {
+                    out.push(entry.path.to_owned());
+                }
+            },
+            |path, defect| {
+                malformed.get_or_insert_with(|| (path.to_owned(), defect));
+            },
+        )?;
+        let first = malformed.or(odd);
+        if let Some((path, defect)) = first {
+            return Err(Error::MalformedTree { path, defect });
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// The entry at `path` if it is a file; `None` if absent.
+    fn file_entry(&self, path: &str) -> Result<Option<Entry>, Error> {
+        validate_path(path)?;
+        match self.lookup(path)? {
+            None => Ok(None),
+            Some(entry) if is_file(entry.kind) => Ok(Some(entry)),
+            Some(_) => Err(Error::NotAFile {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
+    /// The entry at `path`; `None` if absent or if a component on the way is not a tree.
+    pub(super) fn lookup(&self, path: &str) -> Result<Option<Entry>, Error> {
+        let Some(mut tree) = self.root else {
+            return Ok(None);
+        };
+        let mut components = path.split('/').enumerate().peekable();
+        while let Some((depth, name)) = components.next() {
+            let dir = self.cached_tree(tree, path, depth)?;
+            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+                return Ok(None);
+            };
+            if components.peek().is_none() {
+                return Ok(Some(entry));
+            }
+            if entry.kind != EntryKind::Tree {
+                return Ok(None);
+            }
+            tree = entry.id;
+        }
+        Ok(None)
+    }
+
+    /// Like [`Self::lookup`], but a file on the way to `path` is an error, as writing `path`
+    /// would have to replace it by a directory.
+    pub(super) fn lookup_for_write(&self, path: &str) -> Result<Option<Entry>, Error> {
+        let Some(mut tree) = self.root else {
+            return Ok(None);
+        };
+        let mut walked = 0;
+        let mut components = path.split('/').enumerate().peekable();
+        while let Some((depth, name)) = components.next() {
+            let dir = self.cached_tree(tree, path, depth)?;
+            // `walked` is the length of this tree's own path (with a trailing '/' past the root).
+            let tree_path = path[..walked].trim_end_matches('/');
+            if let Some(defect) = dir.defect_at(tree_path) {
+                return Err(Error::MalformedTree {
+                    path: tree_path.to_owned(),
+                    defect: defect.clone(),
+                });
+            }
+            walked += name.len();
+            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+                return Ok(None);
+            };
+            if components.peek().is_none() {
+                return Ok(Some(entry));
+            }
+            if entry.kind != EntryKind::Tree {
+                return Err(Error::FileInTheWay {
+                    path: path.to_owned(),
+                    file: path[..walked].to_owned(),
+                });
+            }
+            tree = entry.id;
+            walked += 1;
+        }
+        Ok(None)
+    }
+
+    fn cached_tree(&self, id: ObjectId, path: &str, depth: usize) -> Result<Rc<Dir>, Error> {
+        let cache = if depth < PINNED_DEPTH {
+            &self.pinned
+        } else {
+            &self.trees
+        };
+        if let Some(dir) = cache.borrow().get(&id) {
+            return Ok(Rc::clone(dir));
+        }
+        let dir = Rc::new(self.decode_tree(id, path)?);
+        if depth < PINNED_DEPTH {
+            self.pinned.borrow_mut().insert(id, Rc::clone(&dir));
+            return Ok(dir);
+        }
+        // Bounded: a walk over a whole fanout ledger touches every leaf tree (65,536 of them
+        // for a million bindings); holding them all would cost hundreds of MiB. Starting over
+        // costs only re-decoding the few trees on the next paths.
+        if self.trees.borrow().len() >= MAX_CACHED_TREES {
+            self.trees.borrow_mut().clear();
+        }
+        self.trees.borrow_mut().insert(id, Rc::clone(&dir));
+        Ok(dir)
+    }
+
+    /// Decodes the tree `id` found on the way to `path`, noting its first [`TreeDefect`].
+    pub(super) fn decode_tree(&self, id: ObjectId, path: &str) -> Result<Dir, Error> {
+        let tree = self
+            .store
+            .repo
+            .find_tree(id)
+            .map_err(git_err("read tree on the way to", path))?;
+        let decoded = tree
+            .decode()
+            .map_err(git_err("decode tree on the way to", path))?;
+        Ok(Dir {
+            defect: raw_tree_defect(&tree.data, &decoded.entries),
+            odd_mode: odd_mode(&decoded.entries),
+            entries: decoded
+                .entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.filename.to_vec(),
+                        Entry {
+                            kind: e.mode.kind(),
+                            mode: Mode(e.mode.value()),
+                            id: e.oid.to_owned(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::*;
+
+    #[test]
+    fn list_files_is_sorted_by_full_path_bytes() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(
+            &store,
+            &[
+                ("d/b", "1"),
+                ("d/a/z", "2"),
+                ("d/a.txt", "3"),
+                ("d/a-b/x", "4"),
+                ("d/A", "5"),
+                ("e", "6"),
+            ],
+        );
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        // Git's tree order would put "a.txt" after "a-b" but "a" (as "a/") after "a.txt"; we
+        // return plain byte order of the full path.
+        assert_eq!(
+            view.list_files("d").expect("list"),
+            vec!["d/A", "d/a-b/x", "d/a.txt", "d/a/z", "d/b"]
+        );
+        assert_eq!(
+            view.list_files("nope").expect("absent"),
+            Vec::<String>::new()
+        );
+        assert_eq!(view.list_files("d/a").expect("list"), vec!["d/a/z"]);
+        assert!(matches!(
+            view.list_files("e"),
+            Err(Error::NotADirectory { path }) if path == "e"
+        ));
+        let empty = store.snapshot(None).expect("empty");
+        assert_eq!(empty.list_files("").expect("list"), Vec::<String>::new());
+        assert_eq!(empty.read("e", 10).expect("read"), None);
+    }
+
+    #[test]
+    fn read_limits_and_kinds() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(&store, &[("a/b/c.json", "0123456789")]);
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        assert_eq!(
+            view.read("a/b/c.json", 10).expect("at limit"),
+            Some(b"0123456789".to_vec())
+        );
+        match view.read("a/b/c.json", 9) {
+            Err(Error::TooLarge { path, max }) => {
+                assert_eq!((path.as_str(), max), ("a/b/c.json", 9));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert!(matches!(view.read("a/b", 100), Err(Error::NotAFile { path }) if path == "a/b"));
+        assert!(matches!(view.exists("a"), Err(Error::NotAFile { .. })));
+        assert_eq!(view.read("a/b/missing", 100).expect("absent"), None);
+        assert!(!view.exists("a/b/c.json/under-a-file").expect("absent"));
+        assert!(matches!(
+            view.read("a//b", 100),
+            Err(Error::InvalidPath { path, .. }) if path == "a//b"
+        ));
+    }
+}

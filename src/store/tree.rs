@@ -1,0 +1,505 @@
+//! Tree rules: what a well-formed tree is ([`TreeDefect`], [`tree_defect`]), the decoded tree the
+//! snapshot caches, and the checks on paths read or written.
+//!
+//! Git writes every tree sorted by name (a tree's name compared as if it ended in `/`), each name
+//! once, each entry encoded as `<octal mode without leading zeros> <name>\0<20-byte id>`, and no
+//! empty, `.`, `..`, `.git` or `/`-containing names. Below `ledger/v1/` and `finality/v1/` the
+//! ledger adds one rule: every entry is a tree or a regular file of mode exactly `100644`.
+//! Readers look through a defect, as git's own lookups do; writers refuse to build on it.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use gix::ObjectId;
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+
+use crate::store::*;
+
+pub(super) fn is_file(kind: EntryKind) -> bool {
+    matches!(
+        kind,
+        EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link
+    )
+}
+
+/// Structural checks for any path: '/'-separated, relative, no empty components.
+pub(super) fn validate_path(path: &str) -> Result<(), Error> {
+    let invalid = |reason| Error::InvalidPath {
+        path: path.to_owned(),
+        reason,
+    };
+    if path.is_empty() {
+        return Err(invalid(
+            "it is empty; pass a path such as ledger/v1/file.json",
+        ));
+    }
+    if path.starts_with('/') || path.ends_with('/') || path.contains("//") {
+        return Err(invalid(
+            "it has a leading, trailing or doubled '/'; pass a relative path such as a/b.json",
+        ));
+    }
+    if path.contains('\0') {
+        return Err(invalid("it contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Checks for paths that will be written: structure, plus names Git refuses in trees.
+pub(super) fn validate_write_path(path: &str) -> Result<(), Error> {
+    validate_path(path)?;
+    for component in path.split('/') {
+        if component == "." || component == ".." {
+            return Err(Error::InvalidPath {
+                path: path.to_owned(),
+                reason: "it has a '.' or '..' component; pass a normalized path",
+            });
+        }
+        if component.eq_ignore_ascii_case(".git") {
+            return Err(Error::InvalidPath {
+                path: path.to_owned(),
+                reason: "it has a '.git' component, which git refuses to check out",
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub(super) kind: EntryKind,
+    /// The raw mode (`kind` is derived from it).
+    pub(super) mode: Mode,
+    pub(super) id: ObjectId,
+}
+
+/// One decoded tree: entries by file name, and the first way in which it is not well-formed.
+/// Reads look through a defect (a duplicate name resolves to one of its entries, as git's own
+/// lookups do); writes refuse to build on it ([`Error::MalformedTree`]).
+#[derive(Default)]
+pub(super) struct Dir {
+    pub(super) entries: HashMap<Vec<u8>, Entry>,
+    /// Duplicate names or order; the same wherever the tree appears.
+    pub(super) defect: Option<TreeDefect>,
+    /// The first entry that is neither a tree nor a `100644` file: a defect only below a ledger
+    /// root, and a tree object may appear at several paths.
+    pub(super) odd_mode: Option<TreeDefect>,
+}
+
+impl Dir {
+    /// The first defect of this tree when it stands at `tree_path`.
+    pub(super) fn defect_at(&self, tree_path: &str) -> Option<&TreeDefect> {
+        self.defect.as_ref().or(self
+            .odd_mode
+            .as_ref()
+            .filter(|_| under_ledger_root(tree_path)))
+    }
+}
+
+impl std::ops::Deref for Dir {
+    type Target = HashMap<Vec<u8>, Entry>;
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+/// How a tree object breaks the rules that git's own trees follow, or the ledger's rule on entry
+/// kinds. Git writes every tree sorted by name (a tree's name compared as if it ended in `/`),
+/// with each name once; `git fsck` reports the first two as `treeNotSorted` and
+/// `duplicateEntries`. Below `ledger/v1/` and `finality/v1/` every entry is a tree or a regular
+/// file (mode `100644`): a symbolic link, an executable or a submodule link there is a defect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeDefect {
+    /// The same name twice with the same kind of entry.
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
+    /// The same name both as a file and as a directory.
+    FileDirectoryConflict {
+        /// The name used for both.
+        name: String,
+    },
+    /// `name` sorts before the entry in front of it.
+    Unsorted {
+        /// The first entry out of order.
+        name: String,
+    },
+    /// A name git refuses in a tree (`git fsck`: `emptyName`, `hasDot`, `hasDotdot`,
+    /// `hasDotgit`, `fullPathname`): empty, `.`, `..`, `.git` in any case, or containing `/`.
+    BadName {
+        /// The name, lossily decoded.
+        name: String,
+    },
+    /// Bytes that are not the canonical encoding of the entries they hold, such as a mode with
+    /// a leading zero (`040000`; `git fsck`: `zeroPaddedFilemode`). Git writes each tree in
+    /// exactly one way, so such a tree was made by another tool and hashes differently from
+    /// the same entries written by git.
+    NotCanonical {
+        /// The first entry whose encoding differs.
+        name: String,
+    },
+    /// An entry that is neither a tree nor a `100644` file below a ledger root.
+    Mode {
+        /// The entry's name.
+        name: String,
+        /// Its mode in octal, as git prints it (`120000`, `100755`, `160000`).
+        mode: String,
+    },
+}
+
+impl TreeDefect {
+    /// The stable rule name `verify` reports this defect under.
+    pub fn rule_name(&self) -> &'static str {
+        match self {
+            TreeDefect::DuplicateName { .. } => "tree-duplicate-entry",
+            TreeDefect::FileDirectoryConflict { .. } => "tree-file-directory-conflict",
+            TreeDefect::Unsorted { .. } => "tree-unsorted",
+            TreeDefect::BadName { .. } => "tree-bad-name",
+            TreeDefect::NotCanonical { .. } => "tree-not-canonical",
+            TreeDefect::Mode { .. } => "entry-mode",
+        }
+    }
+}
+
+impl fmt::Display for TreeDefect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreeDefect::DuplicateName { name } => write!(f, "the entry {name:?} appears twice"),
+            TreeDefect::FileDirectoryConflict { name } => {
+                write!(f, "{name:?} is both a file and a directory")
+            }
+            TreeDefect::Unsorted { name } => {
+                write!(f, "the entry {name:?} is out of git's sort order")
+            }
+            TreeDefect::BadName { name } => {
+                write!(f, "the entry name {name:?} is not allowed in a git tree")
+            }
+            TreeDefect::NotCanonical { name } => write!(
+                f,
+                "the entry {name:?} is not encoded as git encodes it (for example a zero-padded mode)"
+            ),
+            TreeDefect::Mode { name, mode } => write!(
+                f,
+                "the entry {name:?} has mode {mode}; only regular files (100644) and trees are allowed"
+            ),
+        }
+    }
+}
+
+/// Whether the tree at `path` (relative to the root, no trailing slash) lies at or below a ledger
+/// root, where only trees and `100644` files may appear.
+pub(super) fn under_ledger_root(path: &str) -> bool {
+    ["ledger/v1", "finality/v1"]
+        .iter()
+        .any(|root| path == *root || path.strip_prefix(root).is_some_and(|r| r.starts_with('/')))
+}
+
+/// The first defect of a decoded tree at `path` ([`TreeDefect`]), `None` when it is well-formed.
+pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Option<TreeDefect> {
+    let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
+    for e in entries {
+        let name = e.filename.as_bytes();
+        if name.is_empty()
+            || name == b"."
+            || name == b".."
+            || name.eq_ignore_ascii_case(b".git")
+            || name.contains(&b'/')
+        {
+            return Some(TreeDefect::BadName { name: name_of(e) });
+        }
+    }
+    let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
+    for e in entries {
+        if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
+            return Some(if was_tree == e.mode.is_tree() {
+                TreeDefect::DuplicateName { name: name_of(e) }
+            } else {
+                TreeDefect::FileDirectoryConflict { name: name_of(e) }
+            });
+        }
+    }
+    // Git's order: byte order of the names, a tree's name compared as if it ended in '/'.
+    let key = |e: &gix::objs::tree::EntryRef<'_>| {
+        let mut k = e.filename.as_bytes().to_vec();
+        if e.mode.is_tree() {
+            k.push(b'/');
+        }
+        k
+    };
+    for pair in entries.windows(2) {
+        if key(&pair[0]) >= key(&pair[1]) {
+            return Some(TreeDefect::Unsorted {
+                name: name_of(&pair[1]),
+            });
+        }
+    }
+    if under_ledger_root(path) {
+        return odd_mode(entries);
+    }
+    None
+}
+
+/// The first defect of the tree whose raw bytes are `raw` and entries `entries`: those of
+/// [`tree_defect`] (no mode rule), or else bytes that are not git's encoding of the entries.
+pub(super) fn raw_tree_defect(
+    raw: &[u8],
+    entries: &[gix::objs::tree::EntryRef<'_>],
+) -> Option<TreeDefect> {
+    if let Some(defect) = tree_defect(entries, "") {
+        return Some(defect);
+    }
+    // Git's encoding: the mode in octal without leading zeros, a space, the name, NUL, the id.
+    let mut at = 0;
+    for e in entries {
+        let mut expected = format!("{:o} ", e.mode.value()).into_bytes();
+        expected.extend_from_slice(e.filename.as_bytes());
+        expected.push(0);
+        expected.extend_from_slice(e.oid.as_bytes());
+        if raw.get(at..at + expected.len()) != Some(expected.as_slice()) {
+            return Some(TreeDefect::NotCanonical {
+                name: e.filename.to_str_lossy().into_owned(),
+            });
+        }
+        at += expected.len();
+    }
+    (at != raw.len()).then(|| TreeDefect::NotCanonical {
+        name: String::new(),
+    })
+}
+
+/// The first entry that is neither a tree nor a file of mode exactly `100644` (git also reads
+/// the obsolete `100664` as a file; the ledger's rule, like `verify`'s, does not), as a
+/// [`TreeDefect::Mode`].
+pub(super) fn odd_mode(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
+    entries
+        .iter()
+        .find(|e| !e.mode.is_tree() && e.mode.value() != 0o100644)
+        .map(|e| TreeDefect::Mode {
+            name: e.filename.to_str_lossy().into_owned(),
+            mode: format!("{:06o}", e.mode.value()),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::*;
+
+    /// Raw tree bytes of `(mode, name, id)` entries, in the order given (git's encoding: octal
+    /// mode without leading zeros, a space, the name, NUL, the 20-byte id).
+    fn raw_tree(entries: &[(u32, Vec<u8>, ObjectId)]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        for (mode, name, id) in entries {
+            raw.extend_from_slice(format!("{mode:o} ").as_bytes());
+            raw.extend_from_slice(name);
+            raw.push(0);
+            raw.extend_from_slice(id.as_bytes());
+        }
+        raw
+    }
+
+    /// A commit on `base` whose tree at `dir` is replaced by `edit` of its entries; the trees
+    /// above it are rebuilt well-formed. Written as raw objects, as any tool can.
+    fn plant(
+        store: &Store,
+        base: CommitId,
+        dir: &str,
+        edit: impl Fn(&mut Vec<(u32, Vec<u8>, ObjectId)>),
+    ) -> CommitId {
+        let entries_of = |id: ObjectId| -> Vec<(u32, Vec<u8>, ObjectId)> {
+            let tree = store.repo.find_tree(id).expect("tree");
+            let decoded = tree.decode().expect("decode");
+            decoded
+                .entries
+                .iter()
+                .map(|e| (e.mode.value() as u32, e.filename.to_vec(), e.oid.to_owned()))
+                .collect()
+        };
+        let write = |raw: Vec<u8>| -> ObjectId {
+            gix::objs::Write::write_buf(&store.repo.objects, gix::objs::Kind::Tree, &raw)
+                .expect("write tree")
+        };
+        // The chain of tree ids from the root down to `dir`.
+        let mut chain = vec![store.commit_tree(base).expect("root")];
+        let names: Vec<&str> = if dir.is_empty() {
+            vec![]
+        } else {
+            dir.split('/').collect()
+        };
+        for name in &names {
+            let here = entries_of(*chain.last().expect("tree"));
+            let (_, _, id) = here
+                .iter()
+                .find(|(_, n, _)| n == name.as_bytes())
+                .expect("path exists");
+            chain.push(*id);
+        }
+        let mut leaf = entries_of(chain.pop().expect("leaf"));
+        edit(&mut leaf);
+        let mut id = write(raw_tree(&leaf));
+        for name in names.iter().rev() {
+            let mut parent = entries_of(chain.pop().expect("parent"));
+            for entry in parent.iter_mut() {
+                if entry.1 == name.as_bytes() {
+                    entry.2 = id;
+                }
+            }
+            id = write(raw_tree(&parent));
+        }
+        let time = "1700000000 +0000";
+        let commit = format!(
+            "tree {}\nparent {}\nauthor p <p@invalid> {time}\ncommitter p <p@invalid> {time}\n\nplant\n",
+            id.to_hex(),
+            base.to_hex()
+        );
+        let commit = gix::objs::Write::write_buf(
+            &store.repo.objects,
+            gix::objs::Kind::Commit,
+            commit.as_bytes(),
+        )
+        .expect("commit");
+        store
+            .update_ref(MAIN, Some(base), CommitId(commit), "plant")
+            .expect("plant");
+        CommitId(commit)
+    }
+
+    #[test]
+    fn writes_refuse_to_build_on_malformed_trees_at_any_depth() {
+        let leaf = "ledger/v1/events/2026/01/15/openclaw-clawsweeper";
+        let action = "finality/v1/actions/ab/act_1";
+        let layout = [
+            (format!("{leaf}/run-1.jsonl"), "{}\n"),
+            (format!("{leaf}/run-2.jsonl"), "{}\n"),
+            (format!("{action}/record.json"), "{}"),
+            ("README".to_owned(), "x"),
+            ("tools/run.sh".to_owned(), "x"),
+        ];
+        let list: Vec<(&str, &str)> = layout.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+        let blob = |store: &Store| {
+            gix::objs::Write::write_buf(&store.repo.objects, gix::objs::Kind::Blob, b"x")
+                .expect("blob")
+        };
+        type Edit = fn(&mut Vec<(u32, Vec<u8>, ObjectId)>, ObjectId);
+        let kinds: [(&str, Edit, &str); 7] = [
+            (
+                "duplicate",
+                |e, _| e.push(e[0].clone()),
+                "tree-duplicate-entry",
+            ),
+            (
+                "file and directory",
+                |e, b| {
+                    let dir = e
+                        .iter()
+                        .find(|x| x.0 == 0o40000)
+                        .expect("a subtree")
+                        .1
+                        .clone();
+                    e.push((0o100644, dir, b));
+                },
+                "tree-file-directory-conflict",
+            ),
+            (
+                "unsorted",
+                |e, b| {
+                    e.push((0o100644, b"zz-extra".to_vec(), b));
+                    e.reverse();
+                },
+                "tree-unsorted",
+            ),
+            (
+                "symbolic link",
+                |e, b| e.push((0o120000, b"zz-link".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "executable",
+                |e, b| e.push((0o100755, b"zz-exec".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "submodule link",
+                |e, b| e.push((0o160000, b"zz-sub".to_vec(), b)),
+                "entry-mode",
+            ),
+            (
+                "duplicate far apart",
+                |e, b| {
+                    let name = e
+                        .iter()
+                        .find(|x| x.0 == 0o40000)
+                        .expect("a subtree")
+                        .1
+                        .clone();
+                    // "name" as a file sorts before "name-x", the directory after it.
+                    let mut other = name.clone();
+                    other.extend_from_slice(b"-x");
+                    e.push((0o100644, other, b));
+                    e.push((0o100644, name, b));
+                    e.sort_by(|a, b| {
+                        let key = |x: &(u32, Vec<u8>, ObjectId)| {
+                            let mut k = x.1.clone();
+                            if x.0 == 0o40000 {
+                                k.push(b'/');
+                            }
+                            k
+                        };
+                        key(a).cmp(&key(b))
+                    });
+                },
+                "tree-file-directory-conflict",
+            ),
+        ];
+        // (tree planted, a path written through it); the unsorted edit needs two entries.
+        let places = [
+            ("", format!("{leaf}/run-3.jsonl")),
+            ("ledger/v1", format!("{leaf}/run-3.jsonl")),
+            ("ledger/v1/events/2026/01", format!("{leaf}/run-3.jsonl")),
+            ("finality/v1/actions", format!("{action}/claim.json")),
+        ];
+        for (place, write_path) in &places {
+            for (kind, edit, rule) in &kinds {
+                let (_tmp, repo, store) = new_store();
+                let base = publish(&store, &list);
+                let b = blob(&store);
+                // Entry-mode defects count only below a ledger root.
+                if *rule == "entry-mode" && place.is_empty() {
+                    continue;
+                }
+                let planted = plant(&store, base, place, |e| edit(e, b));
+                let err = store
+                    .write_commit(Some(planted), &files(&[(write_path, "new")]), "w\n", &sig())
+                    .expect_err(&format!("{kind} at {place:?}: refused"));
+                match &err {
+                    Error::MalformedTree { path, defect } => {
+                        assert_eq!(path, place, "{kind}: names the tree");
+                        assert_eq!(defect.rule_name(), *rule, "{kind} at {place:?}");
+                    }
+                    other => panic!("{kind} at {place:?}: expected MalformedTree, got {other:?}"),
+                }
+                let message = err.to_string();
+                assert!(
+                    message.contains("verify") && message.contains("git fsck"),
+                    "{message}"
+                );
+                assert_eq!(
+                    git(&repo, &["rev-parse", MAIN]),
+                    planted.to_hex(),
+                    "ref unchanged"
+                );
+            }
+        }
+        // Outside the ledger roots, other modes are the repository owner's business.
+        let (_tmp, _repo, store) = new_store();
+        let base = publish(&store, &list);
+        let b = blob(&store);
+        let planted = plant(&store, base, "tools", |e| {
+            e.push((0o100755, b"run2.sh".to_vec(), b))
+        });
+        store
+            .write_commit(Some(planted), &files(&[("tools/new", "n")]), "w\n", &sig())
+            .expect("an executable outside the ledger roots is fine");
+    }
+}

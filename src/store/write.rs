@@ -1,0 +1,549 @@
+//! The write path's first half: validate a whole batch of files against a base tree, then write
+//! the blobs, the trees on changed paths and one commit ([`Store::write_commit`]). No ref moves
+//! here (see `refs.rs`).
+//!
+//! Objects go loose when a commit writes at most 16 of them (each written to a temporary file in
+//! its fan-out directory, fsynced, renamed; then the fan-out directories are fsynced), otherwise
+//! into one pack with its index ([`crate::store::pack`]). The commit object is
+//! `tree <hex>\n[parent <hex>\n]author <name> <<email>> <seconds> +0000\ncommitter <same>\n\n<message>`.
+
+use std::collections::BTreeMap;
+
+use gix::ObjectId;
+use gix::bstr::BStr;
+use gix::objs::tree::EntryKind;
+
+use super::error::{base_name, git_err};
+use super::sync_dir;
+use super::tree::{is_file, validate_write_path};
+use crate::durable;
+use crate::store::pack::PackBuilder;
+use crate::store::*;
+
+/// The identity and time written as both author and committer of a commit, with UTC offset
+/// `+0000`. The caller injects the time (clock or `SOURCE_DATE_EPOCH`); the store never reads it.
+///
+/// `name` must be non-empty; `name` and `email` must not contain `<`, `>`, newlines or NUL, nor
+/// start or end with whitespace; `email` may be empty. `time_seconds` must not be negative.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// Author and committer name.
+    pub name: String,
+    /// Author and committer e-mail (written between `<` and `>`).
+    pub email: String,
+    /// Seconds since the Unix epoch.
+    pub time_seconds: i64,
+}
+
+impl Signature {
+    fn validate(&self) -> Result<(), Error> {
+        let bad = |s: &str| s.contains(['<', '>', '\n', '\0']) || s.trim() != s;
+        if self.name.is_empty() {
+            return Err(Error::InvalidSignature {
+                reason: "the name is empty; set a name",
+            });
+        }
+        if bad(&self.name) {
+            return Err(Error::InvalidSignature {
+                reason: "the name contains '<', '>', a newline, NUL, or surrounding whitespace",
+            });
+        }
+        if bad(&self.email) {
+            return Err(Error::InvalidSignature {
+                reason: "the email contains '<', '>', a newline, NUL, or surrounding whitespace",
+            });
+        }
+        if self.time_seconds < 0 {
+            return Err(Error::InvalidSignature {
+                reason: "the time is before 1970; pass seconds since the unix epoch",
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Prepare a publication: write a blob for each of `files` (a '/'-separated path and its
+    /// bytes), edit the tree of `base` (only trees on changed paths are rewritten), and write a
+    /// commit with `message` whose single parent is `base` (no parent when `None`), with `sig` as
+    /// author and committer. Returns the new commit id. **No ref moves**; call
+    /// [`Store::update_ref`] to publish it.
+    ///
+    /// Paths are upserted, but the store is create-only: a path that exists in `base` with the
+    /// same bytes is left as it is; with different bytes it is an error. All the validation errors
+    /// below are found before the first object is written. Written objects are fsynced before
+    /// returning.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] (empty, absolute, `.`/`..`/`.git` components, …),
+    /// [`Error::DuplicatePath`], [`Error::FileInTheWay`], [`Error::DirectoryInTheWay`],
+    /// [`Error::Conflict`], [`Error::InvalidSignature`], [`Error::InvalidMessage`], errors of
+    /// [`Store::snapshot`] for `base`, [`Error::Git`] if writing fails, [`Error::Sync`].
+    pub fn write_commit(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        self.write_commit_with(base, files, &[], false, message, sig)
+    }
+
+    /// Like [`Store::write_commit`], but may also replace existing files (`replace`) and remove
+    /// the files in `removals`. For compaction, which replaces hot shards by segments, and for
+    /// tests that plant defects; publishing never replaces.
+    ///
+    /// # Errors
+    /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`].
+    pub fn write_commit_with(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, Vec<u8>)],
+        removals: &[String],
+        replace: bool,
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        sig.validate()?;
+        if message.contains('\0') {
+            return Err(Error::InvalidMessage {
+                reason: "it contains a NUL byte",
+            });
+        }
+        let hash_kind = self.repo.object_hash();
+
+        // Prepare: validate the whole batch against itself and the base before writing anything.
+        let mut batch: BTreeMap<&str, (&[u8], ObjectId)> = BTreeMap::new();
+        for (path, bytes) in files {
+            validate_write_path(path)?;
+            let id = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
+                .map_err(git_err("hash blob for", path))?;
+            if let Some((_, existing)) = batch.insert(path, (bytes, id))
+                && existing != id
+            {
+                return Err(Error::DuplicatePath { path: path.clone() });
+            }
+        }
+        for path in batch.keys() {
+            for (idx, _) in path.match_indices('/') {
+                let ancestor = &path[..idx];
+                if batch.contains_key(ancestor) {
+                    return Err(Error::FileInTheWay {
+                        path: (*path).to_owned(),
+                        file: ancestor.to_owned(),
+                    });
+                }
+            }
+        }
+        let base_view = self.snapshot(base)?;
+        let mut new_files = Vec::new();
+        for (path, (bytes, id)) in &batch {
+            match base_view.lookup_for_write(path)? {
+                None => new_files.push((*path, *bytes, *id)),
+                Some(entry) if entry.kind == EntryKind::Tree => {
+                    return Err(Error::DirectoryInTheWay {
+                        path: (*path).to_owned(),
+                    });
+                }
+                Some(entry) if is_file(entry.kind) && entry.id == *id => {}
+                Some(entry) if is_file(entry.kind) && replace => {
+                    new_files.push((*path, *bytes, *id));
+                }
+                Some(entry) if is_file(entry.kind) => {
+                    return Err(Error::Conflict {
+                        path: (*path).to_owned(),
+                    });
+                }
+                Some(_) => {
+                    return Err(Error::NotAFile {
+                        path: (*path).to_owned(),
+                    });
+                }
+            }
+        }
+
+        for path in removals {
+            match base_view.lookup_for_write(path)? {
+                Some(entry) if is_file(entry.kind) => {}
+                _ => {
+                    return Err(Error::NotAFile { path: path.clone() });
+                }
+            }
+        }
+
+        // Write: blobs, the trees on changed paths, the commit. Few objects stay loose (each
+        // fsynced); more go into one pack with its index (pack.rs), which is faster and far
+        // smaller from a handful of objects on.
+        let mut dirs: Vec<&str> = new_files
+            .iter()
+            .map(|(path, _, _)| *path)
+            .chain(removals.iter().map(String::as_str))
+            .map(|path| path.rsplit_once('/').map_or("", |(dir, _)| dir))
+            .collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        let mut sink = if new_files.len() + dirs.len() + 2 > LOOSE_MAX {
+            Sink::Pack(Box::new(PackBuilder::new(hash_kind)))
+        } else {
+            Sink::Loose(Vec::new())
+        };
+        let root = match base_view.root {
+            Some(id) => self
+                .repo
+                .find_tree(id)
+                .map_err(git_err("load tree of", base_name(&base)))?
+                .decode()
+                .map_err(git_err("decode tree of", base_name(&base)))?
+                .into(),
+            None => gix::objs::Tree::empty(),
+        };
+        let mut editor = gix::objs::tree::Editor::new(root, &self.repo.objects, hash_kind);
+        for (path, bytes, _) in &new_files {
+            let id = self.put(&mut sink, gix::objs::Kind::Blob, bytes, path)?;
+            editor
+                .upsert(path.split('/'), EntryKind::Blob, id)
+                .map_err(git_err("add to tree", path))?;
+        }
+        for path in removals {
+            editor
+                .remove(path.split('/'))
+                .map_err(git_err("remove from tree", path))?;
+        }
+        let mut buf = Vec::new();
+        let tree = editor.write(|tree| {
+            buf.clear();
+            gix::objs::WriteTo::write_to(tree, &mut buf).map_err(|e| Error::Git {
+                action: "serialize tree for commit on",
+                subject: base_name(&base),
+                source: Box::new(e),
+            })?;
+            self.put(&mut sink, gix::objs::Kind::Tree, &buf, "a tree")
+        })?;
+        let time = format!("{} +0000", sig.time_seconds);
+        let person = format!("{} <{}> {time}", sig.name, sig.email);
+        let tree_hex = tree.to_hex().to_string();
+        let parent_hex = base.map(|b| b.0.to_hex().to_string());
+        let commit_ref = gix::objs::CommitRef {
+            tree: BStr::new(&tree_hex),
+            parents: parent_hex.iter().map(|p| BStr::new(p.as_str())).collect(),
+            author: BStr::new(&person),
+            committer: BStr::new(&person),
+            encoding: None,
+            message: BStr::new(message),
+            extra_headers: Vec::new(),
+        };
+        buf.clear();
+        gix::objs::WriteTo::write_to(&commit_ref, &mut buf).map_err(|e| Error::Git {
+            action: "serialize commit on",
+            subject: base_name(&base),
+            source: Box::new(e),
+        })?;
+        let commit = self.put(&mut sink, gix::objs::Kind::Commit, &buf, "the commit")?;
+        match sink {
+            Sink::Loose(pending) => self.write_loose_objects(&pending)?,
+            Sink::Pack(pack) => {
+                pack.finish(&self.objects_dir().join("pack"))
+                    .map_err(|e| Error::Pack(Box::new(e)))?;
+            }
+        }
+        Ok(CommitId(commit))
+    }
+}
+
+/// Publications writing at most this many objects stay loose (fsynced one by one); larger ones
+/// are written as one pack. A pack costs two files and a directory sync whatever its size; loose
+/// objects one file and sync each, and every pack adds an index that lookups consult, so the
+/// handful of objects of a claim or outcome commit stay loose.
+const LOOSE_MAX: usize = 16;
+
+/// Where the objects of one commit go.
+enum Sink {
+    /// Objects not yet in the repository, written loose at the end ([`Store::write_loose_objects`]).
+    Loose(Vec<(ObjectId, gix::objs::Kind, Vec<u8>)>),
+    /// Collected into one pack, written at the end.
+    Pack(Box<PackBuilder>),
+}
+
+impl Store {
+    /// Stores one object in `sink`; returns its id. `what` names it in errors.
+    fn put(
+        &self,
+        sink: &mut Sink,
+        kind: gix::objs::Kind,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<ObjectId, Error> {
+        match sink {
+            Sink::Pack(pack) => pack.add(kind, bytes).map_err(|e| Error::Pack(Box::new(e))),
+            Sink::Loose(pending) => {
+                let id = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
+                    .map_err(git_err("hash object for", what))?;
+                if !self.repo.objects.exists_without_refresh(&id)
+                    && !pending.iter().any(|(p, _, _)| *p == id)
+                {
+                    pending.push((id, kind, bytes.to_vec()));
+                }
+                Ok(id)
+            }
+        }
+    }
+
+    /// Writes `objects` as loose object files following [`crate::durable`]: each is written to a
+    /// temporary file in its fan-out directory and fsynced, then renamed into place; then the
+    /// fan-out directories (and `objects/` when a fan-out directory was created) are fsynced.
+    fn write_loose_objects(
+        &self,
+        objects: &[(ObjectId, gix::objs::Kind, Vec<u8>)],
+    ) -> Result<(), Error> {
+        let root = self.objects_dir();
+        let mut dirs = Vec::new();
+        let mut created_dir = false;
+        for (id, kind, bytes) in objects {
+            let hex = id.to_hex().to_string();
+            let dir = root.join(&hex[..2]);
+            let io = |source: std::io::Error| Error::Sync {
+                path: dir.clone(),
+                source,
+            };
+            match std::fs::create_dir(&dir) {
+                Ok(()) => created_dir = true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(e)),
+            }
+            let data = crate::store::pack::loose_object(*kind, bytes)
+                .map_err(|e| Error::Pack(Box::new(e)))?;
+            let tmp = dir.join(durable::temp_name("obj"));
+            let result = durable::write_synced(&tmp, &[&data])
+                .and_then(|()| std::fs::rename(&tmp, dir.join(&hex[2..])));
+            if let Err(e) = result {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(e));
+            }
+            dirs.push(dir);
+        }
+        dirs.sort_unstable();
+        dirs.dedup();
+        for dir in &dirs {
+            sync_dir(dir)?;
+        }
+        if created_dir {
+            sync_dir(&root)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::*;
+
+    #[test]
+    fn first_commit_with_must_not_exist_then_second_on_top() {
+        let (_tmp, repo, store) = new_store();
+        assert_eq!(store.tip(MAIN).expect("tip"), None);
+        assert_eq!(git(&repo, &["symbolic-ref", "HEAD"]), MAIN);
+
+        let c1 = store
+            .write_commit(
+                None,
+                &files(&[("ledger/v1/layout.json", "{\"layout\":\"fanout\"}\n")]),
+                "first\n\nLedger-Digest: abc\n",
+                &sig(),
+            )
+            .expect("write first");
+        assert_eq!(
+            store.tip(MAIN).expect("tip"),
+            None,
+            "write_commit moves no ref"
+        );
+        store
+            .update_ref(MAIN, None, c1, "first")
+            .expect("create ref");
+        assert_eq!(store.tip(MAIN).expect("tip"), Some(c1));
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c1.to_hex());
+
+        let tree1 = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        assert_eq!(
+            git(&repo, &["cat-file", "-p", &c1.to_hex()]),
+            format!(
+                "tree {tree1}\n\
+                 author action-ledger <ledger@invalid> 1700000000 +0000\n\
+                 committer action-ledger <ledger@invalid> 1700000000 +0000\n\
+                 \n\
+                 first\n\
+                 \n\
+                 Ledger-Digest: abc"
+            )
+        );
+
+        let c2 = store
+            .write_commit(
+                Some(c1),
+                &files(&[("ledger/v1/events/e1.json", "{\"n\":1}\n")]),
+                "second\n",
+                &sig(),
+            )
+            .expect("write second");
+        store
+            .update_ref(MAIN, Some(c1), c2, "second")
+            .expect("move ref");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+        assert_eq!(git(&repo, &["rev-parse", &format!("{c2}^")]), c1.to_hex());
+        assert_eq!(git(&repo, &["rev-list", "--count", MAIN]), "2");
+        assert_eq!(
+            git(&repo, &["ls-tree", "-r", MAIN]),
+            format!(
+                "100644 blob {}\tledger/v1/events/e1.json\n100644 blob {}\tledger/v1/layout.json",
+                git(
+                    &repo,
+                    &["rev-parse", &format!("{c2}:ledger/v1/events/e1.json")]
+                ),
+                git(
+                    &repo,
+                    &["rev-parse", &format!("{c1}:ledger/v1/layout.json")]
+                ),
+            )
+        );
+        assert_eq!(
+            git(&repo, &["cat-file", "-p", "main:ledger/v1/layout.json"]),
+            "{\"layout\":\"fanout\"}"
+        );
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn nested_paths_and_3000_files_in_one_directory() {
+        let (_tmp, repo, store) = new_store();
+        let mut batch = vec![("a/b/c.json".to_owned(), b"{\"c\":true}\n".to_vec())];
+        for i in 0..3000 {
+            batch.push((
+                format!("ledger/v1/events/{i:05}.json"),
+                format!("{{\"i\":{i}}}\n").into_bytes(),
+            ));
+        }
+        let c1 = store
+            .write_commit(None, &batch, "bulk\n", &sig())
+            .expect("write");
+        store.update_ref(MAIN, None, c1, "bulk").expect("ref");
+
+        let view = store.snapshot(Some(c1)).expect("snapshot");
+        assert_eq!(view.commit(), Some(c1));
+        assert_eq!(
+            view.read("a/b/c.json", 1024).expect("read"),
+            Some(b"{\"c\":true}\n".to_vec())
+        );
+        for i in [0, 1, 1499, 2999] {
+            let path = format!("ledger/v1/events/{i:05}.json");
+            assert_eq!(
+                view.read(&path, 1024).expect("read"),
+                Some(format!("{{\"i\":{i}}}\n").into_bytes())
+            );
+            assert!(view.exists(&path).expect("exists"));
+        }
+        assert!(!view.exists("ledger/v1/events/03000.json").expect("exists"));
+
+        let events = view.list_files("ledger/v1/events").expect("list");
+        let mut expected: Vec<String> = (0..3000)
+            .map(|i| format!("ledger/v1/events/{i:05}.json"))
+            .collect();
+        expected.sort();
+        assert_eq!(events, expected);
+        let all = view.list_files("").expect("list all");
+        assert_eq!(all.len(), 3001);
+        assert_eq!(all[0], "a/b/c.json");
+        let git_paths = git(&repo, &["ls-tree", "-r", "--name-only", MAIN]);
+        assert_eq!(git_paths.lines().collect::<Vec<_>>(), all);
+        let modes = git(&repo, &["ls-tree", "-r", MAIN]);
+        assert!(modes.lines().all(|l| l.starts_with("100644 blob ")));
+        assert_eq!(
+            git(
+                &repo,
+                &["cat-file", "-p", "main:ledger/v1/events/02999.json"]
+            ),
+            "{\"i\":2999}"
+        );
+
+        // One more file in the big directory rewrites only the trees on its path.
+        let c2 = publish(&store, &[("ledger/v1/events/03000.json", "{}\n")]);
+        let rev = |spec: String| git(&repo, &["rev-parse", &spec]);
+        assert_eq!(rev(format!("{c1}:a")), rev(format!("{c2}:a")));
+        assert_ne!(
+            rev(format!("{c1}:ledger/v1/events")),
+            rev(format!("{c2}:ledger/v1/events"))
+        );
+        assert_eq!(
+            store
+                .snapshot(Some(c2))
+                .expect("snapshot")
+                .list_files("ledger/v1/events/")
+                .expect("list")
+                .len(),
+            3001
+        );
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn write_rejects_conflicts_and_bad_paths_before_writing() {
+        let (_tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a/b/c.json", "one"), ("x", "x")]);
+        let tree1 = git(&repo, &["rev-parse", &format!("{c1}^{{tree}}")]);
+        let objects_before = git(&repo, &["count-objects"]);
+
+        let write = |list: &[(&str, &str)]| store.write_commit(Some(c1), &files(list), "m", &sig());
+        assert!(matches!(
+            write(&[("new.json", "n"), ("a/b/c.json", "two")]),
+            Err(Error::Conflict { path }) if path == "a/b/c.json"
+        ));
+        assert!(matches!(
+            write(&[("a/b", "file over dir")]),
+            Err(Error::DirectoryInTheWay { path }) if path == "a/b"
+        ));
+        assert!(matches!(
+            write(&[("a/b/c.json/d", "under a file")]),
+            Err(Error::FileInTheWay { path, file }) if path == "a/b/c.json/d" && file == "a/b/c.json"
+        ));
+        assert!(matches!(
+            write(&[("n/m", "1"), ("n/m/o", "2")]),
+            Err(Error::FileInTheWay { path, file }) if path == "n/m/o" && file == "n/m"
+        ));
+        assert!(matches!(
+            write(&[("d", "1"), ("d", "2")]),
+            Err(Error::DuplicatePath { path }) if path == "d"
+        ));
+        for bad in [
+            "",
+            "/abs",
+            "trailing/",
+            "a//b",
+            "../up",
+            "a/./b",
+            ".git/config",
+            "a/.GIT/x",
+        ] {
+            assert!(
+                matches!(write(&[(bad, "v")]), Err(Error::InvalidPath { ref path, .. }) if path == bad),
+                "{bad:?} must be rejected"
+            );
+        }
+        let bad_sig = Signature {
+            name: "a <b>".to_owned(),
+            ..sig()
+        };
+        assert!(matches!(
+            store.write_commit(Some(c1), &files(&[("y", "y")]), "m", &bad_sig),
+            Err(Error::InvalidSignature { .. })
+        ));
+        assert_eq!(
+            git(&repo, &["count-objects"]),
+            objects_before,
+            "nothing written"
+        );
+
+        // Identical bytes are unchanged: same tree, and a duplicate with equal bytes is fine.
+        let c2 = write(&[("a/b/c.json", "one"), ("x", "x"), ("x", "x")]).expect("replay");
+        assert_eq!(git(&repo, &["rev-parse", &format!("{c2}^{{tree}}")]), tree1);
+        assert_eq!(store.tip(MAIN).expect("tip"), Some(c1));
+    }
+}
