@@ -30,6 +30,8 @@
 //!   (`None`) rather than one silently kept;
 //! - its depth limit is the reference's 100, not canonical JSON's 64.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest as _, Sha256};
 use unicode_normalization::UnicodeNormalization;
 
@@ -109,7 +111,7 @@ pub fn act_content_hash(act: Option<&Value>) -> Option<String> {
     write_act(&mut text, act, 0)?;
     Some(format!(
         "sha256:{}",
-        base64url(&Sha256::digest(text.as_bytes()))
+        URL_SAFE_NO_PAD.encode(Sha256::digest(text.as_bytes()))
     ))
 }
 
@@ -180,25 +182,40 @@ fn write_act(out: &mut String, value: &Value, depth: usize) -> Option<()> {
     Some(())
 }
 
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
+
+    /// The act hash orders keys by UTF-16 code units, the canonical writer by UTF-8 bytes: for
+    /// keys mixing a character above U+FFFF with one in U+E000–U+FFFF the two texts differ, so
+    /// the act cannot be written by the canonical writer alone. Both keys also pass through NFC
+    /// unchanged, so nothing else explains the difference.
+    #[test]
+    fn act_keys_sort_by_utf16_not_by_the_canonical_order() {
+        let act = Value::object([("\u{FF71}", Value::from(2)), ("\u{1F600}", Value::from(1))]);
+        let mut text = String::new();
+        write_act(&mut text, &act, 0).unwrap();
+        assert_eq!(text, "{\"\u{1F600}\":1,\"\u{FF71}\":2}");
+        assert_eq!(
+            canonical::to_canonical_unchecked(&act),
+            "{\"\u{FF71}\":2,\"\u{1F600}\":1}"
+        );
+        // Without such keys the two writers agree byte for byte (one string and number writer).
+        let plain = default_act();
+        let mut text = String::new();
+        write_act(&mut text, &plain, 0).unwrap();
+        assert_eq!(text, canonical::to_canonical_unchecked(&plain));
+        assert_eq!(
+            act_content_hash(Some(&plain)).unwrap(),
+            format!(
+                "sha256:{}",
+                URL_SAFE_NO_PAD.encode(Sha256::digest(
+                    canonical::to_canonical_unchecked(&plain).as_bytes()
+                ))
+            )
+        );
+    }
     use crate::finality::*;
 
     /// A lossy number anywhere in an act is refused by create and claim before anything is
