@@ -39,7 +39,7 @@ use super::error::Error;
 use super::redaction::mask_secrets;
 use crate::canonical::{self, Value};
 
-/// The scrub of §3 step 1 applied to an act: drops the `authorization`, `cookie` and `x-api-key`
+/// The client-side act scrub of the reference SDKs applied to an act: drops the `authorization`, `cookie` and `x-api-key`
 /// headers of `request.headers` (any case) and masks secrets ([`mask_secrets`]) in `command`,
 /// `statement`, `request.body_excerpt` and `file.content_excerpt`. Non-objects pass through;
 /// the input is not changed.
@@ -95,7 +95,7 @@ fn shell_quote(arg: &str) -> String {
     }
 }
 
-/// `act_content_hash` of §4: `"sha256:" + base64url_nopad(SHA-256(canonical(act)))`, where the
+/// `act_content_hash`: `"sha256:" + base64url_nopad(SHA-256(canonical(act)))`, where the
 /// canonical form NFC-normalises every string and key, sorts keys by UTF-16 code units and
 /// writes strings and numbers as `JSON.stringify` does, without whitespace. `None` when the act
 /// is missing or not an object, nested deeper than 100 levels, or has two keys that are equal

@@ -17,7 +17,7 @@ use crate::canonical::Value;
 use crate::privacy;
 use crate::store::Store;
 
-/// A claim request (the body of §1.5 plus what the caller's authentication says).
+/// A claim request (the body of `PATCH /api/actions/{id}` plus what the caller's authentication says).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimRequest {
     /// The fresh attempt id (`^[A-Za-z0-9_-]{16,128}$`).
@@ -33,7 +33,7 @@ pub struct ClaimRequest {
 }
 
 impl ClaimRequest {
-    /// Reads a claim body of §1.5: an object with only `claim_execution` (exactly `true`),
+    /// Reads a claim body: an object with only `claim_execution` (exactly `true`),
     /// `attempt_id` (a string), `agent_id` and `act`. The principal and verification come from
     /// the caller's authentication, not from the body.
     ///
@@ -80,7 +80,7 @@ impl ClaimRequest {
     }
 }
 
-/// Whether the claim may be granted on `state` at `now_ms` (every precondition of §1.3 that
+/// Whether the claim may be granted on `state` at `now_ms` (every claim precondition that
 /// applies without policy re-evaluation and plans; an operator approval is the action's own
 /// grant, valid for [`approval::GRANT_WINDOW_MS`]). Deliberately a bare yes/no: the refusal does
 /// not say why.
@@ -109,7 +109,7 @@ pub(super) fn eligible(
         && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some())
 }
 
-/// Claims the execution of an action for one attempt (§1.2, §1.3, §2.1): one commit adding
+/// Claims the execution of an action for one attempt: one commit adding
 /// `claim.json`, landed only if no claim exists on the tip it was built on. Exactly one of any
 /// number of concurrent claimers wins; every other gets [`Error::ClaimConflict`], as does any
 /// later claim, including one that repeats the winning attempt id (nonces are single-use).
@@ -225,7 +225,7 @@ mod tests {
             assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
         }
         // A ref lock held past the wait: unavailable, and nothing was granted, so a later claim
-        // (with a fresh attempt id) succeeds (the rollback of §5 #12).
+        // (with a fresh attempt id) succeeds (the reference's rollback scenario).
         let lock = dir.path().join("state.git/refs/heads/main.lock");
         std::fs::write(&lock, b"").unwrap();
         let mut short = options("refs/heads/main");

@@ -279,7 +279,7 @@ fn matches(expect: &Value, actual: &Value) -> bool {
     }
 }
 
-/// Every case of testdata/finality/cases.json (the contract's §5 scenarios restated).
+/// Every case of testdata/finality/cases.json (the reference's finality test scenarios, restated).
 #[test]
 fn contract_cases() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/finality/cases.json");

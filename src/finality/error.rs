@@ -12,7 +12,7 @@ use crate::store;
 pub enum Error {
     /// Any ineligibility of a claim, or a lost race; deliberately the same for every cause (not
     /// found, other agent, principal or act, already claimed, terminal, not protocol 1, …) so it
-    /// is no existence oracle (§1.5).
+    /// is no existence oracle.
     #[error(
         "action {action_id} is not eligible for a new execution attempt: reconcile its state before retrying"
     )]
@@ -20,13 +20,13 @@ pub enum Error {
         /// The action id as the caller gave it.
         action_id: String,
     },
-    /// The claim request breaks the body rules of §1.5 (attempt id format, extra keys, …).
+    /// The claim request breaks a body rule of the claim (attempt id format, extra keys, …).
     #[error("invalid execution claim: {reason}")]
     InvalidClaim {
         /// Which rule.
         reason: &'static str,
     },
-    /// A claim without an agent id (§1.5).
+    /// A claim without an agent id.
     #[error("an agent identity is required to claim an execution")]
     AgentIdentityRequired,
     /// The claim could not be written or checked for a reason other than eligibility (I/O, a
@@ -46,7 +46,7 @@ pub enum Error {
         /// The refused status.
         status: String,
     },
-    /// An outcome report that breaks a rule of §1.5 (error message, progress).
+    /// An outcome report that breaks a rule of the report (error message, progress).
     #[error("invalid outcome: {reason}")]
     InvalidOutcome {
         /// Which rule (and, for a progress value, where in it).
@@ -66,7 +66,7 @@ pub enum Error {
         /// The action id as the caller gave it.
         action_id: String,
     },
-    /// The action's lifecycle does not accept a caller's outcome (§1.5).
+    /// The action's lifecycle does not accept a caller's outcome.
     #[error("cannot report an outcome for action {action_id} in status '{lifecycle}'")]
     LifecycleConflict {
         /// The action.
@@ -74,7 +74,7 @@ pub enum Error {
         /// Its current lifecycle.
         lifecycle: Lifecycle,
     },
-    /// The outcome is one-shot and already set (§1.4, §2.2).
+    /// The outcome is one-shot and already set.
     #[error("outcome already set for action {action_id}: current status {current_status}")]
     OutcomeAlreadySet {
         /// The action.
@@ -82,7 +82,7 @@ pub enum Error {
         /// The outcome that won.
         current_status: OutcomeStatus,
     },
-    /// A legacy close of an action whose lifecycle is no longer `running` (§1.4).
+    /// A legacy close of an action whose lifecycle is no longer `running`.
     #[error(
         "action {action_id} is in a terminal state and cannot be modified (status '{lifecycle}')"
     )]
@@ -138,7 +138,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The contract's code (§1.5) or ours, in `SCREAMING_SNAKE_CASE`; stable in `--json` output.
+    /// The contract's code or ours, in `SCREAMING_SNAKE_CASE`; stable in `--json` output.
     pub fn code(&self) -> &'static str {
         match self {
             Error::ClaimConflict { .. } => "EXECUTION_CLAIM_CONFLICT",
@@ -161,7 +161,7 @@ impl Error {
         }
     }
 
-    /// The current outcome status or lifecycle a refusal reports (`current_status` of §1.5).
+    /// The current outcome status or lifecycle a refusal reports (`current_status` of the HTTP refusal).
     pub fn current_status(&self) -> Option<&'static str> {
         match self {
             Error::OutcomeAlreadySet { current_status, .. } => Some(current_status.as_str()),

@@ -50,7 +50,7 @@ impl fmt::Display for ActionId {
     }
 }
 
-/// An execution attempt id (the claim's nonce): `^[A-Za-z0-9_-]{16,128}$` (§1.5), for example a
+/// An execution attempt id (the claim's nonce): `^[A-Za-z0-9_-]{16,128}$`, for example a
 /// UUID.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AttemptId(String);

@@ -13,7 +13,7 @@ use super::write::{Options, Plan, Written, transact};
 use crate::canonical::{self, Value};
 use crate::store::Store;
 
-/// A caller's outcome report (§1.5 `POST …/outcome`).
+/// A caller's outcome report (`POST …/outcome`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OutcomeReport {
     /// `completed`, `partial` or `failed`.
@@ -107,7 +107,7 @@ pub(super) fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, E
     })
 }
 
-/// Reports the outcome of an action (§1.4, §1.5, §2.2): one commit adding `outcome.json`,
+/// Reports the outcome of an action: one commit adding `outcome.json`,
 /// landed only while the outcome is pending on the tip it was built on, closing an open
 /// lifecycle by the closure table. Any caller may report (as upstream); a report that names an
 /// attempt id must name the claim's.
@@ -271,7 +271,7 @@ fn finish_reported(
     }
 }
 
-/// The legacy close (§1.4, `PATCH /api/actions/:id` with `status`): closes a `running` action
+/// The legacy close (`PATCH /api/actions/:id` with `status`): closes a `running` action
 /// to `completed`, `failed`, `cancelled` or `blocked` and, since its outcome is then still
 /// pending, sets the implicit outcome (`completed` → `completed`, the others → `failed`) in the
 /// same `outcome.json`. A report that landed first always wins: the lifecycle is then no longer

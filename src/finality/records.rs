@@ -44,13 +44,13 @@ pub const CLAIM_SCHEMA: &str = "action-ledger.finality-claim";
 pub const OUTCOME_SCHEMA: &str = "action-ledger.finality-outcome";
 /// `schema_version` of every finality record.
 pub const SCHEMA_VERSION: i64 = 1;
-/// The capability a creator must advertise for the action to be claimable (protocol 1, §1.1).
+/// The capability a creator must advertise for the action to be claimable (protocol 1).
 pub const EXECUTION_CLAIMS: &str = "execution_claims";
 /// Largest finality record the readers accept.
 pub const MAX_RECORD_BYTES: u64 = 256 * 1024;
-/// `summary` and `error_message` are truncated to this many UTF-16 code units (§1.5).
+/// `summary` and `error_message` are truncated to this many UTF-16 code units.
 pub const MAX_TEXT_UNITS: usize = 4000;
-/// Largest `progress`, in bytes of its JSON (§1.5).
+/// Largest `progress`, in bytes of its JSON.
 pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
 
 /// The record files of an action directory.
@@ -118,7 +118,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
     (format_time(ms) == s).then_some(ms)
 }
 
-/// `action.json`: the binding a claim is checked against (§1.1, §1.3).
+/// `action.json`: the binding a claim is checked against.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Action {
     /// The action id (also the directory name).
@@ -146,7 +146,7 @@ pub struct Action {
     pub created_at_ms: i64,
 }
 
-/// `claim.json`: the one claim of an action (§1.2).
+/// `claim.json`: the one claim of an action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// The claimed action.
@@ -161,7 +161,7 @@ pub struct Claim {
     pub guard_decision_id: String,
 }
 
-/// `outcome.json`: the one outcome of an action and the lifecycle it closed (§1.4).
+/// `outcome.json`: the one outcome of an action and the lifecycle it closed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     /// The action.
@@ -365,7 +365,7 @@ impl<'a> Fields<'a> {
         })
     }
 
-    /// An id field of the machine-text shape (ledger-core §4.1). Its confidential scan is left
+    /// An id field of the machine-text shape. Its confidential scan is left
     /// to [`verify`]: it compiles the privacy patterns, which every read would pay for.
     pub(super) fn id_text(&self, key: &'static str) -> Result<Option<String>, RecordError> {
         match self.opt_str(key)? {

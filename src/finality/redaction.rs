@@ -48,7 +48,7 @@ static SECRET_PATTERNS: LazyLock<[(Regex, &'static str); 5]> = LazyLock::new(|| 
     ]
 });
 
-/// Masks the secret shapes of §3 step 1 in `text`: `password=`/`token=`/`secret=`/`api_key=`
+/// Masks the reference's five secret shapes (see the module doc) in `text`: `password=`/`token=`/`secret=`/`api_key=`
 /// values, `Bearer` tokens, `oc_live_…`, `sk-…` (10+ characters) and `ghp_…` (20+ characters)
 /// become `[REDACTED]`. Returns the masked text and the number of masks applied. Pure and
 /// idempotent.
@@ -81,13 +81,13 @@ pub fn mask_secrets(text: &str) -> (String, usize) {
     (out, count)
 }
 
-/// What the redaction of an outcome's free text found (the `security` block of §1.5).
+/// What the redaction of an outcome's free text found (the `security` block of an outcome answer).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Security {
     /// Secrets and confidential identifiers replaced by `[REDACTED]`.
     pub findings: usize,
-    /// Their kinds: `secret` ([`mask_secrets`]) and `confidential_identifier` (ledger-core
-    /// §4.4).
+    /// Their kinds: `secret` ([`mask_secrets`]) and `confidential_identifier` (the ledger's
+    /// confidential identifiers, [`privacy::contains_confidential_identifier`]).
     pub categories: BTreeSet<&'static str>,
 }
 
@@ -155,7 +155,7 @@ fn truncate_units(text: &str, max: usize) -> String {
 
 /// The stored form of a `summary` or `error_message`: NUL characters removed, secrets and
 /// confidential identifiers replaced by `[REDACTED]`, truncated to `max_units` UTF-16 code units
-/// (never rejected, §1.5). The result is a fixed point: cleaning it again changes nothing
+/// (never rejected). The result is a fixed point: cleaning it again changes nothing
 /// (`verify` relies on that).
 pub fn clean_text(text: &str, max_units: usize, security: &mut Security) -> String {
     let mut current = text.replace('\0', "");

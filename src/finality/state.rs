@@ -49,7 +49,7 @@ impl State {
             .map_or(OutcomeStatus::Pending, |o| o.status)
     }
 
-    /// The outcome as `GET …/outcome` returns it (§1.5), `elapsed_ms` measured from
+    /// The outcome as `GET …/outcome` returns it, `elapsed_ms` measured from
     /// `created_at` to `outcome_at`, or to `now_ms` while pending, never below 0; where the
     /// clocks disagreed, [`OutcomeView::clock_skew`] says so ([`Timing`]).
     pub fn view(&self, now_ms: i64) -> OutcomeView {
@@ -153,7 +153,7 @@ impl Timing {
     }
 }
 
-/// The outcome of an action as the contract's `GET …/outcome` shapes it (§1.5).
+/// The outcome of an action as the contract's `GET …/outcome` shapes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutcomeView {
     /// The action.
@@ -261,7 +261,7 @@ pub fn show(store: &Store, ref_name: &str, action_id: &str) -> Result<State, Err
     read_state(&snap, &id)?.ok_or_else(not_found)
 }
 
-/// The outcome of an action (§1.5 `GET …/outcome`) with `elapsed_ms` at `now_ms`.
+/// The outcome of an action (`GET …/outcome`) with `elapsed_ms` at `now_ms`.
 ///
 /// # Errors
 /// As [`show`].

@@ -34,7 +34,7 @@ macro_rules! string_enum {
 }
 
 string_enum! {
-    /// The lifecycle `status` of an action (§1.1). `unknown` and `expired` are server-only.
+    /// The lifecycle `status` of an action. `unknown` and `expired` are server-only.
     Lifecycle {
         /// Open; the only claimable lifecycle.
         Running = "running",
@@ -58,17 +58,17 @@ string_enum! {
 }
 
 impl Lifecycle {
-    /// The values a client may give at creation (§1.1's validator enum).
+    /// The values a client may give at creation (the reference's creation validator).
     pub fn is_client_settable(self) -> bool {
         !matches!(self, Lifecycle::Unknown | Lifecycle::Expired)
     }
 
-    /// `running` or `pending`: an outcome write closes it (§1.4).
+    /// `running` or `pending`: an outcome write closes it.
     pub fn is_open(self) -> bool {
         matches!(self, Lifecycle::Running | Lifecycle::Pending)
     }
 
-    /// The lifecycles the sweep treats as implicitly confirmed and skips (§2.3).
+    /// The lifecycles the sweep treats as implicitly confirmed and skips.
     pub fn is_sweep_excluded(self) -> bool {
         matches!(
             self,
@@ -76,7 +76,7 @@ impl Lifecycle {
         )
     }
 
-    /// The lifecycles for which a caller may not report an outcome (§1.5).
+    /// The lifecycles for which a caller may not report an outcome.
     pub fn refuses_outcome(self) -> bool {
         matches!(
             self,
@@ -87,7 +87,7 @@ impl Lifecycle {
         )
     }
 
-    /// The lifecycle after an outcome write (the closure table of §1.4): an open lifecycle is
+    /// The lifecycle after an outcome write (the reference's closure table): an open lifecycle is
     /// closed, anything else is left as it is.
     pub fn closed_by(self, status: OutcomeStatus) -> Lifecycle {
         if !self.is_open() {
@@ -101,7 +101,7 @@ impl Lifecycle {
         }
     }
 
-    /// The implicit outcome of a legacy close to this lifecycle (§1.4), for the four close
+    /// The implicit outcome of a legacy close to this lifecycle, for the four close
     /// statuses `completed`, `failed`, `cancelled`, `blocked`.
     pub fn legacy_outcome(self) -> Option<OutcomeStatus> {
         match self {
@@ -115,7 +115,7 @@ impl Lifecycle {
 }
 
 string_enum! {
-    /// The durable outcome `outcome_status` of an action (§1.1).
+    /// The durable outcome `outcome_status` of an action.
     OutcomeStatus {
         /// No outcome yet (no `outcome.json`).
         Pending = "pending",
@@ -147,7 +147,7 @@ string_enum! {
 }
 
 impl Verdict {
-    /// `allow`, `warn` or `allow_contained` (§1.3).
+    /// `allow`, `warn` or `allow_contained`.
     pub fn is_permissive(self) -> bool {
         matches!(
             self,
@@ -155,7 +155,7 @@ impl Verdict {
         )
     }
 
-    /// The lifecycle an action starts in under this verdict (§1.1).
+    /// The lifecycle an action starts in under this verdict.
     pub fn initial_lifecycle(self) -> Lifecycle {
         match self {
             Verdict::RequireApproval => Lifecycle::PendingApproval,

@@ -13,16 +13,16 @@ use super::status::{Lifecycle, OutcomeStatus, Source};
 use super::write::{Options, Plan, Written, transact};
 use crate::store::{Snapshot, Store};
 
-/// The sweep's default timeout in minutes (§2.3).
+/// The sweep's default timeout in minutes.
 pub const DEFAULT_TIMEOUT_MINUTES: u32 = 15;
-/// Largest sweep timeout in minutes (§2.3); the smallest is 1.
+/// Largest sweep timeout in minutes; the smallest is 1.
 pub const MAX_TIMEOUT_MINUTES: u32 = 1440;
-/// `summary` of a swept outcome (§2.3).
+/// `summary` of a swept outcome.
 pub const SWEEP_SUMMARY: &str = "No outcome reported within timeout window";
-/// `error_message` of a swept outcome whose lifecycle was open (§2.3).
+/// `error_message` of a swept outcome whose lifecycle was open.
 pub const SWEEP_ERROR: &str = "reconciled to unknown by the stale-outcome sweep";
 
-/// The sweep timeout of a raw setting (§2.3, §5 #28): a non-finite or non-positive value is the
+/// The sweep timeout of a raw setting: a non-finite or non-positive value is the
 /// default 15, fractions are floored, and the result is clamped to 1–1440 minutes.
 pub fn timeout_minutes(raw: f64) -> u32 {
     if !raw.is_finite() || raw <= 0.0 {
@@ -59,7 +59,7 @@ pub struct SweepReport {
     pub skipped: Vec<String>,
 }
 
-/// The stale-outcome sweep (§2.3): in ONE commit, every action whose outcome is pending, whose
+/// The stale-outcome sweep: in ONE commit, every action whose outcome is pending, whose
 /// `created_at` is more than `timeout_minutes` before `now_ms`, and whose lifecycle is not
 /// `completed`, `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation`
 /// ([`SWEEP_SUMMARY`]); an open lifecycle becomes `unknown` (with [`SWEEP_ERROR`]), any other

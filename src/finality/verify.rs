@@ -29,7 +29,7 @@ fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
     }
 }
 
-/// Checks the finality records of a whole snapshot (design.md §6): every path under
+/// Checks the finality records of a whole snapshot: every path under
 /// `finality/v1/` is an action record at the path its id gives; each action directory has a
 /// valid `action.json`; its `claim.json` (at most one, by construction) matches the action's
 /// binding and the action was claimable; its `outcome.json` (at most one) has a status and a
@@ -64,7 +64,7 @@ pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
     Ok(findings)
 }
 
-/// Checks the finality part of a push from `old` to `new` (design.md §6): nothing under
+/// Checks the finality part of a push from `old` to `new`: nothing under
 /// `finality/v1/` was modified or deleted, every added path is a known record, every touched
 /// action directory is valid at `new` ([`verify_action`]), and no claim was added to an action
 /// whose outcome was already set at `old`.
