@@ -5,7 +5,7 @@
 //!
 //! Before hashing, the act is scrubbed ([`scrub_act`]) the way the reference SDKs'
 //! `runGoverned` / `run_governed` helpers scrub it on the client: secret headers dropped and
-//! secret shapes masked ([`mask_secrets`](super::mask_secrets)). Creation and claim hash the
+//! secret shapes masked ([`mask_secrets`]). Creation and claim hash the
 //! scrubbed act, so a client that scrubbed differently is refused.
 //!
 //! # The hash

@@ -341,7 +341,7 @@ fn claim_input<'r>(action_id: &str, request: &'r ClaimRequest) -> Result<ClaimIn
     })
 }
 
-/// Claims the execution of an action for one attempt (as [`super::claim`]): stages `claim.json`
+/// Claims the execution of an action for one attempt (as [`super::claim`](fn@super::claim)): stages `claim.json`
 /// when the action is eligible on the tip plus the batch so far.
 ///
 /// # Errors
@@ -610,7 +610,7 @@ pub fn approve(
     Ok(state)
 }
 
-/// The stale-outcome sweep (as [`super::sweep`]) on the tip plus the batch so far.
+/// The stale-outcome sweep (as [`super::sweep`](fn@super::sweep)) on the tip plus the batch so far.
 ///
 /// # Errors
 /// Read errors.

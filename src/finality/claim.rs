@@ -1,7 +1,7 @@
 //! Claiming the execution of an action for one attempt: exactly one claimer ever wins.
 //!
 //! The claim is one commit adding `claim.json`, planned on the tip only if every precondition
-//! holds there ([`eligible`]) and landed by a compare-and-swap of the ref from that tip. Two
+//! holds there (the private `eligible`) and landed by a compare-and-swap of the ref from that tip. Two
 //! claimers that both planned on the same tip cannot both land: the second swap finds the ref
 //! moved, plans again on the new tip, sees the first claim and is refused. That is the whole
 //! of exactly-one-claim; no lock is held while planning.

@@ -52,7 +52,8 @@ pub enum Error {
         /// Which rule (and, for a progress value, where in it).
         reason: String,
     },
-    /// Invalid input to [`create_action`], [`claim`] (its act) or [`close`].
+    /// Invalid input to [`create_action`](super::create_action), [`claim`](fn@super::claim) (its
+    /// act) or [`close`](super::close).
     #[error("invalid {field}: {reason}")]
     InvalidInput {
         /// The field.
@@ -124,7 +125,7 @@ pub enum Error {
         /// Attempts made.
         attempts: u32,
     },
-    /// The ref lock was held for longer than [`Options::lock_wait`].
+    /// The ref lock was held for longer than [`Options::lock_wait`](super::Options::lock_wait).
     #[error(
         "the ref lock of {ref_name} is held and was not released in time; if no writer is running, remove {ref_name}.lock"
     )]

@@ -40,7 +40,7 @@
 //!   from the verdict (`require_approval` → `pending_approval`, `block` → `blocked`, otherwise
 //!   `running`). A retry with the same binding returns the first record and writes nothing
 //!   (idempotent creation); a different binding under a taken id is refused.
-//! - **Claim** ([`claim`]). A claim presents a fresh attempt id (`^[A-Za-z0-9_-]{16,128}$`),
+//! - **Claim** ([`claim`](fn@claim)). A claim presents a fresh attempt id (`^[A-Za-z0-9_-]{16,128}$`),
 //!   the agent, the authenticated principal and the act. It is granted only when the agent,
 //!   principal and act hash equal the binding's, the lifecycle is `running`, there is no claim
 //!   and no outcome yet, the action is protocol 1, a verified creator is matched by a verified
@@ -50,7 +50,7 @@
 //!   whatever the cause, so a refusal reveals nothing about the action.
 //! - **Exactly one claim.** A claim is one commit adding `claim.json`, built on the tip where
 //!   the preconditions were checked and landed with one compare-and-swap of the ledger ref from
-//!   that tip ([`crate::store::transact`]). A second claimer that checked the same tip loses
+//!   that tip ([`store::transact`](fn@crate::store::transact)). A second claimer that checked the same tip loses
 //!   the swap, re-reads the new tip, finds the first claim and is refused. Attempt ids are
 //!   single-use: repeating the winning attempt id is refused too.
 //! - **Outcome** ([`report_outcome`]). One-shot: `outcome.json` is added only while the outcome
@@ -63,7 +63,7 @@
 //! - **Legacy close** ([`close`]). Closing a `running` action to `completed`, `failed`,
 //!   `cancelled` or `blocked` also sets the implicit outcome (`completed`, or `failed` for the
 //!   others) in the same `outcome.json`.
-//! - **Sweep** ([`sweep`]). Every action whose outcome is pending, created more than the
+//! - **Sweep** ([`sweep`](fn@sweep)). Every action whose outcome is pending, created more than the
 //!   timeout ago (default 15 minutes, 1 to 1440) and whose lifecycle is not `completed`,
 //!   `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation` in one commit: the
 //!   effect may or may not have happened, and someone must reconcile it. An open lifecycle
@@ -99,7 +99,7 @@
 //!
 //! [`ids`] (action and attempt ids), [`status`] (lifecycles, outcome statuses, verdicts),
 //! [`records`] (files, paths and their parsers), [`error`], [`act`] (scrub and hash),
-//! [`redaction`], [`state`] (reading an action), [`write`] (the compare-and-swap wrapper), one
+//! [`redaction`], [`state`] (reading an action), [`write`](mod@write) (the compare-and-swap wrapper), one
 //! module per operation ([`create`], [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
 //! [`verify`](mod@verify), and [`batch`], [`approval`], [`decision`].
 

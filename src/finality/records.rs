@@ -62,7 +62,7 @@ pub enum RecordKind {
     Claim,
     /// `outcome.json`.
     Outcome,
-    /// `approval.json` (an operator's decision, see [`approval`]).
+    /// `approval.json` (an operator's decision, see [`approval`](super::approval)).
     Approval,
 }
 
@@ -127,7 +127,7 @@ pub struct Action {
     pub agent_id: String,
     /// The principal that created it (`created_by`); only it may claim.
     pub created_by: String,
-    /// [`act_content_hash`] of the scrubbed act at creation; `None` when there was no act.
+    /// [`act_content_hash`](super::act_content_hash) of the scrubbed act at creation; `None` when there was no act.
     pub act_content_hash: Option<String>,
     /// The guard decision that authorised it; a claim needs one.
     pub guard_decision_id: Option<String>,
@@ -495,7 +495,7 @@ pub fn parse_claim(bytes: &[u8], id: &ActionId) -> Result<Claim, RecordError> {
 }
 
 /// Parses `outcome.json` bytes; `id` is the directory's action id. Checks the shape and the
-/// limits, not the consistency with the action (see [`verify`]).
+/// limits, not the consistency with the action (see [`verify`](fn@super::verify)).
 ///
 /// # Errors
 /// The first rule the file breaks ([`RecordError`]).

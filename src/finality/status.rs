@@ -168,11 +168,11 @@ impl Verdict {
 string_enum! {
     /// Which path wrote an outcome.
     Source {
-        /// A caller's report ([`report_outcome`]).
+        /// A caller's report ([`report_outcome`](super::report_outcome)).
         Outcome = "outcome",
-        /// The implicit mapping of a legacy close ([`close`]).
+        /// The implicit mapping of a legacy close ([`close`](super::close)).
         LegacyClose = "legacy_close",
-        /// The stale-outcome sweep ([`sweep`]).
+        /// The stale-outcome sweep ([`sweep`](fn@super::sweep)).
         Sweep = "sweep",
     }
 }

@@ -1,6 +1,6 @@
 //! The write path shared by the single operations: plan on the tip, write one commit, land it
 //! with one compare-and-swap of the ledger ref, and plan again from scratch on the new tip when
-//! another writer moved the ref. The loop itself is [`crate::store::transact`] (shared with
+//! another writer moved the ref. The loop itself is [`store::transact`](fn@crate::store::transact) (shared with
 //! publishing and compaction); this module maps its outcomes onto [`Error`].
 
 use std::time::Duration;

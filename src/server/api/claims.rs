@@ -5,7 +5,7 @@
 //! `AGENT_IDENTITY_REQUIRED`; 409 `EXECUTION_CLAIM_CONFLICT` for every ineligibility and a
 //! lost race, the same whatever the cause; 503 `EXECUTION_CLAIM_UNAVAILABLE` when the claim
 //! could not be written (nothing was granted). The current policy is evaluated again at claim
-//! time ([`policy_still_permits`]).
+//! time (`policy_still_permits`).
 
 use std::sync::Arc;
 
