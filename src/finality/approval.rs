@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::error::RecordError;
+use super::records::RecordError;
 use super::ids::{ActionId, MAX_ID_UNITS};
 use super::records::{Fields, SCHEMA_VERSION, format_time, record_bytes, record_value};
 use super::status::Lifecycle;

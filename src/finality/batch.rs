@@ -21,7 +21,7 @@ use super::approval::{self, ApprovalDecision};
 use super::claim::eligible;
 use super::create::id_field;
 use super::decision::{self, Decision};
-use super::error::RecordError;
+use super::records::RecordError;
 use super::outcome::prepare_report;
 use super::{
     ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle,

@@ -9,7 +9,8 @@
 use super::act::{act_content_hash, check_act, scrub_act};
 use super::error::Error;
 use super::ids::{ActionId, AttemptId};
-use super::records::{Claim, RecordKind};
+use super::paths::RecordKind;
+use super::records::Claim;
 use super::state::{State, read_state};
 use super::status::{Lifecycle, Verdict};
 use super::write::{Options, Plan, Written, transact};

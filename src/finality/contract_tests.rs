@@ -1,5 +1,6 @@
 //! The data-driven contract cases of `testdata/finality/cases.json`, each a sequence of
 //! operations on a fresh repository with the result each step must give.
+#![cfg(test)]
 
 use std::collections::BTreeSet;
 use std::path::Path;

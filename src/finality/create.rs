@@ -4,7 +4,8 @@
 use super::act::{act_content_hash, check_act, scrub_act};
 use super::error::Error;
 use super::ids::{ActionId, MAX_ID_UNITS};
-use super::records::{Action, EXECUTION_CLAIMS, MAX_RECORD_BYTES, RecordKind, parse_action};
+use super::paths::RecordKind;
+use super::records::{Action, EXECUTION_CLAIMS, MAX_RECORD_BYTES, parse_action};
 use super::status::{Lifecycle, Verdict};
 use super::write::{Options, Plan, Written, transact};
 use crate::canonical::Value;

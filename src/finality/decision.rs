@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use super::error::RecordError;
+use super::records::RecordError;
 use super::ids::{ActionId, MAX_ID_UNITS};
 use super::records::{
     Action, Fields, MAX_TEXT_UNITS, SCHEMA_VERSION, format_time, opt_str, record_bytes,

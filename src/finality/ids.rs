@@ -6,8 +6,6 @@
 
 use std::fmt;
 
-use super::records::{ACTIONS, RecordKind};
-use crate::identity::Digest;
 
 /// Longest agent id, principal, guard decision id or containment ref (UTF-16 code units).
 pub const MAX_ID_UNITS: usize = 256;
@@ -33,15 +31,6 @@ impl ActionId {
         &self.0
     }
 
-    /// `finality/v1/actions/<sha256(id)[0:2]>/<id>`.
-    pub fn dir(&self) -> String {
-        format!("{ACTIONS}/{}/{}", Digest::of(&self.0).prefix(2), self.0)
-    }
-
-    /// The path of one of the action's records.
-    pub fn path(&self, kind: RecordKind) -> String {
-        format!("{}/{}", self.dir(), kind.file_name())
-    }
 }
 
 impl fmt::Display for ActionId {

@@ -98,9 +98,10 @@
 //! # Modules
 //!
 //! [`ids`] (action and attempt ids), [`status`] (lifecycles, outcome statuses, verdicts),
-//! [`records`] (files, paths and their parsers), [`error`], [`act`] (scrub and hash),
-//! [`redaction`], [`state`] (reading an action), [`write`](mod@write) (the compare-and-swap wrapper), one
-//! module per operation ([`create`], [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
+//! [`paths`] (where each record lives), [`records`] (the byte format and its parsers),
+//! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
+//! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
+//! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
 //! [`verify`](mod@verify), and [`batch`], [`approval`], [`decision`].
 
 #[macro_use]
@@ -115,6 +116,7 @@ pub mod decision;
 pub mod error;
 pub mod ids;
 pub mod outcome;
+pub mod paths;
 pub mod records;
 pub mod redaction;
 pub mod state;
@@ -131,13 +133,14 @@ pub use act::{act_content_hash, check_act, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision};
 pub use claim::{ClaimRequest, claim};
 pub use create::{NewAction, create_action};
-pub use error::{Error, RecordError};
+pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use outcome::{OutcomeReport, Reported, close, report_outcome};
+pub use paths::{ACTIONS, ROOT, RecordKind, classify};
 pub use records::{
-    ACTION_SCHEMA, ACTIONS, Action, CLAIM_SCHEMA, Claim, EXECUTION_CLAIMS, MAX_PROGRESS_BYTES,
-    MAX_RECORD_BYTES, MAX_TEXT_UNITS, OUTCOME_SCHEMA, Outcome, ROOT, RecordKind, SCHEMA_VERSION,
-    classify, format_time, parse_action, parse_claim, parse_outcome, parse_time,
+    ACTION_SCHEMA, Action, CLAIM_SCHEMA, Claim, EXECUTION_CLAIMS, MAX_PROGRESS_BYTES,
+    MAX_RECORD_BYTES, MAX_TEXT_UNITS, OUTCOME_SCHEMA, Outcome, RecordError, SCHEMA_VERSION,
+    format_time, parse_action, parse_claim, parse_outcome, parse_time,
 };
 pub use redaction::{REDACTED, Security, clean_text, mask_secrets};
 pub use state::{ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show};

@@ -5,7 +5,8 @@
 
 use super::error::Error;
 use super::ids::{ActionId, AttemptId};
-use super::records::{MAX_PROGRESS_BYTES, MAX_TEXT_UNITS, Outcome, RecordKind};
+use super::paths::RecordKind;
+use super::records::{MAX_PROGRESS_BYTES, MAX_TEXT_UNITS, Outcome};
 use super::redaction::{Security, clean_text, clean_value, keys_confidential};
 use super::state::{OutcomeView, Stamp, State, Timing, read_state};
 use super::status::{Lifecycle, OutcomeStatus, Source};

@@ -24,7 +24,6 @@
 
 use std::collections::BTreeMap;
 
-use super::error::RecordError;
 use super::ids::{ActionId, AttemptId, MAX_ID_UNITS};
 use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::canonical::{self, Value};
@@ -32,10 +31,6 @@ use crate::event;
 use crate::identity::Digest;
 use crate::privacy;
 
-/// Root of all finality records in the state repository.
-pub const ROOT: &str = "finality/v1";
-/// Directory of the per-action directories.
-pub const ACTIONS: &str = "finality/v1/actions";
 /// `schema` of `action.json`.
 pub const ACTION_SCHEMA: &str = "action-ledger.finality-action";
 /// `schema` of `claim.json`.
@@ -52,55 +47,6 @@ pub const MAX_RECORD_BYTES: u64 = 256 * 1024;
 pub const MAX_TEXT_UNITS: usize = 4000;
 /// Largest `progress`, in bytes of its JSON.
 pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
-
-/// The record files of an action directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RecordKind {
-    /// `action.json`.
-    Action,
-    /// `claim.json`.
-    Claim,
-    /// `outcome.json`.
-    Outcome,
-    /// `approval.json` (an operator's decision, see [`approval`](super::approval)).
-    Approval,
-}
-
-impl RecordKind {
-    /// The file name in the action directory.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            RecordKind::Action => "action.json",
-            RecordKind::Claim => "claim.json",
-            RecordKind::Outcome => "outcome.json",
-            RecordKind::Approval => "approval.json",
-        }
-    }
-
-    fn from_file_name(name: &str) -> Option<RecordKind> {
-        match name {
-            "action.json" => Some(RecordKind::Action),
-            "claim.json" => Some(RecordKind::Claim),
-            "outcome.json" => Some(RecordKind::Outcome),
-            "approval.json" => Some(RecordKind::Approval),
-            _ => None,
-        }
-    }
-}
-
-/// Splits a path under [`ACTIONS`] into its action id and record kind; `None` for any other
-/// shape, an invalid id, or a prefix directory that is not `sha256(id)[0:2]`.
-pub fn classify(path: &str) -> Option<(ActionId, RecordKind)> {
-    let rest = path.strip_prefix(ACTIONS)?.strip_prefix('/')?;
-    let mut parts = rest.split('/');
-    let (prefix, id, file) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let id = ActionId::parse(id)?;
-    let kind = RecordKind::from_file_name(file)?;
-    (Digest::of(id.as_str()).prefix(2) == prefix).then_some((id, kind))
-}
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds (the only time format of the records).
 pub fn format_time(epoch_ms: i64) -> String {
@@ -559,41 +505,156 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
     })
 }
 
+/// Why a record file is not a valid finality record: the field and the rule it breaks. The
+/// messages are those `verify` reports as finding details and [`Error::Corrupt`] as its reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The bytes are not UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// The file does not end with its one `"\n"`.
+    #[error("does not end with a newline")]
+    NoNewline,
+    /// The text is not canonical JSON (the canonical reader's message).
+    #[error("{reason}")]
+    NotCanonical {
+        /// What the canonical reader refused.
+        reason: String,
+    },
+    /// The JSON value is not an object.
+    #[error("not a JSON object")]
+    NotAnObject,
+    /// The object's keys are not exactly the record's.
+    #[error("fields are {have:?}, expected {want:?}")]
+    Fields {
+        /// The keys present, sorted.
+        have: Vec<String>,
+        /// The keys of the record, sorted.
+        want: Vec<String>,
+    },
+    /// `schema` names another record kind.
+    #[error("schema is not {expected}")]
+    Schema {
+        /// The record's schema.
+        expected: &'static str,
+    },
+    /// `schema_version` is not [`SCHEMA_VERSION`](SCHEMA_VERSION).
+    #[error("schema_version is not {}", SCHEMA_VERSION)]
+    SchemaVersion,
+    /// A required string field is missing or not a string.
+    #[error("{field} is not a string")]
+    NotString {
+        /// The field.
+        field: &'static str,
+    },
+    /// An optional string field is neither a string nor `null`.
+    #[error("{field} is not a string or null")]
+    NotStringOrNull {
+        /// The field.
+        field: &'static str,
+    },
+    /// A boolean field is not a boolean.
+    #[error("{field} is not a boolean")]
+    NotBool {
+        /// The field.
+        field: &'static str,
+    },
+    /// A time field is not exactly `YYYY-MM-DDTHH:MM:SS.mmmZ` (a real UTC date).
+    #[error("{field} is not YYYY-MM-DDTHH:MM:SS.mmmZ")]
+    NotTime {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field holds a string that is not one of its values (an id of the wrong shape, an
+    /// unknown status, …).
+    #[error("{field} {value:?} is not valid")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// The text found.
+        value: String,
+    },
+    /// An optional field whose value, when set, is not valid (the value is not repeated).
+    #[error("{field} is not valid")]
+    InvalidOptional {
+        /// The field.
+        field: &'static str,
+    },
+    /// An id field is not machine text (`^[A-Za-z0-9][A-Za-z0-9_.:/@+-]*$`) of at most
+    /// [`MAX_ID_UNITS`] characters.
+    #[error(
+        "{field} is not machine text of at most {} characters",
+        MAX_ID_UNITS
+    )]
+    NotMachineText {
+        /// The field.
+        field: &'static str,
+    },
+    /// A required field is `null`.
+    #[error("{field} is null")]
+    Null {
+        /// The field.
+        field: &'static str,
+    },
+    /// The record's own id is not the one its path names.
+    #[error("{field} {id} is not its {owner}")]
+    NotItsPath {
+        /// The id field (`action_id`, `decision_id`).
+        field: &'static str,
+        /// The id in the record.
+        id: ActionId,
+        /// What names it: `directory's` (an action directory) or `path's` (a decision file).
+        owner: &'static str,
+    },
+    /// `act_content_hash` is not `sha256:` and 43 base64url characters.
+    #[error("act_content_hash is not sha256:<base64url>")]
+    ActHash,
+    /// `execution_protocol` is neither 1 nor `null`.
+    #[error("execution_protocol is not 1 or null")]
+    Protocol,
+    /// `action.json` holds a lifecycle only the server sets (`unknown`, `expired`).
+    #[error("lifecycle {lifecycle} cannot be an initial lifecycle")]
+    InitialLifecycle {
+        /// The lifecycle found.
+        lifecycle: Lifecycle,
+    },
+    /// `outcome.json` holds status `pending`, which is the absence of the file.
+    #[error("status pending is never written")]
+    PendingWritten,
+    /// A free-text field is over [`MAX_TEXT_UNITS`] UTF-16 code units or
+    /// holds NUL, so it was not stored by the redaction that truncates and cleans it.
+    #[error(
+        "{field} is longer than {} characters or contains NUL",
+        MAX_TEXT_UNITS
+    )]
+    Text {
+        /// The field.
+        field: &'static str,
+    },
+    /// `progress` is neither an object nor `null`.
+    #[error("progress is not an object or null")]
+    Progress,
+    /// `approval.json`'s lifecycle is not the one its decision leads to.
+    #[error("lifecycle {lifecycle} is not the one {decision} leads to ({expected})")]
+    ApprovalLifecycle {
+        /// The lifecycle found.
+        lifecycle: Lifecycle,
+        /// The decision (`approve`, `deny`).
+        decision: &'static str,
+        /// The lifecycle it leads to.
+        expected: Lifecycle,
+    },
+    /// A decision record's `containment_ref` is set for a verdict other than
+    /// `allow_contained`, or missing for it.
+    #[error("containment_ref is set exactly for allow_contained")]
+    ContainmentRef,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
     use crate::finality::*;
-
-    #[test]
-    fn paths_and_ids() {
-        let id = ActionId::parse("act_case").unwrap();
-        assert_eq!(id.dir(), "finality/v1/actions/7d/act_case");
-        assert_eq!(
-            classify("finality/v1/actions/7d/act_case/claim.json"),
-            Some((id.clone(), RecordKind::Claim))
-        );
-        assert_eq!(classify("finality/v1/actions/00/act_case/claim.json"), None);
-        assert_eq!(classify("finality/v1/actions/7d/act_case/other.json"), None);
-        assert_eq!(
-            classify("finality/v1/actions/7d/act_case/x/claim.json"),
-            None
-        );
-        for bad in ["", ".", "..", "a/b", "a.b", &"x".repeat(129)] {
-            assert!(ActionId::parse(bad).is_none(), "{bad:?}");
-        }
-        assert!(AttemptId::parse("0123456789abcdef").is_some());
-        assert!(AttemptId::parse("0123456789abcde").is_none());
-        assert_eq!(parse_time(BASE), Some(1_772_366_400_000));
-        assert_eq!(format_time(1_772_366_400_000), BASE);
-        for bad in [
-            "2026-03-01T12:00:00Z",
-            "2026-03-01T12:00:00.000+00:00",
-            "2026-02-30T12:00:00.000Z",
-        ] {
-            assert_eq!(parse_time(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn records_round_trip_through_their_parsers() {

@@ -5,11 +5,13 @@
 use std::fmt;
 
 use super::approval::{self, Approval};
-use super::error::{Error, RecordError};
+use super::error::Error;
+use super::records::RecordError;
 use super::ids::ActionId;
+use super::paths::RecordKind;
 use super::records::{
-    Action, Claim, MAX_RECORD_BYTES, Outcome, RecordKind, format_time, opt_str, parse_action,
-    parse_claim, parse_outcome,
+    Action, Claim, MAX_RECORD_BYTES, Outcome, format_time, opt_str, parse_action, parse_claim,
+    parse_outcome,
 };
 use super::status::{Lifecycle, OutcomeStatus};
 use crate::canonical::Value;

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::Error;
 use super::ids::ActionId;
-use super::records::{ACTIONS, Outcome, RecordKind, classify};
+use super::paths::{ACTIONS, RecordKind, classify};
+use super::records::Outcome;
 use super::state::read_state;
 use super::status::{Lifecycle, OutcomeStatus, Source};
 use super::write::{Options, Plan, Written, transact};

@@ -1,4 +1,5 @@
 //! Fixtures shared by the finality unit tests.
+#![cfg(test)]
 
 use crate::canonical::Value;
 use crate::finality::*;

@@ -8,11 +8,11 @@ use std::collections::BTreeSet;
 
 use super::approval::{self, ApprovalDecision};
 use super::decision;
-use super::error::RecordError;
+use super::records::RecordError;
 use super::ids::ActionId;
+use super::paths::{ROOT, RecordKind, classify};
 use super::records::{
-    Action, MAX_RECORD_BYTES, MAX_TEXT_UNITS, Outcome, ROOT, RecordKind, classify, parse_action,
-    parse_claim, parse_outcome,
+    Action, MAX_RECORD_BYTES, MAX_TEXT_UNITS, Outcome, parse_action, parse_claim, parse_outcome,
 };
 use super::redaction::{Security, clean_text, clean_value, keys_confidential};
 use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};

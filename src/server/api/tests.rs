@@ -1,5 +1,6 @@
 //! The HTTP contract, end to end through the router: status codes, bodies, headers and the
 //! records the writes leave, with a driven clock.
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
