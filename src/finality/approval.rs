@@ -10,8 +10,8 @@
 
 use std::fmt;
 
-use super::records::RecordError;
 use super::ids::{ActionId, MAX_ID_UNITS};
+use super::records::RecordError;
 use super::records::{Fields, SCHEMA_VERSION, format_time, record_bytes, record_value};
 use super::status::Lifecycle;
 use crate::canonical::Value;

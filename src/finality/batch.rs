@@ -21,8 +21,8 @@ use super::approval::{self, ApprovalDecision};
 use super::claim::eligible;
 use super::create::id_field;
 use super::decision::{self, Decision};
-use super::records::RecordError;
 use super::outcome::prepare_report;
+use super::records::RecordError;
 use super::{
     ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle,
     MAX_RECORD_BYTES, MAX_TEXT_UNITS, NewAction, Options, Outcome, OutcomeReport, OutcomeStatus,

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeSet;
 
-use super::records::RecordError;
 use super::ids::{ActionId, MAX_ID_UNITS};
+use super::records::RecordError;
 use super::records::{
     Action, Fields, MAX_TEXT_UNITS, SCHEMA_VERSION, format_time, opt_str, record_bytes,
     record_value,

@@ -6,7 +6,6 @@
 
 use std::fmt;
 
-
 /// Longest agent id, principal, guard decision id or containment ref (UTF-16 code units).
 pub const MAX_ID_UNITS: usize = 256;
 
@@ -30,7 +29,6 @@ impl ActionId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
 }
 
 impl fmt::Display for ActionId {

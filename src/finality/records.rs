@@ -582,10 +582,7 @@ pub enum RecordError {
     },
     /// An id field is not machine text (`^[A-Za-z0-9][A-Za-z0-9_.:/@+-]*$`) of at most
     /// [`MAX_ID_UNITS`] characters.
-    #[error(
-        "{field} is not machine text of at most {} characters",
-        MAX_ID_UNITS
-    )]
+    #[error("{field} is not machine text of at most {} characters", MAX_ID_UNITS)]
     NotMachineText {
         /// The field.
         field: &'static str,
@@ -623,10 +620,7 @@ pub enum RecordError {
     PendingWritten,
     /// A free-text field is over [`MAX_TEXT_UNITS`] UTF-16 code units or
     /// holds NUL, so it was not stored by the redaction that truncates and cleans it.
-    #[error(
-        "{field} is longer than {} characters or contains NUL",
-        MAX_TEXT_UNITS
-    )]
+    #[error("{field} is longer than {} characters or contains NUL", MAX_TEXT_UNITS)]
     Text {
         /// The field.
         field: &'static str,

@@ -6,9 +6,9 @@ use std::fmt;
 
 use super::approval::{self, Approval};
 use super::error::Error;
-use super::records::RecordError;
 use super::ids::ActionId;
 use super::paths::RecordKind;
+use super::records::RecordError;
 use super::records::{
     Action, Claim, MAX_RECORD_BYTES, Outcome, format_time, opt_str, parse_action, parse_claim,
     parse_outcome,

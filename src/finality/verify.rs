@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 
 use super::approval::{self, ApprovalDecision};
 use super::decision;
-use super::records::RecordError;
 use super::ids::ActionId;
 use super::paths::{ROOT, RecordKind, classify};
+use super::records::RecordError;
 use super::records::{
     Action, MAX_RECORD_BYTES, MAX_TEXT_UNITS, Outcome, parse_action, parse_claim, parse_outcome,
 };
