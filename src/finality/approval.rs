@@ -10,7 +10,10 @@
 
 use std::fmt;
 
-use super::{ActionId, Fields, Lifecycle, MAX_ID_UNITS, SCHEMA_VERSION, format_time, record_bytes};
+use super::ids::{ActionId, MAX_ID_UNITS};
+use super::records::RecordError;
+use super::records::{Fields, SCHEMA_VERSION, format_time, record_bytes, record_value};
+use super::status::Lifecycle;
 use crate::canonical::Value;
 
 /// `schema` of `approval.json`.
@@ -81,10 +84,10 @@ impl Approval {
 /// Parses `approval.json` bytes; `id` is the directory's action id.
 ///
 /// # Errors
-/// A description of the first rule broken (not canonical, wrong fields, another action, a
+/// The first rule broken ([`RecordError`]: not canonical, wrong fields, another action, a
 /// lifecycle that is not the decision's, an operator that is not machine text).
-pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, String> {
-    let value = super::record_value(bytes)?;
+pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, RecordError> {
+    let value = record_value(bytes)?;
     let f = Fields::new(
         &value,
         APPROVAL_SCHEMA,
@@ -98,19 +101,24 @@ pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, String> {
     )?;
     let action_id = f.parsed("action_id", ActionId::parse)?;
     if action_id != *id {
-        return Err(format!("action_id {action_id} is not its directory's"));
+        return Err(RecordError::NotItsPath {
+            field: "action_id",
+            id: action_id,
+            owner: "directory's",
+        });
     }
     let decision = f.parsed("decision", ApprovalDecision::parse)?;
     let lifecycle = f.parsed("lifecycle", Lifecycle::parse)?;
     if lifecycle != decision.lifecycle() {
-        return Err(format!(
-            "lifecycle {lifecycle} is not the one {decision} leads to ({})",
-            decision.lifecycle()
-        ));
+        return Err(RecordError::ApprovalLifecycle {
+            lifecycle,
+            decision: decision.as_str(),
+            expected: decision.lifecycle(),
+        });
     }
-    let decided_by = f
-        .id_text("decided_by")?
-        .ok_or_else(|| "decided_by is null".to_owned())?;
+    let decided_by = f.id_text("decided_by")?.ok_or(RecordError::Null {
+        field: "decided_by",
+    })?;
     debug_assert!(decided_by.len() <= MAX_ID_UNITS);
     Ok(Approval {
         action_id,
@@ -145,6 +153,7 @@ mod tests {
         assert!(
             parse_approval(&bytes, &other)
                 .unwrap_err()
+                .to_string()
                 .contains("directory")
         );
         // A lifecycle the decision does not lead to, and a non-canonical file.
@@ -153,6 +162,7 @@ mod tests {
         assert!(
             parse_approval(forged.as_bytes(), &id)
                 .unwrap_err()
+                .to_string()
                 .contains("lifecycle")
         );
         let spaced = text.replace(",\"decision\"", ", \"decision\"");

@@ -18,13 +18,17 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{self, ApprovalDecision};
+use super::claim::eligible;
+use super::create::id_field;
 use super::decision::{self, Decision};
+use super::outcome::prepare_report;
+use super::records::RecordError;
 use super::{
     ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle,
     MAX_RECORD_BYTES, MAX_TEXT_UNITS, NewAction, Options, Outcome, OutcomeReport, OutcomeStatus,
     Reported, SWEEP_ERROR, SWEEP_SUMMARY, Security, Source, State, SweepReport, Swept, Verdict,
-    act_content_hash, classify, clean_text, eligible, id_field, parse_action, parse_claim,
-    parse_outcome, prepare_report, scrub_act, timeout_minutes,
+    act_content_hash, classify, clean_text, parse_action, parse_claim, parse_outcome, scrub_act,
+    timeout_minutes,
 };
 use crate::identity::Digest;
 use crate::privacy;
@@ -115,7 +119,12 @@ impl<'s> Overlay<'s> {
             let path = id.path(kind);
             Ok(self.read(&path)?.map(|b| (path, b)))
         };
-        let corrupt = |path: String| move |reason: String| Error::Corrupt { path, reason };
+        let corrupt = |path: String| {
+            move |e: RecordError| Error::Corrupt {
+                path,
+                reason: e.to_string(),
+            }
+        };
         let Some((path, bytes)) = read(super::RecordKind::Action)? else {
             return Ok(None);
         };
@@ -151,7 +160,10 @@ impl<'s> Overlay<'s> {
             None => Ok(None),
             Some(bytes) => decision::parse(&bytes, id)
                 .map(Some)
-                .map_err(|reason| Error::Corrupt { path, reason }),
+                .map_err(|e| Error::Corrupt {
+                    path,
+                    reason: e.to_string(),
+                }),
         }
     }
 
@@ -329,7 +341,7 @@ fn claim_input<'r>(action_id: &str, request: &'r ClaimRequest) -> Result<ClaimIn
     })
 }
 
-/// Claims the execution of an action for one attempt (as [`super::claim`]): stages `claim.json`
+/// Claims the execution of an action for one attempt (as [`super::claim`](fn@super::claim)): stages `claim.json`
 /// when the action is eligible on the tip plus the batch so far.
 ///
 /// # Errors
@@ -598,7 +610,7 @@ pub fn approve(
     Ok(state)
 }
 
-/// The stale-outcome sweep (as [`super::sweep`]) on the tip plus the batch so far.
+/// The stale-outcome sweep (as [`super::sweep`](fn@super::sweep)) on the tip plus the batch so far.
 ///
 /// # Errors
 /// Read errors.

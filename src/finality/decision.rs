@@ -14,9 +14,14 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    ActionId, Fields, MAX_ID_UNITS, SCHEMA_VERSION, Verdict, format_time, opt_str, record_bytes,
+use super::ids::{ActionId, MAX_ID_UNITS};
+use super::records::RecordError;
+use super::records::{
+    Action, Fields, MAX_TEXT_UNITS, SCHEMA_VERSION, format_time, opt_str, record_bytes,
+    record_value,
 };
+use super::redaction::{Security, clean_text};
+use super::status::Verdict;
 use crate::canonical::Value;
 use crate::identity::Digest;
 
@@ -99,9 +104,9 @@ impl Decision {
 /// Parses a decision record; `id` is the id its path names.
 ///
 /// # Errors
-/// A description of the first rule broken.
-pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, String> {
-    let value = super::record_value(bytes)?;
+/// The first rule broken ([`RecordError`]).
+pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, RecordError> {
+    let value = record_value(bytes)?;
     let f = Fields::new(
         &value,
         DECISION_SCHEMA,
@@ -120,22 +125,24 @@ pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, String> {
     )?;
     let decision_id = f.parsed("decision_id", DecisionId::parse)?;
     if decision_id != *id {
-        return Err(format!("decision_id {decision_id} is not its path's"));
+        return Err(RecordError::NotItsPath {
+            field: "decision_id",
+            id: decision_id,
+            owner: "path's",
+        });
     }
     let reason = f.opt_str("reason")?;
-    if reason
-        .is_some_and(|r| crate::privacy::utf16_len(r) > super::MAX_TEXT_UNITS || r.contains('\0'))
-    {
-        return Err("reason is longer than 4000 characters or contains NUL".to_owned());
+    if reason.is_some_and(|r| crate::privacy::utf16_len(r) > MAX_TEXT_UNITS || r.contains('\0')) {
+        return Err(RecordError::Text { field: "reason" });
     }
     let verdict = f.parsed("decision", Verdict::parse)?;
     let containment_ref = f.id_text("containment_ref")?;
     if (verdict == Verdict::AllowContained) != containment_ref.is_some() {
-        return Err("containment_ref is set exactly for allow_contained".to_owned());
+        return Err(RecordError::ContainmentRef);
     }
     let principal = f
         .id_text("principal")?
-        .ok_or_else(|| "principal is null".to_owned())?;
+        .ok_or(RecordError::Null { field: "principal" })?;
     debug_assert!(principal.len() <= MAX_ID_UNITS);
     Ok(Decision {
         decision_id,
@@ -152,7 +159,7 @@ pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, String> {
 }
 
 /// What of an action's binding disagrees with the decision it names; empty when it agrees.
-pub fn disagreements(action: &super::Action, d: &Decision) -> Vec<&'static str> {
+pub fn disagreements(action: &Action, d: &Decision) -> Vec<&'static str> {
     let mut out = Vec::new();
     if action.guard_verdict != d.verdict {
         out.push("guard_verdict is not the decision's");
@@ -191,8 +198,8 @@ pub fn privacy_problems(d: &Decision) -> BTreeSet<&'static str> {
         out.insert("an id field contains a confidential identifier");
     }
     if let Some(r) = &d.reason {
-        let mut security = super::Security::default();
-        if super::clean_text(r, super::MAX_TEXT_UNITS, &mut security) != *r {
+        let mut security = Security::default();
+        if clean_text(r, MAX_TEXT_UNITS, &mut security) != *r {
             out.insert("the reason holds an unredacted secret or confidential identifier");
         }
     }

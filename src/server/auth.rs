@@ -79,14 +79,10 @@ pub fn sha256(text: &[u8]) -> [u8; 32] {
     Sha256::digest(text).into()
 }
 
+/// 64 hex digits (either case) as 32 bytes.
 fn parse_hex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(s, &mut out).ok()?;
     Some(out)
 }
 
@@ -219,7 +215,7 @@ mod tests {
     use super::*;
 
     fn hex(d: &[u8; 32]) -> String {
-        d.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(d)
     }
 
     #[test]

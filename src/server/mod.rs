@@ -1,4 +1,4 @@
-//! `serve`: the execution-finality runtime API over HTTP, wire-compatible with the DashClaw
+//! `serve`: the execution finality runtime API over HTTP, wire-compatible with the DashClaw
 //! clients (the Python SDK `dashclaw` 5.33.9 and the hooks), backed by the Git state repository.
 //!
 //! # Architecture

@@ -1054,7 +1054,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spawn = || {
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "writer::files::tests::create_only_child", "--nocapture"])
+                .args([
+                    "--exact",
+                    "writer::files::tests::create_only_child",
+                    "--nocapture",
+                ])
                 .args(["--test-threads", "1"])
                 .env("ACTION_LEDGER_TEST_CREATE_ROOT", dir.path())
                 .stdout(std::process::Stdio::piped())

@@ -1494,7 +1494,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spawn = || {
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "writer::record::tests::record_child", "--nocapture"])
+                .args([
+                    "--exact",
+                    "writer::record::tests::record_child",
+                    "--nocapture",
+                ])
                 .args(["--test-threads", "1"])
                 .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
                 .stdout(std::process::Stdio::piped())

@@ -1,0 +1,287 @@
+//! Claiming the execution of an action for one attempt: exactly one claimer ever wins.
+//!
+//! The claim is one commit adding `claim.json`, planned on the tip only if every precondition
+//! holds there (the private `eligible`) and landed by a compare-and-swap of the ref from that tip. Two
+//! claimers that both planned on the same tip cannot both land: the second swap finds the ref
+//! moved, plans again on the new tip, sees the first claim and is refused. That is the whole
+//! of exactly-one-claim; no lock is held while planning.
+
+use super::act::{act_content_hash, check_act, scrub_act};
+use super::error::Error;
+use super::ids::{ActionId, AttemptId};
+use super::paths::RecordKind;
+use super::records::Claim;
+use super::state::{State, read_state};
+use super::status::{Lifecycle, Verdict};
+use super::write::{Options, Plan, Written, transact};
+use crate::canonical::Value;
+use crate::privacy;
+use crate::store::Store;
+
+/// A claim request (the body of `PATCH /api/actions/{id}` plus what the caller's authentication says).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRequest {
+    /// The fresh attempt id (`^[A-Za-z0-9_-]{16,128}$`).
+    pub attempt_id: String,
+    /// The claiming agent; required.
+    pub agent_id: Option<String>,
+    /// The authenticated principal; required.
+    pub principal: Option<String>,
+    /// The act, scrubbed and hashed as at creation.
+    pub act: Option<Value>,
+    /// Whether the caller's identity is verified.
+    pub verified: bool,
+}
+
+impl ClaimRequest {
+    /// Reads a claim body: an object with only `claim_execution` (exactly `true`),
+    /// `attempt_id` (a string), `agent_id` and `act`. The principal and verification come from
+    /// the caller's authentication, not from the body.
+    ///
+    /// # Errors
+    /// [`Error::InvalidClaim`] for any body rule broken.
+    pub fn from_body(
+        body: &Value,
+        principal: Option<&str>,
+        verified: bool,
+    ) -> Result<ClaimRequest, Error> {
+        let invalid = |reason| Error::InvalidClaim { reason };
+        let map = body
+            .as_object()
+            .ok_or(invalid("the body must be a JSON object"))?;
+        if map.keys().any(|k| {
+            !matches!(
+                k.as_str(),
+                "claim_execution" | "attempt_id" | "agent_id" | "act"
+            )
+        }) {
+            return Err(invalid(
+                "only claim_execution, attempt_id, agent_id and act are allowed",
+            ));
+        }
+        if map.get("claim_execution") != Some(&Value::Bool(true)) {
+            return Err(invalid("claim_execution must be true"));
+        }
+        let attempt_id = map
+            .get("attempt_id")
+            .and_then(Value::as_str)
+            .ok_or(invalid("attempt_id must be a string"))?;
+        let agent_id = match map.get("agent_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(invalid("agent_id must be a string")),
+        };
+        Ok(ClaimRequest {
+            attempt_id: attempt_id.to_owned(),
+            agent_id,
+            principal: principal.map(str::to_owned),
+            act: map.get("act").cloned(),
+            verified,
+        })
+    }
+}
+
+/// Whether the claim may be granted on `state` at `now_ms` (every claim precondition that
+/// applies without policy re-evaluation and plans; an operator approval is the action's own
+/// grant, valid for [`approval::GRANT_WINDOW_MS`]). Deliberately a bare yes/no: the refusal does
+/// not say why.
+pub(super) fn eligible(
+    state: &State,
+    agent_id: &str,
+    principal: &str,
+    act_hash: &Option<String>,
+    verified: bool,
+    now_ms: i64,
+) -> bool {
+    let a = &state.action;
+    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now_ms));
+    a.agent_id == agent_id
+        && a.created_by == principal
+        && a.act_content_hash == *act_hash
+        && state.lifecycle() == Lifecycle::Running
+        && state.outcome.is_none()
+        && state.claim.is_none()
+        && a.execution_protocol == Some(1)
+        && (!a.identity_verified || verified)
+        && a.guard_decision_id.is_some()
+        && (a.guard_verdict.is_permissive()
+            || (a.guard_verdict == Verdict::RequireApproval && approved))
+        && (a.lifecycle != Lifecycle::PendingApproval || approved)
+        && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some())
+}
+
+/// Claims the execution of an action for one attempt: one commit adding
+/// `claim.json`, landed only if no claim exists on the tip it was built on. Exactly one of any
+/// number of concurrent claimers wins; every other gets [`Error::ClaimConflict`], as does any
+/// later claim, including one that repeats the winning attempt id (nonces are single-use).
+///
+/// # Errors
+/// [`Error::InvalidClaim`] (attempt id format), [`Error::AgentIdentityRequired`] and
+/// [`Error::InvalidInput`] (an act with a lossy number, [`check_act`]) before anything is
+/// read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
+/// [`Error::ClaimUnavailable`] when the claim could not be checked or written (I/O, a ref that
+/// kept moving or stayed locked, a corrupt record) — never a conflict.
+pub fn claim(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    request: &ClaimRequest,
+    now_ms: i64,
+) -> Result<Written<Claim>, Error> {
+    let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
+        reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
+    })?;
+    let agent_id = request
+        .agent_id
+        .as_deref()
+        .map(privacy::js_trim)
+        .filter(|s| !s.is_empty())
+        .ok_or(Error::AgentIdentityRequired)?;
+    let conflict = || Error::ClaimConflict {
+        action_id: action_id.to_owned(),
+    };
+    let principal = request
+        .principal
+        .as_deref()
+        .map(privacy::js_trim)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(conflict)?;
+    if let Some(act) = &request.act {
+        check_act(act)?;
+    }
+    let id = ActionId::parse(action_id).ok_or_else(conflict)?;
+    let act_hash = act_content_hash(request.act.as_ref().map(scrub_act).as_ref());
+    let result = transact(store, options, |snap| {
+        let state = read_state(snap, &id)?.ok_or_else(conflict)?;
+        if !eligible(
+            &state,
+            agent_id,
+            principal,
+            &act_hash,
+            request.verified,
+            now_ms,
+        ) {
+            return Err(conflict());
+        }
+        let claim = Claim {
+            action_id: id.clone(),
+            attempt_id: attempt_id.clone(),
+            binding_sha256: state.action_sha256.clone(),
+            claimed_at_ms: now_ms,
+            guard_decision_id: state
+                .action
+                .guard_decision_id
+                .clone()
+                .expect("eligible actions have a decision"),
+        };
+        Ok(Plan::Write {
+            files: vec![(id.path(RecordKind::Claim), claim.to_bytes())],
+            message: format!("finality: claim {id} for attempt {attempt_id}\n"),
+            value: claim,
+        })
+    });
+    result.map_err(|e| match e {
+        Error::ClaimConflict { .. } => e,
+        other => Error::ClaimUnavailable {
+            action_id: action_id.to_owned(),
+            reason: other.to_string(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finality::test_support::*;
+    use crate::finality::*;
+    use std::time::Duration;
+
+    /// An I/O failure while claiming is EXECUTION_CLAIM_UNAVAILABLE, never a conflict.
+    #[test]
+    fn unwritable_repository_makes_the_claim_unavailable() {
+        let (dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action("act_perm"), ms(BASE)).unwrap();
+        let objects = dir.path().join("state.git/objects");
+        use std::os::unix::fs::PermissionsExt;
+        let set = |mode| {
+            for e in walkdir::WalkDir::new(&objects) {
+                let e = e.unwrap();
+                if e.file_type().is_dir() {
+                    std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode))
+                        .unwrap();
+                }
+            }
+        };
+        set(0o555);
+        // Root ignores permissions; the test only means something for other users.
+        let probe = objects.join("probe");
+        let writable = std::fs::write(&probe, b"x").is_ok();
+        let _ = std::fs::remove_file(&probe);
+        let result = claim(&store, &opts, "act_perm", &request(ATTEMPT), ms(BASE));
+        set(0o755);
+        if !writable {
+            let e = result.unwrap_err();
+            assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
+        }
+        // A ref lock held past the wait: unavailable, and nothing was granted, so a later claim
+        // (with a fresh attempt id) succeeds (the reference's rollback scenario).
+        let lock = dir.path().join("state.git/refs/heads/main.lock");
+        std::fs::write(&lock, b"").unwrap();
+        let mut short = options("refs/heads/main");
+        short.lock_wait = Duration::from_millis(50);
+        let e = claim(&store, &short, ACTION, &request(ATTEMPT), ms(BASE)).unwrap_err();
+        assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
+        assert!(
+            show(&store, "refs/heads/main", ACTION)
+                .unwrap()
+                .claim
+                .is_none()
+        );
+        std::fs::remove_file(&lock).unwrap();
+        let won = claim(
+            &store,
+            &opts,
+            ACTION,
+            &request("attempt-0000000003"),
+            ms(BASE),
+        )
+        .unwrap();
+        assert_eq!(won.value.attempt_id.as_str(), "attempt-0000000003");
+        // A corrupt action record is unavailable too, not a conflict (a missing one is).
+        let e = claim(
+            &store,
+            &opts,
+            "act_other",
+            &request("attempt-0000000002"),
+            ms(BASE),
+        );
+        assert_eq!(e.unwrap_err().code(), "EXECUTION_CLAIM_CONFLICT");
+        create_action(&store, &opts, &new_action("act_bad"), ms(BASE)).unwrap();
+        let bad = ActionId::parse("act_bad").unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        let commit = store
+            .write_commit_with(
+                tip,
+                &[(bad.path(RecordKind::Action), b"{}\n".to_vec())],
+                &[],
+                true,
+                "x",
+                &sig(),
+            )
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", tip, commit, "x")
+            .unwrap();
+        let e = claim(
+            &store,
+            &opts,
+            "act_bad",
+            &request("attempt-0000000002"),
+            ms(BASE),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
+    }
+}

@@ -1,0 +1,190 @@
+//! The errors of the finality operations, with the stable codes the CLI's `--json` output and
+//! the HTTP API report. (The record readers' errors are [`RecordError`](super::RecordError).)
+
+use super::ids::{ActionId, AttemptId};
+use super::status::{Lifecycle, OutcomeStatus};
+use crate::store;
+
+/// Why a finality operation was refused or could not run. [`Error::code`] gives the contract's
+/// code; refusals never change the ref.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Any ineligibility of a claim, or a lost race; deliberately the same for every cause (not
+    /// found, other agent, principal or act, already claimed, terminal, not protocol 1, …) so it
+    /// is no existence oracle.
+    #[error(
+        "action {action_id} is not eligible for a new execution attempt: reconcile its state before retrying"
+    )]
+    ClaimConflict {
+        /// The action id as the caller gave it.
+        action_id: String,
+    },
+    /// The claim request breaks a body rule of the claim (attempt id format, extra keys, …).
+    #[error("invalid execution claim: {reason}")]
+    InvalidClaim {
+        /// Which rule.
+        reason: &'static str,
+    },
+    /// A claim without an agent id.
+    #[error("an agent identity is required to claim an execution")]
+    AgentIdentityRequired,
+    /// The claim could not be written or checked for a reason other than eligibility (I/O, a
+    /// busy or moving ref, an unreadable record); the caller was not granted and may retry with
+    /// a new attempt id after reading the action back.
+    #[error("execution claim unavailable for action {action_id}: {reason}")]
+    ClaimUnavailable {
+        /// The action id as the caller gave it.
+        action_id: String,
+        /// What failed.
+        reason: String,
+    },
+    /// An outcome status other than `completed`, `partial`, `failed` (also `lost_confirmation`,
+    /// which only the sweep writes).
+    #[error("invalid status {status:?}: report completed, partial or failed")]
+    InvalidStatus {
+        /// The refused status.
+        status: String,
+    },
+    /// An outcome report that breaks a rule of the report (error message, progress).
+    #[error("invalid outcome: {reason}")]
+    InvalidOutcome {
+        /// Which rule (and, for a progress value, where in it).
+        reason: String,
+    },
+    /// Invalid input to [`create_action`](super::create_action), [`claim`](fn@super::claim) (its
+    /// act) or [`close`](super::close).
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The field.
+        field: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The action does not exist.
+    #[error("action {action_id} not found")]
+    NotFound {
+        /// The action id as the caller gave it.
+        action_id: String,
+    },
+    /// The action's lifecycle does not accept a caller's outcome.
+    #[error("cannot report an outcome for action {action_id} in status '{lifecycle}'")]
+    LifecycleConflict {
+        /// The action.
+        action_id: ActionId,
+        /// Its current lifecycle.
+        lifecycle: Lifecycle,
+    },
+    /// The outcome is one-shot and already set.
+    #[error("outcome already set for action {action_id}: current status {current_status}")]
+    OutcomeAlreadySet {
+        /// The action.
+        action_id: ActionId,
+        /// The outcome that won.
+        current_status: OutcomeStatus,
+    },
+    /// A legacy close of an action whose lifecycle is no longer `running`.
+    #[error(
+        "action {action_id} is in a terminal state and cannot be modified (status '{lifecycle}')"
+    )]
+    TerminalState {
+        /// The action.
+        action_id: ActionId,
+        /// Its current lifecycle.
+        lifecycle: Lifecycle,
+    },
+    /// An outcome reported with an attempt id that is not the action's claim.
+    #[error(
+        "attempt {attempt_id} does not hold the claim of action {action_id}: report without an attempt id or with the claiming one"
+    )]
+    AttemptMismatch {
+        /// The action.
+        action_id: ActionId,
+        /// The attempt id given.
+        attempt_id: AttemptId,
+    },
+    /// An action with this id exists with a different binding.
+    #[error("action {action_id} already exists with a different binding: choose another id")]
+    ActionExists {
+        /// The action.
+        action_id: ActionId,
+    },
+    /// A record in the repository is not valid (see `verify`).
+    #[error("{path} is not a valid finality record: {reason}")]
+    Corrupt {
+        /// The record's path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The ref kept moving.
+    #[error("ref {ref_name} kept moving: gave up after {attempts} attempts; retry")]
+    Contention {
+        /// The ledger ref.
+        ref_name: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The ref lock was held for longer than [`Options::lock_wait`](super::Options::lock_wait).
+    #[error(
+        "the ref lock of {ref_name} is held and was not released in time; if no writer is running, remove {ref_name}.lock"
+    )]
+    RefLocked {
+        /// The ledger ref.
+        ref_name: String,
+    },
+    /// The state repository could not be read or written.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+impl Error {
+    /// The contract's code or ours, in `SCREAMING_SNAKE_CASE`; stable in `--json` output.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::ClaimConflict { .. } => "EXECUTION_CLAIM_CONFLICT",
+            Error::InvalidClaim { .. } => "INVALID_EXECUTION_CLAIM",
+            Error::AgentIdentityRequired => "AGENT_IDENTITY_REQUIRED",
+            Error::ClaimUnavailable { .. } => "EXECUTION_CLAIM_UNAVAILABLE",
+            Error::InvalidStatus { .. } => "INVALID_STATUS",
+            Error::InvalidOutcome { .. } => "INVALID_OUTCOME",
+            Error::InvalidInput { .. } => "INVALID_INPUT",
+            Error::NotFound { .. } => "NOT_FOUND",
+            Error::LifecycleConflict { .. } => "LIFECYCLE_CONFLICT",
+            Error::OutcomeAlreadySet { .. } => "OUTCOME_ALREADY_SET",
+            Error::TerminalState { .. } => "TERMINAL_STATE",
+            Error::AttemptMismatch { .. } => "ATTEMPT_MISMATCH",
+            Error::ActionExists { .. } => "ACTION_EXISTS",
+            Error::Corrupt { .. } => "CORRUPT_RECORD",
+            Error::Contention { .. } => "CONTENTION",
+            Error::RefLocked { .. } => "REF_LOCKED",
+            Error::Store(_) => "STORE_ERROR",
+        }
+    }
+
+    /// The current outcome status or lifecycle a refusal reports (`current_status` of the HTTP refusal).
+    pub fn current_status(&self) -> Option<&'static str> {
+        match self {
+            Error::OutcomeAlreadySet { current_status, .. } => Some(current_status.as_str()),
+            Error::LifecycleConflict { lifecycle, .. } | Error::TerminalState { lifecycle, .. } => {
+                Some(lifecycle.as_str())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the operation ran and refused (a conflict with the ledger's state, HTTP 404/409 in
+    /// the contract) rather than failing on its input or on I/O.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::ClaimConflict { .. }
+                | Error::NotFound { .. }
+                | Error::LifecycleConflict { .. }
+                | Error::OutcomeAlreadySet { .. }
+                | Error::TerminalState { .. }
+                | Error::AttemptMismatch { .. }
+                | Error::ActionExists { .. }
+                | Error::Contention { .. }
+        )
+    }
+}

@@ -1,0 +1,403 @@
+//! Writing an action's one outcome: a caller's report ([`report_outcome`]) or the implicit
+//! outcome of a legacy close ([`close`]). Both add `outcome.json` only while the outcome is
+//! pending on the tip they planned on, so of any number of reports, closes and sweeps exactly
+//! one outcome lands, and the losers are told the status that won.
+
+use super::error::Error;
+use super::ids::{ActionId, AttemptId};
+use super::paths::RecordKind;
+use super::records::{MAX_PROGRESS_BYTES, MAX_TEXT_UNITS, Outcome};
+use super::redaction::{Security, clean_text, clean_value, keys_confidential};
+use super::state::{OutcomeView, Stamp, State, Timing, read_state};
+use super::status::{Lifecycle, OutcomeStatus, Source};
+use super::write::{Options, Plan, Written, transact};
+use crate::canonical::{self, Value};
+use crate::store::Store;
+
+/// A caller's outcome report (`POST …/outcome`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OutcomeReport {
+    /// `completed`, `partial` or `failed`.
+    pub status: String,
+    /// Free text; redacted and truncated to [`MAX_TEXT_UNITS`].
+    pub summary: Option<String>,
+    /// Required for `failed`; redacted and truncated to [`MAX_TEXT_UNITS`].
+    pub error_message: Option<String>,
+    /// Required (an object) for `partial`; at most [`MAX_PROGRESS_BYTES`] of JSON.
+    pub progress: Option<Value>,
+    /// The claiming attempt, when the reporter holds it; checked against `claim.json`.
+    pub attempt_id: Option<String>,
+}
+
+/// What [`report_outcome`] and [`close`] landed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reported {
+    /// The stored record.
+    pub outcome: Outcome,
+    /// The outcome as `GET` shows it.
+    pub view: OutcomeView,
+    /// What redaction found.
+    pub security: Security,
+}
+
+fn non_empty(s: &Option<String>) -> bool {
+    s.as_deref().is_some_and(|s| !s.trim().is_empty())
+}
+
+/// A report checked and cleaned for storage ([`prepare_report`]).
+pub(super) struct PreparedReport {
+    pub(super) status: OutcomeStatus,
+    pub(super) summary: Option<String>,
+    pub(super) error_message: Option<String>,
+    pub(super) progress: Option<Value>,
+    pub(super) attempt_id: Option<AttemptId>,
+    pub(super) security: Security,
+}
+
+/// The input rules of a caller's report (see [`report_outcome`]), checked before anything is
+/// read, and its texts redacted and truncated.
+pub(super) fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, Error> {
+    let status = match OutcomeStatus::parse(&report.status) {
+        Some(s @ (OutcomeStatus::Completed | OutcomeStatus::Partial | OutcomeStatus::Failed)) => s,
+        _ => {
+            return Err(Error::InvalidStatus {
+                status: report.status.clone(),
+            });
+        }
+    };
+    let invalid = |reason: &str| Error::InvalidOutcome {
+        reason: reason.to_owned(),
+    };
+    if status == OutcomeStatus::Failed && !non_empty(&report.error_message) {
+        return Err(invalid("failed requires an error_message"));
+    }
+    match &report.progress {
+        None if status == OutcomeStatus::Partial => {
+            return Err(invalid("partial requires a progress object"));
+        }
+        Some(p) => check_progress(p)?,
+        None => {}
+    }
+    let attempt_id = match &report.attempt_id {
+        None => None,
+        Some(a) => Some(
+            AttemptId::parse(a)
+                .ok_or_else(|| invalid("attempt_id must match ^[A-Za-z0-9_-]{16,128}$"))?,
+        ),
+    };
+    let mut security = Security::default();
+    let summary = report
+        .summary
+        .as_deref()
+        .map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let error_message = report
+        .error_message
+        .as_deref()
+        .map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let progress = report
+        .progress
+        .as_ref()
+        .map(|p| clean_value(p, &mut security));
+    Ok(PreparedReport {
+        status,
+        summary,
+        error_message,
+        progress,
+        attempt_id,
+        security,
+    })
+}
+
+/// Reports the outcome of an action: one commit adding `outcome.json`,
+/// landed only while the outcome is pending on the tip it was built on, closing an open
+/// lifecycle by the closure table. Any caller may report (as upstream); a report that names an
+/// attempt id must name the claim's.
+///
+/// # Errors
+/// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
+/// `partial`, `failed`), [`Error::InvalidOutcome`] (`failed` without `error_message`, `partial`
+/// without an object `progress`, a `progress` that is not an object, holds a lossy number,
+/// nests deeper than 64 levels, holds more than 10,000 values or is over
+/// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
+/// progress keys, a malformed attempt id). Refusals:
+/// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
+/// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
+/// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
+/// path: [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`], [`Error::Corrupt`].
+pub fn report_outcome(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    report: &OutcomeReport,
+    now_ms: i64,
+) -> Result<Written<Reported>, Error> {
+    let PreparedReport {
+        status,
+        summary,
+        error_message,
+        progress,
+        attempt_id,
+        security,
+    } = prepare_report(report)?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let mut times = None;
+    let written = transact(store, options, |snap| {
+        let state = read_state(snap, &id)?.ok_or_else(not_found)?;
+        times = Some(step_times(&state));
+        if let Some(o) = &state.outcome {
+            return Err(Error::OutcomeAlreadySet {
+                action_id: id.clone(),
+                current_status: o.status,
+            });
+        }
+        let lifecycle = state.lifecycle();
+        if lifecycle.refuses_outcome() {
+            return Err(Error::LifecycleConflict {
+                action_id: id.clone(),
+                lifecycle,
+            });
+        }
+        if let Some(attempt) = &attempt_id
+            && state.claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
+        {
+            return Err(Error::AttemptMismatch {
+                action_id: id.clone(),
+                attempt_id: attempt.clone(),
+            });
+        }
+        let outcome = Outcome {
+            action_id: id.clone(),
+            status,
+            outcome_at_ms: now_ms,
+            summary: summary.clone(),
+            error_message: error_message.clone(),
+            progress: progress.clone(),
+            attempt_id: attempt_id.clone(),
+            lifecycle: lifecycle.closed_by(status),
+            source: Source::Outcome,
+        };
+        Ok(Plan::Write {
+            files: vec![(id.path(RecordKind::Outcome), outcome.to_bytes())],
+            message: format!("finality: outcome {id} {status}\n"),
+            value: outcome,
+        })
+    })?;
+    Ok(finish_reported(written, times, security))
+}
+
+/// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
+/// canonical JSON (the canonical module's rules: no lossy number, depth 64, 10,000 values) is
+/// at most [`MAX_PROGRESS_BYTES`], and whose keys hold no confidential identifier.
+fn check_progress(p: &Value) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidOutcome { reason });
+    if !matches!(p, Value::Object(_)) {
+        return invalid("progress must be a JSON object".into());
+    }
+    let text = match canonical::to_canonical(p) {
+        Ok(text) => text,
+        Err(canonical::Error::LossyNumber { path }) => {
+            return invalid(format!(
+                "progress {path} is a lossy number (not finite, -0, or an integer beyond \
+                 ±(2^53−1)), which canonical JSON cannot write exactly: send it as a string"
+            ));
+        }
+        Err(canonical::Error::DepthLimit { path }) => {
+            return invalid(format!(
+                "progress {path} is nested deeper than {} levels",
+                canonical::MAX_DEPTH
+            ));
+        }
+        Err(canonical::Error::NodeLimit { path }) => {
+            return invalid(format!(
+                "progress holds more than {} values (at {path})",
+                canonical::MAX_NODES
+            ));
+        }
+        Err(canonical::Error::SizeLimit { .. }) => {
+            return invalid(format!(
+                "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON"
+            ));
+        }
+        Err(e) => return invalid(format!("progress is not canonical JSON: {e}")),
+    };
+    if text.len() > MAX_PROGRESS_BYTES {
+        return invalid(format!(
+            "progress exceeds {MAX_PROGRESS_BYTES} bytes of JSON ({} bytes)",
+            text.len()
+        ));
+    }
+    if keys_confidential(p) {
+        return invalid("progress keys contain a confidential identifier".into());
+    }
+    Ok(())
+}
+
+/// `created_at` and `claimed_at` of an action, for [`Timing`].
+fn step_times(state: &State) -> (i64, Option<i64>) {
+    (
+        state.action.created_at_ms,
+        state.claim.as_ref().map(|c| c.claimed_at_ms),
+    )
+}
+
+fn finish_reported(
+    w: Written<Outcome>,
+    times: Option<(i64, Option<i64>)>,
+    security: Security,
+) -> Written<Reported> {
+    let o = &w.value;
+    let timing = times
+        .map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at_ms)));
+    let view = OutcomeView {
+        action_id: o.action_id.clone(),
+        status: o.status,
+        outcome_at_ms: Some(o.outcome_at_ms),
+        summary: o.summary.clone(),
+        error_message: o.error_message.clone(),
+        progress: o.progress.clone(),
+        elapsed_ms: timing.as_ref().map_or(0, |t| t.elapsed_ms),
+        clock_skew: timing.and_then(|t| t.skew),
+    };
+    Written {
+        value: Reported {
+            outcome: w.value.clone(),
+            view,
+            security,
+        },
+        commit: w.commit,
+        attempts: w.attempts,
+    }
+}
+
+/// The legacy close (`PATCH /api/actions/:id` with `status`): closes a `running` action
+/// to `completed`, `failed`, `cancelled` or `blocked` and, since its outcome is then still
+/// pending, sets the implicit outcome (`completed` → `completed`, the others → `failed`) in the
+/// same `outcome.json`. A report that landed first always wins: the lifecycle is then no longer
+/// `running`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for another status, [`Error::NotFound`], [`Error::TerminalState`] with
+/// the current lifecycle when it is not `running`; the write path's errors.
+pub fn close(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    status: &str,
+    summary: Option<&str>,
+    now_ms: i64,
+) -> Result<Written<Reported>, Error> {
+    let lifecycle = Lifecycle::parse(status)
+        .filter(|l| l.legacy_outcome().is_some())
+        .ok_or_else(|| Error::InvalidInput {
+            field: "status",
+            reason: format!("{status:?} is not completed, failed, cancelled or blocked"),
+        })?;
+    let outcome_status = lifecycle.legacy_outcome().expect("a close status");
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let mut security = Security::default();
+    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let mut times = None;
+    let written = transact(store, options, |snap| {
+        let state = read_state(snap, &id)?.ok_or_else(not_found)?;
+        times = Some(step_times(&state));
+        if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
+            return Err(Error::TerminalState {
+                action_id: id.clone(),
+                lifecycle: state.lifecycle(),
+            });
+        }
+        let outcome = Outcome {
+            action_id: id.clone(),
+            status: outcome_status,
+            outcome_at_ms: now_ms,
+            summary: summary.clone(),
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+            lifecycle,
+            source: Source::LegacyClose,
+        };
+        Ok(Plan::Write {
+            files: vec![(id.path(RecordKind::Outcome), outcome.to_bytes())],
+            message: format!("finality: close {id} {lifecycle} (outcome {outcome_status})\n"),
+            value: outcome,
+        })
+    })?;
+    Ok(finish_reported(written, times, security))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finality::test_support::*;
+    use crate::finality::*;
+
+    /// Each refusal of a progress value names its own rule and, where it has one, the path.
+    #[test]
+    fn progress_refusals_name_their_rule() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let tip = store.tip("refs/heads/main").unwrap();
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let lossy = |path: &str| {
+            format!(
+                "invalid outcome: progress {path} is a lossy number (not finite, -0, or an \
+                 integer beyond ±(2^53−1)), which canonical JSON cannot write exactly: send it \
+                 as a string"
+            )
+        };
+        let deep = (0..70).fold(Value::Number(1.0), |v, _| Value::object([("d", v)]));
+        let many = Value::object([("a", Value::Array(vec![Value::Null; 10_000]))]);
+        let cases = [
+            (parse(r#"{"a":1e21}"#), lossy("$.a")),
+            (parse(r#"{"a":1e400}"#), lossy("$.a")),
+            (parse(r#"{"a":{"b":[1,-1e400]}}"#), lossy("$.a.b[1]")),
+            (parse(r#"{"step":-0}"#), lossy("$.step")),
+            (parse(r#"{"n":9007199254740992}"#), lossy("$.n")),
+            (
+                deep,
+                format!(
+                    "invalid outcome: progress ${} is nested deeper than 64 levels",
+                    ".d".repeat(65)
+                ),
+            ),
+            (
+                many,
+                "invalid outcome: progress holds more than 10000 values (at $.a)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(8200)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON (8210 bytes)".to_owned(),
+            ),
+            (
+                Value::object([("log", Value::str("x".repeat(2_000_000)))]),
+                "invalid outcome: progress exceeds 8192 bytes of JSON".to_owned(),
+            ),
+            (
+                parse("[1]"),
+                "invalid outcome: progress must be a JSON object".to_owned(),
+            ),
+        ];
+        for (progress, want) in cases {
+            let report = OutcomeReport {
+                status: "partial".into(),
+                progress: Some(progress),
+                ..OutcomeReport::default()
+            };
+            let e = report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap_err();
+            assert_eq!((e.code(), e.to_string()), ("INVALID_OUTCOME", want));
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            tip,
+            "nothing written"
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! Fixtures shared by the finality unit tests.
+#![cfg(test)]
+
+use crate::canonical::Value;
+use crate::finality::*;
+use crate::store::{Signature, Store};
+
+pub(crate) const BASE: &str = "2026-03-01T12:00:00.000Z";
+pub(crate) const ACTION: &str = "act_case";
+pub(crate) const ATTEMPT: &str = "attempt-0000000001";
+
+pub(crate) fn sig() -> Signature {
+    Signature {
+        name: "action-ledger".into(),
+        email: "action-ledger@invalid".into(),
+        time_seconds: 1_772_366_400,
+    }
+}
+
+pub(crate) fn options(ref_name: &str) -> Options {
+    let mut o = Options::new(sig());
+    o.ref_name = ref_name.to_owned();
+    o
+}
+
+pub(crate) fn default_act() -> Value {
+    shell_act(&["./deploy.sh".to_owned(), "prod".to_owned()])
+}
+
+pub(crate) fn new_action(id: &str) -> NewAction {
+    NewAction {
+        action_id: ActionId::parse(id).unwrap(),
+        agent_id: "agent-a".into(),
+        principal: "principal-a".into(),
+        act: Some(default_act()),
+        guard_decision_id: Some("gd_1".into()),
+        verdict: Verdict::Allow,
+        client_capabilities: vec![EXECUTION_CLAIMS.into()],
+        identity_verified: false,
+        containment_ref: None,
+        lifecycle: None,
+    }
+}
+
+pub(crate) fn request(attempt: &str) -> ClaimRequest {
+    ClaimRequest {
+        attempt_id: attempt.into(),
+        agent_id: Some("agent-a".into()),
+        principal: Some("principal-a".into()),
+        act: Some(default_act()),
+        verified: false,
+    }
+}
+
+pub(crate) fn repo() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+    (dir, store)
+}
+
+pub(crate) fn ms(s: &str) -> i64 {
+    parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
+}

@@ -1,0 +1,509 @@
+//! Verification of the finality records, for `verify`, `verify --range` and the pre-receive
+//! hook: every path is a known record at the path its id gives, every record parses, the claim
+//! matches its action's binding and the action was claimable, the outcome is one the operations
+//! can write from the action's lifecycle, nothing holds an unredacted secret, and a push never
+//! changes or removes a record (create-only).
+
+use std::collections::BTreeSet;
+
+use super::approval::{self, ApprovalDecision};
+use super::decision;
+use super::ids::ActionId;
+use super::paths::{ROOT, RecordKind, classify};
+use super::records::RecordError;
+use super::records::{
+    Action, MAX_RECORD_BYTES, MAX_TEXT_UNITS, Outcome, parse_action, parse_claim, parse_outcome,
+};
+use super::redaction::{Security, clean_text, clean_value, keys_confidential};
+use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
+use crate::finding::{Finding, Rule};
+use crate::identity::Digest;
+use crate::privacy;
+use crate::store::{self, Change, CommitId, Snapshot, Store};
+
+fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
+    Finding {
+        path: path.to_owned(),
+        rule,
+        detail: detail.into(),
+    }
+}
+
+/// Checks the finality records of a whole snapshot: every path under
+/// `finality/v1/` is an action record at the path its id gives; each action directory has a
+/// valid `action.json`; its `claim.json` (at most one, by construction) matches the action's
+/// binding and the action was claimable; its `outcome.json` (at most one) has a status and a
+/// lifecycle the closure table, the legacy mapping or the sweep can produce from the action's
+/// initial lifecycle, names the claim's attempt when it names one, and holds no unredacted
+/// secret.
+///
+/// # Errors
+/// [`store::Error`] when the snapshot cannot be read.
+pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
+    let mut findings = Vec::new();
+    let mut dirs = BTreeSet::new();
+    for path in snap.list_files(ROOT)? {
+        if path.starts_with(decision::DECISIONS) {
+            findings.extend(verify_decision(snap, &path)?);
+            continue;
+        }
+        match classify(&path) {
+            Some((id, _)) => {
+                dirs.insert(id);
+            }
+            None => findings.push(finding(
+                &path,
+                Rule::FinalityUnknownPath,
+                "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
+            )),
+        }
+    }
+    for id in &dirs {
+        findings.extend(verify_action(snap, id)?);
+    }
+    Ok(findings)
+}
+
+/// Checks the finality part of a push from `old` to `new`: nothing under
+/// `finality/v1/` was modified or deleted, every added path is a known record, every touched
+/// action directory is valid at `new` ([`verify_action`]), and no claim was added to an action
+/// whose outcome was already set at `old`.
+///
+/// # Errors
+/// [`store::Error`] when a revision cannot be read.
+pub fn verify_range(
+    store: &Store,
+    old: Option<CommitId>,
+    new: CommitId,
+) -> Result<Vec<Finding>, store::Error> {
+    let mut findings = Vec::new();
+    let mut touched = BTreeSet::new();
+    let mut claims = Vec::new();
+    let mut decisions = Vec::new();
+    for change in store.diff(old, new, ROOT)? {
+        match change {
+            Change::Modified(p) => findings.push(finding(
+                &p,
+                Rule::Modified,
+                "an existing finality record was changed",
+            )),
+            Change::Deleted(p) => findings.push(finding(
+                &p,
+                Rule::Deleted,
+                "an existing finality record was deleted",
+            )),
+            Change::Added(p) if p.starts_with(decision::DECISIONS) => decisions.push(p),
+            Change::Added(p) => match classify(&p) {
+                Some((id, kind)) => {
+                    if matches!(kind, RecordKind::Claim | RecordKind::Approval) {
+                        claims.push((id.clone(), kind));
+                    }
+                    touched.insert(id);
+                }
+                None => findings.push(finding(
+                    &p,
+                    Rule::FinalityUnknownPath,
+                    "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
+                )),
+            },
+        }
+    }
+    let snap = store.snapshot(Some(new))?;
+    for path in &decisions {
+        findings.extend(verify_decision(&snap, path)?);
+    }
+    for id in &touched {
+        findings.extend(verify_action(&snap, id)?);
+    }
+    if !claims.is_empty() {
+        let before = store.snapshot(old)?;
+        for (id, kind) in claims {
+            if before
+                .exists(&id.path(RecordKind::Outcome))
+                .unwrap_or(false)
+            {
+                let (rule, detail) = match kind {
+                    RecordKind::Claim => (
+                        Rule::FinalityClaimMismatch,
+                        "claimed after the outcome was set",
+                    ),
+                    _ => (
+                        Rule::FinalityLifecycleMismatch,
+                        "approved or denied after the outcome was set",
+                    ),
+                };
+                findings.push(finding(&id.path(kind), rule, detail));
+            }
+        }
+    }
+    Ok(findings)
+}
+
+/// Checks one action directory (see [`verify`]).
+///
+/// # Errors
+/// [`store::Error`] when the snapshot cannot be read.
+pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>, store::Error> {
+    let mut out = Vec::new();
+    // (present, bytes when readable as a file within the size limit)
+    let mut load = |kind: RecordKind| -> Result<(bool, Option<Vec<u8>>), store::Error> {
+        let path = id.path(kind);
+        match snap.read(&path, MAX_RECORD_BYTES) {
+            Ok(bytes) => Ok((bytes.is_some(), bytes)),
+            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+                out.push(finding(
+                    &path,
+                    Rule::FinalityRecordInvalid,
+                    format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+                ));
+                Ok((true, None))
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let (action_present, action_bytes) = load(RecordKind::Action)?;
+    let (claim_present, claim_bytes) = load(RecordKind::Claim)?;
+    let (outcome_present, outcome_bytes) = load(RecordKind::Outcome)?;
+    let (approval_present, approval_bytes) = load(RecordKind::Approval)?;
+    let (action_path, claim_path, outcome_path) = (
+        id.path(RecordKind::Action),
+        id.path(RecordKind::Claim),
+        id.path(RecordKind::Outcome),
+    );
+    let approval_path = id.path(RecordKind::Approval);
+    if !action_present {
+        for (path, present) in [
+            (&claim_path, claim_present),
+            (&outcome_path, outcome_present),
+            (&approval_path, approval_present),
+        ] {
+            if present {
+                out.push(finding(
+                    path,
+                    Rule::FinalityActionMissing,
+                    "a record without its action.json",
+                ));
+            }
+        }
+        return Ok(out);
+    }
+    let action = parsed(
+        &mut out,
+        &action_path,
+        action_bytes.map(|b| parse_action(&b, id).map(|a| (a, Digest::of(&b)))),
+    );
+    let claim = parsed(
+        &mut out,
+        &claim_path,
+        claim_bytes.map(|b| parse_claim(&b, id)),
+    );
+    let outcome = parsed(
+        &mut out,
+        &outcome_path,
+        outcome_bytes.map(|b| parse_outcome(&b, id)),
+    );
+    let approval = parsed(
+        &mut out,
+        &approval_path,
+        approval_bytes.map(|b| approval::parse_approval(&b, id)),
+    );
+    let Some((action, action_sha)) = action else {
+        return Ok(out);
+    };
+    if approval.is_some() && action.lifecycle != Lifecycle::PendingApproval {
+        out.push(finding(
+            &approval_path,
+            Rule::FinalityLifecycleMismatch,
+            format!(
+                "an operator decision on an action born {}",
+                action.lifecycle
+            ),
+        ));
+    }
+    let approved = approval
+        .as_ref()
+        .is_some_and(|p| p.decision == ApprovalDecision::Approve);
+    if let Some(decision_id) = action
+        .guard_decision_id
+        .as_deref()
+        .and_then(ActionId::parse)
+    {
+        let path = decision::path(&decision_id);
+        if let Ok(Some(bytes)) = snap.read(&path, MAX_RECORD_BYTES)
+            && let Ok(d) = decision::parse(&bytes, &decision_id)
+        {
+            for problem in decision::disagreements(&action, &d) {
+                out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
+            }
+        }
+    }
+    let ids = [
+        ("agent_id", Some(&action.agent_id)),
+        ("created_by", Some(&action.created_by)),
+        ("guard_decision_id", action.guard_decision_id.as_ref()),
+        ("containment_ref", action.containment_ref.as_ref()),
+    ];
+    for (key, value) in ids {
+        if let Some(v) = value
+            && privacy::contains_confidential_identifier(v)
+        {
+            out.push(finding(
+                &action_path,
+                Rule::Privacy,
+                format!("{key} contains a confidential identifier"),
+            ));
+        }
+    }
+    if let Some(c) = &claim {
+        let mut problems = Vec::new();
+        if c.binding_sha256 != action_sha {
+            problems.push("binding_sha256 is not the sha256 of action.json");
+        }
+        if action.guard_decision_id.as_deref() != Some(c.guard_decision_id.as_str()) {
+            problems.push("guard_decision_id is not the action's");
+        }
+        if action.execution_protocol != Some(1) {
+            problems.push("the action is not protocol 1");
+        }
+        if action.lifecycle != Lifecycle::Running
+            && !(action.lifecycle == Lifecycle::PendingApproval && approved)
+        {
+            problems.push("the action's lifecycle was never running");
+        }
+        let permitted = action.guard_verdict.is_permissive()
+            || (action.guard_verdict == Verdict::RequireApproval && approved);
+        if !permitted
+            || (action.guard_verdict == Verdict::AllowContained && action.containment_ref.is_none())
+        {
+            problems.push("the action's guard verdict does not permit a claim");
+        }
+        for p in problems {
+            out.push(finding(&claim_path, Rule::FinalityClaimMismatch, p));
+        }
+    }
+    if let Some(o) = &outcome {
+        // An operator decision came first (it is refused once an outcome exists): the outcome
+        // closed the lifecycle the decision left.
+        let mut before = action.clone();
+        if let Some(p) = &approval {
+            before.lifecycle = p.decision.lifecycle();
+        }
+        if let Some(problem) = lifecycle_problem(&before, o) {
+            out.push(finding(
+                &outcome_path,
+                Rule::FinalityLifecycleMismatch,
+                problem,
+            ));
+        }
+        if let Some(attempt) = &o.attempt_id
+            && claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
+        {
+            out.push(finding(
+                &outcome_path,
+                Rule::FinalityAttemptMismatch,
+                format!("attempt {attempt} does not hold the action's claim"),
+            ));
+        }
+        let mut security = Security::default();
+        let unredacted = [&o.summary, &o.error_message]
+            .into_iter()
+            .flatten()
+            .any(|t| clean_text(t, MAX_TEXT_UNITS, &mut security) != *t)
+            || o.progress
+                .as_ref()
+                .is_some_and(|p| clean_value(p, &mut security) != *p || keys_confidential(p));
+        if unredacted {
+            out.push(finding(
+                &outcome_path,
+                Rule::Privacy,
+                "the outcome holds an unredacted secret or confidential identifier",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Checks one path under the decisions directory: a decision record at the path its id gives,
+/// valid and redacted.
+fn verify_decision(snap: &Snapshot<'_>, path: &str) -> Result<Vec<Finding>, store::Error> {
+    let Some(id) = decision::classify(path) else {
+        return Ok(vec![finding(
+            path,
+            Rule::FinalityUnknownPath,
+            "not finality/v1/decisions/<sha256(id)[0:2]>/<id>.json",
+        )]);
+    };
+    let bytes = match snap.read(path, MAX_RECORD_BYTES) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(Vec::new()),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            return Ok(vec![finding(
+                path,
+                Rule::FinalityRecordInvalid,
+                format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+            )]);
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(match decision::parse(&bytes, &id) {
+        Err(e) => vec![finding(path, Rule::FinalityRecordInvalid, e.to_string())],
+        Ok(d) => decision::privacy_problems(&d)
+            .into_iter()
+            .map(|p| finding(path, Rule::Privacy, p))
+            .collect(),
+    })
+}
+
+/// The parsed record, or a finding for it.
+fn parsed<T>(out: &mut Vec<Finding>, path: &str, r: Option<Result<T, RecordError>>) -> Option<T> {
+    match r {
+        Some(Ok(v)) => Some(v),
+        Some(Err(reason)) => {
+            out.push(finding(
+                path,
+                Rule::FinalityRecordInvalid,
+                reason.to_string(),
+            ));
+            None
+        }
+        None => None,
+    }
+}
+
+/// Whether an outcome's status, lifecycle and source are what the operations can write from the
+/// action's initial lifecycle; the problem when not.
+fn lifecycle_problem(action: &Action, o: &Outcome) -> Option<String> {
+    let initial = action.lifecycle;
+    let expected = match o.source {
+        Source::Outcome => {
+            if !matches!(
+                o.status,
+                OutcomeStatus::Completed | OutcomeStatus::Partial | OutcomeStatus::Failed
+            ) {
+                return Some(format!("a reported outcome cannot be {}", o.status));
+            }
+            if initial.refuses_outcome() {
+                return Some(format!("no outcome can be reported in lifecycle {initial}"));
+            }
+            initial.closed_by(o.status)
+        }
+        Source::LegacyClose => {
+            if initial != Lifecycle::Running {
+                return Some(format!(
+                    "a legacy close needs lifecycle running, not {initial}"
+                ));
+            }
+            if o.lifecycle.legacy_outcome() != Some(o.status) {
+                return Some(format!(
+                    "a legacy close to {} implies outcome {}, not {}",
+                    o.lifecycle,
+                    o.lifecycle
+                        .legacy_outcome()
+                        .map_or("(none)", OutcomeStatus::as_str),
+                    o.status
+                ));
+            }
+            o.lifecycle
+        }
+        Source::Sweep => {
+            if o.status != OutcomeStatus::LostConfirmation {
+                return Some(format!(
+                    "the sweep writes lost_confirmation, not {}",
+                    o.status
+                ));
+            }
+            if initial.is_sweep_excluded() {
+                return Some(format!("the sweep skips lifecycle {initial}"));
+            }
+            initial.closed_by(o.status)
+        }
+    };
+    (o.lifecycle != expected).then(|| {
+        format!(
+            "lifecycle {} after outcome {} ({}) from {initial}; expected {expected}",
+            o.lifecycle, o.status, o.source
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finality::test_support::*;
+    use crate::finality::*;
+
+    /// A push may add finality records but never change or remove one, nor claim an action whose
+    /// outcome was already set.
+    #[test]
+    fn push_ranges_refuse_rewrites_of_finality_records() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let ref_name = "refs/heads/main";
+        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let created = store.tip(ref_name).unwrap().unwrap();
+        claim(&store, &opts, ACTION, &request(ATTEMPT), ms(BASE)).unwrap();
+        let report = OutcomeReport {
+            status: "completed".into(),
+            ..OutcomeReport::default()
+        };
+        report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap();
+        let done = store.tip(ref_name).unwrap().unwrap();
+        let rules = |old, new| -> Vec<&'static str> {
+            let mut r: Vec<&str> = crate::verify::verify_range(&store, old, new)
+                .unwrap()
+                .findings
+                .iter()
+                .map(|f| f.rule.code())
+                .collect();
+            r.sort_unstable();
+            r.dedup();
+            r
+        };
+        assert_eq!(rules(Some(created), done), Vec::<&str>::new());
+        assert_eq!(rules(None, done), Vec::<&str>::new());
+        let id = ActionId::parse(ACTION).unwrap();
+        let edit = |put: Vec<(String, Vec<u8>)>, remove: Vec<String>| {
+            store
+                .write_commit_with(Some(done), &put, &remove, true, "edit", &sig())
+                .unwrap()
+        };
+        let other = Claim {
+            action_id: id.clone(),
+            attempt_id: AttemptId::parse("attempt-0000000002").unwrap(),
+            binding_sha256: show(&store, ref_name, ACTION).unwrap().action_sha256,
+            claimed_at_ms: ms(BASE),
+            guard_decision_id: "gd_1".into(),
+        };
+        let rewritten = edit(vec![(id.path(RecordKind::Claim), other.to_bytes())], vec![]);
+        assert_eq!(rules(Some(done), rewritten), vec!["modified"]);
+        let deleted = edit(vec![], vec![id.path(RecordKind::Outcome)]);
+        assert_eq!(rules(Some(done), deleted), vec!["deleted"]);
+        let stray = edit(vec![(format!("{ROOT}/notes.txt"), b"x\n".to_vec())], vec![]);
+        assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
+        // A claim added to an action whose outcome was set before the push.
+        create_action(&store, &opts, &new_action("act_late"), ms(BASE)).unwrap();
+        close(&store, &opts, "act_late", "completed", None, ms(BASE)).unwrap();
+        let before = store.tip(ref_name).unwrap().unwrap();
+        let late = ActionId::parse("act_late").unwrap();
+        let st = show(&store, ref_name, "act_late").unwrap();
+        let c = Claim {
+            action_id: late.clone(),
+            attempt_id: AttemptId::parse(ATTEMPT).unwrap(),
+            binding_sha256: st.action_sha256,
+            claimed_at_ms: ms(BASE),
+            guard_decision_id: "gd_1".into(),
+        };
+        let claimed_late = store
+            .write_commit(
+                Some(before),
+                &[(late.path(RecordKind::Claim), c.to_bytes())],
+                "late",
+                &sig(),
+            )
+            .unwrap();
+        assert_eq!(
+            rules(Some(before), claimed_late),
+            vec!["finality-claim-mismatch"]
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! `PATCH /api/actions/{id}`: the claim (`claim_execution`) or the legacy close (`status`).
+//!
+//! A claim answers 200 `{claimed, action_id, attempt_id, claimed_at}` with `Cache-Control:
+//! no-store`; 400 `INVALID_EXECUTION_CLAIM` for a body rule broken; 403
+//! `AGENT_IDENTITY_REQUIRED`; 409 `EXECUTION_CLAIM_CONFLICT` for every ineligibility and a
+//! lost race, the same whatever the cause; 503 `EXECUTION_CLAIM_UNAVAILABLE` when the claim
+//! could not be written (nothing was granted). The current policy is evaluated again at claim
+//! time (`policy_still_permits`).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+
+use super::App;
+use super::actions::security_value;
+use super::extract::{ActionPath, Caller, JsonObject};
+use super::reads::{action_view, decision_of, read};
+use super::respond::{answer, error, error_with, json, reply_or, unavailable, validation};
+use crate::canonical::Value;
+use crate::finality::batch::{self, BatchError, Overlay};
+use crate::finality::{self, ActionId, ClaimRequest, Verdict};
+use crate::server::policy::Policy;
+use crate::server::writer::Answer;
+
+const CLAIM_CONFLICT: &str =
+    "Action is not eligible for a new execution attempt. Reconcile its state before retrying.";
+
+fn claim_error(e: &finality::Error, action_id: &str) -> Response {
+    use finality::Error as E;
+    match e {
+        E::InvalidClaim { .. } => error_with(
+            400,
+            "Invalid execution claim",
+            [("code", Value::str("INVALID_EXECUTION_CLAIM"))],
+        ),
+        E::AgentIdentityRequired => error_with(
+            403,
+            "An agent identity is required to claim an execution",
+            [("code", Value::str("AGENT_IDENTITY_REQUIRED"))],
+        ),
+        E::ClaimConflict { .. } => error_with(
+            409,
+            CLAIM_CONFLICT,
+            [
+                ("code", Value::str("EXECUTION_CLAIM_CONFLICT")),
+                ("action_id", Value::str(action_id)),
+            ],
+        ),
+        other => claim_unavailable(&other.to_string(), action_id),
+    }
+}
+
+fn claim_unavailable(reason: &str, action_id: &str) -> Response {
+    error_with(
+        503,
+        "The execution claim could not be recorded; nothing was granted. Read the action back before retrying with a new attempt id.",
+        [
+            ("code", Value::str("EXECUTION_CLAIM_UNAVAILABLE")),
+            ("action_id", Value::str(action_id)),
+            ("reason", Value::str(reason)),
+        ],
+    )
+}
+
+/// The claim is a new policy checkpoint, not a cached receipt: the current policy is evaluated
+/// again for the action's recorded type and agent and the claim's act. It still permits the
+/// claim when it says `allow` or `warn`; `allow_contained` for the same containment;
+/// `require_approval` (or `allow_contained` for an action that was not contained) only with an
+/// operator approval that still grants; never `block`. An action without a decision record (made
+/// by the CLI, with an opaque decision) has nothing to evaluate again.
+fn policy_still_permits(
+    policy: &Policy,
+    ov: &Overlay<'_>,
+    action_id: &str,
+    request: &ClaimRequest,
+    now: i64,
+) -> bool {
+    let Some(state) = ActionId::parse(action_id).and_then(|id| ov.state(&id).ok().flatten()) else {
+        return true; // refused by the claim itself, the same way as any unknown id
+    };
+    let Some(d) = decision_of(ov, &state) else {
+        return true;
+    };
+    let kind = request
+        .act
+        .as_ref()
+        .and_then(|a| a.get("kind"))
+        .and_then(Value::as_str);
+    let e = policy.evaluate(
+        d.action_type.as_deref(),
+        kind,
+        Some(state.action.agent_id.as_str()),
+    );
+    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now));
+    match e.verdict {
+        Verdict::Allow | Verdict::Warn => true,
+        Verdict::AllowContained => {
+            (state.action.containment_ref.is_some()
+                && e.containment_ref == state.action.containment_ref)
+                || (state.action.containment_ref.is_none() && approved)
+        }
+        Verdict::RequireApproval => approved,
+        Verdict::Block => false,
+    }
+}
+
+pub(super) async fn patch_action(
+    State(app): State<Arc<App>>,
+    ActionPath(id): ActionPath,
+    caller: Caller,
+    JsonObject(body): JsonObject,
+) -> Response {
+    let map = body.as_object().expect("an object");
+    if map.contains_key("claim_execution") {
+        let request = match ClaimRequest::from_body(&body, Some(&caller.principal), false) {
+            Ok(r) => r,
+            Err(e) => return claim_error(&e, &id),
+        };
+        let action_id = id.clone();
+        let policy = app.settings.policy.clone();
+        let op = Box::new(
+            move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+                if !policy_still_permits(&policy, ov, &action_id, &request, now) {
+                    return Err(finality::Error::ClaimConflict {
+                        action_id: action_id.clone(),
+                    });
+                }
+                let c = batch::claim(ov, &action_id, &request, now)?;
+                Ok(Answer {
+                    status: 200,
+                    body: Value::object([
+                        ("claimed", Value::Bool(true)),
+                        ("action_id", Value::str(c.action_id.as_str())),
+                        ("attempt_id", Value::str(c.attempt_id.as_str())),
+                        (
+                            "claimed_at",
+                            Value::str(finality::format_time(c.claimed_at_ms)),
+                        ),
+                    ]),
+                    no_store: true,
+                })
+            },
+        );
+        return match app.writer.submit(op).await {
+            Ok(a) => answer(a),
+            Err(BatchError::Unavailable { reason }) => claim_unavailable(&reason, &id),
+            Err(BatchError::Refused(e)) => claim_error(&e, &id),
+        };
+    }
+    // The legacy lifecycle close; other columns of the reference (tokens, cost, model) are not
+    // kept here and are ignored.
+    let status = match map.get("status") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return validation(vec!["status must be a string".into()]),
+    };
+    let summary = match map.get("output_summary") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return validation(vec!["output_summary must be a string".into()]),
+    };
+    let Some(status) = status else {
+        let Some(aid) = ActionId::parse(&id) else {
+            return error(404, "Action not found");
+        };
+        return match read(&app, move |ov, _| {
+            Ok(ov
+                .state(&aid)?
+                .map(|s| action_view(&s, decision_of(ov, &s).as_ref())))
+        })
+        .await
+        {
+            Ok(Some(v)) => json(200, Value::object([("action", v)])),
+            Ok(None) => error(404, "Action not found"),
+            Err(e) => unavailable(&e.to_string()),
+        };
+    };
+    let action_id = id.clone();
+    let critical = summary
+        .as_deref()
+        .map_or(0, |s| finality::mask_secrets(s).1);
+    let op = Box::new(
+        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), now)?;
+            let id = ActionId::parse(&action_id).expect("closed, so valid");
+            let state = ov.state(&id)?.expect("closed, so present");
+            Ok(Answer::new(
+                200,
+                Value::object([
+                    (
+                        "action",
+                        action_view(&state, decision_of(ov, &state).as_ref()),
+                    ),
+                    ("security", security_value(&reported.security, critical)),
+                ]),
+            ))
+        },
+    );
+    reply_or(app.writer.submit(op).await, |e| match e {
+        finality::Error::TerminalState { lifecycle, .. } => Some(error_with(
+            409,
+            "Action is in a terminal state and cannot be modified",
+            [("status", Value::str(lifecycle.as_str()))],
+        )),
+        _ => None,
+    })
+}

@@ -1,0 +1,141 @@
+//! The HTTP endpoints: routes, authentication, request parsing, and the mapping of finality
+//! results onto the reference's status codes, bodies and refusal codes.
+//!
+//! | Route | What | Module |
+//! |---|---|---|
+//! | `POST /api/guard[?record=true]` | policy decision (recorded); with `record`, the action; a folded claim | [`actions`] |
+//! | `POST /api/actions` | create an action (201, 202 pending approval, 403 blocked, 200 replay) | [`actions`] |
+//! | `GET /api/actions/{id}` | the action (`{action:{…}}`) | [`reads`] |
+//! | `PATCH /api/actions/{id}` | the claim (`claim_execution`), or the legacy close (`status`) | [`claims`] |
+//! | `GET /api/actions/{id}/outcome` | the outcome view | [`reads`] |
+//! | `POST /api/actions/{id}/outcome` | the one-shot outcome report | [`outcomes`] |
+//! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
+//! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
+//! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
+//!
+//! Every answer is JSON, errors included (`{"error": …}`, with `code` where the reference has
+//! one); unknown routes are a JSON 404 and wrong methods a JSON 405 ([`respond`]).
+//!
+//! # Status codes
+//!
+//! - 400: a body that is not JSON, not an object, or breaks a field rule (`Validation failed`
+//!   with `details`, or the route's own message and `code`).
+//! - 401: no key or an unknown key (`x-api-key`), or a wrong cron secret.
+//! - 403: a claim without an agent identity, an approval by a non-operator, a blocked creation.
+//! - 404: an unknown action (also an id that is not a valid action id).
+//! - 408 / 413: the body did not arrive within the client timeout / is over 64 KiB.
+//! - 409: a refusal by the ledger's state (claim conflict, outcome already set, terminal state,
+//!   an id taken by another principal), with `code` and `current_status` where they apply.
+//! - 503: the ledger could not be read or written, or the writer's attempts were used up
+//!   (`LEDGER_UNAVAILABLE`, `EXECUTION_CLAIM_UNAVAILABLE`): nothing was recorded, retry.
+//!
+//! # Authentication
+//!
+//! Each request presents `x-api-key`; the keys file holds the SHA-256 of each key with its
+//! principal and an optional `operator` mark, compared in constant time ([`crate::server::auth`]).
+//! The extractors of [`extract`] apply it before the body is read.
+//!
+//! # Writes and group commit
+//!
+//! A write handler checks the request on the executor, then submits one operation to the writer
+//! thread ([`crate::server::writer`]). The writer plans every queued operation on the tip plus
+//! the operations before it, lands them as one commit with one compare-and-swap of the ref (or a
+//! leased push), and only then answers each request. An operation that refuses writes nothing
+//! and does not affect the others in its batch.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use super::auth;
+use super::writer::{Handle, Writer};
+use super::{Error, Settings};
+use crate::finality::batch::Target;
+use crate::store::Store;
+
+pub mod actions;
+pub mod approvals;
+pub mod claims;
+pub mod extract;
+pub mod outcomes;
+pub mod reads;
+pub mod respond;
+pub mod sweep;
+
+#[cfg(test)]
+mod tests;
+
+pub use actions::idempotent_action_id;
+pub use extract::ActionPath;
+pub use reads::action_view;
+pub use sweep::spawn_sweeper;
+
+/// The shared state of the handlers.
+pub struct App {
+    /// The settings the server was started with.
+    pub settings: Settings,
+    writer: Writer,
+    cron_digest: Option<[u8; 32]>,
+}
+
+impl App {
+    /// Opens (locally: creates when absent) the repository and starts the writer.
+    ///
+    /// # Errors
+    /// [`Error::Repo`], [`Error::Thread`].
+    pub fn start(settings: Settings) -> Result<(Arc<App>, Handle), Error> {
+        let repo_err = |source| Error::Repo {
+            path: settings.repo.display().to_string(),
+            source,
+        };
+        let head = match &settings.target {
+            Target::Local => &settings.options.ref_name,
+            Target::Remote { ref_name, .. } => ref_name,
+        };
+        drop(Store::open_or_init_bare(&settings.repo, head).map_err(repo_err)?);
+        let (writer, handle) = Writer::start(
+            settings.repo.clone(),
+            settings.options.clone(),
+            settings.target.clone(),
+            settings.clock.clone(),
+            settings.max_batch,
+            settings.batch_linger,
+        )
+        .map_err(Error::Thread)?;
+        let cron_digest = settings
+            .cron_secret
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|s| auth::sha256(s.as_bytes()));
+        Ok((
+            Arc::new(App {
+                settings,
+                writer,
+                cron_digest,
+            }),
+            handle,
+        ))
+    }
+}
+
+/// The router of every endpoint, with JSON 404 and 405 fallbacks.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(reads::healthz))
+        .route("/api/guard", post(actions::guard))
+        .route("/api/actions", post(actions::create))
+        .route(
+            "/api/actions/{id}",
+            get(reads::get_action).patch(claims::patch_action),
+        )
+        .route(
+            "/api/actions/{id}/outcome",
+            get(reads::get_outcome).post(outcomes::post_outcome),
+        )
+        .route("/api/actions/{id}/approve", post(approvals::approve))
+        .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
+        .fallback(respond::not_found)
+        .method_not_allowed_fallback(respond::method_not_allowed)
+        .with_state(app)
+}

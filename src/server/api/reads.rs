@@ -1,0 +1,220 @@
+//! The read routes (`GET /healthz`, `GET /api/actions/{id}`, `GET /api/actions/{id}/outcome`)
+//! and the action view they and the write routes answer with. Reads run on tokio's blocking
+//! threads, each with its own open repository, at the tip of the target ref; they never wait for
+//! the writer.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+
+use super::App;
+use super::extract::{ActionPath, Caller};
+use super::respond::{error, error_with, json, unavailable};
+use crate::canonical::Value;
+use crate::finality::batch::{self, Overlay};
+use crate::finality::decision::{Decision, DecisionId};
+use crate::finality::{self, ActionId, ApprovalDecision, State as ActionState};
+use crate::store::{self, Store};
+
+thread_local! {
+    /// One open repository per blocking thread (gix handles are not shared across threads),
+    /// with the number of reads it served.
+    static STORE: RefCell<Option<(PathBuf, Store, u32)>> = const { RefCell::new(None) };
+}
+
+/// Reads before a thread opens its repository again: an open repository has room for the pack
+/// indices that were on disk when it was opened (and then some), and the writer keeps adding
+/// packs.
+const READS_PER_OPEN: u32 = 4096;
+
+fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::Error> {
+    STORE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot
+            .as_ref()
+            .is_none_or(|(p, _, reads)| p != path || *reads >= READS_PER_OPEN)
+        {
+            *slot = Some((path.to_owned(), Store::open(path)?, 0));
+        }
+        let (_, store, reads) = slot.as_mut().expect("opened above");
+        *reads += 1;
+        Ok(f(store))
+    })
+}
+
+/// Reads at the target's tip on a blocking thread.
+pub(super) async fn read<T: Send + 'static>(
+    app: &Arc<App>,
+    f: impl FnOnce(&Overlay<'_>, i64) -> Result<T, finality::Error> + Send + 'static,
+) -> Result<T, finality::Error> {
+    let app = app.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let now = app.settings.clock.now_ms();
+        with_store(&app.settings.repo, |store| {
+            batch::read_at_target(store, &app.settings.options, &app.settings.target, |ov| {
+                f(ov, now)
+            })
+        })
+    })
+    .await;
+    match joined {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(finality::Error::Store(e)),
+        Err(e) => Err(finality::Error::InvalidInput {
+            field: "read",
+            reason: e.to_string(),
+        }),
+    }
+}
+
+pub(super) fn decision_of(ov: &Overlay<'_>, state: &ActionState) -> Option<Decision> {
+    let id = DecisionId::parse(state.action.guard_decision_id.as_deref()?)?;
+    ov.decision(&id).ok().flatten()
+}
+
+pub(super) fn opt(v: Option<String>) -> Value {
+    v.map_or(Value::Null, Value::str)
+}
+
+fn time(ms: Option<i64>) -> Value {
+    ms.map_or(Value::Null, |t| Value::str(finality::format_time(t)))
+}
+
+/// The action as `GET /api/actions/{id}` shows it: the reference's row columns that exist
+/// here (lifecycle `status`, outcome, claim, approval).
+pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
+    let a = &state.action;
+    let o = state.outcome.as_ref();
+    let c = state.claim.as_ref();
+    let p = state.approval.as_ref();
+    let approved = p.filter(|p| p.decision == ApprovalDecision::Approve);
+    let denied = p.filter(|p| p.decision == ApprovalDecision::Deny);
+    let error_message = o
+        .and_then(|o| o.error_message.clone())
+        .or_else(|| denied.map(|d| format!("Operator {} denied the action.", d.decided_by)));
+    let close_source = o.map(|o| match o.source {
+        finality::Source::Outcome => "outcome",
+        finality::Source::LegacyClose => "direct",
+        finality::Source::Sweep => "sweep",
+    });
+    Value::object([
+        ("action_id", Value::str(a.action_id.as_str())),
+        ("agent_id", Value::str(a.agent_id.as_str())),
+        ("created_by", Value::str(a.created_by.as_str())),
+        (
+            "action_type",
+            opt(decision.and_then(|d| d.action_type.clone())),
+        ),
+        ("status", Value::str(state.lifecycle().as_str())),
+        (
+            "outcome_status",
+            Value::str(state.outcome_status().as_str()),
+        ),
+        ("outcome_at", time(o.map(|o| o.outcome_at_ms))),
+        ("outcome_summary", opt(o.and_then(|o| o.summary.clone()))),
+        (
+            "outcome_progress",
+            o.and_then(|o| o.progress.clone()).unwrap_or(Value::Null),
+        ),
+        ("error_message", opt(error_message)),
+        ("close_source", close_source.map_or(Value::Null, Value::str)),
+        ("act_content_hash", opt(a.act_content_hash.clone())),
+        ("guard_decision_id", opt(a.guard_decision_id.clone())),
+        ("guard_decision", Value::str(a.guard_verdict.as_str())),
+        ("containment_ref", opt(a.containment_ref.clone())),
+        (
+            "containment_status",
+            a.containment_ref
+                .as_ref()
+                .map_or(Value::Null, |_| Value::str("contained")),
+        ),
+        ("identity_verified", Value::Bool(a.identity_verified)),
+        (
+            "execution_protocol",
+            a.execution_protocol.map_or(Value::Null, Value::from),
+        ),
+        ("execution_claimed_at", time(c.map(|c| c.claimed_at_ms))),
+        (
+            "execution_attempt_id",
+            opt(c.map(|c| c.attempt_id.as_str().to_owned())),
+        ),
+        (
+            "execution_guard_decision_id",
+            opt(c.map(|c| c.guard_decision_id.clone())),
+        ),
+        ("approved_by", opt(approved.map(|p| p.decided_by.clone()))),
+        ("approved_at", time(approved.map(|p| p.decided_at_ms))),
+        ("denied_by", opt(denied.map(|p| p.decided_by.clone()))),
+        ("denied_at", time(denied.map(|p| p.decided_at_ms))),
+        (
+            "approval_grant_used_at",
+            time(approved.and(c).map(|c| c.claimed_at_ms)),
+        ),
+        ("created_at", time(Some(a.created_at_ms))),
+        ("timestamp_start", time(Some(a.created_at_ms))),
+        ("timestamp_end", time(o.map(|o| o.outcome_at_ms))),
+    ])
+}
+
+pub(super) async fn healthz(State(app): State<Arc<App>>) -> Response {
+    let r = read(&app, |ov, _| Ok(ov.read(crate::finality::ROOT).is_ok())).await;
+    match r {
+        Ok(_) => json(
+            200,
+            Value::object([
+                ("ok", Value::Bool(true)),
+                ("ref", Value::str(app.settings.options.ref_name.as_str())),
+            ]),
+        ),
+        Err(e) => error_with(
+            503,
+            "Repository unreadable",
+            [("reason", Value::str(e.to_string()))],
+        ),
+    }
+}
+
+pub(super) async fn get_action(
+    State(app): State<Arc<App>>,
+    ActionPath(id): ActionPath,
+    _caller: Caller,
+) -> Response {
+    let Some(id) = ActionId::parse(&id) else {
+        return error(404, "Action not found");
+    };
+    let r = read(&app, move |ov, _| {
+        let state = ov.state(&id)?;
+        Ok(state.map(|s| {
+            let d = decision_of(ov, &s);
+            action_view(&s, d.as_ref())
+        }))
+    })
+    .await;
+    match r {
+        Ok(Some(v)) => json(200, Value::object([("action", v)])),
+        Ok(None) => error(404, "Action not found"),
+        Err(e) => unavailable(&e.to_string()),
+    }
+}
+
+pub(super) async fn get_outcome(
+    State(app): State<Arc<App>>,
+    ActionPath(id): ActionPath,
+    _caller: Caller,
+) -> Response {
+    let Some(id) = ActionId::parse(&id) else {
+        return error(404, "Action not found");
+    };
+    match read(&app, move |ov, now| {
+        Ok(ov.state(&id)?.map(|s| s.view(now).to_value()))
+    })
+    .await
+    {
+        Ok(Some(v)) => json(200, v),
+        Ok(None) => error(404, "Action not found"),
+        Err(e) => unavailable(&e.to_string()),
+    }
+}

@@ -1,0 +1,100 @@
+//! The stale-outcome sweep: `GET /api/cron/outcome-sweep` (authorised by `Authorization:
+//! Bearer <cron secret>`, compared by digest in constant time; 503 when no secret is
+//! configured) and the optional timer. Both go through the writer like any other write.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
+
+use super::App;
+use super::respond::{answer, error, error_with};
+use crate::canonical::Value;
+use crate::finality::{
+    self,
+    batch::{self, Overlay},
+};
+use crate::server::auth;
+use crate::server::writer::{Answer, Reply};
+
+/// Starts the timer sweep when configured.
+pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
+    let every = app.settings.sweep_every?;
+    let app = app.clone();
+    Some(tokio::spawn(async move {
+        let mut interval = tokio::time::interval(every);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            match run_sweep(&app).await {
+                Ok(a) => {
+                    let n = a
+                        .body
+                        .get("rows_swept")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(0.0);
+                    if n > 0.0 {
+                        (app.settings.log)(&format!(
+                            "sweep: {n} stale outcome(s) to lost_confirmation"
+                        ));
+                    }
+                }
+                Err(e) => (app.settings.log)(&format!("sweep failed: {e}")),
+            }
+        }
+    }))
+}
+
+pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
+    let minutes = app.settings.timeout_minutes;
+    let op = Box::new(
+        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+            let report = batch::sweep(ov, f64::from(minutes), now)?;
+            Ok(Answer::new(
+                200,
+                Value::object([
+                    ("ok", Value::Bool(true)),
+                    ("orgs_scanned", Value::from(1)),
+                    ("rows_swept", Value::from(report.swept.len() as i64)),
+                    ("webhooks_fired", Value::from(0)),
+                    (
+                        "timeout_minutes",
+                        Value::from(i64::from(report.timeout_minutes)),
+                    ),
+                    (
+                        "swept",
+                        Value::Array(
+                            report
+                                .swept
+                                .iter()
+                                .map(|s| Value::str(s.action_id.as_str()))
+                                .collect(),
+                        ),
+                    ),
+                    ("skipped", Value::from(report.skipped.len() as i64)),
+                ]),
+            ))
+        },
+    );
+    app.writer.submit(op).await
+}
+
+pub(super) async fn cron_sweep(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let Some(want) = app.cron_digest else {
+        return error(503, "ACTION_LEDGER_CRON_SECRET not configured");
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+        .and_then(|v| v.strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    if !auth::ct_eq(&auth::sha256(presented), &want) || presented.is_empty() {
+        return error(401, "Unauthorized");
+    }
+    match run_sweep(&app).await {
+        Ok(a) => answer(a),
+        Err(e) => error_with(500, "Sweep failed", [("reason", Value::str(e.to_string()))]),
+    }
+}

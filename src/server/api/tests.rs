@@ -1,0 +1,1311 @@
+//! The HTTP contract, end to end through the router: status codes, bodies, headers and the
+//! records the writes leave, with a driven clock.
+#![cfg(test)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+
+use super::*;
+use crate::canonical::{self, Value};
+use crate::finality::batch::Target;
+use crate::finality::decision::DecisionId;
+use crate::finality::{self, ClaimRequest};
+use crate::server::MAX_BODY_BYTES;
+use crate::server::policy::Policy;
+use crate::server::writer::Handle;
+use crate::store::{self, Store};
+use std::sync::atomic::{AtomicI64, Ordering};
+use tower::ServiceExt as _;
+
+const T0: i64 = 1_772_366_400_000; // 2026-03-01T12:00:00Z
+const BOT: &str = "k-bot";
+const OPS: &str = "k-ops";
+const OTHER: &str = "k-other";
+const POLICY: &str = r#"{"default":"allow","rules":[
+    {"id":"deploys","action_type":"deploy","verdict":"require_approval","reason":"deploys need an operator"},
+    {"id":"no-sql","act_kind":"sql","verdict":"block","reason":"no SQL"},
+    {"id":"sandbox","act_kind":"file","verdict":"allow_contained","containment_ref":"sandbox/main"},
+    {"id":"risky","action_type":"risky","verdict":"warn","reason":"be careful"}]}"#;
+
+struct Server {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    router: Router,
+    clock: Arc<AtomicI64>,
+    handle: Option<Handle>,
+    app: Option<Arc<App>>,
+    sweeper: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.sweeper.take() {
+            s.abort();
+        }
+        self.app.take();
+        self.router = Router::new();
+        if let Some(h) = self.handle.take() {
+            h.join();
+        }
+    }
+}
+
+fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Target) -> Settings {
+    let mut keys = auth::Keys::new();
+    keys.add_clear(BOT, "bot", false).unwrap();
+    keys.add_clear(OPS, "ops", true).unwrap();
+    keys.add_clear(OTHER, "other", false).unwrap();
+    let mut options = finality::Options::new(store::Signature {
+        name: "action-ledger".into(),
+        email: "action-ledger@invalid".into(),
+        time_seconds: T0 / 1000,
+    });
+    options.max_attempts = 3;
+    options.lock_wait = std::time::Duration::from_millis(200);
+    Settings {
+        repo: repo.to_owned(),
+        options,
+        target,
+        keys,
+        insecure_no_auth: false,
+        policy: Policy::parse(POLICY, "test").unwrap(),
+        cron_secret: cron.map(str::to_owned),
+        timeout_minutes: 15,
+        sweep_every: None,
+        max_batch: 64,
+        batch_linger: std::time::Duration::from_millis(1),
+        client_timeout: std::time::Duration::from_secs(5),
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        log: Arc::new(|_| {}),
+    }
+}
+
+fn server_with(cron: Option<&str>, target: impl FnOnce(&Path) -> Target) -> Server {
+    server_custom(cron, target, |_| {})
+}
+
+fn server_custom(
+    cron: Option<&str>,
+    target: impl FnOnce(&Path) -> Target,
+    adjust: impl FnOnce(&mut Settings),
+) -> Server {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("state.git");
+    let clock = Arc::new(AtomicI64::new(T0));
+    let target = target(tmp.path());
+    let mut settings = settings(&repo, clock.clone(), cron, target);
+    adjust(&mut settings);
+    let (app, handle) = App::start(settings).unwrap();
+    let sweeper = spawn_sweeper(&app);
+    Server {
+        sweeper,
+        router: router(app.clone()),
+        _tmp: tmp,
+        repo,
+        clock,
+        handle: Some(handle),
+        app: Some(app),
+    }
+}
+
+fn server() -> Server {
+    server_with(Some("cron-secret"), |_| Target::Local)
+}
+
+struct Got {
+    status: u16,
+    body: Value,
+    headers: HeaderMap,
+}
+
+impl Got {
+    fn str(&self, key: &str) -> &str {
+        self.body
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+}
+
+async fn call_raw(
+    s: &Server,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Got {
+    let mut req = axum::http::Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = s
+        .router
+        .clone()
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    assert_eq!(
+        headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap()),
+        Some("application/json"),
+        "{method} {uri}: every answer is JSON"
+    );
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let body = canonical::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+    Got {
+        status,
+        body,
+        headers,
+    }
+}
+
+async fn call(s: &Server, method: &str, uri: &str, key: &str, body: &str) -> Got {
+    call_raw(
+        s,
+        method,
+        uri,
+        &[("x-api-key", key)],
+        body.as_bytes().to_vec(),
+    )
+    .await
+}
+
+const ACT: &str = r#"{"kind":"shell","command":"make deploy token=abc123"}"#;
+
+fn guard_body(action_type: &str, act: &str, extra: &str) -> String {
+    format!(
+        r#"{{"action_type":"{action_type}","agent_id":"agent-1","act":{act},"client_capabilities":["custom","execution_claims"]{extra}}}"#
+    )
+}
+
+async fn recorded(s: &Server, action_type: &str, act: &str, extra: &str) -> String {
+    let g = call(
+        s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body(action_type, act, extra),
+    )
+    .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.body.get("recorded"), Some(&Value::Bool(true)));
+    g.str("action_id").to_owned()
+}
+
+fn claim_body(attempt: &str, act: &str) -> String {
+    format!(
+        r#"{{"claim_execution":true,"attempt_id":"{attempt}","agent_id":"agent-1","act":{act}}}"#
+    )
+}
+
+const A1: &str = "attempt-00000000000001";
+const A2: &str = "attempt-00000000000002";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authentication_routes_and_bad_bodies() {
+    let s = server();
+    assert_eq!(
+        call_raw(&s, "GET", "/healthz", &[], vec![]).await.status,
+        200
+    );
+    for key in ["", "k-wrong", "k-bot "] {
+        let g = call(&s, "POST", "/api/guard", key, "{}").await;
+        assert_eq!((g.status, g.str("error")), (401, "Unauthorized"), "{key:?}");
+    }
+    let g = call_raw(&s, "GET", "/api/actions/act_x", &[], vec![]).await;
+    assert_eq!(g.status, 401);
+    assert_eq!(call(&s, "GET", "/api/nothing", BOT, "").await.status, 404);
+    assert_eq!(
+        call(&s, "DELETE", "/api/actions/act_x", BOT, "")
+            .await
+            .status,
+        405
+    );
+    for bad in ["{", "{\"a\":1,\"a\":2}", "", "\u{0}", "[1,]"] {
+        let g = call(&s, "POST", "/api/guard", BOT, bad).await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "Invalid JSON body"),
+            "{bad:?}"
+        );
+    }
+    for not_object in ["null", "[]", "7", "\"x\""] {
+        for (m, uri) in [
+            ("POST", "/api/guard"),
+            ("PATCH", "/api/actions/act_x"),
+            ("POST", "/api/actions/act_x/outcome"),
+        ] {
+            let g = call(&s, m, uri, BOT, not_object).await;
+            assert_eq!(
+                (g.status, g.str("error")),
+                (400, "Validation failed"),
+                "{m} {uri} {not_object}"
+            );
+        }
+    }
+    let big = format!(
+        r#"{{"action_type":"x","pad":"{}"}}"#,
+        "a".repeat(MAX_BODY_BYTES)
+    );
+    let g = call(&s, "POST", "/api/guard", BOT, &big).await;
+    assert_eq!(g.status, 413);
+    // Without a declared length (a stream), the limit still holds.
+    let mut req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/guard")
+        .header("x-api-key", BOT);
+    req = req.header(header::TRANSFER_ENCODING, "chunked");
+    let stream = futures_stream(big.into_bytes());
+    let resp = s
+        .router
+        .clone()
+        .oneshot(req.body(stream).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let g = call(&s, "POST", "/api/guard", BOT, r#"{"agent_id":"a"}"#).await;
+    assert_eq!(g.status, 400);
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard",
+        BOT,
+        r#"{"action_type":"two words"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 400);
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        r#"{"action_type":"x"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 400, "recording needs an agent");
+}
+
+fn futures_stream(bytes: Vec<u8>) -> Body {
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        bytes.chunks(4096).map(|c| Ok(c.to_vec())).collect();
+    Body::from_stream(tokio_stream_iter(chunks))
+}
+
+fn tokio_stream_iter(
+    items: Vec<Result<Vec<u8>, std::io::Error>>,
+) -> impl futures_core_stream::Stream<Item = Result<Vec<u8>, std::io::Error>> {
+    futures_core_stream::Iter(items.into_iter())
+}
+
+mod futures_core_stream {
+    pub use futures_core::Stream;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    pub struct Iter<I>(pub I);
+    impl<I: Iterator + Unpin> Stream for Iter<I> {
+        type Item = I::Item;
+        fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<I::Item>> {
+            Poll::Ready(self.0.next())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_records_decides_replays_and_folds_claims() {
+    let s = server();
+    // Without record: a decision only, recorded under its own id.
+    let g = call(&s, "POST", "/api/guard", BOT, &guard_body("risky", ACT, "")).await;
+    assert_eq!((g.status, g.str("decision")), (200, "warn"));
+    assert_eq!(
+        g.body.get("execution_claim_required"),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(g.body.get("claim_protocol"), Some(&Value::from(1)));
+    assert_eq!(g.body.get("recorded"), None);
+    assert_eq!(
+        g.body.get("action_id"),
+        None,
+        "no decision id posing as an action id"
+    );
+    let decision_id = g.str("decision_id").to_owned();
+    let store = Store::open(&s.repo).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap();
+    let snap = store.snapshot(tip).unwrap();
+    let path = crate::finality::decision::path(&DecisionId::parse(&decision_id).unwrap());
+    assert!(snap.exists(&path).unwrap());
+
+    // Verdicts from the policy; a blocked or approval-bound action is born so.
+    for (ty, act, verdict, status) in [
+        ("deploy", ACT, "require_approval", "pending_approval"),
+        (
+            "query",
+            r#"{"kind":"sql","statement":"drop table x"}"#,
+            "block",
+            "blocked",
+        ),
+        (
+            "write",
+            r#"{"kind":"file","path":"a"}"#,
+            "require_approval",
+            "pending_approval",
+        ),
+        ("build", ACT, "allow", "running"),
+    ] {
+        let g = call(
+            &s,
+            "POST",
+            "/api/guard?record=true",
+            BOT,
+            &guard_body(ty, act, ""),
+        )
+        .await;
+        assert_eq!(
+            (g.status, g.str("decision"), g.str("action_status")),
+            (200, verdict, status),
+            "{ty}"
+        );
+    }
+    // allow_contained for a client that declares it.
+    let g = call(&s, "POST", "/api/guard?record=true", BOT,
+        r#"{"action_type":"write","agent_id":"agent-1","act":{"kind":"file"},"client_capabilities":["execution_claims","allow_contained"]}"#).await;
+    assert_eq!(g.str("decision"), "allow_contained");
+    assert_eq!(
+        g.body
+            .get("containment")
+            .and_then(|c| c.get("basis"))
+            .and_then(Value::as_str),
+        Some("sandbox/main")
+    );
+
+    // Idempotent replay: the original action, with the advertisement, never a second one.
+    let extra = r#","idempotency_key":"key-1""#;
+    let first = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("deploy", ACT, extra),
+    )
+    .await;
+    let again = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("build", ACT, extra),
+    )
+    .await;
+    assert_eq!(first.str("action_id"), again.str("action_id"));
+    assert_eq!(
+        again.body.get("idempotent_replay"),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(
+        again.str("decision"),
+        "require_approval",
+        "the original decision"
+    );
+    assert_eq!(
+        again.body.get("execution_claim_required"),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(again.body.get("claim_protocol"), Some(&Value::from(1)));
+    // The same key from another principal is another action.
+    let other = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        OTHER,
+        &guard_body("deploy", ACT, extra),
+    )
+    .await;
+    assert_ne!(other.str("action_id"), first.str("action_id"));
+
+    // Folded claim: granted once; a replay's folded claim is a lost race.
+    let fold = format!(r#","idempotency_key":"key-2","claim_execution":true,"attempt_id":"{A1}""#);
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("build", ACT, &fold),
+    )
+    .await;
+    assert_eq!(
+        (g.body.get("claimed"), g.str("attempt_id")),
+        (Some(&Value::Bool(true)), A1)
+    );
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("build", ACT, &fold.replace(A1, A2)),
+    )
+    .await;
+    assert_eq!(g.body.get("claimed"), Some(&Value::Bool(false)));
+    assert_eq!(g.str("claim_error"), "EXECUTION_CLAIM_CONFLICT");
+    // Not claim-aware (no capability): refused as unavailable with a reason.
+    let g = call(&s, "POST", "/api/guard?record=true", BOT,
+        &format!(r#"{{"action_type":"build","agent_id":"agent-1","act":{ACT},"claim_execution":true,"attempt_id":"{A1}"}}"#)).await;
+    assert_eq!(
+        (g.str("claim_error"), g.str("claim_reason")),
+        ("EXECUTION_CLAIM_UNAVAILABLE", "no_candidate")
+    );
+    // require_approval is never folded.
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("deploy", ACT, &fold.replace("key-2", "key-3")),
+    )
+    .await;
+    assert_eq!(g.body.get("claimed"), None);
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_answers_201_202_403_and_replays() {
+    let s = server();
+    let body = |ty: &str, act: &str| {
+        format!(
+            r#"{{"action_type":"{ty}","declared_goal":"g","agent_id":"agent-1","act":{act},"idempotency_key":"{ty}","client_capabilities":["execution_claims"]}}"#
+        )
+    };
+    let g = call(&s, "POST", "/api/actions", BOT, &body("build", ACT)).await;
+    assert_eq!(g.status, 201);
+    let id = g.str("action_id").to_owned();
+    assert_eq!(
+        g.body
+            .get("action")
+            .and_then(|a| a.get("status"))
+            .and_then(Value::as_str),
+        Some("running")
+    );
+    let g = call(&s, "POST", "/api/actions", BOT, &body("build", ACT)).await;
+    assert_eq!((g.status, g.str("action_id")), (200, id.as_str()));
+    assert_eq!(g.body.get("idempotent_replay"), Some(&Value::Bool(true)));
+    assert_eq!(
+        call(&s, "POST", "/api/actions", BOT, &body("deploy", ACT))
+            .await
+            .status,
+        202
+    );
+    let g = call(
+        &s,
+        "POST",
+        "/api/actions",
+        BOT,
+        &body("query", r#"{"kind":"sql"}"#),
+    )
+    .await;
+    assert_eq!(
+        (g.status, g.str("error")),
+        (403, "Action blocked by policy")
+    );
+    assert_eq!(
+        g.body
+            .get("decision")
+            .and_then(|d| d.get("decision"))
+            .and_then(Value::as_str),
+        Some("block")
+    );
+    // An explicit id; taken by another principal: 409; no agent: 400.
+    let g = call(
+        &s,
+        "POST",
+        "/api/actions",
+        BOT,
+        r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
+    )
+    .await;
+    assert_eq!((g.status, g.str("action_id")), (201, "act_mine"));
+    let g = call(
+        &s,
+        "POST",
+        "/api/actions",
+        OTHER,
+        r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 409);
+    assert_eq!(
+        call(&s, "POST", "/api/actions", BOT, r#"{"action_type":"x"}"#)
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            "/api/actions",
+            BOT,
+            r#"{"action_type":"x","agent_id":"a","status":"unknown"}"#
+        )
+        .await
+        .status,
+        400
+    );
+    // Reads.
+    let g = call(&s, "GET", &format!("/api/actions/{id}"), OTHER, "").await;
+    assert_eq!(g.status, 200);
+    assert_eq!(
+        g.body
+            .get("action")
+            .and_then(|a| a.get("action_type"))
+            .and_then(Value::as_str),
+        Some("build")
+    );
+    for missing in ["act_missing", "bad%20id", "%FF", "a%2Fb"] {
+        assert_eq!(
+            call(&s, "GET", &format!("/api/actions/{missing}"), BOT, "")
+                .await
+                .status,
+            404
+        );
+        assert_eq!(
+            call(
+                &s,
+                "GET",
+                &format!("/api/actions/{missing}/outcome"),
+                BOT,
+                ""
+            )
+            .await
+            .status,
+            404
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_outcomes_and_the_legacy_close() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    // Body rules.
+    for (body, status, code) in [
+        (
+            r#"{"claim_execution":true,"attempt_id":"short","agent_id":"agent-1"}"#.to_owned(),
+            400,
+            "INVALID_EXECUTION_CLAIM",
+        ),
+        (
+            format!(r#"{{"claim_execution":"yes","attempt_id":"{A1}","agent_id":"agent-1"}}"#),
+            400,
+            "INVALID_EXECUTION_CLAIM",
+        ),
+        (
+            format!(
+                r#"{{"claim_execution":true,"attempt_id":"{A1}","agent_id":"agent-1","status":"x"}}"#
+            ),
+            400,
+            "INVALID_EXECUTION_CLAIM",
+        ),
+        (
+            format!(r#"{{"claim_execution":true,"attempt_id":"{A1}"}}"#),
+            403,
+            "AGENT_IDENTITY_REQUIRED",
+        ),
+        (
+            format!(r#"{{"claim_execution":true,"attempt_id":"{A1}","agent_id":"  "}}"#),
+            403,
+            "AGENT_IDENTITY_REQUIRED",
+        ),
+    ] {
+        let g = call(&s, "PATCH", &uri, BOT, &body).await;
+        assert_eq!((g.status, g.str("code")), (status, code), "{body}");
+    }
+    // Ineligible: another act, agent, principal, a missing action: one answer for all.
+    let other_act = r#"{"kind":"shell","command":"rm -rf /"}"#;
+    for (u, key, body) in [
+        (uri.clone(), BOT, claim_body(A1, other_act)),
+        (
+            uri.clone(),
+            BOT,
+            claim_body(A1, ACT).replace("agent-1", "agent-2"),
+        ),
+        (uri.clone(), OTHER, claim_body(A1, ACT)),
+        (
+            "/api/actions/act_missing".to_owned(),
+            BOT,
+            claim_body(A1, ACT),
+        ),
+        ("/api/actions/%FF".to_owned(), BOT, claim_body(A1, ACT)),
+    ] {
+        let g = call(&s, "PATCH", &u, key, &body).await;
+        assert_eq!(
+            (g.status, g.str("code")),
+            (409, "EXECUTION_CLAIM_CONFLICT"),
+            "{u} {body}"
+        );
+    }
+    // The claim: echoed, not cached; a second is refused, the same attempt id too.
+    let g = call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT)).await;
+    assert_eq!(
+        (g.status, g.str("action_id"), g.str("attempt_id")),
+        (200, id.as_str(), A1)
+    );
+    assert_eq!(g.body.get("claimed"), Some(&Value::Bool(true)));
+    assert_eq!(g.headers.get(header::CACHE_CONTROL).unwrap(), "no-store");
+    for attempt in [A1, A2] {
+        let g = call(&s, "PATCH", &uri, BOT, &claim_body(attempt, ACT)).await;
+        assert_eq!((g.status, g.str("action_id")), (409, id.as_str()));
+    }
+    // Outcome input rules.
+    let out = format!("{uri}/outcome");
+    for (body, status) in [
+        (r#"{"status":"banana"}"#, 400),
+        (r#"{"status":"lost_confirmation"}"#, 400),
+        (r#"{"status":"failed"}"#, 400),
+        (r#"{"status":"partial"}"#, 400),
+        (r#"{"status":"completed","summary":7}"#, 400),
+    ] {
+        let g = call(&s, "POST", &out, BOT, body).await;
+        assert_eq!(g.status, status, "{body}");
+    }
+    let big = format!(
+        r#"{{"status":"partial","progress":{{"s":"{}"}}}}"#,
+        "x".repeat(10_000)
+    );
+    assert_eq!(call(&s, "POST", &out, BOT, &big).await.status, 400);
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            "/api/actions/act_missing/outcome",
+            BOT,
+            r#"{"status":"completed"}"#
+        )
+        .await
+        .status,
+        404
+    );
+    s.clock.fetch_add(1234, Ordering::SeqCst);
+    let g = call(&s, "POST", &out, BOT, r#"{"status":"partial","progress":{"step":2},"summary":"half done; key sk-abcdefghijklmnop"}"#).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let o = g.body.get("outcome").unwrap();
+    assert_eq!(o.get("elapsed_ms"), Some(&Value::from(1234)));
+    assert_eq!(
+        o.get("summary").and_then(Value::as_str),
+        Some("half done; key [REDACTED]")
+    );
+    let sec = g.body.get("security").unwrap();
+    assert_eq!(
+        (sec.get("clean"), sec.get("critical_count")),
+        (Some(&Value::Bool(false)), Some(&Value::from(1)))
+    );
+    let g = call(&s, "POST", &out, BOT, r#"{"status":"completed"}"#).await;
+    assert_eq!(
+        (g.status, g.str("error"), g.str("current_status")),
+        (409, "outcome already set", "partial")
+    );
+    let g = call(&s, "GET", &out, BOT, "").await;
+    assert_eq!((g.status, g.str("status")), (200, "partial"));
+    for k in [
+        "action_id",
+        "status",
+        "outcome_at",
+        "summary",
+        "error_message",
+        "progress",
+        "elapsed_ms",
+    ] {
+        assert!(g.body.get(k).is_some(), "{k}");
+    }
+    // Legacy close: only while running.
+    let id2 = recorded(&s, "build", ACT, "").await;
+    let g = call(
+        &s,
+        "PATCH",
+        &format!("/api/actions/{id2}"),
+        BOT,
+        r#"{"status":"cancelled","output_summary":"stop"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 200);
+    assert_eq!(
+        g.body
+            .get("action")
+            .and_then(|a| a.get("outcome_status"))
+            .and_then(Value::as_str),
+        Some("failed")
+    );
+    let g = call(
+        &s,
+        "PATCH",
+        &format!("/api/actions/{id2}"),
+        BOT,
+        r#"{"status":"completed"}"#,
+    )
+    .await;
+    assert_eq!((g.status, g.str("status")), (409, "cancelled"));
+    let g = call(
+        &s,
+        "POST",
+        &format!("/api/actions/{id2}/outcome"),
+        BOT,
+        r#"{"status":"completed"}"#,
+    )
+    .await;
+    assert_eq!((g.status, g.str("current_status")), (409, "failed"));
+    assert_eq!(
+        call(
+            &s,
+            "PATCH",
+            "/api/actions/act_missing",
+            BOT,
+            r#"{"status":"completed"}"#
+        )
+        .await
+        .status,
+        404
+    );
+    assert_eq!(
+        call(
+            &s,
+            "PATCH",
+            &format!("/api/actions/{id2}"),
+            BOT,
+            r#"{"status":"running"}"#
+        )
+        .await
+        .status,
+        400
+    );
+    // Lifecycle gate: pending approval refuses outcomes.
+    let id3 = recorded(&s, "deploy", ACT, "").await;
+    let g = call(
+        &s,
+        "POST",
+        &format!("/api/actions/{id3}/outcome"),
+        BOT,
+        r#"{"status":"completed"}"#,
+    )
+    .await;
+    assert_eq!(
+        (g.status, g.str("current_status")),
+        (409, "pending_approval")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_by_operators_only() {
+    let s = server();
+    let id = recorded(&s, "deploy", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    assert_eq!(
+        call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT))
+            .await
+            .status,
+        409,
+        "not yet approved"
+    );
+    let g = call(
+        &s,
+        "POST",
+        &format!("{uri}/approve"),
+        BOT,
+        r#"{"decision":"approve"}"#,
+    )
+    .await;
+    assert_eq!((g.status, g.str("code")), (403, "OPERATOR_REQUIRED"));
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            &format!("{uri}/approve"),
+            OPS,
+            r#"{"decision":"maybe"}"#
+        )
+        .await
+        .status,
+        400
+    );
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            "/api/actions/act_missing/approve",
+            OPS,
+            r#"{"decision":"allow"}"#
+        )
+        .await
+        .status,
+        404
+    );
+    let g = call(
+        &s,
+        "POST",
+        &format!("{uri}/approve"),
+        OPS,
+        r#"{"decision":"allow"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 200);
+    let a = g.body.get("action").unwrap();
+    assert_eq!(a.get("approved_by").and_then(Value::as_str), Some("ops"));
+    assert_eq!(a.get("status").and_then(Value::as_str), Some("running"));
+    let g = call(
+        &s,
+        "POST",
+        &format!("{uri}/approve"),
+        OPS,
+        r#"{"decision":"deny"}"#,
+    )
+    .await;
+    assert_eq!((g.status, g.str("status")), (409, "running"));
+    // The grant lasts 15 minutes and is used once.
+    s.clock.fetch_add(15 * 60_000 + 1, Ordering::SeqCst);
+    assert_eq!(
+        call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT))
+            .await
+            .status,
+        409,
+        "grant expired"
+    );
+    let id2 = recorded(&s, "deploy", ACT, "").await;
+    let uri2 = format!("/api/actions/{id2}");
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            &format!("{uri2}/approve"),
+            OPS,
+            r#"{"decision":"approve"}"#
+        )
+        .await
+        .status,
+        200
+    );
+    s.clock.fetch_add(15 * 60_000, Ordering::SeqCst);
+    let g = call(&s, "PATCH", &uri2, BOT, &claim_body(A1, ACT)).await;
+    assert_eq!(g.status, 200);
+    assert_eq!(
+        call(&s, "PATCH", &uri2, BOT, &claim_body(A2, ACT))
+            .await
+            .status,
+        409
+    );
+    let g = call(&s, "GET", &uri2, BOT, "").await;
+    let a = g.body.get("action").unwrap();
+    assert_eq!(
+        a.get("approval_grant_used_at"),
+        a.get("execution_claimed_at")
+    );
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            &format!("{uri2}/outcome"),
+            BOT,
+            r#"{"status":"completed"}"#
+        )
+        .await
+        .status,
+        200
+    );
+    // `action show` reads what the server wrote, the approval included.
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = ["action-ledger", "action", "show", "--repo"].map(str::to_owned);
+    let argv = args
+        .into_iter()
+        .chain([s.repo.display().to_string(), id2.clone()]);
+    let env = crate::cli::Env::from([(
+        "ACTION_LEDGER_NOW".to_owned(),
+        "2026-03-01T13:00:00Z".to_owned(),
+    )]);
+    let code = crate::cli::run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    assert!(
+        text.contains("approval:     approve by ops at 2026-03-01T12:15:00.001Z"),
+        "{text}"
+    );
+    assert!(text.contains("lifecycle:    completed"), "{text}");
+    // A denial cancels.
+    let id3 = recorded(&s, "deploy", ACT, "").await;
+    let g = call(
+        &s,
+        "POST",
+        &format!("/api/actions/{id3}/approve"),
+        OPS,
+        r#"{"decision":"deny"}"#,
+    )
+    .await;
+    let a = g.body.get("action").unwrap();
+    assert_eq!(a.get("status").and_then(Value::as_str), Some("cancelled"));
+    assert_eq!(a.get("approved_by"), Some(&Value::Null));
+    assert_eq!(
+        call(
+            &s,
+            "PATCH",
+            &format!("/api/actions/{id3}"),
+            BOT,
+            &claim_body(A1, ACT)
+        )
+        .await
+        .status,
+        409
+    );
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+async fn status(s: &Server, id: &str) -> (String, String) {
+    let g = call(s, "GET", &format!("/api/actions/{id}"), BOT, "").await;
+    let a = g.body.get("action").unwrap();
+    let f = |k: &str| a.get(k).and_then(Value::as_str).unwrap().to_owned();
+    (f("status"), f("outcome_status"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_sweep_needs_the_secret() {
+    let unset = server_with(None, |_| Target::Local);
+    let g = call_raw(
+        &unset,
+        "GET",
+        "/api/cron/outcome-sweep",
+        &[("authorization", "Bearer x")],
+        vec![],
+    )
+    .await;
+    assert_eq!(g.status, 503);
+    let s = server();
+    for auth in [
+        "",
+        "Bearer wrong",
+        "cron-secret",
+        "Bearer cron-secretx",
+        "Bearer ",
+    ] {
+        let g = call_raw(
+            &s,
+            "GET",
+            "/api/cron/outcome-sweep",
+            &[("authorization", auth)],
+            vec![],
+        )
+        .await;
+        assert_eq!(g.status, 401, "{auth:?}");
+    }
+    let running = recorded(&s, "build", ACT, "").await;
+    let approval = recorded(&s, "deploy", ACT, "").await;
+    let fresh_at = s.clock.fetch_add(10 * 60_000, Ordering::SeqCst);
+    let fresh = recorded(&s, "build", ACT, "").await;
+    s.clock.store(fresh_at + 16 * 60_000, Ordering::SeqCst);
+    let ok = [("authorization", "Bearer cron-secret")];
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    assert_eq!(
+        (g.status, g.body.get("rows_swept")),
+        (200, Some(&Value::from(2)))
+    );
+    assert_eq!(g.body.get("ok"), Some(&Value::Bool(true)));
+    assert_eq!(
+        status(&s, &running).await,
+        ("unknown".into(), "lost_confirmation".into())
+    );
+    assert_eq!(
+        status(&s, &approval).await,
+        ("pending_approval".into(), "lost_confirmation".into())
+    );
+    assert_eq!(
+        status(&s, &fresh).await,
+        ("running".into(), "pending".into())
+    );
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    assert_eq!(g.body.get("rows_swept"), Some(&Value::from(0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_claims_have_one_winner_and_share_commits() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let store = Store::open(&s.repo).unwrap();
+    let before = store.tip("refs/heads/main").unwrap().unwrap();
+    let uri = format!("/api/actions/{id}");
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let router = s.router.clone();
+        let body = claim_body(&format!("attempt-{i:016}"), ACT);
+        let uri = uri.clone();
+        tasks.push(tokio::spawn(async move {
+            let req = axum::http::Request::builder()
+                .method("PATCH")
+                .uri(uri)
+                .header("x-api-key", BOT)
+                .body(Body::from(body))
+                .unwrap();
+            router.oneshot(req).await.unwrap().status().as_u16()
+        }));
+    }
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await.unwrap());
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 1, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 409).count(), 31, "{codes:?}");
+    // Many creations at once: fewer commits than creations, each creation landed.
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let router = s.router.clone();
+        let body = guard_body("build", ACT, &format!(r#","idempotency_key":"many-{i}""#));
+        tasks.push(tokio::spawn(async move {
+            let req = axum::http::Request::builder()
+                .method("POST")
+                .uri("/api/guard?record=true")
+                .header("x-api-key", BOT)
+                .body(Body::from(body))
+                .unwrap();
+            router.oneshot(req).await.unwrap().status().as_u16()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let mut commits = 0;
+    let mut c = tip;
+    while c != before {
+        commits += 1;
+        c = store.parents(c).unwrap()[0];
+    }
+    assert!(commits <= 25, "{commits} commits");
+    let report = crate::verify::verify_revision(&store, tip).unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_see_each_other() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let store = Store::open(&s.repo).unwrap();
+    let options = finality::Options::new(store::Signature {
+        name: "cli".into(),
+        email: "cli@invalid".into(),
+        time_seconds: T0 / 1000,
+    });
+    // The CLI claims what the server created...
+    let request = ClaimRequest {
+        attempt_id: A1.into(),
+        agent_id: Some("agent-1".into()),
+        principal: Some("bot".into()),
+        act: Some(canonical::parse(ACT).unwrap()),
+        verified: false,
+    };
+    finality::claim(&store, &options, &id, &request, T0).unwrap();
+    // ...and the server refuses a second claim and shows the CLI's.
+    assert_eq!(
+        call(
+            &s,
+            "PATCH",
+            &format!("/api/actions/{id}"),
+            BOT,
+            &claim_body(A2, ACT)
+        )
+        .await
+        .status,
+        409
+    );
+    let g = call(&s, "GET", &format!("/api/actions/{id}"), BOT, "").await;
+    assert_eq!(
+        g.body
+            .get("action")
+            .and_then(|a| a.get("execution_attempt_id"))
+            .and_then(Value::as_str),
+        Some(A1)
+    );
+    // The server reports; the CLI reads it.
+    assert_eq!(
+        call(
+            &s,
+            "POST",
+            &format!("/api/actions/{id}/outcome"),
+            BOT,
+            r#"{"status":"completed"}"#
+        )
+        .await
+        .status,
+        200
+    );
+    let st = finality::show(&store, "refs/heads/main", &id).unwrap();
+    assert_eq!(
+        st.outcome.unwrap().status,
+        finality::OutcomeStatus::Completed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_remote_is_unavailable_never_a_conflict() {
+    let s = server_with(None, |dir| Target::Remote {
+        url: dir.join("no-such-remote.git").display().to_string(),
+        ref_name: "refs/heads/main".into(),
+    });
+    let g = call(&s, "PATCH", "/api/actions/act_x", BOT, &claim_body(A1, ACT)).await;
+    assert_eq!(
+        (g.status, g.str("code")),
+        (503, "EXECUTION_CLAIM_UNAVAILABLE")
+    );
+    let g = call(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        BOT,
+        &guard_body("build", ACT, ""),
+    )
+    .await;
+    assert_eq!(g.status, 503);
+    assert_eq!(
+        call(&s, "GET", "/api/actions/act_x", BOT, "").await.status,
+        503
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_times_out() {
+    let s = server_custom(
+        None,
+        |_| Target::Local,
+        |st| {
+            st.client_timeout = std::time::Duration::from_millis(100);
+        },
+    );
+    // The first bytes arrive, then nothing: 408, and nothing is written.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(br#"{"action_type":"#.to_vec())];
+    let stalled = futures_core_stream::Iter(chunks.into_iter());
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/guard?record=true")
+        .header("x-api-key", BOT)
+        .body(Body::from_stream(Pending(Some(stalled))))
+        .unwrap();
+    let resp = s.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 408);
+    let store = Store::open(&s.repo).unwrap();
+    assert_eq!(store.tip("refs/heads/main").unwrap(), None);
+}
+
+/// A stream that yields its inner stream's first item, then never another.
+struct Pending<S>(Option<S>);
+
+impl<S: futures_core::Stream + Unpin> futures_core::Stream for Pending<S> {
+    type Item = S::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        match self.0.as_mut() {
+            Some(inner) => {
+                let first = std::pin::Pin::new(inner).poll_next(cx);
+                self.0 = None;
+                first
+            }
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timer_sweeps_and_logs() {
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = lines.clone();
+    let s = server_custom(
+        None,
+        |_| Target::Local,
+        move |st| {
+            st.sweep_every = Some(std::time::Duration::from_millis(20));
+            st.log = Arc::new(move |l: &str| log.lock().unwrap().push(l.to_owned()));
+        },
+    );
+    let id = recorded(&s, "build", ACT, "").await;
+    s.clock.fetch_add(16 * 60_000, Ordering::SeqCst);
+    let mut swept = false;
+    for _ in 0..500 {
+        if status(&s, &id).await.1 == "lost_confirmation" {
+            swept = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(swept, "the timer never swept");
+    let lines = lines.lock().unwrap().clone();
+    assert!(
+        lines.iter().any(|l| l.contains("1 stale outcome(s)")),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_checked_against_the_current_policy() {
+    let a = server();
+    let allowed = recorded(&a, "build", ACT, "").await;
+    let approved = recorded(&a, "deploy", ACT, "").await;
+    let uri = format!("/api/actions/{approved}/approve");
+    assert_eq!(
+        call(&a, "POST", &uri, OPS, r#"{"decision":"approve"}"#)
+            .await
+            .status,
+        200
+    );
+    let still = recorded(&a, "build", ACT, "").await;
+    // A second server on the same repository whose policy now blocks builds and sends
+    // deploys to approval: the allowed build can no longer be claimed there; the approved
+    // deploy can (its approval is the authority); the first server still grants builds.
+    let repo = a.repo.clone();
+    let b = server_custom(
+        None,
+        |_| Target::Local,
+        move |st| {
+            st.repo = repo;
+            st.policy = Policy::parse(
+            r#"{"rules":[{"action_type":"build","verdict":"block"},{"action_type":"deploy","verdict":"require_approval"}]}"#,
+            "tightened",
+        )
+        .unwrap();
+        },
+    );
+    let g = call(
+        &b,
+        "PATCH",
+        &format!("/api/actions/{allowed}"),
+        BOT,
+        &claim_body(A1, ACT),
+    )
+    .await;
+    assert_eq!((g.status, g.str("code")), (409, "EXECUTION_CLAIM_CONFLICT"));
+    let g = call(
+        &b,
+        "PATCH",
+        &format!("/api/actions/{approved}"),
+        BOT,
+        &claim_body(A1, ACT),
+    )
+    .await;
+    assert_eq!(g.status, 200);
+    let g = call(
+        &a,
+        "PATCH",
+        &format!("/api/actions/{still}"),
+        BOT,
+        &claim_body(A1, ACT),
+    )
+    .await;
+    assert_eq!(g.status, 200);
+}
