@@ -18,7 +18,7 @@ pub struct Digest(String);
 impl Digest {
     /// SHA-256 of `bytes`.
     pub fn of(bytes: impl AsRef<[u8]>) -> Digest {
-        Digest(hex(&Sha256::digest(bytes.as_ref())))
+        Digest(hex::encode(Sha256::digest(bytes.as_ref())))
     }
 
     /// Accepts exactly `^[a-f0-9]{64}$` (no trimming, no case folding: stored form).
@@ -33,22 +33,13 @@ impl Digest {
     /// The 32 raw bytes (for compact in-memory keys).
     pub fn bytes(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
-        for (i, pair) in self.0.as_bytes().chunks(2).enumerate() {
-            let nibble = |c: u8| {
-                if c.is_ascii_digit() {
-                    c - b'0'
-                } else {
-                    c - b'a' + 10
-                }
-            };
-            out[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
-        }
+        hex::decode_to_slice(&self.0, &mut out).expect("a Digest holds 64 lowercase hex digits");
         out
     }
 
     /// The digest with these raw bytes.
     pub fn from_bytes(bytes: &[u8; 32]) -> Digest {
-        Digest(hex(bytes))
+        Digest(hex::encode(bytes))
     }
 
     /// The first `n` hex characters (12 for path digests).
@@ -61,16 +52,6 @@ impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
 }
 
 /// `^[a-f0-9]{64}$`.

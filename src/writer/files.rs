@@ -615,7 +615,12 @@ fn split<'r>(rel: &'r str, label: &str) -> Result<(Vec<&'r str>, &'r str), Error
 }
 
 /// A random UUID version 4 in lowercase hyphenated text (36 characters), as Node's
-/// `crypto.randomUUID()`: names staging and claim files, and is the lock nonce.
+/// `crypto.randomUUID()`: names staging and claim files, and is the lock nonce. The bytes come
+/// from the kernel (`getrandom`, retried on `EINTR`) so that a failure is our typed [`Error`];
+/// the `uuid` crate sets the version and variant bits and formats them.
+///
+/// # Errors
+/// [`Error::Io`] when the kernel cannot supply random bytes.
 pub fn uuid_v4() -> Result<String, Error> {
     let mut b = [0u8; 16];
     let mut filled = 0;
@@ -626,17 +631,10 @@ pub fn uuid_v4() -> Result<String, Error> {
             Err(e) => return Err(io("cannot read random bytes for", "a nonce", e)),
         }
     }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    ))
+    Ok(uuid::Builder::from_random_bytes(b)
+        .into_uuid()
+        .hyphenated()
+        .to_string())
 }
 
 /// `path` made absolute against the current directory with `.` and `..` resolved lexically
