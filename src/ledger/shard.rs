@@ -295,19 +295,6 @@ pub fn text_of(bytes: Vec<u8>, path: &str) -> Result<String, Error> {
 /// `parseActionEventShardContent` (§6.6 step 2): final newline required, no empty line, no `\r`,
 /// each line canonical (source `<path>:<line>`). Does not check order.
 pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
-    parse_content_with(text, path, true)
-}
-
-/// [`parse_content`] on the calling thread only, for callers that already spread shards across
-/// threads.
-///
-/// # Errors
-/// As [`parse_content`].
-pub fn parse_content_serial(text: &str, path: &str) -> Result<Vec<Event>, Error> {
-    parse_content_with(text, path, false)
-}
-
-fn parse_content_with(text: &str, path: &str, parallel: bool) -> Result<Vec<Event>, Error> {
     if text.is_empty() {
         return Ok(Vec::new());
     }
@@ -322,16 +309,10 @@ fn parse_content_with(text: &str, path: &str, parallel: bool) -> Result<Vec<Even
         .iter()
         .enumerate()
         .map(|(i, line)| (*line, format!("{path}:{}", i + 1)));
-    if parallel {
-        Event::parse_lines(sources)
-            .into_iter()
-            .map(|r| r.map_err(Error::from))
-            .collect()
-    } else {
-        sources
-            .map(|(line, source)| Event::parse_line(line, &source).map_err(Error::from))
-            .collect()
-    }
+    Event::parse_lines(sources)
+        .into_iter()
+        .map(|r| r.map_err(Error::from))
+        .collect()
 }
 
 /// Direct shard validation (§6.6 step 3): 1…1,024 events in exact canonical causal order.

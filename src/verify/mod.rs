@@ -296,7 +296,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
         let mut prepared = Vec::with_capacity(paths.len());
         for path in paths {
             let read = self.read_shard(path)?;
-            prepared.push(prepare(path, &read, self.layout, self.privacy, true));
+            prepared.push(prepare(path, &read, self.layout, self.privacy));
         }
         self.check_set(paths, prepared)
     }
@@ -797,15 +797,10 @@ pub struct ShardCheck {
 /// (so that `log` never prints an event out of a shard `verify` would refuse): canonical event
 /// lines (ledger-core §2.6: a final newline, no empty line, no `\r`, each line canonical and a
 /// valid event, the privacy rules included), 1 to 1,024 events in exact canonical causal order
-/// (§6.6), one producer. `parallel` splits a long shard's lines across threads. The checks
-/// that need the rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
-pub fn check_shard(path: &str, text: &str, parallel: bool) -> ShardCheck {
-    let parsed = if parallel {
-        shard::parse_content(text, path)
-    } else {
-        shard::parse_content_serial(text, path)
-    };
-    let events = match parsed {
+/// (§6.6), one producer. A long shard's lines are parsed on all cores. The checks that need the
+/// rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
+pub fn check_shard(path: &str, text: &str) -> ShardCheck {
+    let events = match shard::parse_content(text, path) {
         Ok(events) => events,
         Err(e) => {
             return ShardCheck {
@@ -842,13 +837,7 @@ type ShardRead = Option<Result<String, shard::Error>>;
 
 /// Parses and checks one shard file on its own ([`check_shard`]), scans its events for the
 /// strict profile, and computes the content id of each event's binding and the replay digest.
-fn prepare(
-    path: &str,
-    read: &ShardRead,
-    layout: Layout,
-    profile: Profile,
-    parallel: bool,
-) -> Prepared {
+fn prepare(path: &str, read: &ShardRead, layout: Layout, profile: Profile) -> Prepared {
     let text = match read {
         None => {
             return Prepared {
@@ -867,7 +856,7 @@ fn prepare(
         }
         Some(Ok(text)) => text,
     };
-    let ShardCheck { events, refused } = check_shard(path, text, parallel);
+    let ShardCheck { events, refused } = check_shard(path, text);
     let mut strict = Vec::new();
     if profile == Profile::Strict {
         for e in &events {
@@ -906,13 +895,14 @@ fn prepare(
     }
 }
 
-/// [`prepare`] over many shards on all cores ([`crate::parallel::map`]); results in input
-/// order. A lone shard spreads its lines across the cores instead.
+/// [`prepare`] over many shards on all cores (rayon); results in input order. A long shard's
+/// lines are spread across the cores as well (the work nests).
 fn prepare_all(items: &[(&str, ShardRead)], layout: Layout, profile: Profile) -> Vec<Prepared> {
-    let lone = items.len() < 2;
-    crate::parallel::map(items, 2, |(path, read)| {
-        prepare(path, read, layout, profile, lone)
-    })
+    use rayon::prelude::*;
+    items
+        .par_iter()
+        .map(|(path, read)| prepare(path, read, layout, profile))
+        .collect()
 }
 
 /// Verifies `sets` in order, as a pipeline: this thread reads a batch of shards (about 1 MiB;
