@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use crate::canonical::{self, Value};
 use crate::identity::{self, Digest};
 use crate::privacy;
+pub use crate::time::{Timestamp, compare_timestamps, timestamp_epoch_seconds};
 
 /// `ACTION_EVENT_SCHEMA`.
 pub const SCHEMA: &str = "clawsweeper.state-ledger-event.v1";
@@ -729,7 +730,7 @@ fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), Error> {
 /// a real Gregorian date, hour ≤ 23, no leap second, offset hour ≤ 23.
 pub fn timestamp(raw: &str, label: &str) -> Result<String, FieldError> {
     let s = privacy::js_trim(raw);
-    if parse_timestamp(s).is_some() {
+    if crate::time::is_timestamp(s) {
         Ok(s.to_owned())
     } else {
         Err(FieldError::NotTimestamp {
@@ -738,126 +739,10 @@ pub fn timestamp(raw: &str, label: &str) -> Result<String, FieldError> {
     }
 }
 
-/// (epoch seconds of the value without its fraction, fraction digits).
-fn parse_timestamp(s: &str) -> Option<(i64, &str)> {
-    let b = s.as_bytes();
-    if b.len() < 20 || !s.is_ascii() {
-        return None;
-    }
-    let (y, mo, d) = (
-        digits_of(&s[0..4])?,
-        digits_of(&s[5..7])?,
-        digits_of(&s[8..10])?,
-    );
-    let (h, mi, se) = (
-        digits_of(&s[11..13])?,
-        digits_of(&s[14..16])?,
-        digits_of(&s[17..19])?,
-    );
-    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    if y == 0 || !(1..=12).contains(&mo) || d == 0 || d > identity::days_in_month(y, mo) {
-        return None;
-    }
-    if h > 23 || mi > 59 || se > 59 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut fraction = "";
-    if let Some(r) = rest.strip_prefix('.') {
-        let n = r.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return None;
-        }
-        fraction = &r[..n];
-        rest = &r[n..];
-    }
-    let offset_secs: i64 = if rest == "Z" {
-        0
-    } else {
-        let rb = rest.as_bytes();
-        if rb.len() != 6 || !matches!(rb[0], b'+' | b'-') || rb[3] != b':' {
-            return None;
-        }
-        let oh = digits_of(&rest[1..3])?;
-        let om = digits_of(&rest[4..6])?;
-        if oh > 23 || om > 59 {
-            return None;
-        }
-        let sign = if rb[0] == b'-' { -1 } else { 1 };
-        sign * (oh as i64 * 3600 + om as i64 * 60)
-    };
-    let days = days_from_civil(y as i64, mo as i64, d as i64);
-    let local = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + se as i64;
-    Some((local - offset_secs, fraction))
-}
-
-/// Epoch seconds of a valid timestamp (fraction dropped), `None` when it is not one.
-pub fn timestamp_epoch_seconds(s: &str) -> Option<i64> {
-    parse_timestamp(s).map(|(secs, _)| secs)
-}
-
-fn digits_of(s: &str) -> Option<u32> {
-    (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| s.parse().ok())
-        .flatten()
-}
-
-/// Days since 1970-01-01 of a proleptic-Gregorian date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The proleptic-Gregorian `(year, month, day)` of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// `Date.prototype.toISOString` of epoch milliseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ` (years
-/// 0000–9999; the writer's `recorded_at`).
+/// `Date.prototype.toISOString` of epoch milliseconds ([`Timestamp::to_iso_millis`]): the
+/// writer's `recorded_at`.
 pub fn iso_millis(epoch_ms: i64) -> String {
-    let days = epoch_ms.div_euclid(86_400_000);
-    let ms = epoch_ms.rem_euclid(86_400_000);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        ms / 3_600_000,
-        ms / 60_000 % 60,
-        ms / 1000 % 60,
-        ms % 1000
-    )
-}
-
-/// `compareActionEventTimestamps` (§4.3): instant without fraction, then fraction digits compared
-/// position by position with missing digits as `0`. Invalid timestamps sort as equal.
-pub fn compare_timestamps(a: &str, b: &str) -> Ordering {
-    let (Some((sa, fa)), Some((sb, fb))) = (parse_timestamp(a), parse_timestamp(b)) else {
-        return Ordering::Equal;
-    };
-    sa.cmp(&sb).then_with(|| {
-        let n = fa.len().max(fb.len());
-        let pad = |f: &str, i: usize| f.as_bytes().get(i).copied().unwrap_or(b'0');
-        (0..n)
-            .map(|i| pad(fa, i).cmp(&pad(fb, i)))
-            .find(|o| o.is_ne())
-            .unwrap_or(Ordering::Equal)
-    })
+    Timestamp::from_millis(epoch_ms).to_iso_millis()
 }
 
 /// Assembles the record from its semantic value and occurrence (§1.13 steps 5–6).

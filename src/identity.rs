@@ -264,35 +264,9 @@ pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
     let err = || Error::NotCalendarDate {
         label: label.to_owned(),
     };
-    let b = s.as_bytes();
-    if b.len() != 10
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !b
-            .iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
-    {
-        return Err(err());
-    }
-    let y: u32 = s[0..4].parse().map_err(|_| err())?;
-    let m: u32 = s[5..7].parse().map_err(|_| err())?;
-    let d: u32 = s[8..10].parse().map_err(|_| err())?;
-    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return Err(err());
-    }
-    Ok(s.to_owned())
-}
-
-/// Days in month `m` of proleptic-Gregorian year `y`.
-pub fn days_in_month(y: u32, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400) => 29,
-        2 => 28,
-        _ => 0,
-    }
+    crate::time::CalendarDate::parse(s)
+        .map(|_| s.to_owned())
+        .ok_or_else(err)
 }
 
 /// The identity of one producer run's shard set (§3.8, runtime §2.3). The serialized form uses

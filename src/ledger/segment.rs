@@ -147,7 +147,8 @@ impl Month {
 
     /// Seconds since the Unix epoch of the first instant (00:00:00 UTC on day 1).
     pub fn start_epoch_seconds(self) -> i64 {
-        crate::event::days_from_civil(i64::from(self.year), i64::from(self.month), 1) * 86_400
+        crate::time::day_start_epoch_seconds(i32::from(self.year), self.month, 1)
+            .expect("any u16 year is inside the calendar's range, and month is 1-12")
     }
 
     /// `ledger/v1/events/YYYY/MM`: the directory of the month's hot shards.

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
+use crate::time::Timestamp;
 use crate::identity::{self, Digest};
 use crate::privacy::{self, Profile};
 use crate::writer::files::{self, Root, Written};
@@ -458,13 +459,8 @@ pub fn partition_date(env: &Environment) -> Result<String, Error> {
     }
     // The reference's pattern is the ledger timestamp shape with an unbounded year-0 check
     // done separately; both reject the same strings here.
-    let secs = event::timestamp_epoch_seconds(started).ok_or(Error::RunStartedAt)?;
-    let (y, m, d) = event::civil_from_days(secs.div_euclid(86_400));
-    let date = if (0..=9999).contains(&y) {
-        format!("{y:04}-{m:02}-{d:02}")
-    } else {
-        String::new()
-    };
+    let started = Timestamp::from_iso(started).ok_or(Error::RunStartedAt)?;
+    let date = started.utc_date().map(|d| d.to_string()).unwrap_or_default();
     partition_calendar_date(&date, "GITHUB_RUN_STARTED_AT UTC partition date")
 }
 
@@ -701,7 +697,7 @@ pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Resu
     }
     Ok(event::create(
         &Value::Object(writer),
-        &event::iso_millis(now_ms),
+        &Timestamp::from_millis(now_ms).to_iso_millis(),
         None,
     )?)
 }
