@@ -180,7 +180,13 @@ impl CalendarDate {
 
 impl fmt::Display for CalendarDate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year(), self.month(), self.day())
+        write!(
+            f,
+            "{:04}-{:02}-{:02}",
+            self.year(),
+            self.month(),
+            self.day()
+        )
     }
 }
 
@@ -242,8 +248,7 @@ pub fn parse_timestamp(s: &str) -> Option<(i64, &str)> {
         let sign = if rb[0] == b'-' { -1 } else { 1 };
         sign * (i64::from(oh) * 3600 + i64::from(om) * 60)
     };
-    let local =
-        epoch_days(day) * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(se);
+    let local = epoch_days(day) * 86_400 + i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(se);
     Some((local - offset_secs, fraction))
 }
 
@@ -289,7 +294,11 @@ mod tests {
             (951_782_400_000, "2000-02-29T00:00:00.000Z"),
         ] {
             assert_eq!(Timestamp::from_millis(ms).to_iso_millis(), iso, "{ms}");
-            assert_eq!(Timestamp::from_iso(iso), Some(Timestamp::from_millis(ms)), "{iso}");
+            assert_eq!(
+                Timestamp::from_iso(iso),
+                Some(Timestamp::from_millis(ms)),
+                "{iso}"
+            );
         }
         // One offset past the last day of year 9999 still formats (five-digit year).
         let late = Timestamp::from_iso("9999-12-31T23:00:00-02:00").unwrap();

@@ -517,7 +517,11 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
             let Some(input) = terminal_input(&current, start, reason)? else {
                 continue;
             };
-            let candidate = event::create(&input, &crate::time::Timestamp::from_millis(now_ms).to_iso_millis(), None)?;
+            let candidate = event::create(
+                &input,
+                &crate::time::Timestamp::from_millis(now_ms).to_iso_millis(),
+                None,
+            )?;
             let date = spool
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;

@@ -31,9 +31,9 @@ use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
-use crate::time::Timestamp;
 use crate::identity::{self, Digest};
 use crate::privacy::{self, Profile};
+use crate::time::Timestamp;
 use crate::writer::files::{self, Root, Written};
 use crate::writer::lock;
 use crate::writer::seal;
@@ -460,7 +460,10 @@ pub fn partition_date(env: &Environment) -> Result<String, Error> {
     // The reference's pattern is the ledger timestamp shape with an unbounded year-0 check
     // done separately; both reject the same strings here.
     let started = Timestamp::from_iso(started).ok_or(Error::RunStartedAt)?;
-    let date = started.utc_date().map(|d| d.to_string()).unwrap_or_default();
+    let date = started
+        .utc_date()
+        .map(|d| d.to_string())
+        .unwrap_or_default();
     partition_calendar_date(&date, "GITHUB_RUN_STARTED_AT UTC partition date")
 }
 
@@ -1457,13 +1460,13 @@ mod tests {
         input
     }
 
-    /// Child half of `two_processes_record_the_same_events`: does nothing unless the parent set
-    /// `ACTION_LEDGER_TEST_RECORD_ROOT`.
+    /// Child half of `two_processes_record_the_same_events`, which launches it (ignored in a
+    /// normal run; it fails when `ACTION_LEDGER_TEST_RECORD_ROOT` is not set).
     #[test]
+    #[ignore = "launched by two_processes_record_the_same_events"]
     fn record_child() {
-        let Ok(dir) = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT") else {
-            return;
-        };
+        let dir = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT")
+            .expect("ACTION_LEDGER_TEST_RECORD_ROOT names the directory to record in");
         let go = Path::new(&dir).join("go");
         while !go.exists() {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1490,7 +1493,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spawn = || {
             std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "record::tests::record_child", "--nocapture"])
+                .args([
+                    "--ignored",
+                    "--exact",
+                    &crate::tests::name_of(module_path!(), "record_child"),
+                ])
+                .arg("--nocapture")
                 .args(["--test-threads", "1"])
                 .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
                 .stdout(std::process::Stdio::piped())
