@@ -72,181 +72,211 @@ pub struct ConfidentialPattern {
     pub id: u8,
     /// What the pattern is meant to catch; our wording, not the reference's.
     pub family: &'static str,
-    /// The reference's JavaScript regex source, verbatim; it is used without flags.
-    pub source: &'static str,
+    /// The pattern in `regex` syntax. It matches exactly what the reference's JavaScript
+    /// source (used without flags) matches; the JavaScript sources are kept as test vectors,
+    /// and a test checks the two agree on every sample of this module.
+    pub pattern: &'static str,
+}
+
+/// The ECMAScript WhiteSpace + LineTerminator set (what a JavaScript `\s` matches, and what
+/// `String.prototype.trim` removes), as the members of a `regex` character class. Unlike
+/// Unicode `White_Space` it has U+FEFF and lacks U+0085, so `regex`'s own `\s` does not serve.
+macro_rules! js_space {
+    () => {
+        r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}"
+    };
 }
 
 /// The 26 confidential identifier patterns of ledger-core §4.4 (check A), in reference order.
 ///
-/// The sources are kept verbatim so that they can be compared with the reference; they are
-/// translated to `regex` syntax once, on first use (see `rust_regex_source`).
+/// Each is the reference's JavaScript pattern written in `regex` syntax, which differs from
+/// JavaScript's in four places: `\s` is the ECMAScript whitespace set (`js_space!`), `\d`
+/// is `[0-9]`, `\b` is the ASCII word boundary `(?-u:\b)`, and pattern 4's trailing
+/// look-ahead `/(?!/)` (`regex` has no look-around) is `/(?:[^/]|$)`, which is sound because it
+/// ends the pattern and the table is only asked whether a value matches, never where.
 pub static CONFIDENTIAL_PATTERNS: [ConfidentialPattern; 26] = [
     ConfidentialPattern {
         id: 1,
         family: "posix private directory",
-        source: r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
+        pattern: r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
     },
     ConfidentialPattern {
         id: 2,
         family: "windows users directory",
-        source: r"\\[Uu][Ss][Ee][Rr][Ss]\\",
+        pattern: r"\\[Uu][Ss][Ee][Rr][Ss]\\",
     },
     ConfidentialPattern {
         id: 3,
         family: "windows drive path",
-        source: r"(?:^|[\\/])[A-Za-z]:[\\/]",
+        pattern: r"(?:^|[\\/])[A-Za-z]:[\\/]",
     },
     ConfidentialPattern {
         id: 4,
         family: "scheme-like prefix before an absolute path",
-        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?!/)|[A-Za-z]:/)",
+        pattern: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?:[^/]|$)|[A-Za-z]:/)",
     },
     ConfidentialPattern {
         id: 5,
         family: "percent-encoded octet",
-        source: r"%[0-9A-Fa-f]{2}",
+        pattern: r"%[0-9A-Fa-f]{2}",
     },
     ConfidentialPattern {
         id: 6,
         family: "file url",
-        source: r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:",
+        pattern: r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:",
     },
     ConfidentialPattern {
         id: 7,
         family: "url userinfo",
-        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@]+@",
+        pattern: concat!(
+            r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^",
+            js_space!(),
+            r"/@]+@"
+        ),
     },
     ConfidentialPattern {
         id: 8,
         family: "userinfo without authority slashes",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^\s/@]+@",
+        pattern: concat!(
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^",
+            js_space!(),
+            r"/@]+@"
+        ),
     },
     ConfidentialPattern {
         id: 9,
         family: "pem private key",
-        source: r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY",
+        pattern: r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY",
     },
     ConfidentialPattern {
         id: 10,
         family: "github or openai style token",
-        source: r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
+        pattern: r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
     },
     ConfidentialPattern {
         id: 11,
         family: "npm token",
-        source: r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
+        pattern: r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
     },
     ConfidentialPattern {
         id: 12,
         family: "slack token",
-        source: r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
+        pattern: r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
     },
     ConfidentialPattern {
         id: 13,
         family: "aws access key id",
-        source: r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
+        pattern: r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
     },
     ConfidentialPattern {
         id: 14,
         family: "json web token",
-        source: r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
+        pattern: r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
     },
     ConfidentialPattern {
         id: 15,
         family: "bearer, api key or cloudflare credential",
-        source: r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:\s+|%20|\s*[:=_+\-]\s*)[A-Za-z0-9._~+\/-]{16,}={0,2}",
+        pattern: concat!(
+            r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:[",
+            js_space!(),
+            r"]+|%20|[",
+            js_space!(),
+            r"]*[:=_+\-][",
+            js_space!(),
+            r"]*)[A-Za-z0-9._~+\/-]{16,}={0,2}"
+        ),
     },
     ConfidentialPattern {
         id: 16,
         family: "basic credentials",
-        source: r"[Bb][Aa][Ss][Ii][Cc](?:\s+|%20|\s*[:+]\s*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])",
+        pattern: concat!(
+            r"[Bb][Aa][Ss][Ii][Cc](?:[",
+            js_space!(),
+            r"]+|%20|[",
+            js_space!(),
+            r"]*[:+][",
+            js_space!(),
+            r"]*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])"
+        ),
     },
     ConfidentialPattern {
         id: 17,
         family: "e-mail address",
-        source: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+        pattern: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
     },
     ConfidentialPattern {
         id: 18,
         family: "internal host name",
-        source: r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
+        pattern: r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
     },
     ConfidentialPattern {
         id: 19,
         family: "private dotted ipv4",
-        source: r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
+        pattern: r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
     },
     ConfidentialPattern {
         id: 20,
         family: "dotted quad with a leading-zero octet",
-        source: r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
+        pattern: r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
     },
     ConfidentialPattern {
         id: 21,
         family: "ipv6 loopback, mapped loopback, unique-local or link-local",
-        source: r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
+        pattern: r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
     },
     ConfidentialPattern {
         id: 22,
         family: "ipv6-embedded private ipv4 in hex",
-        source: r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        pattern: r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
     },
     ConfidentialPattern {
         id: 23,
         family: "ipv6-embedded private ipv4 in hex, partially compressed",
-        source: r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        pattern: r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
     },
     ConfidentialPattern {
         id: 24,
         family: "shorthand private ipv4 url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
+        pattern: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
     },
     ConfidentialPattern {
         id: 25,
         family: "single-number host url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
+        pattern: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
     },
     ConfidentialPattern {
         id: 26,
         family: "mixed-radix host url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
+        pattern: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
     },
 ];
 
-/// Check D's dotted-quad candidates (reference source, global flag).
-const IPV4_CANDIDATE_SOURCE: &str = r"\b(?:\d{1,3}\.){3}\d{1,3}\b";
-/// Check D's bracketed IPv6 candidates (reference source, global + case-insensitive flags).
-const IPV6_CANDIDATE_SOURCE: &str = r"\[[0-9a-f:]+\]";
-/// Check E's URL candidates (reference source, global flag).
-const URL_CANDIDATE_SOURCE: &str = r#"\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+"#;
-
-/// The ECMAScript WhiteSpace + LineTerminator set (what JS `\s` and `trim` use), written as the
-/// members of a `regex` character class. Unlike Unicode `White_Space` it has U+FEFF and lacks
-/// U+0085.
-const JS_WHITESPACE_CLASS_MEMBERS: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
-
 static CONFIDENTIAL_SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(
-        CONFIDENTIAL_PATTERNS
-            .iter()
-            .map(|pattern| rust_regex_source(pattern.source)),
-    )
-    .expect("every confidential pattern translates to valid regex syntax")
+    RegexSet::new(CONFIDENTIAL_PATTERNS.iter().map(|pattern| pattern.pattern))
+        .expect("every confidential pattern is valid regex syntax")
 });
 
+/// Check D's dotted-quad candidates (the reference's `\b(?:\d{1,3}\.){3}\d{1,3}\b`, global).
 static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&rust_regex_source(IPV4_CANDIDATE_SOURCE))
+    Regex::new(r"(?-u:\b)(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?-u:\b)")
         .expect("the IPv4 candidate pattern is valid regex syntax")
 });
 
+/// Check D's bracketed IPv6 candidates (the reference's `\[[0-9a-f:]+\]`, global and
+/// case-insensitive).
 static IPV6_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!("(?i){}", rust_regex_source(IPV6_CANDIDATE_SOURCE)))
-        .expect("the IPv6 candidate pattern is valid regex syntax")
+    Regex::new(r"(?i)\[[0-9a-f:]+\]").expect("the IPv6 candidate pattern is valid regex syntax")
 });
 
+/// Check E's URL candidates (the reference's `\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+`,
+/// global).
 static URL_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&rust_regex_source(URL_CANDIDATE_SOURCE))
-        .expect("the URL candidate pattern is valid regex syntax")
+    Regex::new(concat!(
+        r"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]*:\/\/[^",
+        js_space!(),
+        r#""'<>]+"#
+    ))
+    .expect("the URL candidate pattern is valid regex syntax")
 });
 
 /// Node's `net.isIPv6` (lib/internal/net.js). It differs from the WHATWG IPv6 parser in
@@ -809,53 +839,6 @@ fn starts_with_device_name(segment: &[u8]) -> bool {
     matches!(segment.get(stem_len), None | Some(b'.'))
 }
 
-/// Translates a JavaScript regex source (no `u` flag) to `regex` syntax with the same matches:
-/// `\s` becomes the JS whitespace set, `\d` becomes `[0-9]`, `\b` becomes the ASCII word
-/// boundary, and pattern #4's trailing `/(?!/)` becomes `/(?:[^/]|$)`. The last rewrite is only
-/// sound because the look-ahead ends its pattern and the table is only used to ask whether a
-/// value matches, never where.
-fn rust_regex_source(js: &str) -> String {
-    let js = js.replace("/(?!/)", "/(?:[^/]|$)");
-    let mut out = String::with_capacity(js.len() + 64);
-    let mut in_class = false;
-    let mut chars = js.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(escaped) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                match (escaped, in_class) {
-                    ('s', true) => out.push_str(JS_WHITESPACE_CLASS_MEMBERS),
-                    ('s', false) => {
-                        out.push('[');
-                        out.push_str(JS_WHITESPACE_CLASS_MEMBERS);
-                        out.push(']');
-                    }
-                    ('d', true) => out.push_str("0-9"),
-                    ('d', false) => out.push_str("[0-9]"),
-                    ('b', false) => out.push_str(r"(?-u:\b)"),
-                    _ => {
-                        out.push('\\');
-                        out.push(escaped);
-                    }
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push(c);
-            }
-            ']' if in_class => {
-                in_class = false;
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -879,83 +862,292 @@ mod tests {
         assert_eq!(ids, (1..=26).collect::<Vec<u8>>());
     }
 
+    /// The test oracle for the hand-written patterns: a mechanical translation of a JavaScript
+    /// regex source (no `u` flag) to `regex` syntax with the same matches:
+    /// `\s` becomes the JS whitespace set, `\d` becomes `[0-9]`, `\b` becomes the ASCII word
+    /// boundary, and pattern #4's trailing `/(?!/)` becomes `/(?:[^/]|$)`. The last rewrite is only
+    /// sound because the look-ahead ends its pattern and the table is only used to ask whether a
+    /// value matches, never where.
+    fn js_to_regex(js: &str) -> String {
+        let js = js.replace("/(?!/)", "/(?:[^/]|$)");
+        let mut out = String::with_capacity(js.len() + 64);
+        let mut in_class = false;
+        let mut chars = js.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    let Some(escaped) = chars.next() else {
+                        out.push('\\');
+                        break;
+                    };
+                    match (escaped, in_class) {
+                        ('s', true) => out.push_str(js_space!()),
+                        ('s', false) => {
+                            out.push('[');
+                            out.push_str(js_space!());
+                            out.push(']');
+                        }
+                        ('d', true) => out.push_str("0-9"),
+                        ('d', false) => out.push_str("[0-9]"),
+                        ('b', false) => out.push_str(r"(?-u:\b)"),
+                        _ => {
+                            out.push('\\');
+                            out.push(escaped);
+                        }
+                    }
+                }
+                '[' if !in_class => {
+                    in_class = true;
+                    out.push(c);
+                }
+                ']' if in_class => {
+                    in_class = false;
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// The reference's `ACTION_EVENT_CONFIDENTIAL_IDENTIFIER_PATTERN_SOURCES`, verbatim (used
+    /// without flags), by id.
+    const REFERENCE_SOURCES: [(u8, &str); 26] = [
+        (
+            1,
+            r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
+        ),
+        (2, r"\\[Uu][Ss][Ee][Rr][Ss]\\"),
+        (3, r"(?:^|[\\/])[A-Za-z]:[\\/]"),
+        (
+            4,
+            r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?!/)|[A-Za-z]:/)",
+        ),
+        (5, r"%[0-9A-Fa-f]{2}"),
+        (6, r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:"),
+        (
+            7,
+            r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@]+@",
+        ),
+        (
+            8,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^\s/@]+@",
+        ),
+        (9, r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY"),
+        (
+            10,
+            r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
+        ),
+        (
+            11,
+            r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
+        ),
+        (
+            12,
+            r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
+        ),
+        (
+            13,
+            r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
+        ),
+        (
+            14,
+            r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
+        ),
+        (
+            15,
+            r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:\s+|%20|\s*[:=_+\-]\s*)[A-Za-z0-9._~+\/-]{16,}={0,2}",
+        ),
+        (
+            16,
+            r"[Bb][Aa][Ss][Ii][Cc](?:\s+|%20|\s*[:+]\s*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])",
+        ),
+        (
+            17,
+            r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+        ),
+        (
+            18,
+            r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
+        ),
+        (
+            19,
+            r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
+        ),
+        (
+            20,
+            r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
+        ),
+        (
+            21,
+            r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
+        ),
+        (
+            22,
+            r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        ),
+        (
+            23,
+            r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        ),
+        (
+            24,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
+        ),
+        (
+            25,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
+        ),
+        (
+            26,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
+        ),
+    ];
+
+    /// The reference's candidate patterns (checks D and E), verbatim, with the flags they are
+    /// used with, and ours.
+    fn candidate_sources() -> [(&'static str, &'static str, &'static Regex); 3] {
+        [
+            (r"\b(?:\d{1,3}\.){3}\d{1,3}\b", "", &IPV4_CANDIDATE),
+            (r"\[[0-9a-f:]+\]", "(?i)", &IPV6_CANDIDATE),
+            (
+                r#"\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+"#,
+                "",
+                &URL_CANDIDATE,
+            ),
+        ]
+    }
+
+    /// Every value the tests of this module use, plus values aimed at the places where the two
+    /// syntaxes differ (`\s`, `\d`, `\b`, the look-ahead of pattern 4).
+    fn samples() -> Vec<String> {
+        let mut all: Vec<String> = FAMILY_SAMPLES
+            .iter()
+            .flat_map(|(_, hit, miss)| [hit.to_string(), miss.to_string()])
+            .chain(MORE_SAMPLES.iter().map(|(v, _)| v.to_string()))
+            .collect();
+        for value in [
+            "Bearer\u{FEFF}abcdefghijklmnop",
+            "Bearer\u{85}abcdefghijklmnop",
+            "Bearer\u{3000}abcdefghijklmnop",
+            "basic\u{A0}abcd",
+            "basic\u{2028}abcd",
+            "https://a\u{A0}b@c",
+            "https://a\u{85}b@c",
+            "http:a\u{2009}b@c",
+            "x ١٢٧.0.0.1 y",
+            "é1.2.3.4",
+            "_1.2.3.4_",
+            "a1.2.3.4",
+            "1.2.3.4é",
+            "[FE80::1]",
+            "[fe80::1]x",
+            "ΩX://h/",
+            "see https://u@h/ and",
+            "é-https://localhost/",
+            "s3://bucket",
+            "s3:/",
+            "s3:/b",
+            "s3://",
+            "x:C:/y",
+        ] {
+            all.push(value.to_owned());
+        }
+        all
+    }
+
+    /// Each hand-written pattern matches exactly what the reference's JavaScript source
+    /// matches, on every sample; each candidate pattern also finds the same spans.
     #[test]
-    fn every_translated_pattern_compiles_without_look_around() {
-        for pattern in &CONFIDENTIAL_PATTERNS {
-            let source = rust_regex_source(pattern.source);
-            for look_around in ["(?=", "(?!", "(?<=", "(?<!"] {
-                assert!(
-                    !source.contains(look_around),
-                    "#{} {}",
-                    pattern.id,
-                    pattern.family
+    fn patterns_match_what_the_javascript_sources_match() {
+        let samples = samples();
+        for (pattern, (id, js)) in CONFIDENTIAL_PATTERNS.iter().zip(REFERENCE_SOURCES) {
+            assert_eq!(pattern.id, id);
+            let ours = Regex::new(pattern.pattern).unwrap();
+            let theirs = Regex::new(&js_to_regex(js)).unwrap();
+            for sample in &samples {
+                assert_eq!(
+                    ours.is_match(sample),
+                    theirs.is_match(sample),
+                    "#{id} on {sample:?}"
                 );
             }
-            assert!(
-                Regex::new(&source).is_ok(),
-                "#{} {}",
-                pattern.id,
-                pattern.family
-            );
+        }
+        for (js, flags, ours) in candidate_sources() {
+            let theirs = Regex::new(&format!("{flags}{}", js_to_regex(js))).unwrap();
+            for sample in &samples {
+                let spans = |r: &Regex| r.find_iter(sample).map(|m| m.range()).collect::<Vec<_>>();
+                assert_eq!(spans(ours), spans(&theirs), "{js} on {sample:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn patterns_need_no_look_around() {
+        for pattern in &CONFIDENTIAL_PATTERNS {
+            for look_around in ["(?=", "(?!", "(?<=", "(?<!"] {
+                assert!(!pattern.pattern.contains(look_around), "#{}", pattern.id);
+            }
         }
     }
 
     #[test]
     fn translation_rewrites_only_js_specific_syntax() {
+        let space = js_space!();
         assert_eq!(
-            rust_regex_source(r"a\sb[^\s/]\d[\d]\b\.\\"),
-            format!(
-                r"a[{JS_WHITESPACE_CLASS_MEMBERS}]b[^{JS_WHITESPACE_CLASS_MEMBERS}/][0-9][0-9](?-u:\b)\.\\"
-            )
+            js_to_regex(r"a\sb[^\s/]\d[\d]\b\.\\"),
+            format!(r"a[{space}]b[^{space}/][0-9][0-9](?-u:\b)\.\\")
         );
-        assert_eq!(rust_regex_source("x:(?:/(?!/)|y)"), "x:(?:/(?:[^/]|$)|y)");
+        assert_eq!(js_to_regex("x:(?:/(?!/)|y)"), "x:(?:/(?:[^/]|$)|y)");
     }
+
+    /// One sample per family that its pattern must flag and one it must not.
+    const FAMILY_SAMPLES: [(u8, &str, &str); 26] = [
+        (1, "logs/tmp/x", "logs/tmpx/y"),
+        (2, r"C:\Users\alice", r"C:\Userss\x"),
+        (3, "D:/data", "ab:/data"),
+        (4, "s3:/bucket/key", "https://github.com/o/r"),
+        (5, "a%2Fb", "a%2Gb"),
+        (6, "x file:y", "my-file:x"),
+        (7, "https://user:pw@github.com/x", "https://github.com/@x"),
+        (8, "ssh:git@github.com", "git:git@github.com"),
+        (9, "BEGIN OPENSSH PRIVATE KEY", "begin private key"),
+        (10, "ghp_ABCDEFGHIJKLMNOP", "ghp_ABCDEFGHIJKLMNO"),
+        (
+            11,
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789a",
+        ),
+        (12, "xoxb-1234567890-abcdef", "xoxb-123456789"),
+        (13, "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ"),
+        (
+            14,
+            "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmnop",
+            "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmno",
+        ),
+        (
+            15,
+            "Bearer:abcdefghijklmnopqrstuvwxyz",
+            "Bearer:abcdefghijklmno",
+        ),
+        (16, "basic abcd", "Basic:abcde"),
+        (17, "a@b", "a@-b"),
+        (18, "router.home.arpa", "printer.localdomain"),
+        (19, "host-10.1.2.3", "110.1.2.3"),
+        (20, "1.2.3.04", "10.20.30.40"),
+        (21, "fe80::1", "2001:db8::1"),
+        (22, "::ffff:a00:1", "::ffff:808:808"),
+        (23, "0:0::ffff:c0a8:1", "0:0::ffff:808:808"),
+        (24, "ws:10.1.2", "http://1270.1"),
+        (25, "http://2130706433", "http://2130706433x"),
+        (26, "http://a.017.1", "http://example.com"),
+    ];
 
     /// One value per family that its pattern must flag and one that it must not (outcomes
     /// checked against the reference's JavaScript regexes).
     #[test]
     fn every_family_flags_its_sample_and_spares_its_near_miss() {
-        let cases: [(u8, &str, &str); 26] = [
-            (1, "logs/tmp/x", "logs/tmpx/y"),
-            (2, r"C:\Users\alice", r"C:\Userss\x"),
-            (3, "D:/data", "ab:/data"),
-            (4, "s3:/bucket/key", "https://github.com/o/r"),
-            (5, "a%2Fb", "a%2Gb"),
-            (6, "x file:y", "my-file:x"),
-            (7, "https://user:pw@github.com/x", "https://github.com/@x"),
-            (8, "ssh:git@github.com", "git:git@github.com"),
-            (9, "BEGIN OPENSSH PRIVATE KEY", "begin private key"),
-            (10, "ghp_ABCDEFGHIJKLMNOP", "ghp_ABCDEFGHIJKLMNO"),
-            (
-                11,
-                "npm_abcdefghijklmnopqrstuvwxyz0123456789",
-                "npm_abcdefghijklmnopqrstuvwxyz0123456789a",
-            ),
-            (12, "xoxb-1234567890-abcdef", "xoxb-123456789"),
-            (13, "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ"),
-            (
-                14,
-                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmnop",
-                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmno",
-            ),
-            (
-                15,
-                "Bearer:abcdefghijklmnopqrstuvwxyz",
-                "Bearer:abcdefghijklmno",
-            ),
-            (16, "basic abcd", "Basic:abcde"),
-            (17, "a@b", "a@-b"),
-            (18, "router.home.arpa", "printer.localdomain"),
-            (19, "host-10.1.2.3", "110.1.2.3"),
-            (20, "1.2.3.04", "10.20.30.40"),
-            (21, "fe80::1", "2001:db8::1"),
-            (22, "::ffff:a00:1", "::ffff:808:808"),
-            (23, "0:0::ffff:c0a8:1", "0:0::ffff:808:808"),
-            (24, "ws:10.1.2", "http://1270.1"),
-            (25, "http://2130706433", "http://2130706433x"),
-            (26, "http://a.017.1", "http://example.com"),
-        ];
-        for (id, hit, miss) in cases {
+        for (id, hit, miss) in FAMILY_SAMPLES {
             assert!(pattern_hits(hit).contains(&id), "#{id} should flag {hit:?}");
             assert!(contains_confidential_identifier(hit), "{hit:?}");
             assert!(
@@ -965,38 +1157,40 @@ mod tests {
         }
     }
 
+    /// Values and the ids of every pattern that flags them.
+    const MORE_SAMPLES: &[(&str, &[u8])] = &[
+        // #4's look-ahead also holds at the end of the value.
+        ("x:/", &[3, 4]),
+        ("name:C:/x", &[4]),
+        ("FILE:x", &[6]),
+        ("profile:x", &[]),
+        ("github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz", &[10]),
+        ("sk-ABCDEFGHIJKLMNOPQRSTUV", &[10]),
+        // The reference flags any "sk-" followed by 16 token characters, even inside a word.
+        ("task-review-runner-default", &[10]),
+        ("xnpm_abcdefghijklmnopqrstuvwxyz0123456789", &[]),
+        ("axoxb-1234567890", &[]),
+        ("api_key=abcdefghijklmnopqrstuvwxyz", &[15]),
+        ("cloudflare-api-token abcdefghijklmnop", &[15]),
+        ("Bearer%20abcdefghijklmnop", &[5, 15]),
+        ("Basic:dXNlcjpwYXNzd29yZA==", &[16]),
+        ("basically", &[]),
+        ("localhost", &[18]),
+        ("localhost-x", &[]),
+        ("mylocalhost", &[]),
+        ("svc.corp:443", &[18]),
+        ("x@intranet.site", &[17, 18]),
+        ("172.32.0.1", &[]),
+        ("100.128.0.1", &[]),
+        ("[::1]", &[21]),
+        ("0:0:0:0:0:0:0:1", &[21]),
+        ("::ffff:7f00:1", &[21, 22, 23]),
+        ("https://0x7f000001/", &[25, 26]),
+    ];
+
     #[test]
     fn more_pattern_hits_and_misses() {
-        let cases: &[(&str, &[u8])] = &[
-            // #4's look-ahead also holds at the end of the value.
-            ("x:/", &[3, 4]),
-            ("name:C:/x", &[4]),
-            ("FILE:x", &[6]),
-            ("profile:x", &[]),
-            ("github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz", &[10]),
-            ("sk-ABCDEFGHIJKLMNOPQRSTUV", &[10]),
-            // The reference flags any "sk-" followed by 16 token characters, even inside a word.
-            ("task-review-runner-default", &[10]),
-            ("xnpm_abcdefghijklmnopqrstuvwxyz0123456789", &[]),
-            ("axoxb-1234567890", &[]),
-            ("api_key=abcdefghijklmnopqrstuvwxyz", &[15]),
-            ("cloudflare-api-token abcdefghijklmnop", &[15]),
-            ("Bearer%20abcdefghijklmnop", &[5, 15]),
-            ("Basic:dXNlcjpwYXNzd29yZA==", &[16]),
-            ("basically", &[]),
-            ("localhost", &[18]),
-            ("localhost-x", &[]),
-            ("mylocalhost", &[]),
-            ("svc.corp:443", &[18]),
-            ("x@intranet.site", &[17, 18]),
-            ("172.32.0.1", &[]),
-            ("100.128.0.1", &[]),
-            ("[::1]", &[21]),
-            ("0:0:0:0:0:0:0:1", &[21]),
-            ("::ffff:7f00:1", &[21, 22, 23]),
-            ("https://0x7f000001/", &[25, 26]),
-        ];
-        for (value, ids) in cases {
+        for (value, ids) in MORE_SAMPLES {
             assert_eq!(pattern_hits(value), *ids, "{value:?}");
         }
     }
