@@ -114,7 +114,7 @@
 //! | 6to4-private-ipv4 | iana:2002::/16 | 6to4 of a private IPv4 (`2002:a00:1::1`) |
 //! | ipv4-embedded-private | iana:::ffff:0:0/96 | IPv4-mapped, -compatible and -translated forms of private IPv4 (`::ffff:0:a00:1`) |
 //! | site-local-ipv6 | iana:fec0::/10 | deprecated site-local |
-//! 
+//!
 //! Not in the table, on purpose: families whose every value needs a character ledger text cannot
 //! hold (space, `=`, `~`, `?`, `&`, `%`: Azure storage and SAS keys, Azure AD client secrets,
 //! `key=value` assignments, PEM blocks); families whose shape is ordinary text without a fixed
@@ -1631,10 +1631,16 @@ mod tests {
             .filter_map(|l| l.strip_prefix("//!"))
             .collect::<Vec<_>>()
             .join("\n");
-        let table = &docs[docs.find("# The rule catalogue").expect("a catalogue section")..];
+        let table = &docs[docs
+            .find("# The rule catalogue")
+            .expect("a catalogue section")..];
         for rule in RULES {
             assert!(table.contains(rule.id), "the module docs lack {}", rule.id);
-            assert!(table.contains(rule.family), "the module docs lack {}", rule.family);
+            assert!(
+                table.contains(rule.family),
+                "the module docs lack {}",
+                rule.family
+            );
         }
     }
 

@@ -132,10 +132,17 @@ impl<'s, 'r> Ctx<'s, 'r> {
     /// finding; the bindings are then expected where the reference puts them).
     fn new(snap: &'s Snapshot<'r>, privacy: Profile) -> Result<Self, Error> {
         let mut report = Report::default();
-        let layout = match layout::detect(snap) {
+        let record = match snap.read(layout::RECORD_PATH, layout::MAX_RECORD_BYTES) {
+            Ok(Some(bytes)) => layout::RecordRead::Bytes(bytes),
+            Ok(None) => layout::RecordRead::Absent,
+            Err(store::Error::TooLarge { .. }) => layout::RecordRead::TooLarge,
+            Err(e) => return Err(e.into()),
+        };
+        let ledger_exists =
+            record == layout::RecordRead::Absent && snap.is_dir(layout::LEDGER_ROOT)?;
+        let layout = match layout::detect_from(record, ledger_exists) {
             Ok(layout::Detected::Existing(l)) => l,
             Ok(layout::Detected::Empty) => Layout::Reference,
-            Err(layout::Error::Store(e)) => return Err(e.into()),
             Err(e) => {
                 report.findings.push(Finding {
                     path: layout::RECORD_PATH.to_owned(),
