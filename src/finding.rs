@@ -12,13 +12,13 @@ use std::fmt;
 pub enum Rule {
     /// A path under `ledger/v1/` that is neither a shard nor a binding.
     UnknownPath,
-    /// A layout record this version does not write (design.md §4).
+    /// A layout record this version does not write.
     LayoutRecordInvalid,
-    /// A binding at a path of the other layout than the repository's (design.md §4).
+    /// A binding at a path of the other layout than the repository's.
     LayoutMixed,
     /// A shard that cannot be read as canonical event lines (bytes, JSON, fields, digests).
     ShardInvalid,
-    /// An event that breaks the privacy rules of ledger-core §4.
+    /// An event that breaks the privacy rules (see [`crate::privacy`]).
     Privacy,
     /// An event that passes the reference's privacy rules but holds a value of a family of the
     /// strict profile ([`privacy::strict::RULES`]): a credential or private host that must be

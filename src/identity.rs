@@ -1,4 +1,4 @@
-//! Content-derived identities (ledger-core §3): repository normalization and slugs, event scopes
+//! Content-derived identities: repository normalization and slugs, event scopes
 //! and keys, operation / attempt / idempotency ids, event ids, shard identities and their digests.
 //!
 //! Every id is a lowercase hex SHA-256 of canonical text; the exact text hashed is part of the
@@ -59,7 +59,7 @@ pub fn is_hex64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Errors of identity derivations; texts are the reference's (ledger-core §7).
+/// Errors of identity derivations; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error("action event repository is required")]
@@ -96,7 +96,7 @@ fn has_control(s: &str) -> bool {
     s.encode_utf16().any(|u| u <= 31 || u == 127)
 }
 
-/// `requiredRepo` (§3.1): JS trim, required, no control characters, lowercase, then
+/// `requiredRepo`: JS trim, required, no control characters, lowercase, then
 /// `^[a-z0-9_][a-z0-9_.-]*/[a-z0-9_][a-z0-9_.-]*$`.
 pub fn normalize_repository(raw: &str) -> Result<String, Error> {
     let trimmed = privacy::js_trim(raw);
@@ -147,7 +147,7 @@ fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
     out
 }
 
-/// `eventScope` (§3.2): trimmed, ≤128 UTF-16 units, `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, and free of
+/// `eventScope`: trimmed, ≤128 UTF-16 units, `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, and free of
 /// confidential identifiers.
 pub fn event_scope(raw: &str) -> Result<String, Error> {
     let s = privacy::js_trim(raw);
@@ -186,7 +186,7 @@ fn identity_digest(value: &Value) -> Result<Digest, Error> {
     Ok(Digest::of(canonical::to_identity_canonical(value)?))
 }
 
-/// `actionOperationId` (§3.3): sha256 of
+/// `actionOperationId`: sha256 of
 /// `{"identity":<identity>,"operation":<scope>,"repository":<repo>}` in identity canonical form.
 pub fn operation_id(repository: &str, operation: &str, identity: &Value) -> Result<Digest, Error> {
     let repository = normalize_repository(repository)?;
@@ -198,7 +198,7 @@ pub fn operation_id(repository: &str, operation: &str, identity: &Value) -> Resu
     ]))
 }
 
-/// `actionAttemptId` (§3.3): sha256 of `{"identity":<identity>,"operation_id":<hex64>}`.
+/// `actionAttemptId`: sha256 of `{"identity":<identity>,"operation_id":<hex64>}`.
 pub fn attempt_id(operation_id: &str, identity: &Value) -> Result<Digest, Error> {
     let op = required_sha256(operation_id, "action operation id")?;
     identity_digest(&Value::object([
@@ -207,18 +207,18 @@ pub fn attempt_id(operation_id: &str, identity: &Value) -> Result<Digest, Error>
     ]))
 }
 
-/// `actionIdempotencyKey` (§3.3): sha256 of the identity canonical form of `identity`.
+/// `actionIdempotencyKey`: sha256 of the identity canonical form of `identity`.
 pub fn idempotency_key(identity: &Value) -> Result<Digest, Error> {
     identity_digest(identity)
 }
 
-/// `actionEventKey` (§3.4): `<scope>:<sha256(identity canonical JSON)>`.
+/// `actionEventKey`: `<scope>:<sha256(identity canonical JSON)>`.
 pub fn event_key(scope: &str, identity: &Value) -> Result<String, Error> {
     let scope = event_scope(scope)?;
     Ok(format!("{scope}:{}", identity_digest(identity)?))
 }
 
-/// `requiredEventKey` (§3.4): trimmed, ≤193 characters,
+/// `requiredEventKey`: trimmed, ≤193 characters,
 /// `^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}:[a-f0-9]{64}$`, and a valid scope before the first `:`.
 pub fn required_event_key(raw: &str) -> Result<String, Error> {
     let key = privacy::js_trim(raw);
@@ -241,7 +241,7 @@ pub fn required_event_key(raw: &str) -> Result<String, Error> {
     Ok(key.to_owned())
 }
 
-/// `actionEventId` (§3.5): sha256 of `<normalized repository>\n<event key>`.
+/// `actionEventId`: sha256 of `<normalized repository>\n<event key>`.
 pub fn event_id(repository: &str, event_key: &str) -> Result<Digest, Error> {
     let repository = normalize_repository(repository)?;
     let key = required_event_key(event_key)?;
@@ -258,7 +258,7 @@ pub fn positive_integer(value: &Value, label: &str) -> Result<i64, Error> {
     }
 }
 
-/// `requiredCalendarDate` (§4.3): trimmed `YYYY-MM-DD`, year ≥ 1, a real proleptic-Gregorian date.
+/// `requiredCalendarDate`: trimmed `YYYY-MM-DD`, year ≥ 1, a real proleptic-Gregorian date.
 pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
     let s = privacy::js_trim(raw);
     let err = || Error::NotCalendarDate {
@@ -269,7 +269,7 @@ pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
         .ok_or_else(err)
 }
 
-/// The identity of one producer run's shard set (§3.8, runtime §2.3). The serialized form uses
+/// The identity of one producer run's shard set. The serialized form uses
 /// camelCase keys: `job, partitionDate, producer, repository, runAttempt, runId, sha, workflow`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ShardIdentity {
@@ -346,7 +346,6 @@ mod tests {
 
     #[test]
     fn worked_example_digests() {
-        // ledger-runtime §14.
         let id = ShardIdentity {
             repository: "openclaw/clawsweeper".into(),
             sha: "a".repeat(40),

@@ -1,18 +1,18 @@
 //! The ledger's canonical JSON: the value model, the encoder and the strict parser.
 //!
-//! Rules (ledger-core.md §2): no whitespace; object keys sorted by UTF-8 bytes; strings escaped as
+//! Rules: no whitespace; object keys sorted by UTF-8 bytes; strings escaped as
 //! ECMAScript `JSON.stringify` does; numbers printed as ECMAScript `Number.prototype.toString`
 //! (via `ryu-js`); `NaN`, `±Infinity`, `-0` and integers outside ±(2^53−1) are refused as lossy.
-//! Complexity limits (§2.3): depth 64, 10,000 nodes and an *estimated* 1 MiB (24 bytes per number),
+//! Complexity limits: depth 64, 10,000 nodes and an *estimated* 1 MiB (24 bytes per number),
 //! checked in one pre-order walk so that the first failure and its path match the reference.
-//! Identity hashing (§2.4) additionally refuses credential-named object keys.
+//! Identity hashing additionally refuses credential-named object keys.
 //!
-//! The parser (§2.6) accepts JSON text only: duplicate keys (compared after unescaping), raw control
+//! The parser accepts JSON text only: duplicate keys (compared after unescaping), raw control
 //! characters in strings, lone surrogates, trailing bytes and nesting beyond the limits are refused.
 //! Whether the text was *canonical* is decided by re-encoding the parsed value and comparing bytes,
 //! which [`parse_canonical`] does.
 
-/// Maximum nesting depth; the root has depth 0 (ledger-core §2.3).
+/// Maximum nesting depth; the root has depth 0.
 pub const MAX_DEPTH: usize = 64;
 /// Maximum number of values (containers and scalars; keys do not count).
 pub const MAX_NODES: usize = 10_000;
@@ -36,7 +36,7 @@ pub use writer::{
 };
 
 /// Errors of encoding and parsing. Encoding errors carry a JSONPath-like location (`$.a[1].b`)
-/// of the offending value; messages are the reference's texts (ledger-core §7).
+/// of the offending value; messages are the reference's texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error("action event data contains a lossy number at {path}")]

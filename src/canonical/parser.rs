@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::writer::to_canonical;
 use super::{Error, MAX_BYTES, MAX_DEPTH, MAX_NODES, Value};
 
-/// Parse JSON text strictly (§2.6 step 1–2): duplicate keys, depth and node limits, grammar.
+/// Parse JSON text strictly: duplicate keys, depth and node limits, grammar.
 pub fn parse(text: &str) -> Result<Value, Error> {
     parse_within(text, MAX_DEPTH, MAX_NODES)
 }

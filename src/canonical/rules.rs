@@ -154,7 +154,7 @@ const CREDENTIAL_SUFFIXES: &[&str] = &[
     "token",
 ];
 
-/// The high-risk credential key rule of ledger-core §2.4: strip everything outside `[A-Za-z0-9]`,
+/// The high-risk credential key rule of the reference's identity hashing: strip everything outside `[A-Za-z0-9]`,
 /// lowercase, then compare with the fixed list and suffixes.
 pub fn is_credential_key(key: &str) -> bool {
     let norm: String = key

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use super::rules::validate;
 use super::{Error, MAX_SAFE_INTEGER, Value};
 
-/// Serialize `value` canonically after validating it (§2.1–§2.3). No trailing newline.
+/// Serialize `value` canonically after validating it (kinds, lossy numbers, complexity limits). No trailing newline.
 pub fn to_canonical(value: &Value) -> Result<String, Error> {
     validate(value, false)?;
     let mut out = String::new();
@@ -29,7 +29,7 @@ pub fn check(value: &Value) -> Result<(), Error> {
     validate(value, false)
 }
 
-/// Serialize an identity tree canonically (§2.4): as [`to_canonical`] plus refusal of
+/// Serialize an identity tree canonically: as [`to_canonical`] plus refusal of
 /// credential-named object keys anywhere in the tree.
 pub fn to_identity_canonical(value: &Value) -> Result<String, Error> {
     validate(value, true)?;
@@ -47,7 +47,7 @@ pub fn to_canonical_unchecked(value: &Value) -> String {
 }
 
 /// Appends the canonical text of `value` to `out`, leaving out the top-level object members
-/// named in `skip` (the replay JSON of ledger-core §1.12 without copying the event). Not
+/// named in `skip` (the replay JSON of an event without copying the event). Not
 /// validated, like [`to_canonical_unchecked`].
 pub fn write_canonical_without(out: &mut String, value: &Value, skip: &[&str]) {
     let Value::Object(map) = value else {

@@ -1,7 +1,7 @@
-//! The event record (ledger-core §1): read-side validation, semantic digest, replay JSON, timestamp
+//! The event record: read-side validation, semantic digest, replay JSON, timestamp
 //! rules and the canonical causal order of a set of events.
 //!
-//! Validation follows the reference's order (§1.14): type gate, self-parent, semantic rebuild
+//! Validation follows the reference's order: type gate, self-parent, semantic rebuild
 //! through the field normalizers, event id, occurrence, semantic digest, `recorded_at`, and finally
 //! byte equality of the rebuilt record with the input (which refuses unknown keys, non-canonical
 //! presence of optional fields, unsorted arrays and un-normalized text in one check).
@@ -26,7 +26,7 @@ pub use validate::{create, validate};
 /// `ACTION_EVENT_SCHEMA`.
 pub const SCHEMA: &str = "clawsweeper.state-ledger-event.v1";
 
-/// Subject kinds accepted by the validator (§1.10, enforced).
+/// Subject kinds accepted by the validator (enforced).
 pub const SUBJECT_KINDS: &[&str] = &[
     "issue",
     "pull_request",
@@ -41,7 +41,7 @@ pub const SUBJECT_KINDS: &[&str] = &[
     "publication",
 ];
 
-/// The value contract of an allowlisted attribute key (§1.8).
+/// The value contract of an allowlisted attribute key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttributeKind {
     PositiveInteger,
@@ -51,7 +51,7 @@ pub enum AttributeKind {
     MachineText,
 }
 
-/// `ACTION_EVENT_ATTRIBUTE_KEYS` with their contracts (§1.8), sorted by key.
+/// `ACTION_EVENT_ATTRIBUTE_KEYS` with their contracts, sorted by key.
 pub const ATTRIBUTE_KEYS: &[(&str, AttributeKind)] = {
     use AttributeKind::*;
     &[
@@ -116,7 +116,7 @@ pub fn attribute_kind(key: &str) -> Option<AttributeKind> {
         .map(|i| ATTRIBUTE_KEYS[i].1)
 }
 
-/// A field rule that failed; texts are the reference's (ledger-core §7).
+/// A field rule that failed; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FieldError {
     #[error(transparent)]

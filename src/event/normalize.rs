@@ -318,7 +318,7 @@ fn attributes(ctx: &Ctx, attrs: &BTreeMap<String, Value>) -> Result<Value, Error
 
 fn privacy_block(ctx: &Ctx, p: Option<&Value>) -> Result<Value, Error> {
     let Some(p) = p.filter(|p| !matches!(p, Value::Null)) else {
-        // `privacy ?? {internal, v1, []}` (ledger-core §1.9).
+        // `privacy ?? {internal, v1, []}`.
         return Ok(Value::object([
             ("classification", Value::str("internal")),
             ("fields_dropped", Value::Array(Vec::new())),
@@ -363,7 +363,7 @@ fn privacy_block(ctx: &Ctx, p: Option<&Value>) -> Result<Value, Error> {
     ]))
 }
 
-/// The semantic value of a snake_case record-shaped object (§1.11), normalized in the
+/// The semantic value of a snake_case record-shaped object, normalized in the
 /// reference's order. Returns it with its canonical JSON.
 pub(super) fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), Error> {
     let empty = Value::Object(BTreeMap::new());
@@ -437,7 +437,7 @@ pub(super) fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), 
     Ok((semantic, json))
 }
 
-/// `requiredTimestamp` (§4.3): trimmed; `YYYY-MM-DDTHH:MM:SS[.f+](Z|±HH:MM)`, year 0001–9999,
+/// `requiredTimestamp`: trimmed; `YYYY-MM-DDTHH:MM:SS[.f+](Z|±HH:MM)`, year 0001–9999,
 /// a real Gregorian date, hour ≤ 23, no leap second, offset hour ≤ 23.
 pub fn timestamp(raw: &str, label: &str) -> Result<String, FieldError> {
     let s = privacy::js_trim(raw);

@@ -21,7 +21,7 @@ pub struct Event {
 }
 
 impl Event {
-    /// Canonical-parse one line (ledger-core §2.6): strict scan, validation, byte equality.
+    /// Canonical-parse one line: strict scan, validation, byte equality.
     pub fn parse_line(text: &str, source: &str) -> Result<Event, Error> {
         let value = canonical::parse(text).map_err(|e| match e {
             canonical::Error::DuplicateKey { .. } => Error::DuplicateKey {
@@ -81,7 +81,7 @@ impl Event {
         self.value.get("producer").unwrap_or(&Value::Null)
     }
 
-    /// The shard identity this event belongs to on `partition_date` (runtime §2.3).
+    /// The shard identity this event belongs to on `partition_date`.
     pub fn shard_identity(&self, partition_date: &str) -> identity::ShardIdentity {
         let p = |k| self.get_str(&["producer", k]).to_owned();
         identity::ShardIdentity {
@@ -100,7 +100,7 @@ impl Event {
         }
     }
 
-    /// `actionEventReplayJson` (§1.12): the record without `recorded_at`, and without
+    /// `actionEventReplayJson`: the record without `recorded_at`, and without
     /// `occurred_at` for generated occurrences.
     pub fn replay_json(&self) -> String {
         let mut out = String::with_capacity(self.json.len());
@@ -119,7 +119,7 @@ impl Event {
     }
 }
 
-/// Replay digest of a list (runtime §1.1): sha256 of the replay JSON lines, each ending in `\n`.
+/// Replay digest of a list: sha256 of the replay JSON lines, each ending in `\n`.
 pub fn replay_digest<'a>(events: impl IntoIterator<Item = &'a Event>) -> Digest {
     let mut text = String::new();
     for e in events {

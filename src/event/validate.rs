@@ -10,7 +10,7 @@ use crate::privacy;
 
 use super::*;
 
-/// Assembles the record from its semantic value and occurrence (§1.13 steps 5–6).
+/// Assembles the record from its semantic value and occurrence.
 #[allow(clippy::too_many_arguments)] // one call site per path; a struct would only rename them
 fn assemble(
     semantic: Value,
@@ -179,7 +179,7 @@ fn snake_record(input: &Value) -> Value {
     Value::Object(out)
 }
 
-/// `createActionEvent` (§1.13): builds and validates a record from a writer input object with
+/// `createActionEvent`: builds and validates a record from a writer input object with
 /// the reference's camelCase names (`eventKey, operationId, attemptId, parentEventId?, phaseSeq,
 /// idempotencyKeySha256, type, producer{…runId, runAttempt, component}, subject{…subjectId,
 /// clusterId, sourceRevision, recordPath}, action{…reasonCode}, learning?, evidence?,
@@ -236,7 +236,7 @@ pub fn create(
     Ok(event)
 }
 
-/// `validateActionEvent` (§1.14): full read-side validation of a parsed record.
+/// `validateActionEvent`: full read-side validation of a parsed record.
 pub fn validate(value: &Value, source: &str) -> Result<Event, Error> {
     validate_text(value, source, None)
 }

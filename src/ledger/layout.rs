@@ -1,4 +1,4 @@
-//! Tree layouts of a state repository (design.md §4).
+//! Tree layouts of a state repository.
 //!
 //! Both layouts hold identical file bytes; they differ only in where binding files live:
 //!
@@ -7,7 +7,7 @@
 //! fanout     ledger/v1/import-bindings/<dir>/<hex[0:2]>/<hex[2:4]>/<hex>.json
 //! ```
 //!
-//! `reference` is exactly the reference's layout (runtime §8.5), so a repository written with it
+//! `reference` is exactly the reference's layout, so a repository written with it
 //! is byte-identical to one the reference's importer writes. `fanout` keeps every tree at a few
 //! thousand entries at most (65,536 leaf directories), so a publication rewrites trees in
 //! proportion to what it adds, not to the size of the ledger.
@@ -27,7 +27,7 @@ pub const SCHEMA: &str = "action-ledger.state-layout";
 /// The ledger's root directory: a tree with anything under it and no record is `reference`.
 pub const LEDGER_ROOT: &str = "ledger/v1";
 
-/// Where binding files live (design.md §4).
+/// Where binding files live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layout {
     /// The reference's flat directories, one file per binding.

@@ -1,4 +1,4 @@
-//! Monthly segments: the compacted form of a month's hot shards (design.md §7; our format, the
+//! Monthly segments: the compacted form of a month's hot shards (our format, the
 //! reference leaves it open). Pure format code: paths, caps, the manifest's canonical bytes and
 //! strict parsing, packing shards into segments, and cutting a shard's bytes back out. No I/O.
 //!
@@ -31,7 +31,7 @@
 //!
 //! (one line, no whitespace, keys in canonical order). `sha256` is of the exact bytes (of the
 //! segment file, or of the original shard file); `replay_sha256` is the shard's replay digest
-//! (the value its shard-set reservation lists, runtime §1.1); `events` equals `lines`. Shard
+//! (the value its shard-set reservation lists); `events` equals `lines`. Shard
 //! entries are sorted by path and unique; within each segment they tile its lines exactly, in
 //! path order, and their bytes add up to the segment's bytes.
 //!
@@ -249,7 +249,7 @@ pub struct ShardEntry {
     pub path: String,
     /// SHA-256 of the original shard file's exact bytes.
     pub sha256: Digest,
-    /// Replay digest of its events (runtime §1.1).
+    /// Replay digest of its events.
     pub replay_sha256: Digest,
     /// Number of events (equals `lines`).
     pub events: u32,

@@ -1,10 +1,10 @@
-//! Privacy validation of the ledger's free-text fields (ledger-core §4).
+//! Privacy validation of the ledger's free-text fields.
 //!
 //! Every string that the ledger stores verbatim passes through one of four gates:
-//! [`machine_text`] (§4.1: identifiers, names, attribute keys and values), [`relative_data_path`]
-//! (§4.2: `record_path`, `report_path`), [`public_run_url`] (§4.5: `run_url`) or the plain
-//! [`bounded_text`] step they share. All of them reject, with the reference's message texts (§7),
-//! anything that [`contains_confidential_identifier`] (§4.4) flags: private paths, credentials,
+//! [`machine_text`] (identifiers, names, attribute keys and values), [`relative_data_path`]
+//! (`record_path`, `report_path`), [`public_run_url`] (`run_url`) or the plain
+//! [`bounded_text`] step they share. All of them reject, with the reference's message texts,
+//! anything that [`contains_confidential_identifier`] flags: private paths, credentials,
 //! e-mail addresses, private or internal hosts and URLs.
 //!
 //! Compatibility with the TypeScript reference is accept/reject-exact, so the JavaScript
@@ -27,7 +27,7 @@ use regex::{Regex, RegexSet};
 use url::{Host, Url};
 
 /// Rejections of a text field; `label` names the field as the reference does (for example
-/// `action event producer job`), and the messages are the reference's texts (ledger-core §7).
+/// `action event producer job`), and the messages are the reference's texts.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum Error {
     /// Empty after JS trim.
@@ -39,13 +39,13 @@ pub enum Error {
     /// More than `max` UTF-16 code units after trim.
     #[error("{label} exceeds {max} characters")]
     TooLong { label: String, max: usize },
-    /// §4.4 flagged the value.
+    /// The confidential-identifier scan flagged the value.
     #[error("{label} contains a confidential identifier")]
     Confidential { label: String },
     /// Not `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
     #[error("{label} must be machine-readable text")]
     NotMachineText { label: String },
-    /// Not a namespaced path of portable segments (§4.2).
+    /// Not a namespaced path of portable segments.
     #[error("{label} must be a namespaced repository-relative data path using portable segments")]
     NotRelativeDataPath { label: String },
     /// Run URL with `?`/`#`, a scheme other than https, userinfo, an explicit non-default port,
@@ -59,7 +59,7 @@ pub enum Error {
     /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` ("Invalid URL")
     /// escape here; no conformance vector pins that text, so the message names the field.
     /// Besides unparsable run URLs this is also what [`machine_text`] returns where the
-    /// reference's §4.4 scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
+    /// reference's confidential-identifier scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
     /// Node's `net.isIP` accepts and `new URL` refuses.
     #[error("{label} must be a valid URL")]
     InvalidUrl { label: String },
@@ -68,7 +68,7 @@ pub enum Error {
 /// One entry of the reference's `ACTION_EVENT_CONFIDENTIAL_IDENTIFIER_PATTERN_SOURCES`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConfidentialPattern {
-    /// 1-based position in the reference list (ledger-core §4.4 numbers them the same way).
+    /// 1-based position in the reference list.
     pub id: u8,
     /// What the pattern is meant to catch; our wording, not the reference's.
     pub family: &'static str,
@@ -87,7 +87,7 @@ macro_rules! js_space {
     };
 }
 
-/// The 26 confidential identifier patterns of ledger-core §4.4 (check A), in reference order.
+/// The 26 confidential identifier patterns of the reference (check A), in reference order.
 ///
 /// Each is the reference's JavaScript pattern written in `regex` syntax, which differs from
 /// JavaScript's in four places: `\s` is the ECMAScript whitespace set (`js_space!`), `\d`
@@ -306,13 +306,13 @@ static EMBEDDED_IPV4: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the embedded IPv4 pattern is valid regex syntax")
 });
 
-/// §4.5 path shape, checked on the WHATWG-normalized pathname.
+/// The run URL's path shape, checked on the WHATWG-normalized pathname.
 static RUN_PATH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]+$")
         .expect("the run path pattern is valid regex syntax")
 });
 
-/// The namespaces a relative data path may start with (§4.2).
+/// The namespaces a relative data path may start with.
 const DATA_PATH_NAMESPACES: [&str; 8] = [
     ".artifacts",
     "artifacts",
@@ -324,13 +324,13 @@ const DATA_PATH_NAMESPACES: [&str; 8] = [
     "results",
 ];
 
-/// Longest relative data path, in UTF-16 code units (§4.2).
+/// Longest relative data path, in UTF-16 code units.
 const MAX_DATA_PATH_LEN: usize = 512;
 
 /// Longest segment of a relative data path (`[A-Za-z0-9_](?:…{0,253}…)?`).
 const MAX_DATA_PATH_SEGMENT_LEN: usize = 255;
 
-/// JS `String.prototype.trim` (ledger-core §3.1, §10.1): strips TAB, LF, VT, FF, CR, SPACE,
+/// JS `String.prototype.trim`: strips TAB, LF, VT, FF, CR, SPACE,
 /// U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 and U+FEFF from both
 /// ends. Rust's `str::trim` differs (it keeps U+FEFF and strips U+0085), which would change
 /// which values are accepted.
@@ -339,12 +339,12 @@ pub fn js_trim(s: &str) -> &str {
 }
 
 /// Length of `s` in UTF-16 code units, the unit of every length limit of the reference
-/// (ledger-core §10.2).
+///.
 pub fn utf16_len(s: &str) -> usize {
     s.chars().map(char::len_utf16).sum()
 }
 
-/// Whether `value` contains a confidential identifier (ledger-core §4.4): true if any of the
+/// Whether `value` contains a confidential identifier: true if any of the
 /// 26 [`CONFIDENTIAL_PATTERNS`] matches anywhere (A), the whole value is a [`private_url`] (B) or
 /// a [`private_host`] (C), a dotted-quad or bracketed-IPv6 substring is a private host (D), or a
 /// `scheme://…` substring is a private URL (E).
@@ -355,7 +355,7 @@ pub fn contains_confidential_identifier(value: &str) -> bool {
     scan(value).unwrap_or(true)
 }
 
-/// The reference's `privateHost` (ledger-core §4.4): whether `s` names a loopback, private,
+/// The reference's `privateHost`: whether `s` names a loopback, private,
 /// link-local, unique-local or internal host. `s` may be bracketed and have trailing dots; an
 /// IPv6 literal is first re-serialized as WHATWG does, and a dotted quad is read octet by octet
 /// with JS `Number()` (so `0x7f.0.0.1` and `1e1.0.0.1` are private, while `127.1` and
@@ -366,7 +366,7 @@ pub fn private_host(s: &str) -> bool {
     try_private_host(s).unwrap_or(true)
 }
 
-/// The reference's `privateUrl` (ledger-core §4.4): whether `s` parses as a WHATWG URL that is a
+/// The reference's `privateUrl`: whether `s` parses as a WHATWG URL that is a
 /// `file:` URL, carries a username or password, or whose host is a [`private_host`]. WHATWG
 /// host parsing canonicalizes IPv4 aliases first, so `http://127.1`, `http://0x7f.1`,
 /// `http://2130706433` and `http://0177.0.0.1` are all private. Unparsable input is not private.
@@ -374,7 +374,7 @@ pub fn private_url(s: &str) -> bool {
     try_private_url(s).unwrap_or(true)
 }
 
-/// Machine text (ledger-core §4.1): the trimmed value, if it is non-empty, free of control
+/// Machine text: the trimmed value, if it is non-empty, free of control
 /// characters, at most `max_len` UTF-16 code units (256 for most fields, 128 for workflow and
 /// job), free of confidential identifiers and of the form `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
 /// The checks run in that order and the first failure is returned.
@@ -404,7 +404,7 @@ pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, 
     Ok(text.to_owned())
 }
 
-/// Relative data path (ledger-core §4.2), for `subject.record_path` and
+/// Relative data path, for `subject.record_path` and
 /// `evidence[].report_path`: [`bounded_text`] with a 512 limit, one leading `./` removed, then
 /// a namespace (`.artifacts`, `artifacts`, `jobs`, `ledger`, `logs`, `notifications`,
 /// `records`, `results`) followed by one or more `/`-separated portable segments, else
@@ -422,7 +422,7 @@ pub fn relative_data_path(value: &str, label: &str) -> Result<String, Error> {
     Ok(path.to_owned())
 }
 
-/// Public run URL (ledger-core §4.5), only for `evidence[].run_url`: the trimmed value must be
+/// Public run URL, only for `evidence[].run_url`: the trimmed value must be
 /// non-empty and free of control characters (no length limit), contain no `?` or `#`, parse as
 /// a WHATWG URL ([`Error::InvalidUrl`]), be `https` without userinfo, explicit non-default port,
 /// query or fragment ([`Error::NotCredentialFreeHttps`]), and have host `github.com` and a
@@ -549,7 +549,7 @@ fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
     remembered(&SCANNED, text, scan)
 }
 
-/// §4.4 in the reference's order, stopping at the first hit: the order decides whether a value
+/// The confidential-identifier scan in the reference's order, stopping at the first hit: the order decides whether a value
 /// that is both flagged and unserializable is reported as confidential or as thrown.
 fn scan(value: &str) -> Result<bool, ReferenceThrows> {
     if CONFIDENTIAL_SET.is_match(value) || try_private_url(value)? || try_private_host(value)? {
@@ -787,7 +787,7 @@ fn is_machine_text(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"_.:/@+-".contains(c))
 }
 
-/// The reference's relative data path pattern (§4.2), matched segment by segment because its
+/// The reference's relative data path pattern, matched segment by segment because its
 /// device-name guard is a negative look-ahead that `regex` cannot express.
 fn is_relative_data_path(path: &str) -> bool {
     let mut segments = path.split('/');

@@ -1,5 +1,5 @@
 //! The `strict` privacy profile: credential and private-host shapes that the reference's boundary
-//! ([`super`], ledger-core §4) lets through.
+//! ([`super`]) lets through.
 //!
 //! The reference's rules are kept exactly as they are (the [`Profile::Reference`] profile); the
 //! strict profile is an *additional* pass over a value that already passed them. It walks every
@@ -154,7 +154,7 @@ use crate::canonical::Value;
 
 /// Which privacy rules apply to the ledger's durable text.
 ///
-/// `Reference` is the TypeScript reference's boundary, exactly (ledger-core §4): use it to
+/// `Reference` is the TypeScript reference's boundary, exactly: use it to
 /// reproduce the reference byte for byte on old data. `Strict` (the default) is the reference's
 /// boundary plus the [`RULES`] table. Every command that writes or checks events takes the
 /// profile (`--privacy reference|strict`).
@@ -1120,7 +1120,7 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     }
 });
 
-/// The reference's dotted-quad candidates (ledger-core §4.4 check D).
+/// The reference's dotted-quad candidates.
 static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?-u:\b)(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?-u:\b)")
         .expect("the IPv4 candidate pattern is valid regex syntax")

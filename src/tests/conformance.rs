@@ -921,7 +921,7 @@ fn conformance_vectors() {
                 run_identity(case)
             } else if case.get("steps").is_some() {
                 // Both layouts: the reference's bytes, and fanout differing only by binding
-                // paths and the layout record (design.md §4).
+                // paths and the layout record.
                 match run_import(case, &finalize_outputs, profile, Layout::Reference) {
                     Outcome::Pass => run_import(case, &finalize_outputs, profile, Layout::Fanout),
                     other => other,

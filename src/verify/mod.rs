@@ -1,4 +1,4 @@
-//! Verification of a state repository revision (design.md §6, runtime §8.6): proves from a fresh
+//! Verification of a state repository revision: proves from a fresh
 //! clone, offline, that the ledger is complete, canonical and conflict-free, and reports every
 //! finding (path, rule, detail) instead of stopping at the first.
 //!
@@ -29,7 +29,7 @@
 //! is immutable), so the finding says to treat it as exposed; in a push range it refuses the
 //! push. Under the `reference` profile these findings are not reported.
 //!
-//! Compacted months (design.md §7): shards are read through [`crate::view`], so a compacted shard
+//! Compacted months: shards are read through [`crate::view`], so a compacted shard
 //! is verified like a hot one, from the bytes its segment holds; [`crate::compact`] checks each
 //! manifest against its segments, and in a range lets a shard file be deleted only when the new
 //! manifest proves its exact bytes, and a manifest be replaced only by a superset.
@@ -109,7 +109,7 @@ fn is_privacy(e: &shard::Error) -> bool {
 
 /// State shared across the sets of one verification.
 struct Ctx<'s, 'r> {
-    /// The snapshot, read with compacted shards present (design.md §7).
+    /// The snapshot, read with compacted shards present.
     view: crate::view::View<'s, 'r>,
     /// The repository's layout: where the bindings the publisher writes must be.
     layout: Layout,
@@ -802,9 +802,9 @@ pub struct ShardCheck {
 
 /// The checks of one shard file that need nothing but its text, shared by `verify` and `log`
 /// (so that `log` never prints an event out of a shard `verify` would refuse): canonical event
-/// lines (ledger-core §2.6: a final newline, no empty line, no `\r`, each line canonical and a
+/// lines (a final newline, no empty line, no `\r`, each line canonical and a
 /// valid event, the privacy rules included), 1 to 1,024 events in exact canonical causal order
-/// (§6.6), one producer. A long shard's lines are parsed on all cores. The checks that need the
+///, one producer. A long shard's lines are parsed on all cores. The checks that need the
 /// rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
 pub fn check_shard(path: &str, text: &str) -> ShardCheck {
     let events = match shard::parse_content(text, path) {
@@ -998,7 +998,7 @@ fn orphan_rule(kind: Kind) -> (Rule, &'static str) {
     }
 }
 
-/// Checks the compacted months of a revision (design.md §7) and adds their compacted shards to
+/// Checks the compacted months of a revision and adds their compacted shards to
 /// `sets`, so that they are verified like hot ones (read through the view).
 fn check_compacted(
     ctx: &mut Ctx<'_, '_>,

@@ -1,4 +1,4 @@
-//! The safe file layer (ledger-core §9, runtime §3.1), handle-relative: every read, listing and
+//! The safe file layer, handle-relative: every read, listing and
 //! write goes through an opened directory handle ([`Root`]) and walks one path component at a
 //! time with `openat(O_NOFOLLOW | O_DIRECTORY)`.
 //!
@@ -9,7 +9,7 @@
 //! ([`Error::NotRegular`]). Files are opened `O_NONBLOCK`, so a FIFO never blocks a reader, and
 //! are only opened after `fstatat` showed a regular file (a device is never opened by a reader).
 //!
-//! Create-only write (runtime §3.1): missing parents are created one at a time (`mkdirat`, then
+//! Create-only write: missing parents are created one at a time (`mkdirat`, then
 //! fsync of the parent) and re-opened without following links; a staging sibling
 //! `<name>.<pid>.<uuid-v4>.tmp` is created `O_EXCL | O_NOFOLLOW` with mode 0600, written and
 //! fsynced, then hard-linked to the final name (an existing name is reported as
@@ -17,7 +17,7 @@
 //! What a crash leaves: at most a stray `*.tmp` file (and empty parent directories); a final name
 //! is never partial. Readers ignore `*.tmp` because it does not end in `.json` / `.jsonl`.
 //!
-//! Claim-and-remove (runtime §6, used to release and reclaim locks): the file is renamed to a
+//! Claim-and-remove (used to release and reclaim locks): the file is renamed to a
 //! unique `<name>.<pid>.<uuid-v4>.reclaim`, its content compared, and only then unlinked; a file
 //! whose content changed is renamed back without replacing a successor.
 //!
@@ -303,7 +303,7 @@ impl Root {
         Ok(Some(dir))
     }
 
-    /// Reads a regular file of at most `max` bytes as UTF-8 (ledger-core §9 reads).
+    /// Reads a regular file of at most `max` bytes as UTF-8.
     /// `Ok(None)` when it is absent (any component missing). The file is inspected with
     /// `fstatat(AT_SYMLINK_NOFOLLOW)` and must be regular before it is opened
     /// `O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`; the opened file must have the same (dev, ino).
@@ -414,7 +414,7 @@ impl Root {
         Ok(Some(out))
     }
 
-    /// Create-only write of `bytes` at `rel` (runtime §3.1; see the module docs for the steps).
+    /// Create-only write of `bytes` at `rel` (see the module docs for the steps).
     /// Returns [`Written::Exists`] when the name already exists, so the caller applies its
     /// equality rule; the existing file is never replaced.
     ///
@@ -470,7 +470,7 @@ impl Root {
         result
     }
 
-    /// Removes `rel` only if its content still equals `expected` (claim-and-remove, runtime §6):
+    /// Removes `rel` only if its content still equals `expected` (claim-and-remove):
     /// rename it to a unique `<name>.<pid>.<uuid>.reclaim` in the same directory, compare the
     /// claimed file's content, then unlink it and fsync the directory. When the content differs
     /// (a successor replaced the file), it is renamed back without replacing anything that took

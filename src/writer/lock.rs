@@ -1,4 +1,4 @@
-//! Lock files (runtime §6): the producer lock of a spool (and the same format for the import
+//! Lock files: the producer lock of a spool (and the same format for the import
 //! lock), with the owner's PID and process incarnation so that a dead or reused owner is
 //! reclaimed at once while a live owner is never evicted for age alone.
 //!
@@ -199,7 +199,7 @@ pub fn parse_lock(text: &str, schema: &str) -> Option<Owner> {
     })
 }
 
-/// Takes the lock at `rel` below `root` (runtime §6 acquire loop): create-only write of our lock
+/// Takes the lock at `rel` below `root`: create-only write of our lock
 /// file; an existing valid lock whose owner is stale is removed (claim-and-remove) and the write
 /// retried at once; a live owner is waited for, polling every `options.poll`, until
 /// `options.wait` has passed ([`Error::TimedOut`]). `now_ms` is recorded as `acquired_at_ms`
@@ -264,7 +264,7 @@ pub fn acquire<'a>(
     }
 }
 
-/// Producer locks (runtime §6 "multiple producers") for persisted producer objects: deduplicated
+/// Producer locks for persisted producer objects: deduplicated
 /// and sorted ascending by canonical JSON (byte order; producers are ASCII machine text, where
 /// this equals the reference's UTF-16 order), acquired nested in that order at
 /// `.clawsweeper-repair/action-events/_locks/<sha256(canonical producer)>.lock`, so two
