@@ -5,6 +5,19 @@
 //! `ledger/v1/events/YYYY/MM/DD/<repo>/<producer>/<run>-<attempt>-<job>-<digest12>-part-<i>-of-<n>.jsonl`.
 //! Packing is a pure function of the event set, so any writer reproduces the same parts, paths and
 //! bytes, which is what makes replays no-ops and lets the importer check packing.
+//!
+//! Bytes: one canonical event record per line (the canonical JSON of [`crate::canonical`]),
+//! each line ending in `\n`, including the last; no empty line, no `\r`, no byte order mark;
+//! UTF-8. `<digest12>` is the first 12 hex digits of the sha256 of the canonical shard identity
+//! ([`ShardIdentity`]); the other name parts are safe path segments ([`bounded_path_segment`]:
+//! a segment that is too long, a Windows device name or ends in `.` becomes a prefix, `-` and
+//! the first 12 hex digits of its sha256).
+//! Every event of a set has the same producer, and the set's parts are numbered from 1
+//! (`part-1-of-3`). Limits: [`MAX_EVENTS`] events and [`MAX_BYTES`] bytes per file,
+//! [`MAX_SET_EVENTS`] per set, [`MAX_PARTS`] parts.
+//!
+//! A shard is never rewritten: a replay of the same events produces the same files, and a
+//! publication refuses a path that exists with other bytes.
 
 use std::collections::HashMap;
 

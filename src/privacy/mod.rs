@@ -13,9 +13,33 @@
 //! `Number(string)`, Node's `net.isIP`, and the WHATWG URL parser (the `url` crate implements
 //! the same algorithm as Node's `new URL`). Nothing here does I/O.
 //!
+//! # The reference's families
+//!
+//! The scan ([`contains_confidential_identifier`]) runs five checks in the reference's order
+//! and stops at the first hit:
+//!
+//! - **A**, the 26 [`CONFIDENTIAL_PATTERNS`], one per family: private directories (POSIX
+//!   `/users/`, `/home/`, `/private/`, `/tmp/`; Windows `\Users\` and drive paths), a
+//!   scheme-like prefix before an absolute path, percent-encoded octets, `file:` URLs, URL
+//!   userinfo (with or without `//`), PEM private key headers, GitHub `gh?_`/`github_pat_` and
+//!   `sk-` tokens (OpenAI, Anthropic), npm tokens, Slack `xox?-` tokens, AWS `AKIA`/`ASIA` key
+//!   ids, signed JWTs, bearer / API key / access token / client secret / Cloudflare credential
+//!   assignments, `Basic` credentials, e-mail addresses, internal host names (`localhost`,
+//!   `.local`, `.internal`, `.corp`, `.lan`, `.home.arpa`, `intranet.`), private dotted IPv4
+//!   (RFC 1918, loopback, link-local, CGNAT), dotted quads with a leading-zero octet, IPv6
+//!   loopback, unique-local and link-local literals, IPv6-embedded private IPv4 in hex, and
+//!   URLs whose host is a shorthand, single-number or mixed-radix private IPv4.
+//! - **B**, the whole value as a URL ([`private_url`]): a `file:` URL, userinfo, or a private
+//!   host after WHATWG host parsing.
+//! - **C**, the whole value as a host ([`private_host`]).
+//! - **D**, every dotted quad and bracketed IPv6 literal in the text, as a host.
+//! - **E**, every `scheme://…` substring, as a URL.
+//!
+//! # The strict profile
+//!
 //! These are the rules of the `reference` profile. The default `strict` profile adds the
 //! credential and private-host families of [`strict::RULES`] as a second pass over values that
-//! passed them ([`Profile`], [`strict`]).
+//! passed them ([`Profile`], [`strict`], whose module docs list every family and rule id).
 
 pub mod strict;
 
