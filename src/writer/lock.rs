@@ -21,6 +21,11 @@
 //! what was read) and the write retried at once; a live one is polled until the wait runs out.
 //! Release is claim-and-remove of exactly our content. If the process dies while holding a lock,
 //! the file stays until the next acquirer finds its owner dead and reclaims it.
+//!
+//! Why our own code: the format is the Node writer's, shared with Node processes, and its
+//! staleness rule (process liveness plus incarnation, never age) is part of it; advisory-lock
+//! crates (`fd-lock`, `fs2`) use `flock`/`fcntl` locks, which a Node process cannot see, which
+//! hold no owner to report, and which do not survive as a file that a later process can judge.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
