@@ -206,8 +206,11 @@ impl fmt::Display for Rule {
 /// One broken rule at one path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Finding {
+    /// The repository path the finding is about (a file, a directory or a set's key).
     pub path: String,
+    /// The rule broken.
     pub rule: Rule,
+    /// What is wrong, in words, naming the values involved (never a secret value).
     pub detail: String,
 }
 
@@ -215,6 +218,7 @@ pub struct Finding {
 /// what was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Every broken rule found.
     pub findings: Vec<Finding>,
     /// What a user should know but the ledger rules allow ([`Rule::CaseCollision`]): they do
     /// not make the report unclean.
@@ -228,6 +232,7 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether no rule is broken (warnings do not count).
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
     }

@@ -39,24 +39,58 @@ pub use writer::{
 /// of the offending value; messages are the reference's texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// A number without exact canonical text (`NaN`, `±Infinity`, `-0`, an integer beyond
+    /// ±(2^53−1)).
     #[error("action event data contains a lossy number at {path}")]
-    LossyNumber { path: String },
+    LossyNumber {
+        /// Where, as `$.a[1].b`.
+        path: String,
+    },
+    /// Nesting deeper than [`MAX_DEPTH`].
     #[error("action event data exceeds canonical JSON depth limit 64 at {path}")]
-    DepthLimit { path: String },
+    DepthLimit {
+        /// The first value too deep.
+        path: String,
+    },
+    /// More than [`MAX_NODES`] values.
     #[error("action event data exceeds canonical JSON node limit 10000 at {path}")]
-    NodeLimit { path: String },
+    NodeLimit {
+        /// The value that went over the limit (pre-order).
+        path: String,
+    },
+    /// An estimated encoded size over [`MAX_BYTES`] (numbers count 24 bytes).
     #[error("action event data exceeds canonical JSON size limit 1048576 bytes at {path}")]
-    SizeLimit { path: String },
+    SizeLimit {
+        /// The value that went over the limit (pre-order).
+        path: String,
+    },
+    /// An identity tree with a credential-named object key ([`is_credential_key`]).
     #[error("action event identity contains a high-risk credential field at {path}")]
-    CredentialField { path: String },
+    CredentialField {
+        /// The key's path.
+        path: String,
+    },
+    /// Parsed text with the same object key twice (compared after unescaping).
     #[error("JSON contains a duplicate object key {key:?}")]
-    DuplicateKey { key: String },
+    DuplicateKey {
+        /// The repeated key.
+        key: String,
+    },
+    /// Parsed text nested deeper or with more values than canonical JSON allows.
     #[error("JSON exceeds canonical complexity limits (depth 64, 10000 values)")]
     ComplexityLimit,
+    /// Writer input beyond [`MAX_INPUT_DEPTH`] or [`MAX_INPUT_NODES`].
     #[error("JSON input exceeds its parse bounds (depth 128, 100000 values)")]
     InputLimit,
+    /// Text that is not JSON.
     #[error("invalid JSON at byte {offset}: {reason}")]
-    Syntax { offset: usize, reason: &'static str },
+    Syntax {
+        /// Byte offset of the error.
+        offset: usize,
+        /// What was expected or found.
+        reason: &'static str,
+    },
+    /// Valid JSON whose bytes are not the canonical encoding of its value.
     #[error("JSON is not canonical")]
     NotCanonical,
 }

@@ -10,11 +10,17 @@ use super::writer::to_canonical_unchecked;
 /// objects are kept sorted by UTF-8 key bytes (`String`'s `Ord`), which is the canonical order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A number, as JavaScript holds it (an IEEE-754 double).
     Number(f64),
+    /// A string (valid Unicode: lone surrogates are refused by the parser).
     String(String),
+    /// An array.
     Array(Vec<Value>),
+    /// An object, its keys in canonical (UTF-8 byte) order.
     Object(BTreeMap<String, Value>),
 }
 
@@ -37,6 +43,7 @@ impl Value {
         }
     }
 
+    /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -44,6 +51,7 @@ impl Value {
         }
     }
 
+    /// The number, if this is one.
     pub fn as_f64(&self) -> Option<f64> {
         match self {
             Value::Number(n) => Some(*n),
@@ -51,6 +59,7 @@ impl Value {
         }
     }
 
+    /// The boolean, if this is one.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
@@ -58,6 +67,7 @@ impl Value {
         }
     }
 
+    /// The members, if this is an object.
     pub fn as_object(&self) -> Option<&BTreeMap<String, Value>> {
         match self {
             Value::Object(m) => Some(m),
@@ -65,6 +75,7 @@ impl Value {
         }
     }
 
+    /// The items, if this is an array.
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(a) => Some(a),

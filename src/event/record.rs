@@ -13,8 +13,11 @@ pub struct Event {
     pub value: Value,
     /// Its canonical JSON (no newline): the shard line and spool file body.
     pub json: String,
+    /// `event_id`: sha256 of the normalized repository and the event key.
     pub event_id: Digest,
+    /// `parent_event_id`, the causal parent, when the event has one.
     pub parent_event_id: Option<Digest>,
+    /// `semantic_sha256`: sha256 of the canonical semantic value.
     pub semantic_sha256: Digest,
     /// `Some(occurred_at)` when `occurred_at_source == "source"`.
     pub source_occurred_at: Option<String>,

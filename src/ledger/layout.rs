@@ -39,18 +39,22 @@ pub enum Layout {
 /// Errors of reading a repository's layout.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// [`RECORD_PATH`] holds something other than the fanout record this version writes.
     #[error(
         "{RECORD_PATH} is not a layout record this version knows (expected exactly the canonical \
          fanout record); the repository was written by another tool or damaged: repair it before \
          publishing"
     )]
     UnknownRecord,
+    /// A requested layout that differs from the existing ledger's.
     #[error(
         "the repository's ledger uses the `{existing}` layout and `{requested}` was requested: one \
          repository never mixes layouts; drop --layout or give --layout {existing}"
     )]
     Mismatch {
+        /// The existing ledger's layout name.
         existing: &'static str,
+        /// The layout name requested.
         requested: &'static str,
     },
     /// The tree could not be read (only from the snapshot adapter, [`detect`]).
