@@ -182,8 +182,6 @@ pub enum Error {
     Cycle,
 }
 
-/// A validated event: the canonical record plus the fields that ordering, identity and binding
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ use crate::identity::{self, Digest};
 
 use super::*;
 
+/// A validated event: the canonical record plus the fields that ordering, identity and binding
 /// need. Construct with [`Event::parse_line`] or [`validate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
