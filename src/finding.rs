@@ -30,7 +30,7 @@ pub enum Rule {
     /// An event that breaks the privacy rules (see [`crate::privacy`]).
     Privacy,
     /// An event that passes the reference's privacy rules but holds a value of a family of the
-    /// strict profile ([`privacy::strict::RULES`]): a credential or private host that must be
+    /// strict profile ([`crate::privacy::strict::RULES`]): a credential or private host that must be
     /// treated as exposed. Not reported under the `reference` profile.
     PrivacyStrict,
     /// A shard whose events are not in canonical causal order.
