@@ -8,20 +8,29 @@
 use std::fmt;
 
 /// The rule a finding breaks. `code()` is the stable name used in `--json` output.
+///
+/// Where the rules come from: the shard, set, binding and event rules are what the reference's
+/// importer writes and reads back (its shard reader, its import of a shard set, its binding
+/// files); a revision that breaks one would not be reproduced by the reference, or would be
+/// read differently by it. The layout, compaction, tree and entry-mode rules are this
+/// project's formats and git's own object rules (`git fsck` ids are named where they apply).
+/// The push rules (`modified`, `deleted`, `not-descendant`, `deletion-unproven`,
+/// `manifest-not-superset`) are the ledger's immutability. The finality rules check the
+/// records of [`crate::finality`] against the operations that write them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rule {
     /// A path under `ledger/v1/` that is neither a shard nor a binding.
     UnknownPath,
-    /// A layout record this version does not write (design.md §4).
+    /// A layout record this version does not write.
     LayoutRecordInvalid,
-    /// A binding at a path of the other layout than the repository's (design.md §4).
+    /// A binding at a path of the other layout than the repository's.
     LayoutMixed,
     /// A shard that cannot be read as canonical event lines (bytes, JSON, fields, digests).
     ShardInvalid,
-    /// An event that breaks the privacy rules of ledger-core §4.
+    /// An event that breaks the privacy rules (see [`crate::privacy`]).
     Privacy,
     /// An event that passes the reference's privacy rules but holds a value of a family of the
-    /// strict profile ([`privacy::strict::RULES`]): a credential or private host that must be
+    /// strict profile ([`crate::privacy::strict::RULES`]): a credential or private host that must be
     /// treated as exposed. Not reported under the `reference` profile.
     PrivacyStrict,
     /// A shard whose events are not in canonical causal order.
@@ -32,6 +41,8 @@ pub enum Rule {
     PartsIncomplete,
     /// Parts that the deterministic packing would not produce.
     PartsNotDeterministic,
+    /// A shard set without its reservation (`import-bindings/shard-sets/…`), which the
+    /// publisher writes before anything else of the set.
     ReservationMissing,
     /// A reservation that is not a canonical shard-set reservation for its identity.
     ReservationInvalid,
@@ -41,19 +52,29 @@ pub enum Rule {
     ReservationOrphan,
     /// A set without completion marker: readers treat it as incomplete (invisible).
     CompletionMissing,
+    /// A completion marker that is not the canonical marker for its set.
     CompletionInvalid,
     /// A completion marker without its reserved set.
     CompletionOrphan,
+    /// A set without the producer-run binding that ties its producer run to one partition
+    /// date.
     ProducerRunMissing,
     /// A producer-run binding that disagrees with the set (another partition date, bad bytes).
     ProducerRunMismatch,
+    /// A producer-run binding whose set is not in the ledger.
     ProducerRunOrphan,
+    /// An event without its identity binding (`import-bindings/events/…`, keyed by event
+    /// id), which records its semantic digest and parent edge.
     EventBindingMissing,
     /// An event binding with another semantic digest or parent edge, or malformed.
     EventBindingMismatch,
     /// An event binding whose event is in no shard.
     EventBindingOrphan,
+    /// An event id that appears in more than one shard, or twice in one: the reference
+    /// imports each event exactly once.
     DuplicateEvent,
+    /// Parent edges (`parent_event_id`) that close a cycle, across the whole ledger: no
+    /// causal order exists.
     CausalCycle,
     /// A push that modifies an existing path.
     Modified,
@@ -185,8 +206,11 @@ impl fmt::Display for Rule {
 /// One broken rule at one path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Finding {
+    /// The repository path the finding is about (a file, a directory or a set's key).
     pub path: String,
+    /// The rule broken.
     pub rule: Rule,
+    /// What is wrong, in words, naming the values involved (never a secret value).
     pub detail: String,
 }
 
@@ -194,6 +218,7 @@ pub struct Finding {
 /// what was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Every broken rule found.
     pub findings: Vec<Finding>,
     /// What a user should know but the ledger rules allow ([`Rule::CaseCollision`]): they do
     /// not make the report unclean.
@@ -207,6 +232,7 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether no rule is broken (warnings do not count).
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
     }

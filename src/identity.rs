@@ -1,4 +1,4 @@
-//! Content-derived identities (ledger-core §3): repository normalization and slugs, event scopes
+//! Content-derived identities: repository normalization and slugs, event scopes
 //! and keys, operation / attempt / idempotency ids, event ids, shard identities and their digests.
 //!
 //! Every id is a lowercase hex SHA-256 of canonical text; the exact text hashed is part of the
@@ -18,7 +18,7 @@ pub struct Digest(String);
 impl Digest {
     /// SHA-256 of `bytes`.
     pub fn of(bytes: impl AsRef<[u8]>) -> Digest {
-        Digest(hex(&Sha256::digest(bytes.as_ref())))
+        Digest(hex::encode(Sha256::digest(bytes.as_ref())))
     }
 
     /// Accepts exactly `^[a-f0-9]{64}$` (no trimming, no case folding: stored form).
@@ -33,22 +33,13 @@ impl Digest {
     /// The 32 raw bytes (for compact in-memory keys).
     pub fn bytes(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
-        for (i, pair) in self.0.as_bytes().chunks(2).enumerate() {
-            let nibble = |c: u8| {
-                if c.is_ascii_digit() {
-                    c - b'0'
-                } else {
-                    c - b'a' + 10
-                }
-            };
-            out[i] = (nibble(pair[0]) << 4) | nibble(pair[1]);
-        }
+        hex::decode_to_slice(&self.0, &mut out).expect("a Digest holds 64 lowercase hex digits");
         out
     }
 
     /// The digest with these raw bytes.
     pub fn from_bytes(bytes: &[u8; 32]) -> Digest {
-        Digest(hex(bytes))
+        Digest(hex::encode(bytes))
     }
 
     /// The first `n` hex characters (12 for path digests).
@@ -63,22 +54,12 @@ impl fmt::Display for Digest {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
-}
-
 /// `^[a-f0-9]{64}$`.
 pub fn is_hex64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Errors of identity derivations; texts are the reference's (ledger-core §7).
+/// Errors of identity derivations; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error("action event repository is required")]
@@ -115,7 +96,7 @@ fn has_control(s: &str) -> bool {
     s.encode_utf16().any(|u| u <= 31 || u == 127)
 }
 
-/// `requiredRepo` (§3.1): JS trim, required, no control characters, lowercase, then
+/// `requiredRepo`: JS trim, required, no control characters, lowercase, then
 /// `^[a-z0-9_][a-z0-9_.-]*/[a-z0-9_][a-z0-9_.-]*$`.
 pub fn normalize_repository(raw: &str) -> Result<String, Error> {
     let trimmed = privacy::js_trim(raw);
@@ -166,7 +147,7 @@ fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
     out
 }
 
-/// `eventScope` (§3.2): trimmed, ≤128 UTF-16 units, `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, and free of
+/// `eventScope`: trimmed, ≤128 UTF-16 units, `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, and free of
 /// confidential identifiers.
 pub fn event_scope(raw: &str) -> Result<String, Error> {
     let s = privacy::js_trim(raw);
@@ -205,7 +186,7 @@ fn identity_digest(value: &Value) -> Result<Digest, Error> {
     Ok(Digest::of(canonical::to_identity_canonical(value)?))
 }
 
-/// `actionOperationId` (§3.3): sha256 of
+/// `actionOperationId`: sha256 of
 /// `{"identity":<identity>,"operation":<scope>,"repository":<repo>}` in identity canonical form.
 pub fn operation_id(repository: &str, operation: &str, identity: &Value) -> Result<Digest, Error> {
     let repository = normalize_repository(repository)?;
@@ -217,7 +198,7 @@ pub fn operation_id(repository: &str, operation: &str, identity: &Value) -> Resu
     ]))
 }
 
-/// `actionAttemptId` (§3.3): sha256 of `{"identity":<identity>,"operation_id":<hex64>}`.
+/// `actionAttemptId`: sha256 of `{"identity":<identity>,"operation_id":<hex64>}`.
 pub fn attempt_id(operation_id: &str, identity: &Value) -> Result<Digest, Error> {
     let op = required_sha256(operation_id, "action operation id")?;
     identity_digest(&Value::object([
@@ -226,18 +207,18 @@ pub fn attempt_id(operation_id: &str, identity: &Value) -> Result<Digest, Error>
     ]))
 }
 
-/// `actionIdempotencyKey` (§3.3): sha256 of the identity canonical form of `identity`.
+/// `actionIdempotencyKey`: sha256 of the identity canonical form of `identity`.
 pub fn idempotency_key(identity: &Value) -> Result<Digest, Error> {
     identity_digest(identity)
 }
 
-/// `actionEventKey` (§3.4): `<scope>:<sha256(identity canonical JSON)>`.
+/// `actionEventKey`: `<scope>:<sha256(identity canonical JSON)>`.
 pub fn event_key(scope: &str, identity: &Value) -> Result<String, Error> {
     let scope = event_scope(scope)?;
     Ok(format!("{scope}:{}", identity_digest(identity)?))
 }
 
-/// `requiredEventKey` (§3.4): trimmed, ≤193 characters,
+/// `requiredEventKey`: trimmed, ≤193 characters,
 /// `^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}:[a-f0-9]{64}$`, and a valid scope before the first `:`.
 pub fn required_event_key(raw: &str) -> Result<String, Error> {
     let key = privacy::js_trim(raw);
@@ -260,7 +241,7 @@ pub fn required_event_key(raw: &str) -> Result<String, Error> {
     Ok(key.to_owned())
 }
 
-/// `actionEventId` (§3.5): sha256 of `<normalized repository>\n<event key>`.
+/// `actionEventId`: sha256 of `<normalized repository>\n<event key>`.
 pub fn event_id(repository: &str, event_key: &str) -> Result<Digest, Error> {
     let repository = normalize_repository(repository)?;
     let key = required_event_key(event_key)?;
@@ -277,44 +258,18 @@ pub fn positive_integer(value: &Value, label: &str) -> Result<i64, Error> {
     }
 }
 
-/// `requiredCalendarDate` (§4.3): trimmed `YYYY-MM-DD`, year ≥ 1, a real proleptic-Gregorian date.
+/// `requiredCalendarDate`: trimmed `YYYY-MM-DD`, year ≥ 1, a real proleptic-Gregorian date.
 pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
     let s = privacy::js_trim(raw);
     let err = || Error::NotCalendarDate {
         label: label.to_owned(),
     };
-    let b = s.as_bytes();
-    if b.len() != 10
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !b
-            .iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
-    {
-        return Err(err());
-    }
-    let y: u32 = s[0..4].parse().map_err(|_| err())?;
-    let m: u32 = s[5..7].parse().map_err(|_| err())?;
-    let d: u32 = s[8..10].parse().map_err(|_| err())?;
-    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return Err(err());
-    }
-    Ok(s.to_owned())
+    crate::time::CalendarDate::parse(s)
+        .map(|_| s.to_owned())
+        .ok_or_else(err)
 }
 
-/// Days in month `m` of proleptic-Gregorian year `y`.
-pub fn days_in_month(y: u32, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400) => 29,
-        2 => 28,
-        _ => 0,
-    }
-}
-
-/// The identity of one producer run's shard set (§3.8, runtime §2.3). The serialized form uses
+/// The identity of one producer run's shard set. The serialized form uses
 /// camelCase keys: `job, partitionDate, producer, repository, runAttempt, runId, sha, workflow`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ShardIdentity {
@@ -391,7 +346,6 @@ mod tests {
 
     #[test]
     fn worked_example_digests() {
-        // ledger-runtime §14.
         let id = ShardIdentity {
             repository: "openclaw/clawsweeper".into(),
             sha: "a".repeat(40),

@@ -126,6 +126,7 @@ pub mod server;
 pub mod store;
 #[cfg(test)]
 mod tests;
+pub mod time;
 pub mod verify;
 pub mod view;
 pub mod writer;

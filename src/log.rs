@@ -220,8 +220,8 @@ struct Read {
     text: Result<String, shard::Error>,
 }
 
-/// Checks a batch of shards on all cores ([`verify::check_shard`]; a lone shard spreads its
-/// lines instead), then hands out their matching events in order, stopping at the first shard
+/// Checks a batch of shards on all cores ([`verify::check_shard`], rayon; a long shard's lines
+/// are spread as well), then hands out their matching events in order, stopping at the first shard
 /// that fails.
 fn hand_out(
     batch: Vec<Read>,
@@ -229,18 +229,20 @@ fn hand_out(
     sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
     stats: &mut Stats,
 ) -> Result<ControlFlow<()>, Error> {
-    let lone = batch.len() < 2;
-    let checked: Vec<Result<Vec<Event>, (Rule, String)>> =
-        crate::parallel::map(&batch, 2, |read| match &read.text {
+    use rayon::prelude::*;
+    let checked: Vec<Result<Vec<Event>, (Rule, String)>> = batch
+        .par_iter()
+        .map(|read| match &read.text {
             Err(e) => Err(verify::shard_refusal(e)),
             Ok(text) => {
-                let check = verify::check_shard(&read.path, text, lone);
+                let check = verify::check_shard(&read.path, text);
                 match check.refused {
                     Some(refusal) => Err(refusal),
                     None => Ok(check.events),
                 }
             }
-        });
+        })
+        .collect();
     for (read, events) in batch.iter().zip(checked) {
         let events = events.map_err(|(rule, detail)| Error::Shard {
             path: read.path.clone(),

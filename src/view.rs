@@ -1,5 +1,5 @@
 //! The ledger as every reader sees it: a [`Snapshot`] in which a compacted shard path is present
-//! with exactly its original bytes, cut out of its monthly segment (design.md §7, format in
+//! with exactly its original bytes, cut out of its monthly segment (format in
 //! [`crate::ledger::segment`]). `publish` (create-only checks), `verify` and `log` read shards through
 //! this view, so a ledger reads the same before and after compaction.
 //!

@@ -1,4 +1,4 @@
-//! Import bindings (runtime §8.5): the reservations and completion markers that make a published
+//! Import bindings: the reservations and completion markers that make a published
 //! shard set visible, with their exact paths and bytes.
 //!
 //! ```text
@@ -18,7 +18,7 @@ use crate::identity::{Digest, ShardIdentity};
 use crate::ledger::layout::Layout;
 use crate::ledger::shard::Shard;
 
-/// Directory of all binding files (both layouts, design.md §4).
+/// Directory of all binding files (both layouts).
 pub const ROOT: &str = "ledger/v1/import-bindings";
 /// Schema of producer-run bindings.
 pub const PRODUCER_RUN_SCHEMA: &str = "clawsweeper.action-ledger-import-producer-run";
@@ -165,7 +165,7 @@ pub fn completion(layout: Layout, id: &ShardIdentity, reservation: &str) -> (Str
     (Kind::Completion.path(layout, &id.digest()), text)
 }
 
-/// A durable event binding, strictly parsed (runtime §8.5 item 2): `(semantic digest, parent)`;
+/// A durable event binding, strictly parsed: `(semantic digest, parent)`;
 /// `None` when it is not exactly a canonical binding for `id`.
 pub fn parse_event(text: &str, id: &Digest) -> Option<(Digest, Option<Digest>)> {
     let v = canonical::parse_canonical(text.strip_suffix('\n')?).ok()?;
@@ -184,7 +184,7 @@ pub fn parse_event(text: &str, id: &Digest) -> Option<(Digest, Option<Digest>)> 
 }
 
 /// A shard-set reservation's listed parts `(path, replay digest)`, when the file is a canonical
-/// reservation for `id` (runtime §8.6); `None` otherwise.
+/// reservation for `id`; `None` otherwise.
 pub fn parse_shard_set(text: &str, id: &ShardIdentity) -> Option<Vec<(String, Digest)>> {
     let v = canonical::parse_canonical(text.strip_suffix('\n')?).ok()?;
     if v.as_object()?.len() != 4

@@ -1,4 +1,4 @@
-//! Tree layouts of a state repository (design.md §4).
+//! Tree layouts of a state repository.
 //!
 //! Both layouts hold identical file bytes; they differ only in where binding files live:
 //!
@@ -7,7 +7,7 @@
 //! fanout     ledger/v1/import-bindings/<dir>/<hex[0:2]>/<hex[2:4]>/<hex>.json
 //! ```
 //!
-//! `reference` is exactly the reference's layout (runtime §8.5), so a repository written with it
+//! `reference` is exactly the reference's layout, so a repository written with it
 //! is byte-identical to one the reference's importer writes. `fanout` keeps every tree at a few
 //! thousand entries at most (65,536 leaf directories), so a publication rewrites trees in
 //! proportion to what it adds, not to the size of the ledger.
@@ -19,16 +19,15 @@
 
 use crate::canonical::{self, Value};
 use crate::identity::Digest;
-use crate::store::{self, Snapshot};
 
 /// Path of the layout record.
 pub const RECORD_PATH: &str = "ledger/v1/layout.json";
 /// Schema of the layout record.
 pub const SCHEMA: &str = "action-ledger.state-layout";
 /// The ledger's root directory: a tree with anything under it and no record is `reference`.
-const LEDGER: &str = "ledger/v1";
+pub const LEDGER_ROOT: &str = "ledger/v1";
 
-/// Where binding files live (design.md §4).
+/// Where binding files live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layout {
     /// The reference's flat directories, one file per binding.
@@ -40,22 +39,27 @@ pub enum Layout {
 /// Errors of reading a repository's layout.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// [`RECORD_PATH`] holds something other than the fanout record this version writes.
     #[error(
         "{RECORD_PATH} is not a layout record this version knows (expected exactly the canonical \
          fanout record); the repository was written by another tool or damaged: repair it before \
          publishing"
     )]
     UnknownRecord,
+    /// A requested layout that differs from the existing ledger's.
     #[error(
         "the repository's ledger uses the `{existing}` layout and `{requested}` was requested: one \
          repository never mixes layouts; drop --layout or give --layout {existing}"
     )]
     Mismatch {
+        /// The existing ledger's layout name.
         existing: &'static str,
+        /// The layout name requested.
         requested: &'static str,
     },
+    /// The tree could not be read (only from the snapshot adapter, [`detect`]).
     #[error(transparent)]
-    Store(#[from] store::Error),
+    Store(#[from] crate::store::Error),
 }
 
 impl Layout {
@@ -137,39 +141,47 @@ pub enum Detected {
     Existing(Layout),
 }
 
-/// The layout of the tree `snap` reads: the record if present, else `reference` when anything is
-/// under `ledger/v1/`, else [`Detected::Empty`]. Two lookups; no listing.
-///
-/// # Errors
-/// [`Error::UnknownRecord`] when the record is not one this version writes; store errors.
-pub fn detect(snap: &Snapshot<'_>) -> Result<Detected, Error> {
-    if let Some(bytes) = snap.read(RECORD_PATH, 4096).or_else(|e| match e {
-        store::Error::TooLarge { .. } => Ok(Some(Vec::new())),
-        e => Err(e),
-    })? {
-        return parse_record(&bytes)
-            .map(Detected::Existing)
-            .ok_or(Error::UnknownRecord);
-    }
-    Ok(if snap.is_dir(LEDGER)? {
-        Detected::Existing(Layout::Reference)
-    } else {
-        Detected::Empty
-    })
+/// What a tree holds at [`RECORD_PATH`], as its reader found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordRead {
+    /// No file there.
+    Absent,
+    /// The file's bytes (read with a cap of [`MAX_RECORD_BYTES`]).
+    Bytes(Vec<u8>),
+    /// A file larger than [`MAX_RECORD_BYTES`]: never a record this version writes.
+    TooLarge,
 }
 
-/// The layout a publication into `snap` uses: the existing ledger's, which `requested` must match
-/// when given; for an empty ledger `requested`, else `fanout` (the default for new repositories).
-/// The flag is true for an empty ledger, whose first publication writes the layout record.
+/// The most bytes a reader needs to read of [`RECORD_PATH`]; a larger file is
+/// [`RecordRead::TooLarge`].
+pub const MAX_RECORD_BYTES: u64 = 4096;
+
+/// The layout a tree declares, from what it holds at [`RECORD_PATH`] and whether anything is
+/// under `ledger/v1/`: the record if present, else `reference` for an existing ledger, else
+/// [`Detected::Empty`].
 ///
 /// # Errors
-/// [`Error::Mismatch`] when `requested` differs from an existing ledger's layout; errors of
-/// [`detect`].
-pub fn for_publication(
-    snap: &Snapshot<'_>,
-    requested: Option<Layout>,
-) -> Result<(Layout, bool), Error> {
-    match (detect(snap)?, requested) {
+/// [`Error::UnknownRecord`] when the record is not one this version writes.
+pub fn detect_from(record: RecordRead, ledger_exists: bool) -> Result<Detected, Error> {
+    match record {
+        RecordRead::Bytes(bytes) => parse_record(&bytes)
+            .map(Detected::Existing)
+            .ok_or(Error::UnknownRecord),
+        RecordRead::TooLarge => Err(Error::UnknownRecord),
+        RecordRead::Absent if ledger_exists => Ok(Detected::Existing(Layout::Reference)),
+        RecordRead::Absent => Ok(Detected::Empty),
+    }
+}
+
+/// The layout a publication uses, given what the tree declares ([`detect_from`]): the existing
+/// ledger's, which `requested` must match when given; for an empty ledger `requested`, else
+/// `fanout` (the default for new repositories). The flag is true for an empty ledger, whose
+/// first publication writes the layout record.
+///
+/// # Errors
+/// [`Error::Mismatch`] when `requested` differs from an existing ledger's layout.
+pub fn choose(detected: Detected, requested: Option<Layout>) -> Result<(Layout, bool), Error> {
+    match (detected, requested) {
         (Detected::Empty, r) => Ok((r.unwrap_or(Layout::Fanout), true)),
         (Detected::Existing(existing), Some(r)) if r != existing => Err(Error::Mismatch {
             existing: existing.name(),
@@ -177,6 +189,38 @@ pub fn for_publication(
         }),
         (Detected::Existing(existing), _) => Ok((existing, false)),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a snapshot. This adapter is the one use of `store` under `ledger/`, kept for
+// `publish`; it moves there once `publish` reads the record itself and calls [`detect_from`]
+// (as `verify` does).
+
+/// The layout of the tree `snap` reads ([`detect_from`]). Two lookups; no listing.
+///
+/// # Errors
+/// [`Error::UnknownRecord`]; [`Error::Store`] when the tree cannot be read.
+pub fn detect(snap: &crate::store::Snapshot<'_>) -> Result<Detected, Error> {
+    use crate::store;
+    let record = match snap.read(RECORD_PATH, MAX_RECORD_BYTES) {
+        Ok(Some(bytes)) => RecordRead::Bytes(bytes),
+        Ok(None) => RecordRead::Absent,
+        Err(store::Error::TooLarge { .. }) => RecordRead::TooLarge,
+        Err(e) => return Err(e.into()),
+    };
+    let ledger_exists = matches!(record, RecordRead::Absent) && snap.is_dir(LEDGER_ROOT)?;
+    detect_from(record, ledger_exists)
+}
+
+/// [`choose`] for the tree `snap` reads.
+///
+/// # Errors
+/// As [`choose`] and [`detect`].
+pub fn for_publication(
+    snap: &crate::store::Snapshot<'_>,
+    requested: Option<Layout>,
+) -> Result<(Layout, bool), Error> {
+    choose(detect(snap)?, requested)
 }
 
 #[cfg(test)]
@@ -207,6 +251,37 @@ mod tests {
         assert_eq!(Layout::parse_binding_file(&format!("xx/{d}.json")), None);
     }
 
+    /// What a tree declares, and the layout a publication then uses.
+    #[test]
+    fn detection_and_choice() {
+        use RecordRead::*;
+        assert!(matches!(detect_from(Absent, false), Ok(Detected::Empty)));
+        assert!(matches!(
+            detect_from(Absent, true),
+            Ok(Detected::Existing(Layout::Reference))
+        ));
+        for bad in [TooLarge, Bytes(b"{}".to_vec()), Bytes(Vec::new())] {
+            assert!(matches!(detect_from(bad, true), Err(Error::UnknownRecord)));
+        }
+        assert_eq!(
+            choose(Detected::Empty, None).unwrap(),
+            (Layout::Fanout, true)
+        );
+        assert_eq!(
+            choose(Detected::Empty, Some(Layout::Reference)).unwrap(),
+            (Layout::Reference, true)
+        );
+        let existing = Detected::Existing(Layout::Reference);
+        assert_eq!(choose(existing, None).unwrap(), (Layout::Reference, false));
+        assert_eq!(
+            choose(existing, Some(Layout::Fanout))
+                .unwrap_err()
+                .to_string(),
+            "the repository's ledger uses the `reference` layout and `fanout` was requested: one \
+             repository never mixes layouts; drop --layout or give --layout reference"
+        );
+    }
+
     #[test]
     fn the_record_is_canonical_and_only_fanout_has_one() {
         let record = Layout::Fanout.record().unwrap();
@@ -217,6 +292,10 @@ mod tests {
         assert_eq!(parse_record(record.as_bytes()), Some(Layout::Fanout));
         assert_eq!(parse_record(record.trim_end().as_bytes()), None);
         assert_eq!(Layout::Reference.record(), None);
+        assert!(matches!(
+            detect_from(RecordRead::Bytes(record.into_bytes()), true),
+            Ok(Detected::Existing(Layout::Fanout))
+        ));
         for l in [Layout::Reference, Layout::Fanout] {
             assert_eq!(Layout::from_name(l.name()), Some(l));
         }

@@ -1,4 +1,4 @@
-//! Monthly segments: the compacted form of a month's hot shards (design.md §7; our format, the
+//! Monthly segments: the compacted form of a month's hot shards (our format, the
 //! reference leaves it open). Pure format code: paths, caps, the manifest's canonical bytes and
 //! strict parsing, packing shards into segments, and cutting a shard's bytes back out. No I/O.
 //!
@@ -31,7 +31,7 @@
 //!
 //! (one line, no whitespace, keys in canonical order). `sha256` is of the exact bytes (of the
 //! segment file, or of the original shard file); `replay_sha256` is the shard's replay digest
-//! (the value its shard-set reservation lists, runtime §1.1); `events` equals `lines`. Shard
+//! (the value its shard-set reservation lists); `events` equals `lines`. Shard
 //! entries are sorted by path and unique; within each segment they tile its lines exactly, in
 //! path order, and their bytes add up to the segment's bytes.
 //!
@@ -147,7 +147,8 @@ impl Month {
 
     /// Seconds since the Unix epoch of the first instant (00:00:00 UTC on day 1).
     pub fn start_epoch_seconds(self) -> i64 {
-        crate::event::days_from_civil(i64::from(self.year), i64::from(self.month), 1) * 86_400
+        crate::time::day_start_epoch_seconds(i32::from(self.year), self.month, 1)
+            .expect("any u16 year is inside the calendar's range, and month is 1-12")
     }
 
     /// `ledger/v1/events/YYYY/MM`: the directory of the month's hot shards.
@@ -248,7 +249,7 @@ pub struct ShardEntry {
     pub path: String,
     /// SHA-256 of the original shard file's exact bytes.
     pub sha256: Digest,
-    /// Replay digest of its events (runtime §1.1).
+    /// Replay digest of its events.
     pub replay_sha256: Digest,
     /// Number of events (equals `lines`).
     pub events: u32,
@@ -274,6 +275,12 @@ pub struct Manifest {
     /// Replaced shards in path order.
     pub shards: Vec<ShardEntry>,
 }
+
+/// What is wrong with a manifest, or with a manifest replacing another ([`Manifest::check`],
+/// [`Manifest::extends`]), as a phrase that completes "the manifest is invalid: …".
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ManifestDefect(pub String);
 
 impl Manifest {
     /// The file bytes: canonical JSON plus `\n`.
@@ -335,7 +342,7 @@ impl Manifest {
         if m.month != month {
             return Err(invalid(format!("it names month {}", m.month)));
         }
-        m.check().map_err(invalid)?;
+        m.check().map_err(|d| invalid(d.0))?;
         Ok(m)
     }
 
@@ -346,27 +353,30 @@ impl Manifest {
     ///
     /// # Errors
     /// What is wrong, as a phrase.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ManifestDefect> {
         if self.generation == 0 {
-            return Err("generation must be at least 1".into());
+            return Err(ManifestDefect("generation must be at least 1".to_owned()));
         }
         if self.segments.is_empty() || self.shards.is_empty() {
-            return Err("it lists no segment or no shard".into());
+            return Err(ManifestDefect("it lists no segment or no shard".to_owned()));
         }
         if self.segments.len() > MAX_SEGMENTS as usize {
-            return Err(format!("more than {MAX_SEGMENTS} segments"));
+            return Err(ManifestDefect(format!("more than {MAX_SEGMENTS} segments")));
         }
         let mut index: HashMap<&str, usize> = HashMap::new();
         for (i, s) in self.segments.iter().enumerate() {
             if s.name != segment_name(i as u32 + 1) {
-                return Err(format!(
+                return Err(ManifestDefect(format!(
                     "segment {} is listed where {} belongs",
                     s.name,
                     segment_name(i as u32 + 1)
-                ));
+                )));
             }
             if s.bytes > MAX_SEGMENT_BYTES || s.lines == 0 || s.lines > MAX_SEGMENT_LINES {
-                return Err(format!("{} is outside the segment caps", s.name));
+                return Err(ManifestDefect(format!(
+                    "{} is outside the segment caps",
+                    s.name
+                )));
             }
             index.insert(&s.name, i);
         }
@@ -374,14 +384,17 @@ impl Manifest {
         let mut next_line = vec![1u64; self.segments.len()];
         let mut bytes = vec![0u64; self.segments.len()];
         if let Some(w) = self.shards.windows(2).find(|w| w[0].path >= w[1].path) {
-            return Err(format!(
+            return Err(ManifestDefect(format!(
                 "shard entries are not sorted by path and unique at {}",
                 w[1].path
-            ));
+            )));
         }
         for e in &self.shards {
             if Month::of_shard(&e.path) != Some(self.month) {
-                return Err(format!("{} is not a shard path of {}", e.path, self.month));
+                return Err(ManifestDefect(format!(
+                    "{} is not a shard path of {}",
+                    e.path, self.month
+                )));
             }
             if e.lines == 0
                 || e.lines as usize > shard::MAX_EVENTS
@@ -389,26 +402,32 @@ impl Manifest {
                 || e.bytes > shard::MAX_BYTES as u64
                 || e.bytes < 2 * u64::from(e.lines)
             {
-                return Err(format!("{} has inconsistent counts", e.path));
+                return Err(ManifestDefect(format!(
+                    "{} has inconsistent counts",
+                    e.path
+                )));
             }
             let Some(&s) = index.get(e.segment.as_str()) else {
-                return Err(format!(
+                return Err(ManifestDefect(format!(
                     "{} names an unlisted segment {}",
                     e.path, e.segment
-                ));
+                )));
             };
             if u64::from(e.first_line) != next_line[s] {
-                return Err(format!(
+                return Err(ManifestDefect(format!(
                     "{} does not start where the previous shard of {} ends (line {})",
                     e.path, e.segment, next_line[s]
-                ));
+                )));
             }
             next_line[s] += u64::from(e.lines);
             bytes[s] += e.bytes;
         }
         for (i, s) in self.segments.iter().enumerate() {
             if next_line[i] != u64::from(s.lines) + 1 || bytes[i] != s.bytes {
-                return Err(format!("the shard entries do not cover {} exactly", s.name));
+                return Err(ManifestDefect(format!(
+                    "the shard entries do not cover {} exactly",
+                    s.name
+                )));
             }
         }
         Ok(())
@@ -438,27 +457,32 @@ impl Manifest {
     ///
     /// # Errors
     /// What the new manifest drops or changes, as a phrase.
-    pub fn extends(&self, old: &Manifest) -> Result<(), String> {
+    pub fn extends(&self, old: &Manifest) -> Result<(), ManifestDefect> {
         if self.month != old.month {
-            return Err(format!("it covers {} instead of {}", self.month, old.month));
+            return Err(ManifestDefect(format!(
+                "it covers {} instead of {}",
+                self.month, old.month
+            )));
         }
         if self.generation <= old.generation {
-            return Err(format!(
+            return Err(ManifestDefect(format!(
                 "generation {} does not follow generation {}",
                 self.generation, old.generation
-            ));
+            )));
         }
         if self.segments.len() < old.segments.len()
             || self.segments[..old.segments.len()] != old.segments[..]
         {
-            return Err("it drops or changes a segment the old manifest listed".into());
+            return Err(ManifestDefect(
+                "it drops or changes a segment the old manifest listed".to_owned(),
+            ));
         }
         for e in &old.shards {
             if self.entry(&e.path) != Some(e) {
-                return Err(format!(
+                return Err(ManifestDefect(format!(
                     "it drops or changes the entry of {} that the old manifest proved",
                     e.path
-                ));
+                )));
             }
         }
         Ok(())
@@ -666,7 +690,7 @@ pub fn fold(
         path: month.manifest_path(),
         reason,
     };
-    manifest.check().map_err(invalid)?;
+    manifest.check().map_err(|d| invalid(d.0))?;
     // Prove before writing: every new entry reproduces its shard's bytes.
     let segments: HashMap<&str, Lines> = files
         .iter()

@@ -1,10 +1,23 @@
-//! Shards: immutable JSONL files of canonical event lines (ledger-core §6, runtime §5).
+//! Shards: immutable JSONL files of canonical event lines.
 //!
 //! A shard set holds one producer run's events on one partition date, in canonical causal order,
 //! packed greedily into parts of at most 1,024 events and 2 MiB, named
 //! `ledger/v1/events/YYYY/MM/DD/<repo>/<producer>/<run>-<attempt>-<job>-<digest12>-part-<i>-of-<n>.jsonl`.
 //! Packing is a pure function of the event set, so any writer reproduces the same parts, paths and
 //! bytes, which is what makes replays no-ops and lets the importer check packing.
+//!
+//! Bytes: one canonical event record per line (the canonical JSON of [`crate::canonical`]),
+//! each line ending in `\n`, including the last; no empty line, no `\r`, no byte order mark;
+//! UTF-8. `<digest12>` is the first 12 hex digits of the sha256 of the canonical shard identity
+//! ([`ShardIdentity`]); the other name parts are safe path segments ([`bounded_path_segment`]:
+//! a segment that is too long, a Windows device name or ends in `.` becomes a prefix, `-` and
+//! the first 12 hex digits of its sha256).
+//! Every event of a set has the same producer, and the set's parts are numbered from 1
+//! (`part-1-of-3`). Limits: [`MAX_EVENTS`] events and [`MAX_BYTES`] bytes per file,
+//! [`MAX_SET_EVENTS`] per set, [`MAX_PARTS`] parts.
+//!
+//! A shard is never rewritten: a replay of the same events produces the same files, and a
+//! publication refuses a path that exists with other bytes.
 
 use std::collections::HashMap;
 
@@ -23,7 +36,7 @@ pub const MAX_PARTS: u32 = 999_999;
 /// Prefix of every shard path.
 pub const EVENTS_ROOT: &str = "ledger/v1/events";
 
-/// Why a shard or a batch of events was refused; texts are the reference's (§7).
+/// Why a shard or a batch of events was refused; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -102,7 +115,7 @@ fn is_reserved_device(s: &str) -> bool {
     reserved && (stem_end == upper.len() || upper.as_bytes()[stem_end] == b'.')
 }
 
-/// `boundedPathSegment(v, max)` (§6.1): the safe segment when it fits and is neither a Windows
+/// `boundedPathSegment(v, max)`: the safe segment when it fits and is neither a Windows
 /// device name nor dot-terminated; otherwise a prefix plus `-` plus 12 hex of sha256(`v`).
 pub fn bounded_path_segment(v: &str, max: usize) -> String {
     let safe = safe_path_segment(v);
@@ -123,7 +136,7 @@ pub fn bounded_path_segment(v: &str, max: usize) -> String {
 pub type Part = (u32, u32);
 
 /// The canonical path of a shard of `identity` (already normalized), with an optional part
-/// suffix `-part-NNNNNN-of-MMMMMM` (§6.1).
+/// suffix `-part-NNNNNN-of-MMMMMM`.
 pub fn relative_path(identity: &ShardIdentity, part: Option<Part>) -> Result<String, Error> {
     let date: Vec<&str> = identity.partition_date.split('-').collect();
     let mut file = format!(
@@ -152,7 +165,7 @@ pub fn relative_path(identity: &ShardIdentity, part: Option<Part>) -> Result<Str
     ))
 }
 
-/// True when the persisted producer of `event` is exactly the shard identity (§3.8).
+/// True when the persisted producer of `event` is exactly the shard identity.
 pub fn matches_identity(event: &Event, id: &ShardIdentity) -> bool {
     let p = event.producer();
     let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
@@ -165,7 +178,7 @@ pub fn matches_identity(event: &Event, id: &ShardIdentity) -> bool {
         && p.get("run_attempt").and_then(Value::as_safe_integer) == Some(id.run_attempt)
 }
 
-/// `normalizeShardEvents` (§6.3): dedupe by event id (first occurrence wins; a different
+/// `normalizeShardEvents`: dedupe by event id (first occurrence wins; a different
 /// semantic digest is a conflict, different replay JSON is conflicting metadata), require every
 /// event to belong to `identity`, and sort causally.
 pub fn normalize_events(
@@ -230,7 +243,7 @@ pub fn content(events: &[Event]) -> String {
     s
 }
 
-/// `writeActionEventShards` packing (§6.4): greedy over canonical order; a new part starts when the
+/// `writeActionEventShards` packing: greedy over canonical order; a new part starts when the
 /// current one holds 1,024 events or the next line would pass 2 MiB. Parts are always numbered.
 /// `events` must already be normalized ([`normalize_events`]).
 pub fn pack(identity: &ShardIdentity, events: Vec<Event>) -> Result<Vec<Shard>, Error> {
@@ -266,7 +279,7 @@ pub fn pack(identity: &ShardIdentity, events: Vec<Event>) -> Result<Vec<Shard>, 
         .collect()
 }
 
-/// `writeActionEventShard` without index/count (§6.5): one unnumbered shard of at most 1,024
+/// `writeActionEventShard` without index/count: one unnumbered shard of at most 1,024
 /// raw events and 2 MiB, events normalized and causally ordered. Legacy and direct writes only;
 /// sealing always numbers parts.
 pub fn single(identity: &ShardIdentity, events: Vec<Event>) -> Result<Shard, Error> {
@@ -292,22 +305,9 @@ pub fn text_of(bytes: Vec<u8>, path: &str) -> Result<String, Error> {
     String::from_utf8(bytes).map_err(|_| Error::NotUtf8(path.to_owned()))
 }
 
-/// `parseActionEventShardContent` (§6.6 step 2): final newline required, no empty line, no `\r`,
+/// `parseActionEventShardContent`: final newline required, no empty line, no `\r`,
 /// each line canonical (source `<path>:<line>`). Does not check order.
 pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
-    parse_content_with(text, path, true)
-}
-
-/// [`parse_content`] on the calling thread only, for callers that already spread shards across
-/// threads.
-///
-/// # Errors
-/// As [`parse_content`].
-pub fn parse_content_serial(text: &str, path: &str) -> Result<Vec<Event>, Error> {
-    parse_content_with(text, path, false)
-}
-
-fn parse_content_with(text: &str, path: &str, parallel: bool) -> Result<Vec<Event>, Error> {
     if text.is_empty() {
         return Ok(Vec::new());
     }
@@ -322,19 +322,13 @@ fn parse_content_with(text: &str, path: &str, parallel: bool) -> Result<Vec<Even
         .iter()
         .enumerate()
         .map(|(i, line)| (*line, format!("{path}:{}", i + 1)));
-    if parallel {
-        Event::parse_lines(sources)
-            .into_iter()
-            .map(|r| r.map_err(Error::from))
-            .collect()
-    } else {
-        sources
-            .map(|(line, source)| Event::parse_line(line, &source).map_err(Error::from))
-            .collect()
-    }
+    Event::parse_lines(sources)
+        .into_iter()
+        .map(|r| r.map_err(Error::from))
+        .collect()
 }
 
-/// Direct shard validation (§6.6 step 3): 1…1,024 events in exact canonical causal order.
+/// Direct shard validation: 1…1,024 events in exact canonical causal order.
 pub fn check_file_events(events: &[Event], path: &str) -> Result<(), Error> {
     if events.is_empty() {
         return Err(Error::NoEvents(path.to_owned()));
@@ -382,7 +376,7 @@ pub fn parse_path(path: &str) -> Option<(String, Option<Part>)> {
     Some((format!("{}-{}-{}", segs[0], segs[1], segs[2]), part))
 }
 
-/// Create-only rule for an existing shard file (§6.5): identical bytes, or canonical content that
+/// Create-only rule for an existing shard file: identical bytes, or canonical content that
 /// is replay-equivalent line by line to `candidate` (the existing, first-writer bytes then win).
 /// `Ok(false)` means a conflict; an existing file that is not canonical is an error.
 pub fn existing_is_equivalent(existing: &str, candidate: &Shard) -> Result<bool, Error> {

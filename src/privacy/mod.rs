@@ -1,10 +1,10 @@
-//! Privacy validation of the ledger's free-text fields (ledger-core §4).
+//! Privacy validation of the ledger's free-text fields.
 //!
 //! Every string that the ledger stores verbatim passes through one of four gates:
-//! [`machine_text`] (§4.1: identifiers, names, attribute keys and values), [`relative_data_path`]
-//! (§4.2: `record_path`, `report_path`), [`public_run_url`] (§4.5: `run_url`) or the plain
-//! [`bounded_text`] step they share. All of them reject, with the reference's message texts (§7),
-//! anything that [`contains_confidential_identifier`] (§4.4) flags: private paths, credentials,
+//! [`machine_text`] (identifiers, names, attribute keys and values), [`relative_data_path`]
+//! (`record_path`, `report_path`), [`public_run_url`] (`run_url`) or the plain
+//! [`bounded_text`] step they share. All of them reject, with the reference's message texts,
+//! anything that [`contains_confidential_identifier`] flags: private paths, credentials,
 //! e-mail addresses, private or internal hosts and URLs.
 //!
 //! Compatibility with the TypeScript reference is accept/reject-exact, so the JavaScript
@@ -13,21 +13,63 @@
 //! `Number(string)`, Node's `net.isIP`, and the WHATWG URL parser (the `url` crate implements
 //! the same algorithm as Node's `new URL`). Nothing here does I/O.
 //!
+//! # The reference's families
+//!
+//! The scan ([`contains_confidential_identifier`]) runs five checks in the reference's order
+//! and stops at the first hit:
+//!
+//! - **A**, the 26 [`CONFIDENTIAL_PATTERNS`], one per family: private directories (POSIX
+//!   `/users/`, `/home/`, `/private/`, `/tmp/`; Windows `\Users\` and drive paths), a
+//!   scheme-like prefix before an absolute path, percent-encoded octets, `file:` URLs, URL
+//!   userinfo (with or without `//`), PEM private key headers, GitHub `gh?_`/`github_pat_` and
+//!   `sk-` tokens (OpenAI, Anthropic), npm tokens, Slack `xox?-` tokens, AWS `AKIA`/`ASIA` key
+//!   ids, signed JWTs, bearer / API key / access token / client secret / Cloudflare credential
+//!   assignments, `Basic` credentials, e-mail addresses, internal host names (`localhost`,
+//!   `.local`, `.internal`, `.corp`, `.lan`, `.home.arpa`, `intranet.`), private dotted IPv4
+//!   (RFC 1918, loopback, link-local, CGNAT), dotted quads with a leading-zero octet, IPv6
+//!   loopback, unique-local and link-local literals, IPv6-embedded private IPv4 in hex, and
+//!   URLs whose host is a shorthand, single-number or mixed-radix private IPv4.
+//! - **B**, the whole value as a URL ([`private_url`]): a `file:` URL, userinfo, or a private
+//!   host after WHATWG host parsing.
+//! - **C**, the whole value as a host ([`private_host`]).
+//! - **D**, every dotted quad and bracketed IPv6 literal in the text, as a host.
+//! - **E**, every `scheme://…` substring, as a URL.
+//!
+//! # The strict profile
+//!
 //! These are the rules of the `reference` profile. The default `strict` profile adds the
 //! credential and private-host families of [`strict::RULES`] as a second pass over values that
-//! passed them ([`Profile`], [`strict`]).
+//! passed them ([`Profile`], [`strict`], whose module docs list every family and rule id).
 
+/// The ECMAScript WhiteSpace + LineTerminator set (what a JavaScript `\s` matches, and what
+/// `String.prototype.trim` removes), as the members of a `regex` character class. Unlike
+/// Unicode `White_Space` it has U+FEFF and lacks U+0085, so `regex`'s own `\s` does not serve.
+macro_rules! js_space {
+    () => {
+        r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}"
+    };
+}
+
+mod hosts;
+mod js;
+mod scan;
 pub mod strict;
+
+use hosts::*;
+pub use hosts::{private_host, private_url};
+pub use js::{js_number, js_trim, utf16_len};
+use scan::*;
+pub use scan::{CONFIDENTIAL_PATTERNS, ConfidentialPattern, contains_confidential_identifier};
 
 pub use strict::Profile;
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
-use url::{Host, Url};
+use regex::Regex;
+use url::Url;
 
 /// Rejections of a text field; `label` names the field as the reference does (for example
-/// `action event producer job`), and the messages are the reference's texts (ledger-core §7).
+/// `action event producer job`), and the messages are the reference's texts.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum Error {
     /// Empty after JS trim.
@@ -39,13 +81,13 @@ pub enum Error {
     /// More than `max` UTF-16 code units after trim.
     #[error("{label} exceeds {max} characters")]
     TooLong { label: String, max: usize },
-    /// §4.4 flagged the value.
+    /// The confidential-identifier scan flagged the value.
     #[error("{label} contains a confidential identifier")]
     Confidential { label: String },
     /// Not `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
     #[error("{label} must be machine-readable text")]
     NotMachineText { label: String },
-    /// Not a namespaced path of portable segments (§4.2).
+    /// Not a namespaced path of portable segments.
     #[error("{label} must be a namespaced repository-relative data path using portable segments")]
     NotRelativeDataPath { label: String },
     /// Run URL with `?`/`#`, a scheme other than https, userinfo, an explicit non-default port,
@@ -59,230 +101,19 @@ pub enum Error {
     /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` ("Invalid URL")
     /// escape here; no conformance vector pins that text, so the message names the field.
     /// Besides unparsable run URLs this is also what [`machine_text`] returns where the
-    /// reference's §4.4 scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
+    /// reference's confidential-identifier scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
     /// Node's `net.isIP` accepts and `new URL` refuses.
     #[error("{label} must be a valid URL")]
     InvalidUrl { label: String },
 }
 
-/// One entry of the reference's `ACTION_EVENT_CONFIDENTIAL_IDENTIFIER_PATTERN_SOURCES`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConfidentialPattern {
-    /// 1-based position in the reference list (ledger-core §4.4 numbers them the same way).
-    pub id: u8,
-    /// What the pattern is meant to catch; our wording, not the reference's.
-    pub family: &'static str,
-    /// The reference's JavaScript regex source, verbatim; it is used without flags.
-    pub source: &'static str,
-}
-
-/// The 26 confidential identifier patterns of ledger-core §4.4 (check A), in reference order.
-///
-/// The sources are kept verbatim so that they can be compared with the reference; they are
-/// translated to `regex` syntax once, on first use (see `rust_regex_source`).
-pub static CONFIDENTIAL_PATTERNS: [ConfidentialPattern; 26] = [
-    ConfidentialPattern {
-        id: 1,
-        family: "posix private directory",
-        source: r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
-    },
-    ConfidentialPattern {
-        id: 2,
-        family: "windows users directory",
-        source: r"\\[Uu][Ss][Ee][Rr][Ss]\\",
-    },
-    ConfidentialPattern {
-        id: 3,
-        family: "windows drive path",
-        source: r"(?:^|[\\/])[A-Za-z]:[\\/]",
-    },
-    ConfidentialPattern {
-        id: 4,
-        family: "scheme-like prefix before an absolute path",
-        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?!/)|[A-Za-z]:/)",
-    },
-    ConfidentialPattern {
-        id: 5,
-        family: "percent-encoded octet",
-        source: r"%[0-9A-Fa-f]{2}",
-    },
-    ConfidentialPattern {
-        id: 6,
-        family: "file url",
-        source: r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:",
-    },
-    ConfidentialPattern {
-        id: 7,
-        family: "url userinfo",
-        source: r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@]+@",
-    },
-    ConfidentialPattern {
-        id: 8,
-        family: "userinfo without authority slashes",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^\s/@]+@",
-    },
-    ConfidentialPattern {
-        id: 9,
-        family: "pem private key",
-        source: r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY",
-    },
-    ConfidentialPattern {
-        id: 10,
-        family: "github or openai style token",
-        source: r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
-    },
-    ConfidentialPattern {
-        id: 11,
-        family: "npm token",
-        source: r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
-    },
-    ConfidentialPattern {
-        id: 12,
-        family: "slack token",
-        source: r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
-    },
-    ConfidentialPattern {
-        id: 13,
-        family: "aws access key id",
-        source: r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
-    },
-    ConfidentialPattern {
-        id: 14,
-        family: "json web token",
-        source: r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
-    },
-    ConfidentialPattern {
-        id: 15,
-        family: "bearer, api key or cloudflare credential",
-        source: r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:\s+|%20|\s*[:=_+\-]\s*)[A-Za-z0-9._~+\/-]{16,}={0,2}",
-    },
-    ConfidentialPattern {
-        id: 16,
-        family: "basic credentials",
-        source: r"[Bb][Aa][Ss][Ii][Cc](?:\s+|%20|\s*[:+]\s*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])",
-    },
-    ConfidentialPattern {
-        id: 17,
-        family: "e-mail address",
-        source: r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
-    },
-    ConfidentialPattern {
-        id: 18,
-        family: "internal host name",
-        source: r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 19,
-        family: "private dotted ipv4",
-        source: r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
-    },
-    ConfidentialPattern {
-        id: 20,
-        family: "dotted quad with a leading-zero octet",
-        source: r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
-    },
-    ConfidentialPattern {
-        id: 21,
-        family: "ipv6 loopback, mapped loopback, unique-local or link-local",
-        source: r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 22,
-        family: "ipv6-embedded private ipv4 in hex",
-        source: r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 23,
-        family: "ipv6-embedded private ipv4 in hex, partially compressed",
-        source: r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 24,
-        family: "shorthand private ipv4 url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 25,
-        family: "single-number host url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
-    },
-    ConfidentialPattern {
-        id: 26,
-        family: "mixed-radix host url",
-        source: r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
-    },
-];
-
-/// Check D's dotted-quad candidates (reference source, global flag).
-const IPV4_CANDIDATE_SOURCE: &str = r"\b(?:\d{1,3}\.){3}\d{1,3}\b";
-/// Check D's bracketed IPv6 candidates (reference source, global + case-insensitive flags).
-const IPV6_CANDIDATE_SOURCE: &str = r"\[[0-9a-f:]+\]";
-/// Check E's URL candidates (reference source, global flag).
-const URL_CANDIDATE_SOURCE: &str = r#"\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+"#;
-
-/// The ECMAScript WhiteSpace + LineTerminator set (what JS `\s` and `trim` use), written as the
-/// members of a `regex` character class. Unlike Unicode `White_Space` it has U+FEFF and lacks
-/// U+0085.
-const JS_WHITESPACE_CLASS_MEMBERS: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
-
-static CONFIDENTIAL_SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(
-        CONFIDENTIAL_PATTERNS
-            .iter()
-            .map(|pattern| rust_regex_source(pattern.source)),
-    )
-    .expect("every confidential pattern translates to valid regex syntax")
-});
-
-static IPV4_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&rust_regex_source(IPV4_CANDIDATE_SOURCE))
-        .expect("the IPv4 candidate pattern is valid regex syntax")
-});
-
-static IPV6_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!("(?i){}", rust_regex_source(IPV6_CANDIDATE_SOURCE)))
-        .expect("the IPv6 candidate pattern is valid regex syntax")
-});
-
-static URL_CANDIDATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&rust_regex_source(URL_CANDIDATE_SOURCE))
-        .expect("the URL candidate pattern is valid regex syntax")
-});
-
-/// Node's `net.isIPv6` (lib/internal/net.js). It differs from the WHATWG IPv6 parser in
-/// accepting a `%zone` suffix, which is why `private_host` can fail.
-static NODE_IPV6: LazyLock<Regex> = LazyLock::new(|| {
-    let v4_seg = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
-    let v4 = format!(r"(?:{v4_seg}\.){{3}}{v4_seg}");
-    let v6 = "(?:[0-9a-fA-F]{1,4})";
-    let source = format!(
-        "^(?:\
-         (?:{v6}:){{7}}(?:{v6}|:)|\
-         (?:{v6}:){{6}}(?:{v4}|:{v6}|:)|\
-         (?:{v6}:){{5}}(?::{v4}|(?::{v6}){{1,2}}|:)|\
-         (?:{v6}:){{4}}(?:(?::{v6}){{0,1}}:{v4}|(?::{v6}){{1,3}}|:)|\
-         (?:{v6}:){{3}}(?:(?::{v6}){{0,2}}:{v4}|(?::{v6}){{1,4}}|:)|\
-         (?:{v6}:){{2}}(?:(?::{v6}){{0,3}}:{v4}|(?::{v6}){{1,5}}|:)|\
-         (?:{v6}:){{1}}(?:(?::{v6}){{0,4}}:{v4}|(?::{v6}){{1,6}}|:)|\
-         (?::(?:(?::{v6}){{0,5}}:{v4}|(?::{v6}){{1,7}}|:))\
-         )(?:%[0-9a-zA-Z.:-]{{1,}})?$"
-    );
-    Regex::new(&source).expect("Node's IPv6 pattern is valid regex syntax")
-});
-
-/// privateHost step 5: `::a:b` or `::ffff:a:b`, an IPv4 address in two hex groups.
-static EMBEDDED_IPV4: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^::(?:ffff:)?([0-9a-f]{1,4}):([0-9a-f]{1,4})$")
-        .expect("the embedded IPv4 pattern is valid regex syntax")
-});
-
-/// §4.5 path shape, checked on the WHATWG-normalized pathname.
+/// The run URL's path shape, checked on the WHATWG-normalized pathname.
 static RUN_PATH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]+$")
         .expect("the run path pattern is valid regex syntax")
 });
 
-/// The namespaces a relative data path may start with (§4.2).
+/// The namespaces a relative data path may start with.
 const DATA_PATH_NAMESPACES: [&str; 8] = [
     ".artifacts",
     "artifacts",
@@ -294,57 +125,13 @@ const DATA_PATH_NAMESPACES: [&str; 8] = [
     "results",
 ];
 
-/// Longest relative data path, in UTF-16 code units (§4.2).
+/// Longest relative data path, in UTF-16 code units.
 const MAX_DATA_PATH_LEN: usize = 512;
 
 /// Longest segment of a relative data path (`[A-Za-z0-9_](?:…{0,253}…)?`).
 const MAX_DATA_PATH_SEGMENT_LEN: usize = 255;
 
-/// JS `String.prototype.trim` (ledger-core §3.1, §10.1): strips TAB, LF, VT, FF, CR, SPACE,
-/// U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 and U+FEFF from both
-/// ends. Rust's `str::trim` differs (it keeps U+FEFF and strips U+0085), which would change
-/// which values are accepted.
-pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_whitespace)
-}
-
-/// Length of `s` in UTF-16 code units, the unit of every length limit of the reference
-/// (ledger-core §10.2).
-pub fn utf16_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
-}
-
-/// Whether `value` contains a confidential identifier (ledger-core §4.4): true if any of the
-/// 26 [`CONFIDENTIAL_PATTERNS`] matches anywhere (A), the whole value is a [`private_url`] (B) or
-/// a [`private_host`] (C), a dotted-quad or bracketed-IPv6 substring is a private host (D), or a
-/// `scheme://…` substring is a private URL (E).
-///
-/// Where the reference throws instead of answering (an IPv6 literal with a zone id, see
-/// [`Error::InvalidUrl`]) this returns true: the reference rejects such values either way.
-pub fn contains_confidential_identifier(value: &str) -> bool {
-    scan(value).unwrap_or(true)
-}
-
-/// The reference's `privateHost` (ledger-core §4.4): whether `s` names a loopback, private,
-/// link-local, unique-local or internal host. `s` may be bracketed and have trailing dots; an
-/// IPv6 literal is first re-serialized as WHATWG does, and a dotted quad is read octet by octet
-/// with JS `Number()` (so `0x7f.0.0.1` and `1e1.0.0.1` are private, while `127.1` and
-/// `0177.0.0.1` are not: only [`private_url`]'s WHATWG parsing expands those).
-///
-/// Returns true where the reference throws (an IPv6 literal with a zone id).
-pub fn private_host(s: &str) -> bool {
-    try_private_host(s).unwrap_or(true)
-}
-
-/// The reference's `privateUrl` (ledger-core §4.4): whether `s` parses as a WHATWG URL that is a
-/// `file:` URL, carries a username or password, or whose host is a [`private_host`]. WHATWG
-/// host parsing canonicalizes IPv4 aliases first, so `http://127.1`, `http://0x7f.1`,
-/// `http://2130706433` and `http://0177.0.0.1` are all private. Unparsable input is not private.
-pub fn private_url(s: &str) -> bool {
-    try_private_url(s).unwrap_or(true)
-}
-
-/// Machine text (ledger-core §4.1): the trimmed value, if it is non-empty, free of control
+/// Machine text: the trimmed value, if it is non-empty, free of control
 /// characters, at most `max_len` UTF-16 code units (256 for most fields, 128 for workflow and
 /// job), free of confidential identifiers and of the form `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
 /// The checks run in that order and the first failure is returned.
@@ -374,7 +161,7 @@ pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, 
     Ok(text.to_owned())
 }
 
-/// Relative data path (ledger-core §4.2), for `subject.record_path` and
+/// Relative data path, for `subject.record_path` and
 /// `evidence[].report_path`: [`bounded_text`] with a 512 limit, one leading `./` removed, then
 /// a namespace (`.artifacts`, `artifacts`, `jobs`, `ledger`, `logs`, `notifications`,
 /// `records`, `results`) followed by one or more `/`-separated portable segments, else
@@ -392,7 +179,7 @@ pub fn relative_data_path(value: &str, label: &str) -> Result<String, Error> {
     Ok(path.to_owned())
 }
 
-/// Public run URL (ledger-core §4.5), only for `evidence[].run_url`: the trimmed value must be
+/// Public run URL, only for `evidence[].run_url`: the trimmed value must be
 /// non-empty and free of control characters (no length limit), contain no `?` or `#`, parse as
 /// a WHATWG URL ([`Error::InvalidUrl`]), be `https` without userinfo, explicit non-default port,
 /// query or fragment ([`Error::NotCredentialFreeHttps`]), and have host `github.com` and a
@@ -428,25 +215,6 @@ pub fn public_run_url(value: &str, label: &str) -> Result<String, Error> {
     Ok(url.into())
 }
 
-/// The reference threw where the Rust API wants an answer: WHATWG could not re-serialize an
-/// address that Node's `net.isIP` called IPv6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ReferenceThrows;
-
-fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
-}
-
 /// Trim, required, control characters: the steps every gate starts with.
 fn required_text<'a>(value: &'a str, label: &str) -> Result<&'a str, Error> {
     let text = js_trim(value);
@@ -476,278 +244,6 @@ fn reject_confidential(text: &str, label: &str) -> Result<(), Error> {
     }
 }
 
-/// Texts up to this many bytes are remembered per thread with the result of a pure check of
-/// them ([`scan`], [`strict::scan_text`]): ledger text repeats (member names, producer and
-/// subject fields, kinds, labels), and a lookup costs far less than the regex searches and URL
-/// parses of a scan.
-const REMEMBER_MAX_LEN: usize = 128;
-/// Remembered texts per thread before the memory starts over (at most about 600 KiB).
-const REMEMBER_MAX_ENTRIES: usize = 4096;
-
-/// A per-thread memory of a pure check of short texts (see [`remembered`]).
-type Remembered<T> = std::cell::RefCell<std::collections::HashMap<Box<str>, T>>;
-
-/// `check(text)`, from `memory` when the text is short and was checked on this thread before.
-fn remembered<T: Copy + 'static>(
-    memory: &'static std::thread::LocalKey<Remembered<T>>,
-    text: &str,
-    check: impl Fn(&str) -> T,
-) -> T {
-    if text.len() > REMEMBER_MAX_LEN {
-        return check(text);
-    }
-    memory.with(|memory| {
-        if let Some(&hit) = memory.borrow().get(text) {
-            return hit;
-        }
-        let hit = check(text);
-        let mut memory = memory.borrow_mut();
-        if memory.len() >= REMEMBER_MAX_ENTRIES {
-            memory.clear();
-        }
-        memory.insert(text.into(), hit);
-        hit
-    })
-}
-
-thread_local! {
-    static SCANNED: Remembered<Result<bool, ReferenceThrows>> = Remembered::default();
-}
-
-/// [`scan`], remembered for short texts.
-fn scan_remembered(text: &str) -> Result<bool, ReferenceThrows> {
-    remembered(&SCANNED, text, scan)
-}
-
-/// §4.4 in the reference's order, stopping at the first hit: the order decides whether a value
-/// that is both flagged and unserializable is reported as confidential or as thrown.
-fn scan(value: &str) -> Result<bool, ReferenceThrows> {
-    if CONFIDENTIAL_SET.is_match(value) || try_private_url(value)? || try_private_host(value)? {
-        return Ok(true);
-    }
-    // Each candidate pattern needs a character that most values lack: test for it before
-    // running the regex (a plain byte search is far cheaper than a regex search).
-    if value.contains('.') {
-        for candidate in IPV4_CANDIDATE.find_iter(value) {
-            if try_private_host(candidate.as_str())? {
-                return Ok(true);
-            }
-        }
-    }
-    if value.contains('[') {
-        for candidate in IPV6_CANDIDATE.find_iter(value) {
-            if try_private_host(candidate.as_str())? {
-                return Ok(true);
-            }
-        }
-    }
-    if value.contains("://") {
-        for candidate in URL_CANDIDATE.find_iter(value) {
-            if try_private_url(candidate.as_str())? {
-                return Ok(true);
-            }
-        }
-    }
-    Ok(false)
-}
-
-fn try_private_url(s: &str) -> Result<bool, ReferenceThrows> {
-    // Without a base, only text with a scheme (and so a ':') parses as a URL.
-    if !s.contains(':') {
-        return Ok(false);
-    }
-    let Ok(url) = Url::parse(s) else {
-        return Ok(false);
-    };
-    if url.scheme() == "file"
-        || !url.username().is_empty()
-        || url.password().is_some_and(|password| !password.is_empty())
-    {
-        return Ok(true);
-    }
-    // Like Node's `hostname`, `host_str` keeps the brackets of an IPv6 host; privateHost drops them.
-    try_private_host(url.host_str().unwrap_or(""))
-}
-
-fn try_private_host(s: &str) -> Result<bool, ReferenceThrows> {
-    let h = js_trim(s);
-    let h = h.strip_prefix('[').unwrap_or(h);
-    let h = h.strip_suffix(']').unwrap_or(h);
-    let mut h = h.trim_end_matches('.').to_lowercase();
-    if h.is_empty() {
-        return Ok(false);
-    }
-    // Every IPv6 literal has a ':'.
-    if h.contains(':') && NODE_IPV6.is_match(&h) {
-        h = whatwg_ipv6(&h).ok_or(ReferenceThrows)?;
-    }
-    const INTERNAL_SUFFIXES: [&str; 7] = [
-        ".local",
-        ".localhost",
-        ".internal",
-        ".corp",
-        ".lan",
-        ".home",
-        ".home.arpa",
-    ];
-    if h == "localhost"
-        || INTERNAL_SUFFIXES.iter().any(|suffix| h.ends_with(suffix))
-        || h.starts_with("internal.")
-        || h.starts_with("intranet.")
-    {
-        return Ok(true);
-    }
-    if h == "::1" || is_unique_local_or_link_local(&h) {
-        return Ok(true);
-    }
-    if h.starts_with("::")
-        && let Some(groups) = EMBEDDED_IPV4.captures(&h)
-        && let (Ok(high), Ok(low)) = (
-            u16::from_str_radix(&groups[1], 16),
-            u16::from_str_radix(&groups[2], 16),
-        )
-    {
-        let dotted = format!("{}.{}.{}.{}", high >> 8, high & 0xff, low >> 8, low & 0xff);
-        return try_private_host(&dotted);
-    }
-    Ok(is_private_dotted_ipv4(&h))
-}
-
-/// WHATWG's serialization of the IPv6 literal `h` (lowercase, RFC 5952 compression, embedded
-/// IPv4 as two hex groups), or `None` where WHATWG refuses it, e.g. for a zone id.
-fn whatwg_ipv6(h: &str) -> Option<String> {
-    match Host::parse(&format!("[{h}]")) {
-        Ok(Host::Ipv6(address)) => {
-            let bracketed = Host::<&str>::Ipv6(address).to_string();
-            Some(
-                bracketed
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            )
-        }
-        _ => None,
-    }
-}
-
-/// `^(?:fc|fd)[0-9a-f]{2}:` (fc00::/7) or `^fe[89ab][0-9a-f]:` (fe80::/10) on a lowercase host.
-fn is_unique_local_or_link_local(h: &str) -> bool {
-    let b = h.as_bytes();
-    let hex = |i: usize| {
-        b.get(i)
-            .is_some_and(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
-    };
-    let colon = b.get(4) == Some(&b':');
-    let unique_local = b.starts_with(b"fc") || b.starts_with(b"fd");
-    let link_local = b.starts_with(b"fe") && matches!(b.get(2), Some(b'8' | b'9' | b'a' | b'b'));
-    (unique_local && hex(2) && hex(3) && colon) || (link_local && hex(3) && colon)
-}
-
-/// privateHost step 6: exactly four `.`-separated parts, each a JS `Number()` that is an integer
-/// in 0…255, in 10/8, 127/8, 100.64/10, 169.254/16, 192.168/16 or 172.16/12.
-fn is_private_dotted_ipv4(h: &str) -> bool {
-    if h.bytes().filter(|&b| b == b'.').count() != 3 {
-        return false;
-    }
-    let parts: Vec<&str> = h.split('.').collect();
-    if parts.len() != 4 {
-        return false;
-    }
-    let octets: Vec<f64> = parts.iter().map(|part| js_number(part)).collect();
-    if !octets
-        .iter()
-        .all(|&n| n.is_finite() && n.fract() == 0.0 && (0.0..=255.0).contains(&n))
-    {
-        return false;
-    }
-    let (a, b) = (octets[0], octets[1]);
-    a == 10.0
-        || a == 127.0
-        || (a == 100.0 && (64.0..=127.0).contains(&b))
-        || (a == 169.0 && b == 254.0)
-        || (a == 192.0 && b == 168.0)
-        || (a == 172.0 && (16.0..=31.0).contains(&b))
-}
-
-/// JS `Number(string)` (ECMAScript StringToNumber): JS-trimmed; empty → 0; `0x`/`0o`/`0b`
-/// integers (unsigned); otherwise an optionally signed decimal literal or `Infinity`; anything
-/// else → NaN. Non-decimal literals are accumulated in `f64`, which can round differently from
-/// JS above 2^53; only the 0…255 range matters to the caller.
-pub fn js_number(s: &str) -> f64 {
-    let text = js_trim(s);
-    if text.is_empty() {
-        return 0.0;
-    }
-    let radix = match text.get(..2) {
-        Some("0x" | "0X") => 16,
-        Some("0o" | "0O") => 8,
-        Some("0b" | "0B") => 2,
-        _ => 10,
-    };
-    if radix != 10 {
-        let digits = &text[2..];
-        if digits.is_empty() {
-            return f64::NAN;
-        }
-        let mut value = 0.0;
-        for c in digits.chars() {
-            let Some(digit) = c.to_digit(radix) else {
-                return f64::NAN;
-            };
-            value = value * f64::from(radix) + f64::from(digit);
-        }
-        return value;
-    }
-    let (sign, unsigned) = match text.as_bytes()[0] {
-        b'+' => (1.0, &text[1..]),
-        b'-' => (-1.0, &text[1..]),
-        _ => (1.0, text),
-    };
-    if unsigned == "Infinity" {
-        return sign * f64::INFINITY;
-    }
-    if !is_unsigned_decimal_literal(unsigned) {
-        return f64::NAN;
-    }
-    // The grammar check above keeps Rust-only spellings ("inf", "nan") away from `parse`.
-    unsigned
-        .parse::<f64>()
-        .map_or(f64::NAN, |value| sign * value)
-}
-
-/// StrUnsignedDecimalLiteral without `Infinity`: `digits [. digits] [exp]` or `. digits [exp]`
-/// (at least one mantissa digit), `exp` = `e|E [+|-] digits`.
-fn is_unsigned_decimal_literal(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits_from = |mut i: usize| {
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        (i, i - start)
-    };
-    let (mut i, integer_digits) = digits_from(0);
-    let mut fraction_digits = 0;
-    if b.get(i) == Some(&b'.') {
-        (i, fraction_digits) = digits_from(i + 1);
-    }
-    if integer_digits + fraction_digits == 0 {
-        return false;
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        let exponent_digits;
-        (i, exponent_digits) = digits_from(i);
-        if exponent_digits == 0 {
-            return false;
-        }
-    }
-    i == b.len()
-}
-
 /// `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$` (the reference's machine text pattern).
 fn is_machine_text(s: &str) -> bool {
     let b = s.as_bytes();
@@ -757,7 +253,7 @@ fn is_machine_text(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"_.:/@+-".contains(c))
 }
 
-/// The reference's relative data path pattern (§4.2), matched segment by segment because its
+/// The reference's relative data path pattern, matched segment by segment because its
 /// device-name guard is a negative look-ahead that `regex` cannot express.
 fn is_relative_data_path(path: &str) -> bool {
     let mut segments = path.split('/');
@@ -809,53 +305,6 @@ fn starts_with_device_name(segment: &[u8]) -> bool {
     matches!(segment.get(stem_len), None | Some(b'.'))
 }
 
-/// Translates a JavaScript regex source (no `u` flag) to `regex` syntax with the same matches:
-/// `\s` becomes the JS whitespace set, `\d` becomes `[0-9]`, `\b` becomes the ASCII word
-/// boundary, and pattern #4's trailing `/(?!/)` becomes `/(?:[^/]|$)`. The last rewrite is only
-/// sound because the look-ahead ends its pattern and the table is only used to ask whether a
-/// value matches, never where.
-fn rust_regex_source(js: &str) -> String {
-    let js = js.replace("/(?!/)", "/(?:[^/]|$)");
-    let mut out = String::with_capacity(js.len() + 64);
-    let mut in_class = false;
-    let mut chars = js.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(escaped) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                match (escaped, in_class) {
-                    ('s', true) => out.push_str(JS_WHITESPACE_CLASS_MEMBERS),
-                    ('s', false) => {
-                        out.push('[');
-                        out.push_str(JS_WHITESPACE_CLASS_MEMBERS);
-                        out.push(']');
-                    }
-                    ('d', true) => out.push_str("0-9"),
-                    ('d', false) => out.push_str("[0-9]"),
-                    ('b', false) => out.push_str(r"(?-u:\b)"),
-                    _ => {
-                        out.push('\\');
-                        out.push(escaped);
-                    }
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push(c);
-            }
-            ']' if in_class => {
-                in_class = false;
-                out.push(c);
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -879,83 +328,292 @@ mod tests {
         assert_eq!(ids, (1..=26).collect::<Vec<u8>>());
     }
 
+    /// The test oracle for the hand-written patterns: a mechanical translation of a JavaScript
+    /// regex source (no `u` flag) to `regex` syntax with the same matches:
+    /// `\s` becomes the JS whitespace set, `\d` becomes `[0-9]`, `\b` becomes the ASCII word
+    /// boundary, and pattern #4's trailing `/(?!/)` becomes `/(?:[^/]|$)`. The last rewrite is only
+    /// sound because the look-ahead ends its pattern and the table is only used to ask whether a
+    /// value matches, never where.
+    fn js_to_regex(js: &str) -> String {
+        let js = js.replace("/(?!/)", "/(?:[^/]|$)");
+        let mut out = String::with_capacity(js.len() + 64);
+        let mut in_class = false;
+        let mut chars = js.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    let Some(escaped) = chars.next() else {
+                        out.push('\\');
+                        break;
+                    };
+                    match (escaped, in_class) {
+                        ('s', true) => out.push_str(js_space!()),
+                        ('s', false) => {
+                            out.push('[');
+                            out.push_str(js_space!());
+                            out.push(']');
+                        }
+                        ('d', true) => out.push_str("0-9"),
+                        ('d', false) => out.push_str("[0-9]"),
+                        ('b', false) => out.push_str(r"(?-u:\b)"),
+                        _ => {
+                            out.push('\\');
+                            out.push(escaped);
+                        }
+                    }
+                }
+                '[' if !in_class => {
+                    in_class = true;
+                    out.push(c);
+                }
+                ']' if in_class => {
+                    in_class = false;
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// The reference's `ACTION_EVENT_CONFIDENTIAL_IDENTIFIER_PATTERN_SOURCES`, verbatim (used
+    /// without flags), by id.
+    const REFERENCE_SOURCES: [(u8, &str); 26] = [
+        (
+            1,
+            r"/(?:[Uu][Ss][Ee][Rr][Ss]|[Hh][Oo][Mm][Ee]|[Pp][Rr][Ii][Vv][Aa][Tt][Ee]|[Tt][Mm][Pp])/",
+        ),
+        (2, r"\\[Uu][Ss][Ee][Rr][Ss]\\"),
+        (3, r"(?:^|[\\/])[A-Za-z]:[\\/]"),
+        (
+            4,
+            r"(?:^|[^A-Za-z0-9+.-])[A-Za-z0-9_.@+-]+:(?:/(?!/)|[A-Za-z]:/)",
+        ),
+        (5, r"%[0-9A-Fa-f]{2}"),
+        (6, r"(?:^|[^A-Za-z0-9+.-])[Ff][Ii][Ll][Ee]:"),
+        (
+            7,
+            r"(?:^|[^A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@]+@",
+        ),
+        (
+            8,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ss][Ss][Hh]|[Ww][Ss]?):(?://)?[^\s/@]+@",
+        ),
+        (9, r"BEGIN (?:RSA |EC |OPENSSH )?PRIVATE KEY"),
+        (
+            10,
+            r"(?:[Gg][Hh][PpOoUuSsRr]_[A-Za-z0-9]{16,}|[Gg][Ii][Tt][Hh][Uu][Bb]_[Pp][Aa][Tt]_[A-Za-z0-9_]{16,}|[Ss][Kk]-[A-Za-z0-9_-]{16,})",
+        ),
+        (
+            11,
+            r"(?:^|[^A-Za-z0-9])[Nn][Pp][Mm]_[A-Za-z0-9]{36}(?:$|[^A-Za-z0-9])",
+        ),
+        (
+            12,
+            r"(?:^|[^A-Za-z0-9])[Xx][Oo][Xx][A-Za-z]-[A-Za-z0-9-]{10,}(?:$|[^A-Za-z0-9-])",
+        ),
+        (
+            13,
+            r"(?:^|[^A-Za-z0-9])(?:[Aa][Kk][Ii][Aa]|[Aa][Ss][Ii][Aa])[A-Za-z0-9]{16}(?:$|[^A-Za-z0-9])",
+        ),
+        (
+            14,
+            r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{16,}",
+        ),
+        (
+            15,
+            r"(?:[Bb][Ee][Aa][Rr][Ee][Rr]|[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]|[Aa][Pp][Ii][_-]?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn])|[Aa][Cc][Cc][Ee][Ss][Ss][_-]?[Tt][Oo][Kk][Ee][Nn]|[Cc][Ll][Ii][Ee][Nn][Tt][_-]?[Ss][Ee][Cc][Rr][Ee][Tt]|[Cc][Ll][Oo][Uu][Dd][Ff][Ll][Aa][Rr][Ee][_-]?(?:[Aa][Pp][Ii][_-]?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]))(?:\s+|%20|\s*[:=_+\-]\s*)[A-Za-z0-9._~+\/-]{16,}={0,2}",
+        ),
+        (
+            16,
+            r"[Bb][Aa][Ss][Ii][Cc](?:\s+|%20|\s*[:+]\s*)(?:[A-Za-z0-9+/]{4}){1,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?:$|[^A-Za-z0-9+/=])",
+        ),
+        (
+            17,
+            r"[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?",
+        ),
+        (
+            18,
+            r"(?:^|[/:@])(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|(?:[A-Za-z0-9-]+\.)+(?:[Ll][Oo][Cc][Aa][Ll]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Cc][Oo][Rr][Pp]|[Ll][Aa][Nn]|[Hh][Oo][Mm][Ee](?:\.[Aa][Rr][Pp][Aa])?)|(?:[Ii][Nn][Tt][Ee][Rr][Nn][Aa][Ll]|[Ii][Nn][Tt][Rr][Aa][Nn][Ee][Tt])\.(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]+)\.*(?:$|[/:])",
+        ),
+        (
+            19,
+            r"(?:^|[^0-9])(?:10(?:\.[0-9]{1,3}){3}|127(?:\.[0-9]{1,3}){3}|100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])(?:\.[0-9]{1,3}){2}|169\.254(?:\.[0-9]{1,3}){2}|192\.168(?:\.[0-9]{1,3}){2}|172\.(?:1[6-9]|2[0-9]|3[01])(?:\.[0-9]{1,3}){2})(?:$|[^0-9])",
+        ),
+        (
+            20,
+            r"(?:^|[^0-9])(?:0[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.0[0-9]+\.[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.0[0-9]+\.[0-9]+|[0-9]+\.[0-9]+\.[0-9]+\.0[0-9]+)(?:$|[^0-9])",
+        ),
+        (
+            21,
+            r"(?:^|[\[/:@])(?:(?:::)(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){1,6}:(?:0{1,4}:){0,6}0*1|(?:0{1,4}:){7}0*1|(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})7[fF][0-9A-Fa-f]{2}:[0-9A-Fa-f]{1,4}|(?:[Ff][CcDd][0-9A-Fa-f]{2}|[Ff][Ee][89AaBb][0-9A-Fa-f]):[0-9A-Fa-f:]+)(?:\]|$|[/:])",
+        ),
+        (
+            22,
+            r"(?:^|[\[/:@])(?:(?:::)(?:[Ff]{4}:)?|(?:0{1,4}:){5}[Ff]{4}:|(?:0{1,4}:){6})(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        ),
+        (
+            23,
+            r"(?:^|[\[/:@])(?:(?:(?:0{1,4}:){0,3}0{1,4})?::[Ff]{4}:|(?:(?:0{1,4}:){0,4}0{1,4})?::)(?:[0]?[Aa][0-9A-Fa-f]{2}|64(?:4[0-9A-Fa-f]|[5-7][0-9A-Fa-f])|7[Ff][0-9A-Fa-f]{2}|[Aa]9[Ff][Ee]|[Aa][Cc]1[0-9A-Fa-f]|[Cc]0[Aa]8):[0-9A-Fa-f]{1,4}(?:\]|$|[/:])",
+        ),
+        (
+            24,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:(?:10|127)(?:\.[0-9]+){1,2}|(?:100\.(?:6[4-9]|[78][0-9]|9[0-9]|1[01][0-9]|12[0-7])|169\.254|192\.168|172\.(?:1[6-9]|2[0-9]|3[01]))\.[0-9]+)(?:$|[/:])",
+        ),
+        (
+            25,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:0[Xx][0-9A-Fa-f]+|0[0-7]+|[0-9]+)(?:$|[/:])",
+        ),
+        (
+            26,
+            r"(?:^|[^A-Za-z0-9+.-])(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp]|[Ww][Ss][Ss]?):/{0,2}(?:[A-Za-z0-9-]+\.)*(?:0[Xx][0-9A-Fa-f]+|0[0-9]+)(?:\.|[/:]|$)",
+        ),
+    ];
+
+    /// The reference's candidate patterns (checks D and E), verbatim, with the flags they are
+    /// used with, and ours.
+    fn candidate_sources() -> [(&'static str, &'static str, &'static Regex); 3] {
+        [
+            (r"\b(?:\d{1,3}\.){3}\d{1,3}\b", "", &IPV4_CANDIDATE),
+            (r"\[[0-9a-f:]+\]", "(?i)", &IPV6_CANDIDATE),
+            (
+                r#"\b[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'<>]+"#,
+                "",
+                &URL_CANDIDATE,
+            ),
+        ]
+    }
+
+    /// Every value the tests of this module use, plus values aimed at the places where the two
+    /// syntaxes differ (`\s`, `\d`, `\b`, the look-ahead of pattern 4).
+    fn samples() -> Vec<String> {
+        let mut all: Vec<String> = FAMILY_SAMPLES
+            .iter()
+            .flat_map(|(_, hit, miss)| [hit.to_string(), miss.to_string()])
+            .chain(MORE_SAMPLES.iter().map(|(v, _)| v.to_string()))
+            .collect();
+        for value in [
+            "Bearer\u{FEFF}abcdefghijklmnop",
+            "Bearer\u{85}abcdefghijklmnop",
+            "Bearer\u{3000}abcdefghijklmnop",
+            "basic\u{A0}abcd",
+            "basic\u{2028}abcd",
+            "https://a\u{A0}b@c",
+            "https://a\u{85}b@c",
+            "http:a\u{2009}b@c",
+            "x ١٢٧.0.0.1 y",
+            "é1.2.3.4",
+            "_1.2.3.4_",
+            "a1.2.3.4",
+            "1.2.3.4é",
+            "[FE80::1]",
+            "[fe80::1]x",
+            "ΩX://h/",
+            "see https://u@h/ and",
+            "é-https://localhost/",
+            "s3://bucket",
+            "s3:/",
+            "s3:/b",
+            "s3://",
+            "x:C:/y",
+        ] {
+            all.push(value.to_owned());
+        }
+        all
+    }
+
+    /// Each hand-written pattern matches exactly what the reference's JavaScript source
+    /// matches, on every sample; each candidate pattern also finds the same spans.
     #[test]
-    fn every_translated_pattern_compiles_without_look_around() {
-        for pattern in &CONFIDENTIAL_PATTERNS {
-            let source = rust_regex_source(pattern.source);
-            for look_around in ["(?=", "(?!", "(?<=", "(?<!"] {
-                assert!(
-                    !source.contains(look_around),
-                    "#{} {}",
-                    pattern.id,
-                    pattern.family
+    fn patterns_match_what_the_javascript_sources_match() {
+        let samples = samples();
+        for (pattern, (id, js)) in CONFIDENTIAL_PATTERNS.iter().zip(REFERENCE_SOURCES) {
+            assert_eq!(pattern.id, id);
+            let ours = Regex::new(pattern.pattern).unwrap();
+            let theirs = Regex::new(&js_to_regex(js)).unwrap();
+            for sample in &samples {
+                assert_eq!(
+                    ours.is_match(sample),
+                    theirs.is_match(sample),
+                    "#{id} on {sample:?}"
                 );
             }
-            assert!(
-                Regex::new(&source).is_ok(),
-                "#{} {}",
-                pattern.id,
-                pattern.family
-            );
+        }
+        for (js, flags, ours) in candidate_sources() {
+            let theirs = Regex::new(&format!("{flags}{}", js_to_regex(js))).unwrap();
+            for sample in &samples {
+                let spans = |r: &Regex| r.find_iter(sample).map(|m| m.range()).collect::<Vec<_>>();
+                assert_eq!(spans(ours), spans(&theirs), "{js} on {sample:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn patterns_need_no_look_around() {
+        for pattern in &CONFIDENTIAL_PATTERNS {
+            for look_around in ["(?=", "(?!", "(?<=", "(?<!"] {
+                assert!(!pattern.pattern.contains(look_around), "#{}", pattern.id);
+            }
         }
     }
 
     #[test]
     fn translation_rewrites_only_js_specific_syntax() {
+        let space = js_space!();
         assert_eq!(
-            rust_regex_source(r"a\sb[^\s/]\d[\d]\b\.\\"),
-            format!(
-                r"a[{JS_WHITESPACE_CLASS_MEMBERS}]b[^{JS_WHITESPACE_CLASS_MEMBERS}/][0-9][0-9](?-u:\b)\.\\"
-            )
+            js_to_regex(r"a\sb[^\s/]\d[\d]\b\.\\"),
+            format!(r"a[{space}]b[^{space}/][0-9][0-9](?-u:\b)\.\\")
         );
-        assert_eq!(rust_regex_source("x:(?:/(?!/)|y)"), "x:(?:/(?:[^/]|$)|y)");
+        assert_eq!(js_to_regex("x:(?:/(?!/)|y)"), "x:(?:/(?:[^/]|$)|y)");
     }
+
+    /// One sample per family that its pattern must flag and one it must not.
+    const FAMILY_SAMPLES: [(u8, &str, &str); 26] = [
+        (1, "logs/tmp/x", "logs/tmpx/y"),
+        (2, r"C:\Users\alice", r"C:\Userss\x"),
+        (3, "D:/data", "ab:/data"),
+        (4, "s3:/bucket/key", "https://github.com/o/r"),
+        (5, "a%2Fb", "a%2Gb"),
+        (6, "x file:y", "my-file:x"),
+        (7, "https://user:pw@github.com/x", "https://github.com/@x"),
+        (8, "ssh:git@github.com", "git:git@github.com"),
+        (9, "BEGIN OPENSSH PRIVATE KEY", "begin private key"),
+        (10, "ghp_ABCDEFGHIJKLMNOP", "ghp_ABCDEFGHIJKLMNO"),
+        (
+            11,
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789a",
+        ),
+        (12, "xoxb-1234567890-abcdef", "xoxb-123456789"),
+        (13, "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ"),
+        (
+            14,
+            "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmnop",
+            "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmno",
+        ),
+        (
+            15,
+            "Bearer:abcdefghijklmnopqrstuvwxyz",
+            "Bearer:abcdefghijklmno",
+        ),
+        (16, "basic abcd", "Basic:abcde"),
+        (17, "a@b", "a@-b"),
+        (18, "router.home.arpa", "printer.localdomain"),
+        (19, "host-10.1.2.3", "110.1.2.3"),
+        (20, "1.2.3.04", "10.20.30.40"),
+        (21, "fe80::1", "2001:db8::1"),
+        (22, "::ffff:a00:1", "::ffff:808:808"),
+        (23, "0:0::ffff:c0a8:1", "0:0::ffff:808:808"),
+        (24, "ws:10.1.2", "http://1270.1"),
+        (25, "http://2130706433", "http://2130706433x"),
+        (26, "http://a.017.1", "http://example.com"),
+    ];
 
     /// One value per family that its pattern must flag and one that it must not (outcomes
     /// checked against the reference's JavaScript regexes).
     #[test]
     fn every_family_flags_its_sample_and_spares_its_near_miss() {
-        let cases: [(u8, &str, &str); 26] = [
-            (1, "logs/tmp/x", "logs/tmpx/y"),
-            (2, r"C:\Users\alice", r"C:\Userss\x"),
-            (3, "D:/data", "ab:/data"),
-            (4, "s3:/bucket/key", "https://github.com/o/r"),
-            (5, "a%2Fb", "a%2Gb"),
-            (6, "x file:y", "my-file:x"),
-            (7, "https://user:pw@github.com/x", "https://github.com/@x"),
-            (8, "ssh:git@github.com", "git:git@github.com"),
-            (9, "BEGIN OPENSSH PRIVATE KEY", "begin private key"),
-            (10, "ghp_ABCDEFGHIJKLMNOP", "ghp_ABCDEFGHIJKLMNO"),
-            (
-                11,
-                "npm_abcdefghijklmnopqrstuvwxyz0123456789",
-                "npm_abcdefghijklmnopqrstuvwxyz0123456789a",
-            ),
-            (12, "xoxb-1234567890-abcdef", "xoxb-123456789"),
-            (13, "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ"),
-            (
-                14,
-                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmnop",
-                "eyJhbGciOi.eyJzdWIiOi.abcdefghijklmno",
-            ),
-            (
-                15,
-                "Bearer:abcdefghijklmnopqrstuvwxyz",
-                "Bearer:abcdefghijklmno",
-            ),
-            (16, "basic abcd", "Basic:abcde"),
-            (17, "a@b", "a@-b"),
-            (18, "router.home.arpa", "printer.localdomain"),
-            (19, "host-10.1.2.3", "110.1.2.3"),
-            (20, "1.2.3.04", "10.20.30.40"),
-            (21, "fe80::1", "2001:db8::1"),
-            (22, "::ffff:a00:1", "::ffff:808:808"),
-            (23, "0:0::ffff:c0a8:1", "0:0::ffff:808:808"),
-            (24, "ws:10.1.2", "http://1270.1"),
-            (25, "http://2130706433", "http://2130706433x"),
-            (26, "http://a.017.1", "http://example.com"),
-        ];
-        for (id, hit, miss) in cases {
+        for (id, hit, miss) in FAMILY_SAMPLES {
             assert!(pattern_hits(hit).contains(&id), "#{id} should flag {hit:?}");
             assert!(contains_confidential_identifier(hit), "{hit:?}");
             assert!(
@@ -965,38 +623,40 @@ mod tests {
         }
     }
 
+    /// Values and the ids of every pattern that flags them.
+    const MORE_SAMPLES: &[(&str, &[u8])] = &[
+        // #4's look-ahead also holds at the end of the value.
+        ("x:/", &[3, 4]),
+        ("name:C:/x", &[4]),
+        ("FILE:x", &[6]),
+        ("profile:x", &[]),
+        ("github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz", &[10]),
+        ("sk-ABCDEFGHIJKLMNOPQRSTUV", &[10]),
+        // The reference flags any "sk-" followed by 16 token characters, even inside a word.
+        ("task-review-runner-default", &[10]),
+        ("xnpm_abcdefghijklmnopqrstuvwxyz0123456789", &[]),
+        ("axoxb-1234567890", &[]),
+        ("api_key=abcdefghijklmnopqrstuvwxyz", &[15]),
+        ("cloudflare-api-token abcdefghijklmnop", &[15]),
+        ("Bearer%20abcdefghijklmnop", &[5, 15]),
+        ("Basic:dXNlcjpwYXNzd29yZA==", &[16]),
+        ("basically", &[]),
+        ("localhost", &[18]),
+        ("localhost-x", &[]),
+        ("mylocalhost", &[]),
+        ("svc.corp:443", &[18]),
+        ("x@intranet.site", &[17, 18]),
+        ("172.32.0.1", &[]),
+        ("100.128.0.1", &[]),
+        ("[::1]", &[21]),
+        ("0:0:0:0:0:0:0:1", &[21]),
+        ("::ffff:7f00:1", &[21, 22, 23]),
+        ("https://0x7f000001/", &[25, 26]),
+    ];
+
     #[test]
     fn more_pattern_hits_and_misses() {
-        let cases: &[(&str, &[u8])] = &[
-            // #4's look-ahead also holds at the end of the value.
-            ("x:/", &[3, 4]),
-            ("name:C:/x", &[4]),
-            ("FILE:x", &[6]),
-            ("profile:x", &[]),
-            ("github_pat_ABCDEFGHIJKLMNOP_qrstuvwxyz", &[10]),
-            ("sk-ABCDEFGHIJKLMNOPQRSTUV", &[10]),
-            // The reference flags any "sk-" followed by 16 token characters, even inside a word.
-            ("task-review-runner-default", &[10]),
-            ("xnpm_abcdefghijklmnopqrstuvwxyz0123456789", &[]),
-            ("axoxb-1234567890", &[]),
-            ("api_key=abcdefghijklmnopqrstuvwxyz", &[15]),
-            ("cloudflare-api-token abcdefghijklmnop", &[15]),
-            ("Bearer%20abcdefghijklmnop", &[5, 15]),
-            ("Basic:dXNlcjpwYXNzd29yZA==", &[16]),
-            ("basically", &[]),
-            ("localhost", &[18]),
-            ("localhost-x", &[]),
-            ("mylocalhost", &[]),
-            ("svc.corp:443", &[18]),
-            ("x@intranet.site", &[17, 18]),
-            ("172.32.0.1", &[]),
-            ("100.128.0.1", &[]),
-            ("[::1]", &[21]),
-            ("0:0:0:0:0:0:0:1", &[21]),
-            ("::ffff:7f00:1", &[21, 22, 23]),
-            ("https://0x7f000001/", &[25, 26]),
-        ];
-        for (value, ids) in cases {
+        for (value, ids) in MORE_SAMPLES {
             assert_eq!(pattern_hits(value), *ids, "{value:?}");
         }
     }

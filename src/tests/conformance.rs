@@ -5,10 +5,13 @@
 //! dispatches each case by its shape: identity (`fn`/`args`), event writer (`call`), finalize /
 //! direct shard write (`category`), import (`steps`). Ends by printing
 //! `conformance: N passed, M failed, K skipped` (over both privacy profiles, each also on its
-//! own line) and fails when M > 0. A case is skipped only when
-//! its input is a JavaScript-only value kind (`$special` with no JSON meaning, such as
-//! `undefined`, `bigint` or a lone UTF-16 surrogate); each skip is listed by id with the reason. Error cases must fail for the same reason: our message must
-//! contain the reference message (with `<ROOT>`-style placeholders resolved to paths).
+//! own line) and fails when M > 0. A case is skipped only when its input is one of the listed
+//! JavaScript-only value kinds ([`JS_ONLY_KINDS`]: a `$special` with no JSON meaning, such as
+//! `undefined` or `bigint`, or a string with a lone UTF-16 surrogate); each skip is listed by
+//! id with the reason. Anything else the harness does not know (a `$special` kind, an identity
+//! `fn`, an event writer `api`, a case shape) is a failure, so that a malformed or new vector
+//! cannot pass silently. Error cases must fail for the same reason: our message must contain
+//! the reference message (with `<ROOT>`-style placeholders resolved to paths).
 //!
 //! The vectors describe the reference, so every case runs twice: under the `reference` privacy
 //! profile, and under the default `strict` profile (writers, sealing and publishing with their
@@ -42,8 +45,55 @@ enum Outcome {
     Skip(String),
 }
 
-/// Converts a vector value to a ledger value; `Err` names a JavaScript-only kind.
-fn to_value(j: &Json) -> Result<Value, String> {
+/// The `$special` kinds of the vectors that stand for JavaScript values with no JSON meaning:
+/// the ledger cannot be handed them, so cases using them are skipped.
+const JS_ONLY_KINDS: &[&str] = &[
+    "array_subclass",
+    "bigint",
+    "decorated_array",
+    "function",
+    "getter_property",
+    "map",
+    "non_enumerable_property",
+    "sparse_array",
+    "symbol",
+    "undefined",
+];
+
+/// Why a vector value cannot be turned into a ledger value.
+#[derive(Debug)]
+enum Unusable {
+    /// A listed JavaScript-only kind (or a lone UTF-16 surrogate): the case is skipped.
+    JsOnly(String),
+    /// The harness does not understand the vector: the case fails.
+    Malformed(String),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unusable::JsOnly(m) => write!(f, "{m}"),
+            Unusable::Malformed(m) => write!(f, "malformed vector value: {m}"),
+        }
+    }
+}
+
+impl From<&str> for Unusable {
+    fn from(what: &str) -> Unusable {
+        Unusable::Malformed(what.to_owned())
+    }
+}
+
+/// The outcome of a case whose input cannot be used.
+fn unusable(u: Unusable) -> Outcome {
+    match u {
+        Unusable::JsOnly(reason) => Outcome::Skip(reason),
+        malformed => Outcome::Fail(malformed.to_string()),
+    }
+}
+
+/// Converts a vector value to a ledger value.
+fn to_value(j: &Json) -> Result<Value, Unusable> {
     Ok(match j {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
@@ -54,24 +104,25 @@ fn to_value(j: &Json) -> Result<Value, String> {
             None => Value::Object(
                 o.iter()
                     .map(|(k, v)| Ok((k.clone(), to_value(v)?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_, Unusable>>()?,
             ),
             Some(kind) => special(kind, o)?,
         },
     })
 }
 
-fn utf16(units: &Json) -> Result<String, String> {
+fn utf16(units: &Json) -> Result<String, Unusable> {
     let units: Vec<u16> = units
         .as_array()
         .ok_or("utf16 units")?
         .iter()
         .map(|u| u.as_u64().unwrap_or(0) as u16)
         .collect();
-    String::from_utf16(&units).map_err(|_| "lone UTF-16 surrogate (JS-only string)".to_owned())
+    String::from_utf16(&units)
+        .map_err(|_| Unusable::JsOnly("lone UTF-16 surrogate (JS-only string)".to_owned()))
 }
 
-fn special(kind: &str, o: &serde_json::Map<String, Json>) -> Result<Value, String> {
+fn special(kind: &str, o: &serde_json::Map<String, Json>) -> Result<Value, Unusable> {
     let count = || o.get("count").and_then(Json::as_u64).unwrap_or(0) as usize;
     let depth = || o.get("depth").and_then(Json::as_u64).unwrap_or(0) as usize;
     Ok(match kind {
@@ -102,15 +153,28 @@ fn special(kind: &str, o: &serde_json::Map<String, Json>) -> Result<Value, Strin
             for entry in o["entries"].as_array().ok_or("entries")? {
                 let key = match &entry[0] {
                     Json::String(s) => s.clone(),
-                    Json::Object(k) => utf16(&k["utf16"])
-                        .map_err(|_| "object key with a lone UTF-16 surrogate (JS-only)")?,
+                    Json::Object(k) => utf16(&k["utf16"]).map_err(|e| match e {
+                        Unusable::JsOnly(_) => Unusable::JsOnly(
+                            "object key with a lone UTF-16 surrogate (JS-only)".to_owned(),
+                        ),
+                        malformed => malformed,
+                    })?,
                     _ => return Err("object key".into()),
                 };
                 map.insert(key, to_value(&entry[1])?);
             }
             Value::Object(map)
         }
-        other => return Err(format!("JavaScript-only value kind `{other}`")),
+        other if JS_ONLY_KINDS.contains(&other) => {
+            return Err(Unusable::JsOnly(format!(
+                "JavaScript-only value kind `{other}`"
+            )));
+        }
+        other => {
+            return Err(Unusable::Malformed(format!(
+                "unknown $special kind `{other}`"
+            )));
+        }
     })
 }
 
@@ -144,7 +208,7 @@ fn run_identity(case: &Json) -> Outcome {
         .map(|a| a.iter().map(to_value).collect::<Result<Vec<_>, _>>())
     {
         Some(Ok(a)) => a,
-        Some(Err(reason)) => return Outcome::Skip(reason),
+        Some(Err(u)) => return unusable(u),
         None => return Outcome::Fail("no args".into()),
     };
     let s = |i: usize| args.get(i).and_then(Value::as_str).unwrap_or("").to_owned();
@@ -173,7 +237,7 @@ fn run_identity(case: &Json) -> Outcome {
         "actionLedgerJson" => canonical::to_canonical(&args[0])
             .map(|t| (t, None))
             .map_err(|e| e.to_string()),
-        other => return Outcome::Skip(format!("unknown fn {other}")),
+        other => return Outcome::Fail(format!("unknown fn {other:?}")),
     };
     let expected = &case["expected"];
     match (result, expected["ok"].as_bool() == Some(true)) {
@@ -211,8 +275,28 @@ fn epoch_ms(iso: &str) -> i64 {
     secs * 1000 + ms
 }
 
-fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>, String> {
-    let input = to_value(&call["input"])?;
+/// Why an event writer call did not return an event.
+enum CallError {
+    /// The call's input cannot be used ([`to_value`]).
+    Input(Unusable),
+    /// The vector names an `api` the harness does not know: a failure.
+    UnknownApi(String),
+    /// The writer refused the call, with its message.
+    Refused(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Input(u) => write!(f, "{u}"),
+            CallError::UnknownApi(api) => write!(f, "unknown api {api}"),
+            CallError::Refused(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>, CallError> {
+    let input = to_value(&call["input"]).map_err(CallError::Input)?;
     let env: record::Environment = call["env"]
         .as_object()
         .into_iter()
@@ -226,9 +310,9 @@ fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>,
         Some("recordWorkflowActionEvent") => {
             record::record_action(root, &input, &env, now, &options)
         }
-        other => return Err(format!("unknown api {other:?}")),
+        other => return Err(CallError::UnknownApi(format!("{other:?}"))),
     };
-    result.map_err(|e| format!("\u{0}{e}"))
+    result.map_err(|e| CallError::Refused(e.to_string()))
 }
 
 fn run_events(case: &Json, profile: Profile) -> Outcome {
@@ -241,10 +325,7 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
         .enumerate()
     {
         if let Err(e) = run_call(&root, prior, profile) {
-            return Outcome::Fail(format!(
-                "prior call {i} failed: {}",
-                e.trim_start_matches('\u{0}')
-            ));
+            return Outcome::Fail(format!("prior call {i} failed: {e}"));
         }
     }
     let before = read_tree(&root);
@@ -253,7 +334,8 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
     let expected = &case["expected"];
     let root_text = root.display().to_string();
     match (result, expected["ok"].as_bool() == Some(true)) {
-        (Err(e), _) if !e.starts_with('\u{0}') => Outcome::Skip(e),
+        (Err(CallError::Input(u)), _) => unusable(u),
+        (Err(e @ CallError::UnknownApi(_)), _) => Outcome::Fail(e.to_string()),
         (Ok(event), true) => {
             let want = &expected["returned_event"];
             match (&event, want.is_null()) {
@@ -298,12 +380,8 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
             }
             Outcome::Pass
         }
-        (Err(e), false) => {
-            if let Outcome::Fail(m) = expect_error(
-                e.trim_start_matches('\u{0}').to_owned(),
-                expected,
-                &[("<ROOT>", root_text)],
-            ) {
+        (Err(CallError::Refused(e)), false) => {
+            if let Outcome::Fail(m) = expect_error(e, expected, &[("<ROOT>", root_text)]) {
                 return Outcome::Fail(m);
             }
             // A refusal changes nothing, and leaves exactly the listed files.
@@ -325,10 +403,9 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
             Outcome::Pass
         }
         (Ok(_), false) => Outcome::Fail("recorded, reference refused".into()),
-        (Err(e), true) => Outcome::Fail(format!(
-            "refused ({}), reference accepted",
-            e.trim_start_matches('\u{0}')
-        )),
+        (Err(CallError::Refused(e)), true) => {
+            Outcome::Fail(format!("refused ({e}), reference accepted"))
+        }
     }
 }
 
@@ -511,7 +588,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
     let result = (|| -> Result<shard::Shard, String> {
         let mut events = Vec::new();
         for (i, e) in input["events"].as_array().into_iter().flatten().enumerate() {
-            let v = to_value(e)?;
+            let v = to_value(e).map_err(|u| u.to_string())?;
             let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
             profile
                 .check(&event.value)
@@ -844,7 +921,7 @@ fn conformance_vectors() {
                 run_identity(case)
             } else if case.get("steps").is_some() {
                 // Both layouts: the reference's bytes, and fanout differing only by binding
-                // paths and the layout record (design.md §4).
+                // paths and the layout record.
                 match run_import(case, &finalize_outputs, profile, Layout::Reference) {
                     Outcome::Pass => run_import(case, &finalize_outputs, profile, Layout::Fanout),
                     other => other,
@@ -879,4 +956,36 @@ fn conformance_vectors() {
     }
     println!("conformance: {all_passed} passed, {all_failed} failed, {all_skipped} skipped");
     assert_eq!(all_failed, 0, "conformance failures (see FAIL lines above)");
+}
+
+/// What the harness does not know fails; only the listed JavaScript-only kinds skip.
+#[test]
+fn unknown_vector_shapes_fail_and_only_javascript_kinds_skip() {
+    let fails = |o: Outcome| matches!(o, Outcome::Fail(_));
+    let skips = |o: Outcome| matches!(o, Outcome::Skip(_));
+    let case = |text: &str| -> Json { serde_json::from_str(text).unwrap() };
+    let ok = r#""expected":{"ok":true,"output":"x"}"#;
+    assert!(fails(run_identity(&case(&format!(
+        r#"{{"fn":"actionSomethingNew","args":[{{}}],{ok}}}"#
+    )))));
+    assert!(fails(run_identity(&case(&format!(
+        r#"{{"args":[{{}}],{ok}}}"#
+    )))));
+    assert!(fails(run_identity(&case(&format!(
+        r#"{{"fn":"actionLedgerJson","args":[{{"$special":"weak_ref"}}],{ok}}}"#
+    )))));
+    for kind in JS_ONLY_KINDS {
+        assert!(skips(run_identity(&case(&format!(
+            r#"{{"fn":"actionLedgerJson","args":[{{"$special":"{kind}"}}],{ok}}}"#
+        )))));
+    }
+    assert!(skips(run_identity(&case(&format!(
+        r#"{{"fn":"actionLedgerJson","args":[{{"$special":"string_utf16","units":[55296]}}],{ok}}}"#
+    )))));
+    for profile in [Profile::Reference, Profile::Strict] {
+        for api in [r#""api":"recordSomethingNew","#, ""] {
+            let text = format!(r#"{{"call":{{{api}"input":{{}}}},"expected":{{"ok":false}}}}"#);
+            assert!(fails(run_events(&case(&text), profile)), "{text}");
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! The safe file layer (ledger-core §9, runtime §3.1), handle-relative: every read, listing and
+//! The safe file layer, handle-relative: every read, listing and
 //! write goes through an opened directory handle ([`Root`]) and walks one path component at a
 //! time with `openat(O_NOFOLLOW | O_DIRECTORY)`.
 //!
@@ -9,7 +9,7 @@
 //! ([`Error::NotRegular`]). Files are opened `O_NONBLOCK`, so a FIFO never blocks a reader, and
 //! are only opened after `fstatat` showed a regular file (a device is never opened by a reader).
 //!
-//! Create-only write (runtime §3.1): missing parents are created one at a time (`mkdirat`, then
+//! Create-only write: missing parents are created one at a time (`mkdirat`, then
 //! fsync of the parent) and re-opened without following links; a staging sibling
 //! `<name>.<pid>.<uuid-v4>.tmp` is created `O_EXCL | O_NOFOLLOW` with mode 0600, written and
 //! fsynced, then hard-linked to the final name (an existing name is reported as
@@ -17,12 +17,18 @@
 //! What a crash leaves: at most a stray `*.tmp` file (and empty parent directories); a final name
 //! is never partial. Readers ignore `*.tmp` because it does not end in `.json` / `.jsonl`.
 //!
-//! Claim-and-remove (runtime §6, used to release and reclaim locks): the file is renamed to a
+//! Claim-and-remove (used to release and reclaim locks): the file is renamed to a
 //! unique `<name>.<pid>.<uuid-v4>.reclaim`, its content compared, and only then unlinked; a file
 //! whose content changed is renamed back without replacing a successor.
 //!
 //! Relative paths use `/`, are non-empty, not absolute, and have no empty, `.` or `..` segment and
 //! no backslash ([`Error::UnsafeRelative`]).
+//!
+//! Why our own code: capability crates such as `cap-std` open paths beneath a directory handle,
+//! but they do not offer the create-only write (staging file, `fsync`, `renameat2` with
+//! `RENAME_NOREPLACE`, directory `fsync`) nor the claim-and-remove that the lock and spool
+//! formats need, and they would add a second file abstraction next to `rustix`, which this module
+//! uses directly for the few system calls involved.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -303,7 +309,7 @@ impl Root {
         Ok(Some(dir))
     }
 
-    /// Reads a regular file of at most `max` bytes as UTF-8 (ledger-core §9 reads).
+    /// Reads a regular file of at most `max` bytes as UTF-8.
     /// `Ok(None)` when it is absent (any component missing). The file is inspected with
     /// `fstatat(AT_SYMLINK_NOFOLLOW)` and must be regular before it is opened
     /// `O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`; the opened file must have the same (dev, ino).
@@ -414,7 +420,7 @@ impl Root {
         Ok(Some(out))
     }
 
-    /// Create-only write of `bytes` at `rel` (runtime §3.1; see the module docs for the steps).
+    /// Create-only write of `bytes` at `rel` (see the module docs for the steps).
     /// Returns [`Written::Exists`] when the name already exists, so the caller applies its
     /// equality rule; the existing file is never replaced.
     ///
@@ -470,7 +476,7 @@ impl Root {
         result
     }
 
-    /// Removes `rel` only if its content still equals `expected` (claim-and-remove, runtime §6):
+    /// Removes `rel` only if its content still equals `expected` (claim-and-remove):
     /// rename it to a unique `<name>.<pid>.<uuid>.reclaim` in the same directory, compare the
     /// claimed file's content, then unlink it and fsync the directory. When the content differs
     /// (a successor replaced the file), it is renamed back without replacing anything that took
@@ -615,7 +621,12 @@ fn split<'r>(rel: &'r str, label: &str) -> Result<(Vec<&'r str>, &'r str), Error
 }
 
 /// A random UUID version 4 in lowercase hyphenated text (36 characters), as Node's
-/// `crypto.randomUUID()`: names staging and claim files, and is the lock nonce.
+/// `crypto.randomUUID()`: names staging and claim files, and is the lock nonce. The bytes come
+/// from the kernel (`getrandom`, retried on `EINTR`) so that a failure is our typed [`Error`];
+/// the `uuid` crate sets the version and variant bits and formats them.
+///
+/// # Errors
+/// [`Error::Io`] when the kernel cannot supply random bytes.
 pub fn uuid_v4() -> Result<String, Error> {
     let mut b = [0u8; 16];
     let mut filled = 0;
@@ -626,17 +637,10 @@ pub fn uuid_v4() -> Result<String, Error> {
             Err(e) => return Err(io("cannot read random bytes for", "a nonce", e)),
         }
     }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    ))
+    Ok(uuid::Builder::from_random_bytes(b)
+        .into_uuid()
+        .hyphenated()
+        .to_string())
 }
 
 /// `path` made absolute against the current directory with `.` and `..` resolved lexically
@@ -1027,13 +1031,13 @@ mod tests {
         assert_eq!(root.list_dir("l", 10).unwrap().unwrap(), vec![]);
     }
 
-    /// Child half of `two_processes_create_the_same_files`: does nothing unless the parent set
-    /// `ACTION_LEDGER_TEST_CREATE_ROOT`.
+    /// Child half of `two_processes_create_the_same_files`, which launches it (ignored in a
+    /// normal run; it fails when `ACTION_LEDGER_TEST_CREATE_ROOT` is not set).
     #[test]
+    #[ignore = "launched by two_processes_create_the_same_files"]
     fn create_only_child() {
-        let Ok(dir) = std::env::var("ACTION_LEDGER_TEST_CREATE_ROOT") else {
-            return;
-        };
+        let dir = std::env::var("ACTION_LEDGER_TEST_CREATE_ROOT")
+            .expect("ACTION_LEDGER_TEST_CREATE_ROOT names the directory to write in");
         let root = root_at(Path::new(&dir));
         let go = Path::new(&dir).join("go");
         while !go.exists() {
@@ -1055,10 +1059,11 @@ mod tests {
         let spawn = || {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
+                    "--ignored",
                     "--exact",
-                    "writer::files::tests::create_only_child",
-                    "--nocapture",
+                    &crate::tests::name_of(module_path!(), "create_only_child"),
                 ])
+                .arg("--nocapture")
                 .args(["--test-threads", "1"])
                 .env("ACTION_LEDGER_TEST_CREATE_ROOT", dir.path())
                 .stdout(std::process::Stdio::piped())

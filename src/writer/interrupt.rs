@@ -1,4 +1,4 @@
-//! Interruption recovery (runtime §7.3): before sealing a job that timed out, was cancelled or
+//! Interruption recovery: before sealing a job that timed out, was cancelled or
 //! failed, write one terminal event for every recoverable start whose lifecycle never closed.
 //!
 //! Recoverable starts are `review.batch`, `review.item`, `review.retry`, `apply.batch` and
@@ -489,7 +489,7 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
     producers.sort_by(|a, b| a.0.cmp(&b.0));
     let mut written = 0;
     for (key, producer) in producers {
-        // Under the producer's lock (runtime §7.3): no writer of this producer runs between
+        // Under the producer's lock: no writer of this producer runs between
         // reading its events and writing the terminal events.
         let guards = lock::acquire_producers(
             spool.handle(),
@@ -517,7 +517,11 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
             let Some(input) = terminal_input(&current, start, reason)? else {
                 continue;
             };
-            let candidate = event::create(&input, &event::iso_millis(now_ms), None)?;
+            let candidate = event::create(
+                &input,
+                &crate::time::Timestamp::from_millis(now_ms).to_iso_millis(),
+                None,
+            )?;
             let date = spool
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;

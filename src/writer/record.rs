@@ -1,11 +1,11 @@
-//! Recording events into a spool: the reference's writer APIs (runtime §2–§4, §7.1).
+//! Recording events into a spool: the reference's writer APIs.
 //!
 //! Two input shapes, both JSON objects with the reference's camelCase names:
 //! - the phase API (`recordWorkflowPhaseEvent`): `phase`, `status`, `reasonCode?`, `retryable`,
 //!   `mutation`, `identity`, `component`, `subject`, and optionally `operation`,
 //!   `operationIdentity`, `attemptIdentity`, `parentEventId`, `phaseSeq`, `idempotencyIdentity`,
 //!   `learning`, `evidence`, `attributes`, `privacy`, `occurredAt`. Phase, status and reason code
-//!   must be in the vocabularies of ledger-core §1.10;
+//!   must be in the reference's vocabularies;
 //! - the generic action API (`recordWorkflowActionEvent`): `scope`, `identity`, `type`,
 //!   `component`, `subject`, `action{name,status,reasonCode?,retryable,mutation}` and the same
 //!   optional fields.
@@ -16,10 +16,10 @@
 //! runAttempt})` of the producer; `event_key = actionEventKey(scope, {attemptId, phaseSeq,
 //! producer: {job, component}, identity})`; idempotency = `idempotencyIdentity ?? {operationId,
 //! scope, identity}` (a mutation must give one explicitly). The producer comes from the GitHub
-//! Actions environment (runtime §2.2), the partition date from
-//! `CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE` or `GITHUB_RUN_STARTED_AT` (§4).
+//! Actions environment, the partition date from
+//! `CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE` or `GITHUB_RUN_STARTED_AT`.
 //!
-//! Writing (§3.2): the seal check (a sealed producer accepts only exact replays), the
+//! Writing: the seal check (a sealed producer accepts only exact replays), the
 //! create-only partition marker, then the create-only event file; an existing file must be
 //! replay-equal (then the existing event is returned) or the write is a conflict. Nothing is
 //! written unless the event is valid and the partition date is known, and, under the default
@@ -33,6 +33,7 @@ use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
 use crate::privacy::{self, Profile};
+use crate::time::Timestamp;
 use crate::writer::files::{self, Root, Written};
 use crate::writer::lock;
 use crate::writer::seal;
@@ -41,7 +42,7 @@ use crate::writer::spool;
 /// The environment variables a writer consults (captured by the caller).
 pub type Environment = BTreeMap<String, String>;
 
-/// Canonical phase types (`ACTION_EVENT_PHASE_TYPES`, ledger-core §1.10).
+/// Canonical phase types (`ACTION_EVENT_PHASE_TYPES`, the reference's vocabulary).
 pub const PHASE_TYPES: &[&str] = &[
     "review.batch",
     "review.item",
@@ -166,7 +167,7 @@ pub const REASON_CODES: &[&str] = &[
     "workflow_failed",
 ];
 
-/// Why an event was not recorded; texts are the reference's (runtime §12 R2–R10).
+/// Why an event was not recorded; texts are the reference's.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("unknown action event phase type: {0}")]
@@ -304,7 +305,7 @@ pub fn enabled(env: &Environment) -> bool {
         == Some("1")
 }
 
-/// `machineIdentifier(value, max)` (runtime §2.2): runs outside `[A-Za-z0-9_.:/@+-]` become `-`,
+/// `machineIdentifier(value, max)`: runs outside `[A-Za-z0-9_.:/@+-]` become `-`,
 /// dashes trimmed; kept as is when unchanged and short enough, else a prefix of `max − 13`
 /// characters plus `-` and 12 hex of sha256 of the trimmed source.
 pub fn machine_identifier(value: &str, max: usize) -> Result<String, Error> {
@@ -341,7 +342,7 @@ fn required_env(env: &Environment, name: &'static str) -> Result<String, Error> 
     Ok(v.to_owned())
 }
 
-/// `workflowActionProducer(component)` (runtime §2.2): the producer in the writer-input shape
+/// `workflowActionProducer(component)`: the producer in the writer-input shape
 /// (`repository, sha, workflow, job, runId, runAttempt, component`).
 pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Error> {
     let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
@@ -437,7 +438,7 @@ fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
         .ok_or_else(|| Error::NotCalendarDate(label.to_owned()))
 }
 
-/// `workflowPartitionDate` (runtime §4): the configured date, else the UTC date of
+/// `workflowPartitionDate`: the configured date, else the UTC date of
 /// `GITHUB_RUN_STARTED_AT`, else an error.
 pub fn partition_date(env: &Environment) -> Result<String, Error> {
     let configured = privacy::js_trim(
@@ -458,13 +459,11 @@ pub fn partition_date(env: &Environment) -> Result<String, Error> {
     }
     // The reference's pattern is the ledger timestamp shape with an unbounded year-0 check
     // done separately; both reject the same strings here.
-    let secs = event::timestamp_epoch_seconds(started).ok_or(Error::RunStartedAt)?;
-    let (y, m, d) = event::civil_from_days(secs.div_euclid(86_400));
-    let date = if (0..=9999).contains(&y) {
-        format!("{y:04}-{m:02}-{d:02}")
-    } else {
-        String::new()
-    };
+    let started = Timestamp::from_iso(started).ok_or(Error::RunStartedAt)?;
+    let date = started
+        .utc_date()
+        .map(|d| d.to_string())
+        .unwrap_or_default();
     partition_calendar_date(&date, "GITHUB_RUN_STARTED_AT UTC partition date")
 }
 
@@ -701,7 +700,7 @@ pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Resu
     }
     Ok(event::create(
         &Value::Object(writer),
-        &event::iso_millis(now_ms),
+        &Timestamp::from_millis(now_ms).to_iso_millis(),
         None,
     )?)
 }
@@ -752,7 +751,7 @@ pub fn record_action_outcome(
 }
 
 /// Writes a built event into the spool at `root` on partition `date` under its producer's lock
-/// (runtime §3.2 step 3, §6); `now_ms` goes into the lock file. Returns the persisted event
+///; `now_ms` goes into the lock file. Returns the persisted event
 /// and whether it was written now.
 pub fn write_event(
     root: &Root,
@@ -829,7 +828,7 @@ fn compare_existing(path: PathBuf, existing: Event, candidate: &Event) -> Result
     }
 }
 
-/// `assertWorkflowProducerAcceptsEvent` (§7.1): a sealed producer accepts only an exact replay
+/// `assertWorkflowProducerAcceptsEvent`: a sealed producer accepts only an exact replay
 /// of an event whose file already exists.
 fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result<(), Error> {
     let seal_rel = spool::seal_relative_path(producer);
@@ -858,7 +857,7 @@ fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result
     Err(Error::AlreadyFinalized)
 }
 
-/// `ensureWorkflowPartitionDateValue` (§4): create-only marker `YYYY-MM-DD\n`; an existing marker
+/// `ensureWorkflowPartitionDateValue`: create-only marker `YYYY-MM-DD\n`; an existing marker
 /// must hold the same date.
 fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
     let rel = spool::marker_relative_path(producer);
@@ -1132,8 +1131,8 @@ mod tests {
         ("GITHUB_SHA", 256),
     ];
 
-    /// Whether `records/<value>` is a relative data path of portable segments (ledger-core
-    /// §4.2), so that the `(records/…)` places can hold it.
+    /// Whether `records/<value>` is a relative data path of portable segments (the relative
+    /// data path rule), so that the `(records/…)` places can hold it.
     fn path_safe(value: &str) -> bool {
         value.split('/').all(|seg| {
             let b = seg.as_bytes();
@@ -1171,7 +1170,7 @@ mod tests {
     }
 
     /// [`places`] plus a run URL's owner segment, which the reference does not scan at all
-    /// (`publicUrl`, §4.5) but the strict walk does.
+    /// (`publicUrl`) but the strict walk does.
     fn strict_places() -> Vec<(&'static str, Place)> {
         let mut all = places();
         all.push((
@@ -1461,13 +1460,13 @@ mod tests {
         input
     }
 
-    /// Child half of `two_processes_record_the_same_events`: does nothing unless the parent set
-    /// `ACTION_LEDGER_TEST_RECORD_ROOT`.
+    /// Child half of `two_processes_record_the_same_events`, which launches it (ignored in a
+    /// normal run; it fails when `ACTION_LEDGER_TEST_RECORD_ROOT` is not set).
     #[test]
+    #[ignore = "launched by two_processes_record_the_same_events"]
     fn record_child() {
-        let Ok(dir) = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT") else {
-            return;
-        };
+        let dir = std::env::var("ACTION_LEDGER_TEST_RECORD_ROOT")
+            .expect("ACTION_LEDGER_TEST_RECORD_ROOT names the directory to record in");
         let go = Path::new(&dir).join("go");
         while !go.exists() {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1495,10 +1494,11 @@ mod tests {
         let spawn = || {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
+                    "--ignored",
                     "--exact",
-                    "writer::record::tests::record_child",
-                    "--nocapture",
+                    &crate::tests::name_of(module_path!(), "record_child"),
                 ])
+                .arg("--nocapture")
                 .args(["--test-threads", "1"])
                 .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
                 .stdout(std::process::Stdio::piped())

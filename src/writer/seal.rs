@@ -1,4 +1,4 @@
-//! Sealing (finalization) of a spool (runtime §7): per producer, the canonical causal order of its
+//! Sealing (finalization) of a spool: per producer, the canonical causal order of its
 //! events, a create-only seal record that fixes the event count and replay digest, and the
 //! deterministic shard parts.
 //!
@@ -82,7 +82,7 @@ pub struct ProducerRun {
 }
 
 impl ProducerRun {
-    /// The shard parts of this run (runtime §5.2).
+    /// The shard parts of this run.
     pub fn shards(&self) -> Result<Vec<Shard>, Error> {
         Ok(shard::pack(&self.identity, self.events.clone())?)
     }
@@ -201,7 +201,7 @@ fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Resul
 /// opened root) and, with `output`, writes the shard parts below that opened root as the
 /// reference's finalize does (existing shards must be identical or replay-equivalent).
 ///
-/// Runtime §7.2: the spool is read, the locks of all its producers are taken (sorted, nested),
+/// Sealing: the spool is read, the locks of all its producers are taken (sorted, nested),
 /// and the spool is checked again under the locks, so a concurrent `record` either lands before
 /// the seal or finds the seal and is refused. The check lists the event file names: event files
 /// are create-only and never change once named, so an unchanged listing means the events read
@@ -305,7 +305,7 @@ fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
     }
 }
 
-/// Seal validation on read (runtime §7.1): canonical, exact schema and version, the expected
+/// Seal validation on read: canonical, exact schema and version, the expected
 /// producer, a calendar partition date, `event_count` ≥ 1, a hex64 replay digest, no other keys.
 pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
     let Some(body) = text.strip_suffix('\n') else {

@@ -1,5 +1,4 @@
-//! The spool: one canonical event file per event under a job's spool root (ledger-core §5,
-//! runtime §3), plus the per-producer partition markers, seals and locks beside them.
+//! The spool: one canonical event file per event under a job's spool root, plus the per-producer partition markers, seals and locks beside them.
 //!
 //! ```text
 //! <root>/.clawsweeper-repair/action-events/
@@ -8,7 +7,7 @@
 //!     _finalizations/<sha256(canonical(producer))>.json  the seal
 //!     _locks/<sha256(canonical(producer))>.lock
 //! ```
-//! Reading is bounded (§5.1): 256 repository directories, 4,096 entries per directory, 65,536
+//! Reading is bounded: 256 repository directories, 4,096 entries per directory, 65,536
 //! events, 256 producers, 64 MiB of canonical event bytes. Entries that are not what the layout
 //! allows are refused, never skipped, except staging files (names not ending in `.json`).
 //!
@@ -43,7 +42,7 @@ pub const MAX_MARKER_BYTES: u64 = 64;
 
 const RESERVED: [&str; 3] = ["_partitions", "_finalizations", "_locks"];
 
-/// Why a spool could not be read; texts follow the reference (runtime §3, §12 R14).
+/// Why a spool could not be read; texts follow the reference.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -79,7 +78,7 @@ pub fn producer_digest(producer: &Value) -> Digest {
     Digest::of(canonical::to_canonical_unchecked(producer))
 }
 
-/// `<slug>-<sha256(repo)[0:12]>` for a normalized repository (§3.7).
+/// `<slug>-<sha256(repo)[0:12]>` for a normalized repository.
 pub fn repository_dir(repo: &str) -> String {
     format!(
         "{}-{}",
@@ -88,7 +87,7 @@ pub fn repository_dir(repo: &str) -> String {
     )
 }
 
-/// The spool-relative path of an event file (§5).
+/// The spool-relative path of an event file.
 pub fn event_relative_path(event: &Event) -> String {
     format!(
         "{SPOOL_DIR}/{}/{}.json",
@@ -107,7 +106,7 @@ pub fn seal_relative_path(producer: &Digest) -> String {
     format!("{SPOOL_DIR}/_finalizations/{producer}.json")
 }
 
-/// The spool-relative path of a producer's lock (runtime §6).
+/// The spool-relative path of a producer's lock.
 pub fn lock_relative_path(producer: &Digest) -> String {
     format!("{SPOOL_DIR}/_locks/{producer}.lock")
 }
@@ -159,7 +158,7 @@ impl Spool {
         &self.root
     }
 
-    /// `readAllSpooledActionEvents` (§5): every event of every repository directory, validated,
+    /// `readAllSpooledActionEvents`: every event of every repository directory, validated,
     /// path-checked and within the read budget, sorted by [`event::compare_events`]; none when
     /// there is no spool directory.
     pub fn read_all(&self) -> Result<Vec<Event>, Error> {

@@ -1,0 +1,265 @@
+//! The rules a canonical value obeys beyond its shape: the complexity limits, the lossy-number
+//! rule and, for identity trees, the credential-key rule.
+
+use std::fmt::Write as _;
+
+use super::writer::escaped_len;
+use super::{Error, MAX_BYTES, MAX_DEPTH, MAX_NODES, MAX_SAFE_INTEGER, Value};
+
+struct Budget {
+    nodes: usize,
+    bytes: usize,
+}
+
+pub(super) fn validate(value: &Value, identity: bool) -> Result<(), Error> {
+    let mut budget = Budget { nodes: 0, bytes: 0 };
+    let mut path = String::from("$");
+    visit(value, 0, &mut path, &mut budget, identity)
+}
+
+fn visit(
+    value: &Value,
+    depth: usize,
+    path: &mut String,
+    budget: &mut Budget,
+    identity: bool,
+) -> Result<(), Error> {
+    if depth > MAX_DEPTH {
+        return Err(Error::DepthLimit { path: path.clone() });
+    }
+    budget.nodes += 1;
+    let children = match value {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    };
+    // The reference checks containers early, before walking their children.
+    if budget.nodes + children > MAX_NODES || budget.nodes > MAX_NODES {
+        return Err(Error::NodeLimit { path: path.clone() });
+    }
+    let estimate = match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 24,
+        Value::String(s) => escaped_len(s),
+        Value::Array(a) => 2 + a.len().saturating_sub(1),
+        Value::Object(o) => 2 + o.keys().map(|k| escaped_len(k) + 2).sum::<usize>(),
+    };
+    budget.bytes += estimate;
+    if budget.bytes > MAX_BYTES {
+        return Err(Error::SizeLimit { path: path.clone() });
+    }
+    match value {
+        Value::Number(n) if is_lossy_number(*n) => {
+            return Err(Error::LossyNumber { path: path.clone() });
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                visit(item, depth + 1, path, budget, identity)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            if identity && map.keys().any(|k| is_credential_key(k)) {
+                return Err(Error::CredentialField { path: path.clone() });
+            }
+            for (k, v) in map {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                visit(v, depth + 1, path, budget, identity)?;
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The lossy-number rule of canonical JSON: `NaN`, `±Infinity`, `-0` and integers beyond
+/// ±(2^53−1) have no exact canonical text (`1e400` and `1e401` would both read back as
+/// `Infinity`, `2^53 + 1` as `2^53`), so canonical JSON refuses them.
+pub fn is_lossy_number(n: f64) -> bool {
+    !n.is_finite()
+        || (n == 0.0 && n.is_sign_negative())
+        || (n.fract() == 0.0 && n.abs() > MAX_SAFE_INTEGER)
+}
+
+/// The path (`$.a[1].b`, as [`Error::LossyNumber`] names it) of the first number of `value`,
+/// in key order, that [`is_lossy_number`] refuses; `None` when there is none. Only that rule is
+/// applied: no depth, node or size limit.
+pub fn find_lossy_number(value: &Value) -> Option<String> {
+    fn walk(value: &Value, path: &mut String) -> bool {
+        match value {
+            Value::Number(n) => is_lossy_number(*n),
+            Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                let found = walk(item, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            Value::Object(map) => map.iter().any(|(k, v)| {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let found = walk(v, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let mut path = String::from("$");
+    walk(value, &mut path).then_some(path)
+}
+
+const CREDENTIAL_KEYS: &[&str] = &[
+    "authorization",
+    "cookie",
+    "credential",
+    "credentials",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "accesstoken",
+    "apikey",
+    "apitoken",
+    "authtoken",
+    "githubtoken",
+    "refreshtoken",
+    "cloudflareapitoken",
+    "privatekey",
+    "clientsecret",
+];
+
+const CREDENTIAL_SUFFIXES: &[&str] = &[
+    "authorization",
+    "authorizationheader",
+    "authheader",
+    "bearertoken",
+    "credential",
+    "credentials",
+    "password",
+    "passwd",
+    "privatekey",
+    "secret",
+    "token",
+];
+
+/// The high-risk credential key rule of the reference's identity hashing: strip everything outside `[A-Za-z0-9]`,
+/// lowercase, then compare with the fixed list and suffixes.
+pub fn is_credential_key(key: &str) -> bool {
+    let norm: String = key
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    CREDENTIAL_KEYS.contains(&norm.as_str())
+        || CREDENTIAL_SUFFIXES.iter().any(|s| norm.ends_with(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::{parse, to_canonical, to_identity_canonical};
+
+    #[test]
+    fn rejects_lossy_numbers_with_path() {
+        let v = parse(r#"{"a":[1,{"b":-0}]}"#).unwrap();
+        assert_eq!(
+            to_canonical(&v).unwrap_err(),
+            Error::LossyNumber {
+                path: "$.a[1].b".into()
+            }
+        );
+        let v = parse("[1,2,9007199254740992]").unwrap();
+        assert_eq!(
+            to_canonical(&v).unwrap_err().to_string(),
+            "action event data contains a lossy number at $[2]"
+        );
+    }
+
+    /// [`find_lossy_number`] applies the encoder's rule, and only it, anywhere in a tree.
+    #[test]
+    fn finds_lossy_numbers_at_any_depth() {
+        for (text, path) in [
+            (r#"{"n":1e400}"#, Some("$.n")),
+            (r#"{"n":-1e400}"#, Some("$.n")),
+            (r#"{"a":{"b":[0,1e401]}}"#, Some("$.a.b[1]")),
+            (r#"[{"x":-0}]"#, Some("$[0].x")),
+            (r#"{"big":9007199254740992}"#, Some("$.big")),
+            (r#"{"m":-9007199254740993}"#, Some("$.m")),
+            (r#"{"e":1e21}"#, Some("$.e")),
+            (r#"{"a":1,"b":1e400,"c":1e400}"#, Some("$.b")),
+            (
+                r#"{"ok":[0,-0.5,0.1,9007199254740991,-9007199254740991,5e-324]}"#,
+                None,
+            ),
+        ] {
+            let v = parse(text).unwrap();
+            assert_eq!(find_lossy_number(&v).as_deref(), path, "{text}");
+            let encoded = to_canonical(&v);
+            match path {
+                Some(p) => assert_eq!(encoded, Err(Error::LossyNumber { path: p.into() })),
+                None => assert!(encoded.is_ok()),
+            }
+        }
+        let deep = (0..80).fold(Value::Number(f64::NAN), |v, _| Value::Array(vec![v]));
+        assert_eq!(
+            find_lossy_number(&deep).unwrap(),
+            format!("${}", "[0]".repeat(80))
+        );
+    }
+
+    #[test]
+    fn credential_keys() {
+        for k in [
+            "password",
+            "myPassword",
+            "GITHUB_TOKEN",
+            "refresh-token",
+            "input_token",
+            "authorizationHeader",
+        ] {
+            assert!(is_credential_key(k), "{k}");
+        }
+        for k in [
+            "tokens",
+            "tokenizer",
+            "max_tokens",
+            "session_cookie",
+            "x_api_key",
+            "author",
+            "cookies",
+        ] {
+            assert!(!is_credential_key(k), "{k}");
+        }
+        let v = parse(r#"[{"ok":1},{"token":1}]"#).unwrap();
+        assert_eq!(
+            to_identity_canonical(&v).unwrap_err(),
+            Error::CredentialField {
+                path: "$[1]".into()
+            }
+        );
+        assert!(to_canonical(&v).is_ok());
+    }
+
+    #[test]
+    fn size_estimate_counts_numbers_as_24_bytes() {
+        // 43,691 numbers would be ~1 MiB by estimate but the node limit trips first.
+        let v = Value::Array(vec![Value::Number(1.0); 10_001]);
+        assert!(matches!(to_canonical(&v), Err(Error::NodeLimit { .. })));
+        let s = Value::str("a".repeat(MAX_BYTES - 2));
+        assert!(to_canonical(&s).is_ok());
+        let s = Value::str("a".repeat(MAX_BYTES - 1));
+        assert_eq!(to_canonical(&s), Err(Error::SizeLimit { path: "$".into() }));
+    }
+}
