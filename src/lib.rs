@@ -41,8 +41,8 @@
 //! - [`identity`]: content-derived identities: repository normalization, slugs, digests.
 //! - [`finding`]: the rules a revision can break, findings and reports, shared by every checker.
 //! - [`process`]: whether a process id names a live process, and its incarnation.
+//! - [`time`]: the one millisecond timestamp type and the reference's timestamp grammar.
 //! - [`durable`]: the crash-safe write discipline for files inside a Git repository.
-//! - [`parallel`]: per-item work on all cores with results in order.
 //! - [`privacy`]: the reference's field rules and confidential-identifier boundary, and the
 //!   [`privacy::strict`] profile.
 //! - [`event`]: the event record: validation, semantic digest, causal order.
@@ -118,7 +118,6 @@ pub mod finding;
 pub mod identity;
 pub mod ledger;
 pub mod log;
-pub mod parallel;
 pub mod privacy;
 pub mod process;
 pub mod publish;

@@ -57,9 +57,6 @@ pub enum Error {
         /// The layout name requested.
         requested: &'static str,
     },
-    /// The tree could not be read (only from the snapshot adapter, [`detect`]).
-    #[error(transparent)]
-    Store(#[from] crate::store::Error),
 }
 
 impl Layout {
@@ -189,38 +186,6 @@ pub fn choose(detected: Detected, requested: Option<Layout>) -> Result<(Layout, 
         }),
         (Detected::Existing(existing), _) => Ok((existing, false)),
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reading a snapshot. This adapter is the one use of `store` under `ledger/`, kept for
-// `publish`; it moves there once `publish` reads the record itself and calls [`detect_from`]
-// (as `verify` does).
-
-/// The layout of the tree `snap` reads ([`detect_from`]). Two lookups; no listing.
-///
-/// # Errors
-/// [`Error::UnknownRecord`]; [`Error::Store`] when the tree cannot be read.
-pub fn detect(snap: &crate::store::Snapshot<'_>) -> Result<Detected, Error> {
-    use crate::store;
-    let record = match snap.read(RECORD_PATH, MAX_RECORD_BYTES) {
-        Ok(Some(bytes)) => RecordRead::Bytes(bytes),
-        Ok(None) => RecordRead::Absent,
-        Err(store::Error::TooLarge { .. }) => RecordRead::TooLarge,
-        Err(e) => return Err(e.into()),
-    };
-    let ledger_exists = matches!(record, RecordRead::Absent) && snap.is_dir(LEDGER_ROOT)?;
-    detect_from(record, ledger_exists)
-}
-
-/// [`choose`] for the tree `snap` reads.
-///
-/// # Errors
-/// As [`choose`] and [`detect`].
-pub fn for_publication(
-    snap: &crate::store::Snapshot<'_>,
-    requested: Option<Layout>,
-) -> Result<(Layout, bool), Error> {
-    choose(detect(snap)?, requested)
 }
 
 #[cfg(test)]

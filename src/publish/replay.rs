@@ -38,7 +38,7 @@ pub(super) fn sealed_replay(
     requested: Option<Layout>,
     privacy: Profile,
 ) -> Result<Option<Manifest>, Error> {
-    let layout = match layout::detect(snap) {
+    let layout = match super::plan::detect_layout(snap) {
         Ok(layout::Detected::Existing(l)) if requested.is_none_or(|r| r == l) => l,
         _ => return Ok(None),
     };
