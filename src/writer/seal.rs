@@ -83,6 +83,8 @@ pub enum Error {
         /// The existing shard file.
         path: PathBuf,
     },
+    /// The strict privacy profile found a value of one of its families in a spooled event;
+    /// nothing was sealed.
     #[error(
         "action event {event_id} ({path}): {finding}, which the strict privacy profile refuses; nothing was sealed: delete that file and record the event without the value (revoke or rotate it if it is a credential), or seal with --privacy reference"
     )]
