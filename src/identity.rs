@@ -70,7 +70,7 @@ pub enum Error {
     #[error("action event repository contains control characters")]
     RepositoryControl,
     /// The repository (carried as given) is not `owner/name` in the reference's `requiredRepo`
-    /// shape after lowercasing; pass the GitHub `owner/name` form, without a host or `.git`.
+    /// shape after lowercasing; pass the GitHub `owner/name` form, without a host or URL.
     #[error("invalid action event repository: {0}")]
     InvalidRepository(String),
     /// The event scope is empty after JS trim.

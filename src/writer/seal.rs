@@ -58,8 +58,8 @@ pub enum Error {
     /// arrived (or were removed) after sealing. A seal is never rewritten.
     #[error("action event producer finalization conflicts with late spool events: {0}")]
     LateEvents(PathBuf),
-    /// Publishing needs every producer sealed, and this one has no seal (or the seal does not
-    /// match); run `seal` first.
+    /// Publishing needs every producer sealed, and this one has no seal file; run `seal`
+    /// first ([`Error::LateEvents`] when a seal exists but no longer matches).
     #[error(
         "spool {root} is not sealed (producer {producer} has no seal); run `action-ledger seal {root}` first"
     )]
