@@ -26,6 +26,7 @@ impl Digest {
         is_hex64(s).then(|| Digest(s.to_owned()))
     }
 
+    /// The 64 lowercase hex characters, as stored in records and paths.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -62,32 +63,59 @@ pub fn is_hex64(s: &str) -> bool {
 /// Errors of identity derivations; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// The repository is empty after JS trim.
     #[error("action event repository is required")]
     RepositoryRequired,
+    /// The repository holds a UTF-16 unit at or below 0x1F, or 0x7F.
     #[error("action event repository contains control characters")]
     RepositoryControl,
+    /// The repository (carried as given) is not `owner/name` in the reference's `requiredRepo`
+    /// shape after lowercasing; pass the GitHub `owner/name` form, without a host or URL.
     #[error("invalid action event repository: {0}")]
     InvalidRepository(String),
+    /// The event scope is empty after JS trim.
     #[error("action event scope is required")]
     ScopeRequired,
+    /// The event scope holds a UTF-16 unit at or below 0x1F, or 0x7F.
     #[error("action event scope contains control characters")]
     ScopeControl,
+    /// The event scope is longer than 128 UTF-16 code units.
     #[error("action event scope exceeds 128 characters")]
     ScopeTooLong,
+    /// The event scope is not `^[A-Za-z0-9][A-Za-z0-9_.+-]*$` (no `/`, `:` or spaces).
     #[error("action event scope must be machine-readable text")]
     ScopeNotMachineText,
+    /// The confidential-identifier scan flagged the scope (an e-mail address, IP address,
+    /// token...); scopes are public, so choose a scope that names a kind of work instead.
     #[error("action event scope contains a confidential identifier")]
     ScopeConfidential,
+    /// A stored event key is not `<scope>:<64 hex>` with a valid scope, as
+    /// [`event_key`] writes it.
     #[error("action event key must be generated from a machine-readable scope and digest")]
     InvalidEventKey,
+    /// A digest field is not exactly 64 lowercase hex characters ([`is_hex64`]).
     #[error("{label} must be a lowercase SHA-256 digest")]
-    NotSha256 { label: String },
+    NotSha256 {
+        /// The field as the reference names it in the message, e.g. `action event shard run attempt`.
+        label: String,
+    },
+    /// A field that counts from 1 (run attempt, phase sequence) is not a safe integer ≥ 1.
     #[error("{label} must be a positive integer")]
-    NotPositiveInteger { label: String },
+    NotPositiveInteger {
+        /// The field as the reference names it in the message, e.g. `action event shard run attempt`.
+        label: String,
+    },
+    /// A date is not a real `YYYY-MM-DD` proleptic-Gregorian date with year ≥ 1.
     #[error("{label} must be an ISO calendar date")]
-    NotCalendarDate { label: String },
+    NotCalendarDate {
+        /// The field as the reference names it in the message, e.g. `action event shard run attempt`.
+        label: String,
+    },
+    /// The identity value could not be written as canonical JSON for hashing (limits or a
+    /// number canonical JSON refuses).
     #[error(transparent)]
     Canonical(#[from] canonical::Error),
+    /// A text field of the identity failed a privacy text rule.
     #[error(transparent)]
     Field(#[from] privacy::Error),
 }
@@ -273,14 +301,21 @@ pub fn calendar_date(raw: &str, label: &str) -> Result<String, Error> {
 /// camelCase keys: `job, partitionDate, producer, repository, runAttempt, runId, sha, workflow`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ShardIdentity {
+    /// The subject repository, normalized `owner/name` (lowercase).
     pub repository: String,
+    /// The commit the producer ran on (machine text, at most 256 UTF-16 units).
     pub sha: String,
     /// The events' `producer.component`.
     pub producer: String,
+    /// The CI workflow name (machine text, at most 128 units).
     pub workflow: String,
+    /// The CI job name (machine text, at most 128 units).
     pub job: String,
+    /// The CI run id (machine text, at most 256 units; digits for GitHub Actions).
     pub run_id: String,
+    /// The CI run attempt, from 1; a re-run is a new attempt and a new shard set.
     pub run_attempt: i64,
+    /// The UTC calendar day the run belongs to, `YYYY-MM-DD`; it picks the shard path.
     pub partition_date: String,
 }
 

@@ -29,8 +29,11 @@ use crate::view::{self, View};
 /// Why the log could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The Git repository or an object in it could not be read; the inner error names the
+    /// object or ref.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// A checked read of a shard, manifest or segment failed.
     #[error(transparent)]
     View(#[from] view::Error),
     /// A shard that `verify` refuses on its own (the ledger is damaged): none of its events

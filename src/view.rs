@@ -32,6 +32,8 @@ pub const SEGMENT_CACHE: usize = 4;
 /// Why a checked read failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The Git repository or an object in it could not be read; the inner error names the
+    /// object or ref.
     #[error(transparent)]
     Store(#[from] store::Error),
     /// A month's manifest is not valid.

@@ -44,10 +44,15 @@ pub const SUBJECT_KINDS: &[&str] = &[
 /// The value contract of an allowlisted attribute key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttributeKind {
+    /// A safe integer (at most 2^53 - 1) of 1 or more.
     PositiveInteger,
+    /// A safe integer (at most 2^53 - 1) of 0 or more.
     NonNegativeInteger,
+    /// `true` or `false`.
     Boolean,
+    /// A finite number from 0 to 1 inclusive (a ratio such as `coverage_ratio`).
     UnitInterval,
+    /// A string passing [`privacy::machine_text`] with a 256 UTF-16 unit limit.
     MachineText,
 }
 
@@ -119,65 +124,150 @@ pub fn attribute_kind(key: &str) -> Option<AttributeKind> {
 /// A field rule that failed; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FieldError {
+    /// A text field failed a privacy text rule (required, length, control characters,
+    /// confidential identifier, machine text, URL shape).
     #[error(transparent)]
     Text(#[from] privacy::Error),
+    /// The repository, scope, event key or a digest failed an identity rule.
     #[error(transparent)]
     Identity(#[from] identity::Error),
+    /// The record, or a value inside it, exceeds the canonical JSON limits or holds a number
+    /// canonical JSON cannot write.
     #[error(transparent)]
     Canonical(#[from] canonical::Error),
+    /// A boolean field or `Boolean` attribute holds another JSON type.
     #[error("{label} must be a boolean")]
-    NotBoolean { label: String },
+    NotBoolean {
+        /// The field as the reference names it in the message, e.g. `action event occurred_at`.
+        label: String,
+    },
+    /// A count is negative, fractional or beyond 2^53 - 1.
     #[error("{label} must be a non-negative integer")]
-    NotNonNegativeInteger { label: String },
+    NotNonNegativeInteger {
+        /// The field as the reference names it in the message, e.g. `action event occurred_at`.
+        label: String,
+    },
+    /// A ratio is not a finite number in 0..=1.
     #[error("{label} must be between 0 and 1")]
-    NotUnitInterval { label: String },
+    NotUnitInterval {
+        /// The field as the reference names it in the message, e.g. `action event occurred_at`.
+        label: String,
+    },
+    /// A timestamp (`occurred_at`, `recorded_at`, ...) does not match the reference's ISO
+    /// date-time grammar (see [`crate::time`]).
     #[error("{label} must be an ISO date-time timestamp")]
-    NotTimestamp { label: String },
+    NotTimestamp {
+        /// The field as the reference names it in the message, e.g. `action event occurred_at`.
+        label: String,
+    },
+    /// An attribute value (or an element of its array) is an object, array or null; only
+    /// strings, numbers and booleans are allowed.
     #[error("action event attribute {0} must be a scalar")]
     AttributeNotScalar(String),
+    /// The attribute key (carried) is not in [`ATTRIBUTE_KEYS`]; free-form keys are refused
+    /// so that no unreviewed data reaches the ledger.
     #[error("action event attribute is not allowlisted: {0}")]
     AttributeNotAllowlisted(String),
+    /// The named attribute is an array of more than 64 values.
     #[error("action event attribute {0} exceeds 64 values")]
     AttributeTooMany(String),
+    /// `evidence` lists more than 64 entries.
     #[error("action event evidence exceeds 64 entries")]
     EvidenceTooMany,
+    /// `privacy.fields_dropped` lists more than 64 entries.
     #[error("action event privacy fieldsDropped exceeds 64 entries")]
     FieldsDroppedTooMany,
+    /// `privacy.classification` (carried as shown) is neither `public` nor `internal`.
     #[error("invalid action event privacy classification: {0}")]
     Classification(String),
+    /// `subject.kind` (carried) is not one of [`SUBJECT_KINDS`].
     #[error("invalid action event subject kind: {0}")]
     SubjectKind(String),
+    /// `occurred_at_source` is neither `source` (the time came from the subject) nor
+    /// `generated` (the writer stamped it).
     #[error("action event occurred_at_source must be source or generated")]
     OccurrenceSource,
+    /// `parent_event_id` equals the event's own `event_id`.
     #[error("action event cannot reference itself as its parent")]
     SelfParent,
 }
 
-/// Why an event record was refused. `source` names the file (and line) it came from.
+/// Why an event record was refused. `origin` names the file (and line) it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// The JSON value is not an object.
     #[error("invalid action event object: {origin}")]
-    NotObject { origin: String },
+    NotObject {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The type gate failed: `schema` is not [`SCHEMA`], `schema_version` is not 1, or a
+    /// required field is missing or of the wrong JSON type.
     #[error("invalid action event schema: {origin}")]
-    Schema { origin: String },
+    Schema {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// A field failed its rule; `error` says which and why.
     #[error("{error}: {origin}")]
-    Field { origin: String, error: FieldError },
+    Field {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+        /// The rule that failed.
+        error: FieldError,
+    },
+    /// `event_id` is not the sha256 derived from the subject repository and `event_key`
+    /// ([`identity::event_id`]); the record was edited or built by a different writer.
     #[error("invalid action event identity: {origin}")]
-    Identity { origin: String },
+    Identity {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// `semantic_sha256` does not match the canonical semantic value rebuilt from the
+    /// record; some semantic field changed after the digest was taken.
     #[error("invalid action event semantic digest: {origin}")]
-    SemanticDigest { origin: String },
+    SemanticDigest {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The record rebuilt through the normalizers differs from the input: an unknown key,
+    /// an optional field present in a non-canonical way, an unsorted array or text that is
+    /// not normalized.
     #[error("action event contains unknown or non-canonical fields: {origin}")]
-    NonCanonicalFields { origin: String },
+    NonCanonicalFields {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The line repeats a key inside one object.
     #[error("action event JSON contains a duplicate object key: {origin}")]
-    DuplicateKey { origin: String },
+    DuplicateKey {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The line is deeper than [`canonical::MAX_DEPTH`] or holds more than
+    /// [`canonical::MAX_NODES`] values.
     #[error("action event JSON exceeds canonical complexity limits: {origin}")]
-    Complexity { origin: String },
+    Complexity {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The line is not valid JSON (grammar, invalid UTF-16 escapes, trailing bytes).
     #[error("invalid action event JSON: {origin}")]
-    Json { origin: String },
+    Json {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// The record is valid but the line is not its canonical serialization (key order,
+    /// whitespace, number or string form); the line must be the writer's exact bytes.
     #[error("action event JSON is not canonical: {origin}")]
-    NotCanonical { origin: String },
+    NotCanonical {
+        /// Where the record came from: the file, and the line when there is one.
+        origin: String,
+    },
+    /// Two events in one set share this `event_id`.
     #[error("action event shard contains duplicate event: {0}")]
     DuplicateEvent(Digest),
+    /// The `parent_event_id` links of the set form a cycle, so no causal order exists.
     #[error("action event shard contains a causal cycle")]
     Cycle,
 }

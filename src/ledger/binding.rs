@@ -34,9 +34,16 @@ pub const MAX_BYTES: u64 = 1024 * 1024;
 /// The four kinds of binding file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
+    /// `producer-runs/`: reserves one producer run (repository, sha, component, workflow, job,
+    /// run, attempt) for one partition date, so a run cannot publish under two dates.
     ProducerRun,
+    /// `events/`: binds an event id to its semantic digest and parent, so one event id can
+    /// never mean two different events across shard sets.
     Event,
+    /// `shard-sets/`: the reservation listing every shard path of a set with its replay digest.
     ShardSet,
+    /// `completed-shard-sets/`: written last, carrying the sha256 of the reservation bytes;
+    /// only a completed set counts as published.
     Completion,
 }
 
@@ -152,6 +159,9 @@ pub fn shard_set_of(
     (Kind::ShardSet.path(layout, &id.digest()), text)
 }
 
+/// The completion marker of the shard set `id`: its path in `layout` and its bytes, which
+/// carry `reservation_sha256`, the sha256 of `reservation` (the exact shard-set reservation
+/// bytes from [`shard_set`]).
 pub fn completion(layout: Layout, id: &ShardIdentity, reservation: &str) -> (String, String) {
     let text = file_text(&Value::object([
         ("producer", id.to_value()),

@@ -39,30 +39,50 @@ pub const EVENTS_ROOT: &str = "ledger/v1/events";
 /// Why a shard or a batch of events was refused; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// An event in the batch or the file failed event validation.
     #[error(transparent)]
     Event(#[from] event::Error),
+    /// The shard identity failed normalization (repository, machine text, run attempt, date).
     #[error(transparent)]
     Identity(#[from] identity::Error),
+    /// The batch holds more than this many raw events ([`MAX_SET_EVENTS`]) before
+    /// de-duplication; split the run into several shard sets.
     #[error("action event shard input exceeds {0} raw event limit")]
     RawLimit(usize),
+    /// The batch holds no events; an empty shard set is never written.
     #[error("action event shard requires events")]
     Empty,
+    /// This event's producer (repository, sha, component, workflow, job, run, attempt) differs
+    /// from the shard identity; one shard set holds one producer run only.
     #[error("action event {0} does not match shard producer identity")]
     ProducerMismatch(Digest),
+    /// Two events share an id but not a semantic digest: the same event key was used for
+    /// different facts. The event key must be derived from everything that distinguishes them.
     #[error("action event conflict at {id}: {expected} != {actual}")]
     EventConflict {
+        /// The shared event id.
         id: Digest,
+        /// The semantic digest of the first copy.
         expected: Digest,
+        /// The semantic digest of the later copy.
         actual: Digest,
     },
+    /// Two events share an id and a semantic digest but differ in their replay record
+    /// ([`Event::replay_json`]: the record without `recorded_at`), e.g. in a source
+    /// `occurred_at`; the copies are not the same record.
     #[error("action event {0} has conflicting duplicate metadata")]
     DuplicateMetadata(Digest),
+    /// One event line alone is larger than [`MAX_BYTES`], so no shard file can hold it.
     #[error("action event {0} exceeds 2097152 shard byte limit")]
     EventTooLarge(Digest),
+    /// A part index or part count is outside 1..=[`MAX_PARTS`] (also when a set would need
+    /// more parts than that).
     #[error("action event shard index must be an integer between 1 and 999999")]
     PartRange,
+    /// A part index is greater than the part count.
     #[error("action event shard index cannot exceed shard count")]
     PartOrder,
+    /// A non-empty shard file (path carried) does not end with `\n`.
     #[error("action event shard must end with a newline: {0}")]
     NoFinalNewline(String),
     /// A stored shard file larger than [`MAX_BYTES`] (the import's file limit; the same text as
@@ -72,12 +92,18 @@ pub enum Error {
     /// A stored shard file whose bytes are not UTF-8 (canonical JSON lines are UTF-8 text).
     #[error("invalid UTF-8 in action event shard file: {0}")]
     NotUtf8(String),
+    /// A shard file (path carried) has an empty line, a `\r`, a line that is not its event's
+    /// canonical JSON, or bytes that differ from what the writer would produce.
     #[error("action event shard content is not canonical: {0}")]
     NotCanonical(String),
+    /// A stored shard file (path carried) holds no events.
     #[error("action event shard requires events: {0}")]
     NoEvents(String),
+    /// A stored shard file (path carried) holds more than [`MAX_EVENTS`] events.
     #[error("action event shard exceeds 1024 event limit: {0}")]
     TooManyEvents(String),
+    /// A stored shard file's (path carried) events are not in the order
+    /// [`event::sort_causally`] gives: parents first, ties broken by [`event::compare_events`].
     #[error("action event shard events are not in canonical causal order: {0}")]
     NotCausalOrder(String),
 }
@@ -221,8 +247,12 @@ pub fn normalize_events(
 /// One shard file: its path, its events in file order and its exact bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shard {
+    /// Repository-relative path under [`EVENTS_ROOT`], derived from the shard identity and
+    /// its part index.
     pub path: String,
+    /// The events in file (canonical causal) order.
     pub events: Vec<Event>,
+    /// The file's bytes: one canonical JSON line per event, each ending in `\n`.
     pub content: String,
 }
 

@@ -74,37 +74,66 @@ use url::Url;
 pub enum Error {
     /// Empty after JS trim.
     #[error("{label} is required")]
-    Required { label: String },
+    Required {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// A UTF-16 code unit ≤ 0x1F or = 0x7F.
     #[error("{label} contains control characters")]
-    ControlCharacters { label: String },
+    ControlCharacters {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// More than `max` UTF-16 code units after trim.
     #[error("{label} exceeds {max} characters")]
-    TooLong { label: String, max: usize },
+    TooLong {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+        /// The field's limit, in UTF-16 code units.
+        max: usize,
+    },
     /// The confidential-identifier scan flagged the value.
     #[error("{label} contains a confidential identifier")]
-    Confidential { label: String },
+    Confidential {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// Not `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
     #[error("{label} must be machine-readable text")]
-    NotMachineText { label: String },
+    NotMachineText {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// Not a namespaced path of portable segments.
     #[error("{label} must be a namespaced repository-relative data path using portable segments")]
-    NotRelativeDataPath { label: String },
+    NotRelativeDataPath {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// Run URL with `?`/`#`, a scheme other than https, userinfo, an explicit non-default port,
     /// a query or a fragment.
     #[error("{label} must be a credential-free HTTPS URL")]
-    NotCredentialFreeHttps { label: String },
+    NotCredentialFreeHttps {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// Run URL whose host is not `github.com` or whose path is not
     /// `/<owner>/<repo>/actions/runs/<digits>`.
     #[error("{label} must identify a public github.com Actions run")]
-    NotGithubActionsRun { label: String },
+    NotGithubActionsRun {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
     /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` ("Invalid URL")
     /// escape here; no conformance vector pins that text, so the message names the field.
     /// Besides unparsable run URLs this is also what [`machine_text`] returns where the
     /// reference's confidential-identifier scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
     /// Node's `net.isIP` accepts and `new URL` refuses.
     #[error("{label} must be a valid URL")]
-    InvalidUrl { label: String },
+    InvalidUrl {
+        /// The field as the reference names it, e.g. `action event producer job`.
+        label: String,
+    },
 }
 
 /// The run URL's path shape, checked on the WHATWG-normalized pathname.

@@ -44,45 +44,97 @@ pub enum Error {
     /// A file is larger than the caller's limit.
     #[error("{label} file exceeds {max} byte limit: {path}")]
     TooLarge {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
         label: String,
+        /// The caller's limit, in bytes.
         max: u64,
+        /// The path that was refused (the root joined with the relative part).
         path: PathBuf,
     },
     /// A file's bytes are not UTF-8.
     #[error("invalid UTF-8 in {label} file: {path}")]
-    Utf8 { label: String, path: PathBuf },
+    Utf8 {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// A symbolic link, FIFO, socket or device where a regular file is expected.
     #[error("refusing symbolic link or non-regular file for {label}: {path}")]
-    NotRegular { label: String, path: PathBuf },
+    NotRegular {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// The file changed identity between inspection and open.
     #[error("refusing changed {label} file: {path}")]
-    Changed { label: String, path: PathBuf },
+    Changed {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// A relative path that could leave the root or is ambiguous.
     #[error("refusing unsafe relative path for {label}: {rel}")]
-    UnsafeRelative { label: String, rel: String },
+    UnsafeRelative {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The relative path as given: absolute, empty, with an empty, `.` or `..` segment, or
+        /// with a backslash.
+        rel: String,
+    },
     /// A symbolic link where a directory is expected (the root or a component below it).
     #[error("refusing symbolic link or junction for {label}: {path}")]
-    LinkInPath { label: String, path: PathBuf },
+    LinkInPath {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// Something other than a directory where a directory is expected.
     #[error("refusing non-directory path component for {label}: {path}")]
-    NotDirectory { label: String, path: PathBuf },
+    NotDirectory {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// The root directory does not exist.
     #[error("missing {label}: {path}")]
-    Missing { label: String, path: PathBuf },
+    Missing {
+        /// What the file is for, as messages name it (e.g. `action event spool entry`).
+        label: String,
+        /// The path that was refused (the root joined with the relative part).
+        path: PathBuf,
+    },
     /// A directory listing exceeds the caller's entry limit.
     #[error("directory exceeds {max} entry limit: {dir}")]
-    TooManyEntries { max: usize, dir: PathBuf },
+    TooManyEntries {
+        /// The caller's entry limit.
+        max: usize,
+        /// The directory that was listed.
+        dir: PathBuf,
+    },
     /// A claimed file whose content changed could not be put back because a new file took its
     /// name; the claimed file is kept under its claim name for inspection.
     #[error(
         "cannot restore {path}: a new file took its name; the claimed file is kept at {claimed}"
     )]
-    Restore { path: PathBuf, claimed: PathBuf },
+    Restore {
+        /// The name the file had, now taken by a new file.
+        path: PathBuf,
+        /// Where the claimed file is kept.
+        claimed: PathBuf,
+    },
     /// Any other operating-system failure.
     #[error("{action} {path}: {source}")]
     Io {
+        /// The operation that failed, as a verb phrase (e.g. `cannot open`).
         action: &'static str,
+        /// The path it failed on.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

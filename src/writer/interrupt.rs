@@ -28,8 +28,11 @@ use crate::writer::spool::{self, Spool};
 /// Why interrupted lifecycles are closed (`--reason`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
+    /// The job ran out of time (`--reason timeout`).
     Timeout,
+    /// The run was cancelled (`--reason cancelled`).
     Cancelled,
+    /// An earlier step of the workflow failed (`--reason workflow_failed`).
     WorkflowFailed,
 }
 
@@ -57,18 +60,27 @@ impl Reason {
 /// Why recovery failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Listing or reading the spool failed.
     #[error(transparent)]
     Spool(#[from] spool::Error),
+    /// Writing a terminal event through the `record` path failed (seal, marker, conflict).
     #[error(transparent)]
     Record(#[from] record::Error),
+    /// A spooled event, or the terminal event built from it, failed event validation.
     #[error(transparent)]
     Event(#[from] event::Error),
+    /// An identity derivation for the terminal event failed (event key, repository).
     #[error(transparent)]
     Identity(#[from] identity::Error),
+    /// The producer lock could not be taken or released.
     #[error(transparent)]
     Lock(#[from] lock::Error),
+    /// The producer (digest carried) has spooled starts but no partition marker, so the
+    /// terminal events have no partition date; the spool was not written by `record`, or was
+    /// damaged.
     #[error("action event partition marker is missing for producer {0}")]
     MissingMarker(Digest),
+    /// No free `phase_seq` below 2^53 - 1 remains after the start and its parent.
     #[error("action event phase sequence exhausted during interruption recovery")]
     PhaseSeqExhausted,
 }

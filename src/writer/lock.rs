@@ -50,6 +50,8 @@ pub const MAX_LOCK_BYTES: u64 = 1024;
 /// Why a lock could not be taken or released.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading, creating or claiming the lock file failed at the file layer (a link or
+    /// non-regular file in its place, an I/O error).
     #[error(transparent)]
     File(#[from] files::Error),
     /// The lock file exists but is not a lock this format allows (a crash mid-write by another
@@ -58,21 +60,33 @@ pub enum Error {
         "invalid {label}: {path}; no owner can be read from it: if no writer is running, remove the file and retry"
     )]
     Invalid {
+        /// [`PRODUCER_LOCK_LABEL`] or [`IMPORT_LOCK_LABEL`].
         label: String,
+        /// The lock file.
         path: std::path::PathBuf,
     },
     /// A live owner held the lock for the whole wait.
     #[error("{label} timed out after {waited_ms}ms")]
-    TimedOut { label: String, waited_ms: u128 },
+    TimedOut {
+        /// [`PRODUCER_LOCK_LABEL`] or [`IMPORT_LOCK_LABEL`].
+        label: String,
+        /// How long this process waited, in milliseconds.
+        waited_ms: u128,
+    },
     /// On release the lock file no longer holds our content (someone removed or replaced it).
     #[error("refusing changed {label} lock file: {path}")]
     Changed {
+        /// [`PRODUCER_LOCK_LABEL`] or [`IMPORT_LOCK_LABEL`].
         label: String,
+        /// The lock file.
         path: std::path::PathBuf,
     },
     /// This process's own incarnation cannot be computed (no `/proc`?).
     #[error("unable to determine {label} process incarnation")]
-    NoIncarnation { label: String },
+    NoIncarnation {
+        /// [`PRODUCER_LOCK_LABEL`] or [`IMPORT_LOCK_LABEL`].
+        label: String,
+    },
     /// A producer object could not be encoded canonically.
     #[error(transparent)]
     Producer(#[from] canonical::Error),

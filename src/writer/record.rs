@@ -170,65 +170,108 @@ pub const REASON_CODES: &[&str] = &[
 /// Why an event was not recorded; texts are the reference's.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The phase API's `phase` is not in [`PHASE_TYPES`].
     #[error("unknown action event phase type: {0}")]
     UnknownPhase(String),
+    /// `status` is not in [`STATUSES`].
     #[error("unknown action event status: {0}")]
     UnknownStatus(String),
+    /// `reasonCode` is not in [`REASON_CODES`].
     #[error("unknown action event reason code: {0}")]
     UnknownReason(String),
+    /// `mutation` is true but no `idempotencyIdentity` was given: a mutation must name what
+    /// makes two attempts the same side effect, so it cannot fall back to the derived one.
     #[error("mutation action events require an explicit idempotencyIdentity")]
     MutationWithoutIdempotency,
+    /// A GitHub Actions variable (named) that the producer identity needs is unset or blank.
     #[error("{0} is required for action event telemetry")]
     EnvRequired(&'static str),
+    /// The named variable (`GITHUB_RUN_ATTEMPT`) is not a safe integer ≥ 1.
     #[error("{0} must be a positive integer")]
     EnvNotPositive(&'static str),
+    /// `GITHUB_REPOSITORY` is not an `owner/name` repository.
     #[error("invalid GITHUB_REPOSITORY for action event telemetry: {0}")]
     EnvRepository(String),
+    /// A producer identifier ([`machine_identifier`]) has no allowed character left.
     #[error("workflow action identifier is required")]
     IdentifierRequired,
+    /// The named producer variable holds a confidential identifier (e-mail, IP address,
+    /// token...). Checked on each part before composition, which is stricter than the reference.
     #[error(
         "{0} contains a confidential identifier (refused even where the reference would hide it inside a composed producer identifier)"
     )]
     ConfidentialIdentifier(&'static str),
+    /// A partition date (the variable or the marker named) is not exactly a `YYYY-MM-DD`
+    /// calendar date.
     #[error("{0} must be YYYY-MM-DD")]
     NotCalendarDate(String),
+    /// `GITHUB_RUN_STARTED_AT`, used for the partition date, is not an ISO date-time.
     #[error("GITHUB_RUN_STARTED_AT must be an ISO date-time timestamp")]
     RunStartedAt,
+    /// Neither `CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE` nor `GITHUB_RUN_STARTED_AT` is set,
+    /// so the partition date is unknown and nothing is written.
     #[error(
         "action event partitioning requires CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE or GITHUB_RUN_STARTED_AT"
     )]
     NoPartition,
+    /// The producer's partition marker holds another date than this event's; one producer
+    /// run belongs to one partition date (a refusal: exit 1).
     #[error("action event partition marker conflict: {recorded} != {expected}")]
-    MarkerConflict { recorded: String, expected: String },
+    MarkerConflict {
+        /// The date in the existing marker.
+        recorded: String,
+        /// The date this event would be partitioned under.
+        expected: String,
+    },
+    /// The producer is sealed and this event is not an exact replay of a sealed one; start a
+    /// new invocation to record more (a refusal: exit 1).
     #[error(
         "action event producer is already finalized; use a new CLAWSWEEPER_ACTION_LEDGER_INVOCATION"
     )]
     AlreadyFinalized,
+    /// The producer's seal file exists but is not a valid seal for it; inspect and remove it.
     #[error("invalid action event producer finalization: {0}")]
     InvalidSeal(PathBuf),
+    /// An event file with the same id exists and is not replay-equal to the candidate: the
+    /// event key was reused for a different event (a refusal: exit 1).
     #[error("action event conflict at {path}: {existing} != {candidate}")]
     Conflict {
+        /// The existing event file.
         path: PathBuf,
+        /// The semantic digest of the existing event (of the empty string when the file
+        /// cannot be read back as an event).
         existing: Digest,
+        /// The semantic digest of the new event.
         candidate: Digest,
     },
+    /// The input has no `identity` (the JSON path carried); the reference fails the same way
+    /// when hashing `undefined`.
     #[error("action event data contains a non-JSON value at {0}")]
     MissingIdentity(&'static str),
+    /// An input field has the wrong JSON type.
     #[error("{field} must be {what}")]
     InputShape {
+        /// The input's field name.
         field: &'static str,
+        /// The expected type, e.g. `a string`.
         what: &'static str,
     },
+    /// The strict privacy profile found a value of one of its families in the event; nothing
+    /// was written.
     #[error(
         "action event {0}, which the strict privacy profile refuses: keep the value out of the event (revoke or rotate it if it is a credential), or record with --privacy reference"
     )]
     StrictPrivacy(privacy::strict::Finding),
+    /// The built event failed event validation (field rules, limits).
     #[error(transparent)]
     Event(#[from] event::Error),
+    /// An identity derivation failed (repository, scope, event key, run attempt).
     #[error(transparent)]
     Identity(#[from] identity::Error),
+    /// Reading or writing the spool failed at the file layer.
     #[error(transparent)]
     File(#[from] files::Error),
+    /// The producer lock could not be taken or released.
     #[error(transparent)]
     Lock(#[from] lock::Error),
 }

@@ -29,39 +29,71 @@ pub const MAX_SEAL_BYTES: u64 = 1024 * 1024;
 /// Why sealing or reading a sealed spool failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading the spool failed.
     #[error(transparent)]
     Spool(#[from] spool::Error),
+    /// Building the shard parts failed (conflicting duplicates, limits, causal cycle).
     #[error(transparent)]
     Shard(#[from] shard::Error),
+    /// Writing a seal or shard file, or reading one back, failed at the file layer.
     #[error(transparent)]
     File(#[from] files::Error),
+    /// The producer lock could not be taken or released.
     #[error(transparent)]
     Lock(#[from] lock::Error),
+    /// A producer has events but no partition marker, so its partition date is unknown; the
+    /// events were not written by `record`, or the marker was removed.
     #[error("action event partition marker is missing for producer {producer}: {path}")]
-    MissingMarker { producer: String, path: PathBuf },
+    MissingMarker {
+        /// The producer, as its canonical JSON.
+        producer: String,
+        /// Where the marker should be.
+        path: PathBuf,
+    },
+    /// A seal file exists but is not a valid seal for its producer (bad JSON, wrong schema or
+    /// producer); it is never overwritten, so inspect and remove it by hand.
     #[error("invalid action event producer finalization: {0}")]
     InvalidSeal(PathBuf),
+    /// A valid seal exists but the producer's current events give a different one: events
+    /// arrived (or were removed) after sealing. A seal is never rewritten.
     #[error("action event producer finalization conflicts with late spool events: {0}")]
     LateEvents(PathBuf),
+    /// Publishing needs every producer sealed, and this one has no seal file; run `seal`
+    /// first ([`Error::LateEvents`] when a seal exists but no longer matches).
     #[error(
         "spool {root} is not sealed (producer {producer} has no seal); run `action-ledger seal {root}` first"
     )]
-    Unsealed { root: PathBuf, producer: String },
+    Unsealed {
+        /// The spool root.
+        root: PathBuf,
+        /// The producer's component.
+        producer: String,
+    },
+    /// A seal (path carried) whose producer has no events left in the spool.
     #[error(
         "seal {0} has no events in the spool: events of a sealed producer were removed; the spool cannot be published"
     )]
     OrphanSeal(PathBuf),
+    /// A shard file already exists at the output path with content that is not equivalent
+    /// to the sealed events (see [`shard::existing_is_equivalent`]).
     #[error(
         "action event shard conflict at {path}: existing content differs from the sealed events"
     )]
-    ShardConflict { path: PathBuf },
+    ShardConflict {
+        /// The existing shard file.
+        path: PathBuf,
+    },
+    /// The strict privacy profile found a value of one of its families in a spooled event;
+    /// nothing was sealed.
     #[error(
         "action event {event_id} ({path}): {finding}, which the strict privacy profile refuses; nothing was sealed: delete that file and record the event without the value (revoke or rotate it if it is a credential), or seal with --privacy reference"
     )]
     StrictPrivacy {
         /// The spool file of the event.
         path: PathBuf,
+        /// The event's id.
         event_id: Digest,
+        /// What the strict profile found, and where in the event.
         finding: privacy::strict::Finding,
     },
 }

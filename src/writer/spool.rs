@@ -45,26 +45,44 @@ const RESERVED: [&str; 3] = ["_partitions", "_finalizations", "_locks"];
 /// Why a spool could not be read; texts follow the reference.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The file layer refused a spool path (link, non-regular file, size limit, I/O).
     #[error(transparent)]
     File(#[from] files::Error),
+    /// A spooled event file failed event validation.
     #[error(transparent)]
     Event(#[from] event::Error),
+    /// An entry the layout does not allow: a file where a repository directory belongs, a
+    /// directory or link where an event file belongs, or a spool directory that is not a real
+    /// directory. Remove the entry; spool contents are never skipped.
     #[error("refusing unsafe action event spool entry: {0}")]
     UnsafeEntry(PathBuf),
+    /// More than [`MAX_REPOSITORIES`] repository directories.
     #[error("action event spool exceeds 256 repository limit")]
     TooManyRepositories,
+    /// More than [`MAX_EVENTS`] event files.
     #[error("action event spool exceeds 65536 event limit")]
     TooManyEvents,
+    /// The canonical event bytes (JSON plus newline per event) exceed [`MAX_TOTAL_BYTES`].
     #[error("action event spool exceeds 67108864 total byte limit")]
     TooManyBytes,
+    /// More than [`MAX_PRODUCERS`] distinct producers.
     #[error("action event spool exceeds 256 producer limit")]
     TooManyProducers,
+    /// An event file is not exactly one line ending in `\n` (no `\r`, nothing after it).
     #[error("action event file content is not canonical: {0}")]
     NotCanonicalFile(PathBuf),
+    /// An event file (relative path carried) is not at the path its event derives:
+    /// `<slug(repo)>-<sha256(repo)[0:12]>/<event_id>.json`.
     #[error("action event spool path is not canonical: {0}")]
     NonCanonicalPath(String),
+    /// A partition marker is not a `YYYY-MM-DD` calendar date plus `\n`.
     #[error("invalid action event partition marker {path}: {reason}")]
-    InvalidMarker { path: PathBuf, reason: String },
+    InvalidMarker {
+        /// The marker file.
+        path: PathBuf,
+        /// The date rule it broke.
+        reason: String,
+    },
     /// The spool root does not exist.
     #[error("action event spool root does not exist: {0}")]
     Missing(PathBuf),
