@@ -282,20 +282,25 @@ impl<'a> Snapshot<'a> {
         Ok(())
     }
 
+    /// The id of the tree at `path` (`""` for the root); `None` when nothing or a file is there.
+    fn tree_id_at(&self, path: &str) -> Result<Option<ObjectId>, Error> {
+        if path.is_empty() {
+            return Ok(self.root);
+        }
+        validate_path(path)?;
+        Ok(self
+            .lookup(path)?
+            .filter(|e| e.kind == EntryKind::Tree)
+            .map(|e| e.id))
+    }
+
     /// The names of the entries of the directory `path` (`""` for the root), unsorted; empty
     /// when nothing or no directory is there. Names that are not UTF-8 are read lossily.
     ///
     /// # Errors
     /// [`Error::InvalidPath`], [`Error::Git`].
     pub fn entry_names(&self, path: &str) -> Result<Vec<String>, Error> {
-        let id = if path.is_empty() {
-            self.root
-        } else {
-            validate_path(path)?;
-            self.lookup(path)?
-                .filter(|e| e.kind == EntryKind::Tree)
-                .map(|e| e.id)
-        };
+        let id = self.tree_id_at(path)?;
         let Some(id) = id else {
             return Ok(Vec::new());
         };
@@ -315,14 +320,7 @@ impl<'a> Snapshot<'a> {
     /// # Errors
     /// [`Error::InvalidPath`], [`Error::Git`].
     pub fn tree_defect_at(&self, path: &str) -> Result<Option<TreeDefect>, Error> {
-        let id = if path.is_empty() {
-            self.root
-        } else {
-            validate_path(path)?;
-            self.lookup(path)?
-                .filter(|e| e.kind == EntryKind::Tree)
-                .map(|e| e.id)
-        };
+        let id = self.tree_id_at(path)?;
         let Some(id) = id else {
             return Ok(None);
         };
