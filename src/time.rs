@@ -50,6 +50,24 @@ impl Timestamp {
         self.0
     }
 
+    /// Milliseconds from `earlier` to `self` (negative when `earlier` is later), saturating at
+    /// the bounds of `i64`.
+    pub const fn millis_since(self, earlier: Timestamp) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// The instant `ms` milliseconds later (earlier when negative), saturating at the bounds of
+    /// `i64`.
+    pub const fn saturating_add_millis(self, ms: i64) -> Timestamp {
+        Timestamp(self.0.saturating_add(ms))
+    }
+
+    /// The instant `ms` milliseconds earlier (later when negative), saturating at the bounds of
+    /// `i64`.
+    pub const fn saturating_sub_millis(self, ms: i64) -> Timestamp {
+        Timestamp(self.0.saturating_sub(ms))
+    }
+
     /// Whole seconds since the epoch (rounded towards negative infinity).
     pub const fn epoch_seconds(self) -> i64 {
         self.0.div_euclid(1000)
