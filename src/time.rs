@@ -332,6 +332,23 @@ mod tests {
     }
 
     #[test]
+    fn millisecond_arithmetic_saturates_instead_of_overflowing() {
+        let t = Timestamp::from_millis(1_000);
+        assert_eq!(t.saturating_add_millis(500), Timestamp::from_millis(1_500));
+        assert_eq!(t.saturating_sub_millis(1_500), Timestamp::from_millis(-500));
+        assert_eq!(t.millis_since(Timestamp::from_millis(250)), 750);
+        assert_eq!(Timestamp::from_millis(250).millis_since(t), -750);
+        let (min, max) = (
+            Timestamp::from_millis(i64::MIN),
+            Timestamp::from_millis(i64::MAX),
+        );
+        assert_eq!(max.saturating_add_millis(1), max);
+        assert_eq!(min.saturating_sub_millis(1), min);
+        assert_eq!(max.millis_since(min), i64::MAX);
+        assert_eq!(min.millis_since(max), i64::MIN);
+    }
+
+    #[test]
     fn calendar_dates_are_real_dates_in_years_1_to_9999() {
         for ok in ["2024-02-29", "2000-02-29", "0001-01-01", "9999-12-31"] {
             assert_eq!(CalendarDate::parse(ok).unwrap().to_string(), ok);

@@ -52,7 +52,7 @@ pub struct Approval {
     pub decision: ApprovalDecision,
     /// The operator principal (machine text, at most [`MAX_ID_UNITS`]).
     pub decided_by: String,
-    /// Decision time (epoch ms).
+    /// Decision time.
     pub decided_at: Timestamp,
 }
 

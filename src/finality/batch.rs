@@ -672,7 +672,7 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<Sweep
 // ---------------------------------------------------------------------------------------------
 // Landing
 
-/// One queued operation: plans itself on an overlay at the batch's time (epoch ms). It may run
+/// One queued operation: plans itself on an overlay at the batch's time. It may run
 /// more than once (once per attempt), so it must be a pure function of its inputs.
 pub type Op<'a, R> = Box<dyn FnMut(&mut Overlay<'_>, Timestamp) -> Result<R, Error> + Send + 'a>;
 

@@ -73,7 +73,7 @@ pub struct Decision {
     pub act_content_hash: Option<String>,
     /// For `allow_contained`, the containment ref the rule gives.
     pub containment_ref: Option<String>,
-    /// Decision time (epoch ms).
+    /// Decision time.
     pub decided_at: Timestamp,
 }
 

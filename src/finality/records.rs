@@ -86,7 +86,7 @@ pub struct Action {
     pub execution_protocol: Option<i64>,
     /// The initial lifecycle.
     pub lifecycle: Lifecycle,
-    /// Creation time (epoch ms); the sweep measures from it.
+    /// Creation time; the sweep measures from it.
     pub created_at: Timestamp,
 }
 
@@ -99,7 +99,7 @@ pub struct Claim {
     pub attempt_id: AttemptId,
     /// `sha256` of the exact `action.json` bytes the claim was checked against.
     pub binding_sha256: Digest,
-    /// Claim time (epoch ms).
+    /// Claim time.
     pub claimed_at: Timestamp,
     /// The guard decision that authorised the claim (`execution_guard_decision_id`).
     pub guard_decision_id: String,
@@ -112,7 +112,7 @@ pub struct Outcome {
     pub action_id: ActionId,
     /// Never [`OutcomeStatus::Pending`].
     pub status: OutcomeStatus,
-    /// Outcome time (epoch ms).
+    /// Outcome time.
     pub outcome_at: Timestamp,
     /// Redacted, at most [`MAX_TEXT_UNITS`].
     pub summary: Option<String>,
@@ -504,7 +504,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
 }
 
 /// Why a record file is not a valid finality record: the field and the rule it breaks. The
-/// messages are those `verify` reports as finding details and [`Error::Corrupt`] as its reason.
+/// messages are those `verify` reports as finding details and [`Error::Corrupt`](super::Error::Corrupt) as its reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     /// The bytes are not UTF-8.
@@ -536,7 +536,7 @@ pub enum RecordError {
         /// The record's schema.
         expected: &'static str,
     },
-    /// `schema_version` is not [`SCHEMA_VERSION`](SCHEMA_VERSION).
+    /// `schema_version` is not [`SCHEMA_VERSION`].
     #[error("schema_version is not {}", SCHEMA_VERSION)]
     SchemaVersion,
     /// A required string field is missing or not a string.

@@ -40,9 +40,9 @@ pub struct Swept {
     pub action_id: ActionId,
     /// Its agent.
     pub agent_id: String,
-    /// Its creation time (epoch ms).
+    /// Its creation time.
     pub created_at: Timestamp,
-    /// The sweep's outcome time (epoch ms).
+    /// The sweep's outcome time.
     pub outcome_at: Timestamp,
     /// The lifecycle after the sweep (`unknown`, or the untouched one).
     pub lifecycle: Lifecycle,
