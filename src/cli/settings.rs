@@ -49,10 +49,7 @@ pub(super) fn signature(env: &Env) -> Result<Signature, Failure> {
                 "SOURCE_DATE_EPOCH must be an integer number of seconds: {s}"
             ))
         })?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
+        None => system_now().epoch_seconds(),
     };
     Ok(Signature {
         name: env
@@ -233,6 +230,39 @@ mod tests {
             assert!(finality::ActionId::parse(&id).is_some(), "{id}");
             assert!(seen.insert(attempt) && seen.insert(id));
         }
+    }
+
+    #[test]
+    fn clock_settings_are_instants_to_the_millisecond_or_second() {
+        let iso = |s: &str| Timestamp::from_iso(s).unwrap();
+        let env = |v: &str| Env::from([("ACTION_LEDGER_NOW".into(), v.into())]);
+        for (given, instant) in [
+            ("2026-03-01T12:00:00.250Z", "2026-03-01T12:00:00.250Z"),
+            ("2026-03-01T12:00:00Z", "2026-03-01T12:00:00.000Z"),
+        ] {
+            assert_eq!(
+                finality_now(&env(given)).ok(),
+                Some(iso(instant)),
+                "{given}"
+            );
+        }
+        for bad in [
+            "2026-03-01",
+            "2026-03-01T12:00:00.25Z",
+            "2026-03-01T12:00:00+00:00",
+        ] {
+            assert!(finality_now(&env(bad)).is_err(), "{bad}");
+        }
+        // compact's --now: a date is its midnight UTC; a timestamp is cut to the second.
+        assert_eq!(
+            compact_now(Some("2026-05-01")).ok(),
+            Some(iso("2026-05-01T00:00:00Z"))
+        );
+        assert_eq!(
+            compact_now(Some("2026-04-15T12:00:00.999+02:00")).ok(),
+            Some(iso("2026-04-15T10:00:00Z"))
+        );
+        assert!(compact_now(Some("yesterday")).is_err());
     }
 
     #[test]
