@@ -50,6 +50,24 @@ impl Timestamp {
         self.0
     }
 
+    /// Milliseconds from `earlier` to `self` (negative when `earlier` is later), saturating at
+    /// the bounds of `i64`.
+    pub const fn millis_since(self, earlier: Timestamp) -> i64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    /// The instant `ms` milliseconds later (earlier when negative), saturating at the bounds of
+    /// `i64`.
+    pub const fn saturating_add_millis(self, ms: i64) -> Timestamp {
+        Timestamp(self.0.saturating_add(ms))
+    }
+
+    /// The instant `ms` milliseconds earlier (later when negative), saturating at the bounds of
+    /// `i64`.
+    pub const fn saturating_sub_millis(self, ms: i64) -> Timestamp {
+        Timestamp(self.0.saturating_sub(ms))
+    }
+
     /// Whole seconds since the epoch (rounded towards negative infinity).
     pub const fn epoch_seconds(self) -> i64 {
         self.0.div_euclid(1000)
@@ -311,6 +329,23 @@ mod tests {
                 .to_iso_millis(),
             "2026-01-15T11:00:00.999Z"
         );
+    }
+
+    #[test]
+    fn millisecond_arithmetic_saturates_instead_of_overflowing() {
+        let t = Timestamp::from_millis(1_000);
+        assert_eq!(t.saturating_add_millis(500), Timestamp::from_millis(1_500));
+        assert_eq!(t.saturating_sub_millis(1_500), Timestamp::from_millis(-500));
+        assert_eq!(t.millis_since(Timestamp::from_millis(250)), 750);
+        assert_eq!(Timestamp::from_millis(250).millis_since(t), -750);
+        let (min, max) = (
+            Timestamp::from_millis(i64::MIN),
+            Timestamp::from_millis(i64::MAX),
+        );
+        assert_eq!(max.saturating_add_millis(1), max);
+        assert_eq!(min.saturating_sub_millis(1), min);
+        assert_eq!(max.millis_since(min), i64::MAX);
+        assert_eq!(min.millis_since(max), i64::MIN);
     }
 
     #[test]

@@ -24,17 +24,20 @@ use std::path::PathBuf;
 use crate::canonical::{self, Value};
 use crate::finality;
 use crate::store::{Signature, Store};
+use crate::time::Timestamp;
 
 use super::Env;
 use super::args::{Binding, StateRepo};
 use super::output::Failure;
 
-/// The system clock in milliseconds since the Unix epoch (0 before it).
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+/// The system clock (the epoch itself when the clock is before it).
+pub(super) fn system_now() -> Timestamp {
+    Timestamp::from_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    )
 }
 
 /// Commit identity: `ACTION_LEDGER_COMMITTER_NAME` / `_EMAIL` or a fixed non-personal identity;
@@ -46,10 +49,7 @@ pub(super) fn signature(env: &Env) -> Result<Signature, Failure> {
                 "SOURCE_DATE_EPOCH must be an integer number of seconds: {s}"
             ))
         })?,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0),
+        None => system_now().epoch_seconds(),
     };
     Ok(Signature {
         name: env
@@ -77,15 +77,15 @@ pub(super) fn absolute_url(url: &str) -> String {
 
 /// The clock of the finality records: `ACTION_LEDGER_NOW` (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) when
 /// set, else the system clock.
-pub(super) fn finality_now(env: &Env) -> Result<i64, Failure> {
+pub(super) fn finality_now(env: &Env) -> Result<Timestamp, Failure> {
     match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
-        None => Ok(now_ms()),
+        None => Ok(system_now()),
         Some(s) => finality::parse_time(s)
             .or_else(|| {
                 (s.len() == 20 && s.ends_with('Z'))
                     .then(|| crate::event::timestamp_epoch_seconds(s))
                     .flatten()
-                    .map(|secs| secs * 1000)
+                    .map(|secs| Timestamp::from_millis(secs * 1000))
             })
             .ok_or_else(|| {
                 Failure::input(format!(
@@ -175,22 +175,26 @@ impl Binding {
 /// The server's clock: the system clock, or one that starts at `ACTION_LEDGER_NOW` and advances
 /// with the system clock.
 pub(super) fn serve_clock(env: &Env) -> Result<std::sync::Arc<dyn crate::server::Clock>, Failure> {
-    let offset = match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
+    let offset_ms = match env.get("ACTION_LEDGER_NOW").filter(|s| !s.is_empty()) {
         None => 0,
-        Some(_) => finality_now(env)? - now_ms(),
+        Some(_) => finality_now(env)?.millis_since(system_now()),
     };
-    Ok(std::sync::Arc::new(move || now_ms() + offset))
+    Ok(std::sync::Arc::new(move || {
+        system_now().saturating_add_millis(offset_ms)
+    }))
 }
 
-/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp; default the clock.
-pub(super) fn compact_now(now: Option<&str>) -> Result<i64, Failure> {
+/// `--now`: `YYYY-MM-DD` (midnight UTC) or a timestamp, cut to the whole second (compaction
+/// works in seconds); default the clock.
+pub(super) fn compact_now(now: Option<&str>) -> Result<Timestamp, Failure> {
     let Some(s) = now else {
-        return Ok(now_ms() / 1000);
+        return Ok(Timestamp::from_millis(system_now().epoch_seconds() * 1000));
     };
     let date = (s.len() == 10)
         .then(|| crate::event::timestamp_epoch_seconds(&format!("{s}T00:00:00Z")))
         .flatten();
     date.or_else(|| crate::event::timestamp_epoch_seconds(s))
+        .map(|secs| Timestamp::from_millis(secs * 1000))
         .ok_or_else(|| {
             Failure::input(format!(
                 "--now must be YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z, got {s}"
@@ -226,6 +230,39 @@ mod tests {
             assert!(finality::ActionId::parse(&id).is_some(), "{id}");
             assert!(seen.insert(attempt) && seen.insert(id));
         }
+    }
+
+    #[test]
+    fn clock_settings_are_instants_to_the_millisecond_or_second() {
+        let iso = |s: &str| Timestamp::from_iso(s).unwrap();
+        let env = |v: &str| Env::from([("ACTION_LEDGER_NOW".into(), v.into())]);
+        for (given, instant) in [
+            ("2026-03-01T12:00:00.250Z", "2026-03-01T12:00:00.250Z"),
+            ("2026-03-01T12:00:00Z", "2026-03-01T12:00:00.000Z"),
+        ] {
+            assert_eq!(
+                finality_now(&env(given)).ok(),
+                Some(iso(instant)),
+                "{given}"
+            );
+        }
+        for bad in [
+            "2026-03-01",
+            "2026-03-01T12:00:00.25Z",
+            "2026-03-01T12:00:00+00:00",
+        ] {
+            assert!(finality_now(&env(bad)).is_err(), "{bad}");
+        }
+        // compact's --now: a date is its midnight UTC; a timestamp is cut to the second.
+        assert_eq!(
+            compact_now(Some("2026-05-01")).ok(),
+            Some(iso("2026-05-01T00:00:00Z"))
+        );
+        assert_eq!(
+            compact_now(Some("2026-04-15T12:00:00.999+02:00")).ok(),
+            Some(iso("2026-04-15T10:00:00Z"))
+        );
+        assert!(compact_now(Some("yesterday")).is_err());
     }
 
     #[test]

@@ -251,11 +251,11 @@ mod tests {
             assert_eq!(check_act(&act).unwrap_err().to_string(), want, "{text}");
             let mut n = new_action("act_lossy");
             n.act = Some(act.clone());
-            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            let e = create_action(&store, &opts, &n, at(BASE)).unwrap_err();
             assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want.clone()));
             let mut r = request(ATTEMPT);
             r.act = Some(act);
-            let e = claim(&store, &opts, "act_lossy", &r, ms(BASE)).unwrap_err();
+            let e = claim(&store, &opts, "act_lossy", &r, at(BASE)).unwrap_err();
             assert_eq!((e.code(), e.to_string()), ("INVALID_INPUT", want));
         }
         assert_eq!(

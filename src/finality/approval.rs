@@ -15,6 +15,7 @@ use super::records::RecordError;
 use super::records::{Fields, SCHEMA_VERSION, format_time, record_bytes, record_value};
 use super::status::Lifecycle;
 use crate::canonical::Value;
+use crate::time::Timestamp;
 
 /// `schema` of `approval.json`.
 pub const APPROVAL_SCHEMA: &str = "action-ledger.finality-approval";
@@ -51,15 +52,16 @@ pub struct Approval {
     pub decision: ApprovalDecision,
     /// The operator principal (machine text, at most [`MAX_ID_UNITS`]).
     pub decided_by: String,
-    /// Decision time (epoch ms).
-    pub decided_at_ms: i64,
+    /// Decision time.
+    pub decided_at: Timestamp,
 }
 
 impl Approval {
-    /// Whether this approval still authorises a claim at `now_ms`: approved, and no more than
+    /// Whether this approval still authorises a claim at `now`: approved, and no more than
     /// [`GRANT_WINDOW_MS`] ago (a clock behind the approval counts as within the window).
-    pub fn grants_at(&self, now_ms: i64) -> bool {
-        self.decision == ApprovalDecision::Approve && now_ms - self.decided_at_ms <= GRANT_WINDOW_MS
+    pub fn grants_at(&self, now: Timestamp) -> bool {
+        self.decision == ApprovalDecision::Approve
+            && now.millis_since(self.decided_at) <= GRANT_WINDOW_MS
     }
 
     /// The record as a JSON value (keys as in the file).
@@ -70,7 +72,7 @@ impl Approval {
             ("action_id", Value::str(self.action_id.as_str())),
             ("decision", Value::str(self.decision.as_str())),
             ("decided_by", Value::str(self.decided_by.as_str())),
-            ("decided_at", Value::str(format_time(self.decided_at_ms))),
+            ("decided_at", Value::str(format_time(self.decided_at))),
             ("lifecycle", Value::str(self.decision.lifecycle().as_str())),
         ])
     }
@@ -124,7 +126,7 @@ pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, RecordErr
         action_id,
         decision,
         decided_by,
-        decided_at_ms: f.time("decided_at")?,
+        decided_at: f.time("decided_at")?,
     })
 }
 
@@ -137,7 +139,7 @@ mod tests {
             action_id: ActionId::parse("act_a").unwrap(),
             decision,
             decided_by: "ops-lead".into(),
-            decided_at_ms: 1_772_366_400_000,
+            decided_at: Timestamp::from_millis(1_772_366_400_000),
         }
     }
 
@@ -174,9 +176,9 @@ mod tests {
     #[test]
     fn grant_window() {
         let a = approval(ApprovalDecision::Approve);
-        assert!(a.grants_at(a.decided_at_ms));
-        assert!(a.grants_at(a.decided_at_ms + GRANT_WINDOW_MS));
-        assert!(!a.grants_at(a.decided_at_ms + GRANT_WINDOW_MS + 1));
-        assert!(!approval(ApprovalDecision::Deny).grants_at(a.decided_at_ms));
+        assert!(a.grants_at(a.decided_at));
+        assert!(a.grants_at(a.decided_at.saturating_add_millis(GRANT_WINDOW_MS)));
+        assert!(!a.grants_at(a.decided_at.saturating_add_millis(GRANT_WINDOW_MS + 1)));
+        assert!(!approval(ApprovalDecision::Deny).grants_at(a.decided_at));
     }
 }

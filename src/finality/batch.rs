@@ -33,6 +33,7 @@ use super::{
 use crate::identity::Digest;
 use crate::privacy;
 use crate::store::{self, CommitId, Snapshot, Store};
+use crate::time::Timestamp;
 
 /// Where a batch lands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,8 +277,8 @@ pub struct Created {
 /// # Errors
 /// [`Error::InvalidInput`]; [`Error::ActionExists`] when the id belongs to another principal's
 /// action; read errors.
-pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now_ms: i64) -> Result<Created, Error> {
-    let action = input.to_action(now_ms)?;
+pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result<Created, Error> {
+    let action = input.to_action(now)?;
     if let Some(state) = ov.state(&action.action_id)? {
         if state.action.created_by != action.created_by {
             return Err(Error::ActionExists {
@@ -352,7 +353,7 @@ pub fn claim(
     ov: &mut Overlay<'_>,
     action_id: &str,
     request: &ClaimRequest,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Claim, Error> {
     let input = claim_input(action_id, request)?;
     let conflict = || Error::ClaimConflict {
@@ -377,7 +378,7 @@ pub fn claim(
         principal,
         &input.act_hash,
         request.verified,
-        now_ms,
+        now,
     ) {
         return Err(conflict());
     }
@@ -385,7 +386,7 @@ pub fn claim(
         action_id: id.clone(),
         attempt_id: input.attempt_id.clone(),
         binding_sha256: state.action_sha256.clone(),
-        claimed_at_ms: now_ms,
+        claimed_at: now,
         guard_decision_id: state
             .action
             .guard_decision_id
@@ -400,13 +401,17 @@ pub fn claim(
     Ok(claim)
 }
 
-/// The first precondition a claim of `request` on `state` fails at `now_ms`, as the reference's
+/// The first precondition a claim of `request` on `state` fails at `now`, as the reference's
 /// refusal reason names it (`claim_conflict` when the action is already claimed or decided,
 /// `no_candidate` when the binding does not match, `decision_not_permissive`,
 /// `identity_unverified`, `no_decision_id`, `containment_mismatch`, `missing_principal`);
 /// `None` when the claim is eligible. For the `claim_reason` of a folded claim: a bare claim
 /// never says why.
-pub fn claim_refusal(state: &State, request: &ClaimRequest, now_ms: i64) -> Option<&'static str> {
+pub fn claim_refusal(
+    state: &State,
+    request: &ClaimRequest,
+    now: Timestamp,
+) -> Option<&'static str> {
     let input = claim_input(state.action.action_id.as_str(), request).ok()?;
     let Some(principal) = input.principal else {
         return Some("missing_principal");
@@ -418,7 +423,7 @@ pub fn claim_refusal(state: &State, request: &ClaimRequest, now_ms: i64) -> Opti
         principal,
         &input.act_hash,
         request.verified,
-        now_ms,
+        now,
     ) {
         return None;
     }
@@ -455,7 +460,7 @@ pub fn report(
     ov: &mut Overlay<'_>,
     action_id: &str,
     report: &OutcomeReport,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_report(report)?;
     let not_found = || Error::NotFound {
@@ -487,7 +492,7 @@ pub fn report(
     let outcome = Outcome {
         action_id: id.clone(),
         status: p.status,
-        outcome_at_ms: now_ms,
+        outcome_at: now,
         summary: p.summary,
         error_message: p.error_message,
         progress: p.progress,
@@ -500,7 +505,7 @@ pub fn report(
         outcome.to_bytes(),
         format!("outcome {id} {}", p.status),
     );
-    let view = with_outcome(state, outcome.clone()).view(now_ms);
+    let view = with_outcome(state, outcome.clone()).view(now);
     Ok(Reported {
         outcome,
         view,
@@ -517,7 +522,7 @@ pub fn close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Reported, Error> {
     let lifecycle = Lifecycle::parse(status)
         .filter(|l| l.legacy_outcome().is_some())
@@ -542,7 +547,7 @@ pub fn close(
     let outcome = Outcome {
         action_id: id.clone(),
         status: outcome_status,
-        outcome_at_ms: now_ms,
+        outcome_at: now,
         summary,
         error_message: None,
         progress: None,
@@ -555,7 +560,7 @@ pub fn close(
         outcome.to_bytes(),
         format!("close {id} {lifecycle} (outcome {outcome_status})"),
     );
-    let view = with_outcome(state, outcome.clone()).view(now_ms);
+    let view = with_outcome(state, outcome.clone()).view(now);
     Ok(Reported {
         outcome,
         view,
@@ -575,7 +580,7 @@ pub fn approve(
     action_id: &str,
     decision: ApprovalDecision,
     operator: &str,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<State, Error> {
     let operator = id_field(operator, "operator")?;
     let not_found = || Error::NotFound {
@@ -599,7 +604,7 @@ pub fn approve(
         action_id: id.clone(),
         decision,
         decided_by: operator,
-        decided_at_ms: now_ms,
+        decided_at: now,
     };
     ov.stage(
         id.path(super::RecordKind::Approval),
@@ -614,9 +619,9 @@ pub fn approve(
 ///
 /// # Errors
 /// Read errors.
-pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepReport, Error> {
+pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
     let minutes = timeout_minutes(timeout);
-    let cutoff = now_ms - i64::from(minutes) * 60_000;
+    let cutoff = now.saturating_sub_millis(i64::from(minutes) * 60_000);
     let mut report = SweepReport {
         timeout_minutes: minutes,
         ..SweepReport::default()
@@ -632,7 +637,7 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepRep
         };
         let lifecycle = state.lifecycle();
         if state.outcome.is_some()
-            || state.action.created_at_ms >= cutoff
+            || state.action.created_at >= cutoff
             || lifecycle.is_sweep_excluded()
         {
             continue;
@@ -640,7 +645,7 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepRep
         let outcome = Outcome {
             action_id: id.clone(),
             status: OutcomeStatus::LostConfirmation,
-            outcome_at_ms: now_ms,
+            outcome_at: now,
             summary: Some(SWEEP_SUMMARY.to_owned()),
             error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
             progress: None,
@@ -651,8 +656,8 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepRep
         report.swept.push(Swept {
             action_id: id.clone(),
             agent_id: state.action.agent_id.clone(),
-            created_at_ms: state.action.created_at_ms,
-            outcome_at_ms: now_ms,
+            created_at: state.action.created_at,
+            outcome_at: now,
             lifecycle: outcome.lifecycle,
         });
         ov.stage(
@@ -667,9 +672,9 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now_ms: i64) -> Result<SweepRep
 // ---------------------------------------------------------------------------------------------
 // Landing
 
-/// One queued operation: plans itself on an overlay at the batch's time (epoch ms). It may run
+/// One queued operation: plans itself on an overlay at the batch's time. It may run
 /// more than once (once per attempt), so it must be a pure function of its inputs.
-pub type Op<'a, R> = Box<dyn FnMut(&mut Overlay<'_>, i64) -> Result<R, Error> + Send + 'a>;
+pub type Op<'a, R> = Box<dyn FnMut(&mut Overlay<'_>, Timestamp) -> Result<R, Error> + Send + 'a>;
 
 /// What [`land`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -772,12 +777,12 @@ pub fn land<R>(
     options: &Options,
     target: &Target,
     ops: &mut [Op<'_, R>],
-    now: &mut dyn FnMut() -> i64,
+    clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        let now_ms = now();
+        let now = clock();
         let fail = |results: Vec<(Result<R, Error>, bool)>, reason: String| {
             results
                 .into_iter()
@@ -822,7 +827,7 @@ pub fn land<R>(
         for op in ops.iter_mut() {
             let mark = ov.mark();
             ov.read_staged.set(false);
-            let r = op(&mut ov, now_ms);
+            let r = op(&mut ov, now);
             if r.is_err() {
                 ov.rollback(mark);
             }
@@ -865,7 +870,7 @@ pub fn land<R>(
             .collect();
         drop(ov);
         let mut sig = options.signature.clone();
-        sig.time_seconds = now_ms.div_euclid(1000);
+        sig.time_seconds = now.epoch_seconds();
         let commit = match store.write_commit(tip, &files, &message, &sig) {
             Ok(c) => c,
             Err(e) => {
@@ -932,13 +937,13 @@ mod tests {
     use super::*;
     use crate::store::Signature;
 
-    const T0: i64 = 1_772_366_400_000;
+    const T0: Timestamp = Timestamp::from_millis(1_772_366_400_000);
 
     fn options() -> Options {
         let mut o = Options::new(Signature {
             name: "action-ledger".into(),
             email: "action-ledger@invalid".into(),
-            time_seconds: T0 / 1000,
+            time_seconds: T0.epoch_seconds(),
         });
         o.max_attempts = 3;
         o
@@ -1149,7 +1154,7 @@ mod tests {
             principal: "principal-a".into(),
             act_content_hash: act_content_hash(Some(&shell_act(&["make".into()]))),
             containment_ref: None,
-            decided_at_ms: T0,
+            decided_at: T0,
         };
         let mut gated = new_action("act_gated");
         gated.verdict = Verdict::RequireApproval;
@@ -1185,7 +1190,7 @@ mod tests {
             action_id: id(a),
             decision: ApprovalDecision::Approve,
             decided_by: "ops".into(),
-            decided_at_ms: T0,
+            decided_at: T0,
         };
         let mut disagreeing = decision.clone();
         disagreeing.decision_id = id("gd_2");
@@ -1196,7 +1201,7 @@ mod tests {
             action_id: id("act_unapproved"),
             attempt_id: AttemptId::parse("attempt-0000000000000009").unwrap(),
             binding_sha256: Digest::of(unapproved.to_bytes()),
-            claimed_at_ms: T0,
+            claimed_at: T0,
             guard_decision_id: "gd_1".into(),
         };
         let mut misbound = new_action("act_misbound");

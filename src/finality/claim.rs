@@ -17,6 +17,7 @@ use super::write::{Options, Plan, Written, transact};
 use crate::canonical::Value;
 use crate::privacy;
 use crate::store::Store;
+use crate::time::Timestamp;
 
 /// A claim request (the body of `PATCH /api/actions/{id}` plus what the caller's authentication says).
 #[derive(Clone, Debug, PartialEq)]
@@ -81,7 +82,7 @@ impl ClaimRequest {
     }
 }
 
-/// Whether the claim may be granted on `state` at `now_ms` (every claim precondition that
+/// Whether the claim may be granted on `state` at `now` (every claim precondition that
 /// applies without policy re-evaluation and plans; an operator approval is the action's own
 /// grant, valid for [`approval::GRANT_WINDOW_MS`]). Deliberately a bare yes/no: the refusal does
 /// not say why.
@@ -91,10 +92,10 @@ pub(super) fn eligible(
     principal: &str,
     act_hash: &Option<String>,
     verified: bool,
-    now_ms: i64,
+    now: Timestamp,
 ) -> bool {
     let a = &state.action;
-    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now_ms));
+    let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now));
     a.agent_id == agent_id
         && a.created_by == principal
         && a.act_content_hash == *act_hash
@@ -126,7 +127,7 @@ pub fn claim(
     options: &Options,
     action_id: &str,
     request: &ClaimRequest,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Written<Claim>, Error> {
     let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
         reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
@@ -159,7 +160,7 @@ pub fn claim(
             principal,
             &act_hash,
             request.verified,
-            now_ms,
+            now,
         ) {
             return Err(conflict());
         }
@@ -167,7 +168,7 @@ pub fn claim(
             action_id: id.clone(),
             attempt_id: attempt_id.clone(),
             binding_sha256: state.action_sha256.clone(),
-            claimed_at_ms: now_ms,
+            claimed_at: now,
             guard_decision_id: state
                 .action
                 .guard_decision_id
@@ -201,8 +202,8 @@ mod tests {
     fn unwritable_repository_makes_the_claim_unavailable() {
         let (dir, store) = repo();
         let opts = options("refs/heads/main");
-        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
-        create_action(&store, &opts, &new_action("act_perm"), ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        create_action(&store, &opts, &new_action("act_perm"), at(BASE)).unwrap();
         let objects = dir.path().join("state.git/objects");
         use std::os::unix::fs::PermissionsExt;
         let set = |mode| {
@@ -219,7 +220,7 @@ mod tests {
         let probe = objects.join("probe");
         let writable = std::fs::write(&probe, b"x").is_ok();
         let _ = std::fs::remove_file(&probe);
-        let result = claim(&store, &opts, "act_perm", &request(ATTEMPT), ms(BASE));
+        let result = claim(&store, &opts, "act_perm", &request(ATTEMPT), at(BASE));
         set(0o755);
         if !writable {
             let e = result.unwrap_err();
@@ -231,7 +232,7 @@ mod tests {
         std::fs::write(&lock, b"").unwrap();
         let mut short = options("refs/heads/main");
         short.lock_wait = Duration::from_millis(50);
-        let e = claim(&store, &short, ACTION, &request(ATTEMPT), ms(BASE)).unwrap_err();
+        let e = claim(&store, &short, ACTION, &request(ATTEMPT), at(BASE)).unwrap_err();
         assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");
         assert!(
             show(&store, "refs/heads/main", ACTION)
@@ -245,7 +246,7 @@ mod tests {
             &opts,
             ACTION,
             &request("attempt-0000000003"),
-            ms(BASE),
+            at(BASE),
         )
         .unwrap();
         assert_eq!(won.value.attempt_id.as_str(), "attempt-0000000003");
@@ -255,10 +256,10 @@ mod tests {
             &opts,
             "act_other",
             &request("attempt-0000000002"),
-            ms(BASE),
+            at(BASE),
         );
         assert_eq!(e.unwrap_err().code(), "EXECUTION_CLAIM_CONFLICT");
-        create_action(&store, &opts, &new_action("act_bad"), ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action("act_bad"), at(BASE)).unwrap();
         let bad = ActionId::parse("act_bad").unwrap();
         let tip = store.tip("refs/heads/main").unwrap();
         let commit = store
@@ -279,7 +280,7 @@ mod tests {
             &opts,
             "act_bad",
             &request("attempt-0000000002"),
-            ms(BASE),
+            at(BASE),
         )
         .unwrap_err();
         assert_eq!(e.code(), "EXECUTION_CLAIM_UNAVAILABLE", "{e}");

@@ -61,7 +61,7 @@ fn reported(r: Result<Written<Reported>, Error>) -> Result<Value, Error> {
 /// Runs one step; returns the result as a JSON value to match `expect` against.
 fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
     let op = s.get("op").and_then(Value::as_str).unwrap();
-    let now = s.get("at").and_then(Value::as_str).map_or(ms(BASE), ms);
+    let now = s.get("at").and_then(Value::as_str).map_or(at(BASE), at);
     let action = s.get("action").and_then(Value::as_str).unwrap_or(ACTION);
     let ref_name = s
         .get("ref")
@@ -243,7 +243,7 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                     action_id: id.clone(),
                     attempt_id: AttemptId::parse(attempt).unwrap(),
                     binding_sha256: st.action_sha256,
-                    claimed_at_ms: now,
+                    claimed_at: now,
                     guard_decision_id: "gd_1".into(),
                 };
                 (id.path(RecordKind::Claim), c.to_bytes())

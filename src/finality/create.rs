@@ -11,6 +11,7 @@ use super::write::{Options, Plan, Written, transact};
 use crate::canonical::Value;
 use crate::privacy;
 use crate::store::{self, Store};
+use crate::time::Timestamp;
 
 /// The input of [`create_action`].
 #[derive(Clone, Debug, PartialEq)]
@@ -45,12 +46,12 @@ pub(super) fn id_field(value: &str, field: &'static str) -> Result<String, Error
 }
 
 impl NewAction {
-    /// The `action.json` this input creates at `now_ms`.
+    /// The `action.json` this input creates at `now`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an id field that is not privacy-safe machine text, a
     /// server-only initial lifecycle, or an act with a lossy number ([`check_act`]).
-    pub fn to_action(&self, now_ms: i64) -> Result<Action, Error> {
+    pub fn to_action(&self, now: Timestamp) -> Result<Action, Error> {
         if let Some(act) = &self.act {
             check_act(act)?;
         }
@@ -79,7 +80,7 @@ impl NewAction {
                 .any(|c| c == EXECUTION_CLAIMS)
                 .then_some(1),
             lifecycle,
-            created_at_ms: now_ms,
+            created_at: now,
         })
     }
 }
@@ -98,9 +99,9 @@ pub fn create_action(
     store: &Store,
     options: &Options,
     input: &NewAction,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Written<Action>, Error> {
-    let action = input.to_action(now_ms)?;
+    let action = input.to_action(now)?;
     let bytes = action.to_bytes();
     let path = action.action_id.path(RecordKind::Action);
     transact(store, options, |snap| {
@@ -115,7 +116,7 @@ pub fn create_action(
                     Ok(first)
                         if first
                             == (Action {
-                                created_at_ms: first.created_at_ms,
+                                created_at: first.created_at,
                                 ..action.clone()
                             }) =>
                     {
@@ -153,17 +154,17 @@ mod tests {
     fn create_retry_is_idempotent_and_other_bindings_are_refused() {
         let (_dir, store) = repo();
         let opts = options("refs/heads/main");
-        let first = create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let first = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         let tip = store.tip("refs/heads/main").unwrap();
         for later in [
             "2026-03-01T12:00:05.000Z",
             "2026-03-02T08:00:00.000Z",
             "2026-02-28T00:00:00.000Z",
         ] {
-            let retry = create_action(&store, &opts, &new_action(ACTION), ms(later)).unwrap();
+            let retry = create_action(&store, &opts, &new_action(ACTION), at(later)).unwrap();
             assert_eq!(retry.commit, None, "{later}");
             assert_eq!(retry.value, first.value, "{later}");
-            assert_eq!(retry.value.created_at_ms, ms(BASE));
+            assert_eq!(retry.value.created_at, at(BASE));
         }
         assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
         let mut n = new_action(ACTION);
@@ -171,10 +172,10 @@ mod tests {
             ("kind", Value::str("shell")),
             ("command", Value::str("./deploy.sh prod")),
         ])));
-        let retry = create_action(&store, &opts, &n, ms("2026-03-01T12:01:00.000Z")).unwrap();
+        let retry = create_action(&store, &opts, &n, at("2026-03-01T12:01:00.000Z")).unwrap();
         assert_eq!(
-            (retry.commit, retry.value.created_at_ms),
-            (None, ms(BASE)),
+            (retry.commit, retry.value.created_at),
+            (None, at(BASE)),
             "same act hash"
         );
         type Change = fn(&mut NewAction);
@@ -202,7 +203,7 @@ mod tests {
         for (what, change) in differing {
             let mut n = new_action(ACTION);
             change(&mut n);
-            let e = create_action(&store, &opts, &n, ms(BASE)).unwrap_err();
+            let e = create_action(&store, &opts, &n, at(BASE)).unwrap_err();
             assert_eq!(e.code(), "ACTION_EXISTS", "{what}: {e}");
         }
         assert_eq!(
@@ -224,7 +225,7 @@ mod tests {
         store
             .update_ref("refs/heads/main", tip, commit, "plant")
             .unwrap();
-        let e = create_action(&store, &opts, &new_action("act_planted"), ms(BASE)).unwrap_err();
+        let e = create_action(&store, &opts, &new_action("act_planted"), at(BASE)).unwrap_err();
         assert_eq!(e.code(), "ACTION_EXISTS");
     }
 }

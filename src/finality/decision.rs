@@ -24,6 +24,7 @@ use super::redaction::{Security, clean_text};
 use super::status::Verdict;
 use crate::canonical::Value;
 use crate::identity::Digest;
+use crate::time::Timestamp;
 
 /// Directory of the decision records.
 pub const DECISIONS: &str = "finality/v1/decisions";
@@ -72,8 +73,8 @@ pub struct Decision {
     pub act_content_hash: Option<String>,
     /// For `allow_contained`, the containment ref the rule gives.
     pub containment_ref: Option<String>,
-    /// Decision time (epoch ms).
-    pub decided_at_ms: i64,
+    /// Decision time.
+    pub decided_at: Timestamp,
 }
 
 impl Decision {
@@ -91,7 +92,7 @@ impl Decision {
             ("principal", Value::str(self.principal.as_str())),
             ("act_content_hash", opt_str(&self.act_content_hash)),
             ("containment_ref", opt_str(&self.containment_ref)),
-            ("decided_at", Value::str(format_time(self.decided_at_ms))),
+            ("decided_at", Value::str(format_time(self.decided_at))),
         ])
     }
 
@@ -154,7 +155,7 @@ pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, RecordError> {
         principal,
         act_content_hash: f.opt_str("act_content_hash")?.map(str::to_owned),
         containment_ref,
-        decided_at_ms: f.time("decided_at")?,
+        decided_at: f.time("decided_at")?,
     })
 }
 
@@ -221,7 +222,7 @@ mod tests {
             principal: "ci-bot".into(),
             act_content_hash: None,
             containment_ref: Some("sandbox/main".into()),
-            decided_at_ms: 1_772_366_400_000,
+            decided_at: Timestamp::from_millis(1_772_366_400_000),
         }
     }
 

@@ -13,6 +13,7 @@ use super::status::{Lifecycle, OutcomeStatus, Source};
 use super::write::{Options, Plan, Written, transact};
 use crate::canonical::{self, Value};
 use crate::store::Store;
+use crate::time::Timestamp;
 
 /// A caller's outcome report (`POST …/outcome`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -129,7 +130,7 @@ pub fn report_outcome(
     options: &Options,
     action_id: &str,
     report: &OutcomeReport,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     let PreparedReport {
         status,
@@ -171,7 +172,7 @@ pub fn report_outcome(
         let outcome = Outcome {
             action_id: id.clone(),
             status,
-            outcome_at_ms: now_ms,
+            outcome_at: now,
             summary: summary.clone(),
             error_message: error_message.clone(),
             progress: progress.clone(),
@@ -236,25 +237,25 @@ fn check_progress(p: &Value) -> Result<(), Error> {
 }
 
 /// `created_at` and `claimed_at` of an action, for [`Timing`].
-fn step_times(state: &State) -> (i64, Option<i64>) {
+fn step_times(state: &State) -> (Timestamp, Option<Timestamp>) {
     (
-        state.action.created_at_ms,
-        state.claim.as_ref().map(|c| c.claimed_at_ms),
+        state.action.created_at,
+        state.claim.as_ref().map(|c| c.claimed_at),
     )
 }
 
 fn finish_reported(
     w: Written<Outcome>,
-    times: Option<(i64, Option<i64>)>,
+    times: Option<(Timestamp, Option<Timestamp>)>,
     security: Security,
 ) -> Written<Reported> {
     let o = &w.value;
-    let timing = times
-        .map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at_ms)));
+    let timing =
+        times.map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at)));
     let view = OutcomeView {
         action_id: o.action_id.clone(),
         status: o.status,
-        outcome_at_ms: Some(o.outcome_at_ms),
+        outcome_at: Some(o.outcome_at),
         summary: o.summary.clone(),
         error_message: o.error_message.clone(),
         progress: o.progress.clone(),
@@ -287,7 +288,7 @@ pub fn close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     let lifecycle = Lifecycle::parse(status)
         .filter(|l| l.legacy_outcome().is_some())
@@ -315,7 +316,7 @@ pub fn close(
         let outcome = Outcome {
             action_id: id.clone(),
             status: outcome_status,
-            outcome_at_ms: now_ms,
+            outcome_at: now,
             summary: summary.clone(),
             error_message: None,
             progress: None,
@@ -343,7 +344,7 @@ mod tests {
     fn progress_refusals_name_their_rule() {
         let (_dir, store) = repo();
         let opts = options("refs/heads/main");
-        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         let tip = store.tip("refs/heads/main").unwrap();
         let parse = |t: &str| canonical::parse(t).unwrap();
         let lossy = |path: &str| {
@@ -391,7 +392,7 @@ mod tests {
                 progress: Some(progress),
                 ..OutcomeReport::default()
             };
-            let e = report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap_err();
+            let e = report_outcome(&store, &opts, ACTION, &report, at(BASE)).unwrap_err();
             assert_eq!((e.code(), e.to_string()), ("INVALID_OUTCOME", want));
         }
         assert_eq!(

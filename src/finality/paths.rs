@@ -105,8 +105,11 @@ mod tests {
         }
         assert!(AttemptId::parse("0123456789abcdef").is_some());
         assert!(AttemptId::parse("0123456789abcde").is_none());
-        assert_eq!(parse_time(BASE), Some(1_772_366_400_000));
-        assert_eq!(format_time(1_772_366_400_000), BASE);
+        assert_eq!(
+            parse_time(BASE),
+            Some(Timestamp::from_millis(1_772_366_400_000))
+        );
+        assert_eq!(format_time(Timestamp::from_millis(1_772_366_400_000)), BASE);
         for bad in [
             "2026-03-01T12:00:00Z",
             "2026-03-01T12:00:00.000+00:00",

@@ -27,9 +27,9 @@ use std::collections::BTreeMap;
 use super::ids::{ActionId, AttemptId, MAX_ID_UNITS};
 use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::canonical::{self, Value};
-use crate::event;
 use crate::identity::Digest;
 use crate::privacy;
+use crate::time::Timestamp;
 
 /// `schema` of `action.json`.
 pub const ACTION_SCHEMA: &str = "action-ledger.finality-action";
@@ -48,20 +48,18 @@ pub const MAX_TEXT_UNITS: usize = 4000;
 /// Largest `progress`, in bytes of its JSON.
 pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` of epoch milliseconds (the only time format of the records).
-pub fn format_time(epoch_ms: i64) -> String {
-    event::iso_millis(epoch_ms)
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` of an instant (the only time format of the records).
+pub fn format_time(at: Timestamp) -> String {
+    at.to_iso_millis()
 }
 
-/// Epoch milliseconds of a time in exactly the [`format_time`] form; `None` otherwise.
-pub fn parse_time(s: &str) -> Option<i64> {
+/// The instant of a time in exactly the [`format_time`] form; `None` otherwise.
+pub fn parse_time(s: &str) -> Option<Timestamp> {
     if s.len() != 24 || !s.ends_with('Z') || s.as_bytes()[19] != b'.' {
         return None;
     }
-    let secs = event::timestamp_epoch_seconds(s)?;
-    let millis: i64 = s[20..23].parse().ok()?;
-    let ms = secs.checked_mul(1000)?.checked_add(millis)?;
-    (format_time(ms) == s).then_some(ms)
+    let at = Timestamp::from_iso(s)?;
+    (format_time(at) == s).then_some(at)
 }
 
 /// `action.json`: the binding a claim is checked against.
@@ -88,8 +86,8 @@ pub struct Action {
     pub execution_protocol: Option<i64>,
     /// The initial lifecycle.
     pub lifecycle: Lifecycle,
-    /// Creation time (epoch ms); the sweep measures from it.
-    pub created_at_ms: i64,
+    /// Creation time; the sweep measures from it.
+    pub created_at: Timestamp,
 }
 
 /// `claim.json`: the one claim of an action.
@@ -101,8 +99,8 @@ pub struct Claim {
     pub attempt_id: AttemptId,
     /// `sha256` of the exact `action.json` bytes the claim was checked against.
     pub binding_sha256: Digest,
-    /// Claim time (epoch ms).
-    pub claimed_at_ms: i64,
+    /// Claim time.
+    pub claimed_at: Timestamp,
     /// The guard decision that authorised the claim (`execution_guard_decision_id`).
     pub guard_decision_id: String,
 }
@@ -114,8 +112,8 @@ pub struct Outcome {
     pub action_id: ActionId,
     /// Never [`OutcomeStatus::Pending`].
     pub status: OutcomeStatus,
-    /// Outcome time (epoch ms).
-    pub outcome_at_ms: i64,
+    /// Outcome time.
+    pub outcome_at: Timestamp,
     /// Redacted, at most [`MAX_TEXT_UNITS`].
     pub summary: Option<String>,
     /// Redacted, at most [`MAX_TEXT_UNITS`].
@@ -161,7 +159,7 @@ impl Action {
                 self.execution_protocol.map_or(Value::Null, Value::from),
             ),
             ("lifecycle", Value::str(self.lifecycle.as_str())),
-            ("created_at", Value::str(format_time(self.created_at_ms))),
+            ("created_at", Value::str(format_time(self.created_at))),
         ])
     }
 
@@ -180,7 +178,7 @@ impl Claim {
             ("action_id", Value::str(self.action_id.as_str())),
             ("attempt_id", Value::str(self.attempt_id.as_str())),
             ("binding_sha256", Value::str(self.binding_sha256.as_str())),
-            ("claimed_at", Value::str(format_time(self.claimed_at_ms))),
+            ("claimed_at", Value::str(format_time(self.claimed_at))),
             (
                 "guard_decision_id",
                 Value::str(self.guard_decision_id.as_str()),
@@ -202,7 +200,7 @@ impl Outcome {
             ("schema_version", Value::from(SCHEMA_VERSION)),
             ("action_id", Value::str(self.action_id.as_str())),
             ("status", Value::str(self.status.as_str())),
-            ("outcome_at", Value::str(format_time(self.outcome_at_ms))),
+            ("outcome_at", Value::str(format_time(self.outcome_at))),
             ("summary", opt_str(&self.summary)),
             ("error_message", opt_str(&self.error_message)),
             ("progress", self.progress.clone().unwrap_or(Value::Null)),
@@ -293,8 +291,8 @@ impl<'a> Fields<'a> {
             .ok_or(RecordError::NotBool { field: key })
     }
 
-    /// A time field, in epoch milliseconds.
-    pub(super) fn time(&self, key: &'static str) -> Result<i64, RecordError> {
+    /// A time field, in the [`format_time`] form.
+    pub(super) fn time(&self, key: &'static str) -> Result<Timestamp, RecordError> {
         parse_time(self.str(key)?).ok_or(RecordError::NotTime { field: key })
     }
 
@@ -402,7 +400,7 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
         identity_verified: f.bool("identity_verified")?,
         execution_protocol,
         lifecycle,
-        created_at_ms: f.time("created_at")?,
+        created_at: f.time("created_at")?,
     })
 }
 
@@ -435,7 +433,7 @@ pub fn parse_claim(bytes: &[u8], id: &ActionId) -> Result<Claim, RecordError> {
         action_id,
         attempt_id: f.parsed("attempt_id", AttemptId::parse)?,
         binding_sha256: f.parsed("binding_sha256", Digest::parse)?,
-        claimed_at_ms: f.time("claimed_at")?,
+        claimed_at: f.time("claimed_at")?,
         guard_decision_id: required(f.id_text("guard_decision_id")?, "guard_decision_id")?,
     })
 }
@@ -495,7 +493,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
     Ok(Outcome {
         action_id,
         status,
-        outcome_at_ms: f.time("outcome_at")?,
+        outcome_at: f.time("outcome_at")?,
         summary: text("summary")?,
         error_message: text("error_message")?,
         progress,
@@ -506,7 +504,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
 }
 
 /// Why a record file is not a valid finality record: the field and the rule it breaks. The
-/// messages are those `verify` reports as finding details and [`Error::Corrupt`] as its reason.
+/// messages are those `verify` reports as finding details and [`Error::Corrupt`](super::Error::Corrupt) as its reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     /// The bytes are not UTF-8.
@@ -538,7 +536,7 @@ pub enum RecordError {
         /// The record's schema.
         expected: &'static str,
     },
-    /// `schema_version` is not [`SCHEMA_VERSION`](SCHEMA_VERSION).
+    /// `schema_version` is not [`SCHEMA_VERSION`].
     #[error("schema_version is not {}", SCHEMA_VERSION)]
     SchemaVersion,
     /// A required string field is missing or not a string.
@@ -654,18 +652,25 @@ mod tests {
     fn records_round_trip_through_their_parsers() {
         let (_dir, store) = repo();
         let opts = options("refs/heads/main");
-        let a = create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let a = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         assert!(a.commit.is_some());
         // Replaying the identical creation is a no-op; another binding under the id is refused.
-        let again = create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        let again = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         assert_eq!(again.commit, None);
         let mut other = new_action(ACTION);
         other.agent_id = "agent-b".into();
         assert!(matches!(
-            create_action(&store, &opts, &other, ms(BASE)),
+            create_action(&store, &opts, &other, at(BASE)),
             Err(Error::ActionExists { .. })
         ));
-        claim(&store, &opts, ACTION, &request(ATTEMPT), ms(BASE) + 5).unwrap();
+        claim(
+            &store,
+            &opts,
+            ACTION,
+            &request(ATTEMPT),
+            at(BASE).saturating_add_millis(5),
+        )
+        .unwrap();
         let report = OutcomeReport {
             status: "partial".into(),
             summary: Some("half".into()),
@@ -673,7 +678,14 @@ mod tests {
             attempt_id: Some(ATTEMPT.into()),
             ..OutcomeReport::default()
         };
-        report_outcome(&store, &opts, ACTION, &report, ms(BASE) + 9).unwrap();
+        report_outcome(
+            &store,
+            &opts,
+            ACTION,
+            &report,
+            at(BASE).saturating_add_millis(9),
+        )
+        .unwrap();
         let state = show(&store, "refs/heads/main", ACTION).unwrap();
         let id = ActionId::parse(ACTION).unwrap();
         assert_eq!(

@@ -17,6 +17,7 @@ use super::status::{Lifecycle, OutcomeStatus};
 use crate::canonical::Value;
 use crate::identity::Digest;
 use crate::store::{self, Snapshot, Store};
+use crate::time::Timestamp;
 
 /// The state of one action: its binding and, when present, its claim and outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,19 +53,19 @@ impl State {
     }
 
     /// The outcome as `GET …/outcome` returns it, `elapsed_ms` measured from
-    /// `created_at` to `outcome_at`, or to `now_ms` while pending, never below 0; where the
+    /// `created_at` to `outcome_at`, or to `now` while pending, never below 0; where the
     /// clocks disagreed, [`OutcomeView::clock_skew`] says so ([`Timing`]).
-    pub fn view(&self, now_ms: i64) -> OutcomeView {
+    pub fn view(&self, now: Timestamp) -> OutcomeView {
         let o = self.outcome.as_ref();
         let timing = Timing::new(
-            self.action.created_at_ms,
-            self.claim.as_ref().map(|c| c.claimed_at_ms),
-            o.map_or(Stamp::Now(now_ms), |o| Stamp::Outcome(o.outcome_at_ms)),
+            self.action.created_at,
+            self.claim.as_ref().map(|c| c.claimed_at),
+            o.map_or(Stamp::Now(now), |o| Stamp::Outcome(o.outcome_at)),
         );
         OutcomeView {
             action_id: self.action.action_id.clone(),
             status: self.outcome_status(),
-            outcome_at_ms: o.map(|o| o.outcome_at_ms),
+            outcome_at: o.map(|o| o.outcome_at),
             summary: o.and_then(|o| o.summary.clone()),
             error_message: o.and_then(|o| o.error_message.clone()),
             progress: o.and_then(|o| o.progress.clone()),
@@ -78,10 +79,10 @@ impl State {
 /// outcome is pending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stamp {
-    /// `outcome_at` (epoch ms).
-    Outcome(i64),
-    /// The reader's clock (epoch ms).
-    Now(i64),
+    /// `outcome_at`.
+    Outcome(Timestamp),
+    /// The reader's clock.
+    Now(Timestamp),
 }
 
 /// Clocks that disagreed: a step of an action carries a time earlier than that of a step
@@ -129,27 +130,27 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The timing of an action created at `created_ms`, claimed at `claimed_ms` (if it was) and
+    /// The timing of an action created at `created_at`, claimed at `claimed_at` (if it was) and
     /// ending at `end`.
-    pub fn new(created_ms: i64, claimed_ms: Option<i64>, end: Stamp) -> Timing {
-        let (end_name, end_ms) = match end {
+    pub fn new(created_at: Timestamp, claimed_at: Option<Timestamp>, end: Stamp) -> Timing {
+        let (end_name, end_at) = match end {
             Stamp::Outcome(t) => ("outcome_at", t),
             Stamp::Now(t) => ("now", t),
         };
-        let mut steps = vec![("created_at", created_ms)];
-        steps.extend(claimed_ms.map(|t| ("claimed_at", t)));
-        steps.push((end_name, end_ms));
+        let mut steps = vec![("created_at", created_at)];
+        steps.extend(claimed_at.map(|t| ("claimed_at", t)));
+        steps.push((end_name, end_at));
         let mut skew: Option<ClockSkew> = None;
         for (i, &(precedes, earlier)) in steps.iter().enumerate() {
             for &(time, later) in &steps[i + 1..] {
-                let ms = earlier.saturating_sub(later);
+                let ms = earlier.millis_since(later);
                 if ms > 0 && skew.as_ref().is_none_or(|s| ms > s.ms) {
                     skew = Some(ClockSkew { time, precedes, ms });
                 }
             }
         }
         Timing {
-            elapsed_ms: end_ms.saturating_sub(created_ms).max(0),
+            elapsed_ms: end_at.millis_since(created_at).max(0),
             skew,
         }
     }
@@ -163,7 +164,7 @@ pub struct OutcomeView {
     /// The current outcome status.
     pub status: OutcomeStatus,
     /// `None` while pending.
-    pub outcome_at_ms: Option<i64>,
+    pub outcome_at: Option<Timestamp>,
     /// As stored.
     pub summary: Option<String>,
     /// As stored.
@@ -185,7 +186,7 @@ impl OutcomeView {
             ("status", Value::str(self.status.as_str())),
             (
                 "outcome_at",
-                self.outcome_at_ms
+                self.outcome_at
                     .map_or(Value::Null, |t| Value::str(format_time(t))),
             ),
             ("summary", opt_str(&self.summary)),
@@ -263,7 +264,7 @@ pub fn show(store: &Store, ref_name: &str, action_id: &str) -> Result<State, Err
     read_state(&snap, &id)?.ok_or_else(not_found)
 }
 
-/// The outcome of an action (`GET …/outcome`) with `elapsed_ms` at `now_ms`.
+/// The outcome of an action (`GET …/outcome`) with `elapsed_ms` at `now`.
 ///
 /// # Errors
 /// As [`show`].
@@ -271,9 +272,9 @@ pub fn get_outcome(
     store: &Store,
     ref_name: &str,
     action_id: &str,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<OutcomeView, Error> {
-    show(store, ref_name, action_id).map(|s| s.view(now_ms))
+    show(store, ref_name, action_id).map(|s| s.view(now))
 }
 
 #[cfg(test)]
@@ -286,7 +287,7 @@ mod tests {
     /// reported with the largest skew, whatever the order of the steps' times.
     #[test]
     fn timing_clamps_and_reports_clock_skew() {
-        let t = |s: &str| ms(&format!("2026-03-01T{s}.000Z"));
+        let t = |s: &str| at(&format!("2026-03-01T{s}.000Z"));
         let skew = |time, precedes, ms| Some(ClockSkew { time, precedes, ms });
         let cases = [
             // In order, or equal: no skew.
@@ -371,7 +372,7 @@ mod tests {
         let v = OutcomeView {
             action_id: ActionId::parse(ACTION).unwrap(),
             status: OutcomeStatus::Completed,
-            outcome_at_ms: Some(t("12:00:30")),
+            outcome_at: Some(t("12:00:30")),
             summary: None,
             error_message: None,
             progress: None,

@@ -13,6 +13,7 @@ use super::state::read_state;
 use super::status::{Lifecycle, OutcomeStatus, Source};
 use super::write::{Options, Plan, Written, transact};
 use crate::store::{Snapshot, Store};
+use crate::time::Timestamp;
 
 /// The sweep's default timeout in minutes.
 pub const DEFAULT_TIMEOUT_MINUTES: u32 = 15;
@@ -39,10 +40,10 @@ pub struct Swept {
     pub action_id: ActionId,
     /// Its agent.
     pub agent_id: String,
-    /// Its creation time (epoch ms).
-    pub created_at_ms: i64,
-    /// The sweep's outcome time (epoch ms).
-    pub outcome_at_ms: i64,
+    /// Its creation time.
+    pub created_at: Timestamp,
+    /// The sweep's outcome time.
+    pub outcome_at: Timestamp,
     /// The lifecycle after the sweep (`unknown`, or the untouched one).
     pub lifecycle: Lifecycle,
 }
@@ -61,7 +62,7 @@ pub struct SweepReport {
 }
 
 /// The stale-outcome sweep: in ONE commit, every action whose outcome is pending, whose
-/// `created_at` is more than `timeout_minutes` before `now_ms`, and whose lifecycle is not
+/// `created_at` is more than `timeout_minutes` before `now`, and whose lifecycle is not
 /// `completed`, `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation`
 /// ([`SWEEP_SUMMARY`]); an open lifecycle becomes `unknown` (with [`SWEEP_ERROR`]), any other
 /// (`pending_approval`) is left as it is. It writes through the same create-only rule as a
@@ -76,10 +77,10 @@ pub fn sweep(
     store: &Store,
     options: &Options,
     timeout: f64,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<Written<SweepReport>, Error> {
     let minutes = timeout_minutes(timeout);
-    let cutoff = now_ms - i64::from(minutes) * 60_000;
+    let cutoff = now.saturating_sub_millis(i64::from(minutes) * 60_000);
     let mut seen: BTreeSet<ActionId> = BTreeSet::new();
     transact(store, options, |snap| {
         let mut report = SweepReport {
@@ -107,14 +108,14 @@ pub fn sweep(
                 continue;
             }
             let lifecycle = state.lifecycle();
-            if state.action.created_at_ms >= cutoff || lifecycle.is_sweep_excluded() {
+            if state.action.created_at >= cutoff || lifecycle.is_sweep_excluded() {
                 continue;
             }
             seen.insert(id.clone());
             let outcome = Outcome {
                 action_id: id.clone(),
                 status: OutcomeStatus::LostConfirmation,
-                outcome_at_ms: now_ms,
+                outcome_at: now,
                 summary: Some(SWEEP_SUMMARY.to_owned()),
                 error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
                 progress: None,
@@ -126,8 +127,8 @@ pub fn sweep(
             report.swept.push(Swept {
                 action_id: id,
                 agent_id: state.action.agent_id.clone(),
-                created_at_ms: state.action.created_at_ms,
-                outcome_at_ms: now_ms,
+                created_at: state.action.created_at,
+                outcome_at: now,
                 lifecycle: outcome.lifecycle,
             });
         }
@@ -173,9 +174,9 @@ mod tests {
         let rounds = 12;
         for round in 0..rounds {
             let id = format!("act_race_{round}");
-            create_action(&store, &opts, &new_action(&id), ms(BASE)).unwrap();
+            create_action(&store, &opts, &new_action(&id), at(BASE)).unwrap();
             let barrier = std::sync::Barrier::new(2);
-            let later = ms(BASE) + 16 * 60_000;
+            let later = at(BASE).saturating_add_millis(16 * 60_000);
             let (rep, swp) = std::thread::scope(|scope| {
                 let r = scope.spawn(|| {
                     let s = Store::open(&path).unwrap();

@@ -4,6 +4,7 @@
 use crate::canonical::Value;
 use crate::finality::*;
 use crate::store::{Signature, Store};
+pub(crate) use crate::time::Timestamp;
 
 pub(crate) const BASE: &str = "2026-03-01T12:00:00.000Z";
 pub(crate) const ACTION: &str = "act_case";
@@ -58,6 +59,6 @@ pub(crate) fn repo() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-pub(crate) fn ms(s: &str) -> i64 {
+pub(crate) fn at(s: &str) -> Timestamp {
     parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
 }

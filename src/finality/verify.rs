@@ -439,14 +439,14 @@ mod tests {
         let (_dir, store) = repo();
         let opts = options("refs/heads/main");
         let ref_name = "refs/heads/main";
-        create_action(&store, &opts, &new_action(ACTION), ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         let created = store.tip(ref_name).unwrap().unwrap();
-        claim(&store, &opts, ACTION, &request(ATTEMPT), ms(BASE)).unwrap();
+        claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).unwrap();
         let report = OutcomeReport {
             status: "completed".into(),
             ..OutcomeReport::default()
         };
-        report_outcome(&store, &opts, ACTION, &report, ms(BASE)).unwrap();
+        report_outcome(&store, &opts, ACTION, &report, at(BASE)).unwrap();
         let done = store.tip(ref_name).unwrap().unwrap();
         let rules = |old, new| -> Vec<&'static str> {
             let mut r: Vec<&str> = crate::verify::verify_range(&store, old, new)
@@ -471,7 +471,7 @@ mod tests {
             action_id: id.clone(),
             attempt_id: AttemptId::parse("attempt-0000000002").unwrap(),
             binding_sha256: show(&store, ref_name, ACTION).unwrap().action_sha256,
-            claimed_at_ms: ms(BASE),
+            claimed_at: at(BASE),
             guard_decision_id: "gd_1".into(),
         };
         let rewritten = edit(vec![(id.path(RecordKind::Claim), other.to_bytes())], vec![]);
@@ -481,8 +481,8 @@ mod tests {
         let stray = edit(vec![(format!("{ROOT}/notes.txt"), b"x\n".to_vec())], vec![]);
         assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
         // A claim added to an action whose outcome was set before the push.
-        create_action(&store, &opts, &new_action("act_late"), ms(BASE)).unwrap();
-        close(&store, &opts, "act_late", "completed", None, ms(BASE)).unwrap();
+        create_action(&store, &opts, &new_action("act_late"), at(BASE)).unwrap();
+        close(&store, &opts, "act_late", "completed", None, at(BASE)).unwrap();
         let before = store.tip(ref_name).unwrap().unwrap();
         let late = ActionId::parse("act_late").unwrap();
         let st = show(&store, ref_name, "act_late").unwrap();
@@ -490,7 +490,7 @@ mod tests {
             action_id: late.clone(),
             attempt_id: AttemptId::parse(ATTEMPT).unwrap(),
             binding_sha256: st.action_sha256,
-            claimed_at_ms: ms(BASE),
+            claimed_at: at(BASE),
             guard_decision_id: "gd_1".into(),
         };
         let claimed_late = store

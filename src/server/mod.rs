@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::finality::{self, batch::Target};
+use crate::time::Timestamp;
 
 // Handlers return their early answers (401, 400, …) as `Err(Response)`: boxing them would only
 // add noise to every handler.
@@ -38,14 +39,14 @@ pub mod writer;
 /// Largest request body (64 KiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// The time source of the server (epoch milliseconds). Injected so tests can drive time.
+/// The time source of the server. Injected so tests can drive time.
 pub trait Clock: Send + Sync {
-    /// Now, in milliseconds since the Unix epoch.
-    fn now_ms(&self) -> i64;
+    /// Now.
+    fn now(&self) -> Timestamp;
 }
 
-impl<F: Fn() -> i64 + Send + Sync> Clock for F {
-    fn now_ms(&self) -> i64 {
+impl<F: Fn() -> Timestamp + Send + Sync> Clock for F {
+    fn now(&self) -> Timestamp {
         self()
     }
 }

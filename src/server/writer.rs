@@ -138,7 +138,7 @@ impl Writer {
                     // A planner that panics (a bug) must not take the writer down with it: the
                     // batch did not land, and every request of it is told so.
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now_ms()).0
+                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now()).0
                     }));
                     let results = landed.unwrap_or_else(|_| {
                         (0..txs.len())
@@ -176,6 +176,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::Timestamp;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_operation_does_not_stop_the_writer() {
@@ -187,7 +188,7 @@ mod tests {
             email: "t@invalid".into(),
             time_seconds: 0,
         });
-        let clock: Arc<dyn Clock> = Arc::new(|| 1_772_366_400_000i64);
+        let clock: Arc<dyn Clock> = Arc::new(|| Timestamp::from_millis(1_772_366_400_000));
         let (writer, handle) = Writer::start(
             repo,
             options,

@@ -653,7 +653,7 @@ fn entries_that_are_not_plain_files_are_reported_with_their_mode() {
         &store,
         &crate::finality::Options::new(sig()),
         &action,
-        1_773_100_800_000,
+        crate::time::Timestamp::from_millis(1_773_100_800_000),
     )
     .unwrap()
     .commit

@@ -14,6 +14,7 @@ use crate::cli::Env;
 use crate::cli::args::{ActionCommand, ClaimArgs, CloseArgs, CreateArgs, OutcomeArgs, ShowArgs};
 use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
 use crate::cli::settings::{finality_now, finality_options, new_action_id, open_state, uuid_v4};
+use crate::time::Timestamp;
 
 /// A refused or failed finality operation: with `--json` also a `refusal` object on stdout.
 pub(in crate::cli) fn finality_failure(
@@ -43,7 +44,7 @@ pub(in crate::cli) fn finality_failure(
 }
 
 /// The `action` object of `show --json` and `create --json`.
-fn state_value(st: &finality::State, now: i64) -> Value {
+fn state_value(st: &finality::State, now: Timestamp) -> Value {
     let v = Value::object([
         ("type", Value::str("action")),
         ("action", st.action.to_value()),
@@ -83,7 +84,7 @@ pub(in crate::cli) fn run(
 }
 
 /// Runs `action create`.
-fn create(out: &mut Printer, env: &Env, now: i64, a: CreateArgs) -> Result<(), Failure> {
+fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result<(), Failure> {
     let CreateArgs {
         state,
         binding,
@@ -168,7 +169,7 @@ fn create(out: &mut Printer, env: &Env, now: i64, a: CreateArgs) -> Result<(), F
 }
 
 /// Runs `action claim`.
-fn claim(out: &mut Printer, env: &Env, now: i64, a: ClaimArgs) -> Result<(), Failure> {
+fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(), Failure> {
     let ClaimArgs {
         state,
         binding,
@@ -218,7 +219,7 @@ fn claim(out: &mut Printer, env: &Env, now: i64, a: ClaimArgs) -> Result<(), Fai
 }
 
 /// Runs `action outcome`.
-fn outcome(out: &mut Printer, env: &Env, now: i64, a: OutcomeArgs) -> Result<(), Failure> {
+fn outcome(out: &mut Printer, env: &Env, now: Timestamp, a: OutcomeArgs) -> Result<(), Failure> {
     let OutcomeArgs {
         state,
         action_id,
@@ -248,7 +249,7 @@ fn outcome(out: &mut Printer, env: &Env, now: i64, a: OutcomeArgs) -> Result<(),
 }
 
 /// Runs `action close`.
-fn close(out: &mut Printer, env: &Env, now: i64, a: CloseArgs) -> Result<(), Failure> {
+fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(), Failure> {
     let CloseArgs {
         state,
         action_id,
@@ -272,7 +273,7 @@ fn close(out: &mut Printer, env: &Env, now: i64, a: CloseArgs) -> Result<(), Fai
 }
 
 /// Runs `action show`.
-fn show(out: &mut Printer, now: i64, a: ShowArgs) -> Result<(), Failure> {
+fn show(out: &mut Printer, now: Timestamp, a: ShowArgs) -> Result<(), Failure> {
     let ShowArgs {
         state,
         action_id,
@@ -303,13 +304,13 @@ fn show(out: &mut Printer, now: i64, a: ShowArgs) -> Result<(), Failure> {
             a.execution_protocol
                 .map_or("none (legacy)".to_owned(), |p| p.to_string())
         ),
-        format!("created:      {}", finality::format_time(a.created_at_ms)),
+        format!("created:      {}", finality::format_time(a.created_at)),
         format!(
             "claim:        {}",
             st.claim.as_ref().map_or("-".to_owned(), |c| format!(
                 "{} at {}",
                 c.attempt_id,
-                finality::format_time(c.claimed_at_ms)
+                finality::format_time(c.claimed_at)
             ))
         ),
         format!("lifecycle:    {}", st.lifecycle()),
@@ -320,13 +321,13 @@ fn show(out: &mut Printer, now: i64, a: ShowArgs) -> Result<(), Failure> {
             "approval:     {} by {} at {}",
             p.decision,
             p.decided_by,
-            finality::format_time(p.decided_at_ms)
+            finality::format_time(p.decided_at)
         ));
     }
     if let Some(o) = &st.outcome {
         lines.push(format!(
             "outcome at:   {}",
-            finality::format_time(o.outcome_at_ms)
+            finality::format_time(o.outcome_at)
         ));
         lines.push(format!("source:       {}", o.source));
         if let Some(a) = &o.attempt_id {
@@ -366,7 +367,7 @@ pub(in crate::cli) fn print_claim(
             ("attempt_id", Value::str(w.value.attempt_id.as_str())),
             (
                 "claimed_at",
-                Value::str(finality::format_time(w.value.claimed_at_ms)),
+                Value::str(finality::format_time(w.value.claimed_at)),
             ),
             ("commit", commit_value(w.commit)),
         ]),

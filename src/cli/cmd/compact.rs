@@ -83,7 +83,8 @@ pub(in crate::cli) fn run(
     dry_run: bool,
     json: bool,
 ) -> Result<(), Failure> {
-    let mut options = crate::compact::Options::new(signature(env)?, compact_now(now)?);
+    let now_secs = compact_now(now)?.epoch_seconds();
+    let mut options = crate::compact::Options::new(signature(env)?, now_secs);
     options.ref_name = state.ref_name.clone();
     options.retention_days = retention_days;
     let store = open_state(state)?;

@@ -13,7 +13,7 @@ use crate::writer::record;
 
 use crate::cli::Env;
 use crate::cli::output::{Failure, Printer};
-use crate::cli::settings::now_ms;
+use crate::cli::settings::system_now;
 
 /// Runs `record`.
 pub(in crate::cli) fn run(
@@ -51,7 +51,7 @@ pub(in crate::cli) fn run(
     };
     let value = canonical::parse_input(text.trim_end())
         .map_err(|e| Failure::input(format!("{source}: {e}")))?;
-    let now_ms = now_ms();
+    let now_ms = system_now().millis();
     let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
         (Some(_), None) => record::record_phase_outcome(&root, &value, env, now_ms, &options),

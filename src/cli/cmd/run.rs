@@ -16,7 +16,7 @@ use crate::cli::Env;
 use crate::cli::args::{Binding, StateRepo};
 use crate::cli::cmd::action::{print_claim, reported_value};
 use crate::cli::output::{Failure, Printer, line};
-use crate::cli::settings::{finality_now, finality_options, now_ms, uuid_v4};
+use crate::cli::settings::{finality_now, finality_options, system_now, uuid_v4};
 
 /// The resolved flags of one `run`.
 pub(in crate::cli) struct Request<'a> {
@@ -265,7 +265,7 @@ fn report(
     claimed: &Claimed,
     report: finality::OutcomeReport,
 ) -> Result<finality::Written<finality::Reported>, finality::Error> {
-    let now = finality_now(env).unwrap_or_else(|_| now_ms());
+    let now = finality_now(env).unwrap_or_else(|_| system_now());
     let result = finality::report_outcome(
         &claimed.store,
         &claimed.options,

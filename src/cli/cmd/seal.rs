@@ -12,7 +12,7 @@ use crate::writer::seal;
 use crate::writer::spool::Spool;
 
 use crate::cli::output::{Failure, Printer, path_list};
-use crate::cli::settings::now_ms;
+use crate::cli::settings::system_now;
 
 /// The exit code of a seal error: 1 for a refusal (late events, a shard conflict, an unsealed
 /// spool, strict privacy), 2 otherwise.
@@ -54,14 +54,18 @@ pub(in crate::cli) fn run(
     };
     for (root, spool) in spools.iter().zip(opened) {
         if let Some(reason) = interrupt {
-            let written = crate::writer::interrupt::interrupt_open_attempts(root, reason, now_ms())
-                .map_err(|e| Failure {
-                    code: match &e {
-                        crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
-                        _ => 2,
-                    },
-                    message: format!("{}: interruption recovery failed: {e}", root.display()),
-                })?;
+            let written = crate::writer::interrupt::interrupt_open_attempts(
+                root,
+                reason,
+                system_now().millis(),
+            )
+            .map_err(|e| Failure {
+                code: match &e {
+                    crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                    _ => 2,
+                },
+                message: format!("{}: interruption recovery failed: {e}", root.display()),
+            })?;
             out.note(&format!(
                 "closed {written} open attempt(s) in {} as {}",
                 root.display(),
@@ -71,7 +75,7 @@ pub(in crate::cli) fn run(
         let report = seal::seal(
             &spool,
             output_root.as_ref(),
-            now_ms().max(0) as u64,
+            system_now().millis().max(0) as u64,
             &seal::Options {
                 privacy: profile,
                 ..seal::Options::default()

@@ -35,11 +35,11 @@ pub(in crate::cli) fn run(
                 ("agent_id", Value::str(s.agent_id.as_str())),
                 (
                     "created_at",
-                    Value::str(finality::format_time(s.created_at_ms)),
+                    Value::str(finality::format_time(s.created_at)),
                 ),
                 (
                     "outcome_at",
-                    Value::str(finality::format_time(s.outcome_at_ms)),
+                    Value::str(finality::format_time(s.outcome_at)),
                 ),
                 ("status", Value::str("lost_confirmation")),
                 ("lifecycle", Value::str(s.lifecycle.as_str())),

@@ -24,6 +24,7 @@ use crate::finality::{
 };
 use crate::server::writer::Answer;
 use crate::server::{Clock, auth};
+use crate::time::Timestamp;
 
 /// What a guard or create request asks about.
 #[derive(Clone, Debug)]
@@ -144,7 +145,7 @@ fn random_hex(clock: &dyn Clock) -> String {
             Err(_) => {
                 static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let d = auth::sha256(format!("{}:{n}", clock.now_ms()).as_bytes());
+                let d = auth::sha256(format!("{}:{n}", clock.now().millis()).as_bytes());
                 buf.copy_from_slice(&d[..16]);
                 filled = buf.len();
             }
@@ -195,7 +196,7 @@ fn decide(app: &App, intent: &Intent, principal: &str) -> Decision {
             intent.act.as_ref().map(finality::scrub_act).as_ref(),
         ),
         containment_ref: e.containment_ref,
-        decided_at_ms: 0,
+        decided_at: Timestamp::from_millis(0),
     }
 }
 
@@ -252,7 +253,7 @@ fn replayed_decision(ov: &Overlay<'_>, state: &ActionState) -> Decision {
         principal: state.action.created_by.clone(),
         act_content_hash: state.action.act_content_hash.clone(),
         containment_ref: state.action.containment_ref.clone(),
-        decided_at_ms: state.action.created_at_ms,
+        decided_at: state.action.created_at,
     })
 }
 
@@ -322,11 +323,11 @@ pub(super) async fn guard(
     let action_id =
         record.then(|| target_action_id(&intent, &principal, app.settings.clock.as_ref()));
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let mut fields: Vec<(&'static str, Value)>;
             let Some(action_id) = &action_id else {
                 let mut d = decision.clone();
-                d.decided_at_ms = now;
+                d.decided_at = now;
                 batch::decide(ov, &d)?;
                 return Ok(Answer::new(200, Value::object(decision_value(&d))));
             };
@@ -343,7 +344,7 @@ pub(super) async fn guard(
                 }
                 None => {
                     let mut d = decision.clone();
-                    d.decided_at_ms = now;
+                    d.decided_at = now;
                     batch::decide(ov, &d)?;
                     let created = batch::create(
                         ov,
@@ -375,7 +376,7 @@ pub(super) async fn guard(
                         fields.push(("claimed", Value::Bool(true)));
                         fields.push((
                             "claimed_at",
-                            Value::str(finality::format_time(c.claimed_at_ms)),
+                            Value::str(finality::format_time(c.claimed_at)),
                         ));
                     }
                     Err(finality::Error::InvalidClaim { .. }) => {
@@ -423,7 +424,7 @@ pub(super) async fn create(
     let principal = caller.principal.clone();
     let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             if let Some(existing) = ov.state(&action_id)? {
                 if existing.action.created_by != principal {
                     return Err(finality::Error::ActionExists {
@@ -441,7 +442,7 @@ pub(super) async fn create(
                 ));
             }
             let mut d = decision.clone();
-            d.decided_at_ms = now;
+            d.decided_at = now;
             batch::decide(ov, &d)?;
             let created = batch::create(
                 ov,

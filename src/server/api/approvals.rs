@@ -15,6 +15,7 @@ use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
 use crate::finality::{self, ApprovalDecision};
 use crate::server::writer::Answer;
+use crate::time::Timestamp;
 
 pub(super) async fn approve(
     State(app): State<Arc<App>>,
@@ -34,7 +35,7 @@ pub(super) async fn approve(
     let operator = caller.principal.clone();
     let action_id = id.clone();
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let state = batch::approve(ov, &action_id, decision, &operator, now)?;
             Ok(Answer::new(
                 200,

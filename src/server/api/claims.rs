@@ -22,6 +22,7 @@ use crate::finality::batch::{self, BatchError, Overlay};
 use crate::finality::{self, ActionId, ClaimRequest, Verdict};
 use crate::server::policy::Policy;
 use crate::server::writer::Answer;
+use crate::time::Timestamp;
 
 const CLAIM_CONFLICT: &str =
     "Action is not eligible for a new execution attempt. Reconcile its state before retrying.";
@@ -74,7 +75,7 @@ fn policy_still_permits(
     ov: &Overlay<'_>,
     action_id: &str,
     request: &ClaimRequest,
-    now: i64,
+    now: Timestamp,
 ) -> bool {
     let Some(state) = ActionId::parse(action_id).and_then(|id| ov.state(&id).ok().flatten()) else {
         return true; // refused by the claim itself, the same way as any unknown id
@@ -120,7 +121,7 @@ pub(super) async fn patch_action(
         let action_id = id.clone();
         let policy = app.settings.policy.clone();
         let op = Box::new(
-            move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+            move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
                 if !policy_still_permits(&policy, ov, &action_id, &request, now) {
                     return Err(finality::Error::ClaimConflict {
                         action_id: action_id.clone(),
@@ -135,7 +136,7 @@ pub(super) async fn patch_action(
                         ("attempt_id", Value::str(c.attempt_id.as_str())),
                         (
                             "claimed_at",
-                            Value::str(finality::format_time(c.claimed_at_ms)),
+                            Value::str(finality::format_time(c.claimed_at)),
                         ),
                     ]),
                     no_store: true,
@@ -181,7 +182,7 @@ pub(super) async fn patch_action(
         .as_deref()
         .map_or(0, |s| finality::mask_secrets(s).1);
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let reported = batch::close(ov, &action_id, &status, summary.as_deref(), now)?;
             let id = ActionId::parse(&action_id).expect("closed, so valid");
             let state = ov.state(&id)?.expect("closed, so present");

@@ -16,6 +16,7 @@ use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
 use crate::finality::{self, OutcomeReport};
 use crate::server::writer::Answer;
+use crate::time::Timestamp;
 
 fn secrets_in(v: &Value) -> usize {
     match v {
@@ -66,7 +67,7 @@ pub(super) async fn post_outcome(
         + report.progress.as_ref().map_or(0, secrets_in);
     let action_id = id.clone();
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let r = batch::report(ov, &action_id, &report, now)?;
             Ok(Answer::new(
                 200,

@@ -18,6 +18,7 @@ use crate::finality::batch::{self, Overlay};
 use crate::finality::decision::{Decision, DecisionId};
 use crate::finality::{self, ActionId, ApprovalDecision, State as ActionState};
 use crate::store::{self, Store};
+use crate::time::Timestamp;
 
 thread_local! {
     /// One open repository per blocking thread (gix handles are not shared across threads),
@@ -48,11 +49,11 @@ fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::E
 /// Reads at the target's tip on a blocking thread.
 pub(super) async fn read<T: Send + 'static>(
     app: &Arc<App>,
-    f: impl FnOnce(&Overlay<'_>, i64) -> Result<T, finality::Error> + Send + 'static,
+    f: impl FnOnce(&Overlay<'_>, Timestamp) -> Result<T, finality::Error> + Send + 'static,
 ) -> Result<T, finality::Error> {
     let app = app.clone();
     let joined = tokio::task::spawn_blocking(move || {
-        let now = app.settings.clock.now_ms();
+        let now = app.settings.clock.now();
         with_store(&app.settings.repo, |store| {
             batch::read_at_target(store, &app.settings.options, &app.settings.target, |ov| {
                 f(ov, now)
@@ -79,8 +80,8 @@ pub(super) fn opt(v: Option<String>) -> Value {
     v.map_or(Value::Null, Value::str)
 }
 
-fn time(ms: Option<i64>) -> Value {
-    ms.map_or(Value::Null, |t| Value::str(finality::format_time(t)))
+fn time(at: Option<Timestamp>) -> Value {
+    at.map_or(Value::Null, |t| Value::str(finality::format_time(t)))
 }
 
 /// The action as `GET /api/actions/{id}` shows it: the reference's row columns that exist
@@ -113,7 +114,7 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
             "outcome_status",
             Value::str(state.outcome_status().as_str()),
         ),
-        ("outcome_at", time(o.map(|o| o.outcome_at_ms))),
+        ("outcome_at", time(o.map(|o| o.outcome_at))),
         ("outcome_summary", opt(o.and_then(|o| o.summary.clone()))),
         (
             "outcome_progress",
@@ -136,7 +137,7 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
             "execution_protocol",
             a.execution_protocol.map_or(Value::Null, Value::from),
         ),
-        ("execution_claimed_at", time(c.map(|c| c.claimed_at_ms))),
+        ("execution_claimed_at", time(c.map(|c| c.claimed_at))),
         (
             "execution_attempt_id",
             opt(c.map(|c| c.attempt_id.as_str().to_owned())),
@@ -146,16 +147,16 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
             opt(c.map(|c| c.guard_decision_id.clone())),
         ),
         ("approved_by", opt(approved.map(|p| p.decided_by.clone()))),
-        ("approved_at", time(approved.map(|p| p.decided_at_ms))),
+        ("approved_at", time(approved.map(|p| p.decided_at))),
         ("denied_by", opt(denied.map(|p| p.decided_by.clone()))),
-        ("denied_at", time(denied.map(|p| p.decided_at_ms))),
+        ("denied_at", time(denied.map(|p| p.decided_at))),
         (
             "approval_grant_used_at",
-            time(approved.and(c).map(|c| c.claimed_at_ms)),
+            time(approved.and(c).map(|c| c.claimed_at)),
         ),
-        ("created_at", time(Some(a.created_at_ms))),
-        ("timestamp_start", time(Some(a.created_at_ms))),
-        ("timestamp_end", time(o.map(|o| o.outcome_at_ms))),
+        ("created_at", time(Some(a.created_at))),
+        ("timestamp_start", time(Some(a.created_at))),
+        ("timestamp_end", time(o.map(|o| o.outcome_at))),
     ])
 }
 

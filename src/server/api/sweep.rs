@@ -17,6 +17,7 @@ use crate::finality::{
 };
 use crate::server::auth;
 use crate::server::writer::{Answer, Reply};
+use crate::time::Timestamp;
 
 /// Starts the timer sweep when configured.
 pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
@@ -50,7 +51,7 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
 pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
     let minutes = app.settings.timeout_minutes;
     let op = Box::new(
-        move |ov: &mut Overlay<'_>, now: i64| -> Result<Answer, finality::Error> {
+        move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let report = batch::sweep(ov, f64::from(minutes), now)?;
             Ok(Answer::new(
                 200,

@@ -18,6 +18,7 @@ use crate::server::MAX_BODY_BYTES;
 use crate::server::policy::Policy;
 use crate::server::writer::Handle;
 use crate::store::{self, Store};
+use crate::time::Timestamp;
 use std::sync::atomic::{AtomicI64, Ordering};
 use tower::ServiceExt as _;
 
@@ -79,7 +80,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         max_batch: 64,
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        clock: Arc::new(move || Timestamp::from_millis(clock.load(Ordering::SeqCst))),
         log: Arc::new(|_| {}),
     }
 }
@@ -1110,7 +1111,7 @@ async fn the_cli_and_the_server_see_each_other() {
         act: Some(canonical::parse(ACT).unwrap()),
         verified: false,
     };
-    finality::claim(&store, &options, &id, &request, T0).unwrap();
+    finality::claim(&store, &options, &id, &request, Timestamp::from_millis(T0)).unwrap();
     // ...and the server refuses a second claim and shows the CLI's.
     assert_eq!(
         call(
