@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use super::writer::escaped_len;
 use super::{Error, MAX_BYTES, MAX_DEPTH, MAX_NODES, MAX_SAFE_INTEGER, Value};
 
 struct Budget {
@@ -164,6 +163,20 @@ pub fn is_credential_key(key: &str) -> bool {
         .collect();
     CREDENTIAL_KEYS.contains(&norm.as_str())
         || CREDENTIAL_SUFFIXES.iter().any(|s| norm.ends_with(s))
+}
+
+/// Bytes of the canonical text of the string `s`, quotes included (what [`super::to_canonical`]
+/// writes for it), without writing it.
+pub(super) fn escaped_len(s: &str) -> usize {
+    // Non-ASCII characters are written as their UTF-8 bytes, so only ASCII escapes add length.
+    2 + s.len()
+        + s.bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+                b if b < 0x20 => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 #[cfg(test)]

@@ -141,18 +141,6 @@ fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-pub(super) fn escaped_len(s: &str) -> usize {
-    // Non-ASCII characters are written as their UTF-8 bytes, so only ASCII escapes add length.
-    2 + s.len()
-        + s.bytes()
-            .map(|b| match b {
-                b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
-                b if b < 0x20 => 5,
-                _ => 0,
-            })
-            .sum::<usize>()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

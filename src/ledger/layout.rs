@@ -14,7 +14,8 @@
 //!
 //! The layout is recorded once, in [`RECORD_PATH`]: the fanout record is the canonical file
 //! [`Layout::record`] returns; absence means `reference`. A repository never mixes the two:
-//! [`detect`] reads the layout of a tree, `publish` refuses a layout that differs from the one an
+//! [`detect_from`] tells the layout from what a tree holds there ([`choose`] picks it for a
+//! publication), `publish` refuses a layout that differs from the one an
 //! existing ledger has, and `verify` reports binding paths of the other layout.
 
 use crate::canonical::{self, Value};

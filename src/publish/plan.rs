@@ -192,6 +192,22 @@ pub(super) fn commit_message(plan: &Plan) -> String {
     )
 }
 
+/// The layout of the tree `snap` reads ([`layout::detect_from`]): two lookups, no listing.
+///
+/// # Errors
+/// [`Error::Layout`] for a record this version does not know; [`Error::Store`] when the tree
+/// cannot be read.
+pub(super) fn detect_layout(snap: &Snapshot<'_>) -> Result<layout::Detected, Error> {
+    let record = match snap.read(layout::RECORD_PATH, layout::MAX_RECORD_BYTES) {
+        Ok(Some(bytes)) => layout::RecordRead::Bytes(bytes),
+        Ok(None) => layout::RecordRead::Absent,
+        Err(store::Error::TooLarge { .. }) => layout::RecordRead::TooLarge,
+        Err(e) => return Err(e.into()),
+    };
+    let ledger_exists = record == layout::RecordRead::Absent && snap.is_dir(layout::LEDGER_ROOT)?;
+    Ok(layout::detect_from(record, ledger_exists)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,20 +235,4 @@ mod tests {
         );
         assert_eq!(store.tip("refs/heads/main").unwrap(), first.commit);
     }
-}
-
-/// The layout of the tree `snap` reads ([`layout::detect_from`]): two lookups, no listing.
-///
-/// # Errors
-/// [`Error::Layout`] for a record this version does not know; [`Error::Store`] when the tree
-/// cannot be read.
-pub(super) fn detect_layout(snap: &Snapshot<'_>) -> Result<layout::Detected, Error> {
-    let record = match snap.read(layout::RECORD_PATH, layout::MAX_RECORD_BYTES) {
-        Ok(Some(bytes)) => layout::RecordRead::Bytes(bytes),
-        Ok(None) => layout::RecordRead::Absent,
-        Err(store::Error::TooLarge { .. }) => layout::RecordRead::TooLarge,
-        Err(e) => return Err(e.into()),
-    };
-    let ledger_exists = record == layout::RecordRead::Absent && snap.is_dir(layout::LEDGER_ROOT)?;
-    Ok(layout::detect_from(record, ledger_exists)?)
 }
