@@ -139,8 +139,12 @@ fn input(fill: Fill, pad: usize, identity: Json) -> Json {
 fn pad_at_limit(fill: Fill) -> usize {
     let env = env();
     let event = |pad| {
-        record::build_action_event(&to_value(&input(fill, pad, json!("size"))), &env, 0)
-            .expect("a small event")
+        record::build_action_event(
+            &to_value(&input(fill, pad, json!("size"))),
+            &env,
+            crate::time::Timestamp::from_millis(0),
+        )
+        .expect("a small event")
     };
     let base = estimate(&event(0).value);
     assert_eq!(estimate(&event(1).value), base + 1, "{fill:?} grows by one");
@@ -162,7 +166,11 @@ pub(crate) fn event_past_limit(
     over: usize,
 ) -> Result<crate::event::Event, record::Error> {
     let input = input(fill, pad_at_limit(fill) + over, json!("size"));
-    record::build_action_event(&to_value(&input), &env(), 0)
+    record::build_action_event(
+        &to_value(&input),
+        &env(),
+        crate::time::Timestamp::from_millis(0),
+    )
 }
 
 /// A value nested `depth` levels below its root (`[[...[leaf]...]]`).
@@ -330,7 +338,12 @@ fn size_limit_decides_at_record_for_every_stage() {
     for fill in FILLS {
         let pad = pad_at_limit(fill);
         let at = input(fill, pad, json!("size"));
-        let event = record::build_action_event(&to_value(&at), &env(), 0).expect("at the limit");
+        let event = record::build_action_event(
+            &to_value(&at),
+            &env(),
+            crate::time::Timestamp::from_millis(0),
+        )
+        .expect("at the limit");
         assert_eq!(estimate(&event.value), MAX_BYTES, "{fill:?}");
         through_every_stage(&format!("{fill:?} at the limit"), &[at]);
         refused_at_record(

@@ -306,10 +306,20 @@ fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>,
     let now = epoch_ms(call["now"].as_str().unwrap_or("1970-01-01T00:00:00Z"));
     let options = record::Options { privacy: profile };
     let result = match call["api"].as_str() {
-        Some("recordWorkflowPhaseEvent") => record::record_phase(root, &input, &env, now, &options),
-        Some("recordWorkflowActionEvent") => {
-            record::record_action(root, &input, &env, now, &options)
-        }
+        Some("recordWorkflowPhaseEvent") => record::record_phase(
+            root,
+            &input,
+            &env,
+            crate::time::Timestamp::from_millis(now),
+            &options,
+        ),
+        Some("recordWorkflowActionEvent") => record::record_action(
+            root,
+            &input,
+            &env,
+            crate::time::Timestamp::from_millis(now),
+            &options,
+        ),
         other => return Err(CallError::UnknownApi(format!("{other:?}"))),
     };
     result.map_err(|e| CallError::Refused(e.to_string()))
@@ -526,7 +536,12 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
             privacy: profile,
             ..seal::Options::default()
         };
-        let report = match seal::seal(&spool, Some(&out_root), 0, &options) {
+        let report = match seal::seal(
+            &spool,
+            Some(&out_root),
+            crate::time::Timestamp::from_millis(0),
+            &options,
+        ) {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };

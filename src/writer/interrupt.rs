@@ -21,6 +21,7 @@ use std::path::Path;
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
+use crate::time::Timestamp;
 use crate::writer::lock;
 use crate::writer::record;
 use crate::writer::spool::{self, Spool};
@@ -488,8 +489,12 @@ fn terminal_input(
 }
 
 /// Writes the terminal events for every open recoverable start in the spool; returns how many
-/// were written. `now_ms` is the writer clock for `recorded_at`.
-pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Result<usize, Error> {
+/// were written. `now` is the writer clock for `recorded_at`.
+pub fn interrupt_open_attempts(
+    root: &Path,
+    reason: Reason,
+    now: Timestamp,
+) -> Result<usize, Error> {
     let spool = Spool::open(root)?;
     let mut producers: Vec<(String, Value)> = Vec::new();
     for e in spool.read_all()? {
@@ -506,7 +511,7 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
         let guards = lock::acquire_producers(
             spool.handle(),
             std::slice::from_ref(&producer),
-            now_ms.max(0) as u64,
+            now,
             &lock::Options::default(),
         )?;
         let mut current: Vec<Event> = spool
@@ -529,11 +534,7 @@ pub fn interrupt_open_attempts(root: &Path, reason: Reason, now_ms: i64) -> Resu
             let Some(input) = terminal_input(&current, start, reason)? else {
                 continue;
             };
-            let candidate = event::create(
-                &input,
-                &crate::time::Timestamp::from_millis(now_ms).to_iso_millis(),
-                None,
-            )?;
+            let candidate = event::create(&input, &now.to_iso_millis(), None)?;
             let date = spool
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;
@@ -600,7 +601,12 @@ mod tests {
         let now = 1_773_151_792_118; // 2026-03-10T14:09:52.118Z
         assert_eq!(event::iso_millis(now), "2026-03-10T14:09:52.118Z");
         assert_eq!(
-            interrupt_open_attempts(dir.path(), Reason::Timeout, now).unwrap(),
+            interrupt_open_attempts(
+                dir.path(),
+                Reason::Timeout,
+                crate::time::Timestamp::from_millis(now)
+            )
+            .unwrap(),
             4
         );
         let expected: BTreeMap<_, _> = tree(&src)
@@ -609,7 +615,12 @@ mod tests {
             .collect();
         assert_eq!(tree(dir.path()), expected);
         assert_eq!(
-            interrupt_open_attempts(dir.path(), Reason::Timeout, now).unwrap(),
+            interrupt_open_attempts(
+                dir.path(),
+                Reason::Timeout,
+                crate::time::Timestamp::from_millis(now)
+            )
+            .unwrap(),
             0
         );
     }
@@ -622,7 +633,12 @@ mod tests {
         copy(&src, dir.path(), |rel, _| !rel.contains("_finalizations"));
         let before = tree(dir.path());
         assert_eq!(
-            interrupt_open_attempts(dir.path(), Reason::WorkflowFailed, 0).unwrap(),
+            interrupt_open_attempts(
+                dir.path(),
+                Reason::WorkflowFailed,
+                crate::time::Timestamp::from_millis(0)
+            )
+            .unwrap(),
             0
         );
         assert_eq!(tree(dir.path()), before);

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::canonical::{self, Value};
 use crate::identity::Digest;
 use crate::process::{pid_alive, process_incarnation};
+use crate::time::Timestamp;
 use crate::writer::files::{self, Root, Written};
 use crate::writer::spool;
 
@@ -221,7 +222,7 @@ pub fn parse_lock(text: &str, schema: &str) -> Option<Owner> {
 /// Takes the lock at `rel` below `root`: create-only write of our lock
 /// file; an existing valid lock whose owner is stale is removed (claim-and-remove) and the write
 /// retried at once; a live owner is waited for, polling every `options.poll`, until
-/// `options.wait` has passed ([`Error::TimedOut`]). `now_ms` is recorded as `acquired_at_ms`
+/// `options.wait` has passed ([`Error::TimedOut`]). `now` is recorded as `acquired_at_ms`
 /// (informational; staleness never depends on age).
 ///
 /// Errors: [`Error::Invalid`] for an existing lock that is not a valid lock of `schema`,
@@ -231,7 +232,7 @@ pub fn acquire<'a>(
     rel: &str,
     label: &str,
     schema: &str,
-    now_ms: u64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Guard<'a>, Error> {
     let deadline = Instant::now() + options.wait;
@@ -239,7 +240,7 @@ pub fn acquire<'a>(
         label: label.to_owned(),
     })?;
     let owner = Owner {
-        acquired_at_ms: now_ms.min(canonical::MAX_SAFE_INTEGER as u64) as i64,
+        acquired_at_ms: now.millis().clamp(0, canonical::MAX_SAFE_INTEGER as i64),
         nonce: files::uuid_v4()?,
         pid: std::process::id(),
         incarnation,
@@ -292,7 +293,7 @@ pub fn acquire<'a>(
 pub fn acquire_producers<'a>(
     root: &'a Root,
     producers: &[Value],
-    now_ms: u64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Vec<Guard<'a>>, Error> {
     let mut keys = producers
@@ -309,7 +310,7 @@ pub fn acquire_producers<'a>(
             &rel,
             PRODUCER_LOCK_LABEL,
             PRODUCER_LOCK_SCHEMA,
-            now_ms,
+            now,
             options,
         ) {
             Ok(g) => guards.push(g),
@@ -440,7 +441,15 @@ mod tests {
     #[test]
     fn acquire_and_release_leave_nothing() {
         let (_dir, root) = setup();
-        let g = acquire(&root, REL, LABEL, SCHEMA, 7, &quick()).unwrap();
+        let g = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(7),
+            &quick(),
+        )
+        .unwrap();
         let owner = parse_lock(
             &root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap().unwrap(),
             SCHEMA,
@@ -451,7 +460,15 @@ mod tests {
         g.release().unwrap();
         assert_eq!(root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap(), None);
         {
-            let _g = acquire(&root, REL, LABEL, SCHEMA, 8, &quick()).unwrap();
+            let _g = acquire(
+                &root,
+                REL,
+                LABEL,
+                SCHEMA,
+                crate::time::Timestamp::from_millis(8),
+                &quick(),
+            )
+            .unwrap();
         }
         let dir = ".clawsweeper-repair/action-events/_locks";
         assert_eq!(root.list_dir(dir, 10).unwrap().unwrap(), vec![]);
@@ -471,7 +488,15 @@ mod tests {
             wait: Duration::ZERO,
             ..quick()
         };
-        let g = acquire(&root, REL, LABEL, SCHEMA, 1, &no_wait).unwrap();
+        let g = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &no_wait,
+        )
+        .unwrap();
         g.release().unwrap();
     }
 
@@ -480,7 +505,15 @@ mod tests {
     fn reused_pid_is_reclaimed() {
         let (_dir, root) = setup();
         plant(&root, &owner(std::process::id(), Digest::of("earlier")));
-        let g = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap();
+        let g = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap();
         g.release().unwrap();
     }
 
@@ -499,7 +532,15 @@ mod tests {
         plant(&root, &owner(pid, incarnation));
         let planted = root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap();
         let started = Instant::now();
-        let err = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap_err();
+        let err = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap_err();
         let waited = started.elapsed();
         assert!(matches!(err, Error::TimedOut { .. }));
         assert_eq!(
@@ -513,20 +554,43 @@ mod tests {
         assert_eq!(root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap(), planted);
         child.kill().unwrap();
         child.wait().unwrap();
-        acquire(&root, REL, LABEL, SCHEMA, 1, &quick())
-            .unwrap()
-            .release()
-            .unwrap();
+        acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap()
+        .release()
+        .unwrap();
     }
 
     /// A lock held by another thread of this process (same pid, same incarnation) is live.
     #[test]
     fn held_by_another_thread_times_out_then_succeeds_after_release() {
         let (_dir, root) = setup();
-        let held = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap();
+        let held = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap();
         std::thread::scope(|s| {
             s.spawn(|| {
-                let err = acquire(&root, REL, LABEL, SCHEMA, 2, &quick()).unwrap_err();
+                let err = acquire(
+                    &root,
+                    REL,
+                    LABEL,
+                    SCHEMA,
+                    crate::time::Timestamp::from_millis(2),
+                    &quick(),
+                )
+                .unwrap_err();
                 assert!(matches!(err, Error::TimedOut { waited_ms: 300, .. }));
             });
         });
@@ -535,7 +599,17 @@ mod tests {
             poll: Duration::from_millis(5),
         };
         std::thread::scope(|s| {
-            let t = s.spawn(|| acquire(&root, REL, LABEL, SCHEMA, 3, &waiting).map(Guard::release));
+            let t = s.spawn(|| {
+                acquire(
+                    &root,
+                    REL,
+                    LABEL,
+                    SCHEMA,
+                    crate::time::Timestamp::from_millis(3),
+                    &waiting,
+                )
+                .map(Guard::release)
+            });
             std::thread::sleep(Duration::from_millis(50));
             held.release().unwrap();
             t.join().unwrap().unwrap().unwrap();
@@ -561,7 +635,15 @@ mod tests {
         for (i, content) in contents.drain(..).enumerate() {
             let (_dir, root) = setup();
             root.write_create_only(REL, &content, LABEL).unwrap();
-            let err = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap_err();
+            let err = acquire(
+                &root,
+                REL,
+                LABEL,
+                SCHEMA,
+                crate::time::Timestamp::from_millis(1),
+                &quick(),
+            )
+            .unwrap_err();
             assert!(matches!(err, Error::Invalid { .. }), "{i}: {err}");
             let path = root.display_path(REL);
             assert_eq!(
@@ -580,7 +662,15 @@ mod tests {
         let (_dir, root) = setup();
         let text = lock_content(&owner(1, Digest::of("x")), SCHEMA).replace(":1,", ": 1,");
         root.write_create_only(REL, text.as_bytes(), LABEL).unwrap();
-        let err = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap_err();
+        let err = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::Invalid { .. }), "{err}");
         assert!(
             err.to_string()
@@ -591,7 +681,14 @@ mod tests {
             .write_create_only(REL, "x".repeat(2000).as_bytes(), LABEL)
             .unwrap();
         assert!(matches!(
-            acquire(&root2, REL, LABEL, SCHEMA, 1, &quick()),
+            acquire(
+                &root2,
+                REL,
+                LABEL,
+                SCHEMA,
+                crate::time::Timestamp::from_millis(1),
+                &quick()
+            ),
             Err(Error::Invalid { .. })
         ));
     }
@@ -599,7 +696,15 @@ mod tests {
     #[test]
     fn release_of_a_replaced_lock_is_refused() {
         let (_dir, root) = setup();
-        let g = acquire(&root, REL, LABEL, SCHEMA, 1, &quick()).unwrap();
+        let g = acquire(
+            &root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap();
         assert!(root.remove_if_content(REL, g.content()).unwrap());
         let other = plant(
             &root,
@@ -627,7 +732,13 @@ mod tests {
         let (_dir, root) = setup();
         let p = |job: &str| Value::object([("job", Value::str(job)), ("run_id", Value::str("1"))]);
         let producers = [p("zeta"), p("alpha"), p("zeta"), p("mid")];
-        let guards = acquire_producers(&root, &producers, 5, &quick()).unwrap();
+        let guards = acquire_producers(
+            &root,
+            &producers,
+            crate::time::Timestamp::from_millis(5),
+            &quick(),
+        )
+        .unwrap();
         let mut keys: Vec<String> = [p("alpha"), p("mid"), p("zeta")]
             .iter()
             .map(canonical::to_canonical_unchecked)
@@ -652,8 +763,22 @@ mod tests {
         let p = |job: &str| Value::object([("job", Value::str(job))]);
         let blocked =
             spool::lock_relative_path(&Digest::of(canonical::to_canonical_unchecked(&p("b"))));
-        let holder = acquire(&root, &blocked, LABEL, SCHEMA, 1, &quick()).unwrap();
-        let err = acquire_producers(&root, &[p("b"), p("a")], 1, &quick()).unwrap_err();
+        let holder = acquire(
+            &root,
+            &blocked,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap();
+        let err = acquire_producers(
+            &root,
+            &[p("b"), p("a")],
+            crate::time::Timestamp::from_millis(1),
+            &quick(),
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::TimedOut { .. }));
         let dir = ".clawsweeper-repair/action-events/_locks";
         let left = root.list_dir(dir, 10).unwrap().unwrap();

@@ -525,10 +525,10 @@ pub fn record_phase(
     root: &Path,
     input: &Value,
     env: &Environment,
-    now_ms: i64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Option<Event>, Error> {
-    record_phase_outcome(root, input, env, now_ms, options).map(|r| r.map(|(e, _)| e))
+    record_phase_outcome(root, input, env, now, options).map(|r| r.map(|(e, _)| e))
 }
 
 /// [`record_phase`], also saying whether the event was written now or already recorded.
@@ -539,13 +539,13 @@ pub fn record_phase_outcome(
     root: &Path,
     input: &Value,
     env: &Environment,
-    now_ms: i64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Option<(Event, Outcome)>, Error> {
     match phase_action_input(input) {
         // The reference hashes `identity: undefined` only when recording is enabled.
         Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
-        generic => record_action_outcome(root, &generic?, env, now_ms, options),
+        generic => record_action_outcome(root, &generic?, env, now, options),
     }
 }
 
@@ -618,8 +618,12 @@ pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
 }
 
 /// The event a generic-API input describes, without writing it (derivations in the module
-/// docs). `recorded_at` is `now_ms` in `toISOString` form.
-pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Result<Event, Error> {
+/// docs). `recorded_at` is `now` in `toISOString` form.
+pub fn build_action_event(
+    input: &Value,
+    env: &Environment,
+    now: Timestamp,
+) -> Result<Event, Error> {
     let text_field = |k: &'static str| -> Result<&str, Error> {
         input
             .get(k)
@@ -743,7 +747,7 @@ pub fn build_action_event(input: &Value, env: &Environment, now_ms: i64) -> Resu
     }
     Ok(event::create(
         &Value::Object(writer),
-        &Timestamp::from_millis(now_ms).to_iso_millis(),
+        &now.to_iso_millis(),
         None,
     )?)
 }
@@ -756,10 +760,10 @@ pub fn record_action(
     root: &Path,
     input: &Value,
     env: &Environment,
-    now_ms: i64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Option<Event>, Error> {
-    record_action_outcome(root, input, env, now_ms, options).map(|r| r.map(|(e, _)| e))
+    record_action_outcome(root, input, env, now, options).map(|r| r.map(|(e, _)| e))
 }
 
 /// Whether a write created the event's file or found the same event (replay-equal) already
@@ -780,32 +784,32 @@ pub fn record_action_outcome(
     root: &Path,
     input: &Value,
     env: &Environment,
-    now_ms: i64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<Option<(Event, Outcome)>, Error> {
     if !enabled(env) {
         return Ok(None);
     }
-    let candidate = build_action_event(input, env, now_ms)?;
+    let candidate = build_action_event(input, env, now)?;
     check_privacy(&candidate, input, env, options.privacy)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
-    write_event(&root, &candidate, &date, now_ms).map(Some)
+    write_event(&root, &candidate, &date, now).map(Some)
 }
 
 /// Writes a built event into the spool at `root` on partition `date` under its producer's lock
-///; `now_ms` goes into the lock file. Returns the persisted event
+///; `now` goes into the lock file. Returns the persisted event
 /// and whether it was written now.
 pub fn write_event(
     root: &Root,
     candidate: &Event,
     date: &str,
-    now_ms: i64,
+    now: Timestamp,
 ) -> Result<(Event, Outcome), Error> {
     let guards = lock::acquire_producers(
         root,
         std::slice::from_ref(candidate.producer()),
-        now_ms.max(0) as u64,
+        now,
         &lock::Options::default(),
     )?;
     let written = write_locked(root, candidate, date)?;
@@ -1142,13 +1146,13 @@ mod tests {
     /// The event the reference's writer builds with `value` at `place`.
     fn build(place: &Place, value: &str) -> Result<Event, Error> {
         let (input, env) = inputs(place, value)?;
-        build_action_event(&input, &env, 0)
+        build_action_event(&input, &env, crate::time::Timestamp::from_millis(0))
     }
 
     /// [`build`], then the privacy profile as [`record_action`] applies it.
     fn build_with(place: &Place, value: &str, profile: Profile) -> Result<Event, Error> {
         let (input, env) = inputs(place, value)?;
-        let event = build_action_event(&input, &env, 0)?;
+        let event = build_action_event(&input, &env, crate::time::Timestamp::from_millis(0))?;
         check_privacy(&event, &input, &env, profile)?;
         Ok(event)
     }
@@ -1409,8 +1413,14 @@ mod tests {
             &["subject", "subjectId"],
             Value::str("AIzaSyA-1234567890abcdefghijklmnopqrstu"),
         );
-        let err =
-            record_phase(dir.path(), &input, &base_env(), NOW, &Options::default()).unwrap_err();
+        let err = record_phase(
+            dir.path(),
+            &input,
+            &base_env(),
+            crate::time::Timestamp::from_millis(NOW),
+            &Options::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "action event $.subject.subject_id matches google-api-key (gitleaks:gcp-api-key), which the strict privacy profile refuses: keep the value out of the event (revoke or rotate it if it is a credential), or record with --privacy reference"
@@ -1420,16 +1430,28 @@ mod tests {
             privacy: Profile::Reference,
         };
         assert!(
-            record_phase(dir.path(), &input, &base_env(), NOW, &reference)
-                .unwrap()
-                .is_some()
+            record_phase(
+                dir.path(),
+                &input,
+                &base_env(),
+                crate::time::Timestamp::from_millis(NOW),
+                &reference
+            )
+            .unwrap()
+            .is_some()
         );
         // A producer part that only its own scan sees: a long token cut to a prefix and a hash.
         let mut env = base_env();
         let key = format!("v1.0-{}-{}", "0a".repeat(12), "1b".repeat(73));
         env.insert("CLAWSWEEPER_ACTION_LEDGER_INVOCATION".into(), key);
-        let err =
-            record_phase(dir.path(), &base_input(), &env, NOW, &Options::default()).unwrap_err();
+        let err = record_phase(
+            dir.path(),
+            &base_input(),
+            &env,
+            crate::time::Timestamp::from_millis(NOW),
+            &Options::default(),
+        )
+        .unwrap_err();
         assert!(
             err.to_string().starts_with(
                 "action event producer part CLAWSWEEPER_ACTION_LEDGER_INVOCATION matches cloudflare-origin-ca-key (gitleaks:cloudflare-origin-ca-key)"
@@ -1519,7 +1541,7 @@ mod tests {
                 Path::new(&dir),
                 &item_input(i),
                 &base_env(),
-                NOW,
+                crate::time::Timestamp::from_millis(NOW),
                 &Options::default(),
             )
             .unwrap()
@@ -1592,7 +1614,7 @@ mod tests {
             &base.path().join("probe"),
             &item_input(0),
             &base_env(),
-            NOW,
+            crate::time::Timestamp::from_millis(NOW),
             &Options::default(),
         )
         .unwrap();
@@ -1666,7 +1688,7 @@ mod tests {
                 &spool_dir,
                 &item_input(i),
                 &base_env(),
-                NOW,
+                crate::time::Timestamp::from_millis(NOW),
                 &Options::default(),
             ) {
                 Ok(_) => ok += 1,
@@ -1698,31 +1720,54 @@ mod tests {
         let env = base_env();
         let o = Options::default();
         let phase = |now| record_phase_outcome(dir.path(), &base_input(), &env, now, &o);
-        let (first, outcome) = phase(NOW).unwrap().unwrap();
+        let (first, outcome) = phase(crate::time::Timestamp::from_millis(NOW))
+            .unwrap()
+            .unwrap();
         assert_eq!(outcome, Outcome::Recorded);
-        let (again, outcome) = phase(NOW + 60_000).unwrap().unwrap();
+        let (again, outcome) = phase(crate::time::Timestamp::from_millis(NOW + 60_000))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (again.json.as_str(), outcome),
             (first.json.as_str(), Outcome::Unchanged)
         );
         let generic = phase_action_input(&base_input()).unwrap();
-        let (via_generic, outcome) = record_action_outcome(dir.path(), &generic, &env, NOW + 1, &o)
-            .unwrap()
-            .unwrap();
+        let (via_generic, outcome) = record_action_outcome(
+            dir.path(),
+            &generic,
+            &env,
+            crate::time::Timestamp::from_millis(NOW + 1),
+            &o,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             (via_generic.json, outcome),
             (first.json.clone(), Outcome::Unchanged)
         );
         let mut other = base_input();
         set(&mut other, &["identity", "item"], Value::from(2));
-        let (_, outcome) = record_phase_outcome(dir.path(), &other, &env, NOW, &o)
-            .unwrap()
-            .unwrap();
+        let (_, outcome) = record_phase_outcome(
+            dir.path(),
+            &other,
+            &env,
+            crate::time::Timestamp::from_millis(NOW),
+            &o,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(outcome, Outcome::Recorded);
         let spool = crate::writer::spool::Spool::open(dir.path()).unwrap();
-        crate::writer::seal::seal(&spool, None, 0, &crate::writer::seal::Options::default())
+        crate::writer::seal::seal(
+            &spool,
+            None,
+            crate::time::Timestamp::from_millis(0),
+            &crate::writer::seal::Options::default(),
+        )
+        .unwrap();
+        let (_, outcome) = phase(crate::time::Timestamp::from_millis(NOW + 120_000))
+            .unwrap()
             .unwrap();
-        let (_, outcome) = phase(NOW + 120_000).unwrap().unwrap();
         assert_eq!(
             outcome,
             Outcome::Unchanged,

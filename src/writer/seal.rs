@@ -17,6 +17,7 @@ use crate::event::{self, Event};
 use crate::identity::{Digest, ShardIdentity};
 use crate::ledger::shard::{self, Shard};
 use crate::privacy::{self, Profile};
+use crate::time::Timestamp;
 use crate::writer::files::{self, Root, Written};
 use crate::writer::lock;
 use crate::writer::spool::{self, Spool};
@@ -238,7 +239,7 @@ fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Resul
 /// the seal or finds the seal and is refused. The check lists the event file names: event files
 /// are create-only and never change once named, so an unchanged listing means the events read
 /// before locking are exactly the events under the lock; otherwise the spool is read again, and
-/// a producer that appeared meanwhile is added to the set and the locks taken again. `now_ms`
+/// a producer that appeared meanwhile is added to the set and the locks taken again. `now`
 /// goes into the lock files only.
 ///
 /// Under [`Profile::Strict`] (`options.privacy`) every event is checked against
@@ -250,7 +251,7 @@ fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Resul
 pub fn seal(
     spool: &Spool,
     output: Option<&Root>,
-    now_ms: u64,
+    now: Timestamp,
     options: &Options,
 ) -> Result<SealReport, Error> {
     let mut names = spool.event_names()?;
@@ -262,7 +263,7 @@ pub fn seal(
                 producers.push(r.producer.clone());
             }
         }
-        let guards = lock::acquire_producers(spool.handle(), &producers, now_ms, &options.lock)?;
+        let guards = lock::acquire_producers(spool.handle(), &producers, now, &options.lock)?;
         let now = spool.event_names()?;
         if now == names {
             break guards;
@@ -444,7 +445,13 @@ mod tests {
             let out = tempfile::tempdir().unwrap();
             let spool = Spool::open(copy.path()).unwrap();
             let out_root = Root::open(out.path(), OUTPUT_ROOT_LABEL).unwrap();
-            let report = seal(&spool, Some(&out_root), 0, &Options::default()).unwrap();
+            let report = seal(
+                &spool,
+                Some(&out_root),
+                crate::time::Timestamp::from_millis(0),
+                &Options::default(),
+            )
+            .unwrap();
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
             assert_eq!(
@@ -504,9 +511,14 @@ mod tests {
         let root = root.to_owned();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let r = Spool::open(&root)
-                .map_err(Error::from)
-                .and_then(|s| seal(&s, None, 0, &Options::default()));
+            let r = Spool::open(&root).map_err(Error::from).and_then(|s| {
+                seal(
+                    &s,
+                    None,
+                    crate::time::Timestamp::from_millis(0),
+                    &Options::default(),
+                )
+            });
             let _ = tx.send(r.map_err(|e| e.to_string()));
         });
         rx.recv_timeout(std::time::Duration::from_secs(1))
@@ -579,8 +591,20 @@ mod tests {
             },
             ..Options::default()
         };
-        let held = lock::acquire_producers(spool.handle(), &[producer], 1, &options.lock).unwrap();
-        let err = seal(&spool, None, 2, &options).unwrap_err();
+        let held = lock::acquire_producers(
+            spool.handle(),
+            &[producer],
+            crate::time::Timestamp::from_millis(1),
+            &options.lock,
+        )
+        .unwrap();
+        let err = seal(
+            &spool,
+            None,
+            crate::time::Timestamp::from_millis(2),
+            &options,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "action event producer lock timed out after 300ms"
@@ -593,7 +617,17 @@ mod tests {
             0
         );
         lock::release_all(held).unwrap();
-        assert_eq!(seal(&spool, None, 3, &options).unwrap().sealed, 1);
+        assert_eq!(
+            seal(
+                &spool,
+                None,
+                crate::time::Timestamp::from_millis(3),
+                &options
+            )
+            .unwrap()
+            .sealed,
+            1
+        );
         assert_eq!(
             tree(dir.path())
                 .keys()
@@ -632,7 +666,7 @@ mod tests {
         let report = seal(
             &Spool::open(&probe).unwrap(),
             Some(&probe_out),
-            0,
+            crate::time::Timestamp::from_millis(0),
             &Options::default(),
         )
         .unwrap();
@@ -713,7 +747,12 @@ mod tests {
             while !started.load(Ordering::Relaxed) {
                 std::thread::yield_now();
             }
-            let result = seal(&spool, Some(&out), 0, &quick);
+            let result = seal(
+                &spool,
+                Some(&out),
+                crate::time::Timestamp::from_millis(0),
+                &quick,
+            );
             stop.store(true, Ordering::Relaxed);
             assert!(swapper.join().unwrap() > 0);
             let leaked: Vec<String> = tree(&outside).into_keys().collect();

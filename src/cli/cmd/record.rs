@@ -51,11 +51,11 @@ pub(in crate::cli) fn run(
     };
     let value = canonical::parse_input(text.trim_end())
         .map_err(|e| Failure::input(format!("{source}: {e}")))?;
-    let now_ms = system_now().millis();
+    let now = system_now();
     let options = record::Options { privacy: profile };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now_ms, &options),
-        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now_ms, &options),
+        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now, &options),
+        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now, &options),
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"

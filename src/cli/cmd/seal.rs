@@ -54,18 +54,15 @@ pub(in crate::cli) fn run(
     };
     for (root, spool) in spools.iter().zip(opened) {
         if let Some(reason) = interrupt {
-            let written = crate::writer::interrupt::interrupt_open_attempts(
-                root,
-                reason,
-                system_now().millis(),
-            )
-            .map_err(|e| Failure {
-                code: match &e {
-                    crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
-                    _ => 2,
-                },
-                message: format!("{}: interruption recovery failed: {e}", root.display()),
-            })?;
+            let written =
+                crate::writer::interrupt::interrupt_open_attempts(root, reason, system_now())
+                    .map_err(|e| Failure {
+                        code: match &e {
+                            crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
+                            _ => 2,
+                        },
+                        message: format!("{}: interruption recovery failed: {e}", root.display()),
+                    })?;
             out.note(&format!(
                 "closed {written} open attempt(s) in {} as {}",
                 root.display(),
@@ -75,7 +72,7 @@ pub(in crate::cli) fn run(
         let report = seal::seal(
             &spool,
             output_root.as_ref(),
-            system_now().millis().max(0) as u64,
+            system_now(),
             &seal::Options {
                 privacy: profile,
                 ..seal::Options::default()
