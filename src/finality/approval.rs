@@ -101,14 +101,7 @@ pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, RecordErr
             "lifecycle",
         ],
     )?;
-    let action_id = f.parsed("action_id", ActionId::parse)?;
-    if action_id != *id {
-        return Err(RecordError::NotItsPath {
-            field: "action_id",
-            id: action_id,
-            owner: "directory's",
-        });
-    }
+    let action_id = f.own_id("action_id", id, "directory's")?;
     let decision = f.parsed("decision", ApprovalDecision::parse)?;
     let lifecycle = f.parsed("lifecycle", Lifecycle::parse)?;
     if lifecycle != decision.lifecycle() {

@@ -17,18 +17,15 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::approval::{self, ApprovalDecision};
-use super::claim::eligible;
+use super::approval::ApprovalDecision;
+use super::claim::{claimant, eligible};
 use super::create::id_field;
 use super::decision::{self, Decision};
-use super::outcome::prepare_report;
-use super::records::RecordError;
+use super::outcome::{PreparedClose, prepare_close, prepare_report};
 use super::{
-    ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle,
-    MAX_RECORD_BYTES, MAX_TEXT_UNITS, NewAction, Options, Outcome, OutcomeReport, OutcomeStatus,
-    Reported, SWEEP_ERROR, SWEEP_SUMMARY, Security, Source, State, SweepReport, Swept, Verdict,
-    act_content_hash, classify, clean_text, parse_action, parse_claim, parse_outcome, scrub_act,
-    timeout_minutes,
+    ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS,
+    NewAction, Options, Outcome, OutcomeReport, Reported, Security, Source, State, SweepReport,
+    Swept, Verdict, act_content_hash, classify, clean_text, scrub_act, timeout_minutes,
 };
 use crate::identity::Digest;
 use crate::privacy;
@@ -92,23 +89,15 @@ impl<'s> Overlay<'s> {
     /// The record at `path`: staged, else the tip's; `None` when absent.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] for an entry that is not a file within [`MAX_RECORD_BYTES`],
+    /// [`Error::Corrupt`] for an entry that is not a file within
+    /// [`MAX_RECORD_BYTES`](super::MAX_RECORD_BYTES),
     /// [`Error::Store`] when the tip cannot be read.
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>, Error> {
         if let Some(bytes) = self.staged.get(path) {
             self.read_staged.set(true);
             return Ok(Some(bytes.clone()));
         }
-        match self.snap.read(path, MAX_RECORD_BYTES) {
-            Ok(bytes) => Ok(bytes),
-            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                Err(Error::Corrupt {
-                    path: path.to_owned(),
-                    reason: format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
+        super::state::read_record(&self.snap, path)
     }
 
     /// The state of action `id` (as [`super::read_state`]), staged records included.
@@ -116,39 +105,10 @@ impl<'s> Overlay<'s> {
     /// # Errors
     /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
     pub fn state(&self, id: &ActionId) -> Result<Option<State>, Error> {
-        let read = |kind: super::RecordKind| -> Result<Option<(String, Vec<u8>)>, Error> {
+        super::state::state_from(id, |kind| {
             let path = id.path(kind);
             Ok(self.read(&path)?.map(|b| (path, b)))
-        };
-        let corrupt = |path: String| {
-            move |e: RecordError| Error::Corrupt {
-                path,
-                reason: e.to_string(),
-            }
-        };
-        let Some((path, bytes)) = read(super::RecordKind::Action)? else {
-            return Ok(None);
-        };
-        let action = parse_action(&bytes, id).map_err(corrupt(path))?;
-        let claim = match read(super::RecordKind::Claim)? {
-            Some((path, b)) => Some(parse_claim(&b, id).map_err(corrupt(path))?),
-            None => None,
-        };
-        let outcome = match read(super::RecordKind::Outcome)? {
-            Some((path, b)) => Some(parse_outcome(&b, id).map_err(corrupt(path))?),
-            None => None,
-        };
-        let approval = match read(super::RecordKind::Approval)? {
-            Some((path, b)) => Some(approval::parse_approval(&b, id).map_err(corrupt(path))?),
-            None => None,
-        };
-        Ok(Some(State {
-            action,
-            action_sha256: Digest::of(&bytes),
-            claim,
-            outcome,
-            approval,
-        }))
+        })
     }
 
     /// The decision record `id`, when there is one.
@@ -320,15 +280,7 @@ struct ClaimInput<'r> {
 }
 
 fn claim_input<'r>(action_id: &str, request: &'r ClaimRequest) -> Result<ClaimInput<'r>, Error> {
-    let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
-        reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
-    })?;
-    let agent_id = request
-        .agent_id
-        .as_deref()
-        .map(privacy::js_trim)
-        .filter(|s| !s.is_empty())
-        .ok_or(Error::AgentIdentityRequired)?;
+    let (attempt_id, agent_id) = claimant(request)?;
     Ok(ClaimInput {
         attempt_id,
         agent_id,
@@ -524,19 +476,16 @@ pub fn close(
     summary: Option<&str>,
     now: Timestamp,
 ) -> Result<Reported, Error> {
-    let lifecycle = Lifecycle::parse(status)
-        .filter(|l| l.legacy_outcome().is_some())
-        .ok_or_else(|| Error::InvalidInput {
-            field: "status",
-            reason: format!("{status:?} is not completed, failed, cancelled or blocked"),
-        })?;
-    let outcome_status = lifecycle.legacy_outcome().expect("a close status");
+    let PreparedClose {
+        lifecycle,
+        outcome_status,
+        id,
+        summary,
+        security,
+    } = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
-    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let mut security = Security::default();
-    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
     let state = ov.state(&id)?.ok_or_else(not_found)?;
     if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
         return Err(Error::TerminalState {
@@ -642,17 +591,7 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<Sweep
         {
             continue;
         }
-        let outcome = Outcome {
-            action_id: id.clone(),
-            status: OutcomeStatus::LostConfirmation,
-            outcome_at: now,
-            summary: Some(SWEEP_SUMMARY.to_owned()),
-            error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
-            progress: None,
-            attempt_id: None,
-            lifecycle: lifecycle.closed_by(OutcomeStatus::LostConfirmation),
-            source: Source::Sweep,
-        };
+        let outcome = super::sweep::sweep_outcome(&id, lifecycle, now);
         report.swept.push(Swept {
             action_id: id.clone(),
             agent_id: state.action.agent_id.clone(),

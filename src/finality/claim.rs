@@ -111,6 +111,24 @@ pub(super) fn eligible(
         && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some())
 }
 
+/// The attempt id and the trimmed agent id of a claim request, the first checks of every claim.
+///
+/// # Errors
+/// [`Error::InvalidClaim`] for a malformed attempt id, then [`Error::AgentIdentityRequired`]
+/// for a missing or blank agent id.
+pub(super) fn claimant(request: &ClaimRequest) -> Result<(AttemptId, &str), Error> {
+    let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
+        reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
+    })?;
+    let agent_id = request
+        .agent_id
+        .as_deref()
+        .map(privacy::js_trim)
+        .filter(|s| !s.is_empty())
+        .ok_or(Error::AgentIdentityRequired)?;
+    Ok((attempt_id, agent_id))
+}
+
 /// Claims the execution of an action for one attempt: one commit adding
 /// `claim.json`, landed only if no claim exists on the tip it was built on. Exactly one of any
 /// number of concurrent claimers wins; every other gets [`Error::ClaimConflict`], as does any
@@ -129,15 +147,7 @@ pub fn claim(
     request: &ClaimRequest,
     now: Timestamp,
 ) -> Result<Written<Claim>, Error> {
-    let attempt_id = AttemptId::parse(&request.attempt_id).ok_or(Error::InvalidClaim {
-        reason: "attempt_id must match ^[A-Za-z0-9_-]{16,128}$",
-    })?;
-    let agent_id = request
-        .agent_id
-        .as_deref()
-        .map(privacy::js_trim)
-        .filter(|s| !s.is_empty())
-        .ok_or(Error::AgentIdentityRequired)?;
+    let (attempt_id, agent_id) = claimant(request)?;
     let conflict = || Error::ClaimConflict {
         action_id: action_id.to_owned(),
     };

@@ -124,14 +124,7 @@ pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, RecordError> {
             "rule",
         ],
     )?;
-    let decision_id = f.parsed("decision_id", DecisionId::parse)?;
-    if decision_id != *id {
-        return Err(RecordError::NotItsPath {
-            field: "decision_id",
-            id: decision_id,
-            owner: "path's",
-        });
-    }
+    let decision_id = f.own_id("decision_id", id, "path's")?;
     let reason = f.opt_str("reason")?;
     if reason.is_some_and(|r| crate::privacy::utf16_len(r) > MAX_TEXT_UNITS || r.contains('\0')) {
         return Err(RecordError::Text { field: "reason" });

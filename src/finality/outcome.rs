@@ -180,11 +180,8 @@ pub fn report_outcome(
             lifecycle: lifecycle.closed_by(status),
             source: Source::Outcome,
         };
-        Ok(Plan::Write {
-            files: vec![(id.path(RecordKind::Outcome), outcome.to_bytes())],
-            message: format!("finality: outcome {id} {status}\n"),
-            value: outcome,
-        })
+        let message = format!("finality: outcome {id} {status}\n");
+        Ok(outcome_plan(outcome, message))
     })?;
     Ok(finish_reported(written, times, security))
 }
@@ -273,6 +270,59 @@ fn finish_reported(
     }
 }
 
+/// The plan that writes `outcome` as its action's `outcome.json`, with commit `message`.
+fn outcome_plan(outcome: Outcome, message: String) -> Plan<Outcome> {
+    Plan::Write {
+        files: vec![(
+            outcome.action_id.path(RecordKind::Outcome),
+            outcome.to_bytes(),
+        )],
+        message,
+        value: outcome,
+    }
+}
+
+/// A legacy close checked and cleaned for storage ([`prepare_close`]).
+pub(super) struct PreparedClose {
+    pub(super) lifecycle: Lifecycle,
+    pub(super) outcome_status: OutcomeStatus,
+    pub(super) id: ActionId,
+    pub(super) summary: Option<String>,
+    pub(super) security: Security,
+}
+
+/// The input rules of a legacy close (see [`close`]), checked before anything is read: the
+/// status, then the action id; the summary redacted and truncated to [`MAX_TEXT_UNITS`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a status that is not `completed`, `failed`, `cancelled` or
+/// `blocked`; [`Error::NotFound`] for a malformed action id.
+pub(super) fn prepare_close(
+    action_id: &str,
+    status: &str,
+    summary: Option<&str>,
+) -> Result<PreparedClose, Error> {
+    let lifecycle = Lifecycle::parse(status)
+        .filter(|l| l.legacy_outcome().is_some())
+        .ok_or_else(|| Error::InvalidInput {
+            field: "status",
+            reason: format!("{status:?} is not completed, failed, cancelled or blocked"),
+        })?;
+    let outcome_status = lifecycle.legacy_outcome().expect("a close status");
+    let id = ActionId::parse(action_id).ok_or_else(|| Error::NotFound {
+        action_id: action_id.to_owned(),
+    })?;
+    let mut security = Security::default();
+    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    Ok(PreparedClose {
+        lifecycle,
+        outcome_status,
+        id,
+        summary,
+        security,
+    })
+}
+
 /// The legacy close (`PATCH /api/actions/:id` with `status`): closes a `running` action
 /// to `completed`, `failed`, `cancelled` or `blocked` and, since its outcome is then still
 /// pending, sets the implicit outcome (`completed` → `completed`, the others → `failed`) in the
@@ -290,19 +340,16 @@ pub fn close(
     summary: Option<&str>,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
-    let lifecycle = Lifecycle::parse(status)
-        .filter(|l| l.legacy_outcome().is_some())
-        .ok_or_else(|| Error::InvalidInput {
-            field: "status",
-            reason: format!("{status:?} is not completed, failed, cancelled or blocked"),
-        })?;
-    let outcome_status = lifecycle.legacy_outcome().expect("a close status");
+    let PreparedClose {
+        lifecycle,
+        outcome_status,
+        id,
+        summary,
+        security,
+    } = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
-    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let mut security = Security::default();
-    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
     let mut times = None;
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
@@ -324,11 +371,8 @@ pub fn close(
             lifecycle,
             source: Source::LegacyClose,
         };
-        Ok(Plan::Write {
-            files: vec![(id.path(RecordKind::Outcome), outcome.to_bytes())],
-            message: format!("finality: close {id} {lifecycle} (outcome {outcome_status})\n"),
-            value: outcome,
-        })
+        let message = format!("finality: close {id} {lifecycle} (outcome {outcome_status})\n");
+        Ok(outcome_plan(outcome, message))
     })?;
     Ok(finish_reported(written, times, security))
 }

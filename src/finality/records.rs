@@ -309,6 +309,25 @@ impl<'a> Fields<'a> {
         })
     }
 
+    /// The record's own id in field `key`, which must be `id`, the id its path names; `owner`
+    /// says what names it (`directory's`, `path's`) in the [`RecordError::NotItsPath`] refusal.
+    pub(super) fn own_id(
+        &self,
+        key: &'static str,
+        id: &ActionId,
+        owner: &'static str,
+    ) -> Result<ActionId, RecordError> {
+        let own = self.parsed(key, ActionId::parse)?;
+        if own != *id {
+            return Err(RecordError::NotItsPath {
+                field: key,
+                id: own,
+                owner,
+            });
+        }
+        Ok(own)
+    }
+
     /// An id field of the machine-text shape. Its confidential scan is left
     /// to [`verify`]: it compiles the privacy patterns, which every read would pay for.
     pub(super) fn id_text(&self, key: &'static str) -> Result<Option<String>, RecordError> {
@@ -358,14 +377,7 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
             "lifecycle",
         ],
     )?;
-    let action_id = f.parsed("action_id", ActionId::parse)?;
-    if action_id != *id {
-        return Err(RecordError::NotItsPath {
-            field: "action_id",
-            id: action_id,
-            owner: "directory's",
-        });
-    }
+    let action_id = f.own_id("action_id", id, "directory's")?;
     let act_content_hash = match f.opt_str("act_content_hash")? {
         None => None,
         Some(h) => {
@@ -421,14 +433,7 @@ pub fn parse_claim(bytes: &[u8], id: &ActionId) -> Result<Claim, RecordError> {
             "guard_decision_id",
         ],
     )?;
-    let action_id = f.parsed("action_id", ActionId::parse)?;
-    if action_id != *id {
-        return Err(RecordError::NotItsPath {
-            field: "action_id",
-            id: action_id,
-            owner: "directory's",
-        });
-    }
+    let action_id = f.own_id("action_id", id, "directory's")?;
     Ok(Claim {
         action_id,
         attempt_id: f.parsed("attempt_id", AttemptId::parse)?,
@@ -460,14 +465,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
             "summary",
         ],
     )?;
-    let action_id = f.parsed("action_id", ActionId::parse)?;
-    if action_id != *id {
-        return Err(RecordError::NotItsPath {
-            field: "action_id",
-            id: action_id,
-            owner: "directory's",
-        });
-    }
+    let action_id = f.own_id("action_id", id, "directory's")?;
     let status = f.parsed("status", OutcomeStatus::parse)?;
     if status == OutcomeStatus::Pending {
         return Err(RecordError::PendingWritten);

@@ -206,19 +206,38 @@ impl OutcomeView {
 /// # Errors
 /// [`Error::Corrupt`] for an invalid record, [`Error::Store`] when the repository cannot be read.
 pub fn read_state(snap: &Snapshot<'_>, id: &ActionId) -> Result<Option<State>, Error> {
-    let read = |kind: RecordKind| -> Result<Option<(String, Vec<u8>)>, Error> {
+    state_from(id, |kind| {
         let path = id.path(kind);
-        match snap.read(&path, MAX_RECORD_BYTES) {
-            Ok(bytes) => Ok(bytes.map(|b| (path, b))),
-            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                Err(Error::Corrupt {
-                    reason: format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-                    path,
-                })
-            }
-            Err(e) => Err(e.into()),
-        }
-    };
+        Ok(read_record(snap, &path)?.map(|b| (path, b)))
+    })
+}
+
+/// The record file at `path` on `snap`; `None` when absent.
+///
+/// # Errors
+/// [`Error::Corrupt`] for an entry that is not a file of at most [`MAX_RECORD_BYTES`],
+/// [`Error::Store`] when the repository cannot be read.
+pub(super) fn read_record(snap: &Snapshot<'_>, path: &str) -> Result<Option<Vec<u8>>, Error> {
+    match snap.read(path, MAX_RECORD_BYTES) {
+        Ok(bytes) => Ok(bytes),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => Err(Error::Corrupt {
+            path: path.to_owned(),
+            reason: format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Parses the records of action `id` into its state; `read` yields a record's path and bytes,
+/// `None` when absent. Shared by [`read_state`] and the batch overlay, which differ only in
+/// where the bytes come from.
+///
+/// # Errors
+/// Those of `read`, and [`Error::Corrupt`] for an invalid record.
+pub(super) fn state_from(
+    id: &ActionId,
+    read: impl Fn(RecordKind) -> Result<Option<(String, Vec<u8>)>, Error>,
+) -> Result<Option<State>, Error> {
     let corrupt = |path: String| {
         move |e: RecordError| Error::Corrupt {
             path,

@@ -61,6 +61,22 @@ pub struct SweepReport {
     pub skipped: Vec<String>,
 }
 
+/// The `lost_confirmation` outcome the sweep writes at `now` for action `id` in `lifecycle`:
+/// [`SWEEP_SUMMARY`], and [`SWEEP_ERROR`] when the lifecycle was still open.
+pub(super) fn sweep_outcome(id: &ActionId, lifecycle: Lifecycle, now: Timestamp) -> Outcome {
+    Outcome {
+        action_id: id.clone(),
+        status: OutcomeStatus::LostConfirmation,
+        outcome_at: now,
+        summary: Some(SWEEP_SUMMARY.to_owned()),
+        error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
+        progress: None,
+        attempt_id: None,
+        lifecycle: lifecycle.closed_by(OutcomeStatus::LostConfirmation),
+        source: Source::Sweep,
+    }
+}
+
 /// The stale-outcome sweep: in ONE commit, every action whose outcome is pending, whose
 /// `created_at` is more than `timeout_minutes` before `now`, and whose lifecycle is not
 /// `completed`, `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation`
@@ -112,17 +128,7 @@ pub fn sweep(
                 continue;
             }
             seen.insert(id.clone());
-            let outcome = Outcome {
-                action_id: id.clone(),
-                status: OutcomeStatus::LostConfirmation,
-                outcome_at: now,
-                summary: Some(SWEEP_SUMMARY.to_owned()),
-                error_message: lifecycle.is_open().then(|| SWEEP_ERROR.to_owned()),
-                progress: None,
-                attempt_id: None,
-                lifecycle: lifecycle.closed_by(OutcomeStatus::LostConfirmation),
-                source: Source::Sweep,
-            };
+            let outcome = sweep_outcome(&id, lifecycle, now);
             files.push((id.path(RecordKind::Outcome), outcome.to_bytes()));
             report.swept.push(Swept {
                 action_id: id,

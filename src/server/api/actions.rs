@@ -272,6 +272,37 @@ fn new_action(intent: &Intent, d: &Decision, id: ActionId, principal: &str) -> N
     }
 }
 
+/// Stages the guard's `decision`, stamped `now`; answers the record as staged.
+fn record_decision(
+    ov: &mut Overlay<'_>,
+    decision: &Decision,
+    now: Timestamp,
+) -> Result<Decision, finality::Error> {
+    let mut d = decision.clone();
+    d.decided_at = now;
+    batch::decide(ov, &d)?;
+    Ok(d)
+}
+
+/// Stages the guard's `decision` (as [`record_decision`]) and the new action `action_id` it
+/// governs; answers both as staged.
+fn record_action(
+    ov: &mut Overlay<'_>,
+    decision: &Decision,
+    intent: &Intent,
+    action_id: &ActionId,
+    principal: &str,
+    now: Timestamp,
+) -> Result<(Decision, ActionState), finality::Error> {
+    let d = record_decision(ov, decision, now)?;
+    let created = batch::create(
+        ov,
+        &new_action(intent, &d, action_id.clone(), principal),
+        now,
+    )?;
+    Ok((d, created.state))
+}
+
 fn target_action_id(intent: &Intent, principal: &str, clock: &dyn Clock) -> ActionId {
     intent
         .action_id
@@ -326,9 +357,7 @@ pub(super) async fn guard(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let mut fields: Vec<(&'static str, Value)>;
             let Some(action_id) = &action_id else {
-                let mut d = decision.clone();
-                d.decided_at = now;
-                batch::decide(ov, &d)?;
+                let d = record_decision(ov, &decision, now)?;
                 return Ok(Answer::new(200, Value::object(decision_value(&d))));
             };
             let state = match ov.state(action_id)? {
@@ -343,16 +372,10 @@ pub(super) async fn guard(
                     existing
                 }
                 None => {
-                    let mut d = decision.clone();
-                    d.decided_at = now;
-                    batch::decide(ov, &d)?;
-                    let created = batch::create(
-                        ov,
-                        &new_action(&intent, &d, action_id.clone(), &principal),
-                        now,
-                    )?;
+                    let (d, state) =
+                        record_action(ov, &decision, &intent, action_id, &principal, now)?;
                     fields = decision_value(&d);
-                    created.state
+                    state
                 }
             };
             fields.push(("recorded", Value::Bool(true)));
@@ -441,15 +464,8 @@ pub(super) async fn create(
                     ]),
                 ));
             }
-            let mut d = decision.clone();
-            d.decided_at = now;
-            batch::decide(ov, &d)?;
-            let created = batch::create(
-                ov,
-                &new_action(&intent, &d, action_id.clone(), &principal),
-                now,
-            )?;
-            let view = action_view(&created.state, Some(&d));
+            let (d, state) = record_action(ov, &decision, &intent, &action_id, &principal, now)?;
+            let view = action_view(&state, Some(&d));
             let decision = Value::object(decision_value(&d));
             if d.verdict == Verdict::Block {
                 return Ok(Answer::new(

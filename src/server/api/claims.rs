@@ -15,8 +15,8 @@ use axum::response::Response;
 use super::App;
 use super::actions::security_value;
 use super::extract::{ActionPath, Caller, JsonObject};
-use super::reads::{action_view, decision_of, read};
-use super::respond::{answer, error, error_with, json, reply_or, unavailable, validation};
+use super::reads::{action_view, answer_action, decision_of};
+use super::respond::{answer, error_with, reply_or, validation};
 use crate::canonical::Value;
 use crate::finality::batch::{self, BatchError, Overlay};
 use crate::finality::{self, ActionId, ClaimRequest, Verdict};
@@ -162,20 +162,7 @@ pub(super) async fn patch_action(
         Some(_) => return validation(vec!["output_summary must be a string".into()]),
     };
     let Some(status) = status else {
-        let Some(aid) = ActionId::parse(&id) else {
-            return error(404, "Action not found");
-        };
-        return match read(&app, move |ov, _| {
-            Ok(ov
-                .state(&aid)?
-                .map(|s| action_view(&s, decision_of(ov, &s).as_ref())))
-        })
-        .await
-        {
-            Ok(Some(v)) => json(200, Value::object([("action", v)])),
-            Ok(None) => error(404, "Action not found"),
-            Err(e) => unavailable(&e.to_string()),
-        };
+        return answer_action(&app, &id).await;
     };
     let action_id = id.clone();
     let critical = summary

@@ -183,22 +183,7 @@ pub(super) async fn get_action(
     ActionPath(id): ActionPath,
     _caller: Caller,
 ) -> Response {
-    let Some(id) = ActionId::parse(&id) else {
-        return error(404, "Action not found");
-    };
-    let r = read(&app, move |ov, _| {
-        let state = ov.state(&id)?;
-        Ok(state.map(|s| {
-            let d = decision_of(ov, &s);
-            action_view(&s, d.as_ref())
-        }))
-    })
-    .await;
-    match r {
-        Ok(Some(v)) => json(200, Value::object([("action", v)])),
-        Ok(None) => error(404, "Action not found"),
-        Err(e) => unavailable(&e.to_string()),
-    }
+    answer_action(&app, &id).await
 }
 
 pub(super) async fn get_outcome(
@@ -206,11 +191,31 @@ pub(super) async fn get_outcome(
     ActionPath(id): ActionPath,
     _caller: Caller,
 ) -> Response {
-    let Some(id) = ActionId::parse(&id) else {
+    answer_state(&app, &id, |_, s, now| s.view(now).to_value()).await
+}
+
+/// `{"action": …}`, the view of action `raw_id` with its decision (`GET /api/actions/:id`, and
+/// a `PATCH` without a status); answered as [`answer_state`].
+pub(super) async fn answer_action(app: &Arc<App>, raw_id: &str) -> Response {
+    answer_state(app, raw_id, |ov, s, _| {
+        Value::object([("action", action_view(s, decision_of(ov, s).as_ref()))])
+    })
+    .await
+}
+
+/// `200` with `body` of the state of action `raw_id` at the target's tip (read at the clock's
+/// now); `404` when the id is malformed or names no action; `503` when the ledger cannot be
+/// read.
+async fn answer_state(
+    app: &Arc<App>,
+    raw_id: &str,
+    body: impl FnOnce(&Overlay<'_>, &ActionState, Timestamp) -> Value + Send + 'static,
+) -> Response {
+    let Some(id) = ActionId::parse(raw_id) else {
         return error(404, "Action not found");
     };
-    match read(&app, move |ov, now| {
-        Ok(ov.state(&id)?.map(|s| s.view(now).to_value()))
+    match read(app, move |ov, now| {
+        Ok(ov.state(&id)?.map(|s| body(ov, &s, now)))
     })
     .await
     {
