@@ -296,54 +296,7 @@ pub(super) enum Command {
     /// `GET /api/cron/outcome-sweep` (Authorization: Bearer SECRET). $ACTION_LEDGER_NOW starts
     /// its clock at that time. SIGINT or SIGTERM stop it after the requests in flight (exit 0).
     /// A batch of records lands as one pack: run `git gc` on the repository now and then.
-    Serve {
-        /// The state repository (created bare when absent; with --remote, a cache of objects).
-        #[arg(long, default_value = "./state.git")]
-        repo: PathBuf,
-        /// The ledger ref.
-        #[arg(long = "ref", default_value = "refs/heads/main")]
-        ref_name: String,
-        /// Land every commit on this remote state repository (any git URL or path) with a leased
-        /// push, as `publish --remote` does; servers sharing a remote see each other's claims.
-        #[arg(long)]
-        remote: Option<String>,
-        /// The ref on the remote (default: the value of --ref).
-        #[arg(long, requires = "remote")]
-        remote_ref: Option<String>,
-        /// The address to listen on (`127.0.0.1:0` takes a free port).
-        #[arg(long, default_value = "127.0.0.1:8787")]
-        listen: String,
-        /// API keys: one `PRINCIPAL SHA256_HEX_OF_KEY [operator]` a line (keys are stored hashed
-        /// only; `operator` may approve and deny). A single key can also come from
-        /// $ACTION_LEDGER_API_KEY with its principal in $ACTION_LEDGER_PRINCIPAL.
-        #[arg(long)]
-        api_keys: Option<PathBuf>,
-        /// The guard policy (JSON: `{"default", "rules":[{"id", "action_type", "act_kind",
-        /// "agent_id", "verdict", "reason", "containment_ref"}]}`, rules tried in order, a rule
-        /// matching when every field it names is equal; default: allow everything). A claim is
-        /// checked against the current policy again.
-        #[arg(long)]
-        policy: Option<PathBuf>,
-        /// Sweep stale outcomes every this many minutes (0: no timer; the cron endpoint still
-        /// works).
-        #[arg(long, default_value_t = 15)]
-        sweep_every: u32,
-        /// Minutes after creation before a pending outcome is stale.
-        #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
-              value_parser = clap::value_parser!(u32).range(1..=1440))]
-        timeout_minutes: u32,
-        /// Serve without authentication (only on a loopback address, only without keys): every
-        /// caller is then the operator `anonymous`.
-        #[arg(long)]
-        insecure_no_auth: bool,
-        /// Also print `{"type":"listening","url":…}` on stdout when ready.
-        #[arg(long)]
-        json: bool,
-        /// Most operations in one commit (1: one commit per operation; for benchmarks).
-        #[arg(long, default_value_t = 256, hide = true,
-              value_parser = clap::value_parser!(u32).range(1..=65_536))]
-        max_batch: u32,
-    },
+    Serve(ServeArgs),
     /// Fold every month older than the retention window into monthly segments, removing its hot
     /// shards in the same commit; a second run changes nothing.
     ///
@@ -602,4 +555,55 @@ pub(super) struct ShowArgs {
     /// Print a JSON object of type `action`.
     #[arg(long)]
     pub(super) json: bool,
+}
+
+/// The arguments of `serve`.
+#[derive(clap::Args, Debug)]
+pub(super) struct ServeArgs {
+    /// The state repository (created bare when absent; with --remote, a cache of objects).
+    #[arg(long, default_value = "./state.git")]
+    pub(super) repo: PathBuf,
+    /// The ledger ref.
+    #[arg(long = "ref", default_value = "refs/heads/main")]
+    pub(super) ref_name: String,
+    /// Land every commit on this remote state repository (any git URL or path) with a leased
+    /// push, as `publish --remote` does; servers sharing a remote see each other's claims.
+    #[arg(long)]
+    pub(super) remote: Option<String>,
+    /// The ref on the remote (default: the value of --ref).
+    #[arg(long, requires = "remote")]
+    pub(super) remote_ref: Option<String>,
+    /// The address to listen on (`127.0.0.1:0` takes a free port).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub(super) listen: String,
+    /// API keys: one `PRINCIPAL SHA256_HEX_OF_KEY [operator]` a line (keys are stored hashed
+    /// only; `operator` may approve and deny). A single key can also come from
+    /// $ACTION_LEDGER_API_KEY with its principal in $ACTION_LEDGER_PRINCIPAL.
+    #[arg(long)]
+    pub(super) api_keys: Option<PathBuf>,
+    /// The guard policy (JSON: `{"default", "rules":[{"id", "action_type", "act_kind",
+    /// "agent_id", "verdict", "reason", "containment_ref"}]}`, rules tried in order, a rule
+    /// matching when every field it names is equal; default: allow everything). A claim is
+    /// checked against the current policy again.
+    #[arg(long)]
+    pub(super) policy: Option<PathBuf>,
+    /// Sweep stale outcomes every this many minutes (0: no timer; the cron endpoint still
+    /// works).
+    #[arg(long, default_value_t = 15)]
+    pub(super) sweep_every: u32,
+    /// Minutes after creation before a pending outcome is stale.
+    #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
+          value_parser = clap::value_parser!(u32).range(1..=1440))]
+    pub(super) timeout_minutes: u32,
+    /// Serve without authentication (only on a loopback address, only without keys): every
+    /// caller is then the operator `anonymous`.
+    #[arg(long)]
+    pub(super) insecure_no_auth: bool,
+    /// Also print `{"type":"listening","url":…}` on stdout when ready.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Most operations in one commit (1: one commit per operation; for benchmarks).
+    #[arg(long, default_value_t = 256, hide = true,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub(super) max_batch: u32,
 }

@@ -6,8 +6,6 @@
 //! contradictory or unsafe settings (no key without `--insecure-no-auth`, which is allowed on a
 //! loopback address only). SIGINT or SIGTERM stop it after the requests in flight.
 
-use std::path::PathBuf;
-
 use crate::canonical::Value;
 use crate::finality;
 
@@ -15,21 +13,7 @@ use crate::cli::Env;
 use crate::cli::output::{Failure, Printer, line};
 use crate::cli::settings::{absolute_url, serve_clock, signature};
 
-/// The flags of `serve` (see its `--help`).
-pub(in crate::cli) struct ServeArgs {
-    pub(in crate::cli) repo: PathBuf,
-    pub(in crate::cli) ref_name: String,
-    pub(in crate::cli) remote: Option<String>,
-    pub(in crate::cli) remote_ref: Option<String>,
-    pub(in crate::cli) listen: String,
-    pub(in crate::cli) api_keys: Option<PathBuf>,
-    pub(in crate::cli) policy: Option<PathBuf>,
-    pub(in crate::cli) sweep_every: u32,
-    pub(in crate::cli) timeout_minutes: u32,
-    pub(in crate::cli) insecure_no_auth: bool,
-    pub(in crate::cli) json: bool,
-    pub(in crate::cli) max_batch: u32,
-}
+use crate::cli::args::ServeArgs;
 
 /// Runs `serve` until a signal stops it.
 pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> {
