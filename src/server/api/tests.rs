@@ -124,6 +124,14 @@ struct Got {
 }
 
 impl Got {
+    /// The string at `outer.inner` of the body, if there is one.
+    fn str_at(&self, outer: &str, inner: &str) -> Option<&str> {
+        self.body
+            .get(outer)
+            .and_then(|o| o.get(inner))
+            .and_then(Value::as_str)
+    }
+
     fn str(&self, key: &str) -> &str {
         self.body
             .get(key)
@@ -180,6 +188,31 @@ async fn call(s: &Server, method: &str, uri: &str, key: &str, body: &str) -> Got
     .await
 }
 
+/// One-line requests for the common methods, so each test reads as the exchange it checks.
+impl Server {
+    async fn get(&self, uri: impl AsRef<str>, key: &str) -> Got {
+        call(self, "GET", uri.as_ref(), key, "").await
+    }
+
+    async fn post(&self, uri: impl AsRef<str>, key: &str, body: impl AsRef<str>) -> Got {
+        call(self, "POST", uri.as_ref(), key, body.as_ref()).await
+    }
+
+    /// `POST /api/guard?record=true` with [`guard_body`].
+    async fn guard(&self, key: &str, action_type: &str, act: &str, extra: &str) -> Got {
+        self.post(
+            "/api/guard?record=true",
+            key,
+            guard_body(action_type, act, extra),
+        )
+        .await
+    }
+
+    async fn patch(&self, uri: impl AsRef<str>, key: &str, body: impl AsRef<str>) -> Got {
+        call(self, "PATCH", uri.as_ref(), key, body.as_ref()).await
+    }
+}
+
 const ACT: &str = r#"{"kind":"shell","command":"make deploy token=abc123"}"#;
 
 fn guard_body(action_type: &str, act: &str, extra: &str) -> String {
@@ -189,14 +222,7 @@ fn guard_body(action_type: &str, act: &str, extra: &str) -> String {
 }
 
 async fn recorded(s: &Server, action_type: &str, act: &str, extra: &str) -> String {
-    let g = call(
-        s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body(action_type, act, extra),
-    )
-    .await;
+    let g = s.guard(BOT, action_type, act, extra).await;
     assert_eq!(g.status, 200, "{:?}", g.body);
     assert_eq!(g.body.get("recorded"), Some(&Value::Bool(true)));
     g.str("action_id").to_owned()
@@ -219,12 +245,12 @@ async fn authentication_routes_and_bad_bodies() {
         200
     );
     for key in ["", "k-wrong", "k-bot "] {
-        let g = call(&s, "POST", "/api/guard", key, "{}").await;
+        let g = s.post("/api/guard", key, "{}").await;
         assert_eq!((g.status, g.str("error")), (401, "Unauthorized"), "{key:?}");
     }
     let g = call_raw(&s, "GET", "/api/actions/act_x", &[], vec![]).await;
     assert_eq!(g.status, 401);
-    assert_eq!(call(&s, "GET", "/api/nothing", BOT, "").await.status, 404);
+    assert_eq!(s.get("/api/nothing", BOT).await.status, 404);
     assert_eq!(
         call(&s, "DELETE", "/api/actions/act_x", BOT, "")
             .await
@@ -232,7 +258,7 @@ async fn authentication_routes_and_bad_bodies() {
         405
     );
     for bad in ["{", "{\"a\":1,\"a\":2}", "", "\u{0}", "[1,]"] {
-        let g = call(&s, "POST", "/api/guard", BOT, bad).await;
+        let g = s.post("/api/guard", BOT, bad).await;
         assert_eq!(
             (g.status, g.str("error")),
             (400, "Invalid JSON body"),
@@ -257,7 +283,7 @@ async fn authentication_routes_and_bad_bodies() {
         r#"{{"action_type":"x","pad":"{}"}}"#,
         "a".repeat(MAX_BODY_BYTES)
     );
-    let g = call(&s, "POST", "/api/guard", BOT, &big).await;
+    let g = s.post("/api/guard", BOT, &big).await;
     assert_eq!(g.status, 413);
     // Without a declared length (a stream), the limit still holds.
     let mut req = axum::http::Request::builder()
@@ -273,25 +299,15 @@ async fn authentication_routes_and_bad_bodies() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 413);
-    let g = call(&s, "POST", "/api/guard", BOT, r#"{"agent_id":"a"}"#).await;
+    let g = s.post("/api/guard", BOT, r#"{"agent_id":"a"}"#).await;
     assert_eq!(g.status, 400);
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard",
-        BOT,
-        r#"{"action_type":"two words"}"#,
-    )
-    .await;
+    let g = s
+        .post("/api/guard", BOT, r#"{"action_type":"two words"}"#)
+        .await;
     assert_eq!(g.status, 400);
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        r#"{"action_type":"x"}"#,
-    )
-    .await;
+    let g = s
+        .post("/api/guard?record=true", BOT, r#"{"action_type":"x"}"#)
+        .await;
     assert_eq!(g.status, 400, "recording needs an agent");
 }
 
@@ -324,7 +340,9 @@ mod futures_core_stream {
 async fn guard_records_decides_replays_and_folds_claims() {
     let s = server();
     // Without record: a decision only, recorded under its own id.
-    let g = call(&s, "POST", "/api/guard", BOT, &guard_body("risky", ACT, "")).await;
+    let g = s
+        .post("/api/guard", BOT, &guard_body("risky", ACT, ""))
+        .await;
     assert_eq!((g.status, g.str("decision")), (200, "warn"));
     assert_eq!(
         g.body.get("execution_claim_required"),
@@ -361,14 +379,7 @@ async fn guard_records_decides_replays_and_folds_claims() {
         ),
         ("build", ACT, "allow", "running"),
     ] {
-        let g = call(
-            &s,
-            "POST",
-            "/api/guard?record=true",
-            BOT,
-            &guard_body(ty, act, ""),
-        )
-        .await;
+        let g = s.guard(BOT, ty, act, "").await;
         assert_eq!(
             (g.status, g.str("decision"), g.str("action_status")),
             (200, verdict, status),
@@ -376,35 +387,14 @@ async fn guard_records_decides_replays_and_folds_claims() {
         );
     }
     // allow_contained for a client that declares it.
-    let g = call(&s, "POST", "/api/guard?record=true", BOT,
-        r#"{"action_type":"write","agent_id":"agent-1","act":{"kind":"file"},"client_capabilities":["execution_claims","allow_contained"]}"#).await;
+    let g = s.post("/api/guard?record=true", BOT, r#"{"action_type":"write","agent_id":"agent-1","act":{"kind":"file"},"client_capabilities":["execution_claims","allow_contained"]}"#).await;
     assert_eq!(g.str("decision"), "allow_contained");
-    assert_eq!(
-        g.body
-            .get("containment")
-            .and_then(|c| c.get("basis"))
-            .and_then(Value::as_str),
-        Some("sandbox/main")
-    );
+    assert_eq!(g.str_at("containment", "basis"), Some("sandbox/main"));
 
     // Idempotent replay: the original action, with the advertisement, never a second one.
     let extra = r#","idempotency_key":"key-1""#;
-    let first = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("deploy", ACT, extra),
-    )
-    .await;
-    let again = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("build", ACT, extra),
-    )
-    .await;
+    let first = s.guard(BOT, "deploy", ACT, extra).await;
+    let again = s.guard(BOT, "build", ACT, extra).await;
     assert_eq!(first.str("action_id"), again.str("action_id"));
     assert_eq!(
         again.body.get("idempotent_replay"),
@@ -421,56 +411,39 @@ async fn guard_records_decides_replays_and_folds_claims() {
     );
     assert_eq!(again.body.get("claim_protocol"), Some(&Value::from(1)));
     // The same key from another principal is another action.
-    let other = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        OTHER,
-        &guard_body("deploy", ACT, extra),
-    )
-    .await;
+    let other = s.guard(OTHER, "deploy", ACT, extra).await;
     assert_ne!(other.str("action_id"), first.str("action_id"));
 
     // Folded claim: granted once; a replay's folded claim is a lost race.
     let fold = format!(r#","idempotency_key":"key-2","claim_execution":true,"attempt_id":"{A1}""#);
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("build", ACT, &fold),
-    )
-    .await;
+    let g = s.guard(BOT, "build", ACT, &fold).await;
     assert_eq!(
         (g.body.get("claimed"), g.str("attempt_id")),
         (Some(&Value::Bool(true)), A1)
     );
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("build", ACT, &fold.replace(A1, A2)),
-    )
-    .await;
+    let g = s
+        .post(
+            "/api/guard?record=true",
+            BOT,
+            &guard_body("build", ACT, &fold.replace(A1, A2)),
+        )
+        .await;
     assert_eq!(g.body.get("claimed"), Some(&Value::Bool(false)));
     assert_eq!(g.str("claim_error"), "EXECUTION_CLAIM_CONFLICT");
     // Not claim-aware (no capability): refused as unavailable with a reason.
-    let g = call(&s, "POST", "/api/guard?record=true", BOT,
-        &format!(r#"{{"action_type":"build","agent_id":"agent-1","act":{ACT},"claim_execution":true,"attempt_id":"{A1}"}}"#)).await;
+    let g = s.post("/api/guard?record=true", BOT, &format!(r#"{{"action_type":"build","agent_id":"agent-1","act":{ACT},"claim_execution":true,"attempt_id":"{A1}"}}"#)).await;
     assert_eq!(
         (g.str("claim_error"), g.str("claim_reason")),
         ("EXECUTION_CLAIM_UNAVAILABLE", "no_candidate")
     );
     // require_approval is never folded.
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("deploy", ACT, &fold.replace("key-2", "key-3")),
-    )
-    .await;
+    let g = s
+        .post(
+            "/api/guard?record=true",
+            BOT,
+            &guard_body("deploy", ACT, &fold.replace("key-2", "key-3")),
+        )
+        .await;
     assert_eq!(g.body.get("claimed"), None);
     let report =
         crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
@@ -486,73 +459,52 @@ async fn create_answers_201_202_403_and_replays() {
             r#"{{"action_type":"{ty}","declared_goal":"g","agent_id":"agent-1","act":{act},"idempotency_key":"{ty}","client_capabilities":["execution_claims"]}}"#
         )
     };
-    let g = call(&s, "POST", "/api/actions", BOT, &body("build", ACT)).await;
+    let g = s.post("/api/actions", BOT, &body("build", ACT)).await;
     assert_eq!(g.status, 201);
     let id = g.str("action_id").to_owned();
-    assert_eq!(
-        g.body
-            .get("action")
-            .and_then(|a| a.get("status"))
-            .and_then(Value::as_str),
-        Some("running")
-    );
-    let g = call(&s, "POST", "/api/actions", BOT, &body("build", ACT)).await;
+    assert_eq!(g.str_at("action", "status"), Some("running"));
+    let g = s.post("/api/actions", BOT, &body("build", ACT)).await;
     assert_eq!((g.status, g.str("action_id")), (200, id.as_str()));
     assert_eq!(g.body.get("idempotent_replay"), Some(&Value::Bool(true)));
     assert_eq!(
-        call(&s, "POST", "/api/actions", BOT, &body("deploy", ACT))
+        s.post("/api/actions", BOT, &body("deploy", ACT))
             .await
             .status,
         202
     );
-    let g = call(
-        &s,
-        "POST",
-        "/api/actions",
-        BOT,
-        &body("query", r#"{"kind":"sql"}"#),
-    )
-    .await;
+    let g = s
+        .post("/api/actions", BOT, &body("query", r#"{"kind":"sql"}"#))
+        .await;
     assert_eq!(
         (g.status, g.str("error")),
         (403, "Action blocked by policy")
     );
-    assert_eq!(
-        g.body
-            .get("decision")
-            .and_then(|d| d.get("decision"))
-            .and_then(Value::as_str),
-        Some("block")
-    );
+    assert_eq!(g.str_at("decision", "decision"), Some("block"));
     // An explicit id; taken by another principal: 409; no agent: 400.
-    let g = call(
-        &s,
-        "POST",
-        "/api/actions",
-        BOT,
-        r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
-    )
-    .await;
+    let g = s
+        .post(
+            "/api/actions",
+            BOT,
+            r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
+        )
+        .await;
     assert_eq!((g.status, g.str("action_id")), (201, "act_mine"));
-    let g = call(
-        &s,
-        "POST",
-        "/api/actions",
-        OTHER,
-        r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
-    )
-    .await;
+    let g = s
+        .post(
+            "/api/actions",
+            OTHER,
+            r#"{"action_type":"x","agent_id":"a","action_id":"act_mine"}"#,
+        )
+        .await;
     assert_eq!(g.status, 409);
     assert_eq!(
-        call(&s, "POST", "/api/actions", BOT, r#"{"action_type":"x"}"#)
+        s.post("/api/actions", BOT, r#"{"action_type":"x"}"#)
             .await
             .status,
         400
     );
     assert_eq!(
-        call(
-            &s,
-            "POST",
+        s.post(
             "/api/actions",
             BOT,
             r#"{"action_type":"x","agent_id":"a","status":"unknown"}"#
@@ -562,32 +514,18 @@ async fn create_answers_201_202_403_and_replays() {
         400
     );
     // Reads.
-    let g = call(&s, "GET", &format!("/api/actions/{id}"), OTHER, "").await;
+    let g = s.get(format!("/api/actions/{id}"), OTHER).await;
     assert_eq!(g.status, 200);
-    assert_eq!(
-        g.body
-            .get("action")
-            .and_then(|a| a.get("action_type"))
-            .and_then(Value::as_str),
-        Some("build")
-    );
+    assert_eq!(g.str_at("action", "action_type"), Some("build"));
     for missing in ["act_missing", "bad%20id", "%FF", "a%2Fb"] {
         assert_eq!(
-            call(&s, "GET", &format!("/api/actions/{missing}"), BOT, "")
-                .await
-                .status,
+            s.get(format!("/api/actions/{missing}"), BOT).await.status,
             404
         );
         assert_eq!(
-            call(
-                &s,
-                "GET",
-                &format!("/api/actions/{missing}/outcome"),
-                BOT,
-                ""
-            )
-            .await
-            .status,
+            s.get(format!("/api/actions/{missing}/outcome"), BOT)
+                .await
+                .status,
             404
         );
     }
@@ -628,7 +566,7 @@ async fn claims_outcomes_and_the_legacy_close() {
             "AGENT_IDENTITY_REQUIRED",
         ),
     ] {
-        let g = call(&s, "PATCH", &uri, BOT, &body).await;
+        let g = s.patch(&uri, BOT, &body).await;
         assert_eq!((g.status, g.str("code")), (status, code), "{body}");
     }
     // Ineligible: another act, agent, principal, a missing action: one answer for all.
@@ -648,7 +586,7 @@ async fn claims_outcomes_and_the_legacy_close() {
         ),
         ("/api/actions/%FF".to_owned(), BOT, claim_body(A1, ACT)),
     ] {
-        let g = call(&s, "PATCH", &u, key, &body).await;
+        let g = s.patch(&u, key, &body).await;
         assert_eq!(
             (g.status, g.str("code")),
             (409, "EXECUTION_CLAIM_CONFLICT"),
@@ -656,7 +594,7 @@ async fn claims_outcomes_and_the_legacy_close() {
         );
     }
     // The claim: echoed, not cached; a second is refused, the same attempt id too.
-    let g = call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT)).await;
+    let g = s.patch(&uri, BOT, &claim_body(A1, ACT)).await;
     assert_eq!(
         (g.status, g.str("action_id"), g.str("attempt_id")),
         (200, id.as_str(), A1)
@@ -664,7 +602,7 @@ async fn claims_outcomes_and_the_legacy_close() {
     assert_eq!(g.body.get("claimed"), Some(&Value::Bool(true)));
     assert_eq!(g.headers.get(header::CACHE_CONTROL).unwrap(), "no-store");
     for attempt in [A1, A2] {
-        let g = call(&s, "PATCH", &uri, BOT, &claim_body(attempt, ACT)).await;
+        let g = s.patch(&uri, BOT, &claim_body(attempt, ACT)).await;
         assert_eq!((g.status, g.str("action_id")), (409, id.as_str()));
     }
     // Outcome input rules.
@@ -676,18 +614,16 @@ async fn claims_outcomes_and_the_legacy_close() {
         (r#"{"status":"partial"}"#, 400),
         (r#"{"status":"completed","summary":7}"#, 400),
     ] {
-        let g = call(&s, "POST", &out, BOT, body).await;
+        let g = s.post(&out, BOT, body).await;
         assert_eq!(g.status, status, "{body}");
     }
     let big = format!(
         r#"{{"status":"partial","progress":{{"s":"{}"}}}}"#,
         "x".repeat(10_000)
     );
-    assert_eq!(call(&s, "POST", &out, BOT, &big).await.status, 400);
+    assert_eq!(s.post(&out, BOT, &big).await.status, 400);
     assert_eq!(
-        call(
-            &s,
-            "POST",
+        s.post(
             "/api/actions/act_missing/outcome",
             BOT,
             r#"{"status":"completed"}"#
@@ -697,7 +633,7 @@ async fn claims_outcomes_and_the_legacy_close() {
         404
     );
     s.clock.fetch_add(1234, Ordering::SeqCst);
-    let g = call(&s, "POST", &out, BOT, r#"{"status":"partial","progress":{"step":2},"summary":"half done; key sk-abcdefghijklmnop"}"#).await;
+    let g = s.post(&out, BOT, r#"{"status":"partial","progress":{"step":2},"summary":"half done; key sk-abcdefghijklmnop"}"#).await;
     assert_eq!(g.status, 200, "{:?}", g.body);
     let o = g.body.get("outcome").unwrap();
     assert_eq!(o.get("elapsed_ms"), Some(&Value::from(1234)));
@@ -710,12 +646,12 @@ async fn claims_outcomes_and_the_legacy_close() {
         (sec.get("clean"), sec.get("critical_count")),
         (Some(&Value::Bool(false)), Some(&Value::from(1)))
     );
-    let g = call(&s, "POST", &out, BOT, r#"{"status":"completed"}"#).await;
+    let g = s.post(&out, BOT, r#"{"status":"completed"}"#).await;
     assert_eq!(
         (g.status, g.str("error"), g.str("current_status")),
         (409, "outcome already set", "partial")
     );
-    let g = call(&s, "GET", &out, BOT, "").await;
+    let g = s.get(&out, BOT).await;
     assert_eq!((g.status, g.str("status")), (200, "partial"));
     for k in [
         "action_id",
@@ -730,57 +666,40 @@ async fn claims_outcomes_and_the_legacy_close() {
     }
     // Legacy close: only while running.
     let id2 = recorded(&s, "build", ACT, "").await;
-    let g = call(
-        &s,
-        "PATCH",
-        &format!("/api/actions/{id2}"),
-        BOT,
-        r#"{"status":"cancelled","output_summary":"stop"}"#,
-    )
-    .await;
+    let g = s
+        .patch(
+            format!("/api/actions/{id2}"),
+            BOT,
+            r#"{"status":"cancelled","output_summary":"stop"}"#,
+        )
+        .await;
     assert_eq!(g.status, 200);
-    assert_eq!(
-        g.body
-            .get("action")
-            .and_then(|a| a.get("outcome_status"))
-            .and_then(Value::as_str),
-        Some("failed")
-    );
-    let g = call(
-        &s,
-        "PATCH",
-        &format!("/api/actions/{id2}"),
-        BOT,
-        r#"{"status":"completed"}"#,
-    )
-    .await;
+    assert_eq!(g.str_at("action", "outcome_status"), Some("failed"));
+    let g = s
+        .patch(
+            format!("/api/actions/{id2}"),
+            BOT,
+            r#"{"status":"completed"}"#,
+        )
+        .await;
     assert_eq!((g.status, g.str("status")), (409, "cancelled"));
-    let g = call(
-        &s,
-        "POST",
-        &format!("/api/actions/{id2}/outcome"),
-        BOT,
-        r#"{"status":"completed"}"#,
-    )
-    .await;
+    let g = s
+        .post(
+            format!("/api/actions/{id2}/outcome"),
+            BOT,
+            r#"{"status":"completed"}"#,
+        )
+        .await;
     assert_eq!((g.status, g.str("current_status")), (409, "failed"));
     assert_eq!(
-        call(
-            &s,
-            "PATCH",
-            "/api/actions/act_missing",
-            BOT,
-            r#"{"status":"completed"}"#
-        )
-        .await
-        .status,
+        s.patch("/api/actions/act_missing", BOT, r#"{"status":"completed"}"#)
+            .await
+            .status,
         404
     );
     assert_eq!(
-        call(
-            &s,
-            "PATCH",
-            &format!("/api/actions/{id2}"),
+        s.patch(
+            format!("/api/actions/{id2}"),
             BOT,
             r#"{"status":"running"}"#
         )
@@ -790,14 +709,13 @@ async fn claims_outcomes_and_the_legacy_close() {
     );
     // Lifecycle gate: pending approval refuses outcomes.
     let id3 = recorded(&s, "deploy", ACT, "").await;
-    let g = call(
-        &s,
-        "POST",
-        &format!("/api/actions/{id3}/outcome"),
-        BOT,
-        r#"{"status":"completed"}"#,
-    )
-    .await;
+    let g = s
+        .post(
+            format!("/api/actions/{id3}/outcome"),
+            BOT,
+            r#"{"status":"completed"}"#,
+        )
+        .await;
     assert_eq!(
         (g.status, g.str("current_status")),
         (409, "pending_approval")
@@ -810,37 +728,22 @@ async fn approvals_by_operators_only() {
     let id = recorded(&s, "deploy", ACT, "").await;
     let uri = format!("/api/actions/{id}");
     assert_eq!(
-        call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT))
-            .await
-            .status,
+        s.patch(&uri, BOT, &claim_body(A1, ACT)).await.status,
         409,
         "not yet approved"
     );
-    let g = call(
-        &s,
-        "POST",
-        &format!("{uri}/approve"),
-        BOT,
-        r#"{"decision":"approve"}"#,
-    )
-    .await;
+    let g = s
+        .post(format!("{uri}/approve"), BOT, r#"{"decision":"approve"}"#)
+        .await;
     assert_eq!((g.status, g.str("code")), (403, "OPERATOR_REQUIRED"));
     assert_eq!(
-        call(
-            &s,
-            "POST",
-            &format!("{uri}/approve"),
-            OPS,
-            r#"{"decision":"maybe"}"#
-        )
-        .await
-        .status,
+        s.post(format!("{uri}/approve"), OPS, r#"{"decision":"maybe"}"#)
+            .await
+            .status,
         400
     );
     assert_eq!(
-        call(
-            &s,
-            "POST",
+        s.post(
             "/api/actions/act_missing/approve",
             OPS,
             r#"{"decision":"allow"}"#
@@ -849,75 +752,46 @@ async fn approvals_by_operators_only() {
         .status,
         404
     );
-    let g = call(
-        &s,
-        "POST",
-        &format!("{uri}/approve"),
-        OPS,
-        r#"{"decision":"allow"}"#,
-    )
-    .await;
+    let g = s
+        .post(format!("{uri}/approve"), OPS, r#"{"decision":"allow"}"#)
+        .await;
     assert_eq!(g.status, 200);
     let a = g.body.get("action").unwrap();
     assert_eq!(a.get("approved_by").and_then(Value::as_str), Some("ops"));
     assert_eq!(a.get("status").and_then(Value::as_str), Some("running"));
-    let g = call(
-        &s,
-        "POST",
-        &format!("{uri}/approve"),
-        OPS,
-        r#"{"decision":"deny"}"#,
-    )
-    .await;
+    let g = s
+        .post(format!("{uri}/approve"), OPS, r#"{"decision":"deny"}"#)
+        .await;
     assert_eq!((g.status, g.str("status")), (409, "running"));
     // The grant lasts 15 minutes and is used once.
     s.clock.fetch_add(15 * 60_000 + 1, Ordering::SeqCst);
     assert_eq!(
-        call(&s, "PATCH", &uri, BOT, &claim_body(A1, ACT))
-            .await
-            .status,
+        s.patch(&uri, BOT, &claim_body(A1, ACT)).await.status,
         409,
         "grant expired"
     );
     let id2 = recorded(&s, "deploy", ACT, "").await;
     let uri2 = format!("/api/actions/{id2}");
     assert_eq!(
-        call(
-            &s,
-            "POST",
-            &format!("{uri2}/approve"),
-            OPS,
-            r#"{"decision":"approve"}"#
-        )
-        .await
-        .status,
+        s.post(format!("{uri2}/approve"), OPS, r#"{"decision":"approve"}"#)
+            .await
+            .status,
         200
     );
     s.clock.fetch_add(15 * 60_000, Ordering::SeqCst);
-    let g = call(&s, "PATCH", &uri2, BOT, &claim_body(A1, ACT)).await;
+    let g = s.patch(&uri2, BOT, &claim_body(A1, ACT)).await;
     assert_eq!(g.status, 200);
-    assert_eq!(
-        call(&s, "PATCH", &uri2, BOT, &claim_body(A2, ACT))
-            .await
-            .status,
-        409
-    );
-    let g = call(&s, "GET", &uri2, BOT, "").await;
+    assert_eq!(s.patch(&uri2, BOT, &claim_body(A2, ACT)).await.status, 409);
+    let g = s.get(&uri2, BOT).await;
     let a = g.body.get("action").unwrap();
     assert_eq!(
         a.get("approval_grant_used_at"),
         a.get("execution_claimed_at")
     );
     assert_eq!(
-        call(
-            &s,
-            "POST",
-            &format!("{uri2}/outcome"),
-            BOT,
-            r#"{"status":"completed"}"#
-        )
-        .await
-        .status,
+        s.post(format!("{uri2}/outcome"), BOT, r#"{"status":"completed"}"#)
+            .await
+            .status,
         200
     );
     // `action show` reads what the server wrote, the approval included.
@@ -940,27 +814,20 @@ async fn approvals_by_operators_only() {
     assert!(text.contains("lifecycle:    completed"), "{text}");
     // A denial cancels.
     let id3 = recorded(&s, "deploy", ACT, "").await;
-    let g = call(
-        &s,
-        "POST",
-        &format!("/api/actions/{id3}/approve"),
-        OPS,
-        r#"{"decision":"deny"}"#,
-    )
-    .await;
+    let g = s
+        .post(
+            format!("/api/actions/{id3}/approve"),
+            OPS,
+            r#"{"decision":"deny"}"#,
+        )
+        .await;
     let a = g.body.get("action").unwrap();
     assert_eq!(a.get("status").and_then(Value::as_str), Some("cancelled"));
     assert_eq!(a.get("approved_by"), Some(&Value::Null));
     assert_eq!(
-        call(
-            &s,
-            "PATCH",
-            &format!("/api/actions/{id3}"),
-            BOT,
-            &claim_body(A1, ACT)
-        )
-        .await
-        .status,
+        s.patch(format!("/api/actions/{id3}"), BOT, &claim_body(A1, ACT))
+            .await
+            .status,
         409
     );
     let store = Store::open(&s.repo).unwrap();
@@ -971,7 +838,7 @@ async fn approvals_by_operators_only() {
 }
 
 async fn status(s: &Server, id: &str) -> (String, String) {
-    let g = call(s, "GET", &format!("/api/actions/{id}"), BOT, "").await;
+    let g = s.get(format!("/api/actions/{id}"), BOT).await;
     let a = g.body.get("action").unwrap();
     let f = |k: &str| a.get(k).and_then(Value::as_str).unwrap().to_owned();
     (f("status"), f("outcome_status"))
@@ -1114,31 +981,17 @@ async fn the_cli_and_the_server_see_each_other() {
     finality::claim(&store, &options, &id, &request, Timestamp::from_millis(T0)).unwrap();
     // ...and the server refuses a second claim and shows the CLI's.
     assert_eq!(
-        call(
-            &s,
-            "PATCH",
-            &format!("/api/actions/{id}"),
-            BOT,
-            &claim_body(A2, ACT)
-        )
-        .await
-        .status,
+        s.patch(format!("/api/actions/{id}"), BOT, &claim_body(A2, ACT))
+            .await
+            .status,
         409
     );
-    let g = call(&s, "GET", &format!("/api/actions/{id}"), BOT, "").await;
-    assert_eq!(
-        g.body
-            .get("action")
-            .and_then(|a| a.get("execution_attempt_id"))
-            .and_then(Value::as_str),
-        Some(A1)
-    );
+    let g = s.get(format!("/api/actions/{id}"), BOT).await;
+    assert_eq!(g.str_at("action", "execution_attempt_id"), Some(A1));
     // The server reports; the CLI reads it.
     assert_eq!(
-        call(
-            &s,
-            "POST",
-            &format!("/api/actions/{id}/outcome"),
+        s.post(
+            format!("/api/actions/{id}/outcome"),
             BOT,
             r#"{"status":"completed"}"#
         )
@@ -1159,24 +1012,16 @@ async fn an_unreachable_remote_is_unavailable_never_a_conflict() {
         url: dir.join("no-such-remote.git").display().to_string(),
         ref_name: "refs/heads/main".into(),
     });
-    let g = call(&s, "PATCH", "/api/actions/act_x", BOT, &claim_body(A1, ACT)).await;
+    let g = s
+        .patch("/api/actions/act_x", BOT, &claim_body(A1, ACT))
+        .await;
     assert_eq!(
         (g.status, g.str("code")),
         (503, "EXECUTION_CLAIM_UNAVAILABLE")
     );
-    let g = call(
-        &s,
-        "POST",
-        "/api/guard?record=true",
-        BOT,
-        &guard_body("build", ACT, ""),
-    )
-    .await;
+    let g = s.guard(BOT, "build", ACT, "").await;
     assert_eq!(g.status, 503);
-    assert_eq!(
-        call(&s, "GET", "/api/actions/act_x", BOT, "").await.status,
-        503
-    );
+    assert_eq!(s.get("/api/actions/act_x", BOT).await.status, 503);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1260,9 +1105,7 @@ async fn a_claim_is_checked_against_the_current_policy() {
     let approved = recorded(&a, "deploy", ACT, "").await;
     let uri = format!("/api/actions/{approved}/approve");
     assert_eq!(
-        call(&a, "POST", &uri, OPS, r#"{"decision":"approve"}"#)
-            .await
-            .status,
+        a.post(&uri, OPS, r#"{"decision":"approve"}"#).await.status,
         200
     );
     let still = recorded(&a, "build", ACT, "").await;
@@ -1282,31 +1125,20 @@ async fn a_claim_is_checked_against_the_current_policy() {
         .unwrap();
         },
     );
-    let g = call(
-        &b,
-        "PATCH",
-        &format!("/api/actions/{allowed}"),
-        BOT,
-        &claim_body(A1, ACT),
-    )
-    .await;
+    let g = b
+        .patch(format!("/api/actions/{allowed}"), BOT, &claim_body(A1, ACT))
+        .await;
     assert_eq!((g.status, g.str("code")), (409, "EXECUTION_CLAIM_CONFLICT"));
-    let g = call(
-        &b,
-        "PATCH",
-        &format!("/api/actions/{approved}"),
-        BOT,
-        &claim_body(A1, ACT),
-    )
-    .await;
+    let g = b
+        .patch(
+            format!("/api/actions/{approved}"),
+            BOT,
+            &claim_body(A1, ACT),
+        )
+        .await;
     assert_eq!(g.status, 200);
-    let g = call(
-        &a,
-        "PATCH",
-        &format!("/api/actions/{still}"),
-        BOT,
-        &claim_body(A1, ACT),
-    )
-    .await;
+    let g = a
+        .patch(format!("/api/actions/{still}"), BOT, &claim_body(A1, ACT))
+        .await;
     assert_eq!(g.status, 200);
 }
