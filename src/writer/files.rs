@@ -1109,18 +1109,12 @@ mod tests {
     fn two_processes_create_the_same_files() {
         let dir = tempfile::tempdir().unwrap();
         let spawn = || {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--ignored",
-                    "--exact",
-                    &crate::tests::name_of(module_path!(), "create_only_child"),
-                ])
-                .arg("--nocapture")
-                .args(["--test-threads", "1"])
-                .env("ACTION_LEDGER_TEST_CREATE_ROOT", dir.path())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            crate::tests::spawn_child(
+                module_path!(),
+                "create_only_child",
+                "ACTION_LEDGER_TEST_CREATE_ROOT",
+                dir.path(),
+            )
         };
         let children = [spawn(), spawn()];
         fs::write(dir.path().join("go"), "").unwrap();

@@ -217,6 +217,16 @@ fn closes(start: &Event, event: &Event) -> bool {
         && !is_uncertain_mutation_start(start))
 }
 
+/// The events that `keep` selects, in phase sequence order (ties by event id).
+fn in_seq_order<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    keep: impl Fn(&Event) -> bool,
+) -> Vec<&'a Event> {
+    let mut kept: Vec<&Event> = events.into_iter().filter(|e| keep(e)).collect();
+    kept.sort_by(by_seq_then_id);
+    kept
+}
+
 fn by_seq_then_id(a: &&Event, b: &&Event) -> Ordering {
     phase_seq(a)
         .cmp(&phase_seq(b))
@@ -269,35 +279,18 @@ fn terminal_input(
         return Ok(None);
     }
     let start_subject = canonical::to_canonical_unchecked(&subject_identity(start));
-    let mut uncertain_starts: Vec<&Event> = current
-        .iter()
-        .filter(|e| {
-            same_attempt(e, start)
-                && (aggregates(start)
-                    || canonical::to_canonical_unchecked(&subject_identity(e)) == start_subject)
-                && is_uncertain_mutation_start(e)
-        })
-        .collect();
-    uncertain_starts.sort_by(by_seq_then_id);
-    let mut mutations: Vec<&Event> = current
-        .iter()
-        .filter(|e| same_attempt(e, start) && is_mutation(e))
-        .collect();
-    mutations.sort_by(by_seq_then_id);
-    let mut lifecycle_mutations: Vec<&Event> = lifecycle
-        .iter()
-        .copied()
-        .filter(|e| is_mutation(e))
-        .collect();
-    lifecycle_mutations.sort_by(by_seq_then_id);
+    let uncertain_starts = in_seq_order(current, |e| {
+        same_attempt(e, start)
+            && (aggregates(start)
+                || canonical::to_canonical_unchecked(&subject_identity(e)) == start_subject)
+            && is_uncertain_mutation_start(e)
+    });
+    let mutations = in_seq_order(current, |e| same_attempt(e, start) && is_mutation(e));
+    let lifecycle_mutations = in_seq_order(lifecycle.iter().copied(), is_mutation);
     let lifecycle_mutation = lifecycle_mutations.last().copied();
-    let mut outcomes: Vec<&Event> = lifecycle
-        .iter()
-        .copied()
-        .filter(|e| is_mutation_outcome(e))
-        .collect();
-    outcomes.sort_by(by_seq_then_id);
-    let lifecycle_outcome = outcomes.last().copied();
+    let lifecycle_outcome = in_seq_order(lifecycle.iter().copied(), is_mutation_outcome)
+        .last()
+        .copied();
     let open_uncertain: Vec<&Event> = uncertain_starts
         .iter()
         .copied()
@@ -550,27 +543,11 @@ pub fn interrupt_open_attempts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::files_under;
     use std::collections::BTreeMap;
 
-    fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-        walkdir::WalkDir::new(root)
-            .into_iter()
-            .map(|e| e.unwrap())
-            .filter(|e| e.file_type().is_file())
-            .map(|e| {
-                let rel = e
-                    .path()
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                (rel, std::fs::read(e.path()).unwrap())
-            })
-            .collect()
-    }
-
     fn copy(src: &Path, dst: &Path, keep: impl Fn(&str, &[u8]) -> bool) {
-        for (rel, bytes) in tree(src) {
+        for (rel, bytes) in files_under(src) {
             if keep(&rel, &bytes) {
                 let p = dst.join(&rel);
                 std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -609,11 +586,11 @@ mod tests {
             .unwrap(),
             4
         );
-        let expected: BTreeMap<_, _> = tree(&src)
+        let expected: BTreeMap<_, _> = files_under(&src)
             .into_iter()
             .filter(|(rel, _)| !rel.contains("_finalizations"))
             .collect();
-        assert_eq!(tree(dir.path()), expected);
+        assert_eq!(files_under(dir.path()), expected);
         assert_eq!(
             interrupt_open_attempts(
                 dir.path(),
@@ -631,7 +608,7 @@ mod tests {
         let src = corpus("008-openclaw-clawsweeper-repair-worker-r13550308979-a1");
         let dir = tempfile::tempdir().unwrap();
         copy(&src, dir.path(), |rel, _| !rel.contains("_finalizations"));
-        let before = tree(dir.path());
+        let before = files_under(dir.path());
         assert_eq!(
             interrupt_open_attempts(
                 dir.path(),
@@ -641,6 +618,6 @@ mod tests {
             .unwrap(),
             0
         );
-        assert_eq!(tree(dir.path()), before);
+        assert_eq!(files_under(dir.path()), before);
     }
 }

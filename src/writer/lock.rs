@@ -370,6 +370,18 @@ mod tests {
         }
     }
 
+    /// The test lock at [`REL`], taken at `at_ms` with the [`quick`] wait.
+    fn take(root: &Root, at_ms: i64) -> Result<Guard<'_>, Error> {
+        acquire(
+            root,
+            REL,
+            LABEL,
+            SCHEMA,
+            crate::time::Timestamp::from_millis(at_ms),
+            &quick(),
+        )
+    }
+
     fn plant(root: &Root, owner: &Owner) -> String {
         let content = lock_content(owner, SCHEMA);
         assert_eq!(
@@ -441,15 +453,7 @@ mod tests {
     #[test]
     fn acquire_and_release_leave_nothing() {
         let (_dir, root) = setup();
-        let g = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(7),
-            &quick(),
-        )
-        .unwrap();
+        let g = take(&root, 7).unwrap();
         let owner = parse_lock(
             &root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap().unwrap(),
             SCHEMA,
@@ -460,15 +464,7 @@ mod tests {
         g.release().unwrap();
         assert_eq!(root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap(), None);
         {
-            let _g = acquire(
-                &root,
-                REL,
-                LABEL,
-                SCHEMA,
-                crate::time::Timestamp::from_millis(8),
-                &quick(),
-            )
-            .unwrap();
+            let _g = take(&root, 8).unwrap();
         }
         let dir = ".clawsweeper-repair/action-events/_locks";
         assert_eq!(root.list_dir(dir, 10).unwrap().unwrap(), vec![]);
@@ -505,15 +501,7 @@ mod tests {
     fn reused_pid_is_reclaimed() {
         let (_dir, root) = setup();
         plant(&root, &owner(std::process::id(), Digest::of("earlier")));
-        let g = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap();
+        let g = take(&root, 1).unwrap();
         g.release().unwrap();
     }
 
@@ -532,15 +520,7 @@ mod tests {
         plant(&root, &owner(pid, incarnation));
         let planted = root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap();
         let started = Instant::now();
-        let err = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap_err();
+        let err = take(&root, 1).unwrap_err();
         let waited = started.elapsed();
         assert!(matches!(err, Error::TimedOut { .. }));
         assert_eq!(
@@ -554,43 +534,17 @@ mod tests {
         assert_eq!(root.read_text(REL, MAX_LOCK_BYTES, LABEL).unwrap(), planted);
         child.kill().unwrap();
         child.wait().unwrap();
-        acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap()
-        .release()
-        .unwrap();
+        take(&root, 1).unwrap().release().unwrap();
     }
 
     /// A lock held by another thread of this process (same pid, same incarnation) is live.
     #[test]
     fn held_by_another_thread_times_out_then_succeeds_after_release() {
         let (_dir, root) = setup();
-        let held = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap();
+        let held = take(&root, 1).unwrap();
         std::thread::scope(|s| {
             s.spawn(|| {
-                let err = acquire(
-                    &root,
-                    REL,
-                    LABEL,
-                    SCHEMA,
-                    crate::time::Timestamp::from_millis(2),
-                    &quick(),
-                )
-                .unwrap_err();
+                let err = take(&root, 2).unwrap_err();
                 assert!(matches!(err, Error::TimedOut { waited_ms: 300, .. }));
             });
         });
@@ -635,15 +589,7 @@ mod tests {
         for (i, content) in contents.drain(..).enumerate() {
             let (_dir, root) = setup();
             root.write_create_only(REL, &content, LABEL).unwrap();
-            let err = acquire(
-                &root,
-                REL,
-                LABEL,
-                SCHEMA,
-                crate::time::Timestamp::from_millis(1),
-                &quick(),
-            )
-            .unwrap_err();
+            let err = take(&root, 1).unwrap_err();
             assert!(matches!(err, Error::Invalid { .. }), "{i}: {err}");
             let path = root.display_path(REL);
             assert_eq!(
@@ -662,15 +608,7 @@ mod tests {
         let (_dir, root) = setup();
         let text = lock_content(&owner(1, Digest::of("x")), SCHEMA).replace(":1,", ": 1,");
         root.write_create_only(REL, text.as_bytes(), LABEL).unwrap();
-        let err = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap_err();
+        let err = take(&root, 1).unwrap_err();
         assert!(matches!(err, Error::Invalid { .. }), "{err}");
         assert!(
             err.to_string()
@@ -680,31 +618,13 @@ mod tests {
         root2
             .write_create_only(REL, "x".repeat(2000).as_bytes(), LABEL)
             .unwrap();
-        assert!(matches!(
-            acquire(
-                &root2,
-                REL,
-                LABEL,
-                SCHEMA,
-                crate::time::Timestamp::from_millis(1),
-                &quick()
-            ),
-            Err(Error::Invalid { .. })
-        ));
+        assert!(matches!(take(&root2, 1), Err(Error::Invalid { .. })));
     }
 
     #[test]
     fn release_of_a_replaced_lock_is_refused() {
         let (_dir, root) = setup();
-        let g = acquire(
-            &root,
-            REL,
-            LABEL,
-            SCHEMA,
-            crate::time::Timestamp::from_millis(1),
-            &quick(),
-        )
-        .unwrap();
+        let g = take(&root, 1).unwrap();
         assert!(root.remove_if_content(REL, g.content()).unwrap());
         let other = plant(
             &root,

@@ -1557,18 +1557,12 @@ mod tests {
     fn two_processes_record_the_same_events() {
         let dir = tempfile::tempdir().unwrap();
         let spawn = || {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--ignored",
-                    "--exact",
-                    &crate::tests::name_of(module_path!(), "record_child"),
-                ])
-                .arg("--nocapture")
-                .args(["--test-threads", "1"])
-                .env("ACTION_LEDGER_TEST_RECORD_ROOT", dir.path())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            crate::tests::spawn_child(
+                module_path!(),
+                "record_child",
+                "ACTION_LEDGER_TEST_RECORD_ROOT",
+                dir.path(),
+            )
         };
         let children = [spawn(), spawn()];
         std::fs::write(dir.path().join("go"), "").unwrap();

@@ -403,25 +403,8 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::tests::{files_under, fixture_spool};
     use std::path::Path;
-
-    fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-        walkdir::WalkDir::new(root)
-            .into_iter()
-            .map(|e| e.unwrap())
-            .filter(|e| e.file_type().is_file())
-            .map(|e| {
-                let rel = e
-                    .path()
-                    .strip_prefix(root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                (rel, std::fs::read(e.path()).unwrap())
-            })
-            .collect()
-    }
 
     /// Every sealed spool of the day1 corpus reproduces the reference's finalize output byte for
     /// byte, and its existing seals (the reference's) are recognized as identical.
@@ -437,7 +420,7 @@ mod tests {
         for job in jobs {
             let src = corpus.join("spools").join(&job);
             let copy = tempfile::tempdir().unwrap();
-            for (rel, bytes) in tree(&src) {
+            for (rel, bytes) in files_under(&src) {
                 let p = copy.path().join(rel);
                 std::fs::create_dir_all(p.parent().unwrap()).unwrap();
                 std::fs::write(p, bytes).unwrap();
@@ -455,43 +438,15 @@ mod tests {
             assert_eq!(report.sealed, 0, "{job}: reference seals must match");
             assert!(report.already_sealed > 0);
             assert_eq!(
-                tree(out.path()),
-                tree(&corpus.join("shards").join(&job)),
+                files_under(out.path()),
+                files_under(&corpus.join("shards").join(&job)),
                 "{job}"
             );
-            assert_eq!(tree(copy.path()), tree(&src), "{job}: spool unchanged");
-        }
-    }
-
-    /// Writes the spool of the reference vector `single_event` (one event and its partition
-    /// marker; not sealed) below `root`.
-    fn fixture_spool(root: &Path) {
-        static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-        let files = FILES.get_or_init(|| {
-            let vectors =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
-            let doc: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
-            let case = doc["cases"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["id"] == "single_event")
-                .unwrap();
-            case["expected"]["spool_files_before"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| {
-                    let text = |k: &str| f[k].as_str().unwrap().to_owned();
-                    (text("path"), text("bytes"))
-                })
-                .collect()
-        });
-        for (rel, bytes) in files {
-            let p = root.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, bytes).unwrap();
+            assert_eq!(
+                files_under(copy.path()),
+                files_under(&src),
+                "{job}: spool unchanged"
+            );
         }
     }
 
@@ -610,7 +565,7 @@ mod tests {
             "action event producer lock timed out after 300ms"
         );
         assert_eq!(
-            tree(dir.path())
+            files_under(dir.path())
                 .keys()
                 .filter(|k| k.contains("_finalizations"))
                 .count(),
@@ -629,7 +584,7 @@ mod tests {
             1
         );
         assert_eq!(
-            tree(dir.path())
+            files_under(dir.path())
                 .keys()
                 .filter(|k| k.contains("_locks"))
                 .count(),
@@ -755,7 +710,7 @@ mod tests {
             );
             stop.store(true, Ordering::Relaxed);
             assert!(swapper.join().unwrap() > 0);
-            let leaked: Vec<String> = tree(&outside).into_keys().collect();
+            let leaked: Vec<String> = files_under(&outside).into_keys().collect();
             assert_eq!(leaked, Vec::<String>::new(), "round {round}");
             match result {
                 Ok(_) if !roots_only => ok += 1,
