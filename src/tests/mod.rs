@@ -80,3 +80,15 @@ pub(crate) fn spawn_child(
         .spawn()
         .unwrap()
 }
+
+/// Fails the test with every entry of `found` (one per line, `what` naming them) unless there is
+/// none: for tests that sweep a corpus and report all of its failures at once.
+#[track_caller]
+pub(crate) fn assert_none(what: &str, found: &[String]) {
+    assert!(
+        found.is_empty(),
+        "{} {what}:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}

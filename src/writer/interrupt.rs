@@ -577,29 +577,17 @@ mod tests {
         });
         let now = 1_773_151_792_118; // 2026-03-10T14:09:52.118Z
         assert_eq!(event::iso_millis(now), "2026-03-10T14:09:52.118Z");
-        assert_eq!(
-            interrupt_open_attempts(
-                dir.path(),
-                Reason::Timeout,
-                crate::time::Timestamp::from_millis(now)
-            )
-            .unwrap(),
-            4
-        );
+        let interrupt = || {
+            let now = crate::time::Timestamp::from_millis(now);
+            interrupt_open_attempts(dir.path(), Reason::Timeout, now).unwrap()
+        };
+        assert_eq!(interrupt(), 4);
         let expected: BTreeMap<_, _> = files_under(&src)
             .into_iter()
             .filter(|(rel, _)| !rel.contains("_finalizations"))
             .collect();
         assert_eq!(files_under(dir.path()), expected);
-        assert_eq!(
-            interrupt_open_attempts(
-                dir.path(),
-                Reason::Timeout,
-                crate::time::Timestamp::from_millis(now)
-            )
-            .unwrap(),
-            0
-        );
+        assert_eq!(interrupt(), 0);
     }
 
     /// Job 008 failed with every lifecycle closed: recovery writes nothing.

@@ -1291,12 +1291,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            leaks.is_empty(),
-            "{} leaks:\n{}",
-            leaks.len(),
-            leaks.join("\n")
-        );
+        crate::tests::assert_none("leaks", &leaks);
     }
 
     /// Near-misses (public hosts, versions, model names, hex ids, ordinary words) stay accepted in
@@ -1315,12 +1310,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            refused.is_empty(),
-            "{} refused:\n{}",
-            refused.len(),
-            refused.join("\n")
-        );
+        crate::tests::assert_none("refused", &refused);
     }
 
     /// testdata/privacy/strict-rejected.jsonl: every value is beyond the reference (its
@@ -1367,12 +1357,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            problems.is_empty(),
-            "{} problems:\n{}",
-            problems.len(),
-            problems.join("\n")
-        );
+        crate::tests::assert_none("problems", &problems);
     }
 
     /// testdata/privacy/near-miss.jsonl: values that are not secrets stay accepted under both
@@ -1396,12 +1381,7 @@ mod tests {
                 }
             }
         }
-        assert!(
-            refused.is_empty(),
-            "{} refused:\n{}",
-            refused.len(),
-            refused.join("\n")
-        );
+        crate::tests::assert_none("refused", &refused);
     }
 
     #[test]
