@@ -228,5 +228,6 @@ for e in events:
     assert p["repository"] == "example-org/widgets" and p["workflow"] == "review.yml", p
     assert p["job"] == "review" and p["component"] == "review-runner.__run_4.initial", p
 PY
-ok "a fresh clone verifies clean and holds each run's events, and none of the job that recorded nothing"
+[ "$(git -C "$work/fresh" rev-list --count HEAD)" = 6 ] || fail "expected one commit per publishing job (6): $(git -C "$work/fresh" log --oneline)"
+ok "a fresh clone verifies clean and holds each run's events in one commit per job, none from the job that recorded nothing"
 echo "e2e-ci: $pass passed, 0 failed"
