@@ -3,7 +3,9 @@
 # a bare server repository with `action-ledger hooks install` accepts valid publications and
 # refuses deletions, rewrites, non-fast-forward pushes and broken additions (including values the
 # strict privacy profile refuses, and entries that are not plain files), printing the finding to the pusher and leaving the server ref
-# unchanged after every refusal.
+# unchanged after every refusal. The hook names no build path: it is installed from a copy of the
+# binary in a stand-in build directory that is then removed, and it keeps working with the binary
+# on PATH; with no binary (or an older one) every push is refused with what to install.
 # Usage: scripts/e2e-hook.sh   (BIN=path/to/action-ledger to choose the binary)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,13 +21,43 @@ pass=0
 ok() { pass=$((pass + 1)); echo "e2e-hook: ok: $*"; }
 jobs=($(ls "$corpus/shards"))
 
-"$bin" -q hooks install --repo "$work/server.git"
+unset ACTION_LEDGER_BIN
+# Install from a copy of the binary in a stand-in build directory, then remove that directory
+# (what `cargo clean` does); the hook must not name it.
+mkdir -p "$work/build" "$work/path-bin" "$work/tools"
+cp "$bin" "$work/build/action-ledger"
+"$work/build/action-ledger" -q hooks install --repo "$work/server.git"
 [ -x "$work/server.git/hooks/pre-receive" ] || fail "hook not installed"
 [ "$(git -C "$work/server.git" config receive.denyDeletes)" = true ] || fail "receive.denyDeletes not set"
-ok "hooks install wrote an executable pre-receive hook and the receive.* settings"
+! grep -q -e "$work/build" -e "$(dirname "$bin")" "$work/server.git/hooks/pre-receive" || fail "the hook names a build path"
+rm -rf "$work/build"
+ok "hooks install wrote an executable pre-receive hook naming no build path, and the receive.* settings"
 
-# The publisher builds commits locally; pushes go through the hook.
+# A PATH with git and cat but no action-ledger: the push is refused, saying what to install.
+for tool in git cat; do ln -s "$(command -v "$tool")" "$work/tools/$tool"; done
 "$bin" -q publish --repo "$work/local.git" "$corpus/shards/${jobs[0]}" >/dev/null
+if PATH="$work/tools" git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err"; then
+  fail "a push was accepted with no action-ledger binary to check it"
+fi
+grep -q "refusing the push: no action-ledger binary to check it with" "$work/push.err" || fail "no-binary refusal unclear: $(cat "$work/push.err")"
+grep -q "install action-ledger .* or newer on this server" "$work/push.err" || fail "the refusal does not say what to install: $(cat "$work/push.err")"
+git -C "$work/server.git" rev-parse -q --verify main >/dev/null && fail "the refused push created the server ref"
+ok "with no action-ledger binary the push is refused, saying what to install"
+
+# An older binary named by ACTION_LEDGER_BIN is refused too, and not skipped for the one on PATH.
+cp "$bin" "$work/path-bin/action-ledger"
+mkdir -p "$work/old"
+printf '#!/bin/sh\n[ "$1" = --version ] && echo "action-ledger 0.0.0" && exit 0\nexit 0\n' > "$work/old/action-ledger"
+chmod +x "$work/old/action-ledger"
+if PATH="$work/path-bin:$PATH" ACTION_LEDGER_BIN="$work/old/action-ledger" git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err"; then
+  fail "a push was accepted by a verifier older than the hook requires"
+fi
+grep -q "is action-ledger 0.0.0, older than" "$work/push.err" || fail "older-binary refusal unclear: $(cat "$work/push.err")"
+git -C "$work/server.git" rev-parse -q --verify main >/dev/null && fail "the refused push created the server ref"
+ok "an older binary is refused with the version it needs"
+
+# From here on the binary is on PATH (a copy in a temp bin dir); pushes go through the hook.
+export PATH="$work/path-bin:$PATH"
 git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid first push refused: $(cat "$work/push.err")"
 "$bin" -q publish --repo "$work/local.git" "$corpus/shards/${jobs[1]}" >/dev/null
 git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid second push refused: $(cat "$work/push.err")"

@@ -40,16 +40,34 @@ pub(super) enum HooksCommand {
     /// git's quarantine, and prints the findings to the pusher: the server refuses deletions,
     /// rewrites and invalid additions whoever pushes them, including values of the strict
     /// privacy families. In the server's environment, ACTION_LEDGER_PRIVACY=reference checks
-    /// the reference's rules only, and ACTION_LEDGER_BIN names the binary the hook runs
-    /// (default: this binary's path at install time).
-    Install {
-        /// The bare state repository that receives pushes.
-        #[arg(long, default_value = "./state.git")]
-        repo: PathBuf,
-        /// The ledger ref HEAD points at when the repository is created.
-        #[arg(long = "ref", default_value = "refs/heads/main")]
-        ref_name: String,
-    },
+    /// the reference's rules only.
+    ///
+    /// The hook names no build path. At each push it runs $ACTION_LEDGER_BIN, else the binary
+    /// of `git config actionLedger.bin`, else `action-ledger` on PATH, and asks it
+    /// `--version`: when none is found, or the one found is older than this binary (the
+    /// version written into the hook), every push is refused with what to install. Prints what
+    /// it configured and which binary the hook would run from here.
+    Install(InstallArgs),
+}
+
+/// The flags of `hooks install`.
+#[derive(clap::Args, Debug)]
+pub(super) struct InstallArgs {
+    /// The bare state repository that receives pushes.
+    #[arg(long, default_value = "./state.git")]
+    pub(super) repo: PathBuf,
+    /// The ledger ref HEAD points at when the repository is created.
+    #[arg(long = "ref", default_value = "refs/heads/main")]
+    pub(super) ref_name: String,
+    /// Set `actionLedger.bin` in the repository's config to this executable (made absolute),
+    /// the binary the hook runs when $ACTION_LEDGER_BIN is not set. Without it the config is
+    /// left as it is, and the hook falls back to `action-ledger` on the server's PATH.
+    #[arg(long, value_name = "PATH")]
+    pub(super) bin: Option<PathBuf>,
+    /// Install into a repository with a work tree too. Refused by default: git refuses pushes
+    /// to a non-bare repository's checked-out branch, so a server repository should be bare.
+    #[arg(long)]
+    pub(super) allow_non_bare: bool,
 }
 
 /// The privacy profile of the commands that write or check events.

@@ -112,8 +112,8 @@ fn dispatch(
             privacy.profile,
         ),
         Command::Hooks {
-            command: HooksCommand::Install { repo, ref_name },
-        } => cmd::hooks::install(out, &repo, &ref_name),
+            command: HooksCommand::Install(args),
+        } => cmd::hooks::install(out, env, &args),
         Command::Publish {
             repo,
             ref_name,
