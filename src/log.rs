@@ -441,12 +441,23 @@ pub fn follow(held: Vec<Held>) -> Vec<(String, Vec<Held>)> {
         .collect()
 }
 
-/// One readable line for an event, in columns (time 24 wide, type 28, status 20, subject 32):
+/// One readable line for an event, its fields separated by one space:
 /// `<occurred_at> <event_type> <status> <subject> <producer component> [op=<12 hex>]
 /// [attempt=<12 hex>] event=<12 hex>`, where subject is `owner/name#number` (or the repository
 /// and kind when there is no number) and status is `action.status` (with `/reason_code` when it
-/// says more).
+/// says more). [`columns`] is the same line aligned for a terminal.
 pub fn human(entry: &Entry<'_>) -> String {
+    line_of(entry, [0; 4])
+}
+
+/// [`human`] in columns, as `log` prints it: time, type, status and subject padded to 24, 28,
+/// 20 and 32 characters (the usual widths; a longer value pushes the rest of its line).
+pub fn columns(entry: &Entry<'_>) -> String {
+    line_of(entry, [24, 28, 20, 32])
+}
+
+/// The readable line with the first four fields padded to `widths`.
+fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
     let v = entry.value;
     let s = |path: &[&str]| {
         let mut cur = v;
@@ -473,9 +484,9 @@ pub fn human(entry: &Entry<'_>) -> String {
     if !reason.is_empty() && reason != status {
         status = format!("{status}/{reason}");
     }
-    // Columns: the widths fit the usual values; a longer value pushes the rest of its line.
+    let [w0, w1, w2, w3] = widths;
     let mut out = format!(
-        "{:<24} {:<28} {:<20} {:<32} {}",
+        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}",
         s(&["occurred_at"]),
         s(&["event_type"]),
         if status.is_empty() {
@@ -662,6 +673,110 @@ mod tests {
     }
 
     /// Every event `stream` hands out (its JSON), and the error it ends with.
+    /// A held event with the fields `follow` reads; `line` is its canonical position.
+    fn held(line: usize, id: &str, attempt: &str, at: &str, parent: Option<&str>) -> Held {
+        let mut members = vec![
+            ("event_id", Value::str(id)),
+            ("attempt_id", Value::str(attempt)),
+            ("occurred_at", Value::str(at)),
+        ];
+        if let Some(p) = parent {
+            members.push(("parent_event_id", Value::str(p)));
+        }
+        let value = Value::object(members);
+        Held {
+            date: "2026-03-10".into(),
+            path: format!("p{line}"),
+            line,
+            json: canonical::to_canonical_unchecked(&value),
+            value,
+        }
+    }
+
+    fn ids(groups: &[(String, Vec<Held>)]) -> Vec<(String, Vec<String>)> {
+        groups
+            .iter()
+            .map(|(a, hs)| {
+                (
+                    a.clone(),
+                    hs.iter().map(|h| h.text("event_id").to_owned()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn columns_align_the_readable_line() {
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut lines = Vec::new();
+        stream(&view, &Filter::default(), &mut |e| {
+            lines.push((human(e), columns(e)));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        for (plain, aligned) in &lines {
+            // The same fields; only the padding differs.
+            assert_eq!(
+                plain.split_whitespace().collect::<Vec<_>>(),
+                aligned.split_whitespace().collect::<Vec<_>>()
+            );
+            // Type, status and subject start at fixed columns when the values fit.
+            let fields: Vec<&str> = plain.split(' ').collect();
+            if fields[1].len() < 28 && fields[2].len() < 20 {
+                assert_eq!(&aligned[25..25 + fields[1].len()], fields[1], "{aligned}");
+                assert_eq!(&aligned[54..54 + fields[2].len()], fields[2], "{aligned}");
+            }
+        }
+        assert!(lines.len() > 3);
+    }
+
+    #[test]
+    fn follow_puts_attempts_and_events_in_causal_order() {
+        let at = |s: u32| format!("2026-03-10T00:00:{s:02}.000Z");
+        // Canonical order: the retry (attempt b, clock behind) comes first; its first event's
+        // parent is the last event of attempt a, so a is listed first all the same.
+        let canonical = vec![
+            held(1, "b1", "b", &at(1), Some("a2")),
+            held(2, "b2", "b", &at(2), Some("b1")),
+            held(3, "a1", "a", &at(5), None),
+            held(4, "a2", "a", &at(6), Some("a1")),
+            // Unrelated attempt c, by time between a and b's clocks; no parent among them.
+            held(5, "c1", "c", &at(3), None),
+        ];
+        let want = |v: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+            v.iter()
+                .map(|(a, es)| {
+                    (
+                        (*a).to_owned(),
+                        es.iter().map(|e| (*e).to_owned()).collect(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            ids(&follow(canonical)),
+            want(&[("c", &["c1"]), ("a", &["a1", "a2"]), ("b", &["b1", "b2"])])
+        );
+        // Events of one attempt interleaved with another's keep causal order within it.
+        let interleaved = vec![
+            held(1, "x2", "x", &at(1), Some("x1")),
+            held(2, "y1", "y", &at(2), None),
+            held(3, "x1", "x", &at(4), None),
+        ];
+        assert_eq!(
+            ids(&follow(interleaved)),
+            want(&[("y", &["y1"]), ("x", &["x1", "x2"])])
+        );
+        // Equal times keep canonical order; no attempt id is its own group.
+        let plain = vec![
+            held(1, "n1", "", &at(7), None),
+            held(2, "n2", "", &at(7), None),
+        ];
+        assert_eq!(ids(&follow(plain)), want(&[("", &["n1", "n2"])]));
+    }
+
     fn collect(store: &Store, commit: CommitId) -> (Vec<String>, Result<Stats, Error>) {
         let snap = store.snapshot(Some(commit)).unwrap();
         let view = View::new(&snap);

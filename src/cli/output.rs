@@ -306,16 +306,19 @@ fn rate(n: u64, elapsed: std::time::Duration) -> u64 {
         .map_or(0, |r| u64::try_from(r).unwrap_or(u64::MAX))
 }
 
-/// One plain progress line: `progress: 3/24 sources, 1200 event(s), 400 events/s, 3 s`.
+/// One plain progress line: `progress: 3/24 shards, 1200 event(s), 400 events/s, 3 s` (no
+/// event figures while no events were counted).
 fn plain_line(p: &Plain, now: std::time::Instant) -> String {
     let elapsed = now.duration_since(p.started);
     let total = p.total.map_or(String::new(), |t| format!("/{t}"));
+    let events = match p.events {
+        0 => String::new(),
+        n => format!(", {n} event(s), {} events/s", rate(n, elapsed)),
+    };
     format!(
-        "progress: {}{total} {}, {} event(s), {} events/s, {} s",
+        "progress: {}{total} {}{events}, {} s",
         p.done,
         p.unit,
-        p.events,
-        rate(p.events, elapsed),
         elapsed.as_secs()
     )
 }
@@ -335,7 +338,17 @@ impl crate::progress::Progress for Meter {
         }
         if let Some(bar) = &self.bar {
             bar.reset();
-            bar.set_length(total.unwrap_or(0));
+            // A count without a known total is not drawn as `n/0`.
+            let template = match total {
+                Some(t) => {
+                    bar.set_length(t);
+                    "{spinner} {pos}/{len} {msg} [{elapsed}]"
+                }
+                None => "{spinner} {pos} {msg} [{elapsed}]",
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style);
+            }
             bar.set_message(unit);
         }
     }
@@ -352,12 +365,14 @@ impl crate::progress::Progress for Meter {
             ProgressMode::Bar => {
                 if let Some(bar) = &self.bar {
                     bar.set_position(p.done);
-                    bar.set_message(format!(
-                        "{}, {} event(s), {} events/s",
-                        p.unit,
-                        p.events,
-                        rate(p.events, now.duration_since(p.started))
-                    ));
+                    if p.events > 0 {
+                        bar.set_message(format!(
+                            "{}, {} event(s), {} events/s",
+                            p.unit,
+                            p.events,
+                            rate(p.events, now.duration_since(p.started))
+                        ));
+                    }
                 }
             }
             ProgressMode::Plain => {
@@ -425,6 +440,15 @@ mod tests {
         assert_eq!(
             plain_line(&p, start),
             "progress: 12 shards, 3000 event(s), 0 events/s, 0 s"
+        );
+        let p = Plain {
+            unit: "sources",
+            events: 0,
+            ..p
+        };
+        assert_eq!(
+            plain_line(&p, start + Duration::from_millis(2500)),
+            "progress: 12 sources, 2 s"
         );
     }
 }

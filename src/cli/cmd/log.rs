@@ -106,7 +106,7 @@ pub(in crate::cli) fn run(
         if json {
             out.data(entry.json);
         } else {
-            out.data(&crate::log::human(entry));
+            out.data(&crate::log::columns(entry));
         }
     };
     let stats = if filter.operation.is_some() {

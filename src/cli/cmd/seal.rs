@@ -114,7 +114,7 @@ pub(in crate::cli) fn run(
                 }
             )
         };
-        match shape {
+        meter.suspend(|| match shape {
             Shape::Summary => out.data(&summary),
             Shape::Json => {
                 out.data(&line(&Value::object([
@@ -134,7 +134,7 @@ pub(in crate::cli) fn run(
                 )])));
                 out.note(&summary);
             }
-        }
+        });
     }
     meter.end();
     Ok(())
