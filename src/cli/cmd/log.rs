@@ -150,6 +150,9 @@ pub(in crate::cli) fn run(
             for h in events {
                 print(out, &h.entry());
             }
+            if out.broken.is_some() {
+                break;
+            }
         }
         stats
     } else if order == crate::log::Order::Time {
