@@ -107,7 +107,7 @@ echo "e2e-compact: timings (this binary): compact $compact_time; log --json $log
 
 # 2. Late publications into the compacted month.
 first=$(echo "$jobs" | sed -n 1p)
-"$bin" -q publish --repo "$state" "$work/spools/$first" >"$work/replay.json"
+"$bin" -q publish --manifest --repo "$state" "$work/spools/$first" >"$work/replay.json"
 [ "$(git_state rev-parse refs/heads/main)" = "$after" ] || fail "a late replay made a commit"
 grep -q '"created":0' "$work/replay.json" || fail "a late replay created shards"
 ok "a late replay of a compacted job is unchanged"

@@ -40,7 +40,7 @@ diff -r -x _locks "$work/spools" "$corpus/spools" >/dev/null || fail "sealing ch
 ok "seal --output reproduces shards/<job> for all 24 jobs"
 
 # 2. Publish all spools in name order into a new repository (the reference layout).
-(cd "$work" && "$bin" -q publish --layout reference --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >manifests.jsonl)
+(cd "$work" && "$bin" -q publish --manifest --layout reference --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >manifests.jsonl)
 python3 - "$corpus/expected-import-results.json" "$work/manifests.jsonl" <<'PY' || fail "manifests differ from expected-import-results.json"
 import json, sys
 expected = [e["result"] for e in json.load(open(sys.argv[1]))]
@@ -63,7 +63,7 @@ ok "verify reports the day1 repository clean"
 
 # 3. Replay: nothing changes.
 tip=$(git -C "$work/state.git" rev-parse refs/heads/main)
-(cd "$work" && "$bin" -q publish --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >replay.jsonl)
+(cd "$work" && "$bin" -q publish --manifest --repo state.git $(for j in $jobs; do echo "spools/$j"; done) >replay.jsonl)
 [ "$(git -C "$work/state.git" rev-parse refs/heads/main)" = "$tip" ] || fail "replay moved the ref"
 python3 - "$work/replay.jsonl" <<'PY' || fail "replay manifests are not all unchanged"
 import json, sys
@@ -74,11 +74,11 @@ ok "replaying all 24 spools adds no commit and reports every shard unchanged"
 
 # 4. Shard roots as sources give the same tree and manifests; so does the reference's privacy
 #    profile (everything above ran under the default, strict).
-(cd "$work" && "$bin" -q publish --layout reference --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
+(cd "$work" && "$bin" -q publish --manifest --layout reference --repo shards.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >shard-manifests.jsonl)
 cmp -s "$work/shard-manifests.jsonl" "$work/manifests.jsonl" || fail "shard-root manifests differ"
 [ "$(git -C "$work/shards.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "shard-root tree differs"
 ok "publishing shards/<job> gives the same manifests and tree"
-(cd "$work" && "$bin" -q publish --privacy reference --layout reference --repo reference.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >reference-manifests.jsonl)
+(cd "$work" && "$bin" -q publish --manifest --privacy reference --layout reference --repo reference.git $(for j in $jobs; do echo "$corpus/shards/$j"; done) >reference-manifests.jsonl)
 cmp -s "$work/reference-manifests.jsonl" "$work/manifests.jsonl" || fail "--privacy reference manifests differ"
 [ "$(git -C "$work/reference.git" rev-parse 'refs/heads/main^{tree}')" = "$(git -C "$work/state.git" rev-parse 'refs/heads/main^{tree}')" ] || fail "--privacy reference tree differs"
 ok "the day1 corpus publishes the same under the strict (default) and reference privacy profiles"
@@ -119,7 +119,7 @@ git -C "$work/state.git" fsck --strict >/dev/null 2>&1 || fail "git fsck after r
 # A job that recorded nothing (a post-job step with `if: always()`): seal prints no paths and
 # writes nothing, publish makes no commit; a failed first publication leaves no repository.
 mkdir -p "$work/nothing/.clawsweeper-repair/action-events" "$work/bare"
-sealed=$("$bin" -q seal "$work/nothing" "$work/bare")
+sealed=$("$bin" -q seal --paths "$work/nothing" "$work/bare")
 [ "$sealed" = $'{"paths":[]}\n{"paths":[]}' ] || fail "seal of an empty job printed $sealed"
 [ -z "$(find "$work/nothing" -mindepth 3)" ] || fail "seal of an empty job wrote into its spool"
 [ -z "$(find "$work/bare" -mindepth 1)" ] || fail "seal of an empty root wrote into it"
@@ -135,7 +135,7 @@ ok "an empty job seals and publishes nothing; a failed first publication leaves 
 
 # 6. The default layout (fanout): same bytes, binding paths two hex levels deeper, one layout
 #    record; the same manifests once binding paths are mapped back; one pack per publication.
-(cd "$work" && "$bin" -q publish --repo fanout.git $(for j in $jobs; do echo "spools/$j"; done) >fanout.jsonl)
+(cd "$work" && "$bin" -q publish --manifest --repo fanout.git $(for j in $jobs; do echo "spools/$j"; done) >fanout.jsonl)
 git -C "$work/fanout.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict (fanout)"
 "$bin" -q verify --repo "$work/fanout.git" || fail "verify reports findings on the fanout repository"
 git clone -q "$work/fanout.git" "$work/fanout"

@@ -120,6 +120,7 @@ pub mod ledger;
 pub mod log;
 pub mod privacy;
 pub mod process;
+pub mod progress;
 pub mod publish;
 pub mod server;
 pub mod store;

@@ -14,6 +14,10 @@
 //!
 //! Memory: the paths of the hot shards, one month's manifest, a few segments and a batch of
 //! shards (about 1 MiB) at a time; events are handed to the caller one by one and not kept.
+//!
+//! Two other orders hold the matching events in memory ([`ordered`]): time order
+//! ([`Order::Time`]: `occurred_at`, then canonical order) and the causal order of one operation
+//! followed across jobs ([`follow`]: grouped by attempt, attempts and events in causal order).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -165,6 +169,19 @@ pub fn stream(
     filter: &Filter,
     sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
 ) -> Result<Stats, Error> {
+    stream_observed(view, filter, &crate::progress::Silent, sink)
+}
+
+/// [`stream`], reporting each shard read (with its events) to `progress`.
+///
+/// # Errors
+/// As [`stream`].
+pub fn stream_observed(
+    view: &View<'_, '_>,
+    filter: &Filter,
+    progress: &dyn crate::progress::Progress,
+    sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
+) -> Result<Stats, Error> {
     let mut hot: BTreeMap<Month, Vec<String>> = BTreeMap::new();
     for path in view.snapshot().list_files(shard::EVENTS_ROOT)? {
         if let Some(month) = Month::of_shard(&path) {
@@ -174,9 +191,12 @@ pub fn stream(
     for month in view.compacted_months()? {
         hot.entry(month).or_default();
     }
+    progress.begin("shards", None);
     let mut stats = Stats::default();
     let mut batch: Vec<Read> = Vec::new();
     let mut bytes = 0usize;
+    // Shards and events already reported to `progress`.
+    let mut reported = (0u64, 0u64);
     for (month, mut paths) in hot {
         if !filter.month_in_range(month) {
             continue;
@@ -205,7 +225,14 @@ pub fn stream(
             batch.push(Read { date, path, text });
             if bytes >= BATCH_BYTES {
                 bytes = 0;
-                if hand_out(std::mem::take(&mut batch), filter, sink, &mut stats)?.is_break() {
+                let flow = hand_out(std::mem::take(&mut batch), filter, sink, &mut stats)?;
+                progress.advance(
+                    stats.shards as u64 - reported.0,
+                    stats.events as u64 - reported.1,
+                );
+                reported = (stats.shards as u64, stats.events as u64);
+                if flow.is_break() {
+                    progress.end();
                     return Ok(stats);
                 }
             }
@@ -213,6 +240,11 @@ pub fn stream(
     }
     // The last batch: the stream ends here whether or not the sink stopped it.
     let _ = hand_out(batch, filter, sink, &mut stats)?;
+    progress.advance(
+        stats.shards as u64 - reported.0,
+        stats.events as u64 - reported.1,
+    );
+    progress.end();
     Ok(stats)
 }
 
@@ -274,12 +306,158 @@ fn hand_out(
     Ok(ControlFlow::Continue(()))
 }
 
-/// One readable line for an event:
+/// The order `log` prints events in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Partition date, shard path, line (streamed).
+    #[default]
+    Canonical,
+    /// `occurred_at` (ISO-8601 UTC with milliseconds, so text order is time order), then
+    /// canonical order.
+    Time,
+}
+
+/// One matching event, owned (for the orders that sort).
+#[derive(Clone, Debug)]
+pub struct Held {
+    /// Partition date `YYYY-MM-DD`.
+    pub date: String,
+    /// The (original) shard path.
+    pub path: String,
+    /// 1-based line in the shard.
+    pub line: usize,
+    /// The exact canonical line (no newline).
+    pub json: String,
+    /// The parsed record.
+    pub value: Value,
+}
+
+impl Held {
+    /// The event as [`stream`] hands it out.
+    pub fn entry(&self) -> Entry<'_> {
+        Entry {
+            date: &self.date,
+            path: &self.path,
+            line: self.line,
+            json: &self.json,
+            value: &self.value,
+        }
+    }
+
+    fn text(&self, key: &str) -> &str {
+        self.value.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+/// The matching events in `order`, held in memory (the sink of [`stream`] collects them, so
+/// every shard is checked as there).
+///
+/// # Errors
+/// As [`stream`].
+pub fn ordered(
+    view: &View<'_, '_>,
+    filter: &Filter,
+    order: Order,
+    progress: &dyn crate::progress::Progress,
+) -> Result<(Vec<Held>, Stats), Error> {
+    let mut held = Vec::new();
+    let stats = stream_observed(view, filter, progress, &mut |e| {
+        held.push(Held {
+            date: e.date.to_owned(),
+            path: e.path.to_owned(),
+            line: e.line,
+            json: e.json.to_owned(),
+            value: e.value.clone(),
+        });
+        ControlFlow::Continue(())
+    })?;
+    if order == Order::Time {
+        // Stable: equal times keep canonical order.
+        held.sort_by(|a, b| a.text("occurred_at").cmp(b.text("occurred_at")));
+    }
+    Ok((held, stats))
+}
+
+/// Events of one operation (as [`ordered`] in canonical order returns them) grouped by
+/// `attempt_id`, for following an operation across jobs and runs.
+///
+/// Events are first put in causal order: an event comes after its `parent_event_id` when the
+/// parent is among them, ties broken by `occurred_at`, then canonical order. Attempts are then
+/// listed in the order of their first event in that order (so a retry whose first event's
+/// parent is in an earlier attempt comes after it), each with its events in causal order.
+/// Events without an `attempt_id` form one group under the empty id.
+pub fn follow(held: Vec<Held>) -> Vec<(String, Vec<Held>)> {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, HashMap};
+    let index: HashMap<&str, usize> = held
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.text("event_id"), i))
+        .collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); held.len()];
+    let mut waiting = vec![false; held.len()];
+    for (i, h) in held.iter().enumerate() {
+        if let Some(&p) = index.get(h.text("parent_event_id"))
+            && p != i
+        {
+            children[p].push(i);
+            waiting[i] = true;
+        }
+    }
+    let key = |i: usize| Reverse((held[i].text("occurred_at"), i));
+    let mut ready: BinaryHeap<_> = (0..held.len()).filter(|&i| !waiting[i]).map(key).collect();
+    let mut causal = Vec::with_capacity(held.len());
+    let mut placed = vec![false; held.len()];
+    while let Some(Reverse((_, i))) = ready.pop() {
+        placed[i] = true;
+        causal.push(i);
+        for &c in &children[i] {
+            ready.push(key(c));
+        }
+    }
+    // A parent cycle cannot pass the shard checks; should one appear, its events keep
+    // canonical order at the end rather than vanish.
+    causal.extend((0..held.len()).filter(|&i| !placed[i]));
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<&str, usize> = HashMap::new();
+    for &i in &causal {
+        let attempt = held[i].text("attempt_id");
+        let g = *group_of.entry(attempt).or_insert_with(|| {
+            groups.push((attempt.to_owned(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(i);
+    }
+    let mut slots: Vec<Option<Held>> = held.into_iter().map(Some).collect();
+    groups
+        .into_iter()
+        .map(|(attempt, members)| {
+            let events = members
+                .into_iter()
+                .filter_map(|i| slots[i].take())
+                .collect();
+            (attempt, events)
+        })
+        .collect()
+}
+
+/// One readable line for an event, its fields separated by one space:
 /// `<occurred_at> <event_type> <status> <subject> <producer component> [op=<12 hex>]
 /// [attempt=<12 hex>] event=<12 hex>`, where subject is `owner/name#number` (or the repository
 /// and kind when there is no number) and status is `action.status` (with `/reason_code` when it
-/// says more).
+/// says more). [`columns`] is the same line aligned for a terminal.
 pub fn human(entry: &Entry<'_>) -> String {
+    line_of(entry, [0; 4])
+}
+
+/// [`human`] in columns, as `log` prints it: time, type, status and subject padded to 24, 28,
+/// 20 and 32 characters (the usual widths; a longer value pushes the rest of its line).
+pub fn columns(entry: &Entry<'_>) -> String {
+    line_of(entry, [24, 28, 20, 32])
+}
+
+/// The readable line with the first four fields padded to `widths`.
+fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
     let v = entry.value;
     let s = |path: &[&str]| {
         let mut cur = v;
@@ -306,8 +484,9 @@ pub fn human(entry: &Entry<'_>) -> String {
     if !reason.is_empty() && reason != status {
         status = format!("{status}/{reason}");
     }
+    let [w0, w1, w2, w3] = widths;
     let mut out = format!(
-        "{} {} {} {} {}",
+        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}",
         s(&["occurred_at"]),
         s(&["event_type"]),
         if status.is_empty() {
@@ -494,6 +673,110 @@ mod tests {
     }
 
     /// Every event `stream` hands out (its JSON), and the error it ends with.
+    /// A held event with the fields `follow` reads; `line` is its canonical position.
+    fn held(line: usize, id: &str, attempt: &str, at: &str, parent: Option<&str>) -> Held {
+        let mut members = vec![
+            ("event_id", Value::str(id)),
+            ("attempt_id", Value::str(attempt)),
+            ("occurred_at", Value::str(at)),
+        ];
+        if let Some(p) = parent {
+            members.push(("parent_event_id", Value::str(p)));
+        }
+        let value = Value::object(members);
+        Held {
+            date: "2026-03-10".into(),
+            path: format!("p{line}"),
+            line,
+            json: canonical::to_canonical_unchecked(&value),
+            value,
+        }
+    }
+
+    fn ids(groups: &[(String, Vec<Held>)]) -> Vec<(String, Vec<String>)> {
+        groups
+            .iter()
+            .map(|(a, hs)| {
+                (
+                    a.clone(),
+                    hs.iter().map(|h| h.text("event_id").to_owned()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn columns_align_the_readable_line() {
+        let (_dir, store, commit) = ledger();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = View::new(&snap);
+        let mut lines = Vec::new();
+        stream(&view, &Filter::default(), &mut |e| {
+            lines.push((human(e), columns(e)));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        for (plain, aligned) in &lines {
+            // The same fields; only the padding differs.
+            assert_eq!(
+                plain.split_whitespace().collect::<Vec<_>>(),
+                aligned.split_whitespace().collect::<Vec<_>>()
+            );
+            // Type, status and subject start at fixed columns when the values fit.
+            let fields: Vec<&str> = plain.split(' ').collect();
+            if fields[1].len() < 28 && fields[2].len() < 20 {
+                assert_eq!(&aligned[25..25 + fields[1].len()], fields[1], "{aligned}");
+                assert_eq!(&aligned[54..54 + fields[2].len()], fields[2], "{aligned}");
+            }
+        }
+        assert!(lines.len() > 3);
+    }
+
+    #[test]
+    fn follow_puts_attempts_and_events_in_causal_order() {
+        let at = |s: u32| format!("2026-03-10T00:00:{s:02}.000Z");
+        // Canonical order: the retry (attempt b, clock behind) comes first; its first event's
+        // parent is the last event of attempt a, so a is listed first all the same.
+        let canonical = vec![
+            held(1, "b1", "b", &at(1), Some("a2")),
+            held(2, "b2", "b", &at(2), Some("b1")),
+            held(3, "a1", "a", &at(5), None),
+            held(4, "a2", "a", &at(6), Some("a1")),
+            // Unrelated attempt c, by time between a and b's clocks; no parent among them.
+            held(5, "c1", "c", &at(3), None),
+        ];
+        let want = |v: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+            v.iter()
+                .map(|(a, es)| {
+                    (
+                        (*a).to_owned(),
+                        es.iter().map(|e| (*e).to_owned()).collect(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            ids(&follow(canonical)),
+            want(&[("c", &["c1"]), ("a", &["a1", "a2"]), ("b", &["b1", "b2"])])
+        );
+        // Events of one attempt interleaved with another's keep causal order within it.
+        let interleaved = vec![
+            held(1, "x2", "x", &at(1), Some("x1")),
+            held(2, "y1", "y", &at(2), None),
+            held(3, "x1", "x", &at(4), None),
+        ];
+        assert_eq!(
+            ids(&follow(interleaved)),
+            want(&[("y", &["y1"]), ("x", &["x1", "x2"])])
+        );
+        // Equal times keep canonical order; no attempt id is its own group.
+        let plain = vec![
+            held(1, "n1", "", &at(7), None),
+            held(2, "n2", "", &at(7), None),
+        ];
+        assert_eq!(ids(&follow(plain)), want(&[("", &["n1", "n2"])]));
+    }
+
     fn collect(store: &Store, commit: CommitId) -> (Vec<String>, Result<Stats, Error>) {
         let snap = store.snapshot(Some(commit)).unwrap();
         let view = View::new(&snap);

@@ -18,12 +18,6 @@ fn main() {
             }
         }
     }
-    let code = action_ledger::cli::run(
-        args,
-        &env,
-        &mut std::io::stdin().lock(),
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-    );
+    let code = action_ledger::cli::run_process(args, &env);
     std::process::exit(code);
 }

@@ -126,18 +126,22 @@ pub(super) enum Command {
     /// written under `.clawsweeper-repair/action-events/_finalizations/`. Sealing again is a
     /// no-op; a seal that no longer matches its spool (events added after sealing) is refused,
     /// and so, under the strict profile, is a spool with an event the strict rules refuse
-    /// (exit 1, nothing sealed). Prints `{"paths":[...]}` per spool. A root where nothing was
-    /// recorded prints `{"paths":[]}` and writes nothing; a root that does not exist is an
-    /// error (exit 2), and then no spool is sealed.
+    /// (exit 1, nothing sealed). Prints one line per spool (`sealed SPOOL: ...`; with --paths
+    /// the reference's `{"paths":[...]}`). A root where nothing was recorded seals and writes
+    /// nothing; a root that does not exist is an error (exit 2), and then no spool is sealed.
     Seal {
         /// Directory that receives the shard files (`ledger/v1/events/...`); defaults to
         /// $CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT when set.
         #[arg(long)]
         output: Option<PathBuf>,
-        /// Print one JSON object per spool instead of the reference's `{"paths":[...]}`:
-        /// `{"type":"seal","spool","sealed","already_sealed","shards_created","paths"}`.
-        #[arg(long)]
+        /// Print one JSON object per spool:
+        /// `{"type":"seal","v":1,"spool","sealed","already_sealed","shards_created","paths"}`.
+        #[arg(long, conflicts_with = "paths")]
         json: bool,
+        /// Print the reference's `{"paths":[...]}` per spool (the shard paths; an empty list
+        /// when nothing was recorded) instead of the summary line.
+        #[arg(long)]
+        paths: bool,
         /// First close every open review/apply start with the reference's terminal event, for
         /// jobs that timed out, were cancelled or failed (run it at job end with `if: always()`).
         #[arg(long)]
@@ -175,8 +179,8 @@ pub(super) enum Command {
         #[arg(long)]
         range: Option<String>,
         /// One JSON object per finding plus a summary object on stdout:
-        /// `{"type":"finding"|"warning","path","rule","detail"}`, then
-        /// `{"type":"summary","findings","warnings","shards","events","bindings"}`.
+        /// `{"type":"finding"|"warning","v":1,"path","rule","detail"}`, then
+        /// `{"type":"summary","v":1,"findings","warnings","shards","events","bindings"}`.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -198,8 +202,11 @@ pub(super) enum Command {
     /// an error and nothing is published; an unsealed spool is refused with a hint to run
     /// `seal`. A failed first publication removes the repository it created.
     ///
-    /// Stdout: one line per source, the reference's import manifest
-    /// (`{"created","unchanged","eventPaths","reservationPaths","completionPaths","paths"}`).
+    /// Stdout: one line per source: `created|unchanged|empty SOURCE: N shard(s) new, ...` (with
+    /// --manifest the reference's import manifest, with --json a `publication` record). The
+    /// commit's subject names the producer repository, workflow, run id/attempt and job (the
+    /// first and how many more when the source holds several) with the counts; its
+    /// `Ledger-Manifest-Sha256` trailer is the sha256 of the manifest.
     /// Each publication adds a pack: run `git gc` on the state repository now and then (safe
     /// beside publishers).
     Publish {
@@ -229,11 +236,16 @@ pub(super) enum Command {
         /// tip each time, with jittered exponential backoff); then exit 1, ref unchanged.
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         max_attempts: u32,
-        /// Print a JSON Lines record per source instead of the bare reference manifest:
-        /// `{"type":"publication","source","ref","status","commit","attempts","manifest"}`,
-        /// status `created`, `unchanged` or `empty`.
-        #[arg(long)]
+        /// Print a JSON Lines record per source instead of the summary line:
+        /// `{"type":"publication","v":1,"source","ref","status","commit","attempts",
+        /// "manifest"}`, status `created`, `unchanged` or `empty`.
+        #[arg(long, conflicts_with = "manifest")]
         json: bool,
+        /// Print the reference's import manifest per source instead of the summary line
+        /// (`{"created","unchanged","eventPaths","reservationPaths","completionPaths","paths"}`;
+        /// large: every path of the batch).
+        #[arg(long)]
+        manifest: bool,
         #[command(flatten)]
         privacy: PrivacyArg,
         /// Sealed spool roots or finalized shard roots, published in the order given.
@@ -305,6 +317,18 @@ pub(super) enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Print a shell completion script for bash, zsh, fish, powershell or elvish on stdout.
+    ///
+    /// For example `action-ledger completions bash > ~/.local/share/bash-completion/completions/action-ledger`.
+    Completions {
+        /// The shell.
+        #[arg(value_parser = ["bash", "zsh", "fish", "powershell", "elvish"])]
+        shell: String,
+    },
+    /// Print the manual page (roff) on stdout, generated from the same definitions as --help.
+    ///
+    /// For example `action-ledger man > action-ledger.1; man ./action-ledger.1`.
+    Man,
     /// Serve the execution finality API over HTTP (guard, actions, claims, outcomes, approvals,
     /// sweep), wire-compatible with the DashClaw clients; writes are group-committed.
     ///
@@ -345,11 +369,13 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the ledger's events in canonical order (partition date, shard path, line), from hot
-    /// shards and segments alike.
+    /// Print the ledger's events in canonical order (partition date, shard path, line) or time
+    /// order, from hot shards and segments alike.
     ///
-    /// One readable line per event (time, type, status, subject, producer, short ids), and a
-    /// summary on stderr. It streams shard by shard; every shard passes `verify`'s checks of a
+    /// One readable line per event in columns (time, type, status, subject, producer, short
+    /// ids), and a summary on stderr. With --operation, the operation's events are grouped by
+    /// attempt, attempts in causal order (an attempt after the one its first event's parent is
+    /// in, else by time), each attempt's events in causal order. It streams shard by shard; every shard passes `verify`'s checks of a
     /// shard on its own before any of its events is printed (else exit 2, naming the shard and
     /// the rule). Filters combine. Before anything is published to the ref, it prints nothing
     /// and exits 0.
@@ -362,13 +388,18 @@ pub(super) enum Command {
         #[arg(long, default_value = "HEAD")]
         rev: String,
         /// Print the canonical event lines exactly as stored (byte-identical before and after a
-        /// compaction).
+        /// compaction; versioned by their own `schema_version`).
         #[arg(long)]
         json: bool,
+        /// `canonical` (partition date, shard path, line) or `time` (occurred_at, then
+        /// canonical order; holds the matching events in memory).
+        #[arg(long, default_value = "canonical", value_parser = ["canonical", "time"])]
+        order: String,
         /// Only events about this subject: OWNER/NAME or OWNER/NAME#NUMBER.
         #[arg(long)]
         subject: Option<String>,
-        /// Only events whose operation_id starts with this hex.
+        /// Follow one operation: only events whose operation_id starts with this hex, across
+        /// jobs and runs, grouped by attempt in causal order.
         #[arg(long)]
         operation: Option<String>,
         /// Only events whose attempt_id starts with this hex.

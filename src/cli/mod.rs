@@ -7,7 +7,7 @@
 //! - `output`: the printer (data on stdout, notes and diagnostics on stderr, `-q` silences
 //!   notes), the exit-code carrying `Failure`, and the `--json` line helpers.
 //! - `cmd`: one file per command (`record`, `seal`, `publish`, `verify`, `hooks`, `compact`,
-//!   `log`, `action`, `sweep`, `run`, `serve`).
+//!   `log`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
 //!
 //! Exit codes: 0 success; 1 the command ran and refused (a conflict with what the ledger holds,
 //! a strict-privacy refusal, findings of `verify`, a refused finality operation); 2 usage,
@@ -15,9 +15,11 @@
 //! completed but its outcome could not be recorded), and otherwise exits with the command's
 //! code. On a refusal or an error nothing is published: the ledger ref is unchanged.
 //!
-//! With `--json`, data is JSON Lines on stdout: one canonical JSON object a line, each with a
-//! `type` naming its shape; human summaries stay on stderr either way. A closed stdout pipe
-//! ends the output quietly; any other failed write of data is reported and exits 2.
+//! By default each command prints a short human summary (one line per publication, per sealed
+//! spool, per event of `log`) on stdout and diagnostics on stderr. With `--json`, data is JSON
+//! Lines, each record with a `type` and a format version `v`: the contract is in the `output`
+//! module's docs. A closed stdout pipe ends the output quietly; any other failed write of data
+//! is reported and exits 2.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -50,6 +52,38 @@ pub fn run(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
+    run_with(args, env, stdin, stdout, stderr, output::ProgressMode::Off)
+}
+
+/// Runs the CLI on the process's own standard streams (the binary's entry point): as [`run`],
+/// and with progress on stderr for long commands: a bar when stderr is a terminal, else a
+/// plain line at most every few seconds (none with `-q`).
+pub fn run_process(args: impl IntoIterator<Item = String>, env: &Env) -> i32 {
+    use std::io::IsTerminal;
+    let progress = if std::io::stderr().is_terminal() {
+        output::ProgressMode::Bar
+    } else {
+        output::ProgressMode::Plain
+    };
+    // stderr is not held locked: the progress bar draws on it too.
+    run_with(
+        args,
+        env,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr(),
+        progress,
+    )
+}
+
+fn run_with(
+    args: impl IntoIterator<Item = String>,
+    env: &Env,
+    stdin: &mut dyn std::io::Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    progress: output::ProgressMode,
+) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -64,6 +98,7 @@ pub fn run(
         }
     };
     let mut out = Printer::new(stdout, stderr, cli.quiet);
+    out.progress = progress;
     let result = dispatch(&mut out, env, stdin, cli.command);
     out.finish(result)
 }
@@ -85,6 +120,7 @@ fn dispatch(
         Command::Seal {
             output,
             json,
+            paths,
             interrupt_open_attempts,
             reason,
             privacy,
@@ -94,7 +130,12 @@ fn dispatch(
             let interrupt = interrupt_open_attempts
                 .then(|| crate::writer::interrupt::Reason::parse(&reason))
                 .flatten();
-            cmd::seal::run(out, output, json, interrupt, privacy.profile, &spools)
+            let shape = match (json, paths) {
+                (true, _) => cmd::seal::Shape::Json,
+                (false, true) => cmd::seal::Shape::Paths,
+                (false, false) => cmd::seal::Shape::Summary,
+            };
+            cmd::seal::run(out, output, shape, interrupt, privacy.profile, &spools)
         }
         Command::Verify {
             repo,
@@ -122,6 +163,7 @@ fn dispatch(
             remote_ref,
             max_attempts,
             json,
+            manifest,
             privacy,
             sources,
         } => {
@@ -143,7 +185,11 @@ fn dispatch(
                         .as_deref()
                         .and_then(crate::ledger::layout::Layout::from_name),
                     max_attempts,
-                    json,
+                    shape: match (json, manifest) {
+                        (true, _) => cmd::publish::Shape::Json,
+                        (false, true) => cmd::publish::Shape::Manifest,
+                        (false, false) => cmd::publish::Shape::Summary,
+                    },
                     profile: privacy.profile,
                     sources: &sources,
                 },
@@ -162,18 +208,24 @@ fn dispatch(
             attempt,
             json,
             command,
-        } => cmd::run::run(
-            out,
-            env,
-            &cmd::run::Request {
-                state: &state,
-                binding: &binding,
-                action_id: &action,
-                attempt,
-                json,
-                command: &command,
-            },
-        ),
+        } => {
+            // Its records go to stderr (stdout is the command's): nothing else of ours there.
+            out.records_on_stderr = json;
+            cmd::run::run(
+                out,
+                env,
+                &cmd::run::Request {
+                    state: &state,
+                    binding: &binding,
+                    action_id: &action,
+                    attempt,
+                    json,
+                    command: &command,
+                },
+            )
+        }
+        Command::Completions { shell } => cmd::completions::run(out, &shell),
+        Command::Man => cmd::man::run(out),
         Command::Serve(a) => cmd::serve::run(out, env, a),
         Command::Compact {
             state,
@@ -194,6 +246,7 @@ fn dispatch(
             repo,
             rev,
             json,
+            order,
             subject,
             operation,
             attempt,
@@ -204,6 +257,13 @@ fn dispatch(
         } => cmd::log::filter(
             subject, operation, attempt, event_type, producer, since, until,
         )
-        .and_then(|filter| cmd::log::run(out, &repo, &rev, json, &filter)),
+        .and_then(|filter| {
+            let order = if order == "time" {
+                crate::log::Order::Time
+            } else {
+                crate::log::Order::Canonical
+            };
+            cmd::log::run(out, &repo, &rev, json, order, &filter)
+        }),
     }
 }

@@ -6,8 +6,27 @@
 //! remembered, stops further data, and is reported once at the end, except a closed pipe
 //! (`action-ledger log | head`), which is not an error.
 //!
-//! Every `--json` line is an object in canonical JSON (sorted keys, no spaces) with a `type`
-//! member naming its shape, so that consumers can dispatch on it line by line.
+//! # The `--json` contract (format version 1)
+//!
+//! This is the one place the machine-readable output is defined; `--help` of each command lists
+//! the members of its records.
+//!
+//! - With `--json`, stdout carries JSON Lines only: one object a line, in canonical JSON (sorted
+//!   keys, no insignificant whitespace), flushed line by line. Human summaries, progress and
+//!   diagnostics go to stderr (`run --json` is the exception: stdout is its command's, so its
+//!   records go to stderr, and then stderr carries nothing else of ours: no notes, and a final
+//!   error is an `error` record, not an `error: …` line).
+//! - Every record has `type`, naming its shape, and `v`, the format version ([`VERSION`], 1).
+//!   Types: `seal`; `publication`; `finding`, `warning`, `summary` (`verify`); `month`,
+//!   `refusal`, `compaction` (`compact`); `action`, `claim`, `outcome`, `swept`, `sweep_lost`,
+//!   `sweep`, `run`; `listening` (`serve`); `refusal` (a refused finality step); `error` (the
+//!   final error of `run --json`).
+//! - Members are only ever added within a version; a consumer ignores members it does not know.
+//!   Renaming or removing a member, or changing its meaning, takes a new `v`.
+//! - `log --json` is not a record stream: it prints the stored event lines byte for byte
+//!   (identical before and after a compaction); their own `schema_version` versions them.
+//! - `publish --manifest` and `seal --paths` print the reference's own output instead (the
+//!   import manifest, `{"paths":[...]}`), unversioned, for tools built on the reference.
 
 use std::io::Write;
 
@@ -22,6 +41,11 @@ pub(super) struct Printer<'a> {
     pub(super) quiet: bool,
     /// The first failed write of data; reported at the end (a closed pipe is not an error).
     pub(super) broken: Option<std::io::Error>,
+    /// `run --json`: stderr carries records only, so notes are dropped and the final error is
+    /// an `error` record.
+    pub(super) records_on_stderr: bool,
+    /// How progress is shown (set by the process entry point; off in-process).
+    pub(super) progress: ProgressMode,
 }
 
 impl<'a> Printer<'a> {
@@ -35,6 +59,8 @@ impl<'a> Printer<'a> {
             stderr,
             quiet,
             broken: None,
+            records_on_stderr: false,
+            progress: ProgressMode::Off,
         }
     }
 
@@ -61,7 +87,7 @@ impl<'a> Printer<'a> {
 
     /// One line of summary on stderr, unless `-q`.
     pub(super) fn note(&mut self, line: &str) {
-        if !self.quiet {
+        if !self.quiet && !self.records_on_stderr {
             let _ = writeln!(self.stderr, "{line}");
         }
     }
@@ -72,7 +98,14 @@ impl<'a> Printer<'a> {
         let code = match result {
             Ok(()) => 0,
             Err(Failure { code, message }) => {
-                if !message.is_empty() {
+                if self.records_on_stderr && !message.is_empty() {
+                    let record = Value::object([
+                        ("type", Value::str("error")),
+                        ("code", Value::from(i64::from(code))),
+                        ("error", Value::str(&message)),
+                    ]);
+                    let _ = writeln!(self.stderr, "{}", line(&record));
+                } else if !message.is_empty() && !self.records_on_stderr {
                     let _ = writeln!(self.stderr, "error: {message}");
                 }
                 code
@@ -110,9 +143,20 @@ pub(super) fn path_list(paths: &[String]) -> Value {
     Value::Array(paths.iter().map(Value::str).collect())
 }
 
-/// One `--json` line: the value in canonical JSON.
+/// The format version of `--json` records: the `v` member of each.
+pub const VERSION: i64 = 1;
+
+/// One `--json` line: the value in canonical JSON; an object with a `type` member (a record)
+/// gets `"v":`[`VERSION`] too.
 pub(super) fn line(v: &Value) -> String {
-    canonical::to_canonical_unchecked(v)
+    match v {
+        Value::Object(m) if m.contains_key("type") && !m.contains_key("v") => {
+            let mut m = m.clone();
+            m.insert("v".into(), Value::from(VERSION));
+            canonical::to_canonical_unchecked(&Value::Object(m))
+        }
+        _ => canonical::to_canonical_unchecked(v),
+    }
 }
 
 /// `v` (an object) with a `type` member and `extra` members added; any other value unchanged.
@@ -132,4 +176,279 @@ pub(super) fn with_type(
 /// A commit id as a JSON string, or `null`.
 pub(super) fn commit_value(c: Option<store::CommitId>) -> Value {
     c.map_or(Value::Null, |c| Value::str(c.to_hex()))
+}
+
+/// How progress is shown: decided once per process from `-q` and whether stderr is a terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ProgressMode {
+    /// Nothing (`-q`, in-process runs, or records on stderr).
+    Off,
+    /// An indicatif bar on stderr (a terminal).
+    Bar,
+    /// A plain line on stderr at most every [`PLAIN_EVERY`] (a CI log).
+    Plain,
+}
+
+/// The least time between two plain progress lines.
+pub(super) const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The CLI's [`Progress`](crate::progress::Progress) observer: a bar, throttled plain lines or
+/// nothing. Both write to the process's stderr directly (it is not held locked by the printer).
+pub(super) struct Meter {
+    mode: ProgressMode,
+    bar: Option<indicatif::ProgressBar>,
+    plain: std::sync::Mutex<Plain>,
+}
+
+/// The state of the plain lines.
+struct Plain {
+    unit: &'static str,
+    total: Option<u64>,
+    done: u64,
+    events: u64,
+    started: std::time::Instant,
+    printed: std::time::Instant,
+}
+
+impl Meter {
+    pub(super) fn new(mode: ProgressMode) -> Meter {
+        let now = std::time::Instant::now();
+        Meter {
+            mode,
+            bar: None,
+            plain: std::sync::Mutex::new(Plain {
+                unit: "",
+                total: None,
+                done: 0,
+                events: 0,
+                started: now,
+                printed: now,
+            }),
+        }
+    }
+
+    /// Runs `f` with the bar hidden (for lines printed while it is shown).
+    pub(super) fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.bar {
+            Some(bar) => bar.suspend(f),
+            None => f(),
+        }
+    }
+}
+
+/// A running indication that a command without countable steps (`verify`) is still working:
+/// a spinner with the elapsed time on a terminal, a plain `WHAT: still running, N s` line every
+/// [`PLAIN_EVERY`] otherwise, nothing when progress is off. Stops when dropped.
+pub(super) struct Busy {
+    bar: Option<indicatif::ProgressBar>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Meter {
+    /// Starts a [`Busy`] indication for `what`.
+    pub(super) fn busy(&self, what: &'static str) -> Busy {
+        let mut busy = Busy {
+            bar: None,
+            stop: None,
+            ticker: None,
+        };
+        match self.mode {
+            ProgressMode::Off => {}
+            ProgressMode::Bar => {
+                let bar = indicatif::ProgressBar::new_spinner();
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                bar.set_message(what);
+                bar.enable_steady_tick(std::time::Duration::from_millis(200));
+                busy.bar = Some(bar);
+            }
+            ProgressMode::Plain => {
+                let (stop, stopped) = std::sync::mpsc::channel::<()>();
+                let started = std::time::Instant::now();
+                busy.stop = Some(stop);
+                busy.ticker = Some(std::thread::spawn(move || {
+                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                        stopped.recv_timeout(PLAIN_EVERY)
+                    {
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "{what}: still running, {} s",
+                            started.elapsed().as_secs()
+                        );
+                    }
+                }));
+            }
+        }
+        busy
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        drop(self.stop.take());
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+    }
+}
+
+/// `n` per second over `elapsed` (0 before any time has passed).
+fn rate(n: u64, elapsed: std::time::Duration) -> u64 {
+    (u128::from(n) * 1000)
+        .checked_div(elapsed.as_millis())
+        .map_or(0, |r| u64::try_from(r).unwrap_or(u64::MAX))
+}
+
+/// One plain progress line: `progress: 3/24 shards, 1200 event(s), 400 events/s, 3 s` (no
+/// event figures while no events were counted).
+fn plain_line(p: &Plain, now: std::time::Instant) -> String {
+    let elapsed = now.duration_since(p.started);
+    let total = p.total.map_or(String::new(), |t| format!("/{t}"));
+    let events = match p.events {
+        0 => String::new(),
+        n => format!(", {n} event(s), {} events/s", rate(n, elapsed)),
+    };
+    format!(
+        "progress: {}{total} {}{events}, {} s",
+        p.done,
+        p.unit,
+        elapsed.as_secs()
+    )
+}
+
+impl crate::progress::Progress for Meter {
+    fn begin(&self, unit: &'static str, total: Option<u64>) {
+        if let Ok(mut p) = self.plain.lock() {
+            let now = std::time::Instant::now();
+            *p = Plain {
+                unit,
+                total,
+                done: 0,
+                events: 0,
+                started: now,
+                printed: now,
+            };
+        }
+        if let Some(bar) = &self.bar {
+            bar.reset();
+            // A count without a known total is not drawn as `n/0`.
+            let template = match total {
+                Some(t) => {
+                    bar.set_length(t);
+                    "{spinner} {pos}/{len} {msg} [{elapsed}]"
+                }
+                None => "{spinner} {pos} {msg} [{elapsed}]",
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+                bar.set_style(style);
+            }
+            bar.set_message(unit);
+        }
+    }
+
+    fn advance(&self, units: u64, events: u64) {
+        let Ok(mut p) = self.plain.lock() else {
+            return;
+        };
+        p.done += units;
+        p.events += events;
+        let now = std::time::Instant::now();
+        match self.mode {
+            ProgressMode::Off => {}
+            ProgressMode::Bar => {
+                if let Some(bar) = &self.bar {
+                    bar.set_position(p.done);
+                    if p.events > 0 {
+                        bar.set_message(format!(
+                            "{}, {} event(s), {} events/s",
+                            p.unit,
+                            p.events,
+                            rate(p.events, now.duration_since(p.started))
+                        ));
+                    }
+                }
+            }
+            ProgressMode::Plain => {
+                if now.duration_since(p.printed) >= PLAIN_EVERY {
+                    p.printed = now;
+                    let _ = writeln!(std::io::stderr(), "{}", plain_line(&p, now));
+                }
+            }
+        }
+    }
+
+    fn end(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Printer<'_> {
+    /// A progress observer for this command: nothing with `-q`, when stderr carries records,
+    /// or when the process's stderr was not resolved ([`ProgressMode::Off`]).
+    pub(super) fn meter(&self) -> Meter {
+        let mode = if self.quiet || self.records_on_stderr {
+            ProgressMode::Off
+        } else {
+            self.progress
+        };
+        let mut meter = Meter::new(mode);
+        if mode == ProgressMode::Bar {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {pos}/{len} {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            meter.bar = Some(bar);
+        }
+        meter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn plain_progress_lines_name_units_totals_and_rates() {
+        let start = std::time::Instant::now();
+        let p = Plain {
+            unit: "shards",
+            total: Some(40),
+            done: 12,
+            events: 3000,
+            started: start,
+            printed: start,
+        };
+        assert_eq!(
+            plain_line(&p, start + Duration::from_secs(6)),
+            "progress: 12/40 shards, 3000 event(s), 500 events/s, 6 s"
+        );
+        let p = Plain { total: None, ..p };
+        assert_eq!(
+            plain_line(&p, start),
+            "progress: 12 shards, 3000 event(s), 0 events/s, 0 s"
+        );
+        let p = Plain {
+            unit: "sources",
+            events: 0,
+            ..p
+        };
+        assert_eq!(
+            plain_line(&p, start + Duration::from_millis(2500)),
+            "progress: 12 sources, 2 s"
+        );
+    }
 }

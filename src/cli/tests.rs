@@ -1066,6 +1066,244 @@ fn fixture_job(root: &Path) {
     }
 }
 
+/// Copies the shard root of the day1 job `job` into `root` (merging with what is there).
+fn copy_day1_job(job: &str, root: &Path) {
+    let job = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/corpus/day1/shards")
+        .join(job);
+    for e in walkdir::WalkDir::new(&job) {
+        let e = e.unwrap();
+        let to = root.join(e.path().strip_prefix(&job).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// The three day1 jobs that carry attempts of one review operation (`a9a423ed…`): two runs
+/// of openclaw/clawsweeper (one a re-run, attempt 2) and one of openclaw/openclaw.
+const OPERATION_JOBS: [&str; 3] = [
+    "001-openclaw-clawsweeper-review-r13550107154-a1",
+    "016-openclaw-openclaw-review-r13550655019-a1",
+    "019-openclaw-clawsweeper-review-r13550726447-a2",
+];
+
+/// `git` in `repo` (a bare repository), its stdout.
+fn git_out(repo: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A publication commit's subject names the producer repository, workflow, run id/attempt
+/// and job, with counts; a source holding several job runs names the first and how many
+/// more. The trailer stays the manifest's sha256, which the `--json` record lets anyone check.
+#[test]
+fn publication_subjects_name_the_producer_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_job(&tmp.join("job"));
+    for job in OPERATION_JOBS {
+        copy_day1_job(job, &tmp.join("three"));
+    }
+    let published = run_cli(
+        tmp,
+        &[
+            "-q",
+            "publish",
+            "--json",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/job",
+            "[TMP]/three",
+        ],
+    );
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let state = tmp.join("state.git");
+    insta::assert_snapshot!(
+        "publication_subjects",
+        git_out(&state, &["log", "--format=%s", "refs/heads/main"])
+    );
+    // The trailer is the sha256 of the manifest the publisher printed.
+    let record: serde_json::Value =
+        serde_json::from_str(published.lines().find(|l| l.contains("/three\"")).unwrap()).unwrap();
+    // The manifest's JSON is the reference's, spliced into the record verbatim.
+    let text = published.lines().find(|l| l.contains("/three\"")).unwrap();
+    let start = text.find("\"manifest\":").unwrap() + "\"manifest\":".len();
+    let end = text.find(",\"ref\":").unwrap();
+    let digest = crate::identity::Digest::of(&text[start..end]);
+    let body = git_out(&state, &["log", "-1", "--format=%B", "refs/heads/main"]);
+    assert!(
+        body.contains(&format!("Ledger-Manifest-Sha256: {digest}")),
+        "{body}"
+    );
+    assert_eq!(record["v"], 1);
+    assert_eq!(record["manifest"]["created"], 12);
+}
+
+/// `log --operation` follows one operation across jobs and runs: its attempts grouped, in
+/// causal then time order (the canonical order would put the later clawsweeper re-run before
+/// the openclaw run); `--order time` sorts by occurred_at; the default stays canonical.
+#[test]
+fn log_follows_an_operation_and_orders_by_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let mut args = vec!["-q", "publish", "--repo", "[TMP]/state.git"];
+    let roots: Vec<String> = OPERATION_JOBS
+        .iter()
+        .map(|j| format!("[TMP]/{j}"))
+        .collect();
+    for job in OPERATION_JOBS {
+        copy_day1_job(job, &tmp.join(job));
+    }
+    args.extend(roots.iter().map(String::as_str));
+    let published = run_cli(tmp, &args);
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let repo = ["--repo", "[TMP]/state.git"];
+    insta::assert_snapshot!(
+        "log_follow_operation",
+        run_cli(
+            tmp,
+            &[&["log", "--operation", "a9a423ed"][..], &repo].concat()
+        )
+    );
+    insta::assert_snapshot!(
+        "log_follow_operation_json",
+        run_cli(
+            tmp,
+            &[
+                &["-q", "log", "--json", "--operation", "a9a423ed"][..],
+                &repo
+            ]
+            .concat()
+        )
+    );
+    let times = |order: &str| -> Vec<String> {
+        let out = run_cli(tmp, &[&["-q", "log", "--order", order][..], &repo].concat());
+        assert!(out.starts_with("exit: 0"), "{out}");
+        out.lines()
+            .skip(2)
+            .take_while(|l| *l != "--- stderr")
+            .map(str::to_owned)
+            .collect()
+    };
+    let (canonical, by_time) = (times("canonical"), times("time"));
+    let stamp = |l: &String| l[..24].to_owned();
+    let mut sorted = canonical.clone();
+    sorted.sort_by_key(stamp);
+    assert_ne!(
+        canonical, sorted,
+        "the fixture must not be in time order already"
+    );
+    assert_eq!(
+        by_time.iter().map(stamp).collect::<Vec<_>>(),
+        sorted.iter().map(stamp).collect::<Vec<_>>()
+    );
+    let (mut a, mut b) = (canonical.clone(), by_time.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "time order prints the same events");
+    assert_eq!(canonical.len(), times("canonical").len());
+    let usage = run_cli(tmp, &[&["log", "--order", "random"][..], &repo].concat());
+    assert!(usage.starts_with("exit: 2"), "{usage}");
+}
+
+/// `completions` for each shell and `man`, generated from the clap definitions.
+#[test]
+fn completions_and_man_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let head = |text: String, n: usize| text.lines().take(n).collect::<Vec<_>>().join("\n");
+    insta::assert_snapshot!(
+        "completions_bash_head",
+        head(run_cli(tmp, &["completions", "bash"]), 14)
+    );
+    for shell in ["zsh", "fish", "powershell", "elvish"] {
+        let out = run_cli(tmp, &["completions", shell]);
+        assert!(out.starts_with("exit: 0\n--- stdout\n"), "{shell}: {out}");
+        for word in ["action-ledger", "publish", "completions", "--remote"] {
+            assert!(out.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let bad = run_cli(tmp, &["completions", "tcsh"]);
+    assert!(bad.starts_with("exit: 2"), "{bad}");
+    insta::assert_snapshot!("man_header", head(run_cli(tmp, &["man"]), 12));
+    let man = run_cli(tmp, &["man"]);
+    for word in [".SH SUBCOMMANDS", "publish", "verify", "Exit codes"] {
+        assert!(man.contains(word), "the man page lacks {word}");
+    }
+}
+
+/// Publish prints one summary line per source by default; `--manifest` keeps the reference's
+/// manifest reachable and `--json` carries it in a versioned record; `seal --paths` keeps the
+/// reference's `{"paths":[...]}`.
+#[test]
+fn publish_and_seal_output_shapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_job(&tmp.join("job"));
+    std::fs::create_dir(tmp.join("nothing")).unwrap();
+    let summary = run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/job"]);
+    insta::assert_snapshot!("publish_summary", summary);
+    let manifest = run_cli(
+        tmp,
+        &[
+            "-q",
+            "publish",
+            "--manifest",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/job",
+        ],
+    );
+    let json = run_cli(
+        tmp,
+        &[
+            "-q",
+            "publish",
+            "--json",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/job",
+        ],
+    );
+    let data = |out: &str| out.lines().nth(2).unwrap().to_owned();
+    let manifest: serde_json::Value = serde_json::from_str(&data(&manifest)).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&data(&json)).unwrap();
+    assert_eq!(record["type"], "publication");
+    assert_eq!(record["v"], 1);
+    assert_eq!(record["status"], "unchanged");
+    assert_eq!(record["manifest"], manifest);
+    assert_eq!(manifest["unchanged"], 2, "{manifest}");
+    let both = run_cli(
+        tmp,
+        &[
+            "publish",
+            "--json",
+            "--manifest",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/job",
+        ],
+    );
+    assert!(both.starts_with("exit: 2"), "{both}");
+    insta::assert_snapshot!(
+        "seal_paths_and_summary",
+        [
+            run_cli(tmp, &["-q", "seal", "--paths", "[TMP]/nothing"]),
+            run_cli(tmp, &["seal", "[TMP]/nothing"]),
+        ]
+        .join("\n")
+    );
+}
+
 /// `log` on a revision with a shard whose lines end in `\r\n` (committed with plumbing):
 /// it exits 2 naming the shard and the rule `verify` reports, and prints no event of it.
 #[test]

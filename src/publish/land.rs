@@ -84,7 +84,7 @@ pub(super) fn build_on(
             files_written: 0,
         }));
     }
-    let message = commit_message(&plan);
+    let message = commit_message(&plan, batch);
     let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
     Ok(Built::Commit(plan, commit))
 }

@@ -26,7 +26,7 @@
 //! [`Options::signature`], message:
 //!
 //! ```text
-//! ledger: publish <shards in the batch> shard(s), <files added> new file(s)
+//! ledger: <repository> <workflow> run <run id>/<attempt> job <job>[ and <n> other job run(s)]: <shards> shard(s), <events> event(s), <files added> new file(s)
 //!
 //! Ledger-Manifest-Sha256: <sha256 hex of the manifest's JSON (Manifest::to_json)>
 //! ```

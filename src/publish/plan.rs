@@ -183,11 +183,47 @@ pub(super) fn plan(
     })
 }
 
-pub(super) fn commit_message(plan: &Plan) -> String {
-    format!(
-        "ledger: publish {} shard(s), {} new file(s)\n\nLedger-Manifest-Sha256: {}\n",
+/// The publication commit's message: a subject naming who produced the batch, then the
+/// machine-readable trailer (see the module docs of `publish`).
+///
+/// The subject names the producer repository, workflow, run id and attempt and job of the
+/// batch's first shard (in path order) and, when the source holds several
+/// runs or jobs, how many more; then the counts of shards, events and new files. Control
+/// characters become spaces, so the subject stays one line whatever a workflow is called.
+/// Nothing parses the subject: the trailer is what verify and people check against.
+pub(super) fn commit_message(plan: &Plan, batch: &Batch) -> String {
+    let run = |i: &'_ crate::identity::ShardIdentity| {
+        (
+            i.repository.clone(),
+            i.workflow.clone(),
+            i.run_id.clone(),
+            i.run_attempt,
+            i.job.clone(),
+        )
+    };
+    let runs: HashSet<_> = batch.identities.iter().map(run).collect();
+    // The first run is that of the first shard (shards are in path order).
+    let who = match batch.identities.first().map(run) {
+        None => "no producer".to_owned(),
+        Some((repository, workflow, run_id, attempt, job)) => {
+            let first = format!("{repository} {workflow} run {run_id}/{attempt} job {job}");
+            match runs.len() {
+                1 => first,
+                n => format!("{first} and {} other job run(s)", n - 1),
+            }
+        }
+    };
+    let events: usize = batch.shards.iter().map(|s| s.events.len()).sum();
+    let subject = format!(
+        "ledger: {who}: {} shard(s), {events} event(s), {} new file(s)",
         plan.manifest.event_paths.len(),
         plan.additions.len(),
+    )
+    .chars()
+    .map(|c| if c.is_control() { ' ' } else { c })
+    .collect::<String>();
+    format!(
+        "{subject}\n\nLedger-Manifest-Sha256: {}\n",
         Digest::of(plan.manifest.to_json())
     )
 }

@@ -74,12 +74,15 @@ pub(in crate::cli) fn filter(
     })
 }
 
-/// Runs `log` with its resolved filter.
+/// Runs `log` with its resolved filter, in `order`; with `--operation`, the operation's
+/// events grouped by attempt in causal order (each group headed by an `attempt` line in the
+/// human format).
 pub(in crate::cli) fn run(
     out: &mut Printer,
     repo: &Path,
     rev: &str,
     json: bool,
+    order: crate::log::Order,
     filter: &crate::log::Filter,
 ) -> Result<(), Failure> {
     let unreadable = |e: &dyn std::fmt::Display| Failure {
@@ -98,19 +101,81 @@ pub(in crate::cli) fn run(
     };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);
-    let stats = crate::log::stream(&view, filter, &mut |entry| {
+    let meter = out.meter();
+    let print = |out: &mut Printer, entry: &crate::log::Entry<'_>| {
         if json {
             out.data(entry.json);
         } else {
-            out.data(&crate::log::human(entry));
+            out.data(&crate::log::columns(entry));
         }
-        if out.broken.is_some() {
-            std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
+    };
+    let stats = if filter.operation.is_some() {
+        let (held, stats) =
+            crate::log::ordered(&view, filter, crate::log::Order::Canonical, &meter)
+                .map_err(|e| unreadable(&e))?;
+        let groups = crate::log::follow(held);
+        let attempts = groups.len();
+        for (n, (attempt, events)) in groups.iter().enumerate() {
+            if !json {
+                let first = events.first().map(|h| h.entry());
+                let producer = first
+                    .as_ref()
+                    .and_then(|e| e.value.get("producer"))
+                    .map(|p| {
+                        let f = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                        let attempt_no = p
+                            .get("run_attempt")
+                            .and_then(crate::canonical::Value::as_safe_integer)
+                            .unwrap_or(0);
+                        format!(
+                            "{} {} run {}/{attempt_no} job {}",
+                            f("repository"),
+                            f("workflow"),
+                            f("run_id"),
+                            f("job")
+                        )
+                    })
+                    .unwrap_or_default();
+                out.data(&format!(
+                    "attempt #{} of {attempts}: {}, {} event(s), {producer}",
+                    n + 1,
+                    if attempt.is_empty() {
+                        "(none)"
+                    } else {
+                        attempt
+                    },
+                    events.len()
+                ));
+            }
+            for h in events {
+                print(out, &h.entry());
+            }
+            if out.broken.is_some() {
+                break;
+            }
         }
-    })
-    .map_err(|e| unreadable(&e))?;
+        stats
+    } else if order == crate::log::Order::Time {
+        let (held, stats) =
+            crate::log::ordered(&view, filter, order, &meter).map_err(|e| unreadable(&e))?;
+        for h in &held {
+            print(out, &h.entry());
+            if out.broken.is_some() {
+                break;
+            }
+        }
+        stats
+    } else {
+        crate::log::stream_observed(&view, filter, &meter, &mut |entry| {
+            meter.suspend(|| print(out, entry));
+            if out.broken.is_some() {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        })
+        .map_err(|e| unreadable(&e))?
+    };
     out.note(&format!(
         "log of {rev} ({}): {} of {} event(s) from {} shard(s)",
         commit.to_hex(),

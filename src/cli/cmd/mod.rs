@@ -4,8 +4,10 @@
 
 pub(super) mod action;
 pub(super) mod compact;
+pub(super) mod completions;
 pub(super) mod hooks;
 pub(super) mod log;
+pub(super) mod man;
 pub(super) mod publish;
 pub(super) mod record;
 pub(super) mod run;

@@ -8,15 +8,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::canonical::{self, Value};
+use crate::canonical::Value;
 use crate::ledger::layout::{self, Layout};
 use crate::privacy::Profile;
+use crate::progress::Progress;
 use crate::publish::{self, Options, Publication, Status};
 use crate::store::{self, Store};
 use crate::writer::seal;
 
 use crate::cli::Env;
-use crate::cli::output::{Failure, Printer};
+use crate::cli::output::{Failure, Printer, line};
 use crate::cli::settings::signature;
 
 /// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, strict privacy,
@@ -52,6 +53,17 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
     }
 }
 
+/// What `publish` prints on stdout, one line per source.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(in crate::cli) enum Shape {
+    /// The default: `STATUS SOURCE: counts, REF at COMMIT`.
+    Summary,
+    /// `--manifest`: the reference's import manifest.
+    Manifest,
+    /// `--json`: a `publication` record.
+    Json,
+}
+
 /// The resolved flags of one `publish` run.
 pub(in crate::cli) struct Request<'a> {
     /// `--repo`: the (cache) repository, created bare when absent.
@@ -64,8 +76,8 @@ pub(in crate::cli) struct Request<'a> {
     pub(in crate::cli) layout: Option<Layout>,
     /// `--max-attempts` when the ref moves under a publication.
     pub(in crate::cli) max_attempts: u32,
-    /// `--json`: one `publication` record a source.
-    pub(in crate::cli) json: bool,
+    /// What stdout gets per source.
+    pub(in crate::cli) shape: Shape,
     /// `--privacy`.
     pub(in crate::cli) profile: Profile,
     /// The sources, published in this order.
@@ -80,7 +92,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         target,
         layout,
         max_attempts,
-        json,
+        shape,
         profile,
         sources,
     } = *request;
@@ -123,6 +135,8 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         })?;
     // Whether an earlier source of this run moved the ref (else a failure changed nothing).
     let mut landed = false;
+    let meter = out.meter();
+    meter.begin("sources", Some(sources.len() as u64));
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
         let publication = match publish::publish_to(&store, root, &options, target) {
             Ok(p) => p,
@@ -140,8 +154,10 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             publish::Target::Local => ref_name.to_owned(),
             publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
         };
-        print_publication(out, source, &shown_ref, json, &publication);
+        meter.suspend(|| print_publication(out, source, &shown_ref, shape, &publication));
+        meter.advance(1, 0);
     }
+    meter.end();
     Ok(())
 }
 
@@ -202,11 +218,12 @@ fn holds_file(dir: &Path) -> bool {
     }
 }
 
+/// One line on stdout for a publication, in the requested shape.
 fn print_publication(
     out: &mut Printer,
     source: &Path,
     ref_name: &str,
-    json: bool,
+    shape: Shape,
     p: &Publication,
 ) {
     let status = match p.status {
@@ -214,38 +231,48 @@ fn print_publication(
         Status::Unchanged => "unchanged",
         Status::Empty => "empty",
     };
-    if json {
-        let m = &p.manifest;
-        let line = format!(
-            "{{\"type\":\"publication\",\"source\":{},\"ref\":{},\"status\":\"{status}\",\"commit\":{},\"attempts\":{},\"manifest\":{}}}",
-            canonical::to_canonical_unchecked(&Value::str(source.display().to_string())),
-            canonical::to_canonical_unchecked(&Value::str(ref_name)),
-            p.commit
-                .map_or("null".to_owned(), |c| format!("\"{}\"", c.to_hex())),
-            p.attempts,
-            m.to_json()
-        );
-        out.data(&line);
-    } else {
-        out.data(&p.manifest.to_json());
-    }
-    if p.status == Status::Empty {
-        out.note(&format!(
-            "nothing published from {}: it holds no events (no spool events, no shards); no commit, {} {}",
+    let commit = p.commit.map(|c| c.to_hex());
+    let summary = if p.status == Status::Empty {
+        format!(
+            "empty {}: no events (no spool events, no shards); no commit, {} {}",
             source.display(),
             ref_name,
-            p.commit
-                .map_or("unchanged".to_owned(), |c| format!("stays at {}", c.to_hex())),
-        ));
-        return;
+            commit
+                .as_ref()
+                .map_or("unchanged".to_owned(), |c| format!("stays at {c}")),
+        )
+    } else {
+        format!(
+            "{status} {}: {} shard(s) new, {} already present, {} file(s) written, {} at {}",
+            source.display(),
+            p.manifest.created,
+            p.manifest.unchanged,
+            p.files_written,
+            ref_name,
+            commit.as_deref().unwrap_or("(no commit)"),
+        )
+    };
+    match shape {
+        Shape::Summary => out.data(&summary),
+        Shape::Manifest => {
+            out.data(&p.manifest.to_json());
+            out.note(&summary);
+        }
+        Shape::Json => {
+            // The manifest is already canonical JSON: spliced in, not parsed again.
+            let mut record = line(&Value::object([
+                ("type", Value::str("publication")),
+                ("source", Value::str(source.display().to_string())),
+                ("ref", Value::str(ref_name)),
+                ("status", Value::str(status)),
+                ("commit", commit.clone().map_or(Value::Null, Value::String)),
+                ("attempts", Value::from(i64::from(p.attempts))),
+            ]));
+            // "manifest" sorts between "commit" and "ref".
+            let at = record.find(",\"ref\":").expect("a ref member");
+            record.insert_str(at, &format!(",\"manifest\":{}", p.manifest.to_json()));
+            out.data(&record);
+            out.note(&summary);
+        }
     }
-    out.note(&format!(
-        "{status} {}: {} shard(s) new, {} already present, {} file(s) written, {} at {}",
-        source.display(),
-        p.manifest.created,
-        p.manifest.unchanged,
-        p.files_written,
-        ref_name,
-        p.commit.map_or("(no commit)".to_owned(), |c| c.to_hex()),
-    ));
 }

@@ -6,12 +6,13 @@
 
 use std::path::PathBuf;
 
-use crate::canonical::{self, Value};
+use crate::canonical::Value;
 use crate::privacy::Profile;
+use crate::progress::Progress;
 use crate::writer::seal;
 use crate::writer::spool::Spool;
 
-use crate::cli::output::{Failure, Printer, path_list};
+use crate::cli::output::{Failure, Printer, line, path_list};
 use crate::cli::settings::system_now;
 
 /// The exit code of a seal error: 1 for a refusal (late events, a shard conflict, an unsealed
@@ -31,10 +32,21 @@ fn seal_failure(e: seal::Error) -> Failure {
 }
 
 /// Runs `seal`.
+/// What `seal` prints on stdout, one line per spool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(in crate::cli) enum Shape {
+    /// The default: `sealed SPOOL: counts` (or `nothing to seal in SPOOL: ...`).
+    Summary,
+    /// `--paths`: the reference's `{"paths":[...]}`.
+    Paths,
+    /// `--json`: a `seal` record.
+    Json,
+}
+
 pub(in crate::cli) fn run(
     out: &mut Printer,
     output: Option<PathBuf>,
-    json: bool,
+    shape: Shape,
     interrupt: Option<crate::writer::interrupt::Reason>,
     profile: Profile,
     spools: &[PathBuf],
@@ -52,6 +64,8 @@ pub(in crate::cli) fn run(
         ),
         None => None,
     };
+    let meter = out.meter();
+    meter.begin("spools", Some(spools.len() as u64));
     for (root, spool) in spools.iter().zip(opened) {
         if let Some(reason) = interrupt {
             let written =
@@ -79,37 +93,49 @@ pub(in crate::cli) fn run(
             },
         )
         .map_err(seal_failure)?;
-        let line = if json {
-            Value::object([
-                ("type", Value::str("seal")),
-                ("spool", Value::str(spool.root().display().to_string())),
-                ("sealed", Value::from(report.sealed as i64)),
-                ("already_sealed", Value::from(report.already_sealed as i64)),
-                ("shards_created", Value::from(report.shards_created as i64)),
-                ("paths", path_list(&report.shard_paths)),
-            ])
-        } else {
-            Value::object([("paths", path_list(&report.shard_paths))])
-        };
-        out.data(&canonical::to_canonical_unchecked(&line));
-        if report.sealed + report.already_sealed == 0 {
-            out.note(&format!(
+        meter.advance(1, 0);
+        let summary = if report.sealed + report.already_sealed == 0 {
+            format!(
                 "nothing to seal in {}: no events were recorded; nothing written",
                 spool.root().display()
-            ));
-            continue;
-        }
-        out.note(&format!(
-            "sealed {}: {} producer(s) sealed now, {} already sealed, {} shard(s){}",
-            spool.root().display(),
-            report.sealed,
-            report.already_sealed,
-            report.shard_paths.len(),
-            match &output {
-                Some(dir) => format!(", {} written to {}", report.shards_created, dir.display()),
-                None => String::new(),
+            )
+        } else {
+            format!(
+                "sealed {}: {} producer(s) sealed now, {} already sealed, {} shard(s){}",
+                spool.root().display(),
+                report.sealed,
+                report.already_sealed,
+                report.shard_paths.len(),
+                match &output {
+                    Some(dir) => {
+                        format!(", {} written to {}", report.shards_created, dir.display())
+                    }
+                    None => String::new(),
+                }
+            )
+        };
+        meter.suspend(|| match shape {
+            Shape::Summary => out.data(&summary),
+            Shape::Json => {
+                out.data(&line(&Value::object([
+                    ("type", Value::str("seal")),
+                    ("spool", Value::str(spool.root().display().to_string())),
+                    ("sealed", Value::from(report.sealed as i64)),
+                    ("already_sealed", Value::from(report.already_sealed as i64)),
+                    ("shards_created", Value::from(report.shards_created as i64)),
+                    ("paths", path_list(&report.shard_paths)),
+                ])));
+                out.note(&summary);
             }
-        ));
+            Shape::Paths => {
+                out.data(&line(&Value::object([(
+                    "paths",
+                    path_list(&report.shard_paths),
+                )])));
+                out.note(&summary);
+            }
+        });
     }
+    meter.end();
     Ok(())
 }

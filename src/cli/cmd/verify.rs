@@ -7,12 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::canonical::{self, Value};
+use crate::canonical::Value;
 use crate::privacy::Profile;
 use crate::store::Store;
 
 use crate::cli::Env;
-use crate::cli::output::{Failure, Printer};
+use crate::cli::output::{Failure, Printer, line};
 
 /// Runs `verify`.
 pub(in crate::cli) fn run(
@@ -41,6 +41,7 @@ pub(in crate::cli) fn run(
         .and_then(|s| s.with_object_dirs(&quarantine))
         .map_err(|e| unreadable(&e))?;
     let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
+    let busy = out.meter().busy("verify");
     let (report, what) = match range {
         Some(range) => {
             let (old, new) = range
@@ -63,12 +64,13 @@ pub(in crate::cli) fn run(
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
+    drop(busy);
     // Warnings print like findings (type "warning" in JSON) and leave the exit code alone.
     let findings = report.findings.iter().map(|f| ("finding", f));
     let warnings = report.warnings.iter().map(|f| ("warning", f));
     for (kind, f) in findings.chain(warnings) {
         if json {
-            out.data(&canonical::to_canonical_unchecked(&Value::object([
+            out.data(&line(&Value::object([
                 ("type", Value::str(kind)),
                 ("path", Value::str(&f.path)),
                 ("rule", Value::str(f.rule.code())),
@@ -78,7 +80,7 @@ pub(in crate::cli) fn run(
         let _ = writeln!(out.stderr, "{}: {}: {}", f.path, f.rule, f.detail);
     }
     if json {
-        out.data(&canonical::to_canonical_unchecked(&Value::object([
+        out.data(&line(&Value::object([
             ("type", Value::str("summary")),
             ("findings", Value::from(report.findings.len() as i64)),
             ("warnings", Value::from(report.warnings.len() as i64)),
