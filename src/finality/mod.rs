@@ -143,7 +143,9 @@ pub use records::{
     format_time, parse_action, parse_claim, parse_outcome, parse_time,
 };
 pub use redaction::{REDACTED, Security, clean_text, mask_secrets};
-pub use state::{ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show};
+pub use state::{
+    ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show, show_at,
+};
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
     DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept,

@@ -6,11 +6,23 @@
 //! only if the remote ref still holds the tip the commit was built on. The server's pre-receive
 //! hook (`hooks/pre-receive`) may still refuse the push; that refusal is reported with the
 //! hook's own lines.
+//!
+//! [`transact()`] is the write loop of every writer that may land on a remote (publication,
+//! compaction, the finality operations of the CLI and the group commits of `serve`): on a
+//! [`Target::Local`] it is [`store::transact()`](crate::store::transact()) itself; on a
+//! [`Target::Remote`] each attempt reads the remote tip, fetches it when its objects are not
+//! cached yet, runs the build step on it and pushes the commit with a lease on that tip. A push
+//! rejected because the remote moved backs off (25 ms doubling to 1.6 s, plus jitter: a push
+//! round trip with the server's hook costs far more than a local ref update) and builds again,
+//! within [`Policy::max_attempts`]; a refusal by the server's hook is final
+//! ([`WriteError::Refused`]). There is no held-lock state on a remote: the server's ref lock
+//! shows as a rejected lease, i.e. a moved ref.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::store::CommitId;
+use crate::store::transact::{Landed, Policy, Step, TransactError};
+use crate::store::{self, CommitId, Store};
 
 /// Why a transport step failed.
 #[derive(Debug, thiserror::Error)]
@@ -198,5 +210,177 @@ pub fn push(
             url: url.to_owned(),
             stderr,
         }),
+    }
+}
+
+/// Where a writer lands its commits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The local repository's ref ([`Policy::ref_name`]), by compare-and-swap of the ref file.
+    Local,
+    /// A ref of a remote repository, by leased push; the local repository only caches objects.
+    Remote {
+        /// What `git` accepts as a remote: a URL or a path.
+        url: String,
+        /// The full ref name on the remote.
+        ref_name: String,
+    },
+}
+
+impl Target {
+    /// The ref this target moves, as people read it: `local_ref` itself, or `<url> <ref>`.
+    pub fn describe(&self, local_ref: &str) -> String {
+        match self {
+            Target::Local => local_ref.to_owned(),
+            Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
+        }
+    }
+
+    /// The tip of the target's ref (`None` when it does not exist yet); for a remote, its
+    /// objects are fetched into `store` when they are not there already.
+    ///
+    /// # Errors
+    /// [`TipError::Store`] when the local ref cannot be read, [`TipError::Transport`] when the
+    /// remote cannot be asked or fetched.
+    pub fn tip(&self, store: &Store, local_ref: &str) -> Result<Option<CommitId>, TipError> {
+        match self {
+            Target::Local => store.tip(local_ref).map_err(TipError::Store),
+            Target::Remote { url, ref_name } => {
+                let git_dir = store.git_dir();
+                let tip = remote_tip(git_dir, url, ref_name)?;
+                if let Some(commit) = tip
+                    && store.snapshot(Some(commit)).is_err()
+                {
+                    fetch(git_dir, url, ref_name)?;
+                }
+                Ok(tip)
+            }
+        }
+    }
+}
+
+/// Why the tip of a [`Target`] could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TipError {
+    /// The local ref could not be read.
+    #[error(transparent)]
+    Store(store::Error),
+    /// The remote could not be asked or fetched.
+    #[error(transparent)]
+    Transport(#[from] Error),
+}
+
+impl<E> From<TipError> for WriteError<E> {
+    fn from(e: TipError) -> Self {
+        match e {
+            TipError::Store(e) => WriteError::Store(e),
+            TipError::Transport(e) => WriteError::Transport(e),
+        }
+    }
+}
+
+/// Why a [`transact()`] did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError<E> {
+    /// The build step failed; nothing was landed by this call.
+    #[error(transparent)]
+    Build(E),
+    /// Every one of `attempts` builds lost the race to another writer: retry later, or raise
+    /// the attempt budget.
+    #[error("{ref_name} kept moving: gave up after {attempts} attempts")]
+    Contention {
+        /// The ref that kept moving (`<url> <ref>` for a remote).
+        ref_name: String,
+        /// Builds run.
+        attempts: u32,
+    },
+    /// Another local writer held the ref's lock for longer than [`Policy::lock_wait`]; if no
+    /// writer is running, the named lock file is stale and may be removed.
+    #[error("{ref_name} is locked by another writer ({})", lock.display())]
+    RefLocked {
+        /// The ref.
+        ref_name: String,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// Reading the local tip or writing the local ref failed.
+    #[error(transparent)]
+    Store(store::Error),
+    /// Talking to the remote failed (`git ls-remote`, `fetch` or `push`): nothing landed.
+    #[error(transparent)]
+    Transport(Error),
+    /// The remote refused the push (its pre-receive hook or its `receive.*` rules); the text is
+    /// git's status line and the hook's lines. Final: building again would be refused again.
+    #[error("the remote refused the push:\n{0}")]
+    Refused(String),
+}
+
+impl<E> From<TransactError<E>> for WriteError<E> {
+    fn from(e: TransactError<E>) -> Self {
+        match e {
+            TransactError::Build(e) => WriteError::Build(e),
+            TransactError::Contention { ref_name, attempts } => {
+                WriteError::Contention { ref_name, attempts }
+            }
+            TransactError::RefLocked { ref_name, lock } => WriteError::RefLocked { ref_name, lock },
+            TransactError::Store(e) => WriteError::Store(e),
+        }
+    }
+}
+
+/// Runs `build` on the tip of `target` and lands the commit it returns, building again on the
+/// new tip when another writer moved the ref (see the module docs): locally this is
+/// [`store::transact()`](crate::store::transact()); on a remote the tip is read with
+/// `git ls-remote`, fetched, and the commit pushed with a lease on it. `build` gets the tip
+/// (`None` when the ref does not exist yet) and the attempt number, starting at 1.
+///
+/// # Errors
+/// [`WriteError::Build`] from `build`; [`WriteError::Contention`] after
+/// `policy.max_attempts` lost races; [`WriteError::RefLocked`] when a local lock stays held;
+/// [`WriteError::Store`] for the local repository, [`WriteError::Transport`] for the remote;
+/// [`WriteError::Refused`] when the remote's hook refuses the push.
+pub fn transact<T, E>(
+    store: &Store,
+    target: &Target,
+    policy: &Policy<'_>,
+    mut build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
+) -> Result<Landed<T>, WriteError<E>> {
+    let (url, ref_name) = match target {
+        Target::Local => return store::transact(store, policy, build).map_err(WriteError::from),
+        Target::Remote { url, ref_name } => (url, ref_name),
+    };
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let tip = target.tip(store, policy.ref_name)?;
+        let (commit, value) = match build(tip, attempts).map_err(WriteError::Build)? {
+            Step::Settled(value) => {
+                return Ok(Landed {
+                    value,
+                    commit: None,
+                    attempts,
+                });
+            }
+            Step::Commit { commit, value, .. } => (commit, value),
+        };
+        match push(store.git_dir(), url, ref_name, commit, tip).map_err(WriteError::Transport)? {
+            PushOutcome::Landed => {
+                return Ok(Landed {
+                    value,
+                    commit: Some(commit),
+                    attempts,
+                });
+            }
+            PushOutcome::Moved if attempts < policy.max_attempts => {
+                store::transact::jittered_sleep(25 << attempts.min(6));
+            }
+            PushOutcome::Moved => {
+                return Err(WriteError::Contention {
+                    ref_name: target.describe(policy.ref_name),
+                    attempts,
+                });
+            }
+            PushOutcome::Refused(why) => return Err(WriteError::Refused(why)),
+        }
     }
 }
