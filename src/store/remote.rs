@@ -198,6 +198,8 @@ pub fn push(
             let remote_lines: Vec<&str> = stderr
                 .lines()
                 .filter_map(|x| x.strip_prefix("remote: "))
+                // git pads the server's lines with blanks (to overwrite progress output).
+                .map(str::trim_end)
                 .collect();
             Ok(PushOutcome::Refused(if remote_lines.is_empty() {
                 l.to_owned()
