@@ -386,3 +386,130 @@ pub fn transact<T, E>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::{MAIN, files, sig};
+    use std::time::Duration;
+
+    const POLICY: Policy<'static> = Policy {
+        ref_name: MAIN,
+        max_attempts: 4,
+        lock_wait: Duration::from_secs(1),
+    };
+
+    /// A bare remote and two caches (two machines) that write to it.
+    fn setup() -> (tempfile::TempDir, Target, Store, Store) {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote = tmp.path().join("remote.git");
+        Store::open_or_init_bare(&remote, MAIN).unwrap();
+        let a = Store::open_or_init_bare(&tmp.path().join("a.git"), MAIN).unwrap();
+        let b = Store::open_or_init_bare(&tmp.path().join("b.git"), MAIN).unwrap();
+        let target = Target::Remote {
+            url: remote.display().to_string(),
+            ref_name: MAIN.to_owned(),
+        };
+        (tmp, target, a, b)
+    }
+
+    /// A build step adding `path` on the tip it is given.
+    fn adding<'s>(
+        store: &'s Store,
+        path: &'s str,
+    ) -> impl FnMut(Option<CommitId>, u32) -> Result<Step<Option<CommitId>>, store::Error> + 's
+    {
+        move |tip, _| {
+            let commit = store.write_commit(tip, &files(&[(path, "x\n")]), "add\n", &sig())?;
+            Ok(Step::Commit {
+                commit,
+                reflog: "add".to_owned(),
+                value: tip,
+            })
+        }
+    }
+
+    /// A writer whose tip went stale while it built is told the remote moved, fetches the
+    /// other machine's commit and builds again on it; nothing is lost, the history is linear.
+    #[test]
+    fn a_moved_remote_is_fetched_and_built_on_again() {
+        let (tmp, target, a, b) = setup();
+        let first = transact(&a, &target, &POLICY, adding(&a, "one")).unwrap();
+        assert_eq!((first.attempts, first.value), (1, None));
+        let mut raced = false;
+        let mut inner = adding(&b, "two");
+        let second = transact(&b, &target, &POLICY, |tip, attempt| {
+            if !raced {
+                // Machine A lands in between B's read of the tip and B's push.
+                raced = true;
+                transact(&a, &target, &POLICY, adding(&a, "three")).unwrap();
+            }
+            inner(tip, attempt)
+        })
+        .unwrap();
+        assert_eq!(second.attempts, 2, "one lost race, one rebuild");
+        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
+        let tip = remote.tip(MAIN).unwrap().unwrap();
+        assert_eq!(Some(tip), second.commit);
+        let snap = remote.snapshot(Some(tip)).unwrap();
+        for path in ["one", "two", "three"] {
+            assert!(snap.exists(path).unwrap(), "{path}");
+        }
+        assert_eq!(remote.parents(tip).unwrap(), vec![second.value.unwrap()]);
+        // The caches' own refs never moved.
+        assert_eq!(a.tip(MAIN).unwrap(), None);
+        assert_eq!(b.tip(MAIN).unwrap(), None);
+    }
+
+    /// A refusal by the remote's hook is final (one attempt), carries the hook's lines without
+    /// git's padding, and leaves the remote as it was; a build that settles pushes nothing.
+    #[test]
+    fn a_hook_refusal_is_final_and_a_settled_build_pushes_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let (tmp, target, a, _) = setup();
+        transact(&a, &target, &POLICY, adding(&a, "one")).unwrap();
+        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
+        let before = remote.tip(MAIN).unwrap();
+        let hook = tmp.path().join("remote.git/hooks/pre-receive");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(
+            &hook,
+            "#!/bin/sh\necho 'no: closed for maintenance' >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut builds = 0;
+        let mut inner = adding(&a, "two");
+        let refused = transact(&a, &target, &POLICY, |tip, n| {
+            builds += 1;
+            inner(tip, n)
+        })
+        .unwrap_err();
+        match refused {
+            WriteError::Refused(why) => {
+                assert!(why.ends_with("\nno: closed for maintenance"), "{why:?}");
+                assert!(why.contains("pre-receive hook declined"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(builds, 1);
+        assert_eq!(remote.tip(MAIN).unwrap(), before);
+        let settled = transact(&a, &target, &POLICY, |tip, _| {
+            Ok::<_, store::Error>(Step::Settled(tip))
+        })
+        .unwrap();
+        assert_eq!((settled.commit, settled.value), (None, before));
+        // An unreachable remote is a transport error, never a refusal or contention.
+        let missing = Target::Remote {
+            url: tmp.path().join("missing.git").display().to_string(),
+            ref_name: MAIN.to_owned(),
+        };
+        assert!(matches!(
+            transact(&a, &missing, &POLICY, adding(&a, "x")),
+            Err(WriteError::Transport(Error::Failed {
+                action: "ls-remote",
+                ..
+            }))
+        ));
+    }
+}
