@@ -420,15 +420,26 @@ pub(super) enum Command {
     },
 }
 
-/// The state repository and ledger ref of the finality commands.
+/// The state repository and ledger ref of the finality commands and `compact`.
 #[derive(clap::Args, Debug)]
 pub(super) struct StateRepo {
-    /// The state repository.
+    /// The state repository (with --remote, a cache of objects, created bare when absent).
     #[arg(long, default_value = "./state.git")]
     pub(super) repo: PathBuf,
     /// The ledger ref.
     #[arg(long = "ref", default_value = "refs/heads/main")]
     pub(super) ref_name: String,
+    /// Read and write this remote state repository (any git URL or path), as `publish
+    /// --remote` does; --repo then only caches objects. The remote tip is read (`git
+    /// ls-remote`) and fetched, the commit is built on it and pushed with `git push --atomic
+    /// --force-with-lease=REF:TIP`; when the remote moved, the operation is checked again and
+    /// rebuilt on the new tip (at most 64 attempts, then exit 1). A refusal by the server's hook
+    /// is final (exit 1) and shows the hook's findings.
+    #[arg(long)]
+    pub(super) remote: Option<String>,
+    /// The ref on the remote (default: the value of --ref).
+    #[arg(long, requires = "remote")]
+    pub(super) remote_ref: Option<String>,
 }
 
 /// Who acts, and on what: the binding a claim is checked against.

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 
 use crate::canonical::{self, Value};
 use crate::finality;
+use crate::store::remote::Target;
 use crate::store::{Signature, Store};
 use crate::time::Timestamp;
 
@@ -95,16 +96,39 @@ pub(super) fn finality_now(env: &Env) -> Result<Timestamp, Failure> {
     }
 }
 
-/// The finality write options: commit identity from the environment, the ref from `--ref`.
+/// The finality write options: commit identity from the environment, the ref from `--ref`,
+/// the target from `--remote` / `--remote-ref`.
 pub(super) fn finality_options(env: &Env, state: &StateRepo) -> Result<finality::Options, Failure> {
     let mut options = finality::Options::new(signature(env)?);
     options.ref_name = state.ref_name.clone();
+    options.target = state_target(state);
     Ok(options)
 }
 
-/// Opens the existing state repository of `--repo` (exit 2 when it cannot be opened).
+/// Where a state command reads and writes: the local ref of `--ref`, or `--remote`'s ref
+/// (`--remote-ref`, default the value of `--ref`).
+pub(super) fn state_target(state: &StateRepo) -> Target {
+    match &state.remote {
+        Some(url) => Target::Remote {
+            url: absolute_url(url),
+            ref_name: state
+                .remote_ref
+                .clone()
+                .unwrap_or_else(|| state.ref_name.clone()),
+        },
+        None => Target::Local,
+    }
+}
+
+/// Opens the existing state repository of `--repo` (exit 2 when it cannot be opened); with
+/// `--remote` it is only a cache of objects, created bare when absent.
 pub(super) fn open_state(state: &StateRepo) -> Result<Store, Failure> {
-    Store::open(&state.repo).map_err(|e| {
+    let opened = if state.remote.is_some() {
+        Store::open_or_init_bare(&state.repo, &state.ref_name)
+    } else {
+        Store::open(&state.repo)
+    };
+    opened.map_err(|e| {
         Failure::input(format!(
             "cannot open state repository {}: {e}",
             state.repo.display()

@@ -2177,4 +2177,516 @@ fn hooks_install_refuses_a_work_tree_unless_allowed() {
         .join("\n")
         .replace(env!("CARGO_PKG_VERSION"), "[VERSION]");
     insta::assert_snapshot!("hooks_install_work_tree", transcript);
+
+// ---------------------------------------------------------------------------------------------
+// `--remote` on the commands that write the state repository: `action`, `run`, `sweep` and
+// `compact` land on a remote by leased push, each machine with its own `--repo` cache.
+
+/// Runs `git` with a clean configuration; panics when it fails.
+fn git_ok(args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A bare remote at `path` whose HEAD is refs/heads/main; with `refusal`, its pre-receive hook
+/// prints those lines and refuses every push.
+fn bare_remote(path: &Path, refusal: Option<&str>) {
+    Store::open_or_init_bare(path, "refs/heads/main").unwrap();
+    if let Some(lines) = refusal {
+        use std::os::unix::fs::PermissionsExt;
+        let hook = path.join("hooks/pre-receive");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(
+            &hook,
+            format!("#!/bin/sh\nprintf '%s\\n' '{lines}' >&2\nexit 1\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// The record file `kind` of action `id` on the remote's refs/heads/main, if any.
+fn remote_record(remote: &Path, id: &str, kind: &str) -> Option<String> {
+    let id = crate::finality::ActionId::parse(id).unwrap();
+    let path = format!("{}/{kind}.json", id.dir());
+    let store = Store::open(remote).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap();
+    let snap = store.snapshot(tip).unwrap();
+    snap.read(&path, u64::MAX)
+        .unwrap()
+        .map(|b| String::from_utf8(b).unwrap())
+}
+
+/// Every finality command writes through `--remote` from its own cache repository: each sees
+/// the others' records on the remote, the caches' own refs never move, a lost claim is
+/// EXECUTION_CLAIM_CONFLICT and `action show --remote` reads the winner back.
+#[test]
+fn finality_commands_write_through_a_remote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let remote = tmp.join("remote.git");
+    bare_remote(&remote, None);
+    let on = |cache: &str, now: &str, args: &[&str]| {
+        let repo = format!("[TMP]/{cache}.git");
+        let mut a: Vec<&str> = args.to_vec();
+        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
+        let extra = ["--remote", "[TMP]/remote.git", "--repo", repo.as_str()];
+        a.splice(at..at, extra);
+        run_finality(tmp, now, &a)
+    };
+    insta::assert_snapshot!(
+        "remote_action_create",
+        on(
+            "creator",
+            T0,
+            &[
+                "action",
+                "create",
+                "--id",
+                "act_r",
+                "--guard-decision",
+                "gd_r",
+                "--",
+                "true"
+            ]
+        )
+    );
+    assert!(remote_record(&remote, "act_r", "action").is_some());
+    insta::assert_snapshot!(
+        "remote_action_claim",
+        on(
+            "machine-a",
+            T0,
+            &[
+                "action",
+                "claim",
+                "--json",
+                "act_r",
+                "--attempt",
+                "attempt-from-machine-a",
+                "--",
+                "true"
+            ]
+        )
+    );
+    insta::assert_snapshot!(
+        "remote_action_claim_lost",
+        on(
+            "machine-b",
+            T0,
+            &[
+                "action",
+                "claim",
+                "--json",
+                "act_r",
+                "--attempt",
+                "attempt-from-machine-b",
+                "--",
+                "true"
+            ]
+        )
+    );
+    let show = on("machine-b", T1, &["action", "show", "--json", "act_r"]);
+    assert!(
+        show.contains(r#""attempt_id":"attempt-from-machine-a""#),
+        "{show}"
+    );
+    insta::assert_snapshot!(
+        "remote_action_outcome",
+        on(
+            "machine-c",
+            T1,
+            &[
+                "action",
+                "outcome",
+                "act_r",
+                "completed",
+                "--attempt",
+                "attempt-from-machine-a"
+            ]
+        )
+    );
+    assert!(
+        remote_record(&remote, "act_r", "outcome")
+            .unwrap()
+            .contains(r#""status":"completed""#)
+    );
+    // `close` and `run` from yet other caches.
+    on(
+        "creator",
+        T0,
+        &[
+            "action",
+            "create",
+            "--id",
+            "act_c",
+            "--guard-decision",
+            "gd_c",
+        ],
+    );
+    insta::assert_snapshot!(
+        "remote_action_close",
+        on("machine-d", T1, &["action", "close", "act_c", "cancelled"])
+    );
+    on(
+        "creator",
+        T0,
+        &[
+            "action",
+            "create",
+            "--id",
+            "act_run",
+            "--guard-decision",
+            "gd_run",
+            "--",
+            "true",
+        ],
+    );
+    insta::assert_snapshot!(
+        "remote_run",
+        on(
+            "runner",
+            T1,
+            &[
+                "run",
+                "--json",
+                "--action",
+                "act_run",
+                "--attempt",
+                "attempt-of-the-runner",
+                "--",
+                "true"
+            ]
+        )
+    );
+    assert!(
+        remote_record(&remote, "act_run", "outcome")
+            .unwrap()
+            .contains("attempt-of-the-runner")
+    );
+    // A stale action swept from another cache.
+    on(
+        "creator",
+        T0,
+        &[
+            "action",
+            "create",
+            "--id",
+            "act_stale",
+            "--guard-decision",
+            "gd_s",
+        ],
+    );
+    insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
+    assert!(
+        remote_record(&remote, "act_stale", "outcome")
+            .unwrap()
+            .contains("lost_confirmation")
+    );
+    // The caches only hold objects: no local ledger ref moved.
+    for cache in [
+        "creator",
+        "machine-a",
+        "machine-b",
+        "machine-c",
+        "machine-d",
+        "runner",
+        "sweeper",
+    ] {
+        let store = Store::open(&tmp.join(format!("{cache}.git"))).unwrap();
+        assert_eq!(store.tip("refs/heads/main").unwrap(), None, "{cache}");
+    }
+    // --remote-ref names another ref on the remote; the default ref is untouched there.
+    let main = git_ok(&[
+        "--git-dir",
+        remote.to_str().unwrap(),
+        "rev-parse",
+        "refs/heads/main",
+    ]);
+    let other = on(
+        "creator",
+        T0,
+        &[
+            "action",
+            "create",
+            "--remote-ref",
+            "refs/heads/other",
+            "--id",
+            "act_o",
+            "--guard-decision",
+            "gd_o",
+        ],
+    );
+    assert!(other.starts_with("exit: 0"), "{other}");
+    assert_eq!(
+        git_ok(&[
+            "--git-dir",
+            remote.to_str().unwrap(),
+            "rev-parse",
+            "refs/heads/main"
+        ]),
+        main
+    );
+    git_ok(&[
+        "--git-dir",
+        remote.to_str().unwrap(),
+        "rev-parse",
+        "refs/heads/other",
+    ]);
+    insta::assert_snapshot!(
+        "remote_ref_requires_remote",
+        run_finality(
+            tmp,
+            T0,
+            &[
+                "sweep",
+                "--repo",
+                "[TMP]/x.git",
+                "--remote-ref",
+                "refs/heads/x"
+            ]
+        )
+    );
+    let verified = run_cli(tmp, &["verify", "--repo", "[TMP]/remote.git"]);
+    assert!(verified.starts_with("exit: 0"), "{verified}");
+}
+
+/// `compact --remote` folds the remote's months from a fresh cache and lands by leased push; a
+/// second run from another cache changes nothing.
+#[test]
+fn compact_through_a_remote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    fixture_job(&tmp.join("job"));
+    bare_remote(&tmp.join("remote.git"), None);
+    let published = run_cli(
+        tmp,
+        &[
+            "-q",
+            "publish",
+            "--remote",
+            "[TMP]/remote.git",
+            "--repo",
+            "[TMP]/p.git",
+            "[TMP]/job",
+        ],
+    );
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let compact = |cache: &str, extra: &[&str]| {
+        let repo = format!("[TMP]/{cache}");
+        let mut args = vec![
+            "compact",
+            "--remote",
+            "[TMP]/remote.git",
+            "--repo",
+            repo.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--now", "2026-05-01", "--retention-days", "1"]);
+        run_cli(tmp, &args)
+    };
+    insta::assert_snapshot!("remote_compact_dry_run", compact("c0.git", &["--dry-run"]));
+    insta::assert_snapshot!("remote_compact", compact("c1.git", &[]));
+    insta::assert_snapshot!("remote_compact_again_json", compact("c2.git", &["--json"]));
+    let segments = git_ok(&[
+        "--git-dir",
+        tmp.join("remote.git").to_str().unwrap(),
+        "ls-tree",
+        "-r",
+        "--name-only",
+        "refs/heads/main",
+        "ledger/v1/segments/",
+    ]);
+    assert!(
+        segments.contains("ledger/v1/segments/2026/03/segment-0001.jsonl"),
+        "{segments}"
+    );
+    let verified = run_cli(tmp, &["verify", "--repo", "[TMP]/remote.git"]);
+    assert!(verified.starts_with("exit: 0"), "{verified}");
+}
+
+/// A remote whose hook refuses the push: every writing command exits as `publish --remote`
+/// does (1, the hook's lines in the message) and nothing lands; an unreachable remote is an
+/// error (exit 2), for `run` the not-claimed exit 3.
+#[test]
+fn remote_refusals_are_reported_like_publish() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let remote = tmp.join("remote.git");
+    fixture_job(&tmp.join("job"));
+    bare_remote(&remote, None);
+    // Written before the hook exists: an action to claim, a stale one to sweep, shards to fold.
+    let local = |now: &str, args: &[&str]| {
+        let mut a = args.to_vec();
+        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
+        a.splice(at..at, ["--repo", "[TMP]/remote.git"]);
+        run_finality(tmp, now, &a)
+    };
+    local(
+        T0,
+        &[
+            "action",
+            "create",
+            "--id",
+            "act_h",
+            "--guard-decision",
+            "gd_h",
+        ],
+    );
+    local(
+        T0,
+        &[
+            "action",
+            "create",
+            "--id",
+            "act_hr",
+            "--guard-decision",
+            "gd_hr",
+            "--",
+            "true",
+        ],
+    );
+    let published = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/remote.git", "[TMP]/job"],
+    );
+    assert!(published.starts_with("exit: 0"), "{published}");
+    bare_remote(&remote, Some("policy: this server takes no pushes today"));
+    let before = git_ok(&[
+        "--git-dir",
+        remote.to_str().unwrap(),
+        "rev-parse",
+        "refs/heads/main",
+    ]);
+    let via = |remote: &str, now: &str, args: &[&str]| {
+        let mut a = args.to_vec();
+        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
+        a.splice(at..at, ["--remote", remote, "--repo", "[TMP]/cache.git"]);
+        run_finality(tmp, now, &a)
+    };
+    let hooked = "[TMP]/remote.git";
+    // Commit ids also inside the JSON strings (after a `\t`, where `\b` does not match).
+    let ids = regex::Regex::new(r"[0-9a-f]{40}").unwrap();
+    let via = |remote: &str, now: &str, args: &[&str]| {
+        ids.replace_all(&via(remote, now, args), "[COMMIT]")
+            .into_owned()
+    };
+    insta::assert_snapshot!(
+        "remote_refused",
+        [
+            via(
+                hooked,
+                T0,
+                &[
+                    "action",
+                    "create",
+                    "--id",
+                    "act_new",
+                    "--guard-decision",
+                    "gd_n"
+                ]
+            ),
+            via(
+                hooked,
+                T0,
+                &[
+                    "action",
+                    "create",
+                    "--json",
+                    "--id",
+                    "act_new",
+                    "--guard-decision",
+                    "gd_n"
+                ]
+            ),
+            via(
+                hooked,
+                T0,
+                &[
+                    "action",
+                    "claim",
+                    "--json",
+                    "act_h",
+                    "--attempt",
+                    "attempt-refused-by-hook"
+                ]
+            ),
+            via(
+                hooked,
+                T0,
+                &["action", "outcome", "act_h", "failed", "--error", "boom"]
+            ),
+            via(hooked, T0, &["action", "close", "act_h", "cancelled"]),
+            via(
+                hooked,
+                T0,
+                &[
+                    "run",
+                    "--action",
+                    "act_hr",
+                    "--attempt",
+                    "attempt-refused-by-hook",
+                    "--",
+                    "true"
+                ]
+            ),
+            via(hooked, LATER, &["sweep"]),
+            via(
+                hooked,
+                LATER,
+                &["compact", "--now", "2026-05-01", "--retention-days", "1"]
+            ),
+        ]
+        .join("\n")
+    );
+    assert_eq!(
+        git_ok(&[
+            "--git-dir",
+            remote.to_str().unwrap(),
+            "rev-parse",
+            "refs/heads/main"
+        ]),
+        before,
+        "a refused push changes nothing on the remote"
+    );
+    let missing = "[TMP]/no-such-remote.git";
+    insta::assert_snapshot!(
+        "remote_unreachable",
+        [
+            via(
+                missing,
+                T0,
+                &[
+                    "action",
+                    "create",
+                    "--id",
+                    "act_u",
+                    "--guard-decision",
+                    "gd_u"
+                ]
+            ),
+            via(
+                missing,
+                T0,
+                &[
+                    "action",
+                    "claim",
+                    "act_h",
+                    "--attempt",
+                    "attempt-no-remote-00"
+                ]
+            ),
+            via(missing, T0, &["action", "show", "act_h"]),
+            via(missing, T0, &["run", "--action", "act_h", "--", "true"]),
+            via(missing, LATER, &["sweep"]),
+            via(missing, LATER, &["compact"]),
+        ]
+        .join("\n")
+    );
 }

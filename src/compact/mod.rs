@@ -20,7 +20,8 @@
 //!    entry is cut back out of its segment and compared with the original bytes), then write the
 //!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
 //!    parent is the tip. No ref moves.
-//! 2. **Commit point**: the same compare-and-swap loop as `publish` ([`crate::store::transact()`]). When
+//! 2. **Commit point**: the same write loop as `publish` ([`crate::store::remote::transact()`]:
+//!    a compare-and-swap of the local ref, or a leased push to [`Options::target`]). When
 //!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
 //!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
 //!    retried with jittered backoff, within [`Options::max_attempts`].
@@ -49,6 +50,7 @@ pub use plan::{MonthFold, Plan, Refusal, plan};
 use std::path::PathBuf;
 
 use crate::ledger::segment::{self, Month};
+use crate::store::remote::WriteError;
 use crate::store::{self, CommitId, Signature, Store};
 use crate::view::{self};
 
@@ -99,6 +101,13 @@ pub enum Error {
         /// The lock file.
         lock: PathBuf,
     },
+    /// The remote state repository could not be read, fetched or pushed to (`--remote`): the
+    /// failed step landed nothing.
+    #[error(transparent)]
+    Remote(#[from] store::remote::Error),
+    /// The remote refused the push (its pre-receive hook's lines): final.
+    #[error("the remote refused the compaction:\n{0}")]
+    RemoteRefused(String),
 }
 
 /// Knobs of a compaction; the clock is an input (`now_seconds`), never read here.
@@ -118,6 +127,9 @@ pub struct Options {
     pub max_commit_bytes: u64,
     /// Caps of new segments (default the format's, [`segment::Caps::MAX`]).
     pub segment_caps: segment::Caps,
+    /// Where the commits land (default the local ref [`Options::ref_name`]); with a remote, each
+    /// commit is built on the remote's tip and pushed with a lease on it.
+    pub target: store::remote::Target,
 }
 
 impl Options {
@@ -131,6 +143,7 @@ impl Options {
             max_attempts: 64,
             max_commit_bytes: DEFAULT_MAX_COMMIT_BYTES,
             segment_caps: segment::Caps::MAX,
+            target: store::remote::Target::Local,
         }
     }
 
@@ -217,7 +230,7 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
     // One month folds per commit; each commit is its own compare-and-swap, and the loop ends
     // when a build finds nothing left to fold.
     loop {
-        let out = store::transact(store, &policy, |tip, _| {
+        let out = store::remote::transact(store, &options.target, &policy, |tip, _| {
             let (plan, commit) = build_on(store, tip, options)?;
             Ok(match commit {
                 None => store::Step::Settled((tip, plan)),
@@ -229,16 +242,17 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
             })
         })
         .map_err(|e| match e {
-            store::TransactError::Build(e) => e,
-            store::TransactError::Contention { attempts, .. } => Error::Contention {
-                ref_name: options.ref_name.clone(),
-                attempts,
-            },
-            store::TransactError::RefLocked { lock, .. } => Error::RefLocked {
+            WriteError::Build(e) => e,
+            WriteError::Contention { ref_name, attempts } => {
+                Error::Contention { ref_name, attempts }
+            }
+            WriteError::RefLocked { lock, .. } => Error::RefLocked {
                 ref_name: options.ref_name.clone(),
                 lock,
             },
-            store::TransactError::Store(e) => e.into(),
+            WriteError::Store(e) => e.into(),
+            WriteError::Transport(e) => e.into(),
+            WriteError::Refused(why) => Error::RemoteRefused(why),
         })?;
         result.attempts += out.attempts;
         let (tip, plan) = out.value;

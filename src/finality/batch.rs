@@ -32,21 +32,9 @@ use crate::privacy;
 use crate::store::{self, CommitId, Snapshot, Store};
 use crate::time::Timestamp;
 
-/// Where a batch lands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The ref of the local repository (compare-and-swap of the ref file).
-    Local,
-    /// A ref of a remote repository: read with `git ls-remote`, objects fetched, the commit
-    /// pushed with a lease on the tip it was built on (as `publish --remote`); the local
-    /// repository only caches objects.
-    Remote {
-        /// Any git URL or path.
-        url: String,
-        /// The full ref name on the remote.
-        ref_name: String,
-    },
-}
+/// Where a batch lands: the local ref, or a remote's by leased push (the write loop shared with
+/// publishing and the CLI, [`store::remote::transact`](fn@crate::store::remote::transact)).
+pub use crate::store::remote::Target;
 
 /// Why an operation of a batch did not land.
 #[derive(Debug, thiserror::Error)]
@@ -626,28 +614,6 @@ pub struct Landed {
     pub writers: usize,
 }
 
-/// The tip of the target; for a remote, its objects are fetched first.
-fn target_tip(
-    store: &Store,
-    options: &Options,
-    target: &Target,
-) -> Result<Option<CommitId>, String> {
-    match target {
-        Target::Local => store.tip(&options.ref_name).map_err(|e| e.to_string()),
-        Target::Remote { url, ref_name } => {
-            let git_dir = store.git_dir();
-            let tip = crate::store::remote::remote_tip(git_dir, url, ref_name)
-                .map_err(|e| e.to_string())?;
-            if let Some(tip) = tip
-                && store.snapshot(Some(tip)).is_err()
-            {
-                crate::store::remote::fetch(git_dir, url, ref_name).map_err(|e| e.to_string())?;
-            }
-            Ok(tip)
-        }
-    }
-}
-
 /// The state of action `id` at the target's tip (for reads outside a batch).
 ///
 /// # Errors
@@ -659,48 +625,14 @@ pub fn read_at_target<T>(
     target: &Target,
     read: impl FnOnce(&Overlay<'_>) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let tip = target_tip(store, options, target).map_err(|reason| Error::InvalidInput {
-        field: "remote",
-        reason,
-    })?;
+    let tip = target
+        .tip(store, &options.ref_name)
+        .map_err(|e| Error::InvalidInput {
+            field: "remote",
+            reason: e.to_string(),
+        })?;
     let ov = Overlay::new(store.snapshot(tip)?);
     read(&ov)
-}
-
-enum Swap {
-    Landed,
-    Moved,
-    Failed(String),
-}
-
-fn swap(
-    store: &Store,
-    options: &Options,
-    target: &Target,
-    tip: Option<CommitId>,
-    commit: CommitId,
-    log: &str,
-) -> Swap {
-    match target {
-        Target::Local => {
-            match store.update_ref_waiting(&options.ref_name, tip, commit, log, options.lock_wait) {
-                Ok(()) => Swap::Landed,
-                Err(store::Error::RefMoved { .. }) => Swap::Moved,
-                Err(e) => Swap::Failed(e.to_string()),
-            }
-        }
-        Target::Remote { url, ref_name } => {
-            use crate::store::remote::PushOutcome;
-            match crate::store::remote::push(store.git_dir(), url, ref_name, commit, tip) {
-                Ok(PushOutcome::Landed) => Swap::Landed,
-                Ok(PushOutcome::Moved) => Swap::Moved,
-                Ok(PushOutcome::Refused(why)) => {
-                    Swap::Failed(format!("the remote refused the push: {why}"))
-                }
-                Err(e) => Swap::Failed(e.to_string()),
-            }
-        }
-    }
 }
 
 /// Plans `ops` in order on the target's tip and lands everything they staged as ONE commit with
@@ -718,50 +650,23 @@ pub fn land<R>(
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
+    let policy = store::Policy {
+        ref_name: &options.ref_name,
+        max_attempts: options.max_attempts,
+        lock_wait: options.lock_wait,
+    };
+    // The answers of the last plan (an answer need not be Clone, so it stays out of the loop's
+    // value) and the attempts made, for the answers when nothing lands.
+    let mut planned: Option<Vec<(Result<R, Error>, bool)>> = None;
+    let mut tried = 0u32;
+    let n = ops.len();
+    let out = store::remote::transact(store, target, &policy, |tip, attempt| {
+        tried = attempt;
+        planned = None;
         let now = clock();
-        let fail = |results: Vec<(Result<R, Error>, bool)>, reason: String| {
-            results
-                .into_iter()
-                .map(|(r, depends)| match r {
-                    Err(e) if !depends && !matches!(e, Error::ClaimUnavailable { .. }) => {
-                        Err(BatchError::Refused(e))
-                    }
-                    _ => Err(BatchError::Unavailable {
-                        reason: reason.clone(),
-                    }),
-                })
-                .collect()
-        };
-        let unavailable = |reason: String| {
-            let out = (0..ops.len())
-                .map(|_| {
-                    Err(BatchError::Unavailable {
-                        reason: reason.clone(),
-                    })
-                })
-                .collect();
-            (
-                out,
-                Landed {
-                    commit: None,
-                    attempts,
-                    writers: 0,
-                },
-            )
-        };
-        let tip = match target_tip(store, options, target) {
-            Ok(tip) => tip,
-            Err(reason) => return unavailable(reason),
-        };
-        let snap = match store.snapshot(tip) {
-            Ok(s) => s,
-            Err(e) => return unavailable(e.to_string()),
-        };
+        let snap = store.snapshot(tip).map_err(|e| e.to_string())?;
         let mut ov = Overlay::new(snap);
-        let mut results = Vec::with_capacity(ops.len());
+        let mut results = Vec::with_capacity(n);
         let mut writers = 0;
         for op in ops.iter_mut() {
             let mark = ov.mark();
@@ -775,18 +680,8 @@ pub fn land<R>(
             results.push((r, wrote || ov.read_staged.get()));
         }
         if ov.is_empty() {
-            let out = results
-                .into_iter()
-                .map(|(r, _)| r.map_err(BatchError::Refused))
-                .collect();
-            return (
-                out,
-                Landed {
-                    commit: None,
-                    attempts,
-                    writers: 0,
-                },
-            );
+            planned = Some(results);
+            return Ok(store::Step::Settled(0));
         }
         let message = if ov.lines.len() == 1 {
             format!("finality: {}\n", ov.lines[0])
@@ -808,64 +703,68 @@ pub fn land<R>(
             .map(|(p, b)| (p.clone(), b.clone()))
             .collect();
         drop(ov);
+        planned = Some(results);
         let mut sig = options.signature.clone();
         sig.time_seconds = now.epoch_seconds();
-        let commit = match store.write_commit(tip, &files, &message, &sig) {
-            Ok(c) => c,
-            Err(e) => {
-                return (
-                    fail(results, e.to_string()),
-                    Landed {
-                        commit: None,
-                        attempts,
-                        writers: 0,
-                    },
-                );
-            }
-        };
-        let log = message.lines().next().unwrap_or("finality");
-        match swap(store, options, target, tip, commit, log) {
-            Swap::Landed => {
-                let out = results
+        let commit = store
+            .write_commit(tip, &files, &message, &sig)
+            .map_err(|e| e.to_string())?;
+        Ok(store::Step::Commit {
+            commit,
+            reflog: message.lines().next().unwrap_or("finality").to_owned(),
+            value: writers,
+        })
+    });
+    let answers = |results: Option<Vec<(Result<R, Error>, bool)>>| -> Vec<Result<R, BatchError>> {
+        results
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(r, _)| r.map_err(BatchError::Refused))
+            .collect()
+    };
+    match out {
+        Ok(landed) => (
+            answers(planned),
+            Landed {
+                commit: landed.commit,
+                attempts: landed.attempts,
+                writers: landed.value,
+            },
+        ),
+        Err(e) => {
+            let reason = match e {
+                store::remote::WriteError::Build(reason) => reason,
+                other => other.to_string(),
+            };
+            let out = match planned {
+                // Planned: a refusal that depended on nothing staged stands on its own.
+                Some(results) => results
                     .into_iter()
-                    .map(|(r, _)| r.map_err(BatchError::Refused))
-                    .collect();
-                return (
-                    out,
-                    Landed {
-                        commit: Some(commit),
-                        attempts,
-                        writers,
-                    },
-                );
-            }
-            Swap::Moved if attempts < options.max_attempts => {
-                crate::store::backoff(attempts.min(5));
-            }
-            Swap::Moved => {
-                let reason = format!(
-                    "{} kept moving: gave up after {attempts} attempts",
-                    options.ref_name
-                );
-                return (
-                    fail(results, reason),
-                    Landed {
-                        commit: None,
-                        attempts,
-                        writers: 0,
-                    },
-                );
-            }
-            Swap::Failed(reason) => {
-                return (
-                    fail(results, reason),
-                    Landed {
-                        commit: None,
-                        attempts,
-                        writers: 0,
-                    },
-                );
-            }
+                    .map(|(r, depends)| match r {
+                        Err(e) if !depends && !matches!(e, Error::ClaimUnavailable { .. }) => {
+                            Err(BatchError::Refused(e))
+                        }
+                        _ => Err(BatchError::Unavailable {
+                            reason: reason.clone(),
+                        }),
+                    })
+                    .collect(),
+                None => (0..n)
+                    .map(|_| {
+                        Err(BatchError::Unavailable {
+                            reason: reason.clone(),
+                        })
+                    })
+                    .collect(),
+            };
+            (
+                out,
+                Landed {
+                    commit: None,
+                    attempts: tried,
+                    writers: 0,
+                },
+            )
         }
     }
 }

@@ -139,7 +139,8 @@ pub(super) fn claimant(request: &ClaimRequest) -> Result<(AttemptId, &str), Erro
 /// [`Error::InvalidInput`] (an act with a lossy number, [`check_act`]) before anything is
 /// read; [`Error::ClaimConflict`] for every ineligibility and a lost race;
 /// [`Error::ClaimUnavailable`] when the claim could not be checked or written (I/O, a ref that
-/// kept moving or stayed locked, a corrupt record) — never a conflict.
+/// kept moving or stayed locked, a corrupt record, an unreachable remote) — never a conflict;
+/// [`Error::RemoteRefused`] when the remote's hook refused the push.
 pub fn claim(
     store: &Store,
     options: &Options,
@@ -192,7 +193,8 @@ pub fn claim(
         })
     });
     result.map_err(|e| match e {
-        Error::ClaimConflict { .. } => e,
+        // A refusal by the remote's hook is final and reported as such, like a publication's.
+        Error::ClaimConflict { .. } | Error::RemoteRefused(_) => e,
         other => Error::ClaimUnavailable {
             action_id: action_id.to_owned(),
             reason: other.to_string(),

@@ -135,6 +135,13 @@ pub enum Error {
     /// The state repository could not be read or written.
     #[error(transparent)]
     Store(#[from] store::Error),
+    /// The remote state repository could not be read, fetched or pushed to (`--remote`):
+    /// nothing was recorded.
+    #[error("{0}; nothing was recorded")]
+    Remote(#[from] store::remote::Error),
+    /// The remote refused the push (its pre-receive hook's lines): final, nothing was recorded.
+    #[error("the remote refused the push:\n{0}")]
+    RemoteRefused(String),
 }
 
 impl Error {
@@ -158,6 +165,8 @@ impl Error {
             Error::Contention { .. } => "CONTENTION",
             Error::RefLocked { .. } => "REF_LOCKED",
             Error::Store(_) => "STORE_ERROR",
+            Error::Remote(_) => "REMOTE_UNAVAILABLE",
+            Error::RemoteRefused(_) => "REMOTE_REFUSED",
         }
     }
 
@@ -185,6 +194,7 @@ impl Error {
                 | Error::AttemptMismatch { .. }
                 | Error::ActionExists { .. }
                 | Error::Contention { .. }
+                | Error::RemoteRefused(_)
         )
     }
 }

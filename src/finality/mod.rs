@@ -79,6 +79,13 @@
 //! ([`Options::lock_wait`]), never mistaken for a lost race. [`batch`] lands many operations as
 //! one commit the same way (the group commit of `serve`).
 //!
+//! The ref may be a remote's ([`Options::target`], the CLI's `--remote`): the tip is then read
+//! with `git ls-remote` and fetched, and the commit is pushed with a lease on that tip
+//! ([`store::remote::transact`](fn@crate::store::remote::transact), the loop `publish` and
+//! compaction use too). The server takes its ref lock and checks the lease atomically, so
+//! claimers on different machines, each with its own local repository, still race to exactly
+//! one claim; a claimer whose lease failed fetches the winner's commit and is refused.
+//!
 //! # What remains after a crash
 //!
 //! Before the compare-and-swap the ref still names the old tip: at most unreachable objects
@@ -143,7 +150,9 @@ pub use records::{
     format_time, parse_action, parse_claim, parse_outcome, parse_time,
 };
 pub use redaction::{REDACTED, Security, clean_text, mask_secrets};
-pub use state::{ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show};
+pub use state::{
+    ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show, show_at,
+};
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
     DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept,

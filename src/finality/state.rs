@@ -16,6 +16,7 @@ use super::records::{
 use super::status::{Lifecycle, OutcomeStatus};
 use crate::canonical::Value;
 use crate::identity::Digest;
+use crate::store::remote::{Target, TipError};
 use crate::store::{self, Snapshot, Store};
 use crate::time::Timestamp;
 
@@ -274,11 +275,28 @@ pub(super) fn state_from(
 /// # Errors
 /// [`Error::NotFound`], [`Error::Corrupt`], [`Error::Store`].
 pub fn show(store: &Store, ref_name: &str, action_id: &str) -> Result<State, Error> {
+    show_at(store, &Target::Local, ref_name, action_id)
+}
+
+/// The state of an action at the tip of `target` (`action show --remote`): the local ref
+/// `ref_name`, or the remote's ref, whose objects are fetched into `store` first.
+///
+/// # Errors
+/// As [`show`], and [`Error::Remote`] when the remote cannot be read.
+pub fn show_at(
+    store: &Store,
+    target: &Target,
+    ref_name: &str,
+    action_id: &str,
+) -> Result<State, Error> {
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let tip = store.tip(ref_name)?;
+    let tip = target.tip(store, ref_name).map_err(|e| match e {
+        TipError::Transport(e) => Error::Remote(e),
+        TipError::Store(e) => Error::Store(e),
+    })?;
     let snap = store.snapshot(tip)?;
     read_state(&snap, &id)?.ok_or_else(not_found)
 }

@@ -1,11 +1,14 @@
 //! The write path shared by the single operations: plan on the tip, write one commit, land it
 //! with one compare-and-swap of the ledger ref, and plan again from scratch on the new tip when
-//! another writer moved the ref. The loop itself is [`store::transact`](fn@crate::store::transact) (shared with
-//! publishing and compaction); this module maps its outcomes onto [`Error`].
+//! another writer moved the ref. The loop itself is
+//! [`store::remote::transact`](fn@crate::store::remote::transact) (shared with publishing and
+//! compaction), on the local ref or, with [`Options::target`] a remote, by leased push; this
+//! module maps its outcomes onto [`Error`].
 
 use std::time::Duration;
 
 use super::error::Error;
+use crate::store::remote::{self, Target, WriteError};
 use crate::store::{self, CommitId, Signature, Snapshot, Store};
 
 /// Knobs of every finality operation; required inputs are parameters.
@@ -19,6 +22,10 @@ pub struct Options {
     pub max_attempts: u32,
     /// How long a held ref lock is waited for (default 5 s).
     pub lock_wait: Duration,
+    /// Where the commits land (default [`Target::Local`], the ref [`Options::ref_name`]); with
+    /// a remote, the local repository only caches objects and every read is of the remote's
+    /// tip.
+    pub target: Target,
 }
 
 impl Options {
@@ -29,6 +36,7 @@ impl Options {
             signature,
             max_attempts: 64,
             lock_wait: Duration::from_secs(5),
+            target: Target::Local,
         }
     }
 }
@@ -67,7 +75,7 @@ pub(super) fn transact<T>(
         max_attempts: options.max_attempts,
         lock_wait: options.lock_wait,
     };
-    let out = store::transact(store, &policy, |tip, _| {
+    let out = remote::transact(store, &options.target, &policy, |tip, _| {
         // The snapshot is dropped before writing: the commit is built on the tip, not on it.
         let planned = plan(&store.snapshot(tip)?)?;
         Ok(match planned {
@@ -88,15 +96,14 @@ pub(super) fn transact<T>(
         })
     })
     .map_err(|e| match e {
-        store::TransactError::Build(e) => e,
-        store::TransactError::Contention { attempts, .. } => Error::Contention {
-            ref_name: options.ref_name.clone(),
-            attempts,
-        },
-        store::TransactError::RefLocked { .. } => Error::RefLocked {
+        WriteError::Build(e) => e,
+        WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
+        WriteError::RefLocked { .. } => Error::RefLocked {
             ref_name: options.ref_name.clone(),
         },
-        store::TransactError::Store(e) => e.into(),
+        WriteError::Store(e) => e.into(),
+        WriteError::Transport(e) => e.into(),
+        WriteError::Refused(why) => Error::RemoteRefused(why),
     })?;
     Ok(Written {
         value: out.value,

@@ -13,7 +13,9 @@ use crate::store::Store;
 use crate::cli::Env;
 use crate::cli::args::{ActionCommand, ClaimArgs, CloseArgs, CreateArgs, OutcomeArgs, ShowArgs};
 use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
-use crate::cli::settings::{finality_now, finality_options, new_action_id, open_state, uuid_v4};
+use crate::cli::settings::{
+    finality_now, finality_options, new_action_id, open_state, state_target, uuid_v4,
+};
 use crate::time::Timestamp;
 
 /// A refused or failed finality operation: with `--json` also a `refusal` object on stdout.
@@ -133,7 +135,7 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
     })?;
     let written = finality::create_action(&store, &options, &input, now)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
-    let st = finality::show(&store, &state.ref_name, &id)
+    let st = finality::show_at(&store, &options.target, &state.ref_name, &id)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
     if json {
         out.data(&line(&with_type(
@@ -280,7 +282,7 @@ fn show(out: &mut Printer, now: Timestamp, a: ShowArgs) -> Result<(), Failure> {
         json,
     } = a;
     let store = open_state(&state)?;
-    let st = finality::show(&store, &state.ref_name, &action_id)
+    let st = finality::show_at(&store, &state_target(&state), &state.ref_name, &action_id)
         .map_err(|e| finality_failure(out, json, "show", &action_id, &e))?;
     if json {
         out.data(&line(&state_value(&st, now)));

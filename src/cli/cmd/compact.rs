@@ -1,20 +1,20 @@
 //! `compact`: months older than the retention window folded into segments, with a dry run.
 //!
-//! Shards that cannot be folded stay hot and are reported (exit 1); contention on the ref is
-//! a refusal (exit 1) too. Every step that lands is an ordinary commit on the tip.
+//! Shards that cannot be folded stay hot and are reported (exit 1); contention on the ref and a
+//! refusal by a remote's hook (`--remote`) are refusals (exit 1) too. Every step that lands is an ordinary commit on the tip.
 
 use crate::canonical::Value;
 
 use crate::cli::Env;
 use crate::cli::args::StateRepo;
 use crate::cli::output::{Failure, Printer, commit_value, line, path_list};
-use crate::cli::settings::{compact_now, open_state, signature};
+use crate::cli::settings::{compact_now, open_state, signature, state_target};
 
 /// A compaction error as a failure: contention and a held ref lock are refusals (exit 1).
 fn compact_failure(e: crate::compact::Error) -> Failure {
     use crate::compact::Error as E;
     let code = match &e {
-        E::Contention { .. } | E::RefLocked { .. } => 1,
+        E::Contention { .. } | E::RefLocked { .. } | E::RemoteRefused(_) => 1,
         _ => 2,
     };
     Failure {
@@ -87,9 +87,15 @@ pub(in crate::cli) fn run(
     let mut options = crate::compact::Options::new(signature(env)?, now_secs);
     options.ref_name = state.ref_name.clone();
     options.retention_days = retention_days;
+    options.target = state_target(state);
+    // The ref as people read it: `--ref`, or `<url> <ref>` with --remote.
+    let shown_ref = options.target.describe(&state.ref_name);
     let store = open_state(state)?;
     let (status, months, refused, commits, tip, attempts, remaining) = if dry_run {
-        let tip = store.tip(&state.ref_name).map_err(Failure::input)?;
+        let tip = options
+            .target
+            .tip(&store, &state.ref_name)
+            .map_err(Failure::input)?;
         let snap = store.snapshot(tip).map_err(Failure::input)?;
         let plan = crate::compact::plan(&snap, &options).map_err(compact_failure)?;
         (
@@ -133,7 +139,7 @@ pub(in crate::cli) fn run(
         out.data(&line(&Value::object([
             ("type", Value::str("compaction")),
             ("status", Value::str(status)),
-            ("ref", Value::str(&state.ref_name)),
+            ("ref", Value::str(&shown_ref)),
             ("commits", path_list(&commit_list)),
             (
                 "commit",
@@ -165,9 +171,9 @@ pub(in crate::cli) fn run(
             "compacted {} month(s): removed {removed} shard file(s), added {segments} segment(s) in {} commit(s); {} at {at}",
             months.len(),
             commits.len(),
-            state.ref_name
+            shown_ref
         ),
-        _ => format!("nothing to compact: {} unchanged at {at}", state.ref_name),
+        _ => format!("nothing to compact: {shown_ref} unchanged at {at}"),
     });
     if refused.is_empty() {
         Ok(())

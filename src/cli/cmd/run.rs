@@ -16,7 +16,7 @@ use crate::cli::Env;
 use crate::cli::args::{Binding, StateRepo};
 use crate::cli::cmd::action::{print_claim, reported_value};
 use crate::cli::output::{Failure, Printer, line};
-use crate::cli::settings::{finality_now, finality_options, system_now, uuid_v4};
+use crate::cli::settings::{finality_now, finality_options, open_state, system_now, uuid_v4};
 
 /// The resolved flags of one `run`.
 pub(in crate::cli) struct Request<'a> {
@@ -108,13 +108,13 @@ fn claim(out: &mut Printer, env: &Env, request: &Request) -> Result<Claimed, Fai
     };
     let now = finality_now(env)?;
     let options = finality_options(env, state)?;
-    let claimed = match Store::open(&state.repo) {
+    let claimed = match open_state(state) {
         Ok(store) => {
             finality::claim(&store, &options, action_id, &claim_request, now).map(|w| (store, w))
         }
-        Err(e) => Err(finality::Error::ClaimUnavailable {
+        Err(f) => Err(finality::Error::ClaimUnavailable {
             action_id: action_id.to_owned(),
-            reason: format!("cannot open state repository {}: {e}", state.repo.display()),
+            reason: f.message,
         }),
     };
     match claimed {

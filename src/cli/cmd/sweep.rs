@@ -82,7 +82,12 @@ pub(in crate::cli) fn run(
         "swept {} pending outcome(s) older than {} minute(s) to lost_confirmation{}",
         r.swept.len(),
         r.timeout_minutes,
-        written.commit.map_or(String::new(), |c| format!(" at {c}"))
+        written
+            .commit
+            .map_or(String::new(), |c| match &options.target {
+                finality::batch::Target::Local => format!(" at {c}"),
+                remote => format!(" at {c} ({})", remote.describe(&state.ref_name)),
+            })
     ));
     Ok(())
 }
