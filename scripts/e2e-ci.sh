@@ -199,14 +199,10 @@ for i in "${!pids[@]}"; do
 done
 ok "four jobs whose publish steps race each other all land"
 
-# The scheduled workflow: sweep and compact through --remote, when this build has them.
-if action-ledger sweep --help | grep -q -- '--remote'; then
-  m=$(steps_of ledger-maintenance maintain)
-  job ledger-maintenance maintain 2001 0 end || fail "the scheduled workflow failed: $(cat "$work/runs/2001/log")"
-  ok "the scheduled workflow (sweep and compact with --remote) runs"
-else
-  echo "e2e-ci: skip: the scheduled workflow (this build's sweep has no --remote yet)"
-fi
+# The scheduled workflow: sweep and compact through --remote.
+m=$(steps_of ledger-maintenance maintain)
+job ledger-maintenance maintain 2001 0 end || fail "the scheduled workflow failed: $(cat "$work/runs/2001/log")"
+ok "the scheduled workflow (sweep and compact with --remote) runs"
 
 # A fresh clone holds exactly the expected events and verifies clean.
 git clone -q "$server" "$work/fresh"

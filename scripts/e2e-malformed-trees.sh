@@ -14,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 corpus="$here/testdata/corpus/day1"
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
+# The hook finds its binary through this (it names no build path).
+export ACTION_LEDGER_BIN="$bin"
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

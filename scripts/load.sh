@@ -14,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-both} publishers=${2:-16} runs=${3:-10}
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
+# The hook finds its binary through this (it names no build path).
+export ACTION_LEDGER_BIN="$bin"
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
 daemon_pid=
