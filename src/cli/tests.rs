@@ -2177,6 +2177,7 @@ fn hooks_install_refuses_a_work_tree_unless_allowed() {
         .join("\n")
         .replace(env!("CARGO_PKG_VERSION"), "[VERSION]");
     insta::assert_snapshot!("hooks_install_work_tree", transcript);
+}
 
 // ---------------------------------------------------------------------------------------------
 // `--remote` on the commands that write the state repository: `action`, `run`, `sweep` and
