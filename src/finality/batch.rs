@@ -18,17 +18,16 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::ApprovalDecision;
-use super::claim::{claimant, eligible};
+use super::claim::{claim_input, claim_line, eligible, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::outcome::{PreparedClose, prepare_close, prepare_report};
 use super::{
-    ACTIONS, ActionId, Approval, AttemptId, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS,
-    NewAction, Options, Outcome, OutcomeReport, Reported, Security, Source, State, SweepReport,
-    Swept, Verdict, act_content_hash, classify, clean_text, scrub_act, timeout_minutes,
+    ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS, NewAction,
+    Options, Outcome, OutcomeReport, Reported, Security, Source, State, SweepReport, Swept,
+    Verdict, classify, clean_text, timeout_minutes,
 };
 use crate::identity::Digest;
-use crate::privacy;
 use crate::store::{self, CommitId, Snapshot, Store};
 use crate::time::Timestamp;
 
@@ -257,31 +256,6 @@ pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result
     })
 }
 
-/// The claim's checks that need no repository: the attempt id, the agent, the principal, the
-/// action id and the act hash.
-struct ClaimInput<'r> {
-    attempt_id: AttemptId,
-    agent_id: &'r str,
-    principal: Option<&'r str>,
-    id: Option<ActionId>,
-    act_hash: Option<String>,
-}
-
-fn claim_input<'r>(action_id: &str, request: &'r ClaimRequest) -> Result<ClaimInput<'r>, Error> {
-    let (attempt_id, agent_id) = claimant(request)?;
-    Ok(ClaimInput {
-        attempt_id,
-        agent_id,
-        principal: request
-            .principal
-            .as_deref()
-            .map(privacy::js_trim)
-            .filter(|s| !s.is_empty()),
-        id: ActionId::parse(action_id),
-        act_hash: act_content_hash(request.act.as_ref().map(scrub_act).as_ref()),
-    })
-}
-
 /// Claims the execution of an action for one attempt (as [`super::claim`](fn@super::claim)): stages `claim.json`
 /// when the action is eligible on the tip plus the batch so far.
 ///
@@ -312,31 +286,12 @@ pub fn claim(
             });
         }
     };
-    if !eligible(
-        &state,
-        input.agent_id,
-        principal,
-        &input.act_hash,
-        request.verified,
-        now,
-    ) {
-        return Err(conflict());
-    }
-    let claim = Claim {
-        action_id: id.clone(),
-        attempt_id: input.attempt_id.clone(),
-        binding_sha256: state.action_sha256.clone(),
-        claimed_at: now,
-        guard_decision_id: state
-            .action
-            .guard_decision_id
-            .clone()
-            .expect("eligible actions have a decision"),
-    };
+    let claim =
+        plan_claim(&state, &input, principal, request.verified, now).ok_or_else(conflict)?;
     ov.stage(
         id.path(super::RecordKind::Claim),
         claim.to_bytes(),
-        format!("claim {id} for attempt {}", input.attempt_id),
+        claim_line(&claim),
     );
     Ok(claim)
 }
@@ -771,7 +726,7 @@ pub fn land<R>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{EXECUTION_CLAIMS, shell_act};
+    use super::super::{AttemptId, EXECUTION_CLAIMS, act_content_hash, shell_act};
     use super::*;
     use crate::store::Signature;
 

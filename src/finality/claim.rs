@@ -129,6 +129,82 @@ pub(super) fn claimant(request: &ClaimRequest) -> Result<(AttemptId, &str), Erro
     Ok((attempt_id, agent_id))
 }
 
+/// A claim request checked before anything is read: the attempt id and agent
+/// ([`claimant`]), the act's numbers ([`check_act`]), the principal and the action id (`None`
+/// when missing or malformed: a claim of nothing is a conflict, not a bad request) and the
+/// scrubbed act's hash.
+pub(super) struct ClaimInput<'r> {
+    pub(super) attempt_id: AttemptId,
+    pub(super) agent_id: &'r str,
+    pub(super) principal: Option<&'r str>,
+    pub(super) id: Option<ActionId>,
+    pub(super) act_hash: Option<String>,
+}
+
+/// Checks `request` for `action_id` (see [`ClaimInput`]): the one place both the direct claim
+/// and the server's group commit take a claim's body apart, so they accept the same requests.
+///
+/// # Errors
+/// [`Error::InvalidClaim`], [`Error::AgentIdentityRequired`], and [`Error::InvalidInput`] for an
+/// act with a lossy number.
+pub(super) fn claim_input<'r>(
+    action_id: &str,
+    request: &'r ClaimRequest,
+) -> Result<ClaimInput<'r>, Error> {
+    let (attempt_id, agent_id) = claimant(request)?;
+    if let Some(act) = &request.act {
+        check_act(act)?;
+    }
+    Ok(ClaimInput {
+        attempt_id,
+        agent_id,
+        principal: request
+            .principal
+            .as_deref()
+            .map(privacy::js_trim)
+            .filter(|s| !s.is_empty()),
+        id: ActionId::parse(action_id),
+        act_hash: act_content_hash(request.act.as_ref().map(scrub_act).as_ref()),
+    })
+}
+
+/// The claim record `input` gets on `state` at `now` for `principal`, or `None` when the action
+/// is not eligible (every ineligibility is one conflict to the caller).
+pub(super) fn plan_claim(
+    state: &State,
+    input: &ClaimInput<'_>,
+    principal: &str,
+    verified: bool,
+    now: Timestamp,
+) -> Option<Claim> {
+    if !eligible(
+        state,
+        input.agent_id,
+        principal,
+        &input.act_hash,
+        verified,
+        now,
+    ) {
+        return None;
+    }
+    Some(Claim {
+        action_id: state.action.action_id.clone(),
+        attempt_id: input.attempt_id.clone(),
+        binding_sha256: state.action_sha256.clone(),
+        claimed_at: now,
+        guard_decision_id: state
+            .action
+            .guard_decision_id
+            .clone()
+            .expect("eligible actions have a decision"),
+    })
+}
+
+/// The commit-message line of a claim.
+pub(super) fn claim_line(claim: &Claim) -> String {
+    format!("claim {} for attempt {}", claim.action_id, claim.attempt_id)
+}
+
 /// Claims the execution of an action for one attempt: one commit adding
 /// `claim.json`, landed only if no claim exists on the tip it was built on. Exactly one of any
 /// number of concurrent claimers wins; every other gets [`Error::ClaimConflict`], as does any
@@ -148,47 +224,20 @@ pub fn claim(
     request: &ClaimRequest,
     now: Timestamp,
 ) -> Result<Written<Claim>, Error> {
-    let (attempt_id, agent_id) = claimant(request)?;
+    let input = claim_input(action_id, request)?;
     let conflict = || Error::ClaimConflict {
         action_id: action_id.to_owned(),
     };
-    let principal = request
-        .principal
-        .as_deref()
-        .map(privacy::js_trim)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(conflict)?;
-    if let Some(act) = &request.act {
-        check_act(act)?;
-    }
-    let id = ActionId::parse(action_id).ok_or_else(conflict)?;
-    let act_hash = act_content_hash(request.act.as_ref().map(scrub_act).as_ref());
+    let (Some(principal), Some(id)) = (input.principal, input.id.clone()) else {
+        return Err(conflict());
+    };
     let result = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(conflict)?;
-        if !eligible(
-            &state,
-            agent_id,
-            principal,
-            &act_hash,
-            request.verified,
-            now,
-        ) {
-            return Err(conflict());
-        }
-        let claim = Claim {
-            action_id: id.clone(),
-            attempt_id: attempt_id.clone(),
-            binding_sha256: state.action_sha256.clone(),
-            claimed_at: now,
-            guard_decision_id: state
-                .action
-                .guard_decision_id
-                .clone()
-                .expect("eligible actions have a decision"),
-        };
+        let claim =
+            plan_claim(&state, &input, principal, request.verified, now).ok_or_else(conflict)?;
         Ok(Plan::Write {
             files: vec![(id.path(RecordKind::Claim), claim.to_bytes())],
-            message: format!("finality: claim {id} for attempt {attempt_id}\n"),
+            message: format!("finality: {}\n", claim_line(&claim)),
             value: claim,
         })
     });

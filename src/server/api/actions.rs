@@ -402,7 +402,9 @@ pub(super) async fn guard(
                             Value::str(finality::format_time(c.claimed_at)),
                         ));
                     }
-                    Err(finality::Error::InvalidClaim { .. }) => {
+                    Err(
+                        finality::Error::InvalidClaim { .. } | finality::Error::InvalidInput { .. },
+                    ) => {
                         fields.push(("claimed", Value::Bool(false)));
                         fields.push(("claim_error", Value::str("INVALID_EXECUTION_CLAIM")));
                     }

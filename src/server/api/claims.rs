@@ -35,6 +35,16 @@ fn claim_error(e: &finality::Error, action_id: &str) -> Response {
             "Invalid execution claim",
             [("code", Value::str("INVALID_EXECUTION_CLAIM"))],
         ),
+        // An act with a lossy number cannot be hashed, so it cannot be compared with the act
+        // the action was created for: a body rule, like the attempt id's.
+        E::InvalidInput { .. } => error_with(
+            400,
+            "Invalid execution claim",
+            [
+                ("code", Value::str("INVALID_EXECUTION_CLAIM")),
+                ("reason", Value::str(&e.to_string())),
+            ],
+        ),
         E::AgentIdentityRequired => error_with(
             403,
             "An agent identity is required to claim an execution",

@@ -722,6 +722,51 @@ async fn claims_outcomes_and_the_legacy_close() {
     );
 }
 
+/// A claim whose act holds a number canonical JSON cannot write exactly shares its hash with
+/// another act (`1e400` and `null`, `-0` and `0`) or cannot be written at all (2^53+1), so it is refused as a bad
+/// request before anything is read, as the CLI's claim refuses it: it must never claim the
+/// action created for that other act.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_a_lossy_act_is_a_bad_request() {
+    let s = server();
+    for (created, lossy) in [
+        (
+            r#"{"kind":"shell","n":null}"#,
+            r#"{"kind":"shell","n":1e400}"#,
+        ),
+        (
+            r#"{"kind":"shell","n":null}"#,
+            r#"{"kind":"shell","n":-1e400}"#,
+        ),
+        (r#"{"kind":"shell","n":0}"#, r#"{"kind":"shell","n":-0}"#),
+        (
+            r#"{"kind":"shell","n":1}"#,
+            r#"{"kind":"shell","n":9007199254740993}"#,
+        ),
+        (
+            r#"{"kind":"shell","deep":[{"a":[null]}]}"#,
+            r#"{"kind":"shell","deep":[{"a":[1e999]}]}"#,
+        ),
+    ] {
+        let id = recorded(&s, "build", created, "").await;
+        let uri = format!("/api/actions/{id}");
+        let g = s.patch(&uri, BOT, claim_body(A1, lossy)).await;
+        assert_eq!(
+            (g.status, g.str("code")),
+            (400, "INVALID_EXECUTION_CLAIM"),
+            "{lossy}: {:?}",
+            g.body
+        );
+        assert!(g.str("reason").contains("lossy number"), "{:?}", g.body);
+        let g = s.patch(&uri, BOT, claim_body(A1, created)).await;
+        assert_eq!(
+            (g.status, g.body.get("claimed")),
+            (200, Some(&Value::Bool(true))),
+            "{created}: nothing was granted to the lossy claim"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approvals_by_operators_only() {
     let s = server();
