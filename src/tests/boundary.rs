@@ -277,7 +277,7 @@ fn through_every_stage(name: &str, inputs: &[Json]) -> String {
     assert!(code == 0 && err.starts_with("unchanged: "), "{name}: {err}");
     assert_eq!(spool_lines(&p("spool")), events, "{name}: a replay wrote");
 
-    let sealed = ok(&["seal", "--output", &s("out"), &s("spool")]);
+    let sealed = ok(&["seal", "--paths", "--output", &s("out"), &s("spool")]);
     assert!(sealed.contains("ledger/v1/events/"), "{name}: {sealed}");
     ok(&["publish", "--repo", &s("state.git"), &s("spool")]);
     ok(&["publish", "--repo", &s("shards.git"), &s("out")]);
