@@ -90,6 +90,7 @@ check_after_fault() { # what
 # $retry_ok decides whether the retry's exit code and output are a completion.
 sweep_faults() {
   local total n kind
+  rm -rf "$work/count.git"
   cp -a "$base" "$work/count.git"
   total=$(count_calls "${@//@REPO@/$work/count.git}")
   [ "$total" -gt 0 ] || fail count "no call was counted"
@@ -204,6 +205,7 @@ EOF
   "$bin" -q action create --repo "$base" --id warmup --guard-decision gd_w -- true >/dev/null
   # The count of an unharmed server's calls over the client's three requests.
   local total n kind points=0 refused=0 full=0
+  rm -rf "$work/count.git"
   cp -a "$base" "$work/count.git"
   rm -f "$work/count"
   serve_start "$work/count.git" SHIM_FAIL_AT=0 SHIM_COUNT_FILE="$work/count"
