@@ -35,6 +35,8 @@ echo "== execution finality races (concurrent claims; a report against the sweep
 scripts/finality-race.sh
 echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
+echo "== crash everywhere, out of space, hostile HTTP (bounded)"
+scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve && scripts/enospc.sh 5 && scripts/e2e-hostile.sh 1 8
 echo "== nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"
