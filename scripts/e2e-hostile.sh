@@ -208,7 +208,7 @@ while True:
     if time.time() - t0 >= seconds or problems: break
 stop.set()
 for t in goods: t.join()
-end = readings()
+end = readings(); peak = max(peak, end, key=lambda x: x[0])
 print(f"e2e-hostile: end: {rounds} rounds, {good['cycles']} well-behaved create/claim/outcome cycles; VmRSS {end[0]} kB (peak {peak[0]} kB), {end[1]} threads, {end[2]} fds", flush=True)
 if good["cycles"] == 0: problem("no well-behaved cycle completed")
 # Threads: tokio's workers and blocking pool (bounded by tokio, 512) plus the writer.
