@@ -35,7 +35,14 @@ echo "== execution finality races (concurrent claims; a report against the sweep
 scripts/finality-race.sh
 echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
-echo "== the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"; scripts/e2e-ci.sh
+echo "== the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"
+scripts/e2e-ci.sh
+echo "== crash: SIGKILL every other writer at random moments (bounded)"
+scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve
+echo "== out of space and I/O errors at every write, fsync and rename (bounded)"
+scripts/enospc.sh 5
+echo "== hostile HTTP against serve while well-behaved clients run (bounded)"
+scripts/e2e-hostile.sh 1 8
 echo "== nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"

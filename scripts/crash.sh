@@ -1,60 +1,487 @@
 #!/usr/bin/env bash
-# Crash test (issue 6): kill `publish` with SIGKILL at random moments, then check that the
-# repository is intact (`git fsck --strict`, `action-ledger verify`), that the ref holds either
-# the old tip or a complete publication, and that replaying the publication completes.
+# Crash test: kill every writer with SIGKILL at random moments, then check that the repository is
+# intact (`git fsck --strict`, `action-ledger verify`), that the ref holds either the old tip or
+# complete operations on it, and that retrying the operation completes.
 #
-# A kill inside the ref update itself can leave `refs/heads/main.lock` behind (as with git); the
-# next writer reclaims it when the killed writer had noted itself as its owner, and otherwise
-# refuses with a message naming the lock; the script then removes it as an operator would once
-# no publisher runs. Such runs are counted.
+# Modes (each in its own function below):
+#   publish      a publication (issue 6); the replay completes, no event lost or duplicated
+#   seal         sealing a spool; the retry completes and the spool equals one sealed unharmed
+#   compact      a compaction; the retry completes, `log` prints the same events, a third run
+#                changes nothing
+#   create       `action create`; the retry under the same id exits 0 and the action is running
+#   claim        `action claim`; the retry with the same attempt exits 0, or the claim landed
+#                with that attempt
+#   outcome      `action outcome`; the retry exits 0, or the outcome landed with that status
+#   sweep        `sweep` over stale actions; the retry sweeps what is left, every one ends
+#                lost_confirmation
+#   run-wrapper  kill `run` itself (and then its orphaned child); the action is unclaimed (a
+#                new `run` completes), claimed with the outcome pending (the attempt's report
+#                completes) or complete
+#   run-child    kill the command `run` started; `run` exits 128+9 and records `failed` with the
+#                signal, or exits 0 and records `completed` when the command ended first
+#   serve        `serve` under load (8 clients creating, claiming and reporting); every
+#                acknowledged claim and outcome is in the repository with what was
+#                acknowledged, an unacknowledged one landed whole or not at all, and a restarted
+#                server serves a full create/claim/outcome
 #
-# usage: scripts/crash.sh [RUNS]   (default 200)
+# A kill inside a ref update can leave `<ref>.lock` behind (as with git); the next writer
+# reclaims it when the killed writer had noted itself as its owner, and otherwise refuses with a
+# message naming the lock; the script then removes it as an operator would once no writer runs.
+# Such runs are counted.
+#
+# usage: scripts/crash.sh [RUNS] [MODE...]   (default 200 runs of publish; `all`: every mode;
+#        RUNS per mode)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-200}
+shift || true
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(publish)
+[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+server_pid=
+cleanup() {
+  [ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 export SOURCE_DATE_EPOCH=1773100800
-fail() { echo "crash: FAIL (run $1): $2" >&2; exit 1; }
+export ACTION_LEDGER_AGENT_ID=crash-agent ACTION_LEDGER_PRINCIPAL=crash-principal
+unset ACTION_LEDGER_NOW
+mode=publish
+fail() { echo "crash: FAIL ($mode, run $1): $2" >&2; exit 1; }
 
-python3 "$here/scripts/gen-ledger.py" "$work/spools" "$runs" 1 5
-"$bin" -q seal "$work"/spools/* >/dev/null
-repo="$work/state.git"
-"$bin" -q publish --repo "$repo" "$work/spools/spool-0000" >/dev/null
-killed=0 completed_before_kill=0 stale_locks=0 debris_seen=0
-for i in $(seq 1 $((runs - 1))); do
-  src="$work/spools/spool-$(printf %04d "$i")"
-  before=$(git -C "$repo" rev-parse main)
-  "$bin" -q publish --repo "$repo" "$src" >/dev/null 2>&1 &
-  pid=$!
-  # A random moment inside the publication (a debug publish of 5 events takes ~30-200 ms).
-  sleep "0.$(printf %03d $((RANDOM % 200)))"
-  if kill -9 "$pid" 2>/dev/null; then killed=$((killed + 1)); else completed_before_kill=$((completed_before_kill + 1)); fi
-  wait "$pid" 2>/dev/null || true
-  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$i" "git fsck --strict after the kill"
+# A random pause of 0 to $1 milliseconds.
+pause() {
+  local ms=$(((RANDOM * 32768 + RANDOM) % $1))
+  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+}
+
+# Starts "$@" in the background, kills it with SIGKILL after a random pause of up to $window ms,
+# reaps it, and counts whether it was killed or had finished.
+killed=0 finished=0 stale_locks=0
+kill_at_random() {
+  "$@" >/dev/null 2>&1 &
+  local pid=$!
+  pause "$window"
+  kill -9 "$pid" 2>/dev/null || true
+  count_kill "$pid"
+}
+# Runs "$@" once, unharmed, and sets the kill window to 5/4 of the time it took (so some kills
+# land after the operation completed, and the rest anywhere inside it).
+calibrate() {
+  local t0 t1
+  t0=$(date +%s%N)
+  "$@" >/dev/null
+  t1=$(date +%s%N)
+  window=$(((t1 - t0) / 800000))
+  [ "$window" -ge 20 ] || window=20
+}
+# Reaps $1 and counts it: 137 is SIGKILL (a process that had already exited keeps its status).
+count_kill() {
+  local rc=0
+  wait "$1" 2>/dev/null || rc=$?
+  if [ "$rc" -eq 137 ]; then killed=$((killed + 1)); else finished=$((finished + 1)); fi
+}
+
+# The repository after a kill: fsck and verify clean, the ref on the old tip ($2) or at most $3
+# commits ahead of it; a stale ref lock is removed (and counted).
+check_repo() { # run, old tip, most commits landed
+  local repo=$4 after
+  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$1" "git fsck --strict after the kill"
   after=$(git -C "$repo" rev-parse main)
-  if [ "$after" != "$before" ]; then
-    [ "$(git -C "$repo" rev-parse main~1)" = "$before" ] || fail "$i" "the ref moved to something other than one commit on the old tip"
+  if [ "$after" != "$2" ]; then
+    git -C "$repo" merge-base --is-ancestor "$2" "$after" || fail "$1" "the ref left the old tip's history"
+    [ "$(git -C "$repo" rev-list --count "$2..$after")" -le "$3" ] || fail "$1" "more than $3 commits landed"
   fi
-  "$bin" -q verify --repo "$repo" || fail "$i" "verify after the kill"
+  "$bin" -q verify --repo "$repo" >/dev/null || fail "$1" "verify after the kill"
   if [ -e "$repo/refs/heads/main.lock" ]; then
     stale_locks=$((stale_locks + 1))
     rm "$repo/refs/heads/main.lock"
   fi
-  debris=$(find "$repo/objects" -name 'tmp_al_*' | wc -l)
-  [ "$debris" -eq 0 ] || debris_seen=$((debris_seen + 1))
-  out=$("$bin" -q publish --json --repo "$repo" "$src") || fail "$i" "replay after the kill did not complete"
-  case "$out" in *'"status":"created"'*|*'"status":"unchanged"'*) ;; *) fail "$i" "unexpected replay result: $out" ;; esac
-  # A publication that wrote a pack removed the temporary pack files of the killed writer.
-  case "$out" in *'"status":"created"'*)
-    [ -z "$(find "$repo/objects/pack" -name 'tmp_al_*')" ] || fail "$i" "temporary pack files of a dead writer were left behind" ;;
+}
+
+report() { # what the mode checked
+  echo "crash: $mode: $runs runs, $killed killed mid-operation, $finished finished before the kill, $stale_locks stale ref locks removed; $1"
+  killed=0 finished=0 stale_locks=0
+}
+
+# finality/v1/actions/<sha256(id)[0:2]>/<id>/<file>: the file's text at main, or nothing.
+record() { # repo, id, file
+  git -C "$1" cat-file -p "main:finality/v1/actions/$(printf %s "$2" | sha256sum | cut -c1-2)/$2/$3" 2>/dev/null || true
+}
+field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
+
+mode_publish() {
+  local w=$work/publish debris_seen=0
+  mkdir -p "$w"
+  python3 "$here/scripts/gen-ledger.py" "$w/spools" "$((runs + 1))" 1 5
+  "$bin" -q seal "$w"/spools/* >/dev/null
+  local repo="$w/state.git"
+  calibrate "$bin" -q publish --repo "$repo" "$w/spools/spool-0000"
+  for i in $(seq 1 "$runs"); do
+    local src="$w/spools/spool-$(printf %04d "$i")" before out
+    before=$(git -C "$repo" rev-parse main)
+    kill_at_random "$bin" -q publish --repo "$repo" "$src"
+    check_repo "$i" "$before" 1 "$repo"
+    [ -z "$(find "$repo/objects" -name 'tmp_al_*')" ] || debris_seen=$((debris_seen + 1))
+    out=$("$bin" -q publish --json --repo "$repo" "$src") || fail "$i" "replay after the kill did not complete"
+    case "$out" in *'"status":"created"'*|*'"status":"unchanged"'*) ;; *) fail "$i" "unexpected replay result: $out" ;; esac
+    # A publication that wrote a pack removed the temporary pack files of the killed writer.
+    case "$out" in *'"status":"created"'*)
+      [ -z "$(find "$repo/objects/pack" -name 'tmp_al_*')" ] || fail "$i" "temporary pack files of a dead writer were left behind" ;;
+    esac
+  done
+  "$bin" -q verify --repo "$repo" || fail end "final verify"
+  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
+  local events
+  events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
+  [ "$events" -eq $(((runs + 1) * 5)) ] || fail end "expected $(((runs + 1) * 5)) events, found $events"
+  report "$debris_seen kills left temporary files (removed by the next pack); fsck, verify and every replay passed; $events events, none lost or duplicated"
+}
+
+mode_seal() {
+  local w=$work/seal debris=0
+  mkdir -p "$w"
+  python3 "$here/scripts/gen-ledger.py" "$w/spools" "$runs" 2 20
+  cp -a "$w/spools" "$w/unharmed"
+  calibrate "$bin" -q seal "$w/unharmed/spool-0000"
+  "$bin" -q seal "$w"/unharmed/* >/dev/null
+  for i in $(seq 0 $((runs - 1))); do
+    local name spool
+    name=spool-$(printf %04d "$i") spool=$w/spools/spool-$(printf %04d "$i")
+    kill_at_random "$bin" -q seal "$spool"
+    "$bin" -q seal "$spool" >/dev/null 2>"$w/err" || fail "$i" "the retry of seal failed: $(cat "$w/err")"
+    # A kill between writing a seal record's temporary file and its rename leaves that file
+    # (`<record>.<pid>.<uuid>.tmp`); it is counted, left in place for the publication below to
+    # prove that no later run trips on it, and otherwise the spool must be exact.
+    if [ -n "$(find "$spool" -name '*.tmp')" ]; then debris=$((debris + 1)); fi
+    diff -r -x '*.tmp' "$spool" "$w/unharmed/$name" >"$w/diff" || fail "$i" "the spool differs from one sealed unharmed: $(head -5 "$w/diff")"
+  done
+  "$bin" -q publish --repo "$w/state.git" "$w"/spools/* >/dev/null || fail end "publishing the sealed spools"
+  "$bin" -q verify --repo "$w/state.git" >/dev/null || fail end "verify"
+  report "$debris kills left a temporary seal file behind (not removed by the retry); otherwise every retry left the spool byte for byte as sealed unharmed; they all publish and verify"
+}
+
+mode_compact() {
+  local w=$work/compact base events
+  mkdir -p "$w"
+  python3 "$here/scripts/gen-ledger.py" "$w/spools" 24 2 10
+  "$bin" -q seal "$w"/spools/* >/dev/null
+  base=$w/base.git
+  "$bin" -q publish --repo "$base" "$w"/spools/* >/dev/null
+  events=$("$bin" -q log --repo "$base" | wc -l)
+  local args=(--retention-days 30 --now 2026-12-01)
+  cp -a "$base" "$w/calibrate.git"
+  calibrate "$bin" -q compact --repo "$w/calibrate.git" "${args[@]}"
+  for i in $(seq 1 "$runs"); do
+    local repo=$w/r.git before
+    rm -rf "$repo"
+    cp -a "$base" "$repo"
+    before=$(git -C "$repo" rev-parse main)
+    kill_at_random "$bin" -q compact --repo "$repo" "${args[@]}"
+    check_repo "$i" "$before" 1 "$repo"
+    "$bin" -q compact --repo "$repo" "${args[@]}" >/dev/null 2>"$w/err" || fail "$i" "the retry of compact failed: $(cat "$w/err")"
+    [ "$("$bin" -q log --repo "$repo" | wc -l)" -eq "$events" ] || fail "$i" "log does not print the $events events after the retry"
+    [ -n "$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/segments)" ] || fail "$i" "the retry left no segment"
+    before=$(git -C "$repo" rev-parse main)
+    "$bin" -q compact --repo "$repo" "${args[@]}" >/dev/null || fail "$i" "a run after the retry failed"
+    [ "$(git -C "$repo" rev-parse main)" = "$before" ] || fail "$i" "a run after the retry changed the ledger"
+    check_repo "$i" "$before" 0 "$repo"
+  done
+  report "every retry completed with all $events events in segments, and a further run changed nothing"
+}
+
+mode_create() {
+  local repo=$work/create.git before
+  "$bin" -q action create --repo "$repo" --id warmup --guard-decision gd_warmup -- true >/dev/null
+  calibrate "$bin" -q action create --repo "$repo" --id calibrate --guard-decision gd_calibrate -- true
+  for i in $(seq 1 "$runs"); do
+    before=$(git -C "$repo" rev-parse main)
+    local create=("$bin" -q action create --repo "$repo" --id "act_create_$i" --guard-decision "gd_$i" -- true)
+    kill_at_random "${create[@]}"
+    check_repo "$i" "$before" 1 "$repo"
+    "${create[@]}" >/dev/null 2>"$work/err" || fail "$i" "the retry of create failed: $(cat "$work/err")"
+    [ "$(record "$repo" "act_create_$i" action.json | field lifecycle)" = running ] || fail "$i" "the action is not running after the retry"
+  done
+  report "every retry exited 0 and the action is running"
+}
+
+mode_claim() {
+  local repo=$work/claim.git before attempt
+  "$bin" -q action create --repo "$repo" --id calibrate --guard-decision gd_calibrate -- true >/dev/null
+  calibrate "$bin" -q action claim --repo "$repo" calibrate --attempt crash-attempt-calibrate -- true
+  for i in $(seq 1 "$runs"); do
+    "$bin" -q action create --repo "$repo" --id "act_claim_$i" --guard-decision "gd_$i" -- true >/dev/null
+    before=$(git -C "$repo" rev-parse main)
+    attempt=crash-attempt-$(printf %06d "$i")
+    local claim=("$bin" -q action claim --repo "$repo" "act_claim_$i" --attempt "$attempt" -- true)
+    kill_at_random "${claim[@]}"
+    check_repo "$i" "$before" 1 "$repo"
+    if ! "${claim[@]}" >/dev/null 2>"$work/err"; then
+      [ "$(record "$repo" "act_claim_$i" claim.json | field attempt_id)" = "$attempt" ] ||
+        fail "$i" "the retry was refused and the claim is not the attempt's: $(cat "$work/err")"
+    fi
+    [ "$(record "$repo" "act_claim_$i" claim.json | field attempt_id)" = "$attempt" ] || fail "$i" "no claim by the attempt after the retry"
+  done
+  report "after every retry the action is claimed by the killed attempt, once"
+}
+
+mode_outcome() {
+  local repo=$work/outcome.git before attempt
+  "$bin" -q action create --repo "$repo" --id calibrate --guard-decision gd_calibrate -- true >/dev/null
+  "$bin" -q action claim --repo "$repo" calibrate --attempt crash-attempt-calibrate -- true >/dev/null
+  calibrate "$bin" -q action outcome --repo "$repo" calibrate completed --attempt crash-attempt-calibrate
+  for i in $(seq 1 "$runs"); do
+    attempt=crash-attempt-$(printf %06d "$i")
+    "$bin" -q action create --repo "$repo" --id "act_outcome_$i" --guard-decision "gd_$i" -- true >/dev/null
+    "$bin" -q action claim --repo "$repo" "act_outcome_$i" --attempt "$attempt" -- true >/dev/null
+    before=$(git -C "$repo" rev-parse main)
+    local outcome=("$bin" -q action outcome --repo "$repo" "act_outcome_$i" failed --error "run $i" --attempt "$attempt")
+    kill_at_random "${outcome[@]}"
+    check_repo "$i" "$before" 1 "$repo"
+    "${outcome[@]}" >/dev/null 2>"$work/err" || grep -q 'OUTCOME_ALREADY_SET' "$work/err" ||
+      fail "$i" "the retry of the outcome failed: $(cat "$work/err")"
+    [ "$(record "$repo" "act_outcome_$i" outcome.json | field status)" = failed ] || fail "$i" "the outcome is not the one reported"
+    [ "$(record "$repo" "act_outcome_$i" outcome.json | field error_message)" = "run $i" ] || fail "$i" "the outcome's error is not the one reported"
+  done
+  report "after every retry the outcome is the reported one, once"
+}
+
+mode_sweep() {
+  local repo=$work/sweep.git before stale=2026-01-01T00:00:00Z
+  ACTION_LEDGER_NOW=$stale "$bin" -q action create --repo "$repo" --id calibrate --guard-decision gd_calibrate -- true >/dev/null
+  calibrate "$bin" -q sweep --repo "$repo"
+  for i in $(seq 1 "$runs"); do
+    for k in 1 2 3; do
+      ACTION_LEDGER_NOW=$stale "$bin" -q action create --repo "$repo" --id "act_sweep_${i}_$k" --guard-decision "gd_$i" -- true >/dev/null
+    done
+    before=$(git -C "$repo" rev-parse main)
+    kill_at_random "$bin" -q sweep --repo "$repo"
+    check_repo "$i" "$before" 1 "$repo"
+    "$bin" -q sweep --repo "$repo" >/dev/null 2>"$work/err" || fail "$i" "the retry of sweep failed: $(cat "$work/err")"
+    for k in 1 2 3; do
+      [ "$(record "$repo" "act_sweep_${i}_$k" outcome.json | field status)" = lost_confirmation ] || fail "$i" "act_sweep_${i}_$k was not swept"
+    done
+    before=$(git -C "$repo" rev-parse main)
+    "$bin" -q sweep --repo "$repo" >/dev/null || fail "$i" "a sweep after the retry failed"
+    [ "$(git -C "$repo" rev-parse main)" = "$before" ] || fail "$i" "a sweep with nothing stale changed the ledger"
+  done
+  report "every retry swept what was left; every stale action ended lost_confirmation; a further sweep changed nothing"
+}
+
+mode_run_wrapper() {
+  local repo=$work/run-wrapper.git before attempt unclaimed=0 pending=0 complete=0
+  "$bin" -q action create --repo "$repo" --id calibrate --guard-decision gd_calibrate -- sleep 0.05 >/dev/null
+  calibrate "$bin" -q run --repo "$repo" --action calibrate --attempt crash-attempt-calibrate -- sleep 0.05
+  for i in $(seq 1 "$runs"); do
+    local id=act_wrapper_$i
+    attempt=crash-attempt-$(printf %06d "$i")
+    "$bin" -q action create --repo "$repo" --id "$id" --guard-decision "gd_$i" -- sleep 0.05 >/dev/null
+    before=$(git -C "$repo" rev-parse main)
+    # Its own process group, so the orphaned child can be found and ended after the kill.
+    setsid "$bin" -q run --repo "$repo" --action "$id" --attempt "$attempt" -- sleep 0.05 >/dev/null 2>&1 &
+    local pid=$!
+    pause "$window"
+    kill -9 "$pid" 2>/dev/null || true
+    count_kill "$pid"
+    kill -9 -- "-$pid" 2>/dev/null || true
+    check_repo "$i" "$before" 2 "$repo"
+    if [ -z "$(record "$repo" "$id" claim.json)" ]; then
+      unclaimed=$((unclaimed + 1))
+      "$bin" -q run --repo "$repo" --action "$id" --attempt "$attempt" -- sleep 0.05 >/dev/null 2>"$work/err" ||
+        fail "$i" "a new run of the unclaimed action failed: $(cat "$work/err")"
+    elif [ -z "$(record "$repo" "$id" outcome.json)" ]; then
+      pending=$((pending + 1))
+      "$bin" -q action outcome --repo "$repo" "$id" completed --attempt "$attempt" >/dev/null 2>"$work/err" ||
+        fail "$i" "the attempt's report failed: $(cat "$work/err")"
+    else
+      complete=$((complete + 1))
+    fi
+    [ "$(record "$repo" "$id" claim.json | field attempt_id)" = "$attempt" ] || fail "$i" "the claim is not the attempt's"
+    [ "$(record "$repo" "$id" outcome.json | field status)" = completed ] || fail "$i" "the outcome is not completed"
+  done
+  report "$unclaimed left unclaimed (a new run completed), $pending claimed with the outcome pending (the attempt's report completed), $complete complete"
+}
+
+mode_run_child() {
+  local repo=$work/run-child.git before attempt child_killed=0 child_done=0
+  for i in $(seq 1 "$runs"); do
+    local id=act_child_$i pidfile=$work/child.pid rc=0
+    rm -f "$pidfile"
+    attempt=crash-attempt-$(printf %06d "$i")
+    local cmd=(sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec sleep 0.1' "$pidfile")
+    "$bin" -q action create --repo "$repo" --id "$id" --guard-decision "gd_$i" -- "${cmd[@]}" >/dev/null
+    before=$(git -C "$repo" rev-parse main)
+    "$bin" -q run --repo "$repo" --action "$id" --attempt "$attempt" -- "${cmd[@]}" >/dev/null 2>"$work/err" &
+    local pid=$!
+    while [ ! -s "$pidfile" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.005; done
+    pause 150
+    [ -s "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+    wait "$pid" || rc=$?
+    check_repo "$i" "$before" 2 "$repo"
+    local status error
+    status=$(record "$repo" "$id" outcome.json | field status)
+    error=$(record "$repo" "$id" outcome.json | field error_message)
+    case "$rc/$status" in
+      0/completed) child_done=$((child_done + 1)) ;;
+      137/failed)
+        child_killed=$((child_killed + 1))
+        [ "$error" = "command killed by signal 9" ] || fail "$i" "the failure does not name the signal: $error" ;;
+      *) fail "$i" "run exited $rc with the outcome '$status' ($(cat "$work/err"))" ;;
+    esac
+  done
+  killed=$child_killed finished=$child_done
+  report "every run exited 137 with the outcome failed (\"command killed by signal 9\"), or 0 with completed when the command ended first"
+}
+
+# The serve load: N client threads loop create -> claim -> outcome until the server goes away,
+# logging `sent`/`ack` lines (kind, action id, attempt or status) as they go.
+serve_client() {
+  cat >"$work/client.py" <<'EOF'
+import json, sys, threading, urllib.request, urllib.error
+url, log_path, prefix, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+ACT = {"kind": "shell", "command": "true"}
+lock = threading.Lock()
+log = open(log_path, "a", buffering=1)
+def note(*words):
+    with lock:
+        log.write(" ".join(words) + "\n")
+def call(method, path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+def worker(t):
+    n = 0
+    try:
+        while True:
+            n += 1
+            aid, attempt = f"{prefix}_{t}_{n}", f"attempt-{prefix}-{t:04d}-{n:06d}"
+            note("sent", "create", aid)
+            s, _ = call("POST", "/api/actions", {"action_id": aid, "action_type": "build", "agent_id": "agent-1",
+                        "act": ACT, "client_capabilities": ["execution_claims"]})
+            if s not in (200, 201): note("refused", "create", aid, str(s)); continue
+            note("ack", "create", aid)
+            note("sent", "claim", aid, attempt)
+            s, b = call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": attempt,
+                        "agent_id": "agent-1", "act": ACT})
+            if s != 200: note("refused", "claim", aid, str(s)); continue
+            note("ack", "claim", aid, attempt)
+            note("sent", "outcome", aid, "completed")
+            s, _ = call("POST", f"/api/actions/{aid}/outcome", {"status": "completed", "attempt_id": attempt})
+            if s != 200: note("refused", "outcome", aid, str(s)); continue
+            note("ack", "outcome", aid, "completed")
+    except Exception:  # the server went away (reset, refused, truncated answer)
+        return
+ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+for t in ts: t.start()
+for t in ts: t.join()
+EOF
+  cat >"$work/audit.py" <<'EOF'
+# Every acknowledged claim/outcome is in the repository as acknowledged; every record present is
+# whole (parses as JSON with its id); a sent but unacknowledged one is absent or complete.
+import hashlib, json, subprocess, sys
+repo, log_path = sys.argv[1], sys.argv[2]
+def rec(aid, f):
+    p = f"main:finality/v1/actions/{hashlib.sha256(aid.encode()).hexdigest()[:2]}/{aid}/{f}"
+    r = subprocess.run(["git", "-C", repo, "cat-file", "-p", p], capture_output=True)
+    if r.returncode != 0: return None
+    v = json.loads(r.stdout)
+    assert v["action_id"] == aid, (aid, f, v)
+    return v
+acked = {"create": 0, "claim": 0, "outcome": 0}; unacked_landed = 0; unacked_absent = 0
+lines = [l.split() for l in open(log_path)]
+ack = {(l[1], l[2]) for l in lines if l[0] == "ack"}
+for l in lines:
+    kind, aid = l[1], l[2]
+    f = {"create": "action.json", "claim": "claim.json", "outcome": "outcome.json"}[kind]
+    v = rec(aid, f)
+    if l[0] == "ack":
+        acked[kind] += 1
+        if v is None: sys.exit(f"acknowledged {kind} of {aid} is missing")
+        if kind == "claim" and v["attempt_id"] != l[3]: sys.exit(f"acknowledged claim of {aid} has attempt {v['attempt_id']}")
+        if kind == "outcome" and v["status"] != l[3]: sys.exit(f"acknowledged outcome of {aid} has status {v['status']}")
+    elif l[0] == "sent" and (kind, aid) not in ack:
+        if v is None: unacked_absent += 1
+        else:
+            unacked_landed += 1
+            if kind == "claim" and v["attempt_id"] != l[3]: sys.exit(f"unacknowledged claim of {aid} landed with another attempt")
+print(acked["create"], acked["claim"], acked["outcome"], unacked_landed, unacked_absent)
+EOF
+}
+
+mode_serve() {
+  serve_client
+  local repo=$work/serve.git acks=(0 0 0) landed=0 absent=0
+  window=3000
+  for i in $(seq 1 "$runs"); do
+    local out=$work/serve.out log=$work/serve-$i.log before url client
+    before=$(git -C "$repo" rev-parse -q --verify main 2>/dev/null || echo none)
+    "$bin" -q serve --repo "$repo" --listen 127.0.0.1:0 --insecure-no-auth --json >"$out" 2>"$work/serve.err" &
+    server_pid=$!
+    for _ in $(seq 400); do grep -q '"listening"' "$out" 2>/dev/null && break; sleep 0.01; done
+    url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$out")
+    [ -n "$url" ] || fail "$i" "the server did not start: $(cat "$work/serve.err")"
+    : >"$log"
+    python3 "$work/client.py" "$url" "$log" "s$i" 8 &
+    client=$!
+    sleep 0.5
+    pause "$window"
+    kill -9 "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+    killed=$((killed + 1))
+    wait "$client" || fail "$i" "the client failed"
+    if [ "$before" != none ]; then check_repo "$i" "$before" 1000000 "$repo"; else
+      git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$i" "git fsck --strict"
+      # Killed before its first commit: no ledger yet, nothing to verify.
+      if git -C "$repo" rev-parse -q --verify main >/dev/null; then
+        "$bin" -q verify --repo "$repo" >/dev/null || fail "$i" "verify"
+      fi
+    fi
+    local counts
+    counts=$(python3 "$work/audit.py" "$repo" "$log" 2>&1) || fail "$i" "audit: $counts"
+    read -r c1 c2 c3 l a <<<"$counts"
+    acks=($((acks[0] + c1)) $((acks[1] + c2)) $((acks[2] + c3)))
+    landed=$((landed + l)) absent=$((absent + a))
+    rm -f "$log"
+  done
+  # The retry: a restarted server serves a full create, claim and outcome.
+  "$bin" -q serve --repo "$repo" --listen 127.0.0.1:0 --insecure-no-auth --json >"$work/serve.out" 2>"$work/serve.err" &
+  server_pid=$!
+  for _ in $(seq 400); do grep -q '"listening"' "$work/serve.out" 2>/dev/null && break; sleep 0.01; done
+  local url
+  url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$work/serve.out")
+  timeout 20 python3 - "$url" <<'EOF' || fail end "a restarted server did not serve a full create, claim and outcome"
+import json, sys, urllib.request
+url = sys.argv[1]
+def call(m, p, b):
+    r = urllib.request.urlopen(urllib.request.Request(url + p, data=json.dumps(b).encode(), method=m, headers={"Content-Type": "application/json"}), timeout=10)
+    return r.status
+act = {"kind": "shell", "command": "true"}
+assert call("POST", "/api/actions", {"action_id": "after_restart", "action_type": "b", "agent_id": "agent-1", "act": act, "client_capabilities": ["execution_claims"]}) == 201
+assert call("PATCH", "/api/actions/after_restart", {"claim_execution": True, "attempt_id": "attempt-after-restart", "agent_id": "agent-1", "act": act}) == 200
+assert call("POST", "/api/actions/after_restart/outcome", {"status": "completed", "attempt_id": "attempt-after-restart"}) == 200
+EOF
+  kill -TERM "$server_pid"
+  wait "$server_pid" || fail end "the restarted server did not stop cleanly"
+  server_pid=
+  "$bin" -q verify --repo "$repo" >/dev/null || fail end "final verify"
+  report "acknowledged and found: ${acks[0]} creations, ${acks[1]} claims, ${acks[2]} outcomes; unacknowledged: $landed landed whole, $absent absent; a restarted server served a full create, claim and outcome"
+}
+
+for mode in "${modes[@]}"; do
+  case "$mode" in
+    publish | seal | compact | create | claim | outcome | sweep | serve) "mode_$mode" ;;
+    run-wrapper) mode_run_wrapper ;;
+    run-child) mode_run_child ;;
+    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve all)" >&2; exit 2 ;;
   esac
 done
-"$bin" -q verify --repo "$repo" || fail end "final verify"
-git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
-events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
-[ "$events" -eq $((runs * 5)) ] || fail end "expected $((runs * 5)) events, found $events"
-echo "crash: $((runs - 1)) runs, $killed killed mid-publication, $completed_before_kill finished before the kill, $stale_locks stale ref locks removed, $debris_seen kills left temporary files (removed by the next pack); fsck, verify and every replay passed; $events events, none lost or duplicated"
-echo "crash: $((runs - 1)) passed, 0 failed"
+echo "crash: ${modes[*]}: $runs runs each, all passed"

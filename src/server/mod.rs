@@ -36,6 +36,9 @@ pub mod auth;
 pub mod policy;
 pub mod writer;
 
+#[cfg(test)]
+mod hostile_tests;
+
 /// Largest request body (64 KiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 

@@ -75,6 +75,7 @@ impl Writer {
         clock: Arc<dyn Clock>,
         max_batch: usize,
         linger: std::time::Duration,
+        log: super::Log,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
@@ -149,6 +150,17 @@ impl Writer {
                             })
                             .collect()
                     });
+                    // Requests that did not land are answered 503 with the reason; the
+                    // operator reads the cause (a full disk, an I/O error) in the log.
+                    if let Some(reason) = results.iter().find_map(|r| match r {
+                        Err(BatchError::Unavailable { reason }) => Some(reason),
+                        _ => None,
+                    }) {
+                        log(&format!(
+                            "a batch of {} operation(s) did not land: {reason}",
+                            results.len()
+                        ));
+                    }
                     for (tx, result) in txs.into_iter().zip(results) {
                         // The client may be gone; its operation landed (or not) all the same.
                         let _ = tx.send(result);
@@ -189,6 +201,8 @@ mod tests {
             time_seconds: 0,
         });
         let clock: Arc<dyn Clock> = Arc::new(|| Timestamp::from_millis(1_772_366_400_000));
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let logged = lines.clone();
         let (writer, handle) = Writer::start(
             repo,
             options,
@@ -196,6 +210,7 @@ mod tests {
             clock,
             8,
             std::time::Duration::ZERO,
+            Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned())),
         )
         .unwrap();
         let r = writer
@@ -204,6 +219,11 @@ mod tests {
             }))
             .await;
         assert!(matches!(r, Err(BatchError::Unavailable { .. })), "{r:?}");
+        // The operator is told why, not only the client.
+        assert_eq!(
+            lines.lock().unwrap().as_slice(),
+            ["a batch of 1 operation(s) did not land: internal error while planning the batch"]
+        );
         let r = writer
             .submit(Box::new(|_, _| Ok(Answer::new(200, Value::Null))))
             .await;

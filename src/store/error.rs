@@ -195,7 +195,7 @@ pub enum Error {
         path: String,
     },
     /// Flushing a written file or directory to disk failed; the operation did not complete.
-    #[error("could not flush {path} to disk: check the file system")]
+    #[error("could not flush {path} to disk ({source}): free space or check the file system")]
     Sync {
         /// The file or directory that could not be fsynced.
         path: PathBuf,
@@ -207,7 +207,10 @@ pub enum Error {
     #[error(transparent)]
     Pack(Box<crate::store::pack::Error>),
     /// Any other Git failure while doing `action` on `subject`.
-    #[error("git failed to {action} {subject} ({source}): check the repository with git fsck")]
+    #[error(
+        "git failed to {action} {subject} ({}): check the repository with git fsck",
+        causes(source.as_ref())
+    )]
     Git {
         /// What was being done, e.g. "read tree".
         action: &'static str,
@@ -217,6 +220,21 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+}
+
+/// An error and its causes, outermost first: gix wraps the I/O error (a full disk) that names
+/// the real cause several levels down.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        next = cause.source();
+    }
+    text
 }
 
 fn display_opt(id: &Option<CommitId>) -> String {

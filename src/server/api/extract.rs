@@ -4,9 +4,16 @@
 //! 1. [`Caller`]: the `x-api-key` header names a key of the keys file (401 `Unauthorized`
 //!    otherwise); with `--insecure-no-auth` every caller is the principal `anonymous` and an
 //!    operator. [`Operator`] also requires the key's `operator` mark (403 `OPERATOR_REQUIRED`).
-//! 2. [`JsonObject`]: the body is at most [`MAX_BODY_BYTES`] (413, also when `Content-Length`
-//!    announces more), arrives within the client timeout (408), is JSON (400 `Invalid JSON
-//!    body`) and an object (400 `Validation failed`).
+//! 2. [`JsonObject`]: a `Content-Type`, when present, is JSON (`application/json` or
+//!    `application/…+json`, 415 otherwise); the body is at most [`MAX_BODY_BYTES`] (413, also
+//!    when `Content-Length` announces more), arrives within the client timeout (408), is JSON
+//!    (400 `Invalid JSON body`) and an object (400 `Validation failed`).
+//!
+//! Why the media type and `Origin` matter: a web page can make a browser send `text/plain`,
+//! form or multipart bodies to any address, loopback included, without asking first (no CORS
+//! preflight); a body that says what it is and is not JSON is refused before it is parsed.
+//! With `--insecure-no-auth` no key proves the caller is not such a page, so a request that
+//! carries an `Origin` header (which browsers add and the clients never send) is refused 403.
 //!
 //! axum runs the extractors in argument order, and the body one last, so a request without a
 //! valid key is refused before its body is read.
@@ -101,6 +108,12 @@ impl FromRequest<Arc<App>> for JsonObject {
 
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
     if app.settings.insecure_no_auth {
+        if headers.contains_key(header::ORIGIN) {
+            return Err(error(
+                403,
+                "Requests from web pages are refused without authentication (an Origin header was sent); configure API keys",
+            ));
+        }
         return Ok(Caller {
             principal: "anonymous".into(),
             operator: true,
@@ -123,7 +136,30 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
     }
 }
 
+/// Whether a `Content-Type` value names JSON: `application/json` or `application/<x>+json`,
+/// with any parameters (`; charset=utf-8`), in any case.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
+}
+
 async fn read_json(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, Response> {
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !ct.to_str().is_ok_and(is_json)
+    {
+        return Err(error(
+            415,
+            "Unsupported Media Type: send the body as Content-Type: application/json",
+        ));
+    }
     let too_large = || {
         error(
             413,

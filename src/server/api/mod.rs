@@ -101,6 +101,7 @@ impl App {
             settings.clock.clone(),
             settings.max_batch,
             settings.batch_linger,
+            settings.log.clone(),
         )
         .map_err(Error::Thread)?;
         let cron_digest = settings

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Hostile HTTP against `action-ledger serve` (built binary, real git, API keys on), while
+# well-behaved clients create, claim and report actions throughout:
+#   - bodies: oversized (declared and streamed), deeply nested arrays and objects, JSON bombs
+#     (many small nested values within the size limit), invalid UTF-8, not an object;
+#   - media types a browser sends without a preflight (text/plain, forms, multipart): 415;
+#   - action ids with path tricks (.., %2F, %2e%2e, %00, 5,000 characters, a NUL in a JSON id);
+#   - header injection (CR/LF, a NUL in a header), conflicting Content-Length and
+#     Transfer-Encoding, an absurd Content-Length;
+#   - a replayed idempotency key with a different act: answered as the first creation (as the
+#     reference does), and the different act cannot claim it (409);
+#   - a wrong API key tried in a loop: every try 401 (no rate limit: keys are random secrets of
+#     at least 128 bits stored as SHA-256 digests, so guessing is hopeless, and a limit keyed by
+#     address would let one client lock the others out);
+#   - slow clients: headers and bodies trickled a byte at a time, and hundreds of idle
+#     connections: each is cut off after the client timeout of 30 s (408 or closed);
+# Expected: every hostile request gets a 4xx (never a 5xx or a dropped connection without a
+# reason), no panic, the server's threads and memory stay bounded, every well-behaved request
+# succeeds, every path written is a record under finality/v1/actions/<h>/<id>/ or a decision,
+# `verify` and `git fsck --strict` are clean, and SIGTERM stops the server with exit 0.
+#
+# usage: scripts/e2e-hostile.sh [SECONDS] [CLIENTS]   (default 20 s, 8 well-behaved clients;
+#        the soak: 1800 64). Prints memory (VmRSS) and thread readings every few seconds.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:-20}
+clients=${2:-8}
+bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
+[ -x "$bin" ] || (cd "$here" && cargo build --quiet)
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+unset ACTION_LEDGER_NOW SOURCE_DATE_EPOCH
+fail() { echo "e2e-hostile: FAIL: $*" >&2; tail -5 "$work/serve.err" >&2 || true; exit 1; }
+
+key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf 'bot %s\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys"
+repo=$work/state.git
+"$bin" serve --repo "$repo" --listen 127.0.0.1:0 --api-keys "$work/keys" --json \
+  >"$work/serve.out" 2>"$work/serve.err" &
+server_pid=$!
+for _ in $(seq 500); do
+  grep -q '"listening"' "$work/serve.out" 2>/dev/null && break
+  kill -0 "$server_pid" 2>/dev/null || fail "the server did not start: $(cat "$work/serve.err")"
+  sleep 0.01
+done
+url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$work/serve.out")
+
+KEY=$key python3 - "$url" "$server_pid" "$seconds" "$clients" <<'EOF' || fail "see above"
+import json, os, socket, sys, threading, time, urllib.request, urllib.error
+url, pid, seconds, clients = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+key = os.environ["KEY"]
+host, port = url[len("http://"):].split(":"); port = int(port)
+ACT = {"kind": "shell", "command": "true"}
+stop = threading.Event()
+problems = []
+def problem(msg):
+    problems.append(msg); print("e2e-hostile: PROBLEM: " + msg, flush=True)
+
+def call(method, path, body=None, headers=None, raw=None, timeout=30):
+    h = {"x-api-key": key, "Content-Type": "application/json", **(headers or {})}
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url + path, data=data, headers=h, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+def raw_exchange(data, wait=10):
+    """Sends raw bytes; the status code of the answer (None: closed without one)."""
+    s = socket.create_connection((host, port), timeout=wait)
+    try:
+        s.sendall(data)
+        got = b""
+        while b"\r\n" not in got:
+            chunk = s.recv(4096)
+            if not chunk: break
+            got += chunk
+        return int(got.split()[1]) if got.startswith(b"HTTP/1.1 ") else None
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+def readings():
+    st = {l.split(":")[0]: l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith(("VmRSS", "Threads"))}
+    return int(st["VmRSS"]), int(st["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+
+# Well-behaved clients: create -> claim -> outcome until told to stop; every request must succeed.
+good = {"cycles": 0}
+def good_client(t):
+    n = 0
+    while not stop.is_set():
+        n += 1
+        aid = f"good_{t}_{n}"; attempt = f"attempt-good-{t:04d}-{n:08d}"
+        try:
+            s, b = call("POST", "/api/actions", {"action_id": aid, "action_type": "build", "agent_id": "agent-1", "act": ACT, "client_capabilities": ["execution_claims"]})
+            assert s == 201, (s, b)
+            s, b = call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": attempt, "agent_id": "agent-1", "act": ACT})
+            assert s == 200, (s, b)
+            s, b = call("POST", f"/api/actions/{aid}/outcome", {"status": "completed", "attempt_id": attempt})
+            assert s == 200, (s, b)
+            good["cycles"] += 1
+        except Exception as e:
+            problem(f"well-behaved client {t}: {e!r}"); return
+
+def expect(what, got, allowed):
+    if got not in allowed: problem(f"{what}: got {got}, expected one of {allowed}")
+
+def body_attacks():
+    big = b'{"a":"' + b"x" * (2 << 20) + b'"}'
+    expect("oversized body", call("POST", "/api/actions", raw=big)[0], (413,))
+    expect("announced oversized body", raw_exchange(b"POST /api/actions HTTP/1.1\r\nHost: x\r\nx-api-key: " + key.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n{}"), (413,))
+    expect("absurd Content-Length", raw_exchange(b"POST /api/actions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n{}"), (400, None))
+    expect("Content-Length with Transfer-Encoding", raw_exchange(b"POST /api/actions HTTP/1.1\r\nHost: x\r\nx-api-key: " + key.encode() + b"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), (400, None))
+    for depth in (100, 1000, 30000):
+        expect(f"arrays nested {depth} deep", call("POST", "/api/actions", raw=b"[" * depth + b"]" * depth)[0], (400, 413))
+        expect(f"objects nested {depth} deep", call("POST", "/api/actions", raw=b'{"a":' * depth + b"1" + b"}" * depth)[0], (400, 413))
+    bomb = json.dumps({"action_type": "b", "agent_id": "a", "act": {"kind": "shell", "x": [[[[[]]]]] * 5000}}).encode()[:65000]
+    expect("JSON bomb", call("POST", "/api/actions", raw=bomb)[0], (400, 413))
+    keys = json.dumps({f"k{i}": i for i in range(4000)}).encode()
+    expect("4,000 keys", call("POST", "/api/actions", raw=keys)[0], (400,))
+    expect("invalid UTF-8", call("POST", "/api/actions", raw=b'{"action_type":"b\xff\xfe","agent_id":"a"}')[0], (400,))
+    expect("not an object", call("POST", "/api/actions", raw=b"[1,2]")[0], (400,))
+    for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        expect(f"Content-Type {ct}", call("POST", "/api/actions", {"action_type": "b", "agent_id": "a"}, headers={"Content-Type": ct})[0], (415,))
+
+def path_attacks():
+    claim = {"claim_execution": True, "attempt_id": "attempt-hostile-000001", "agent_id": "a", "act": ACT}
+    for aid in ("..", "..%2F..%2Fetc", "%2e%2e", "a%2Fb", "a%00b", "%ff%fe", "x" * 5000, "a/../../b"):
+        expect(f"claim of {aid[:20]}", call("PATCH", f"/api/actions/{aid}", claim)[0], (400, 404, 409))
+        expect(f"outcome of {aid[:20]}", call("POST", f"/api/actions/{aid}/outcome", {"status": "completed"})[0], (400, 404, 409))
+        expect(f"read of {aid[:20]}", call("GET", f"/api/actions/{aid}")[0], (400, 404))
+    for aid in ("../../x", "a\u0000b", "a/b", "x" * 129, ".git", "HEAD"):
+        expect(f"create with id {aid[:20]!r}", call("POST", "/api/actions", {"action_id": aid, "action_type": "b", "agent_id": "a", "act": ACT})[0], (400,) if aid not in (".git", "HEAD") else (400, 200, 201))
+
+def header_attacks():
+    expect("CR LF in a header", raw_exchange(b"GET /api/actions/x HTTP/1.1\r\nHost: x\r\nx-api-key: a\rx-injected: b\r\n\r\n"), (400, None))
+    expect("NUL in a header", raw_exchange(b"GET /api/actions/x HTTP/1.1\r\nHost: x\r\nx-api-key: a\x00b\r\n\r\n"), (400, None))
+    expect("request line garbage", raw_exchange(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"), (400, None))
+
+def replay_attack():
+    body = {"action_type": "b", "agent_id": "agent-1", "idempotency_key": "replayed-key", "act": ACT, "client_capabilities": ["execution_claims"]}
+    s, b = call("POST", "/api/actions", body); expect("first creation", s, (201, 200))
+    aid = json.loads(b)["action_id"]
+    other = {"kind": "shell", "command": "rm -rf /"}
+    s, b = call("POST", "/api/actions", {**body, "act": other}); expect("replay with another act", s, (200,))
+    if json.loads(b)["action_id"] != aid: problem("a replay named another action")
+    s, b = call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": "attempt-hostile-replay1", "agent_id": "agent-1", "act": other})
+    expect("claim with the replay's other act", s, (409,))
+
+def wrong_keys():
+    for i in range(300 if seconds < 60 else 3000):
+        expect("wrong key", call("GET", "/api/actions/x", headers={"x-api-key": f"wrong-{i}"})[0], (401,))
+        if stop.is_set(): break
+
+def slow_clients(n):
+    socks = []
+    for i in range(n):
+        try:
+            s = socket.create_connection((host, port), timeout=5)
+            if i % 3 == 0: s.sendall(b"POST /api/actions HTTP/1.1\r\nHost: x\r\n")        # headers never end
+            elif i % 3 == 1: s.sendall(b"POST /api/actions HTTP/1.1\r\nHost: x\r\nx-api-key: " + key.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")  # body never ends
+            socks.append(s)                                                             # else: idle
+        except OSError as e:
+            problem(f"connection {i} refused: {e}"); break
+    time.sleep(0.5)
+    mid = readings()
+    for _ in range(4):  # trickle a byte now and then: the timeout is not reset by a trickle
+        for s in socks[::3]:
+            try: s.sendall(b"x")
+            except OSError: pass
+        time.sleep(1)
+    deadline = time.time() + 40  # the server's client timeout is 30 s
+    open_ = len(socks)
+    while time.time() < deadline and open_:
+        open_ = 0
+        for s in socks:
+            try:
+                s.settimeout(0.01)
+                if s.recv(4096) != b"": open_ += 1  # an answer (408) arrived; closed soon after
+            except socket.timeout: open_ += 1
+            except OSError: pass
+        time.sleep(0.5)
+    for s in socks: s.close()
+    if open_: problem(f"{open_} slow or idle connections still open 10 s after the client timeout")
+    return mid
+
+start = readings()
+print(f"e2e-hostile: start: VmRSS {start[0]} kB, {start[1]} threads, {start[2]} fds", flush=True)
+goods = [threading.Thread(target=good_client, args=(t,)) for t in range(clients)]
+for t in goods: t.start()
+t0 = time.time(); rounds = 0; peak = start; samples = []
+while True:
+    body_attacks(); path_attacks(); header_attacks(); replay_attack()
+    wk = threading.Thread(target=wrong_keys); wk.start()
+    mid = slow_clients(600 if rounds == 0 else 150)
+    wk.join()
+    rounds += 1
+    r = readings(); samples.append(r)
+    peak = max(peak, r, mid, key=lambda x: x[0])
+    print(f"e2e-hostile: {time.time() - t0:6.0f} s: round {rounds}, VmRSS {r[0]} kB, {r[1]} threads, {r[2]} fds; during {mid[0]} kB, {mid[1]} threads, {mid[2]} fds; {good['cycles']} well-behaved cycles", flush=True)
+    if time.time() - t0 >= seconds or problems: break
+stop.set()
+for t in goods: t.join()
+end = readings(); peak = max(peak, end, key=lambda x: x[0])
+print(f"e2e-hostile: end: {rounds} rounds, {good['cycles']} well-behaved create/claim/outcome cycles; VmRSS {end[0]} kB (peak {peak[0]} kB), {end[1]} threads, {end[2]} fds", flush=True)
+if good["cycles"] == 0: problem("no well-behaved cycle completed")
+# Threads: tokio's workers and blocking pool (bounded by tokio, 512) plus the writer.
+if peak[1] > 600: problem(f"{peak[1]} threads")
+if peak[0] > 512 * 1024: problem(f"VmRSS peaked at {peak[0]} kB")
+if len(samples) >= 6:
+    early = max(s[0] for s in samples[1:len(samples) // 3 + 1]); late = max(s[0] for s in samples[-(len(samples) // 3):])
+    print(f"e2e-hostile: memory, highest in the first third {early} kB, in the last third {late} kB", flush=True)
+    if late > early * 1.5 + 32 * 1024: problem(f"memory grew from {early} kB to {late} kB")
+sys.exit(1 if problems else 0)
+EOF
+
+kill -0 "$server_pid" 2>/dev/null || fail "the server died"
+! grep -q 'panicked' "$work/serve.err" || fail "a panic: $(grep -m1 panicked "$work/serve.err")"
+kill -TERM "$server_pid"
+rc=0
+wait "$server_pid" || rc=$?
+server_pid=
+[ "$rc" -eq 0 ] || fail "the server exited $rc after SIGTERM"
+outside=$(git -C "$repo" ls-tree -r --name-only main |
+  grep -Ev '^finality/v1/(actions/[0-9a-f]{2}/[A-Za-z0-9_-]{1,128}/[a-z_]+\.json|decisions/[0-9a-f]{2}/gd_[0-9a-f]+\.json)$' | head -5 || true)
+[ -z "$outside" ] || fail "records outside finality/v1/actions/<h>/<id>/ and the decisions: $outside"
+"$bin" -q verify --repo "$repo" >/dev/null || fail "verify"
+git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict"
+echo "e2e-hostile: passed (every hostile request refused with a 4xx or cut off, every well-behaved request served, no record outside the action directories, verify and fsck clean, clean stop)"
