@@ -96,6 +96,7 @@ fn dispatch(
                 .flatten();
             cmd::seal::run(out, output, json, interrupt, privacy.profile, &spools)
         }
+        Command::Maintain { repo, all, json } => cmd::maintain::run(out, &repo, all, json),
         Command::Verify {
             repo,
             rev,

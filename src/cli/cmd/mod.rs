@@ -6,6 +6,7 @@ pub(super) mod action;
 pub(super) mod compact;
 pub(super) mod hooks;
 pub(super) mod log;
+pub(super) mod maintain;
 pub(super) mod publish;
 pub(super) mod record;
 pub(super) mod run;
