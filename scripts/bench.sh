@@ -24,7 +24,7 @@
 #   --out FILE    JSON summary (default: action-ledger-bench-<UTC time>-<pid>.json under $TMPDIR)
 # Environment: BIN (binary, used as it is; default ${CARGO_TARGET_DIR:-target}/release/action-ledger,
 # built first with `cargo build --release`), BENCH_CACHE (base repositories, kept between runs; default
-# ~/.cache/action-ledger-bench), BENCH_REBUILD=1 (rebuild the cached bases), KEEP=1 (keep the
+# ~/.cache/action-ledger-bench; the generated spools are kept there too), BENCH_REBUILD=1 (rebuild the cached bases), KEEP=1 (keep the
 # work directory), TMPDIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -121,6 +121,19 @@ layout_of() { # the layout a repository records (ledger/v1/layout.json), `refere
 spools_for() { echo $(((($1) + per_spool - 1) / per_spool)); }
 
 genver=$(python3 "$gen" --version)
+# gen_spools DIR ARGS...: the generator's spools for ARGS (deterministic), generated once into
+# the cache and copied to DIR (sealing writes into them).
+gen_spools() {
+  local dir=$1; shift
+  local keep="$cache/spools-gen$genver-$(echo "$*" | tr -c 'a-z0-9\n' '_')"
+  if [ ! -d "$keep" ]; then
+    rm -rf "$keep.tmp"
+    mkdir -p "$cache"
+    python3 "$gen" "$keep.tmp" "$@"
+    mv "$keep.tmp" "$keep"
+  fi
+  cp -a "$keep" "$dir"
+}
 note generator_version "$genver"
 note binary "$bin"
 note binary_sha256 "$(sha256sum "$bin" | cut -d' ' -f1)"
@@ -132,8 +145,8 @@ note events "$events"
 note increment_events "$increment"
 
 echo "== generating $events events ($(spools_for "$events") spools) and a $increment-event spool"
-python3 "$gen" "$work/a" --events "$events" --spools "$(spools_for "$events")" --seed 1
-python3 "$gen" "$work/inc" --events "$increment" --spools 1 --seed 3
+gen_spools "$work/a" --events "$events" --spools "$(spools_for "$events")" --seed 1
+gen_spools "$work/inc" --events "$increment" --spools 1 --seed 3
 "$bin" -q seal "$work/inc"/* >/dev/null
 
 echo "== (5) seal + publish of $events events, then an unchanged replay; (1) vs git fast-import"
@@ -224,13 +237,14 @@ if [ -z "$skip_large" ]; then
   # holds about M/10 events and is the middle base; the large base continues from a copy of it.
   spools=$(($(spools_for "$mid") * 10))
   # b2: the large base is one publish of every spool from empty (the multi-source figure).
-  key="gen${genver}-${layout}-${large}-b2"
+  # The binary is part of the key: how it writes packs shapes the base.
+  key="gen${genver}-${layout}-${large}-b2-$(sha256sum "$bin" | cut -c1-12)"
   base="$cache/base-$key"
   if [ -n "${BENCH_REBUILD:-}" ] || [ ! -f "$base/meta.json" ]; then
     echo "== building the base repositories ($large events in $spools spools, cached in $base)"
     rm -rf "$base" "$base.tmp"
     mkdir -p "$base.tmp"
-    python3 "$gen" "$work/base" --events "$large" --spools "$spools" --seed 2
+    gen_spools "$work/base" --events "$large" --spools "$spools" --seed 2
     all=("$work/base"/*)
     first_tenth=("${all[@]:0:spools/10}")
     measure base_seal "$bin" -q seal "${all[@]}"

@@ -40,7 +40,7 @@ if [ "$mode" = maintain ]; then
     pub=$!
     "$bin" -q maintain --all --repo "$repo" >/dev/null 2>&1 &
     pid=$!
-    sleep "0.$(printf %03d $((RANDOM % 60)))"
+    sleep "0.$(printf %03d $((RANDOM % 400)))"
     if kill -9 "$pid" 2>/dev/null; then killed=$((killed + 1)); else completed_before_kill=$((completed_before_kill + 1)); fi
     wait "$pid" 2>/dev/null || true
     wait "$pub" || fail "$i" "the publication beside the consolidation failed"
