@@ -54,7 +54,9 @@ use rayon::prelude::*;
 use crate::durable;
 
 /// zlib level for pack entries: 1 (fastest). Publication speed is the target; the entries are
-/// small JSON texts, where higher levels save little.
+/// small JSON texts, where higher levels save little: on generated ledger files level 1 stores
+/// 0.575 of their bytes, levels 6 and 9 0.565. `git fast-import`'s smaller packs come from
+/// deltas (each blob against the blob written before it), not from the level.
 const LEVEL: i32 = 1;
 
 /// Errors of writing a pack.
