@@ -8,7 +8,9 @@
 #       an empty one (median of --repeat runs, each on a fresh `cp -a` of the cached base);
 #   (3) verify of the M-event repository (whole revision) vs `git cat-file --batch` reading the
 #       blobs of the same tree (with --skip-large: the N-event repository of (1));
-#   (4) peak RSS (and wall and CPU time) of every measured command;
+#   (4) peak RSS (and wall and CPU time) of every measured command; on their own lines the three
+#       memory figures of publish: every spool of the large base in one process (measured when
+#       the base is built, kept with it), N events into an empty repository, 1,000 into M;
 #   (5) seal + publish of the N events end to end, an unchanged replay of the same publish, and
 #       the CPU time compared with the reference pipeline (about 1,000 s for 98,362 events).
 # One line per measurement and per ratio on stdout; a JSON summary is written to --out.
@@ -20,9 +22,9 @@
 #   --skip-large  skip (2), run (3) on the N-event repository
 #   --repeat K    runs of each publication of (2) (default 3; the median is reported)
 #   --out FILE    JSON summary (default: action-ledger-bench-<UTC time>-<pid>.json under $TMPDIR)
-# Environment: BIN (binary; default ${CARGO_TARGET_DIR:-target}/release/action-ledger, built
-# with `cargo build --release`), BENCH_CACHE (base repositories, kept between runs; default
-# ~/.cache/action-ledger-bench), BENCH_REBUILD=1 (rebuild the cached bases), KEEP=1 (keep the
+# Environment: BIN (binary, used as it is; default ${CARGO_TARGET_DIR:-target}/release/action-ledger,
+# built first with `cargo build --release`), BENCH_CACHE (base repositories, kept between runs; default
+# ~/.cache/action-ledger-bench; the generated spools are kept there too), BENCH_REBUILD=1 (rebuild the cached bases), KEEP=1 (keep the
 # work directory), TMPDIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,8 +61,10 @@ results="$work/results" info="$work/info"
 : >"$results"
 : >"$info"
 
-echo "== cargo build --release"
-cargo build --release --quiet
+if [ -z "${BIN:-}" ]; then
+  echo "== cargo build --release"
+  cargo build --release --quiet
+fi
 bin=${BIN:-${CARGO_TARGET_DIR:-target}/release/action-ledger}
 [ -x "$bin" ] || { echo "bench: no binary at $bin" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -117,6 +121,19 @@ layout_of() { # the layout a repository records (ledger/v1/layout.json), `refere
 spools_for() { echo $(((($1) + per_spool - 1) / per_spool)); }
 
 genver=$(python3 "$gen" --version)
+# gen_spools DIR ARGS...: the generator's spools for ARGS (deterministic), generated once into
+# the cache and copied to DIR (sealing writes into them).
+gen_spools() {
+  local dir=$1; shift
+  local keep="$cache/spools-gen$genver-$(echo "$*" | tr -c 'a-z0-9\n' '_')"
+  if [ ! -d "$keep" ]; then
+    rm -rf "$keep.tmp"
+    mkdir -p "$cache"
+    python3 "$gen" "$keep.tmp" "$@"
+    mv "$keep.tmp" "$keep"
+  fi
+  cp -a "$keep" "$dir"
+}
 note generator_version "$genver"
 note binary "$bin"
 note binary_sha256 "$(sha256sum "$bin" | cut -d' ' -f1)"
@@ -128,8 +145,8 @@ note events "$events"
 note increment_events "$increment"
 
 echo "== generating $events events ($(spools_for "$events") spools) and a $increment-event spool"
-python3 "$gen" "$work/a" --events "$events" --spools "$(spools_for "$events")" --seed 1
-python3 "$gen" "$work/inc" --events "$increment" --spools 1 --seed 3
+gen_spools "$work/a" --events "$events" --spools "$(spools_for "$events")" --seed 1
+gen_spools "$work/inc" --events "$increment" --spools 1 --seed 3
 "$bin" -q seal "$work/inc"/* >/dev/null
 
 echo "== (5) seal + publish of $events events, then an unchanged replay; (1) vs git fast-import"
@@ -219,26 +236,27 @@ if [ -z "$skip_large" ]; then
   # Spools of at most per_spool events, their count a multiple of 10: the first tenth of them
   # holds about M/10 events and is the middle base; the large base continues from a copy of it.
   spools=$(($(spools_for "$mid") * 10))
-  key="gen${genver}-${layout}-${large}"
+  # b2: the large base is one publish of every spool from empty (the multi-source figure).
+  # The binary is part of the key: how it writes packs shapes the base.
+  key="gen${genver}-${layout}-${large}-b2-$(sha256sum "$bin" | cut -c1-12)"
   base="$cache/base-$key"
   if [ -n "${BENCH_REBUILD:-}" ] || [ ! -f "$base/meta.json" ]; then
     echo "== building the base repositories ($large events in $spools spools, cached in $base)"
     rm -rf "$base" "$base.tmp"
     mkdir -p "$base.tmp"
-    python3 "$gen" "$work/base" --events "$large" --spools "$spools" --seed 2
+    gen_spools "$work/base" --events "$large" --spools "$spools" --seed 2
     all=("$work/base"/*)
     first_tenth=("${all[@]:0:spools/10}")
-    rest=("${all[@]:spools/10}")
     measure base_seal "$bin" -q seal "${all[@]}"
     measure base_publish_mid "$bin" -q publish --repo "$base.tmp/mid.git" "${first_tenth[@]}"
     # gen-spools spreads the events evenly, the first spools taking one more.
     mid_events=$((spools / 10 * (large / spools) + (large % spools < spools / 10 ? large % spools : spools / 10)))
-    cp -a "$base.tmp/mid.git" "$base.tmp/large.git"
-    measure base_publish_large "$bin" -q publish --repo "$base.tmp/large.git" "${rest[@]}"
+    # The large base: every spool given to one publish process, into an empty repository.
+    measure base_publish_large "$bin" -q publish --repo "$base.tmp/large.git" "${all[@]}"
     rm -rf "$work/base"
     [ "$(layout_of "$base.tmp/large.git")" = "$layout" ] || die "the base was written in another layout"
     cat >"$base.tmp/meta.json" <<EOF
-{"generator_version":$genver,"layout":"$layout","large_events":$large,"mid_events":$mid_events,"spools":$spools,"binary_sha256":"$(sha256sum "$bin" | cut -d' ' -f1)","seal_s":$(field base_seal 2),"publish_mid_s":$(field base_publish_mid 2),"publish_large_s":$(field base_publish_large 2)}
+{"generator_version":$genver,"layout":"$layout","large_events":$large,"mid_events":$mid_events,"spools":$spools,"binary_sha256":"$(sha256sum "$bin" | cut -d' ' -f1)","seal_s":$(field base_seal 2),"publish_mid_s":$(field base_publish_mid 2),"publish_large_s":$(field base_publish_large 2),"publish_large_rss_kib":$(field base_publish_large 3),"publish_large_binary_sha256":"$(sha256sum "$bin" | cut -d' ' -f1)"}
 EOF
     mv "$base.tmp" "$base"
     note base_cached false
@@ -285,6 +303,20 @@ EOF
   ratio "(2) large / empty" "$(med large 2)" "$(med empty 2)"
   ratio "(2) large / mid, cpu" "$(med large 3)" "$(med mid 3)"
   ratio "(2) large / empty, cpu" "$(med large 3)" "$(med empty 3)"
+  # (4) publish's memory: the whole base in one process (kept with the base), N into empty,
+  # 1,000 into M (the largest of the runs).
+  large_rss=$(meta publish_large_rss_kib)
+  inc_large_rss=$(for n in $(runs large); do field "$n" 3; done | sort -g | tail -1)
+  note publish_large_rss_kib "$large_rss"
+  note inc_large_rss_kib "$inc_large_rss"
+  note large_packs "$(git -C "$base/large.git" count-objects -v | awk '$1 == "packs:" { print $2 }')"
+  printf '%-40s %9.1f MiB peak RSS (%d spools, one process; measured when the base was built)\n' \
+    "(4) publish of the whole large base" "$(awk -v r="$large_rss" 'BEGIN { print r / 1024 }')" "$spools"
+  printf '%-40s %9.1f MiB peak RSS\n' "(4) publish $events into empty" \
+    "$(awk -v r="$(field publish 3)" 'BEGIN { print r / 1024 }')"
+  printf '%-40s %9.1f MiB peak RSS\n' "(4) publish $increment into $large" \
+    "$(awk -v r="$inc_large_rss" 'BEGIN { print r / 1024 }')"
+  printf '%-40s %9d packs\n' "(2) packs of the large base" "$(tail -n 1 "$info" | cut -d= -f2)"
   verify_repo="$base/large.git" verify_events=$large
 else
   verify_repo="$work/r1.git" verify_events=$events
@@ -382,6 +414,12 @@ if os.path.exists(medians):
         "base_binary_sha256": meta.get("base_binary_sha256"),
     }
 fig["4_peak_rss_kib"] = {k: v["peak_rss_kib"] for k, v in m.items()}
+fig["4_publish_peak_rss_kib"] = {
+    "whole_large_base_one_process": meta.get("publish_large_rss_kib"),
+    "events_into_empty": get("publish", "peak_rss_kib"),
+    "increment_into_large": meta.get("inc_large_rss_kib"),
+    "large_base_packs": meta.get("large_packs"),
+}
 summary = {
     "schema": "action-ledger-bench.v1",
     "arguments": meta["arguments"],

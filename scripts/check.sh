@@ -38,7 +38,7 @@ scripts/e2e-serve.sh
 echo "== the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"
 scripts/e2e-ci.sh
 echo "== crash: SIGKILL every other writer at random moments (bounded)"
-scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve
+scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain
 echo "== out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 echo "== hostile HTTP against serve while well-behaved clients run (bounded)"

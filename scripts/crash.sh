@@ -23,6 +23,9 @@
 #                acknowledged claim and outcome is in the repository with what was
 #                acknowledged, an unacknowledged one landed whole or not at all, and a restarted
 #                server serves a full create/claim/outcome
+#   maintain     `maintain --all` consolidating the packs while a publisher lands beside it;
+#                no object is lost (fsck, verify, the replay), and the packs of a killed
+#                consolidation are merged by the next one
 #
 # A kill inside a ref update can leave `<ref>.lock` behind (as with git); the next writer
 # reclaims it when the killed writer had noted itself as its owner, and otherwise refuses with a
@@ -37,7 +40,7 @@ runs=${1:-200}
 shift || true
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(publish)
-[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve)
+[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -476,12 +479,43 @@ EOF
   report "acknowledged and found: ${acks[0]} creations, ${acks[1]} claims, ${acks[2]} outcomes; unacknowledged: $landed landed whole, $absent absent; a restarted server served a full create, claim and outcome"
 }
 
+mode_maintain() {
+  local w=$work/maintain debris_seen=0 events
+  mkdir -p "$w"
+  python3 "$here/scripts/gen-ledger.py" "$w/spools" "$((runs + 1))" 1 5
+  "$bin" -q seal "$w"/spools/* >/dev/null
+  local repo="$w/state.git"
+  "$bin" -q publish --repo "$repo" "$w/spools/spool-0000" >/dev/null
+  calibrate "$bin" -q maintain --all --repo "$repo"
+  for i in $(seq 1 "$runs"); do
+    local src="$w/spools/spool-$(printf %04d "$i")" before pub out
+    before=$(git -C "$repo" rev-parse main)
+    # A publisher runs beside the consolidation that is killed: neither may lose an object.
+    "$bin" -q publish --repo "$repo" "$src" >/dev/null 2>&1 &
+    pub=$!
+    kill_at_random "$bin" -q maintain --all --repo "$repo"
+    wait "$pub" || fail "$i" "the publication beside the consolidation failed"
+    [ "$(git -C "$repo" rev-parse main~1)" = "$before" ] || fail "$i" "the publication did not land one commit"
+    check_repo "$i" "$before" 1 "$repo"
+    [ -z "$(find "$repo/objects/pack" -name 'tmp_al_*')" ] || debris_seen=$((debris_seen + 1))
+    out=$("$bin" -q publish --json --repo "$repo" "$src") || fail "$i" "replay after the kill did not complete"
+    case "$out" in *'"status":"unchanged"'*) ;; *) fail "$i" "unexpected replay result: $out" ;; esac
+  done
+  "$bin" -q maintain --all --repo "$repo" >/dev/null || fail end "maintain after the runs"
+  [ "$(find "$repo/objects/pack" -name '*.idx' | wc -l)" -eq 1 ] || fail end "maintain --all left more than one pack"
+  "$bin" -q verify --repo "$repo" || fail end "final verify"
+  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
+  events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
+  [ "$events" -eq $(((runs + 1) * 5)) ] || fail end "expected $(((runs + 1) * 5)) events, found $events"
+  report "$debris_seen kills left temporary pack files (removed by the next pack written); fsck, verify and every replay passed; $events events, none lost; one pack after the final maintain"
+}
+
 for mode in "${modes[@]}"; do
   case "$mode" in
-    publish | seal | compact | create | claim | outcome | sweep | serve) "mode_$mode" ;;
+    publish | seal | compact | create | claim | outcome | sweep | serve | maintain) "mode_$mode" ;;
     run-wrapper) mode_run_wrapper ;;
     run-child) mode_run_child ;;
-    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve all)" >&2; exit 2 ;;
+    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain all)" >&2; exit 2 ;;
   esac
 done
 echo "crash: ${modes[*]}: $runs runs each, all passed"

@@ -252,6 +252,25 @@ pub(super) enum Command {
         #[arg(required = true)]
         sources: Vec<PathBuf>,
     },
+    /// Consolidate the state repository's packs (safe beside readers and publishers).
+    ///
+    /// Each publication rolls the smallest packs up into one (as `git repack --geometric=2`),
+    /// but never more than 262,144 objects, so that a publication costs in proportion to its
+    /// own size; past that, packs accumulate one per publication until `maintain` runs the
+    /// roll-up without the bound. Run it from a scheduled job. Prints what was merged.
+    Maintain {
+        /// The state repository.
+        #[arg(long, default_value = "./state.git")]
+        repo: PathBuf,
+        /// Merge every pack into one (packs with a `.keep` file excepted), not only the small
+        /// ones.
+        #[arg(long)]
+        all: bool,
+        /// One JSON object: `{"type":"maintain","busy","packs_before","packs_merged",
+        /// "packs_after","objects_written","bytes_written"}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Governed actions (execution finality): create, claim, report an outcome, close, show.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is

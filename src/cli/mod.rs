@@ -137,6 +137,7 @@ fn dispatch(
             };
             cmd::seal::run(out, output, shape, interrupt, privacy.profile, &spools)
         }
+        Command::Maintain { repo, all, json } => cmd::maintain::run(out, &repo, all, json),
         Command::Verify {
             repo,
             rev,

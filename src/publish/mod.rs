@@ -50,6 +50,25 @@
 //! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
 //!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
 //!
+//! # Memory: bounded by one source
+//!
+//! A run over many sources holds one source at a time: everything of a publication is dropped
+//! before the next source is read, and the pages of mapped pack files it touched are released
+//! ([`Store::release_mapped_packs`]) after each source. Within one publication the budget is:
+//!
+//! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), and the
+//!   files the plan adds (the shards again, plus one small binding file per event);
+//! - the pack being written: the compressed objects of that one commit, in memory until the
+//!   pack is written (about half the bytes of the files added);
+//! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
+//!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
+//!   most 16 MiB that starts over when full, releasing the mapped pack pages each time;
+//! - after landing, the pack roll-up (the store's consolidation): one object at a time, plus
+//!   about 72 bytes per object rolled up, at most 262,144 objects.
+//!
+//! Pack indices are mapped by gix when a lookup first needs them, and consolidation keeps
+//! them few; their touched pages are released with the packs'.
+//!
 //! # Where things are
 //!
 //! `source.rs` (reading sources), `limits.rs`, `validate.rs` (batch checks), `privacy_check.rs`,
@@ -461,6 +480,19 @@ pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Public
 /// Reads, validates and publishes one source to `target`. A source without events publishes
 /// nothing and makes no commit ([`Status::Empty`]).
 pub fn publish_to(
+    store: &Store,
+    source: &Path,
+    options: &Options,
+    target: &Target,
+) -> Result<Publication, Error> {
+    let result = publish_one(store, source, options, target);
+    // Whatever this source touched in the packs is not needed by the next one: a run over many
+    // sources costs the memory of its largest source, not of all of them.
+    store.release_mapped_packs();
+    result
+}
+
+fn publish_one(
     store: &Store,
     source: &Path,
     options: &Options,

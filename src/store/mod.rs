@@ -16,6 +16,7 @@
 //! | `create.rs` | opening or creating a repository ([`Store::open_or_create_bare`]), config edits |
 //! | `write.rs` | the write path: [`Signature`], [`Store::write_commit`], loose objects or a pack |
 //! | `pack.rs` | one pack and its index for a publication with many objects |
+//! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]) |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
 //! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
@@ -85,6 +86,7 @@
 //! probe per path component. Reads look through malformed trees as git does; writes refuse to
 //! build on them ([`Error::MalformedTree`]).
 
+mod consolidate;
 mod create;
 mod error;
 mod history;
@@ -100,6 +102,7 @@ pub mod transact;
 mod tree;
 mod write;
 
+pub use consolidate::{Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
 pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};

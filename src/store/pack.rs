@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Entries are stored whole (no deltas): the objects of a publication are small and distinct, and
-//! writing them must cost little more than hashing and compressing them once. The pack and index
+//! writing them must cost little more than hashing and compressing them once. Whole entries are
+//! also what lets the roll-up of small packs (`consolidate.rs`) copy them byte for byte. The pack and index
 //! are written to temporary files, fsynced, and renamed into `objects/pack/` index last (readers
 //! only consider a pack once its index exists); then the directory is fsynced (the discipline of
 //! [`crate::durable`]). A crash leaves at most an unreferenced temporary file or an unreferenced
@@ -53,7 +54,9 @@ use rayon::prelude::*;
 use crate::durable;
 
 /// zlib level for pack entries: 1 (fastest). Publication speed is the target; the entries are
-/// small JSON texts, where higher levels save little.
+/// small JSON texts, where higher levels save little: on generated ledger files level 1 stores
+/// 0.575 of their bytes, levels 6 and 9 0.565. `git fast-import`'s smaller packs come from
+/// deltas (each blob against the blob written before it), not from the level.
 const LEVEL: i32 = 1;
 
 /// Errors of writing a pack.
@@ -118,35 +121,52 @@ pub struct Written {
 /// The pack entries of `objects` (type and size header, then the zlib stream), in order, with
 /// one compressor for the run.
 fn entries_of(objects: &[(ObjectId, Kind, Vec<u8>)]) -> Result<Vec<Vec<u8>>, Error> {
-    let mut compress = gix_zlib::stream::deflate::Compress::new(
-        gix_zlib::Compression::new(LEVEL).expect("valid zlib level"),
-    );
+    let mut compress = compressor();
     let mut scratch = Vec::new();
     objects
         .iter()
         .map(|(_, kind, bytes)| {
             let mut entry = Vec::with_capacity(bytes.len() / 2 + 16);
-            // Type and size header: the first byte has the continuation bit, 3 type bits and
-            // the low 4 size bits; each following byte 7 more size bits.
-            let type_bits: u8 = match kind {
-                Kind::Commit => 1,
-                Kind::Tree => 2,
-                Kind::Blob => 3,
-                Kind::Tag => 4,
-            };
-            let mut size = bytes.len() as u64;
-            let mut byte = (type_bits << 4) | (size & 0x0f) as u8;
-            size >>= 4;
-            while size != 0 {
-                entry.push(byte | 0x80);
-                byte = (size & 0x7f) as u8;
-                size >>= 7;
-            }
-            entry.push(byte);
-            deflate(&mut compress, &mut scratch, bytes, &mut entry)?;
+            entry_into(&mut compress, &mut scratch, *kind, bytes, &mut entry)?;
             Ok(entry)
         })
         .collect()
+}
+
+/// Appends the whole (undeltified) pack entry of an object to `entry`: the type and size
+/// header, then the zlib stream of `bytes`.
+pub(super) fn entry_into(
+    compress: &mut gix_zlib::stream::deflate::Compress,
+    scratch: &mut Vec<u8>,
+    kind: Kind,
+    bytes: &[u8],
+    entry: &mut Vec<u8>,
+) -> Result<(), Error> {
+    // Type and size header: the first byte has the continuation bit, 3 type bits and
+    // the low 4 size bits; each following byte 7 more size bits.
+    let type_bits: u8 = match kind {
+        Kind::Commit => 1,
+        Kind::Tree => 2,
+        Kind::Blob => 3,
+        Kind::Tag => 4,
+    };
+    let mut size = bytes.len() as u64;
+    let mut byte = (type_bits << 4) | (size & 0x0f) as u8;
+    size >>= 4;
+    while size != 0 {
+        entry.push(byte | 0x80);
+        byte = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    entry.push(byte);
+    deflate(compress, scratch, bytes, entry)
+}
+
+/// A compressor at the level of pack entries.
+pub(super) fn compressor() -> gix_zlib::stream::deflate::Compress {
+    gix_zlib::stream::deflate::Compress::new(
+        gix_zlib::Compression::new(LEVEL).expect("valid zlib level"),
+    )
 }
 
 /// The bytes of a loose object file (`gitformat-loose`): the zlib stream of
@@ -336,49 +356,59 @@ impl PackBuilder {
 
     /// The version-2 index of the pack whose checksum is `pack_checksum`.
     fn index_bytes(&self, pack_checksum: &ObjectId) -> Result<Vec<u8>, Error> {
-        let mut sorted: Vec<&(ObjectId, u64, u32)> = self.entries.iter().collect();
-        sorted.sort_unstable_by_key(|a| a.0);
-        let hash_len = self.hash_kind.len_in_bytes();
-        let mut out = Vec::with_capacity(8 + 1024 + sorted.len() * (hash_len + 8) + 2 * hash_len);
-        out.extend_from_slice(b"\xfftOc");
-        out.extend_from_slice(&2u32.to_be_bytes());
-        let mut fanout = [0u32; 256];
-        for (id, _, _) in &sorted {
-            fanout[id.as_bytes()[0] as usize] += 1;
-        }
-        let mut total = 0u32;
-        for slot in &mut fanout {
-            total += *slot;
-            out.extend_from_slice(&total.to_be_bytes());
-        }
-        for (id, _, _) in &sorted {
-            out.extend_from_slice(id.as_bytes());
-        }
-        for (_, _, crc) in &sorted {
-            out.extend_from_slice(&crc.to_be_bytes());
-        }
-        let mut large = Vec::new();
-        for (_, offset, _) in &sorted {
-            if *offset < 0x8000_0000 {
-                out.extend_from_slice(&(*offset as u32).to_be_bytes());
-            } else {
-                let slot = u32::try_from(large.len()).map_err(|_| Error::TooMany)?;
-                out.extend_from_slice(&(0x8000_0000 | slot).to_be_bytes());
-                large.push(*offset);
-            }
-        }
-        for offset in large {
-            out.extend_from_slice(&offset.to_be_bytes());
-        }
-        out.extend_from_slice(pack_checksum.as_bytes());
-        let mut hasher = gix::hash::hasher(self.hash_kind);
-        hasher.update(&out);
-        let own = hasher
-            .try_finalize()
-            .map_err(|e| Error::Compress(e.to_string()))?;
-        out.extend_from_slice(own.as_bytes());
-        Ok(out)
+        index_bytes(self.hash_kind, &self.entries, pack_checksum)
     }
+}
+
+/// The version-2 index of a pack with `entries` (`(id, offset, CRC-32)`, any order) whose
+/// checksum is `pack_checksum`.
+pub(super) fn index_bytes(
+    hash_kind: gix::hash::Kind,
+    entries: &[(ObjectId, u64, u32)],
+    pack_checksum: &ObjectId,
+) -> Result<Vec<u8>, Error> {
+    let mut sorted: Vec<&(ObjectId, u64, u32)> = entries.iter().collect();
+    sorted.sort_unstable_by_key(|a| a.0);
+    let hash_len = hash_kind.len_in_bytes();
+    let mut out = Vec::with_capacity(8 + 1024 + sorted.len() * (hash_len + 8) + 2 * hash_len);
+    out.extend_from_slice(b"\xfftOc");
+    out.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, _, _) in &sorted {
+        fanout[id.as_bytes()[0] as usize] += 1;
+    }
+    let mut total = 0u32;
+    for slot in &mut fanout {
+        total += *slot;
+        out.extend_from_slice(&total.to_be_bytes());
+    }
+    for (id, _, _) in &sorted {
+        out.extend_from_slice(id.as_bytes());
+    }
+    for (_, _, crc) in &sorted {
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for (_, offset, _) in &sorted {
+        if *offset < 0x8000_0000 {
+            out.extend_from_slice(&(*offset as u32).to_be_bytes());
+        } else {
+            let slot = u32::try_from(large.len()).map_err(|_| Error::TooMany)?;
+            out.extend_from_slice(&(0x8000_0000 | slot).to_be_bytes());
+            large.push(*offset);
+        }
+    }
+    for offset in large {
+        out.extend_from_slice(&offset.to_be_bytes());
+    }
+    out.extend_from_slice(pack_checksum.as_bytes());
+    let mut hasher = gix::hash::hasher(hash_kind);
+    hasher.update(&out);
+    let own = hasher
+        .try_finalize()
+        .map_err(|e| Error::Compress(e.to_string()))?;
+    out.extend_from_slice(own.as_bytes());
+    Ok(out)
 }
 
 #[cfg(test)]

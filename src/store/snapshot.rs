@@ -2,8 +2,12 @@
 //!
 //! Decoded trees are cached by object id: those near the root (depth below 6: the root,
 //! `ledger`, `v1`, `import-bindings`, a binding kind, its first fan-out level) for the snapshot's
-//! life, deeper ones in a cache of at most 4,096 trees that starts over when full, so a walk of a
-//! whole fan-out ledger (65,536 leaf trees for a million bindings) stays bounded. Full walks
+//! life, deeper ones in a cache of at most [`MAX_CACHED_TREE_BYTES`] (16 MiB of decoded entries,
+//! counted by size, not by trees: one flat directory can outweigh thousands of fan-out leaves)
+//! that starts over when full, so a walk of a whole fan-out ledger (65,536 leaf trees for a
+//! million bindings) stays bounded. Each time it starts over, the mapped pack pages are
+//! released too ([`Store::release_mapped_packs`]), so point lookups over a large repository
+//! keep neither decoded trees nor pack pages in proportion to the repository. Full walks
 //! ([`Snapshot::for_each_entry`]) decode each tree once without caching and release mapped pack
 //! pages every 128 trees.
 
@@ -36,9 +40,19 @@ pub struct Walked<'p> {
     pub blob: Option<BlobId>,
 }
 
-/// Decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (each a few KiB in a
-/// fanout ledger).
-const MAX_CACHED_TREES: usize = 4096;
+/// Bytes of decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (estimated per
+/// entry: its name, its id and the map's overhead; see [`dir_bytes`]).
+const MAX_CACHED_TREE_BYTES: usize = 16 << 20;
+
+/// The estimated heap bytes of a decoded tree: per entry its name, the entry (mode, kind, id)
+/// and the hash map's slot and control bytes.
+fn dir_bytes(dir: &Dir) -> usize {
+    dir.entries
+        .keys()
+        .map(|name| name.len() + 24 + std::mem::size_of::<Entry>() + 9)
+        .sum::<usize>()
+        + 64
+}
 
 /// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
 /// fan-out level) are kept for the snapshot's life; deeper ones in the bounded cache.
@@ -53,6 +67,10 @@ pub struct Snapshot<'a> {
     pub(super) commit: Option<CommitId>,
     pub(super) root: Option<ObjectId>,
     pub(super) trees: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+    /// Estimated bytes held by `trees` ([`dir_bytes`]).
+    pub(super) tree_bytes: std::cell::Cell<usize>,
+    /// The most bytes `trees` holds ([`MAX_CACHED_TREE_BYTES`]; smaller in tests).
+    pub(super) tree_budget: usize,
     /// Trees near the root (depth < [`PINNED_DEPTH`]), never evicted: every lookup passes them.
     pub(super) pinned: RefCell<HashMap<ObjectId, Rc<Dir>>>,
 }
@@ -81,6 +99,8 @@ impl Store {
             commit,
             root,
             trees: RefCell::new(HashMap::new()),
+            tree_bytes: std::cell::Cell::new(0),
+            tree_budget: MAX_CACHED_TREE_BYTES,
             pinned: RefCell::new(HashMap::new()),
         })
     }
@@ -508,9 +528,13 @@ impl<'a> Snapshot<'a> {
         // Bounded: a walk over a whole fanout ledger touches every leaf tree (65,536 of them
         // for a million bindings); holding them all would cost hundreds of MiB. Starting over
         // costs only re-decoding the few trees on the next paths.
-        if self.trees.borrow().len() >= MAX_CACHED_TREES {
+        let bytes = dir_bytes(&dir);
+        if self.tree_bytes.get() + bytes > self.tree_budget {
             self.trees.borrow_mut().clear();
+            self.tree_bytes.set(0);
+            self.store.release_mapped_packs();
         }
+        self.tree_bytes.set(self.tree_bytes.get() + bytes);
         self.trees.borrow_mut().insert(id, Rc::clone(&dir));
         Ok(dir)
     }
@@ -609,5 +633,42 @@ mod tests {
             view.read("a//b", 100),
             Err(Error::InvalidPath { path, .. }) if path == "a//b"
         ));
+    }
+
+    /// The deep-tree cache is bounded by bytes: one large directory is worth many small ones.
+    #[test]
+    fn the_tree_cache_is_bounded_by_bytes() {
+        let (_tmp, _repo, store) = new_store();
+        let files: Vec<(String, String)> = ["a", "b", "c"]
+            .iter()
+            .flat_map(|d| {
+                (0..40).map(move |i| (format!("1/2/3/4/5/{d}/file-{i:04}.json"), format!("{i}")))
+            })
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        let c = publish(&store, &refs);
+        let mut view = store.snapshot(Some(c)).expect("snapshot");
+        assert!(view.exists("1/2/3/4/5/a/file-0000.json").expect("read"));
+        let one = view.tree_bytes.get();
+        assert!(one > 40 * 10, "{one}");
+        view.trees.borrow_mut().clear();
+        view.tree_bytes.set(0);
+        view.tree_budget = one + one / 2;
+        for d in ["a", "b", "c"] {
+            assert!(
+                view.exists(&format!("1/2/3/4/5/{d}/file-0001.json"))
+                    .expect("read")
+            );
+            assert!(view.tree_bytes.get() <= view.tree_budget);
+        }
+        // The root-near trees stay; of the three deep ones only the last is held.
+        assert_eq!(view.trees.borrow().len(), 1);
+        assert!(
+            view.exists("1/2/3/4/5/a/file-0039.json")
+                .expect("read again")
+        );
     }
 }

@@ -7,6 +7,7 @@ pub(super) mod compact;
 pub(super) mod completions;
 pub(super) mod hooks;
 pub(super) mod log;
+pub(super) mod maintain;
 pub(super) mod man;
 pub(super) mod publish;
 pub(super) mod record;

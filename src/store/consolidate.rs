@@ -1,0 +1,570 @@
+//! Keeping the packs few: geometric consolidation ([`Store::consolidate_packs`]).
+//!
+//! Every publication of more than 16 objects adds one pack, and every object lookup probes the
+//! index of each pack until one holds the object. Left alone, a repository of `n` publications
+//! keeps `n` packs and a lookup costs `n` probes. Consolidation rolls the smallest packs up into
+//! one, as `git repack --geometric=2` does: with the packs sorted by object count, the packs
+//! that do not already form a progression in which each pack holds at least twice the objects
+//! of the next smaller one are merged, so a repository of `n` publications of about equal size
+//! keeps about `log2(n)` packs, and an object is rewritten about `log2(n)` times over its life.
+//!
+//! # Cost
+//!
+//! Entries of our own packs are whole objects (no deltas) and are copied byte for byte, with
+//! their CRC-32 checked against the source index: consolidation reads and writes the rolled-up
+//! packs sequentially, hashes the new pack once, and decompresses nothing. Delta entries (in
+//! packs written by `git gc` or a fetch) are resolved through the object database and stored
+//! whole. Memory: one entry at a time, the source index entries of one pack (about 40 bytes an
+//! object), and the new index (32 bytes an object).
+//!
+//! After a publication, [`crate::publish`] rolls up at most [`PUBLISH_ROLLUP_MAX`] objects, so a
+//! publication never pays for rewriting the whole repository; `action-ledger maintain` runs the
+//! same roll-up without that bound (or merges every pack) when a quiet moment allows it.
+//!
+//! # Safety beside readers, publishers and a kill
+//!
+//! - One consolidation at a time per repository: an exclusive `flock` on
+//!   `action-ledger/consolidate.lock`; a second one finds it held and does nothing.
+//! - The new pack and its index are written to temporary names, fsynced, renamed (pack first,
+//!   index last) and the directory fsynced before any old pack is touched: every object is in
+//!   a durable pack at every moment. A kill before that leaves a temporary file (removed by the
+//!   next pack writer) or, after it, objects in two packs, which is harmless and undone by the
+//!   next consolidation.
+//! - Old packs are removed index first, so that nobody who lists the directory afterwards loads
+//!   them. A reader that already mapped an old pack keeps reading it (an unlinked file stays
+//!   readable through its mapping); one that loaded an old index but not yet its pack finds the
+//!   pack gone, and git and gix then re-scan the pack directory and find the object in the new
+//!   pack. A publisher's pack written after the listing is not touched; one listed is copied
+//!   before it is removed, whether or not its commit has landed.
+//! - Packs with a `.keep` file, and every pack when a `multi-pack-index` exists, are left alone.
+
+use std::collections::BinaryHeap;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+use gix::odb::pack::index::File as PackIndex;
+
+use super::error::git_err;
+use crate::durable;
+use crate::store::pack::{self as ours, compressor, entry_into, index_bytes};
+use crate::store::*;
+
+/// The most objects that consolidation after a publication rolls up: as many as the largest
+/// publication holds events (a batch carries at most 262,144), so that its cost stays within a
+/// small multiple of the largest publication's. Larger roll-ups are left to `maintain`.
+pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;
+
+/// Which packs [`Store::consolidate_packs`] merges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rollup {
+    /// The geometric roll-up (factor 2), only when it merges at most this many objects.
+    Geometric {
+        /// The most objects to merge; larger roll-ups are skipped.
+        max_objects: u64,
+    },
+    /// Every pack into one.
+    All,
+}
+
+/// What a consolidation did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Consolidated {
+    /// Packs before.
+    pub packs_before: usize,
+    /// Packs merged (0 when nothing was due, or another consolidation held the lock).
+    pub merged: usize,
+    /// Objects in the new pack.
+    pub objects: u64,
+    /// The new pack's bytes.
+    pub bytes: u64,
+    /// Whether another consolidation was running (nothing was done).
+    pub busy: bool,
+}
+
+/// A pack of the repository as the consolidation sees it.
+#[derive(Clone, Debug)]
+struct Candidate {
+    /// `objects/pack/pack-<hex>` (without extension).
+    stem: PathBuf,
+    objects: u64,
+}
+
+impl Store {
+    /// Merges packs of `objects/pack` as `rollup` asks (see the module docs for the safety
+    /// against concurrent readers, publishers and a kill). Returns what was done; nothing when
+    /// fewer than two packs qualify or another consolidation holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::Pack`] when a pack cannot be read, written or removed (naming the directory),
+    /// when a copied entry does not match its CRC-32, or an object cannot be read.
+    pub fn consolidate_packs(&self, rollup: Rollup) -> Result<Consolidated, Error> {
+        let dir = self.objects_dir().join("pack");
+        let io = |source: std::io::Error| {
+            Error::Pack(Box::new(ours::Error::Io {
+                dir: dir.clone(),
+                source,
+            }))
+        };
+        let lock_dir = self.git_dir().join("action-ledger");
+        std::fs::create_dir_all(&lock_dir).map_err(io)?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(lock_dir.join("consolidate.lock"))
+            .map_err(io)?;
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Ok(Consolidated {
+                busy: true,
+                ..Consolidated::default()
+            });
+        }
+        let mut packs = candidates(&dir).map_err(io)?;
+        let packs_before = packs.len();
+        let chosen = match rollup {
+            Rollup::All => packs.len(),
+            Rollup::Geometric { max_objects } => {
+                let n = geometric_split(&mut packs);
+                let total: u64 = packs[..n].iter().map(|p| p.objects).sum();
+                if total > max_objects { 0 } else { n }
+            }
+        };
+        if chosen < 2 {
+            return Ok(Consolidated {
+                packs_before,
+                ..Consolidated::default()
+            });
+        }
+        let merged = &packs[..chosen];
+        let (objects, bytes) = self.write_merged(&dir, merged)?;
+        // Every object is now in a durable pack: remove the old ones, index first.
+        for pack in merged {
+            for ext in ["idx", "pack", "rev", "bitmap", "mtimes"] {
+                match std::fs::remove_file(pack.stem.with_extension(ext)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                    _ => {}
+                }
+            }
+        }
+        durable::sync_dir(&dir).map_err(io)?;
+        Ok(Consolidated {
+            packs_before,
+            merged: chosen,
+            objects,
+            bytes,
+            busy: false,
+        })
+    }
+
+    /// Writes one pack holding every object of `packs` (each once) into `dir`, durably; returns
+    /// its object count and size.
+    fn write_merged(&self, dir: &Path, packs: &[Candidate]) -> Result<(u64, u64), Error> {
+        let hash_kind = self.repo.object_hash();
+        let io = |source: std::io::Error| {
+            Error::Pack(Box::new(ours::Error::Io {
+                dir: dir.to_owned(),
+                source,
+            }))
+        };
+        let open_index = |p: &Candidate| {
+            PackIndex::at(p.stem.with_extension("idx"), hash_kind)
+                .map_err(|e| io(std::io::Error::other(e.to_string())))
+        };
+        // Objects held by more than one pack are copied from the first only: find them by
+        // merging the sorted indices (memory: one cursor per pack).
+        let indices: Vec<PackIndex> = packs.iter().map(open_index).collect::<Result<_, _>>()?;
+        let mut later_copies: std::collections::HashSet<(usize, ObjectId)> = Default::default();
+        let mut heap = BinaryHeap::new();
+        for (p, index) in indices.iter().enumerate() {
+            if index.num_objects() > 0 {
+                heap.push(std::cmp::Reverse((
+                    index.oid_at_index(0).to_owned(),
+                    p,
+                    0u32,
+                )));
+            }
+        }
+        let mut last: Option<ObjectId> = None;
+        let mut unique: u64 = 0;
+        while let Some(std::cmp::Reverse((id, p, i))) = heap.pop() {
+            if last == Some(id) {
+                later_copies.insert((p, id));
+            } else {
+                unique += 1;
+                last = Some(id);
+            }
+            if i + 1 < indices[p].num_objects() {
+                heap.push(std::cmp::Reverse((
+                    indices[p].oid_at_index(i + 1).to_owned(),
+                    p,
+                    i + 1,
+                )));
+            }
+        }
+        let count =
+            u32::try_from(unique).map_err(|_| Error::Pack(Box::new(ours::Error::TooMany)))?;
+        drop(indices);
+
+        durable::remove_stale_temp_files(dir);
+        let tmp_pack = dir.join(durable::temp_name("pack"));
+        let tmp_index = dir.join(durable::temp_name("idx"));
+        let result = (|| -> Result<(ObjectId, u64, Vec<u8>), Error> {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp_pack)
+                .map_err(io)?;
+            let mut out = Hashed {
+                inner: BufWriter::with_capacity(1 << 20, file),
+                hasher: gix::hash::hasher(hash_kind),
+                written: 0,
+            };
+            let mut header = Vec::with_capacity(12);
+            header.extend_from_slice(b"PACK");
+            header.extend_from_slice(&2u32.to_be_bytes());
+            header.extend_from_slice(&count.to_be_bytes());
+            out.put(&header).map_err(io)?;
+            let mut entries: Vec<(ObjectId, u64, u32)> = Vec::with_capacity(unique as usize);
+            let mut compress = compressor();
+            let (mut scratch, mut buf, mut object) = (Vec::new(), Vec::new(), Vec::new());
+            for (p, pack) in packs.iter().enumerate() {
+                let index = open_index(pack)?;
+                let mut located: Vec<(u64, ObjectId, Option<u32>)> = index
+                    .iter()
+                    .map(|e| (e.pack_offset, e.oid, e.crc32))
+                    .collect();
+                drop(index);
+                located.sort_unstable_by_key(|e| e.0);
+                let data = std::fs::File::open(pack.stem.with_extension("pack")).map_err(io)?;
+                let end = data.metadata().map_err(io)?.len() - hash_kind.len_in_bytes() as u64;
+                let mut data = BufReader::with_capacity(1 << 20, data);
+                data.seek(SeekFrom::Start(located.first().map_or(end, |e| e.0)))
+                    .map_err(io)?;
+                for (k, (offset, id, crc)) in located.iter().enumerate() {
+                    let next = located.get(k + 1).map_or(end, |e| e.0);
+                    let len = next.checked_sub(*offset).ok_or_else(|| {
+                        io(std::io::Error::other("pack entries overlap their index"))
+                    })?;
+                    buf.resize(len as usize, 0);
+                    data.read_exact(&mut buf).map_err(io)?;
+                    if later_copies.contains(&(p, *id)) {
+                        continue;
+                    }
+                    let kind_bits = (buf.first().copied().unwrap_or(0) >> 4) & 7;
+                    let entry: &[u8] = if (1..=4).contains(&kind_bits) {
+                        if let Some(crc) = crc
+                            && crc32fast::hash(&buf) != *crc
+                        {
+                            return Err(io(std::io::Error::other(format!(
+                                "object {id} in {} does not match its CRC-32; run git fsck",
+                                pack.stem.display()
+                            ))));
+                        }
+                        &buf
+                    } else {
+                        // A delta: store the object whole.
+                        let found = self
+                            .repo
+                            .try_find_object(*id)
+                            .map_err(git_err("read object", id))?
+                            .ok_or_else(|| Error::MissingObject {
+                                id: id.to_hex().to_string(),
+                            })?;
+                        object.clear();
+                        entry_into(
+                            &mut compress,
+                            &mut scratch,
+                            found.kind,
+                            &found.data,
+                            &mut object,
+                        )
+                        .map_err(|e| Error::Pack(Box::new(e)))?;
+                        &object
+                    };
+                    entries.push((*id, out.written, crc32fast::hash(entry)));
+                    out.put(entry).map_err(io)?;
+                }
+            }
+            let Hashed {
+                inner,
+                hasher,
+                written,
+            } = out;
+            let checksum = hasher
+                .try_finalize()
+                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            let mut file = inner.into_inner().map_err(|e| io(e.into_error()))?;
+            file.write_all(checksum.as_bytes()).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            let index = index_bytes(hash_kind, &entries, &checksum)
+                .map_err(|e| Error::Pack(Box::new(e)))?;
+            Ok((checksum, written + checksum.as_bytes().len() as u64, index))
+        })()
+        .and_then(|(checksum, size, index)| {
+            durable::write_synced(&tmp_index, &[&index]).map_err(io)?;
+            let name = format!("pack-{}", checksum.to_hex());
+            std::fs::rename(&tmp_pack, dir.join(format!("{name}.pack"))).map_err(io)?;
+            std::fs::rename(&tmp_index, dir.join(format!("{name}.idx"))).map_err(io)?;
+            durable::sync_dir(dir).map_err(io)?;
+            Ok(size)
+        });
+        match result {
+            Ok(size) => Ok((unique, size)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp_pack);
+                let _ = std::fs::remove_file(&tmp_index);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// A writer that hashes what it writes and counts it.
+struct Hashed<W: Write> {
+    inner: W,
+    hasher: gix::hash::Hasher,
+    written: u64,
+}
+
+impl<W: Write> Hashed<W> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.written += bytes.len() as u64;
+        self.inner.write_all(bytes)
+    }
+}
+
+/// The packs of `dir` that consolidation may merge: every `pack-*.idx` with its `.pack`, no
+/// `.keep`; none at all when a `multi-pack-index` exists (it would name removed packs). The
+/// object count is read from the index's fan-out table.
+fn candidates(dir: &Path) -> std::io::Result<Vec<Candidate>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    if dir.join("multi-pack-index").exists() {
+        return Ok(Vec::new());
+    }
+    let mut packs = Vec::new();
+    for entry in entries {
+        let name = entry?.file_name();
+        let Some(stem) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".idx"))
+            .filter(|n| n.starts_with("pack-"))
+        else {
+            continue;
+        };
+        let stem = dir.join(stem);
+        if !stem.with_extension("pack").exists() || stem.with_extension("keep").exists() {
+            continue;
+        }
+        if let Some(objects) = index_object_count(&stem.with_extension("idx")) {
+            packs.push(Candidate { stem, objects });
+        }
+    }
+    Ok(packs)
+}
+
+/// The object count of a pack index (version 1 or 2): the last fan-out entry. `None` when the
+/// file is unreadable or too short (a pack being removed; it is left alone).
+fn index_object_count(path: &Path) -> Option<u64> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; 8];
+    file.read_exact(&mut head).ok()?;
+    let fanout_start = if head == *b"\xfftOc\0\0\0\x02" { 8 } else { 0 };
+    file.seek(SeekFrom::Start(fanout_start + 255 * 4)).ok()?;
+    let mut last = [0u8; 4];
+    file.read_exact(&mut last).ok()?;
+    Some(u32::from_be_bytes(last) as u64)
+}
+
+/// Sorts `packs` by object count (then name) and returns how many of the smallest to merge so
+/// that the rest, with the merged pack, form a geometric progression of factor 2 (the rule of
+/// `git repack --geometric=2`). 0 or 1 means nothing to do.
+fn geometric_split(packs: &mut [Candidate]) -> usize {
+    packs.sort_by(|a, b| a.objects.cmp(&b.objects).then_with(|| a.stem.cmp(&b.stem)));
+    let weight = |p: &Candidate| p.objects.max(1);
+    // The largest packs that already grow by a factor of 2 stay; everything below is merged.
+    let mut split = 0;
+    for i in (1..packs.len()).rev() {
+        if weight(&packs[i]) < 2 * weight(&packs[i - 1]) {
+            split = i + 1;
+            break;
+        }
+    }
+    // The merged pack may break the progression of the packs above it: take those in too.
+    let mut total: u64 = packs[..split].iter().map(weight).sum();
+    while split < packs.len() && weight(&packs[split]) < 2 * total {
+        total += weight(&packs[split]);
+        split += 1;
+    }
+    split
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::*;
+
+    fn pack_count(repo: &Path) -> usize {
+        std::fs::read_dir(repo.join("objects/pack"))
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Publishes `n` commits of `size` files each (packs, as more than 16 objects).
+    fn publish_many(store: &Store, n: usize, size: usize, tag: &str) -> Vec<CommitId> {
+        (0..n)
+            .map(|k| {
+                let files: Vec<(String, String)> = (0..size)
+                    .map(|i| {
+                        (
+                            format!("{tag}{k}/d{}/f{i}.json", i % 3),
+                            format!("{tag} {k} {i}\n"),
+                        )
+                    })
+                    .collect();
+                let refs: Vec<(&str, &str)> = files
+                    .iter()
+                    .map(|(p, c)| (p.as_str(), c.as_str()))
+                    .collect();
+                publish(store, &refs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_geometric_rule_merges_the_small_packs() {
+        let c = |objects: u64, n: &str| Candidate {
+            stem: PathBuf::from(n),
+            objects,
+        };
+        for (sizes, merged) in [
+            (vec![], 0),
+            (vec![10], 0),
+            (vec![10, 10], 2),
+            (vec![10, 20], 0),
+            (vec![10, 20, 40, 80], 0),
+            (vec![80, 10, 40, 10], 2),
+            (vec![1, 1, 1, 1, 1], 5),
+            (vec![5, 5, 100], 2),
+            (vec![5, 5, 15, 100], 3),
+            (vec![100, 1000, 1000], 3),
+        ] {
+            let mut packs: Vec<Candidate> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| c(*s, &format!("p{i}")))
+                .collect();
+            assert_eq!(geometric_split(&mut packs), merged, "{sizes:?}");
+        }
+    }
+
+    #[test]
+    fn consolidation_keeps_every_object_and_few_packs() {
+        let (_tmp, repo, store) = new_store();
+        let commits = publish_many(&store, 8, 30, "a");
+        assert_eq!(pack_count(&repo), 8);
+        let before = git(&repo, &["rev-list", "--objects", "--all"]);
+        let done = store
+            .consolidate_packs(Rollup::Geometric {
+                max_objects: u64::MAX,
+            })
+            .expect("consolidate");
+        assert_eq!((done.packs_before, done.merged), (8, 8));
+        assert_eq!(pack_count(&repo), 1);
+        assert_eq!(git(&repo, &["rev-list", "--objects", "--all"]), before);
+        assert_fsck_clean(&repo);
+        for pack in std::fs::read_dir(repo.join("objects/pack")).expect("dir") {
+            let path = pack.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "idx") {
+                git(&repo, &["verify-pack", path.to_str().expect("utf-8")]);
+            }
+        }
+        // The same open handle still reads everything, including objects it had looked up.
+        let view = store.snapshot(commits.last().copied()).expect("snapshot");
+        assert_eq!(
+            view.read("a7/d0/f0.json", 100).expect("read"),
+            Some(b"a 7 0\n".to_vec())
+        );
+        // A second run finds nothing to do; new publications roll up again.
+        let again = store.consolidate_packs(Rollup::All).expect("again");
+        assert_eq!(again.merged, 0);
+        publish_many(&store, 3, 30, "b");
+        store.consolidate_packs(Rollup::All).expect("all");
+        assert_eq!(pack_count(&repo), 1);
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn objects_in_two_packs_are_written_once_and_deltas_whole() {
+        let (_tmp, repo, store) = new_store();
+        publish_many(&store, 2, 30, "a");
+        // git's own repack: one pack with deltas, beside ours (kept alone: a second copy).
+        git(&repo, &["repack", "-a", "-f", "--depth=10", "--window=50"]);
+        publish_many(&store, 1, 30, "b");
+        let packs = pack_count(&repo);
+        assert!(packs >= 2, "{packs}");
+        let objects = git(&repo, &["count-objects", "-v"]);
+        let done = store.consolidate_packs(Rollup::All).expect("consolidate");
+        assert_eq!(done.merged, packs);
+        assert_eq!(pack_count(&repo), 1);
+        assert_fsck_clean(&repo);
+        let listed = git(&repo, &["rev-list", "--objects", "--all"])
+            .lines()
+            .count() as u64;
+        assert_eq!(done.objects, listed, "{objects}");
+    }
+
+    #[test]
+    fn a_held_lock_or_a_keep_file_leaves_packs_alone() {
+        let (_tmp, repo, store) = new_store();
+        publish_many(&store, 3, 30, "a");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(repo.join("action-ledger/consolidate.lock"))
+            .or_else(|_| {
+                std::fs::create_dir_all(repo.join("action-ledger"))?;
+                std::fs::File::create(repo.join("action-ledger/consolidate.lock"))
+            })
+            .expect("lock file");
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+        let done = store.consolidate_packs(Rollup::All).expect("busy");
+        assert!(done.busy);
+        assert_eq!(pack_count(&repo), 3);
+        drop(lock);
+        let keep = std::fs::read_dir(repo.join("objects/pack"))
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .find(|p| p.extension().is_some_and(|e| e == "idx"))
+            .expect("a pack");
+        std::fs::write(keep.with_extension("keep"), "").expect("keep");
+        let done = store.consolidate_packs(Rollup::All).expect("consolidate");
+        assert_eq!(done.merged, 2);
+        assert_eq!(pack_count(&repo), 2);
+        assert!(keep.exists());
+        assert_fsck_clean(&repo);
+    }
+
+    #[test]
+    fn the_geometric_bound_skips_large_rollups() {
+        let (_tmp, repo, store) = new_store();
+        publish_many(&store, 4, 30, "a");
+        let done = store
+            .consolidate_packs(Rollup::Geometric { max_objects: 10 })
+            .expect("consolidate");
+        assert_eq!(done.merged, 0);
+        assert_eq!(pack_count(&repo), 4);
+    }
+}
