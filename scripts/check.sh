@@ -35,6 +35,7 @@ echo "== execution finality races (concurrent claims; a report against the sweep
 scripts/finality-race.sh
 echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
+echo "== fuzzing: each cargo-fuzz target 10 s (skips without nightly or cargo-fuzz)" && scripts/fuzz.sh 10
 echo "== nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"

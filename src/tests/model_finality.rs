@@ -509,10 +509,10 @@ fn compare_cli(path: &Path, model: &Model) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(super::prop_support::config(24))]
+    #![proptest_config(super::prop_support::config(12))]
 
     #[test]
-    fn finality_matches_its_model(steps in prop::collection::vec(step(), 1..40)) {
+    fn finality_matches_its_model(steps in prop::collection::vec(step(), 1..32)) {
         let (dir, store) = repo();
         let path = dir.path().join("state.git");
         let mut model = Model { now: T0, ..Model::default() };

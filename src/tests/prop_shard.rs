@@ -23,18 +23,18 @@ use crate::writer::record;
 
 const DATE: &str = "2026-01-15";
 
-/// One generated event: its parent (an earlier index), occurrence offset in seconds (`None`:
+/// One generated event: its parent (an earlier index, modulo its own), occurrence offset in seconds (`None`:
 /// generated occurrence) and padding bytes.
 #[derive(Clone, Debug)]
 struct Spec {
-    parent: Option<prop::sample::Index>,
+    parent: Option<usize>,
     occurred: Option<u32>,
     pad: usize,
 }
 
 fn spec(max_pad: usize) -> impl Strategy<Value = Spec> {
     (
-        prop::option::weighted(0.4, any::<prop::sample::Index>()),
+        prop::option::weighted(0.4, any::<usize>()),
         prop::option::weighted(0.5, 0u32..4),
         0..=max_pad,
     )
@@ -65,7 +65,7 @@ fn build(specs: &[Spec]) -> Vec<Event> {
         if let Some(p) = &s.parent
             && i > 0
         {
-            input["parentEventId"] = json!(events[p.index(i)].event_id.as_str());
+            input["parentEventId"] = json!(events[p % i].event_id.as_str());
         }
         if let Some(sec) = s.occurred {
             // Few distinct instants, so that ties between source times are common.
@@ -205,31 +205,81 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(super::prop_support::config(4))]
+/// A fixed pool of events built once per test binary (building is the slow part): `n` specs
+/// from a small linear congruential generator, parents always earlier.
+fn pool(n: usize, min_pad: usize, max_pad: usize, seed: u64) -> Vec<Event> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) as usize
+    };
+    let specs: Vec<Spec> = (0..n)
+        .map(|_| Spec {
+            parent: (next() % 5 < 2).then(&mut next),
+            occurred: (next() % 2 == 0).then(|| (next() % 4) as u32),
+            pad: min_pad + next() % (max_pad - min_pad + 1),
+        })
+        .collect();
+    build(&specs)
+}
 
-    /// Large events: several parts split by the byte limit.
+static LARGE: std::sync::LazyLock<Vec<Event>> =
+    std::sync::LazyLock::new(|| pool(10, 150_000, 450_000, 7));
+static MANY: std::sync::LazyLock<Vec<Event>> =
+    std::sync::LazyLock::new(|| pool(shard::MAX_EVENTS + 40, 0, 4, 11));
+
+/// The events of `pool` that `keep` picks (at least `min`), in generated order.
+fn subset(pool: &[Event], keep: &[bool], min: usize) -> Vec<Event> {
+    let mut picked: Vec<Event> = pool
+        .iter()
+        .zip(keep.iter().chain(std::iter::repeat(&true)))
+        .filter(|(_, k)| **k)
+        .map(|(e, _)| e.clone())
+        .collect();
+    for e in pool {
+        if picked.len() >= min {
+            break;
+        }
+        if !picked.iter().any(|p| p.event_id == e.event_id) {
+            picked.push(e.clone());
+        }
+    }
+    picked
+}
+
+proptest! {
+    // Reading back megabytes of events is the slow part: few cases (PROPTEST_CASES for more).
+    #![proptest_config(super::prop_support::config(2))]
+
+    /// Large events (150 to 450 KB): several parts split by the byte limit.
     #[test]
     fn packing_splits_at_the_byte_limit(
-        specs in prop::collection::vec(spec(600_000), 4..12),
-        order in prop::collection::vec(any::<prop::sample::Index>(), 12),
+        keep in prop::collection::vec(prop::bool::weighted(0.8), 10),
+        order in prop::collection::vec(any::<prop::sample::Index>(), 10),
+        dups in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
     ) {
-        let events = build(&specs);
+        let events = subset(&LARGE, &keep, 6);
         let total: usize = events.iter().map(|e| e.json.len() + 1).sum();
-        let other = shuffled(&events, &order, &[]);
+        let other = shuffled(&events, &order, &dups);
         let shards = check_packing(events, other)?;
         prop_assert!(shards.len() >= total.div_ceil(shard::MAX_BYTES));
+        prop_assert!(shards.len() >= 2, "{} bytes in one part", total);
     }
 
     /// More than 1,024 small events: split by the event limit.
     #[test]
     fn packing_splits_at_the_event_limit(
-        extra in 1usize..40,
-        specs in prop::collection::vec(spec(4), 1064),
+        drop in prop::collection::vec(any::<prop::sample::Index>(), 0..39),
         order in prop::collection::vec(any::<prop::sample::Index>(), 1064),
     ) {
-        let n = shard::MAX_EVENTS + extra;
-        let events = build(&specs[..n]);
+        let mut keep = vec![true; MANY.len()];
+        for d in &drop {
+            keep[d.index(MANY.len())] = false;
+        }
+        let events = subset(&MANY, &keep, 0);
+        let extra = events.len() - shard::MAX_EVENTS;
         let other = shuffled(&events, &order, &[]);
         let shards = check_packing(events, other)?;
         prop_assert_eq!(shards.len(), 2);
