@@ -15,8 +15,11 @@ use crate as al;
 
 include!("../../scripts/fuzz/checks.rs");
 
+/// The check of one target's input.
+type Check = fn(&[u8]);
+
 /// The fuzz targets, each with the check its inputs replay through.
-const TARGETS: [(&str, fn(&[u8])); 4] = [
+const TARGETS: [(&str, Check); 4] = [
     ("canonical", check_canonical),
     ("event_line", check_event_line),
     ("shard", check_shard),

@@ -42,8 +42,8 @@ fn generatable(source: &str) -> String {
 fn generator(source: &str) -> Option<BoxedStrategy<String>> {
     let ascii = format!("(?-u){}", generatable(source));
     string_regex(&ascii)
-        .or_else(|_| string_regex(&generatable(source)))
         .ok()
+        .or_else(|| string_regex(&generatable(source)).ok())
         .map(|s| s.boxed())
 }
 
