@@ -43,6 +43,8 @@ echo "== out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 echo "== hostile HTTP against serve while well-behaved clients run (bounded)"
 scripts/e2e-hostile.sh 1 8
+echo "== fuzzing: each cargo-fuzz target 10 s (skips without nightly or cargo-fuzz)"
+scripts/fuzz.sh 10
 echo "== nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"

@@ -1,0 +1,10 @@
+//! Fuzz target `spool`: see `check_spool` in ../checks.rs.
+#![no_main]
+#![allow(dead_code)]
+
+use action_ledger as al;
+use libfuzzer_sys::fuzz_target;
+
+include!("../checks.rs");
+
+fuzz_target!(|data: &[u8]| check_spool(data));
