@@ -7,8 +7,10 @@
 //! checked in one pre-order walk so that the first failure and its path match the reference.
 //! Identity hashing additionally refuses credential-named object keys.
 //!
-//! The parser accepts JSON text only: duplicate keys (compared after unescaping), raw control
-//! characters in strings, lone surrogates, trailing bytes and nesting beyond the limits are refused.
+//! The parser is `serde_json` with the ledger's rules added by a `DeserializeSeed`: it accepts
+//! JSON text only; duplicate keys (compared after unescaping), raw control characters in
+//! strings, lone surrogates, trailing bytes and nesting beyond the limits are refused, and
+//! numbers read as JavaScript's `Number(text)` reads them.
 //! Whether the text was *canonical* is decided by re-encoding the parsed value and comparing bytes,
 //! which [`parse_canonical`] does.
 
@@ -21,7 +23,10 @@ pub const MAX_BYTES: usize = 1024 * 1024;
 /// Largest integer magnitude that JavaScript represents exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
+mod de;
 mod parser;
+#[cfg(test)]
+mod proptests;
 mod rules;
 mod value;
 mod writer;

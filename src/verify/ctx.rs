@@ -21,6 +21,10 @@ pub(super) struct Ctx<'s, 'r> {
     pub(super) events: Events,
     pub(super) shard_paths: Vec<String>,
     pub(super) privacy: Profile,
+    /// Whole revision: the content id of each shard file the tree walk met, so that the shard
+    /// is read by id, without looking its path up again. `None` for a path the walk met twice
+    /// (a malformed tree with a duplicate entry), which is then read by path as before.
+    pub(super) shard_ids: HashMap<String, Option<BlobId>>,
 }
 
 impl<'s, 'r> Ctx<'s, 'r> {
@@ -57,6 +61,7 @@ impl<'s, 'r> Ctx<'s, 'r> {
             events: Events::default(),
             shard_paths: Vec::new(),
             privacy,
+            shard_ids: HashMap::new(),
         })
     }
 
@@ -135,7 +140,12 @@ impl<'s, 'r> Ctx<'s, 'r> {
     /// A shard file for [`prepare`]: its text, or the rule it breaks when it is over
     /// [`shard::MAX_BYTES`] or not UTF-8 (named as `publish` names them).
     pub(super) fn read_shard(&self, path: &str) -> Result<ShardRead, Error> {
-        match self.view.read_unchecked(path, shard::MAX_BYTES as u64) {
+        let max = shard::MAX_BYTES as u64;
+        let read = match self.shard_ids.get(path) {
+            Some(Some(id)) => self.view.snapshot().read_blob(*id, path, max).map(Some),
+            _ => self.view.read_unchecked(path, max),
+        };
+        match read {
             Ok(Some(bytes)) => Ok(Some(shard::text_of(bytes, path))),
             Ok(None) => Ok(None),
             Err(store::Error::TooLarge { .. }) => {

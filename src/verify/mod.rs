@@ -45,7 +45,7 @@
 //! three batches of shards are in flight; pack pages mapped by gix are released after each batch
 //! ([`Store::release_mapped_packs`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::event::{self, Event, FieldError};
 use crate::identity::{Digest, ShardIdentity};

@@ -52,6 +52,10 @@ pub fn verify_revision_with(
         let path = entry.path;
         if shard::parse_path(path).is_some() {
             sets.entry(set_key(path)).or_default().push(path.to_owned());
+            ctx.shard_ids
+                .entry(path.to_owned())
+                .and_modify(|seen| *seen = None)
+                .or_insert(Some(id));
         } else if path == layout::RECORD_PATH {
             // Checked by `Ctx::new`.
         } else if let Some((kind, digest, path_layout)) = binding::classify(path) {
