@@ -1281,6 +1281,10 @@ fn is_special_url(text: &str) -> bool {
         .any(|s| scheme.eq_ignore_ascii_case(s))
 }
 
+/// The longest text `Ipv6Addr` parses: six groups of four hex digits and a dotted IPv4
+/// address (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`).
+const MAX_IPV6_TEXT: usize = 45;
+
 /// IPv6 literals in `text`: maximal runs of `[0-9A-Fa-f:.]` that hold `::` or two colons and
 /// parse (after dropping dots at the ends, or a trailing `:port`-like group). A run glued to a
 /// letter or digit on the left (`bind:0::` gives the run `d:0::`), or that does not parse as a
@@ -1326,10 +1330,18 @@ fn ipv6_candidates(text: &str) -> impl Iterator<Item = Ipv6Addr> + '_ {
             continue;
         }
         let tb = trimmed.as_bytes();
+        let last_colon = trimmed.rfind(':');
         for k in 1..tb.len() {
             let after_single_colon =
                 tb[k - 1] == b':' && tb[k] != b':' && (k < 2 || tb[k - 2] != b':');
             let double_colon = tb[k] == b':' && tb.get(k + 1) == Some(&b':') && tb[k - 1] != b':';
+            // `parse` reads the suffix, or the suffix up to its last colon: neither can be an
+            // address when both are longer than any address text, and skipping them keeps the
+            // scan linear in a long run of hex digits and colons.
+            let head_fits = last_colon.is_some_and(|l| l >= k && l - k <= MAX_IPV6_TEXT);
+            if tb.len() - k > MAX_IPV6_TEXT && !head_fits {
+                continue;
+            }
             if (after_single_colon || double_colon)
                 && let Some(a) = parse(&trimmed[k..])
             {
