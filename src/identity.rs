@@ -376,12 +376,11 @@ impl ShardIdentity {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn worked_example_digests() {
-        let id = ShardIdentity {
+impl ShardIdentity {
+    /// The worked example of the shard digest and path tests (`openclaw/clawsweeper`, run 123,
+    /// attempt 2, job `review`, 2026-07-12).
+    pub(crate) fn worked_example() -> ShardIdentity {
+        ShardIdentity {
             repository: "openclaw/clawsweeper".into(),
             sha: "a".repeat(40),
             producer: "review.process.default".into(),
@@ -390,7 +389,17 @@ mod tests {
             run_id: "123".into(),
             run_attempt: 2,
             partition_date: "2026-07-12".into(),
-        };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worked_example_digests() {
+        let id = ShardIdentity::worked_example();
         assert_eq!(
             id.digest().as_str(),
             "f64c7bbdc35c1719bf666116b86a7975bde6cb3aefd9d1d716f8ffed6c7d63d6"

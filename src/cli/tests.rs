@@ -1,38 +1,20 @@
 use super::*;
 use crate::store::{Signature, Store};
+use crate::tests::fixture_spool;
 use crate::writer::files;
 use std::path::Path;
 
-/// Writes the spool of the reference vector `single_event` (one review.item event, its
-/// partition marker; not sealed) below `root`.
-fn fixture_spool(root: &Path) {
-    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/conformance/shards.json");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "single_event")
-        .unwrap();
-    for f in case["expected"]["spool_files_before"].as_array().unwrap() {
-        let p = root.join(f["path"].as_str().unwrap());
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
-    }
-}
-
-/// Runs the CLI in-process; returns exit code, stdout and stderr as one text with the
-/// temporary directory and commit ids filtered.
-fn run_cli(tmp: &Path, args: &[&str]) -> String {
-    let env = Env::from([("SOURCE_DATE_EPOCH".to_owned(), "1768480496".to_owned())]);
+/// Runs the CLI in-process with `env` and `stdin`, `[TMP]` in `args` standing for `tmp`;
+/// returns exit code, stdout and stderr as one text with the temporary directory and commit
+/// ids filtered.
+fn run_in(tmp: &Path, env: &Env, stdin: &str, args: &[&str]) -> String {
     let mut out = Vec::new();
     let mut err = Vec::new();
     let argv = std::iter::once("action-ledger".to_owned()).chain(
         args.iter()
             .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
     );
-    let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
+    let code = run(argv, env, &mut stdin.as_bytes(), &mut out, &mut err);
     let text = format!(
         "exit: {code}\n--- stdout\n{}--- stderr\n{}",
         String::from_utf8(out).unwrap(),
@@ -41,6 +23,13 @@ fn run_cli(tmp: &Path, args: &[&str]) -> String {
     let text = text.replace(&tmp.display().to_string(), "[TMP]");
     let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
     re.replace_all(&text, "[COMMIT]").into_owned()
+}
+
+/// Runs the CLI in-process; returns exit code, stdout and stderr as one text with the
+/// temporary directory and commit ids filtered.
+fn run_cli(tmp: &Path, args: &[&str]) -> String {
+    let env = Env::from([("SOURCE_DATE_EPOCH".to_owned(), "1768480496".to_owned())]);
+    run_in(tmp, &env, "", args)
 }
 
 #[test]
@@ -228,21 +217,7 @@ pub(crate) fn writer_env() -> Env {
 /// is filtered as in [`run_cli`].
 fn run_writer(tmp: &Path, stdin: &str, args: &[&str]) -> String {
     let env = writer_env();
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("action-ledger".to_owned()).chain(
-        args.iter()
-            .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
-    );
-    let code = run(argv, &env, &mut stdin.as_bytes(), &mut out, &mut err);
-    let text = format!(
-        "exit: {code}\n--- stdout\n{}--- stderr\n{}",
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap()
-    );
-    let text = text.replace(&tmp.display().to_string(), "[TMP]");
-    let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
-    re.replace_all(&text, "[COMMIT]").into_owned()
+    run_in(tmp, &env, stdin, args)
 }
 
 /// A value the reference accepts and the strict profile refuses: a (synthetic) Slack
@@ -411,6 +386,24 @@ fn verify_warns_of_names_that_differ_only_in_case() {
 
 /// Runs the CLI in-process with the finality clock and identity in the environment; the
 /// output is filtered as in [`run_cli`].
+/// `action create --repo REPO --id ID --guard-decision DECISION -- COMMAND…` at `T0`: the
+/// action a `run` test then runs.
+fn create_command(tmp: &Path, repo: &str, id: &str, decision: &str, command: &[&str]) -> String {
+    let mut args = vec![
+        "action",
+        "create",
+        "--repo",
+        repo,
+        "--id",
+        id,
+        "--guard-decision",
+        decision,
+        "--",
+    ];
+    args.extend_from_slice(command);
+    run_finality(tmp, T0, &args)
+}
+
 fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
     let env = Env::from([
         ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
@@ -418,21 +411,7 @@ fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
         ("ACTION_LEDGER_AGENT_ID".to_owned(), "deploy-bot".to_owned()),
         ("ACTION_LEDGER_PRINCIPAL".to_owned(), "ci-key-7".to_owned()),
     ]);
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("action-ledger".to_owned()).chain(
-        args.iter()
-            .map(|a| a.replace("[TMP]", &tmp.display().to_string())),
-    );
-    let code = run(argv, &env, &mut std::io::empty(), &mut out, &mut err);
-    let text = format!(
-        "exit: {code}\n--- stdout\n{}--- stderr\n{}",
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap()
-    );
-    let text = text.replace(&tmp.display().to_string(), "[TMP]");
-    let re = regex::Regex::new(r"\b[0-9a-f]{40}\b").unwrap();
-    re.replace_all(&text, "[COMMIT]").into_owned()
+    run_in(tmp, &env, "", args)
 }
 
 const T0: &str = "2026-03-01T12:00:00.000Z";
@@ -671,19 +650,7 @@ fn run_wraps_a_command() {
     let repo = "[TMP]/state.git";
     let script = "echo to-stdout; echo to-stderr >&2";
     let ok = ["sh", "-c", script];
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        repo,
-        "--id",
-        "act_ok",
-        "--guard-decision",
-        "gd_1",
-        "--",
-    ];
-    args.extend_from_slice(&ok);
-    run_finality(tmp, T0, &args);
+    create_command(tmp, repo, "act_ok", "gd_1", &ok);
     let run_args = |id: &'static str, attempt: &'static str, json: bool, cmd: &[&'static str]| {
         let mut a = vec!["run", "--repo", repo, "--action", id, "--attempt", attempt];
         if json {
@@ -713,19 +680,7 @@ fn run_wraps_a_command() {
     );
     assert!(!tmp.join("ran-again").exists());
     let fail = ["sh", "-c", "echo partial-output; exit 7"];
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        repo,
-        "--id",
-        "act_fail",
-        "--guard-decision",
-        "gd_2",
-        "--",
-    ];
-    args.extend_from_slice(&fail);
-    run_finality(tmp, T0, &args);
+    create_command(tmp, repo, "act_fail", "gd_2", &fail);
     insta::assert_snapshot!(
         "run_failed_json",
         run_finality(
@@ -735,19 +690,7 @@ fn run_wraps_a_command() {
         )
     );
     let missing = ["[TMP]/no-such-program"];
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        repo,
-        "--id",
-        "act_missing",
-        "--guard-decision",
-        "gd_3",
-        "--",
-    ];
-    args.extend_from_slice(&missing);
-    run_finality(tmp, T0, &args);
+    create_command(tmp, repo, "act_missing", "gd_3", &missing);
     insta::assert_snapshot!(
         "run_not_found",
         run_finality(
@@ -759,19 +702,7 @@ fn run_wraps_a_command() {
     // The command completes but takes the repository's objects with it: exit 4, reconcile.
     let broken = "[TMP]/broken.git";
     let sabotage = ["mv", "[TMP]/broken.git/objects", "[TMP]/objects.gone"];
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        broken,
-        "--id",
-        "act_lost",
-        "--guard-decision",
-        "gd_4",
-        "--",
-    ];
-    args.extend_from_slice(&sabotage);
-    run_finality(tmp, T0, &args);
+    create_command(tmp, broken, "act_lost", "gd_4", &sabotage);
     let mut args = vec![
         "run",
         "--repo",

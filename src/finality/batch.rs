@@ -21,11 +21,11 @@ use super::approval::ApprovalDecision;
 use super::claim::{claim_input, claim_line, eligible, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
-use super::outcome::{PreparedClose, prepare_close, prepare_report};
+use super::outcome::{outcome_line, prepare_close, prepare_report};
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS, NewAction,
-    Options, Outcome, OutcomeReport, Reported, Security, Source, State, SweepReport, Swept,
-    Verdict, classify, clean_text, timeout_minutes,
+    Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept, Verdict,
+    classify, clean_text, timeout_minutes,
 };
 use crate::identity::Digest;
 use crate::store::{self, CommitId, Snapshot, Store};
@@ -363,42 +363,11 @@ pub fn report(
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let state = ov.state(&id)?.ok_or_else(not_found)?;
-    if let Some(o) = &state.outcome {
-        return Err(Error::OutcomeAlreadySet {
-            action_id: id,
-            current_status: o.status,
-        });
-    }
-    let lifecycle = state.lifecycle();
-    if lifecycle.refuses_outcome() {
-        return Err(Error::LifecycleConflict {
-            action_id: id,
-            lifecycle,
-        });
-    }
-    if let Some(attempt) = &p.attempt_id
-        && state.claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
-    {
-        return Err(Error::AttemptMismatch {
-            action_id: id,
-            attempt_id: attempt.clone(),
-        });
-    }
-    let outcome = Outcome {
-        action_id: id.clone(),
-        status: p.status,
-        outcome_at: now,
-        summary: p.summary,
-        error_message: p.error_message,
-        progress: p.progress,
-        attempt_id: p.attempt_id,
-        lifecycle: lifecycle.closed_by(p.status),
-        source: Source::Outcome,
-    };
+    let outcome = p.outcome_on(&state, &id, now)?;
     ov.stage(
         id.path(super::RecordKind::Outcome),
         outcome.to_bytes(),
-        format!("outcome {id} {}", p.status),
+        outcome_line(&outcome),
     );
     let view = with_outcome(state, outcome.clone()).view(now);
     Ok(Reported {
@@ -419,44 +388,22 @@ pub fn close(
     summary: Option<&str>,
     now: Timestamp,
 ) -> Result<Reported, Error> {
-    let PreparedClose {
-        lifecycle,
-        outcome_status,
-        id,
-        summary,
-        security,
-    } = prepare_close(action_id, status, summary)?;
+    let p = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
-    let state = ov.state(&id)?.ok_or_else(not_found)?;
-    if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
-        return Err(Error::TerminalState {
-            action_id: id,
-            lifecycle: state.lifecycle(),
-        });
-    }
-    let outcome = Outcome {
-        action_id: id.clone(),
-        status: outcome_status,
-        outcome_at: now,
-        summary,
-        error_message: None,
-        progress: None,
-        attempt_id: None,
-        lifecycle,
-        source: Source::LegacyClose,
-    };
+    let state = ov.state(&p.id)?.ok_or_else(not_found)?;
+    let outcome = p.outcome_on(&state, now)?;
     ov.stage(
-        id.path(super::RecordKind::Outcome),
+        p.id.path(super::RecordKind::Outcome),
         outcome.to_bytes(),
-        format!("close {id} {lifecycle} (outcome {outcome_status})"),
+        outcome_line(&outcome),
     );
     let view = with_outcome(state, outcome.clone()).view(now);
     Ok(Reported {
         outcome,
         view,
-        security,
+        security: p.security,
     })
 }
 

@@ -55,6 +55,53 @@ pub(super) struct PreparedReport {
     pub(super) security: Security,
 }
 
+impl PreparedReport {
+    /// The outcome this report records on `state` (the action `id`) at `now`, with the rules
+    /// both the direct report and the server's group commit apply.
+    ///
+    /// # Errors
+    /// [`Error::OutcomeAlreadySet`], [`Error::LifecycleConflict`], [`Error::AttemptMismatch`].
+    pub(super) fn outcome_on(
+        &self,
+        state: &State,
+        id: &ActionId,
+        now: Timestamp,
+    ) -> Result<Outcome, Error> {
+        if let Some(o) = &state.outcome {
+            return Err(Error::OutcomeAlreadySet {
+                action_id: id.clone(),
+                current_status: o.status,
+            });
+        }
+        let lifecycle = state.lifecycle();
+        if lifecycle.refuses_outcome() {
+            return Err(Error::LifecycleConflict {
+                action_id: id.clone(),
+                lifecycle,
+            });
+        }
+        if let Some(attempt) = &self.attempt_id
+            && state.claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
+        {
+            return Err(Error::AttemptMismatch {
+                action_id: id.clone(),
+                attempt_id: attempt.clone(),
+            });
+        }
+        Ok(Outcome {
+            action_id: id.clone(),
+            status: self.status,
+            outcome_at: now,
+            summary: self.summary.clone(),
+            error_message: self.error_message.clone(),
+            progress: self.progress.clone(),
+            attempt_id: self.attempt_id.clone(),
+            lifecycle: lifecycle.closed_by(self.status),
+            source: Source::Outcome,
+        })
+    }
+}
+
 /// The input rules of a caller's report (see [`report_outcome`]), checked before anything is
 /// read, and its texts redacted and truncated.
 pub(super) fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, Error> {
@@ -132,14 +179,7 @@ pub fn report_outcome(
     report: &OutcomeReport,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
-    let PreparedReport {
-        status,
-        summary,
-        error_message,
-        progress,
-        attempt_id,
-        security,
-    } = prepare_report(report)?;
+    let prepared = prepare_report(report)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
@@ -148,42 +188,11 @@ pub fn report_outcome(
     let written = transact(store, options, |snap| {
         let state = read_state(snap, &id)?.ok_or_else(not_found)?;
         times = Some(step_times(&state));
-        if let Some(o) = &state.outcome {
-            return Err(Error::OutcomeAlreadySet {
-                action_id: id.clone(),
-                current_status: o.status,
-            });
-        }
-        let lifecycle = state.lifecycle();
-        if lifecycle.refuses_outcome() {
-            return Err(Error::LifecycleConflict {
-                action_id: id.clone(),
-                lifecycle,
-            });
-        }
-        if let Some(attempt) = &attempt_id
-            && state.claim.as_ref().map(|c| &c.attempt_id) != Some(attempt)
-        {
-            return Err(Error::AttemptMismatch {
-                action_id: id.clone(),
-                attempt_id: attempt.clone(),
-            });
-        }
-        let outcome = Outcome {
-            action_id: id.clone(),
-            status,
-            outcome_at: now,
-            summary: summary.clone(),
-            error_message: error_message.clone(),
-            progress: progress.clone(),
-            attempt_id: attempt_id.clone(),
-            lifecycle: lifecycle.closed_by(status),
-            source: Source::Outcome,
-        };
-        let message = format!("finality: outcome {id} {status}\n");
+        let outcome = prepared.outcome_on(&state, &id, now)?;
+        let message = format!("finality: {}\n", outcome_line(&outcome));
         Ok(outcome_plan(outcome, message))
     })?;
-    Ok(finish_reported(written, times, security))
+    Ok(finish_reported(written, times, prepared.security))
 }
 
 /// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
@@ -291,6 +300,45 @@ pub(super) struct PreparedClose {
     pub(super) security: Security,
 }
 
+impl PreparedClose {
+    /// The legacy close's outcome on `state` at `now`, with the rules both the direct close
+    /// and the server's group commit apply.
+    ///
+    /// # Errors
+    /// [`Error::TerminalState`] with the current lifecycle unless the action is running
+    /// without an outcome.
+    pub(super) fn outcome_on(&self, state: &State, now: Timestamp) -> Result<Outcome, Error> {
+        if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
+            return Err(Error::TerminalState {
+                action_id: self.id.clone(),
+                lifecycle: state.lifecycle(),
+            });
+        }
+        Ok(Outcome {
+            action_id: self.id.clone(),
+            status: self.outcome_status,
+            outcome_at: now,
+            summary: self.summary.clone(),
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+            lifecycle: self.lifecycle,
+            source: Source::LegacyClose,
+        })
+    }
+}
+
+/// The commit-message line of an outcome record (a report's or a legacy close's).
+pub(super) fn outcome_line(outcome: &Outcome) -> String {
+    match outcome.source {
+        Source::LegacyClose => format!(
+            "close {} {} (outcome {})",
+            outcome.action_id, outcome.lifecycle, outcome.status
+        ),
+        _ => format!("outcome {} {}", outcome.action_id, outcome.status),
+    }
+}
+
 /// The input rules of a legacy close (see [`close`]), checked before anything is read: the
 /// status, then the action id; the summary redacted and truncated to [`MAX_TEXT_UNITS`].
 ///
@@ -340,41 +388,19 @@ pub fn close(
     summary: Option<&str>,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
-    let PreparedClose {
-        lifecycle,
-        outcome_status,
-        id,
-        summary,
-        security,
-    } = prepare_close(action_id, status, summary)?;
+    let prepared = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
     let mut times = None;
     let written = transact(store, options, |snap| {
-        let state = read_state(snap, &id)?.ok_or_else(not_found)?;
+        let state = read_state(snap, &prepared.id)?.ok_or_else(not_found)?;
         times = Some(step_times(&state));
-        if state.lifecycle() != Lifecycle::Running || state.outcome.is_some() {
-            return Err(Error::TerminalState {
-                action_id: id.clone(),
-                lifecycle: state.lifecycle(),
-            });
-        }
-        let outcome = Outcome {
-            action_id: id.clone(),
-            status: outcome_status,
-            outcome_at: now,
-            summary: summary.clone(),
-            error_message: None,
-            progress: None,
-            attempt_id: None,
-            lifecycle,
-            source: Source::LegacyClose,
-        };
-        let message = format!("finality: close {id} {lifecycle} (outcome {outcome_status})\n");
+        let outcome = prepared.outcome_on(&state, now)?;
+        let message = format!("finality: {}\n", outcome_line(&outcome));
         Ok(outcome_plan(outcome, message))
     })?;
-    Ok(finish_reported(written, times, security))
+    Ok(finish_reported(written, times, prepared.security))
 }
 
 #[cfg(test)]

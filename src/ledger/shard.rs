@@ -449,16 +449,7 @@ mod tests {
 
     #[test]
     fn worked_example_path() {
-        let id = ShardIdentity {
-            repository: "openclaw/clawsweeper".into(),
-            sha: "a".repeat(40),
-            producer: "review.process.default".into(),
-            workflow: "sweep.yml".into(),
-            job: "review".into(),
-            run_id: "123".into(),
-            run_attempt: 2,
-            partition_date: "2026-07-12".into(),
-        };
+        let id = ShardIdentity::worked_example();
         assert_eq!(
             relative_path(&id, Some((1, 1))).unwrap(),
             "ledger/v1/events/2026/07/12/openclaw-clawsweeper/review.process.default/123-2-review-f64c7bbdc35c-part-000001-of-000001.jsonl"

@@ -1,13 +1,19 @@
-//! Landing a publication in the local repository: build the commit on the tip and move the ref
-//! with one compare-and-swap through [`crate::store::transact()`]; after a lost race the batch is
-//! planned again on the new tip (re-validated against it) and rebuilt, with jittered backoff, up
-//! to `Options::max_attempts` builds. A held ref lock is waited out for
-//! [`HELD_LOCK_BUDGET`](crate::store::transact::HELD_LOCK_BUDGET).
+//! Landing a publication: build the commit on the target's tip and move the ref through the
+//! shared write loop ([`crate::store::remote::transact()`]). Locally that is one
+//! compare-and-swap of the ref ([`crate::store::transact()`]); a held ref lock is waited out
+//! for [`HELD_LOCK_BUDGET`](crate::store::transact::HELD_LOCK_BUDGET). On a remote, each
+//! attempt reads the remote tip (`git ls-remote`), fetches it, builds the commit locally on it
+//! and pushes with `git push --atomic --force-with-lease=<ref>:<tip>`; the local repository
+//! only caches objects. After a lost race (the ref or the remote moved) the batch is planned
+//! again on the new tip (re-validated against it) and rebuilt, with jittered backoff, up to
+//! `Options::max_attempts` builds. A refusal by the server's pre-receive hook is final and
+//! reported with the hook's lines ([`Error::RemoteRefused`]).
 
 use super::plan::{Plan, commit_message, plan};
 use super::privacy_check::check_privacy;
 use super::validate::Batch;
 use super::*;
+use crate::store::remote::{self, WriteError};
 use crate::store::{self, CommitId, Store};
 
 /// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
@@ -18,13 +24,29 @@ pub fn publish_batch(
     batch: &Batch,
     options: &Options,
 ) -> Result<Publication, Error> {
+    publish_batch_to(store, batch, options, &Target::Local)
+}
+
+/// Publishes one validated batch to `target` through the shared write loop
+/// ([`crate::store::remote::transact()`]): locally, one compare-and-swap of the ref; on a
+/// remote, read its tip, fetch it, build on it and push with a lease on that tip. Either way a
+/// moved ref means planning again on the new tip (re-validated against it), within
+/// `options.max_attempts`; a refusal by a remote's pre-receive hook is final
+/// ([`Error::RemoteRefused`]). The batch must first pass `options.privacy`
+/// ([`check_privacy`]); nothing is written, fetched or pushed if not.
+pub fn publish_batch_to(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+    target: &Target,
+) -> Result<Publication, Error> {
     check_privacy(batch, options.privacy)?;
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: store::transact::HELD_LOCK_BUDGET,
     };
-    let out = store::transact(store, &policy, |tip, attempts| {
+    let out = remote::transact(store, target, &policy, |tip, attempts| {
         Ok(match build_on(store, batch, tip, options, attempts)? {
             Built::Unchanged(publication) => store::Step::Settled(Ok(publication)),
             Built::Commit(plan, commit) => store::Step::Commit {
@@ -34,7 +56,14 @@ pub fn publish_batch(
             },
         })
     })
-    .map_err(|e| transact_error(e, &options.ref_name))?;
+    .map_err(|e| match e {
+        WriteError::Build(e) => e,
+        WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
+        WriteError::RefLocked { ref_name, lock } => Error::RefLocked { ref_name, lock },
+        WriteError::Store(e) => e.into(),
+        WriteError::Transport(e) => Error::Remote(e),
+        WriteError::Refused(why) => Error::RemoteRefused(why),
+    })?;
     if out.commit.is_some() {
         // Keep the packs few (the store's geometric roll-up, bounded so that a publication never
         // pays for the whole repository). The publication has landed whatever happens here: a
@@ -49,22 +78,6 @@ pub fn publish_batch(
         (Err(plan), Some(commit)) => landed(plan, commit, out.attempts),
         (Err(_), None) => unreachable!("a built commit either lands or fails"),
     })
-}
-
-/// The publication error for a write loop that did not land.
-fn transact_error(e: store::TransactError<Error>, ref_name: &str) -> Error {
-    match e {
-        store::TransactError::Build(e) => e,
-        store::TransactError::Contention { attempts, .. } => Error::Contention {
-            ref_name: ref_name.to_owned(),
-            attempts,
-        },
-        store::TransactError::RefLocked { lock, .. } => Error::RefLocked {
-            ref_name: ref_name.to_owned(),
-            lock,
-        },
-        store::TransactError::Store(e) => e.into(),
-    }
 }
 
 /// What planning a batch on one tip produced.

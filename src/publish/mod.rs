@@ -42,8 +42,8 @@
 //! - Existing paths keep their bytes: identical → unchanged; replay-equivalent shard → unchanged
 //!   (first writer wins); anything else → conflict, nothing written.
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
-//!   rebuilt on the new tip, within `Options::max_attempts` ([`publish_batch`]); to a remote, the
-//!   same through fetch and push with a lease ([`publish_batch_remote`]).
+//!   rebuilt on the new tip, within `Options::max_attempts` ([`publish_batch_to`]); to a remote,
+//!   the same through fetch and push with a lease.
 //! - A publication that adds nothing makes no commit and reports `unchanged`; a source without
 //!   events (a job that recorded nothing) makes no commit and reports `empty`. A sealed spool
 //!   already published whole is answered without validating its events (the replay fast path).
@@ -79,15 +79,13 @@ mod land;
 pub mod limits;
 mod plan;
 mod privacy_check;
-mod remote;
 mod replay;
 mod source;
 mod test_support;
 mod validate;
 
-pub use land::publish_batch;
+pub use land::{publish_batch, publish_batch_to};
 pub use privacy_check::check_privacy;
-pub use remote::publish_batch_remote;
 pub use source::{SOURCE_LABEL, SourceFile, read_source};
 pub use validate::{Batch, validate_batch};
 
@@ -458,19 +456,9 @@ pub struct Publication {
 }
 
 /// Where a publication lands: the local repository's ref, or a remote repository's ref reached
-/// through `git` (the local repository then only holds objects).
-#[derive(Clone, Debug)]
-pub enum Target {
-    /// The local repository's ref ([`Options::ref_name`]).
-    Local,
-    /// A remote repository's ref.
-    Remote {
-        /// What `git` accepts as a remote: a URL or a path.
-        url: String,
-        /// The full ref name on the remote.
-        ref_name: String,
-    },
-}
+/// through `git` (the local repository then only holds objects); the same target every writer
+/// of the state repository takes.
+pub use crate::store::remote::Target;
 
 /// Reads, validates and publishes one source (see [`read_source`]) into `store`.
 pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
@@ -533,10 +521,5 @@ fn publish_one(
             files_written: 0,
         });
     }
-    match target {
-        Target::Local => publish_batch(store, &batch, options),
-        Target::Remote { url, ref_name } => {
-            publish_batch_remote(store, &batch, options, url, ref_name)
-        }
-    }
+    publish_batch_to(store, &batch, options, target)
 }

@@ -154,6 +154,10 @@ fn settle(
             attempt_id: Some(attempt_text.to_owned()),
             ..finality::OutcomeReport::default()
         };
+    let report_failed = |out: &mut Printer, what: &str| {
+        let failed = outcome("failed", None, Some(what.to_owned()));
+        report(out, env, request, claimed, failed)
+    };
     match status {
         Ok(st) if st.success() => {
             let result = report(
@@ -193,13 +197,7 @@ fn settle(
                 (None, Some(s)) => (128 + s, format!("command killed by signal {s}")),
                 (None, None) => (1, "command ended without a status".to_owned()),
             };
-            let result = report(
-                out,
-                env,
-                request,
-                claimed,
-                outcome("failed", None, Some(what.clone())),
-            );
+            let result = report_failed(out, &what);
             match result {
                 Ok(_) => {
                     out.note(&format!("{action_id}: {what}; outcome failed recorded"));
@@ -219,13 +217,7 @@ fn settle(
         }
         Err(spawn) => {
             let what = format!("could not start {}: {spawn}", request.command[0]);
-            let result = report(
-                out,
-                env,
-                request,
-                claimed,
-                outcome("failed", None, Some(what.clone())),
-            );
+            let result = report_failed(out, &what);
             let code = if spawn.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
