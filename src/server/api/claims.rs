@@ -42,7 +42,7 @@ fn claim_error(e: &finality::Error, action_id: &str) -> Response {
             "Invalid execution claim",
             [
                 ("code", Value::str("INVALID_EXECUTION_CLAIM")),
-                ("reason", Value::str(&e.to_string())),
+                ("reason", Value::str(e.to_string())),
             ],
         ),
         E::AgentIdentityRequired => error_with(
