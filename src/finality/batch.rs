@@ -364,17 +364,7 @@ pub fn report(
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
     let state = ov.state(&id)?.ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, &id, now)?;
-    ov.stage(
-        id.path(super::RecordKind::Outcome),
-        outcome.to_bytes(),
-        outcome_line(&outcome),
-    );
-    let view = with_outcome(state, outcome.clone()).view(now);
-    Ok(Reported {
-        outcome,
-        view,
-        security: p.security,
-    })
+    Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
 
 /// The legacy close (as [`super::close`]).
@@ -394,17 +384,29 @@ pub fn close(
     };
     let state = ov.state(&p.id)?.ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, now)?;
+    Ok(stage_outcome(ov, state, outcome, p.security, now))
+}
+
+/// Stages `outcome.json` for an outcome of `state` and answers with the action as it reads
+/// once the outcome lands.
+fn stage_outcome(
+    ov: &mut Overlay<'_>,
+    state: State,
+    outcome: Outcome,
+    security: Security,
+    now: Timestamp,
+) -> Reported {
     ov.stage(
-        p.id.path(super::RecordKind::Outcome),
+        outcome.action_id.path(super::RecordKind::Outcome),
         outcome.to_bytes(),
         outcome_line(&outcome),
     );
     let view = with_outcome(state, outcome.clone()).view(now);
-    Ok(Reported {
+    Reported {
         outcome,
         view,
-        security: p.security,
-    })
+        security,
+    }
 }
 
 /// An operator's decision on a `pending_approval` action: stages `approval.json`.
@@ -673,8 +675,9 @@ pub fn land<R>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AttemptId, EXECUTION_CLAIMS, act_content_hash, shell_act};
+    use super::super::{AttemptId, act_content_hash};
     use super::*;
+    use crate::finality::test_support::{default_act, new_action, repo, request};
     use crate::store::Signature;
 
     const T0: Timestamp = Timestamp::from_millis(1_772_366_400_000);
@@ -687,38 +690,6 @@ mod tests {
         });
         o.max_attempts = 3;
         o
-    }
-
-    fn new_action(id: &str) -> NewAction {
-        NewAction {
-            action_id: ActionId::parse(id).unwrap(),
-            agent_id: "agent-a".into(),
-            principal: "principal-a".into(),
-            act: Some(shell_act(&["make".into()])),
-            guard_decision_id: Some("gd_1".into()),
-            verdict: Verdict::Allow,
-            client_capabilities: vec![EXECUTION_CLAIMS.into()],
-            identity_verified: false,
-            containment_ref: None,
-            lifecycle: None,
-        }
-    }
-
-    fn request(attempt: &str) -> ClaimRequest {
-        ClaimRequest {
-            attempt_id: attempt.into(),
-            agent_id: Some("agent-a".into()),
-            principal: Some("principal-a".into()),
-            act: Some(shell_act(&["make".into()])),
-            verified: false,
-        }
-    }
-
-    fn repo() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
-        (dir, store)
     }
 
     fn claim_op(id: &'static str, attempt: &'static str) -> Op<'static, Claim> {
@@ -892,7 +863,7 @@ mod tests {
             action_type: Some("deploy".into()),
             agent_id: Some("agent-a".into()),
             principal: "principal-a".into(),
-            act_content_hash: act_content_hash(Some(&shell_act(&["make".into()]))),
+            act_content_hash: act_content_hash(Some(&default_act())),
             containment_ref: None,
             decided_at: T0,
         };
