@@ -433,11 +433,7 @@ mod tests {
                         )
                     })
                     .collect();
-                let refs: Vec<(&str, &str)> = files
-                    .iter()
-                    .map(|(p, c)| (p.as_str(), c.as_str()))
-                    .collect();
-                publish(store, &refs)
+                publish(store, &files)
             })
             .collect()
     }

@@ -71,11 +71,7 @@ mod tests {
         let files: Vec<(String, String)> = (0..40)
             .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
             .collect();
-        let refs: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_str()))
-            .collect();
-        let c = publish(&store, &refs);
+        let c = publish(&store, &files);
         let view = store.snapshot(Some(c)).expect("snapshot");
         let mut seen = Vec::new();
         view.for_each_file_id("", |path, id| seen.push((path.to_owned(), id)))

@@ -645,11 +645,7 @@ mod tests {
                 (0..40).map(move |i| (format!("1/2/3/4/5/{d}/file-{i:04}.json"), format!("{i}")))
             })
             .collect();
-        let refs: Vec<(&str, &str)> = files
-            .iter()
-            .map(|(p, c)| (p.as_str(), c.as_str()))
-            .collect();
-        let c = publish(&store, &refs);
+        let c = publish(&store, &files);
         let mut view = store.snapshot(Some(c)).expect("snapshot");
         assert!(view.exists("1/2/3/4/5/a/file-0000.json").expect("read"));
         let one = view.tree_bytes.get();

@@ -44,9 +44,10 @@ fn git_raw(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("git is installed")
 }
 
-pub(super) fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
+/// The files of a commit from `(path, content)` pairs (borrowed or owned text).
+pub(super) fn files(list: &[(impl AsRef<str>, impl AsRef<str>)]) -> Vec<(String, Vec<u8>)> {
     list.iter()
-        .map(|(p, b)| ((*p).to_owned(), b.as_bytes().to_vec()))
+        .map(|(p, b)| (p.as_ref().to_owned(), b.as_ref().as_bytes().to_vec()))
         .collect()
 }
 
@@ -58,7 +59,7 @@ pub(super) fn new_store() -> (tempfile::TempDir, PathBuf, Store) {
 }
 
 /// Write and publish one commit on the current tip.
-pub(super) fn publish(store: &Store, list: &[(&str, &str)]) -> CommitId {
+pub(super) fn publish(store: &Store, list: &[(impl AsRef<str>, impl AsRef<str>)]) -> CommitId {
     let base = store.tip(MAIN).expect("tip");
     let commit = store
         .write_commit(base, &files(list), "publish\n", &sig())

@@ -180,10 +180,7 @@ fn subject_identity(e: &Event) -> Value {
 
 fn lifecycle_key(e: &Event) -> String {
     canonical::to_canonical_unchecked(&Value::object([
-        (
-            "operationId",
-            e.value.get("operation_id").cloned().unwrap_or(Value::Null),
-        ),
+        ("operationId", operation_id(e)),
         (
             "attemptId",
             e.value.get("attempt_id").cloned().unwrap_or(Value::Null),
@@ -215,6 +212,11 @@ fn closes(start: &Event, event: &Event) -> bool {
     !(event.event_type() == "apply.action"
         && status(event) == "executed"
         && !is_uncertain_mutation_start(start))
+}
+
+/// The event's `operation_id`, `null` when it has none.
+fn operation_id(e: &Event) -> Value {
+    e.value.get("operation_id").cloned().unwrap_or(Value::Null)
 }
 
 /// The events that `keep` selects, in phase sequence order (ties by event id).
@@ -349,14 +351,7 @@ fn terminal_input(
         idempotency(start).to_owned()
     } else {
         identity::idempotency_key(&Value::object([
-            (
-                "operationId",
-                start
-                    .value
-                    .get("operation_id")
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            ),
+            ("operationId", operation_id(start)),
             ("slot", Value::str("interrupted_terminal")),
             ("eventType", Value::str(start.event_type())),
             ("subject", subject_identity(start)),
@@ -382,14 +377,7 @@ fn terminal_input(
     }
     let mut input = vec![
         ("eventKey", Value::String(event_key)),
-        (
-            "operationId",
-            start
-                .value
-                .get("operation_id")
-                .cloned()
-                .unwrap_or(Value::Null),
-        ),
+        ("operationId", operation_id(start)),
         (
             "attemptId",
             start
