@@ -108,7 +108,10 @@ pub(in crate::cli) fn run(
             plan.remaining,
         )
     } else {
-        let c = crate::compact::compact(&store, &options).map_err(compact_failure)?;
+        let busy = out.meter().busy("compact");
+        let c = crate::compact::compact(&store, &options).map_err(compact_failure);
+        drop(busy);
+        let c = c?;
         let status = match c.status {
             crate::compact::Status::Created => "created",
             crate::compact::Status::Unchanged => "unchanged",
