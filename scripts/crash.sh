@@ -146,7 +146,7 @@ mode_publish() {
 }
 
 mode_seal() {
-  local w=$work/seal debris=0
+  local w=$work/seal
   mkdir -p "$w"
   python3 "$here/scripts/gen-ledger.py" "$w/spools" "$runs" 2 20
   cp -a "$w/spools" "$w/unharmed"
@@ -157,15 +157,15 @@ mode_seal() {
     name=spool-$(printf %04d "$i") spool=$w/spools/spool-$(printf %04d "$i")
     kill_at_random "$bin" -q seal "$spool"
     "$bin" -q seal "$spool" >/dev/null 2>"$w/err" || fail "$i" "the retry of seal failed: $(cat "$w/err")"
-    # A kill between writing a seal record's temporary file and its rename leaves that file
-    # (`<record>.<pid>.<uuid>.tmp`); it is counted, left in place for the publication below to
-    # prove that no later run trips on it, and otherwise the spool must be exact.
-    if [ -n "$(find "$spool" -name '*.tmp')" ]; then debris=$((debris + 1)); fi
-    diff -r -x '*.tmp' "$spool" "$w/unharmed/$name" >"$w/diff" || fail "$i" "the spool differs from one sealed unharmed: $(head -5 "$w/diff")"
+    # A kill between writing a seal record's staging file and linking it leaves that file
+    # (`<record>.<pid>.<uuid>.tmp`); the retry removes the staging files of dead sealers, so
+    # the spool must then be exactly the one sealed unharmed.
+    [ -z "$(find "$spool" -name '*.tmp')" ] || fail "$i" "the retry left a staging file of the killed sealer: $(find "$spool" -name '*.tmp' | head -3)"
+    diff -r "$spool" "$w/unharmed/$name" >"$w/diff" || fail "$i" "the spool differs from one sealed unharmed: $(head -5 "$w/diff")"
   done
   "$bin" -q publish --repo "$w/state.git" "$w"/spools/* >/dev/null || fail end "publishing the sealed spools"
   "$bin" -q verify --repo "$w/state.git" >/dev/null || fail end "verify"
-  report "$debris kills left a temporary seal file behind (not removed by the retry); otherwise every retry left the spool byte for byte as sealed unharmed; they all publish and verify"
+  report "every retry removed the killed sealer's staging file and left the spool byte for byte as sealed unharmed; they all publish and verify"
 }
 
 mode_compact() {

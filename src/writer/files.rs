@@ -472,6 +472,49 @@ impl Root {
         Ok(Some(out))
     }
 
+    /// Removes the staging files (`<name>.<pid>.<uuid-v4>.tmp`) that writers which died
+    /// mid-write left in the directory `rel`: those whose pid no longer runs. A staging file of
+    /// a live process (another writer, or this one) is kept. Returns how many were removed;
+    /// the removals are made durable with one directory fsync. An absent directory removes
+    /// nothing.
+    ///
+    /// A create-only write never reuses a staging name, so such a file is only debris; callers
+    /// that own the directory under a lock (seal, under the producer locks) clear it so that a
+    /// crash leaves nothing behind once the operation is retried.
+    ///
+    /// Errors: as [`Root::list_dir`], and [`Error::Io`] when a stale file cannot be removed.
+    pub fn remove_dead_staging(&self, rel: &str, max_entries: usize) -> Result<usize, Error> {
+        let Some(entries) = self.list_dir(rel, max_entries)? else {
+            return Ok(0);
+        };
+        let segments = segments(rel, &self.label)?;
+        let Some(dir) = self.walk(&segments, false, &self.label)? else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for (name, kind) in entries {
+            if kind != EntryKind::File {
+                continue;
+            }
+            let Some(pid) = staging_pid(&name) else {
+                continue;
+            };
+            if crate::process::pid_alive(pid) {
+                continue;
+            }
+            match rustix::fs::unlinkat(dir.fd(), name.as_str(), AtFlags::empty()) {
+                Ok(()) => removed += 1,
+                Err(Errno::NOENT) => {}
+                Err(e) => return Err(io("cannot remove", self.path.join(rel).join(&name), e)),
+            }
+        }
+        if removed > 0 {
+            rustix::fs::fsync(dir.fd())
+                .map_err(|e| io("cannot sync directory", self.path.join(rel), e))?;
+        }
+        Ok(removed)
+    }
+
     /// Create-only write of `bytes` at `rel` (see the module docs for the steps).
     /// Returns [`Written::Exists`] when the name already exists, so the caller applies its
     /// equality rule; the existing file is never replaced.
@@ -648,6 +691,18 @@ fn open_regular(
 }
 
 /// The `/`-separated segments of a safe relative path.
+/// The writer's pid in a staging name `<name>.<pid>.<uuid-v4>.tmp` (see
+/// [`Root::write_create_only`]); `None` for any other name.
+fn staging_pid(name: &str) -> Option<u32> {
+    let stem = name.strip_suffix(".tmp")?;
+    let (rest, uuid) = stem.rsplit_once('.')?;
+    let (_final, pid) = rest.rsplit_once('.')?;
+    if uuid.len() != 36 || !uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+        return None;
+    }
+    pid.parse().ok()
+}
+
 fn segments<'r>(rel: &'r str, label: &str) -> Result<Vec<&'r str>, Error> {
     let bad = rel.is_empty()
         || rel.starts_with('/')

@@ -275,6 +275,12 @@ pub fn seal(
         }
         lock::release_all(guards)?;
     };
+    // A seal killed mid-write left its staging file; under the locks no live sealer of these
+    // producers can be writing one, and a staging file of a live process is kept anyway.
+    spool.handle().remove_dead_staging(
+        &format!("{}/_finalizations", spool::SPOOL_DIR),
+        spool::MAX_ENTRIES,
+    )?;
     // Checked on the events read under the locks: exactly what would be sealed.
     check_privacy(spool, &runs, options.privacy)?;
     let report = write_sealed(spool, output, &runs)?;
@@ -530,6 +536,41 @@ mod tests {
         std::fs::remove_file(&lock).unwrap();
 
         assert_eq!(seal_within_a_second(dir.path()).unwrap().sealed, 1);
+    }
+
+    /// A seal killed between creating its record's staging file and linking it left
+    /// `<record>.<pid>.<uuid>.tmp`: the next seal removes the staging files of dead writers (and
+    /// keeps a live one's), then seals as usual.
+    #[test]
+    fn seal_removes_the_staging_files_of_dead_sealers() {
+        let dir = tempfile::tempdir().unwrap();
+        fixture_spool(dir.path());
+        let fin = dir.path().join(spool::SPOOL_DIR).join("_finalizations");
+        std::fs::create_dir_all(&fin).unwrap();
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let uuid = "0b1c9f4e-52a6-4c1e-9d3a-7f0e2b8c6d15";
+        let record = format!("{}.json", "a".repeat(64));
+        let stale = [
+            format!("{record}.{dead_pid}.{uuid}.tmp"),
+            format!("other.json.{dead_pid}.{uuid}.tmp"),
+        ];
+        let live = format!("{record}.{}.{uuid}.tmp", std::process::id());
+        let not_staging = [
+            format!("{record}.x.{uuid}.tmp"),
+            format!("{record}.{dead_pid}.tmp"),
+        ];
+        for name in stale.iter().chain([&live]).chain(&not_staging) {
+            std::fs::write(fin.join(name), "partial").unwrap();
+        }
+        assert_eq!(seal_within_a_second(dir.path()).unwrap().sealed, 1);
+        for name in &stale {
+            assert!(!fin.join(name).exists(), "{name} was left");
+        }
+        for name in [&live].into_iter().chain(&not_staging) {
+            assert!(fin.join(name).exists(), "{name} was removed");
+        }
     }
 
     /// Seal takes the producer locks: a live holder makes it wait and time out, nothing sealed.
