@@ -2155,6 +2155,15 @@ fn remote_record(remote: &Path, id: &str, kind: &str) -> Option<String> {
         .map(|b| String::from_utf8(b).unwrap())
 }
 
+/// `args` with `extra` inserted before the `--` that starts a command (at the end when there
+/// is none), so that flags stay flags.
+fn before_command<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    let at = args.iter().position(|x| *x == "--").unwrap_or(args.len());
+    let mut a = args.to_vec();
+    a.splice(at..at, extra.iter().copied());
+    a
+}
+
 /// Every finality command writes through `--remote` from its own cache repository: each sees
 /// the others' records on the remote, the caches' own refs never move, a lost claim is
 /// EXECUTION_CLAIM_CONFLICT and `action show --remote` reads the winner back.
@@ -2166,11 +2175,8 @@ fn finality_commands_write_through_a_remote() {
     bare_remote(&remote, None);
     let on = |cache: &str, now: &str, args: &[&str]| {
         let repo = format!("[TMP]/{cache}.git");
-        let mut a: Vec<&str> = args.to_vec();
-        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
         let extra = ["--remote", "[TMP]/remote.git", "--repo", repo.as_str()];
-        a.splice(at..at, extra);
-        run_finality(tmp, now, &a)
+        run_finality(tmp, now, &before_command(args, &extra))
     };
     insta::assert_snapshot!(
         "remote_action_create",
@@ -2455,10 +2461,11 @@ fn remote_refusals_are_reported_like_publish() {
     bare_remote(&remote, None);
     // Written before the hook exists: an action to claim, a stale one to sweep, shards to fold.
     let local = |now: &str, args: &[&str]| {
-        let mut a = args.to_vec();
-        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
-        a.splice(at..at, ["--repo", "[TMP]/remote.git"]);
-        run_finality(tmp, now, &a)
+        run_finality(
+            tmp,
+            now,
+            &before_command(args, &["--repo", "[TMP]/remote.git"]),
+        )
     };
     local(
         T0,
@@ -2497,10 +2504,8 @@ fn remote_refusals_are_reported_like_publish() {
         "refs/heads/main",
     ]);
     let via = |remote: &str, now: &str, args: &[&str]| {
-        let mut a = args.to_vec();
-        let at = a.iter().position(|x| *x == "--").unwrap_or(a.len());
-        a.splice(at..at, ["--remote", remote, "--repo", "[TMP]/cache.git"]);
-        run_finality(tmp, now, &a)
+        let extra = ["--remote", remote, "--repo", "[TMP]/cache.git"];
+        run_finality(tmp, now, &before_command(args, &extra))
     };
     let hooked = "[TMP]/remote.git";
     // Commit ids also inside the JSON strings (after a `\t`, where `\b` does not match).
