@@ -27,16 +27,21 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${FUZZ_DEBUG:-}" ] || rm -rf "$work"' EXIT
 target_dir=${CARGO_TARGET_DIR:-$here/target}/fuzz
-fuzz() { (cd "$here" && cargo +nightly fuzz "$@" --fuzz-dir scripts/fuzz --target-dir "$target_dir"); }
+# cargo fuzz's own options go before the target: whatever follows `--` goes to libFuzzer.
+fuzz() {
+  local sub=$1
+  shift
+  (cd "$here" && cargo +nightly fuzz "$sub" --fuzz-dir scripts/fuzz --target-dir "$target_dir" "$@")
+}
 
 echo "fuzz: building ${targets[*]}"
 for t in "${targets[@]}"; do fuzz build -O "$t" >/dev/null; done
 
 # Seeds: a few real inputs of each kind (libFuzzer mutates from there).
 seed() { mkdir -p "$work/seed/$1"; }
-for t in "${targets[@]}"; do seed "$t"; done
+for t in canonical event_line shard spool serve; do seed "$t"; done
 day1="$here/testdata/corpus/day1"
 mapfile -t events < <(find "$day1/spools" -name '*.json' -path '*action-events/*' | sort | head -n 20)
 mapfile -t shards < <(find "$day1/shards" -name '*.jsonl' | sort | head -n 10)
@@ -76,13 +81,21 @@ for t in "${targets[@]}"; do
   else
     failed=1
     echo "fuzz: $t FAILED; the input that crashed it:" >&2
+    found=0
     for a in "$work/artifacts/$t"/*; do
       [ -f "$a" ] || continue
       keep=${FUZZ_KEEP:-/tmp}/fuzz-$t-$(basename "$a")
       cp "$a" "$keep"
       echo "  $keep (commit as testdata/fuzz/$t/<name>)" >&2
+      found=1
     done
-    grep -E 'panicked|ERROR|SUMMARY' "$log" | head -n 20 >&2 || true
+    if [ "$found" = 1 ]; then
+      grep -E 'panicked|ERROR|SUMMARY' "$log" | head -n 20 >&2 || true
+    else
+      # No crash input: the fuzzer itself did not run. Show why.
+      echo "  none (the fuzzer did not run; the end of its log follows)" >&2
+      tail -n 20 "$log" >&2
+    fi
   fi
 done
 exit "$failed"
