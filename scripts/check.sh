@@ -7,47 +7,51 @@ checkout_state() {
   git status --porcelain --ignored --untracked-files=all 2>/dev/null | grep -v '^!! target/' || true
 }
 checkout_before=$(checkout_state)
-echo "== cargo fmt --check"
+# Each gate's heading carries the seconds since the start, so a slow CI run shows where it went.
+began=$SECONDS
+step() { printf '== [%4d s] %s\n' "$((SECONDS - began))" "$1"; }
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
+step "cargo clippy -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
-echo "== cargo doc -D warnings"
+step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-echo "== cargo test"
+step "cargo test"
 cargo test --quiet -- --skip conformance_vectors
-echo "== conformance vectors (CONFORMANCE_DIR=${CONFORMANCE_DIR:-testdata/conformance})"
+step "conformance vectors (CONFORMANCE_DIR=${CONFORMANCE_DIR:-testdata/conformance})"
 cargo test --quiet --lib conformance_vectors -- --nocapture
-echo "== end-to-end (day1 corpus, real git)"
+step "end-to-end (day1 corpus, real git)"
 scripts/e2e.sh
-echo "== end-to-end hook (git push over a local transport)"
+step "end-to-end hook (git push over a local transport)"
 scripts/e2e-hook.sh
-echo "== end-to-end compaction and log (day1 corpus, real git, pushes through the hook)"
+step "end-to-end compaction and log (day1 corpus, real git, pushes through the hook)"
 scripts/e2e-compact.sh
-echo "== load: 16 publishers, replayers and conflicting writers, local and remote (bounded)"
+step "load: 16 publishers, replayers and conflicting writers, local and remote (bounded)"
 scripts/load.sh both 16 2
-echo "== crash: SIGKILL publish at random moments (bounded)"
+step "crash: SIGKILL publish at random moments (bounded)"
 scripts/crash.sh 200
-echo "== malformed trees: writers refuse, verify, verify --range and the hook report (real git)"
+step "malformed trees: writers refuse, verify, verify --range and the hook report (real git)"
 scripts/e2e-malformed-trees.sh
-echo "== durability order of every write (strace: fsync before rename, ref after objects)"
+step "durability order of every write (strace: fsync before rename, ref after objects)"
 scripts/durability.sh
-echo "== execution finality races (concurrent claims; a report against the sweep)"
+step "execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
-echo "== serve with the real DashClaw SDK (skips when the package index is unreachable)"
+step "serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
-echo "== the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"
+step "the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"
 scripts/e2e-ci.sh
-echo "== crash: SIGKILL every other writer at random moments (bounded)"
+step "crash: SIGKILL every other writer at random moments (bounded)"
 scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain
-echo "== out of space and I/O errors at every write, fsync and rename (bounded)"
+step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
-echo "== hostile HTTP against serve while well-behaved clients run (bounded)"
+step "hostile HTTP against serve while well-behaved clients run (bounded)"
 scripts/e2e-hostile.sh 1 8
-echo "== fuzzing: each cargo-fuzz target 10 s (skips without nightly or cargo-fuzz)"
+step "fuzzing: each cargo-fuzz target 10 s (skips without nightly or cargo-fuzz)"
 scripts/fuzz.sh 10
-echo "== nothing was written into the checkout"
+step "nothing was written into the checkout"
 if [ "$(checkout_state)" != "$checkout_before" ]; then
   echo "the gates wrote into the checkout (tests and scripts must use temporary directories):"
   diff <(echo "$checkout_before") <(checkout_state) || true
   exit 1
 fi
+step "all gates passed"
