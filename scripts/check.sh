@@ -16,10 +16,16 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-step "cargo test"
-cargo test --quiet -- --skip conformance_vectors
+# One optimized build serves the tests and every script: the release profile's dependencies are
+# compiled once (a debug build would compile them a second time), and the property, model and
+# end-to-end runs take a fraction of their debug-build time.
+step "cargo build --release (the binary every script below runs)"
+cargo build --release --quiet
+export BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/action-ledger"
+step "cargo test (release profile)"
+cargo test --release --quiet -- --skip conformance_vectors
 step "conformance vectors (CONFORMANCE_DIR=${CONFORMANCE_DIR:-testdata/conformance})"
-cargo test --quiet --lib conformance_vectors -- --nocapture
+cargo test --release --quiet --lib conformance_vectors -- --nocapture
 step "end-to-end (day1 corpus, real git)"
 scripts/e2e.sh
 step "end-to-end hook (git push over a local transport)"
