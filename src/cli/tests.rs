@@ -384,26 +384,26 @@ fn verify_warns_of_names_that_differ_only_in_case() {
     );
 }
 
-/// Runs the CLI in-process with the finality clock and identity in the environment; the
-/// output is filtered as in [`run_cli`].
+/// `action create FLAGS… --id ID --guard-decision DECISION`: the words every test that needs
+/// an action starts from, before any further flags and the `--` of a command.
+fn action_create<'a>(flags: &[&'a str], id: &'a str, decision: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["action", "create"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--id", id, "--guard-decision", decision]);
+    args
+}
+
 /// `action create --repo REPO --id ID --guard-decision DECISION -- COMMAND…` at `T0`: the
 /// action a `run` test then runs.
 fn create_command(tmp: &Path, repo: &str, id: &str, decision: &str, command: &[&str]) -> String {
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        repo,
-        "--id",
-        id,
-        "--guard-decision",
-        decision,
-        "--",
-    ];
+    let mut args = action_create(&["--repo", repo], id, decision);
+    args.push("--");
     args.extend_from_slice(command);
     run_finality(tmp, T0, &args)
 }
 
+/// Runs the CLI in-process with the finality clock and identity in the environment; the
+/// output is filtered as in [`run_cli`].
 fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
     let env = Env::from([
         ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
@@ -729,22 +729,9 @@ fn lossy_numbers_in_an_act_are_refused() {
     let tmp = &files::absolute_root(tmp.path()).unwrap();
     let repo = "[TMP]/state.git";
     let create = |act: &str| {
-        run_finality(
-            tmp,
-            T0,
-            &[
-                "action",
-                "create",
-                "--repo",
-                repo,
-                "--id",
-                "act_n",
-                "--guard-decision",
-                "gd_1",
-                "--act",
-                act,
-            ],
-        )
+        let mut args = action_create(&["--repo", repo], "act_n", "gd_1");
+        args.extend_from_slice(&["--act", act]);
+        run_finality(tmp, T0, &args)
     };
     let refused_create = [
         create(r#"{"kind":"shell","n":1e400}"#),
@@ -803,20 +790,8 @@ fn action_create_retry_is_idempotent() {
     let tmp = &files::absolute_root(tmp.path()).unwrap();
     let repo = "[TMP]/state.git";
     let create = |now: &str, extra: &[&str]| {
-        let mut args = vec![
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            "act_retry",
-            "--guard-decision",
-            "gd_1",
-            "--containment-ref",
-            "ctr_9",
-            "--verdict",
-            "allow_contained",
-        ];
+        let mut args = action_create(&["--repo", repo], "act_retry", "gd_1");
+        args.extend_from_slice(&["--containment-ref", "ctr_9", "--verdict", "allow_contained"]);
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
         run_finality(tmp, now, &args)
@@ -852,16 +827,7 @@ fn clock_skew_is_reported_and_elapsed_never_negative() {
     let repo = "[TMP]/state.git";
     let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
     for id in ["act_skew", "act_json", "act_ok", "act_run"] {
-        let mut args = vec![
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            id,
-            "--guard-decision",
-            "gd_1",
-        ];
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
         if id == "act_run" {
             args.extend_from_slice(&["--", "true"]);
         }
@@ -942,20 +908,7 @@ fn progress_refusals_name_their_rule() {
     let tmp = tempfile::tempdir().unwrap();
     let tmp = &files::absolute_root(tmp.path()).unwrap();
     let repo = "[TMP]/state.git";
-    let created = run_finality(
-        tmp,
-        T0,
-        &[
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            "act_p",
-            "--guard-decision",
-            "gd_1",
-        ],
-    );
+    let created = run_finality(tmp, T0, &action_create(&["--repo", repo], "act_p", "gd_1"));
     assert!(created.starts_with("exit: 0"), "{created}");
     let outcome = |extra: &[&str], progress: &str| {
         let mut args = vec!["action", "outcome", "--repo", repo, "act_p", "partial"];
@@ -984,17 +937,10 @@ fn progress_refusals_name_their_rule() {
 
 /// Copies day1 job 008 (two shards, 63 events) below `root`.
 fn fixture_job(root: &Path) {
-    let job = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1");
-    for e in walkdir::WalkDir::new(&job) {
-        let e = e.unwrap();
-        let to = root.join(e.path().strip_prefix(&job).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    copy_day1_job(
+        "008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        root,
+    );
 }
 
 /// Copies the shard root of the day1 job `job` into `root` (merging with what is there).
@@ -1997,9 +1943,8 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
         0,
     );
     std::fs::write(tmp.join("not-executable"), "").unwrap();
-    let mut steps = Vec::new();
-    for bad in ["[TMP]/missing", "[TMP]/not-executable", "[TMP]/bin"] {
-        steps.push(run_cli(
+    let install = |bin: &str| {
+        run_cli(
             tmp,
             &[
                 "hooks",
@@ -2007,25 +1952,19 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
                 "--repo",
                 "[TMP]/server.git",
                 "--bin",
-                bad,
+                bin,
             ],
-        ));
+        )
+    };
+    let mut steps = Vec::new();
+    for bad in ["[TMP]/missing", "[TMP]/not-executable", "[TMP]/bin"] {
+        steps.push(install(bad));
         assert!(
             !tmp.join("server.git").exists(),
             "a bad --bin {bad} created the repository"
         );
     }
-    steps.push(run_cli(
-        tmp,
-        &[
-            "hooks",
-            "install",
-            "--repo",
-            "[TMP]/server.git",
-            "--bin",
-            "[TMP]/bin/action-ledger",
-        ],
-    ));
+    steps.push(install("[TMP]/bin/action-ledger"));
     let server = tmp.join("server.git");
     assert_eq!(
         hooks_git(&server, &["config", "--get", "actionLedger.bin"]),
@@ -2124,6 +2063,11 @@ fn git_ok(args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// What `reference` names in the bare repository `repo`; a test fails when it names nothing.
+fn rev_parse(repo: &Path, reference: &str) -> String {
+    git_ok(&["--git-dir", repo.to_str().unwrap(), "rev-parse", reference])
 }
 
 /// A bare remote at `path` whose HEAD is refs/heads/main; with `refusal`, its pre-receive hook
@@ -2256,36 +2200,14 @@ fn finality_commands_write_through_a_remote() {
             .contains(r#""status":"completed""#)
     );
     // `close` and `run` from yet other caches.
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_c",
-            "--guard-decision",
-            "gd_c",
-        ],
-    );
+    on("creator", T0, &action_create(&[], "act_c", "gd_c"));
     insta::assert_snapshot!(
         "remote_action_close",
         on("machine-d", T1, &["action", "close", "act_c", "cancelled"])
     );
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_run",
-            "--guard-decision",
-            "gd_run",
-            "--",
-            "true",
-        ],
-    );
+    let mut args = action_create(&[], "act_run", "gd_run");
+    args.extend_from_slice(&["--", "true"]);
+    on("creator", T0, &args);
     insta::assert_snapshot!(
         "remote_run",
         on(
@@ -2309,18 +2231,7 @@ fn finality_commands_write_through_a_remote() {
             .contains("attempt-of-the-runner")
     );
     // A stale action swept from another cache.
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_stale",
-            "--guard-decision",
-            "gd_s",
-        ],
-    );
+    on("creator", T0, &action_create(&[], "act_stale", "gd_s"));
     insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
     assert!(
         remote_record(&remote, "act_stale", "outcome")
@@ -2341,42 +2252,15 @@ fn finality_commands_write_through_a_remote() {
         assert_eq!(store.tip("refs/heads/main").unwrap(), None, "{cache}");
     }
     // --remote-ref names another ref on the remote; the default ref is untouched there.
-    let main = git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/main",
-    ]);
+    let main = rev_parse(&remote, "refs/heads/main");
     let other = on(
         "creator",
         T0,
-        &[
-            "action",
-            "create",
-            "--remote-ref",
-            "refs/heads/other",
-            "--id",
-            "act_o",
-            "--guard-decision",
-            "gd_o",
-        ],
+        &action_create(&["--remote-ref", "refs/heads/other"], "act_o", "gd_o"),
     );
     assert!(other.starts_with("exit: 0"), "{other}");
-    assert_eq!(
-        git_ok(&[
-            "--git-dir",
-            remote.to_str().unwrap(),
-            "rev-parse",
-            "refs/heads/main"
-        ]),
-        main
-    );
-    git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/other",
-    ]);
+    assert_eq!(rev_parse(&remote, "refs/heads/main"), main);
+    rev_parse(&remote, "refs/heads/other");
     insta::assert_snapshot!(
         "remote_ref_requires_remote",
         run_finality(
@@ -2467,42 +2351,17 @@ fn remote_refusals_are_reported_like_publish() {
             &before_command(args, &["--repo", "[TMP]/remote.git"]),
         )
     };
-    local(
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_h",
-            "--guard-decision",
-            "gd_h",
-        ],
-    );
-    local(
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_hr",
-            "--guard-decision",
-            "gd_hr",
-            "--",
-            "true",
-        ],
-    );
+    local(T0, &action_create(&[], "act_h", "gd_h"));
+    let mut run_args = action_create(&[], "act_hr", "gd_hr");
+    run_args.extend_from_slice(&["--", "true"]);
+    local(T0, &run_args);
     let published = run_cli(
         tmp,
         &["-q", "publish", "--repo", "[TMP]/remote.git", "[TMP]/job"],
     );
     assert!(published.starts_with("exit: 0"), "{published}");
     bare_remote(&remote, Some("policy: this server takes no pushes today"));
-    let before = git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/main",
-    ]);
+    let before = rev_parse(&remote, "refs/heads/main");
     let via = |remote: &str, now: &str, args: &[&str]| {
         let extra = ["--remote", remote, "--repo", "[TMP]/cache.git"];
         run_finality(tmp, now, &before_command(args, &extra))
@@ -2583,12 +2442,7 @@ fn remote_refusals_are_reported_like_publish() {
         .join("\n")
     );
     assert_eq!(
-        git_ok(&[
-            "--git-dir",
-            remote.to_str().unwrap(),
-            "rev-parse",
-            "refs/heads/main"
-        ]),
+        rev_parse(&remote, "refs/heads/main"),
         before,
         "a refused push changes nothing on the remote"
     );
