@@ -543,8 +543,7 @@ mod tests {
     type Want<'a> = Box<dyn Fn(&serde_json::Value) -> bool + 'a>;
 
     fn ledger() -> (tempfile::TempDir, Store, CommitId) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (dir, store) = crate::tests::scratch_store();
         let sig = Signature {
             name: "action-ledger".into(),
             email: "action-ledger@invalid".into(),

@@ -373,7 +373,7 @@ impl<'s, 'r> View<'s, 'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Signature, Store};
+    use crate::store::Signature;
 
     fn sig() -> Signature {
         Signature {
@@ -399,8 +399,7 @@ mod tests {
     /// A month folded by hand: reads, limits, and what an invalid manifest does to each read.
     #[test]
     fn compacted_reads_checked_and_unchecked() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (_dir, store) = crate::tests::scratch_store();
         let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
             "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
         );

@@ -197,7 +197,13 @@ fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
         },
     };
     let mut out = BTreeMap::new();
-    put_text(ctx, &mut out, l, "category", "action event learning category")?;
+    put_text(
+        ctx,
+        &mut out,
+        l,
+        "category",
+        "action event learning category",
+    )?;
     put_text(ctx, &mut out, l, "signal", "action event learning signal")?;
     opt_text(ctx, &mut out, l, "rule_id", "action event learning rule id")?;
     if let Some(c) = confidence {

@@ -420,7 +420,14 @@ mod tests {
 
     /// A store whose main ref is at `c1`, a commit `c2` written on it but not landed, and the
     /// path of the main ref's lock file: the start of every lock test.
-    fn tip_and_next() -> (tempfile::TempDir, PathBuf, Store, CommitId, CommitId, PathBuf) {
+    fn tip_and_next() -> (
+        tempfile::TempDir,
+        PathBuf,
+        Store,
+        CommitId,
+        CommitId,
+        PathBuf,
+    ) {
         let (tmp, repo, store) = new_store();
         let c1 = publish(&store, &[("a", "1")]);
         let c2 = commit_on(&store, c1, &[("b", "2")], "m");

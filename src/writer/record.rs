@@ -1536,21 +1536,14 @@ mod tests {
     #[test]
     fn two_processes_record_the_same_events() {
         let dir = tempfile::tempdir().unwrap();
-        let spawn = || {
-            crate::tests::spawn_child(
-                module_path!(),
-                "record_child",
-                "ACTION_LEDGER_TEST_RECORD_ROOT",
-                dir.path(),
-            )
-        };
-        let children = [spawn(), spawn()];
-        std::fs::write(dir.path().join("go"), "").unwrap();
+        let outputs = crate::tests::race_two(
+            module_path!(),
+            "record_child",
+            "ACTION_LEDGER_TEST_RECORD_ROOT",
+            dir.path(),
+        );
         let mut seen = Vec::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
+        for text in outputs {
             let ids: Vec<String> = text
                 .split("RESULT ")
                 .skip(1)
