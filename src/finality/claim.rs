@@ -261,9 +261,7 @@ mod tests {
     /// An I/O failure while claiming is EXECUTION_CLAIM_UNAVAILABLE, never a conflict.
     #[test]
     fn unwritable_repository_makes_the_claim_unavailable() {
-        let (dir, store) = repo();
-        let opts = options("refs/heads/main");
-        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (dir, store, opts, _) = repo_with_action();
         create_action(&store, &opts, &new_action("act_perm"), at(BASE)).unwrap();
         let objects = dir.path().join("state.git/objects");
         use std::os::unix::fs::PermissionsExt;

@@ -152,9 +152,7 @@ mod tests {
     /// still `ACTION_EXISTS`, and so is an id taken by a record that does not parse.
     #[test]
     fn create_retry_is_idempotent_and_other_bindings_are_refused() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
-        let first = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (_dir, store, opts, first) = repo_with_action();
         let tip = store.tip("refs/heads/main").unwrap();
         for later in [
             "2026-03-01T12:00:05.000Z",

@@ -652,9 +652,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_their_parsers() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
-        let a = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (_dir, store, opts, a) = repo_with_action();
         assert!(a.commit.is_some());
         // Replaying the identical creation is a no-op; another binding under the id is refused.
         let again = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();

@@ -59,6 +59,15 @@ pub(crate) fn repo() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// A fresh repository in which [`ACTION`] was created at [`BASE`] on `refs/heads/main`: the
+/// options that created it and what the creation wrote come with it.
+pub(crate) fn repo_with_action() -> (tempfile::TempDir, Store, Options, Written<Action>) {
+    let (dir, store) = repo();
+    let opts = options("refs/heads/main");
+    let created = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+    (dir, store, opts, created)
+}
+
 pub(crate) fn at(s: &str) -> Timestamp {
     parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
 }
