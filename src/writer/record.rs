@@ -353,17 +353,11 @@ pub fn enabled(env: &Environment) -> bool {
 /// characters plus `-` and 12 hex of sha256 of the trimmed source.
 pub fn machine_identifier(value: &str, max: usize) -> Result<String, Error> {
     let source = privacy::js_trim(value);
-    let mut readable = String::with_capacity(source.len());
-    let mut in_run = false;
-    for c in source.chars() {
-        if c.is_ascii_alphanumeric() || "_.:/@+-".contains(c) {
-            readable.push(c);
-            in_run = false;
-        } else if !in_run {
-            readable.push('-');
-            in_run = true;
-        }
-    }
+    let readable = identity::replace_runs(
+        source,
+        |c| c.is_ascii_alphanumeric() || "_.:/@+-".contains(c),
+        "-",
+    );
     let readable = readable.trim_matches('-');
     if readable.is_empty() {
         return Err(Error::IdentifierRequired);
