@@ -419,7 +419,7 @@ fn read_tree(root: &Path) -> BTreeMap<String, String> {
 }
 
 fn expected_files(files: &Json) -> BTreeMap<String, String> {
-    items(&files)
+    items(files)
         .map(|f| {
             (
                 f["path"].as_str().unwrap_or("").to_owned(),
@@ -503,7 +503,7 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };
-        let want: Vec<String> = items(&flush)
+        let want: Vec<String> = items(flush)
             .map(|p| p.as_str().unwrap_or("").to_owned())
             .collect();
         if report.shard_paths != want {
@@ -678,7 +678,7 @@ fn run_import(
     for (name, files) in case["source_trees"].as_object().into_iter().flatten() {
         let root = sources.path().join(name);
         std::fs::create_dir_all(&root).expect("mkdir");
-        for f in items(&files) {
+        for f in items(files) {
             let path = f["path"].as_str().unwrap_or("");
             let bytes = match f["bytes"].as_str() {
                 Some(b) => b.to_owned(),
