@@ -511,12 +511,10 @@ fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
 mod tests {
     use super::*;
     use crate::store::{CommitId, Signature, Store};
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
     fn job008() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
-        )
+        crate::tests::day1_job("008")
     }
 
     /// The job's events straight from its shard files, in path order, as JSON values.

@@ -400,9 +400,7 @@ mod tests {
     #[test]
     fn compacted_reads_checked_and_unchecked() {
         let (_dir, store) = crate::tests::scratch_store();
-        let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
-        );
+        let job = crate::tests::day1_job("008");
         let files = crate::publish::read_source(&job, None).unwrap();
         let foldable: Vec<segment::Foldable> = files
             .iter()

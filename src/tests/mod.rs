@@ -38,6 +38,17 @@ pub(crate) fn files_under(root: &std::path::Path) -> std::collections::BTreeMap<
         .collect()
 }
 
+/// The shard root of the day1 job whose directory name starts with `prefix` (`"001"`, …).
+pub(crate) fn day1_job(prefix: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");
+    let name = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(prefix))
+        .unwrap();
+    dir.join(name)
+}
+
 /// A new bare repository `s.git` in a temporary directory (kept while the directory lives),
 /// its HEAD `refs/heads/main`.
 pub(crate) fn scratch_store() -> (tempfile::TempDir, crate::store::Store) {

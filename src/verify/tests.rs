@@ -37,8 +37,7 @@ fn base(layout: Layout) -> Base {
     let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
     let mut options = Options::new(sig());
     options.layout = Some(layout);
-    let day1 = manifest_dir()
-        .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+    let day1 = crate::tests::day1_job("001");
     publish::publish(&store, &day1, &options).unwrap();
     let two = dir.path().join("two-part");
     vector_shards(&two, "events_1500_two_parts");
@@ -761,8 +760,7 @@ fn names_fold_with_full_case_folding_and_nfc() {
 fn case_insensitive_collisions_are_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
-    let job = manifest_dir()
-        .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+    let job = crate::tests::day1_job("001");
     let base = publish::publish(&store, &job, &Options::new(sig()))
         .unwrap()
         .commit
