@@ -319,21 +319,7 @@ mod tests {
         );
         assert_eq!(e.unwrap_err().code(), "EXECUTION_CLAIM_CONFLICT");
         create_action(&store, &opts, &new_action("act_bad"), at(BASE)).unwrap();
-        let bad = ActionId::parse("act_bad").unwrap();
-        let tip = store.tip("refs/heads/main").unwrap();
-        let commit = store
-            .write_commit_with(
-                tip,
-                &[(bad.path(RecordKind::Action), b"{}\n".to_vec())],
-                &[],
-                true,
-                "x",
-                &sig(),
-            )
-            .unwrap();
-        store
-            .update_ref("refs/heads/main", tip, commit, "x")
-            .unwrap();
+        plant_unparsable_action(&store, "act_bad");
         let e = claim(
             &store,
             &opts,

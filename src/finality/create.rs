@@ -209,20 +209,7 @@ mod tests {
             tip,
             "nothing written"
         );
-        let id = ActionId::parse("act_planted").unwrap();
-        let commit = store
-            .write_commit_with(
-                tip,
-                &[(id.path(RecordKind::Action), b"{}\n".to_vec())],
-                &[],
-                true,
-                "plant",
-                &sig(),
-            )
-            .unwrap();
-        store
-            .update_ref("refs/heads/main", tip, commit, "plant")
-            .unwrap();
+        plant_unparsable_action(&store, "act_planted");
         let e = create_action(&store, &opts, &new_action("act_planted"), at(BASE)).unwrap_err();
         assert_eq!(e.code(), "ACTION_EXISTS");
     }
