@@ -160,7 +160,9 @@ pub fn slug_for_repo(repo: &str) -> String {
     )
 }
 
-fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
+/// `s` with every maximal run of characters that `keep` refuses replaced by one `with`: the
+/// reference's slug rule, which paths, repository slugs and machine identifiers share.
+pub fn replace_runs(s: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut in_run = false;
     for c in s.chars() {

@@ -511,12 +511,10 @@ fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
 mod tests {
     use super::*;
     use crate::store::{CommitId, Signature, Store};
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
     fn job008() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
-        )
+        crate::tests::day1_job("008")
     }
 
     /// The job's events straight from its shard files, in path order, as JSON values.
@@ -543,8 +541,7 @@ mod tests {
     type Want<'a> = Box<dyn Fn(&serde_json::Value) -> bool + 'a>;
 
     fn ledger() -> (tempfile::TempDir, Store, CommitId) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (dir, store) = crate::tests::scratch_store();
         let sig = Signature {
             name: "action-ledger".into(),
             email: "action-ledger@invalid".into(),
@@ -672,7 +669,6 @@ mod tests {
         }
     }
 
-    /// Every event `stream` hands out (its JSON), and the error it ends with.
     /// A held event with the fields `follow` reads; `line` is its canonical position.
     fn held(line: usize, id: &str, attempt: &str, at: &str, parent: Option<&str>) -> Held {
         let mut members = vec![
@@ -777,6 +773,7 @@ mod tests {
         assert_eq!(ids(&follow(plain)), want(&[("", &["n1", "n2"])]));
     }
 
+    /// Every event `stream` hands out (its JSON), and the error it ends with.
     fn collect(store: &Store, commit: CommitId) -> (Vec<String>, Result<Stats, Error>) {
         let snap = store.snapshot(Some(commit)).unwrap();
         let view = View::new(&snap);
@@ -872,6 +869,43 @@ mod tests {
         members
     }
 
+    /// The signature of the commits that plant a damaged shard.
+    fn damage_sig() -> Signature {
+        Signature {
+            name: "t".into(),
+            email: "t@invalid".into(),
+            time_seconds: 1_773_100_800,
+        }
+    }
+
+    /// Asserts that `result` is the log's refusal of shard `path` for `rule`, its detail naming
+    /// `piece` (`case` names the damage in a failure), and hands that refusal back.
+    fn assert_shard_refused(
+        result: Result<Stats, Error>,
+        case: &str,
+        path: &str,
+        rule: Rule,
+        piece: &str,
+    ) -> Error {
+        match result {
+            Err(Error::Shard {
+                path: got_path,
+                rule: got,
+                detail,
+            }) => {
+                assert_eq!(got_path, path, "{case}");
+                assert_eq!(got, rule, "{case}: {detail}");
+                assert!(detail.contains(piece), "{case}: {detail}");
+                Error::Shard {
+                    path: got_path,
+                    rule: got,
+                    detail,
+                }
+            }
+            other => panic!("{case}: {other:?}"),
+        }
+    }
+
     /// `log` reads every shard through `verify`'s per-shard checks: a damaged shard stops it
     /// with an error naming the shard and the rule, and none of its events is printed (the
     /// shard before it in order still is); `verify` refuses the same shard.
@@ -883,11 +917,7 @@ mod tests {
         assert_eq!(shards.len(), 2);
         let text = |p: &str| String::from_utf8(snap.read(p, u64::MAX).unwrap().unwrap()).unwrap();
         let first: Vec<String> = text(&shards[0]).lines().map(str::to_owned).collect();
-        let sig = Signature {
-            name: "t".into(),
-            email: "t@invalid".into(),
-            time_seconds: 1_773_100_800,
-        };
+        let sig = damage_sig();
         for (index, target) in shards.iter().enumerate() {
             for (name, bytes, rule, piece) in damaged(&text(target)) {
                 let bad = store
@@ -901,28 +931,12 @@ mod tests {
                     )
                     .unwrap();
                 let (printed, result) = collect(&store, bad);
-                match result {
-                    Err(Error::Shard {
-                        path,
-                        rule: got,
-                        detail,
-                    }) => {
-                        assert_eq!(&path, target, "{name}");
-                        assert_eq!(got, rule, "{name}: {detail}");
-                        assert!(detail.contains(piece), "{name}: {detail}");
-                        let message = Error::Shard {
-                            path,
-                            rule: got,
-                            detail,
-                        }
-                        .to_string();
-                        assert!(
-                            message.starts_with(&format!("shard {target} breaks {rule}: ")),
-                            "{message}"
-                        );
-                    }
-                    other => panic!("{name} in shard {index}: {other:?}"),
-                }
+                let case = format!("{name} in shard {index}");
+                let message = assert_shard_refused(result, &case, target, rule, piece).to_string();
+                assert!(
+                    message.starts_with(&format!("shard {target} breaks {rule}: ")),
+                    "{message}"
+                );
                 let want: &[String] = if index == 0 { &[] } else { &first };
                 assert_eq!(printed, want, "{name} in shard {index}");
                 let report = crate::verify::verify_revision(&store, bad).unwrap();
@@ -950,11 +964,7 @@ mod tests {
         let first = Foldable::new(&shards[0], text(&shards[0])).unwrap();
         let printed_first: Vec<String> = text(&shards[0]).lines().map(str::to_owned).collect();
         let month = Month::of_shard(&shards[0]).unwrap();
-        let sig = Signature {
-            name: "t".into(),
-            email: "t@invalid".into(),
-            time_seconds: 1_773_100_800,
-        };
+        let sig = damage_sig();
         let mut folded = 0;
         for (name, bytes, rule, piece) in damaged(&text(&shards[1])) {
             // A segment holds text lines: what is not UTF-8 or has no line cannot be folded.
@@ -992,18 +1002,7 @@ mod tests {
             );
             folded += 1;
             let (printed, result) = collect(&store, compacted);
-            match result {
-                Err(Error::Shard {
-                    path,
-                    rule: got,
-                    detail,
-                }) => {
-                    assert_eq!(path, shards[1], "{name}");
-                    assert_eq!(got, rule, "{name}: {detail}");
-                    assert!(detail.contains(piece), "{name}: {detail}");
-                }
-                other => panic!("{name}: {other:?}"),
-            }
+            assert_shard_refused(result, name, &shards[1], rule, piece);
             assert_eq!(printed, printed_first, "{name}");
         }
         assert!(folded >= 6, "only {folded} damaged shards could be folded");

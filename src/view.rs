@@ -373,7 +373,7 @@ impl<'s, 'r> View<'s, 'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Signature, Store};
+    use crate::store::Signature;
 
     fn sig() -> Signature {
         Signature {
@@ -399,11 +399,8 @@ mod tests {
     /// A month folded by hand: reads, limits, and what an invalid manifest does to each read.
     #[test]
     fn compacted_reads_checked_and_unchecked() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
-        let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
-            "testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
-        );
+        let (_dir, store) = crate::tests::scratch_store();
+        let job = crate::tests::day1_job("008");
         let files = crate::publish::read_source(&job, None).unwrap();
         let foldable: Vec<segment::Foldable> = files
             .iter()

@@ -4,6 +4,28 @@ use crate::tests::fixture_spool;
 use crate::writer::files;
 use std::path::Path;
 
+/// A temporary directory by its absolute path (links resolved, the form the CLI prints and
+/// `[TMP]` stands for), removed when dropped.
+struct TempRoot {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TempRoot {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn temp_root() -> TempRoot {
+    let dir = tempfile::tempdir().unwrap();
+    TempRoot {
+        path: files::absolute_root(dir.path()).unwrap(),
+        _dir: dir,
+    }
+}
+
 /// Runs the CLI in-process with `env` and `stdin`, `[TMP]` in `args` standing for `tmp`;
 /// returns exit code, stdout and stderr as one text with the temporary directory and commit
 /// ids filtered.
@@ -34,8 +56,7 @@ fn run_cli(tmp: &Path, args: &[&str]) -> String {
 
 #[test]
 fn seal_then_publish_then_replay() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_spool(&tmp.join("spool"));
     insta::assert_snapshot!(
         "publish_unsealed",
@@ -106,8 +127,7 @@ fn seal_then_publish_then_replay() {
 
 #[test]
 fn refusals_and_usage_errors() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_spool(&tmp.join("spool"));
     let event = walkdir::WalkDir::new(tmp.join("spool"))
         .into_iter()
@@ -133,8 +153,7 @@ fn refusals_and_usage_errors() {
 
 #[test]
 fn serve_refuses_to_start_on_bad_settings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
     std::fs::write(tmp.join("keys"), format!("bot {digest}\n")).unwrap();
     std::fs::write(tmp.join("bad-keys"), format!("bot {digest} admin\n")).unwrap();
@@ -230,8 +249,7 @@ const WEBHOOK_EVENT: &str = r#"{"phase":"review.item","status":"started","compon
 /// `privacy-strict` finding, and not under `--privacy reference`.
 #[test]
 fn strict_privacy_refusals_and_findings() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     std::fs::create_dir_all(tmp.join("spool")).unwrap();
     fixture_spool(&tmp.join("clean"));
     let code = |text: &str| text.lines().next().unwrap().to_owned();
@@ -343,8 +361,7 @@ fn strict_privacy_refusals_and_findings() {
 /// that brings the second one.
 #[test]
 fn verify_warns_of_names_that_differ_only_in_case() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let event = |component: &str| {
         format!(
             r#"{{"phase":"review.item","status":"started","component":"{component}","identity":{{"item":7}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":7}},"retryable":true,"mutation":false}}"#
@@ -384,26 +401,26 @@ fn verify_warns_of_names_that_differ_only_in_case() {
     );
 }
 
-/// Runs the CLI in-process with the finality clock and identity in the environment; the
-/// output is filtered as in [`run_cli`].
+/// `action create FLAGS… --id ID --guard-decision DECISION`: the words every test that needs
+/// an action starts from, before any further flags and the `--` of a command.
+fn action_create<'a>(flags: &[&'a str], id: &'a str, decision: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["action", "create"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--id", id, "--guard-decision", decision]);
+    args
+}
+
 /// `action create --repo REPO --id ID --guard-decision DECISION -- COMMAND…` at `T0`: the
 /// action a `run` test then runs.
 fn create_command(tmp: &Path, repo: &str, id: &str, decision: &str, command: &[&str]) -> String {
-    let mut args = vec![
-        "action",
-        "create",
-        "--repo",
-        repo,
-        "--id",
-        id,
-        "--guard-decision",
-        decision,
-        "--",
-    ];
+    let mut args = action_create(&["--repo", repo], id, decision);
+    args.push("--");
     args.extend_from_slice(command);
     run_finality(tmp, T0, &args)
 }
 
+/// Runs the CLI in-process with the finality clock and identity in the environment; the
+/// output is filtered as in [`run_cli`].
 fn run_finality(tmp: &Path, now: &str, args: &[&str]) -> String {
     let env = Env::from([
         ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
@@ -420,8 +437,7 @@ const LATER: &str = "2026-03-01T13:00:00.000Z";
 
 #[test]
 fn action_commands() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
     let create = |id: &str, extra: &[&str]| {
         let mut args = vec!["action", "create", "--repo", repo, "--id", id];
@@ -645,8 +661,7 @@ fn action_commands() {
 
 #[test]
 fn run_wraps_a_command() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
     let script = "echo to-stdout; echo to-stderr >&2";
     let ok = ["sh", "-c", script];
@@ -725,26 +740,12 @@ fn run_wraps_a_command() {
 /// naming its path, before anything is written or run.
 #[test]
 fn lossy_numbers_in_an_act_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
     let create = |act: &str| {
-        run_finality(
-            tmp,
-            T0,
-            &[
-                "action",
-                "create",
-                "--repo",
-                repo,
-                "--id",
-                "act_n",
-                "--guard-decision",
-                "gd_1",
-                "--act",
-                act,
-            ],
-        )
+        let mut args = action_create(&["--repo", repo], "act_n", "gd_1");
+        args.extend_from_slice(&["--act", act]);
+        run_finality(tmp, T0, &args)
     };
     let refused_create = [
         create(r#"{"kind":"shell","n":1e400}"#),
@@ -799,24 +800,11 @@ fn lossy_numbers_in_an_act_are_refused() {
 /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
 #[test]
 fn action_create_retry_is_idempotent() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
     let create = |now: &str, extra: &[&str]| {
-        let mut args = vec![
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            "act_retry",
-            "--guard-decision",
-            "gd_1",
-            "--containment-ref",
-            "ctr_9",
-            "--verdict",
-            "allow_contained",
-        ];
+        let mut args = action_create(&["--repo", repo], "act_retry", "gd_1");
+        args.extend_from_slice(&["--containment-ref", "ctr_9", "--verdict", "allow_contained"]);
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "./deploy.sh", "prod"]);
         run_finality(tmp, now, &args)
@@ -847,21 +835,11 @@ fn action_create_retry_is_idempotent() {
 /// `action outcome`, `action show` and their `--json` say that the clocks disagreed.
 #[test]
 fn clock_skew_is_reported_and_elapsed_never_negative() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
     let (at_1210, at_1200) = ("2026-03-01T12:10:00.000Z", "2026-03-01T12:00:30.000Z");
     for id in ["act_skew", "act_json", "act_ok", "act_run"] {
-        let mut args = vec![
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            id,
-            "--guard-decision",
-            "gd_1",
-        ];
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
         if id == "act_run" {
             args.extend_from_slice(&["--", "true"]);
         }
@@ -939,23 +917,9 @@ fn clock_skew_is_reported_and_elapsed_never_negative() {
 /// its path), depth, size, invalid JSON.
 #[test]
 fn progress_refusals_name_their_rule() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let repo = "[TMP]/state.git";
-    let created = run_finality(
-        tmp,
-        T0,
-        &[
-            "action",
-            "create",
-            "--repo",
-            repo,
-            "--id",
-            "act_p",
-            "--guard-decision",
-            "gd_1",
-        ],
-    );
+    let created = run_finality(tmp, T0, &action_create(&["--repo", repo], "act_p", "gd_1"));
     assert!(created.starts_with("exit: 0"), "{created}");
     let outcome = |extra: &[&str], progress: &str| {
         let mut args = vec!["action", "outcome", "--repo", repo, "act_p", "partial"];
@@ -984,17 +948,10 @@ fn progress_refusals_name_their_rule() {
 
 /// Copies day1 job 008 (two shards, 63 events) below `root`.
 fn fixture_job(root: &Path) {
-    let job = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/corpus/day1/shards/008-openclaw-clawsweeper-repair-worker-r13550308979-a1");
-    for e in walkdir::WalkDir::new(&job) {
-        let e = e.unwrap();
-        let to = root.join(e.path().strip_prefix(&job).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    copy_day1_job(
+        "008-openclaw-clawsweeper-repair-worker-r13550308979-a1",
+        root,
+    );
 }
 
 /// Copies the shard root of the day1 job `job` into `root` (merging with what is there).
@@ -1038,8 +995,7 @@ fn git_out(repo: &Path, args: &[&str]) -> String {
 /// more. The trailer stays the manifest's sha256, which the `--json` record lets anyone check.
 #[test]
 fn publication_subjects_name_the_producer_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_job(&tmp.join("job"));
     for job in OPERATION_JOBS {
         copy_day1_job(job, &tmp.join("three"));
@@ -1084,8 +1040,7 @@ fn publication_subjects_name_the_producer_run() {
 /// the openclaw run); `--order time` sorts by occurred_at; the default stays canonical.
 #[test]
 fn log_follows_an_operation_and_orders_by_time() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let mut args = vec!["-q", "publish", "--repo", "[TMP]/state.git"];
     let roots: Vec<String> = OPERATION_JOBS
         .iter()
@@ -1149,8 +1104,7 @@ fn log_follows_an_operation_and_orders_by_time() {
 /// `completions` for each shell and `man`, generated from the clap definitions.
 #[test]
 fn completions_and_man_page() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let head = |text: String, n: usize| text.lines().take(n).collect::<Vec<_>>().join("\n");
     insta::assert_snapshot!(
         "completions_bash_head",
@@ -1177,8 +1131,7 @@ fn completions_and_man_page() {
 /// reference's `{"paths":[...]}`.
 #[test]
 fn publish_and_seal_output_shapes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_job(&tmp.join("job"));
     std::fs::create_dir(tmp.join("nothing")).unwrap();
     let summary = run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/job"]);
@@ -1239,8 +1192,7 @@ fn publish_and_seal_output_shapes() {
 /// it exits 2 naming the shard and the rule `verify` reports, and prints no event of it.
 #[test]
 fn log_refuses_a_shard_that_verify_refuses() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_job(&tmp.join("job"));
     let published = run_cli(
         tmp,
@@ -1279,8 +1231,7 @@ fn log_refuses_a_shard_that_verify_refuses() {
 /// take what `git rev-parse` takes (remote-tracking names, tags, `~N`, abbreviated ids).
 #[test]
 fn no_ledger_yet_and_revision_forms() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     Store::open_or_init_bare(&tmp.join("state.git"), "refs/heads/main").unwrap();
     let repo = ["--repo", "[TMP]/state.git"];
     insta::assert_snapshot!("log_no_ledger", run_cli(tmp, &["log", repo[0], repo[1]]));
@@ -1371,8 +1322,7 @@ fn no_ledger_yet_and_revision_forms() {
 
 #[test]
 fn compact_and_log() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_job(&tmp.join("job"));
     let repo = ["--repo", "[TMP]/state.git"];
     let with = |cmd: &[&str], rest: &[&str]| -> Vec<String> {
@@ -1498,8 +1448,7 @@ fn empty_roots(tmp: &Path) {
 /// interruption recovery. A root that does not exist stays an error that says so.
 #[test]
 fn seal_of_a_job_that_recorded_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     empty_roots(tmp);
     let before = listing(tmp);
     let roots: Vec<String> = EMPTY_ROOTS
@@ -1556,8 +1505,7 @@ fn seal_of_a_job_that_recorded_nothing() {
 /// exist, or is not a directory, is an error that says so, and then nothing is published.
 #[test]
 fn publish_of_sources_without_events() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     empty_roots(tmp);
     std::fs::create_dir_all(tmp.join("shards/ledger/v1/events")).unwrap();
     fixture_spool(&tmp.join("job"));
@@ -1635,8 +1583,7 @@ fn publish_of_sources_without_events() {
 /// earlier source of the same run published into.
 #[test]
 fn failed_publish_leaves_no_new_repository() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_spool(&tmp.join("unsealed"));
     fixture_spool(&tmp.join("job"));
     let sealed = run_cli(
@@ -1747,8 +1694,7 @@ fn failed_publish_leaves_no_new_repository() {
 /// after the seal is refused. Stdout (the event, with the clock's `recorded_at`) is left out.
 #[test]
 fn repeated_record_says_unchanged() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     std::fs::create_dir_all(tmp.join("spool")).unwrap();
     let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
     let generic = r#"{"scope":"review","identity":"x","type":"review.started","component":"review","subject":{"repository":"openclaw/openclaw","kind":"cluster","clusterId":"c1"},"action":{"name":"review","status":"started","retryable":true,"mutation":false}}"#;
@@ -1789,8 +1735,7 @@ fn repeated_record_says_unchanged() {
 /// with the way out: the file may be removed when no writer is running.
 #[test]
 fn malformed_producer_lock_says_it_may_be_removed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let phase = r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":5},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":5},"retryable":true,"mutation":false}"#;
     std::fs::create_dir_all(tmp.join("spool")).unwrap();
     let recorded = run_writer(tmp, phase, &["record", "--spool", "[TMP]/spool"]);
@@ -1890,8 +1835,7 @@ fn run_hook(repo: &Path, tools: &Path, path: Option<&Path>, vars: &[(&str, &str)
 /// is found, when the one found is missing, not action-ledger, or older than the minimum.
 #[test]
 fn hooks_install_writes_no_build_path_and_the_hook_finds_its_binary() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let installed = run_cli(tmp, &["hooks", "install", "--repo", "[TMP]/server.git"]);
     let server = tmp.join("server.git");
     let hook = std::fs::read_to_string(server.join("hooks/pre-receive")).unwrap();
@@ -1987,8 +1931,7 @@ fn hooks_install_writes_no_build_path_and_the_hook_finds_its_binary() {
 /// install without it reports the binary on PATH.
 #[test]
 fn hooks_install_bin_sets_the_config_and_is_checked_first() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let version = env!("CARGO_PKG_VERSION");
     fake_ledger_bin(
         &tmp.join("bin/action-ledger"),
@@ -1997,9 +1940,8 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
         0,
     );
     std::fs::write(tmp.join("not-executable"), "").unwrap();
-    let mut steps = Vec::new();
-    for bad in ["[TMP]/missing", "[TMP]/not-executable", "[TMP]/bin"] {
-        steps.push(run_cli(
+    let install = |bin: &str| {
+        run_cli(
             tmp,
             &[
                 "hooks",
@@ -2007,25 +1949,19 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
                 "--repo",
                 "[TMP]/server.git",
                 "--bin",
-                bad,
+                bin,
             ],
-        ));
+        )
+    };
+    let mut steps = Vec::new();
+    for bad in ["[TMP]/missing", "[TMP]/not-executable", "[TMP]/bin"] {
+        steps.push(install(bad));
         assert!(
             !tmp.join("server.git").exists(),
             "a bad --bin {bad} created the repository"
         );
     }
-    steps.push(run_cli(
-        tmp,
-        &[
-            "hooks",
-            "install",
-            "--repo",
-            "[TMP]/server.git",
-            "--bin",
-            "[TMP]/bin/action-ledger",
-        ],
-    ));
+    steps.push(install("[TMP]/bin/action-ledger"));
     let server = tmp.join("server.git");
     assert_eq!(
         hooks_git(&server, &["config", "--get", "actionLedger.bin"]),
@@ -2070,8 +2006,7 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
 /// A repository with a work tree is refused, with nothing written, unless --allow-non-bare.
 #[test]
 fn hooks_install_refuses_a_work_tree_unless_allowed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     std::fs::create_dir_all(tmp.join("work")).unwrap();
     hooks_git(&tmp.join("work"), &["init", "--quiet"]);
     let mut steps = Vec::new();
@@ -2126,6 +2061,11 @@ fn git_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What `reference` names in the bare repository `repo`; a test fails when it names nothing.
+fn rev_parse(repo: &Path, reference: &str) -> String {
+    git_ok(&["--git-dir", repo.to_str().unwrap(), "rev-parse", reference])
+}
+
 /// A bare remote at `path` whose HEAD is refs/heads/main; with `refusal`, its pre-receive hook
 /// prints those lines and refuses every push.
 fn bare_remote(path: &Path, refusal: Option<&str>) {
@@ -2141,6 +2081,12 @@ fn bare_remote(path: &Path, refusal: Option<&str>) {
         .unwrap();
         std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+/// `verify` passes on the remote `[TMP]/remote.git` the test wrote through.
+fn assert_remote_verifies(tmp: &Path) {
+    let verified = run_cli(tmp, &["verify", "--repo", "[TMP]/remote.git"]);
+    assert!(verified.starts_with("exit: 0"), "{verified}");
 }
 
 /// The record file `kind` of action `id` on the remote's refs/heads/main, if any.
@@ -2169,8 +2115,7 @@ fn before_command<'a>(args: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
 /// EXECUTION_CLAIM_CONFLICT and `action show --remote` reads the winner back.
 #[test]
 fn finality_commands_write_through_a_remote() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let remote = tmp.join("remote.git");
     bare_remote(&remote, None);
     let on = |cache: &str, now: &str, args: &[&str]| {
@@ -2256,36 +2201,14 @@ fn finality_commands_write_through_a_remote() {
             .contains(r#""status":"completed""#)
     );
     // `close` and `run` from yet other caches.
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_c",
-            "--guard-decision",
-            "gd_c",
-        ],
-    );
+    on("creator", T0, &action_create(&[], "act_c", "gd_c"));
     insta::assert_snapshot!(
         "remote_action_close",
         on("machine-d", T1, &["action", "close", "act_c", "cancelled"])
     );
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_run",
-            "--guard-decision",
-            "gd_run",
-            "--",
-            "true",
-        ],
-    );
+    let mut args = action_create(&[], "act_run", "gd_run");
+    args.extend_from_slice(&["--", "true"]);
+    on("creator", T0, &args);
     insta::assert_snapshot!(
         "remote_run",
         on(
@@ -2309,18 +2232,7 @@ fn finality_commands_write_through_a_remote() {
             .contains("attempt-of-the-runner")
     );
     // A stale action swept from another cache.
-    on(
-        "creator",
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_stale",
-            "--guard-decision",
-            "gd_s",
-        ],
-    );
+    on("creator", T0, &action_create(&[], "act_stale", "gd_s"));
     insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
     assert!(
         remote_record(&remote, "act_stale", "outcome")
@@ -2341,42 +2253,15 @@ fn finality_commands_write_through_a_remote() {
         assert_eq!(store.tip("refs/heads/main").unwrap(), None, "{cache}");
     }
     // --remote-ref names another ref on the remote; the default ref is untouched there.
-    let main = git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/main",
-    ]);
+    let main = rev_parse(&remote, "refs/heads/main");
     let other = on(
         "creator",
         T0,
-        &[
-            "action",
-            "create",
-            "--remote-ref",
-            "refs/heads/other",
-            "--id",
-            "act_o",
-            "--guard-decision",
-            "gd_o",
-        ],
+        &action_create(&["--remote-ref", "refs/heads/other"], "act_o", "gd_o"),
     );
     assert!(other.starts_with("exit: 0"), "{other}");
-    assert_eq!(
-        git_ok(&[
-            "--git-dir",
-            remote.to_str().unwrap(),
-            "rev-parse",
-            "refs/heads/main"
-        ]),
-        main
-    );
-    git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/other",
-    ]);
+    assert_eq!(rev_parse(&remote, "refs/heads/main"), main);
+    rev_parse(&remote, "refs/heads/other");
     insta::assert_snapshot!(
         "remote_ref_requires_remote",
         run_finality(
@@ -2391,16 +2276,14 @@ fn finality_commands_write_through_a_remote() {
             ]
         )
     );
-    let verified = run_cli(tmp, &["verify", "--repo", "[TMP]/remote.git"]);
-    assert!(verified.starts_with("exit: 0"), "{verified}");
+    assert_remote_verifies(tmp);
 }
 
 /// `compact --remote` folds the remote's months from a fresh cache and lands by leased push; a
 /// second run from another cache changes nothing.
 #[test]
 fn compact_through_a_remote() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     fixture_job(&tmp.join("job"));
     bare_remote(&tmp.join("remote.git"), None);
     let published = run_cli(
@@ -2445,8 +2328,7 @@ fn compact_through_a_remote() {
         segments.contains("ledger/v1/segments/2026/03/segment-0001.jsonl"),
         "{segments}"
     );
-    let verified = run_cli(tmp, &["verify", "--repo", "[TMP]/remote.git"]);
-    assert!(verified.starts_with("exit: 0"), "{verified}");
+    assert_remote_verifies(tmp);
 }
 
 /// A remote whose hook refuses the push: every writing command exits as `publish --remote`
@@ -2454,8 +2336,7 @@ fn compact_through_a_remote() {
 /// error (exit 2), for `run` the not-claimed exit 3.
 #[test]
 fn remote_refusals_are_reported_like_publish() {
-    let tmp = tempfile::tempdir().unwrap();
-    let tmp = &files::absolute_root(tmp.path()).unwrap();
+    let tmp = &temp_root();
     let remote = tmp.join("remote.git");
     fixture_job(&tmp.join("job"));
     bare_remote(&remote, None);
@@ -2467,42 +2348,17 @@ fn remote_refusals_are_reported_like_publish() {
             &before_command(args, &["--repo", "[TMP]/remote.git"]),
         )
     };
-    local(
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_h",
-            "--guard-decision",
-            "gd_h",
-        ],
-    );
-    local(
-        T0,
-        &[
-            "action",
-            "create",
-            "--id",
-            "act_hr",
-            "--guard-decision",
-            "gd_hr",
-            "--",
-            "true",
-        ],
-    );
+    local(T0, &action_create(&[], "act_h", "gd_h"));
+    let mut run_args = action_create(&[], "act_hr", "gd_hr");
+    run_args.extend_from_slice(&["--", "true"]);
+    local(T0, &run_args);
     let published = run_cli(
         tmp,
         &["-q", "publish", "--repo", "[TMP]/remote.git", "[TMP]/job"],
     );
     assert!(published.starts_with("exit: 0"), "{published}");
     bare_remote(&remote, Some("policy: this server takes no pushes today"));
-    let before = git_ok(&[
-        "--git-dir",
-        remote.to_str().unwrap(),
-        "rev-parse",
-        "refs/heads/main",
-    ]);
+    let before = rev_parse(&remote, "refs/heads/main");
     let via = |remote: &str, now: &str, args: &[&str]| {
         let extra = ["--remote", remote, "--repo", "[TMP]/cache.git"];
         run_finality(tmp, now, &before_command(args, &extra))
@@ -2583,12 +2439,7 @@ fn remote_refusals_are_reported_like_publish() {
         .join("\n")
     );
     assert_eq!(
-        git_ok(&[
-            "--git-dir",
-            remote.to_str().unwrap(),
-            "rev-parse",
-            "refs/heads/main"
-        ]),
+        rev_parse(&remote, "refs/heads/main"),
         before,
         "a refused push changes nothing on the remote"
     );

@@ -136,11 +136,11 @@ impl Options {
     /// Defaults with the given signature and clock.
     pub fn new(signature: Signature, now_seconds: i64) -> Options {
         Options {
-            ref_name: "refs/heads/main".into(),
+            ref_name: store::transact::DEFAULT_REF.into(),
             signature,
             retention_days: DEFAULT_RETENTION_DAYS,
             now_seconds,
-            max_attempts: 64,
+            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
             max_commit_bytes: DEFAULT_MAX_COMMIT_BYTES,
             segment_caps: segment::Caps::MAX,
             target: store::remote::Target::Local,

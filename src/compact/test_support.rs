@@ -31,15 +31,7 @@ pub(super) fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub(super) fn job(prefix: &str) -> PathBuf {
-    let dir = manifest_dir().join("testdata/corpus/day1/shards");
-    let name = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|n| n.starts_with(prefix))
-        .unwrap();
-    dir.join(name)
-}
+pub(super) use crate::tests::day1_job as job;
 
 pub(super) fn new_store(dir: &Path) -> Store {
     Store::open_or_init_bare(&dir.join("state.git"), MAIN).unwrap()

@@ -37,6 +37,18 @@ fn text(ctx: &Ctx, obj: &Value, key: &str, label: &str, max: usize) -> Result<Va
         .map_err(|e| ctx.field(e))
 }
 
+/// Required machine text (at most 256 characters) stored under its own key.
+fn put_text(
+    ctx: &Ctx,
+    out: &mut BTreeMap<String, Value>,
+    obj: &Value,
+    key: &str,
+    label: &str,
+) -> Result<(), Error> {
+    out.insert(key.into(), text(ctx, obj, key, label, 256)?);
+    Ok(())
+}
+
 /// Optional machine text included only when truthy (a stored `""` is therefore dropped, and the
 /// final canonical comparison refuses it).
 fn opt_text(
@@ -151,14 +163,8 @@ fn subject(ctx: &Ctx, s: &Value, repository: String) -> Result<Value, Error> {
 
 fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
     let mut out = BTreeMap::new();
-    out.insert(
-        "name".into(),
-        text(ctx, a, "name", "action event action name", 256)?,
-    );
-    out.insert(
-        "status".into(),
-        text(ctx, a, "status", "action event action status", 256)?,
-    );
+    put_text(ctx, &mut out, a, "name", "action event action name")?;
+    put_text(ctx, &mut out, a, "status", "action event action status")?;
     opt_text(
         ctx,
         &mut out,
@@ -191,14 +197,14 @@ fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
         },
     };
     let mut out = BTreeMap::new();
-    out.insert(
-        "category".into(),
-        text(ctx, l, "category", "action event learning category", 256)?,
-    );
-    out.insert(
-        "signal".into(),
-        text(ctx, l, "signal", "action event learning signal", 256)?,
-    );
+    put_text(
+        ctx,
+        &mut out,
+        l,
+        "category",
+        "action event learning category",
+    )?;
+    put_text(ctx, &mut out, l, "signal", "action event learning signal")?;
     opt_text(ctx, &mut out, l, "rule_id", "action event learning rule id")?;
     if let Some(c) = confidence {
         out.insert("confidence".into(), c);
@@ -222,10 +228,7 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
                     .map_err(|e| ctx.field(e))?;
             out.insert("sha256".into(), Value::str(d.as_str()));
         }
-        out.insert(
-            "kind".into(),
-            text(ctx, e, "kind", "action event evidence kind", 256)?,
-        );
+        put_text(ctx, &mut out, e, "kind", "action event evidence kind")?;
         if let Some(v) = e.get("report_path") {
             let p = privacy::relative_data_path(
                 v.as_str().unwrap_or(""),
@@ -403,10 +406,7 @@ pub(super) fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), 
             "action event idempotency key",
         )?,
     );
-    sem.insert(
-        "event_type".to_owned(),
-        text(ctx, rec, "event_type", "action event type", 256)?,
-    );
+    put_text(ctx, &mut sem, rec, "event_type", "action event type")?;
     sem.insert(
         "producer".to_owned(),
         producer(ctx, producer_v, producer_repo)?,

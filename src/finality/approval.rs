@@ -111,9 +111,7 @@ pub fn parse_approval(bytes: &[u8], id: &ActionId) -> Result<Approval, RecordErr
             expected: decision.lifecycle(),
         });
     }
-    let decided_by = f.id_text("decided_by")?.ok_or(RecordError::Null {
-        field: "decided_by",
-    })?;
+    let decided_by = f.id("decided_by")?;
     debug_assert!(decided_by.len() <= MAX_ID_UNITS);
     Ok(Approval {
         action_id,

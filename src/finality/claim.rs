@@ -261,9 +261,7 @@ mod tests {
     /// An I/O failure while claiming is EXECUTION_CLAIM_UNAVAILABLE, never a conflict.
     #[test]
     fn unwritable_repository_makes_the_claim_unavailable() {
-        let (dir, store) = repo();
-        let opts = options("refs/heads/main");
-        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (dir, store, opts, _) = repo_with_action();
         create_action(&store, &opts, &new_action("act_perm"), at(BASE)).unwrap();
         let objects = dir.path().join("state.git/objects");
         use std::os::unix::fs::PermissionsExt;
@@ -321,21 +319,7 @@ mod tests {
         );
         assert_eq!(e.unwrap_err().code(), "EXECUTION_CLAIM_CONFLICT");
         create_action(&store, &opts, &new_action("act_bad"), at(BASE)).unwrap();
-        let bad = ActionId::parse("act_bad").unwrap();
-        let tip = store.tip("refs/heads/main").unwrap();
-        let commit = store
-            .write_commit_with(
-                tip,
-                &[(bad.path(RecordKind::Action), b"{}\n".to_vec())],
-                &[],
-                true,
-                "x",
-                &sig(),
-            )
-            .unwrap();
-        store
-            .update_ref("refs/heads/main", tip, commit, "x")
-            .unwrap();
+        plant_unparsable_action(&store, "act_bad");
         let e = claim(
             &store,
             &opts,

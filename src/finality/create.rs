@@ -152,9 +152,7 @@ mod tests {
     /// still `ACTION_EXISTS`, and so is an id taken by a record that does not parse.
     #[test]
     fn create_retry_is_idempotent_and_other_bindings_are_refused() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
-        let first = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (_dir, store, opts, first) = repo_with_action();
         let tip = store.tip("refs/heads/main").unwrap();
         for later in [
             "2026-03-01T12:00:05.000Z",
@@ -211,20 +209,7 @@ mod tests {
             tip,
             "nothing written"
         );
-        let id = ActionId::parse("act_planted").unwrap();
-        let commit = store
-            .write_commit_with(
-                tip,
-                &[(id.path(RecordKind::Action), b"{}\n".to_vec())],
-                &[],
-                true,
-                "plant",
-                &sig(),
-            )
-            .unwrap();
-        store
-            .update_ref("refs/heads/main", tip, commit, "plant")
-            .unwrap();
+        plant_unparsable_action(&store, "act_planted");
         let e = create_action(&store, &opts, &new_action("act_planted"), at(BASE)).unwrap_err();
         assert_eq!(e.code(), "ACTION_EXISTS");
     }

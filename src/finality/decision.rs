@@ -125,18 +125,13 @@ pub fn parse(bytes: &[u8], id: &DecisionId) -> Result<Decision, RecordError> {
         ],
     )?;
     let decision_id = f.own_id("decision_id", id, "path's")?;
-    let reason = f.opt_str("reason")?;
-    if reason.is_some_and(|r| crate::privacy::utf16_len(r) > MAX_TEXT_UNITS || r.contains('\0')) {
-        return Err(RecordError::Text { field: "reason" });
-    }
+    let reason = f.opt_text("reason")?;
     let verdict = f.parsed("decision", Verdict::parse)?;
     let containment_ref = f.id_text("containment_ref")?;
     if (verdict == Verdict::AllowContained) != containment_ref.is_some() {
         return Err(RecordError::ContainmentRef);
     }
-    let principal = f
-        .id_text("principal")?
-        .ok_or(RecordError::Null { field: "principal" })?;
+    let principal = f.id("principal")?;
     debug_assert!(principal.len() <= MAX_ID_UNITS);
     Ok(Decision {
         decision_id,

@@ -407,14 +407,11 @@ pub fn close(
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
-    use crate::finality::*;
 
     /// Each refusal of a progress value names its own rule and, where it has one, the path.
     #[test]
     fn progress_refusals_name_their_rule() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
-        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (_dir, store, opts, _) = repo_with_action();
         let tip = store.tip("refs/heads/main").unwrap();
         let parse = |t: &str| canonical::parse(t).unwrap();
         let lossy = |path: &str| {

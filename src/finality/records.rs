@@ -337,6 +337,21 @@ impl<'a> Fields<'a> {
             Some(_) => Err(RecordError::NotMachineText { field: key }),
         }
     }
+
+    /// An id field of the machine-text shape that may not be null.
+    pub(super) fn id(&self, key: &'static str) -> Result<String, RecordError> {
+        self.id_text(key)?.ok_or(RecordError::Null { field: key })
+    }
+
+    /// A free-text field or null: at most [`MAX_TEXT_UNITS`] UTF-16 units and no NUL, the
+    /// limits every text a finality record carries shares.
+    pub(super) fn opt_text(&self, key: &'static str) -> Result<Option<&'a str>, RecordError> {
+        let v = self.opt_str(key)?;
+        if v.is_some_and(|s| privacy::utf16_len(s) > MAX_TEXT_UNITS || s.contains('\0')) {
+            return Err(RecordError::Text { field: key });
+        }
+        Ok(v)
+    }
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9_.:/@+-]*$`, at most [`MAX_ID_UNITS`] long.
@@ -347,11 +362,6 @@ pub(super) fn is_machine_shaped(s: &str) -> bool {
         && b[1..]
             .iter()
             .all(|c| c.is_ascii_alphanumeric() || b"_.:/@+-".contains(c))
-}
-
-/// The value of a required field that the reader gave as optional.
-pub(super) fn required(v: Option<String>, key: &'static str) -> Result<String, RecordError> {
-    v.ok_or(RecordError::Null { field: key })
 }
 
 /// Parses `action.json` bytes; `id` is the directory's action id.
@@ -403,8 +413,8 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
     }
     Ok(Action {
         action_id,
-        agent_id: required(f.id_text("agent_id")?, "agent_id")?,
-        created_by: required(f.id_text("created_by")?, "created_by")?,
+        agent_id: f.id("agent_id")?,
+        created_by: f.id("created_by")?,
         act_content_hash,
         guard_decision_id: f.id_text("guard_decision_id")?,
         guard_verdict: f.parsed("guard_verdict", Verdict::parse)?,
@@ -439,7 +449,7 @@ pub fn parse_claim(bytes: &[u8], id: &ActionId) -> Result<Claim, RecordError> {
         attempt_id: f.parsed("attempt_id", AttemptId::parse)?,
         binding_sha256: f.parsed("binding_sha256", Digest::parse)?,
         claimed_at: f.time("claimed_at")?,
-        guard_decision_id: required(f.id_text("guard_decision_id")?, "guard_decision_id")?,
+        guard_decision_id: f.id("guard_decision_id")?,
     })
 }
 
@@ -470,13 +480,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
     if status == OutcomeStatus::Pending {
         return Err(RecordError::PendingWritten);
     }
-    let text = |key: &'static str| -> Result<Option<String>, RecordError> {
-        let v = f.opt_str(key)?;
-        if v.is_some_and(|s| privacy::utf16_len(s) > MAX_TEXT_UNITS || s.contains('\0')) {
-            return Err(RecordError::Text { field: key });
-        }
-        Ok(v.map(str::to_owned))
-    };
+    let text = |key| Ok::<_, RecordError>(f.opt_text(key)?.map(str::to_owned));
     let progress = match f.0.get("progress") {
         Some(Value::Null) => None,
         Some(v @ Value::Object(_)) => Some(v.clone()),
@@ -648,9 +652,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_their_parsers() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
-        let a = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+        let (_dir, store, opts, a) = repo_with_action();
         assert!(a.commit.is_some());
         // Replaying the identical creation is a no-op; another binding under the id is refused.
         let again = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();

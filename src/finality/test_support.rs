@@ -59,6 +59,28 @@ pub(crate) fn repo() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// A fresh repository in which [`ACTION`] was created at [`BASE`] on `refs/heads/main`: the
+/// options that created it and what the creation wrote come with it.
+pub(crate) fn repo_with_action() -> (tempfile::TempDir, Store, Options, Written<Action>) {
+    let (dir, store) = repo();
+    let opts = options("refs/heads/main");
+    let created = create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
+    (dir, store, opts, created)
+}
+
+/// Lands a commit on `refs/heads/main` whose `action.json` for `id` is `{}`, a record no reader
+/// parses (replacing the action's own when there is one).
+pub(crate) fn plant_unparsable_action(store: &Store, id: &str) {
+    let tip = store.tip("refs/heads/main").unwrap();
+    let path = ActionId::parse(id).unwrap().path(RecordKind::Action);
+    let commit = store
+        .write_commit_with(tip, &[(path, b"{}\n".to_vec())], &[], true, "plant", &sig())
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", tip, commit, "plant")
+        .unwrap();
+}
+
 pub(crate) fn at(s: &str) -> Timestamp {
     parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
 }

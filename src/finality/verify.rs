@@ -436,10 +436,8 @@ mod tests {
     /// outcome was already set.
     #[test]
     fn push_ranges_refuse_rewrites_of_finality_records() {
-        let (_dir, store) = repo();
-        let opts = options("refs/heads/main");
+        let (_dir, store, opts, _) = repo_with_action();
         let ref_name = "refs/heads/main";
-        create_action(&store, &opts, &new_action(ACTION), at(BASE)).unwrap();
         let created = store.tip(ref_name).unwrap().unwrap();
         claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).unwrap();
         let report = OutcomeReport {

@@ -32,10 +32,10 @@ impl Options {
     /// Defaults with the given signature.
     pub fn new(signature: Signature) -> Options {
         Options {
-            ref_name: "refs/heads/main".into(),
+            ref_name: store::transact::DEFAULT_REF.into(),
             signature,
-            max_attempts: 64,
-            lock_wait: Duration::from_secs(5),
+            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
+            lock_wait: store::transact::HELD_LOCK_BUDGET,
             target: Target::Local,
         }
     }

@@ -888,12 +888,10 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     /// The shards of day1 job 001 (four single-part sets), as foldable inputs.
     fn day1_shards() -> Vec<Foldable> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+        let root = crate::tests::day1_job("001");
         let mut out: Vec<Foldable> = walkdir::WalkDir::new(&root)
             .into_iter()
             .map(|e| e.unwrap())

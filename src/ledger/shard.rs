@@ -111,17 +111,11 @@ pub enum Error {
 /// `safePathSegment`: runs outside `[A-Za-z0-9_.-]` become `-`, dashes trimmed at both ends;
 /// empty, `.` or `..` become `unknown`.
 pub fn safe_path_segment(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    let mut in_run = false;
-    for c in v.chars() {
-        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-            out.push(c);
-            in_run = false;
-        } else if !in_run {
-            out.push('-');
-            in_run = true;
-        }
-    }
+    let out = identity::replace_runs(
+        v,
+        |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'),
+        "-",
+    );
     let trimmed = out.trim_matches('-');
     match trimmed {
         "" | "." | ".." => "unknown".to_owned(),

@@ -364,9 +364,9 @@ impl Options {
     /// Defaults with the given signature.
     pub fn new(signature: Signature) -> Options {
         Options {
-            ref_name: "refs/heads/main".into(),
+            ref_name: store::transact::DEFAULT_REF.into(),
             signature,
-            max_attempts: 64,
+            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
             expected_producer: None,
             expected_event_paths: None,
             layout: None,

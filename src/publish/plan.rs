@@ -251,8 +251,7 @@ mod tests {
 
     #[test]
     fn a_different_set_under_a_published_run_is_refused_and_the_ref_stays() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (_dir, store) = crate::tests::scratch_store();
         let options = Options::new(sig());
         let first = publish(&store, &day1("001"), &options).unwrap();
         // The same producer run with one event fewer: a different shard set, same identity.

@@ -63,8 +63,7 @@ mod tests {
             &std::fs::read_to_string(corpus.join("expected-import-results.json")).unwrap(),
         )
         .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (_dir, store) = crate::tests::scratch_store();
         let mut options = Options::new(sig());
         // The reference's manifests name reference-layout paths.
         options.layout = Some(Layout::Reference);
@@ -100,8 +99,7 @@ mod tests {
     /// rest of the batch; `--privacy reference` publishes it.
     #[test]
     fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (_dir, store) = crate::tests::scratch_store();
         let files = read_source(&day1("001"), None).unwrap();
         // Changed after validation: the check reads the parsed values of every event.
         let mut batch = validate_batch(&files, None).unwrap();

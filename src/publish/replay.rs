@@ -189,8 +189,7 @@ mod tests {
 
     #[test]
     fn replay_is_unchanged_and_makes_no_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (_dir, store) = crate::tests::scratch_store();
         let options = Options::new(sig());
         let first = publish(&store, &day1("001"), &options).unwrap();
         assert_eq!(first.status, Status::Created);

@@ -205,8 +205,7 @@ mod tests {
     /// are errors that say so.
     #[test]
     fn sources_without_events_publish_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (dir, store) = crate::tests::scratch_store();
         let options = Options::new(sig());
         let empties: Vec<std::path::PathBuf> = [
             "bare",
@@ -251,8 +250,7 @@ mod tests {
     /// a finalize leaves it) are published, never silently dropped as an empty source.
     #[test]
     fn shards_beside_an_eventless_spool_are_published() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main").unwrap();
+        let (dir, store) = crate::tests::scratch_store();
         let options = Options::new(sig());
         for (name, spool_dirs) in [
             ("locks", &["_locks"][..]),

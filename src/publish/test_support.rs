@@ -14,15 +14,7 @@ pub(super) fn sig() -> Signature {
     }
 }
 
-pub(super) fn day1(job_prefix: &str) -> std::path::PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");
-    let name = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|n| n.starts_with(job_prefix))
-        .unwrap();
-    dir.join(name)
-}
+pub(super) use crate::tests::day1_job as day1;
 
 pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")

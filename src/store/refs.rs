@@ -376,12 +376,8 @@ mod tests {
         let (_tmp, repo, store) = new_store();
         let c1 = publish(&store, &[("a", "1")]);
         // Two writers build on c1; the first wins.
-        let winner = store
-            .write_commit(Some(c1), &files(&[("b", "2")]), "w\n", &sig())
-            .expect("write");
-        let loser = store
-            .write_commit(Some(c1), &files(&[("c", "3")]), "l\n", &sig())
-            .expect("write");
+        let winner = commit_on(&store, c1, &[("b", "2")], "w\n");
+        let loser = commit_on(&store, c1, &[("c", "3")], "l\n");
         store.update_ref(MAIN, Some(c1), winner, "w").expect("win");
         match store.update_ref(MAIN, Some(c1), loser, "l") {
             Err(Error::RefMoved {
@@ -422,14 +418,26 @@ mod tests {
             .expect("no-op");
     }
 
+    /// A store whose main ref is at `c1`, a commit `c2` written on it but not landed, and the
+    /// path of the main ref's lock file: the start of every lock test.
+    fn tip_and_next() -> (
+        tempfile::TempDir,
+        PathBuf,
+        Store,
+        CommitId,
+        CommitId,
+        PathBuf,
+    ) {
+        let (tmp, repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        let c2 = commit_on(&store, c1, &[("b", "2")], "m");
+        let lock = repo.join("refs/heads/main.lock");
+        (tmp, repo, store, c1, c2, lock)
+    }
+
     #[test]
     fn only_a_ref_lock_whose_noted_owner_is_dead_is_reclaimed() {
-        let (_tmp, repo, store) = new_store();
-        let c1 = publish(&store, &[("a", "1")]);
-        let c2 = store
-            .write_commit(Some(c1), &files(&[("b", "2")]), "m", &sig())
-            .expect("write");
-        let lock = repo.join("refs/heads/main.lock");
+        let (_tmp, repo, store, c1, c2, lock) = tip_and_next();
         let owner = store.lock_owner_path(MAIN);
         let note = |pid: u32, incarnation: &str| {
             let meta = std::fs::metadata(&lock).expect("lock");
@@ -485,12 +493,7 @@ mod tests {
 
     #[test]
     fn held_lock_is_ref_locked_not_ref_moved() {
-        let (_tmp, repo, store) = new_store();
-        let c1 = publish(&store, &[("a", "1")]);
-        let c2 = store
-            .write_commit(Some(c1), &files(&[("b", "2")]), "m", &sig())
-            .expect("write");
-        let lock = repo.join("refs/heads/main.lock");
+        let (_tmp, repo, store, c1, c2, lock) = tip_and_next();
         std::fs::write(&lock, "").expect("lock");
         match store.update_ref(MAIN, Some(c1), c2, "m") {
             Err(err @ Error::RefLocked { .. }) => {

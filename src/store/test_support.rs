@@ -70,6 +70,19 @@ pub(super) fn publish(store: &Store, list: &[(impl AsRef<str>, impl AsRef<str>)]
     commit
 }
 
+/// Write a commit of `list` on `parent` without moving any ref: the commit another writer
+/// built on the same tip, for tests that race or block the ref update.
+pub(super) fn commit_on(
+    store: &Store,
+    parent: CommitId,
+    list: &[(impl AsRef<str>, impl AsRef<str>)],
+    message: &str,
+) -> CommitId {
+    store
+        .write_commit(Some(parent), &files(list), message, &sig())
+        .expect("write")
+}
+
 pub(super) fn assert_fsck_clean(repo: &Path) {
     let out = git_raw(repo, &["fsck", "--strict", "--no-dangling"]);
     assert!(

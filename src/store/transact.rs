@@ -31,6 +31,12 @@ use super::{CommitId, Error, Store};
 /// [`super::REF_LOCK_TIMEOUT`] for the lock itself.)
 pub const HELD_LOCK_BUDGET: Duration = Duration::from_secs(5);
 
+/// The ledger ref a writer moves when its options name none.
+pub const DEFAULT_REF: &str = "refs/heads/main";
+
+/// Builds a writer runs in all when its options give no budget: every lost race costs one.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 64;
+
 /// Which ref a [`transact()`] moves, and how hard it tries.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy<'a> {

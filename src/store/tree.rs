@@ -382,6 +382,15 @@ mod tests {
                 .expect("blob")
         };
         type Edit = fn(&mut Vec<(u32, Vec<u8>, ObjectId)>, ObjectId);
+        // The name of a tree's first subtree: what a planted file or entry collides with.
+        fn subtree_name(entries: &[(u32, Vec<u8>, ObjectId)]) -> Vec<u8> {
+            entries
+                .iter()
+                .find(|x| x.0 == 0o40000)
+                .expect("a subtree")
+                .1
+                .clone()
+        }
         let kinds: [(&str, Edit, &str); 7] = [
             (
                 "duplicate",
@@ -391,12 +400,7 @@ mod tests {
             (
                 "file and directory",
                 |e, b| {
-                    let dir = e
-                        .iter()
-                        .find(|x| x.0 == 0o40000)
-                        .expect("a subtree")
-                        .1
-                        .clone();
+                    let dir = subtree_name(e);
                     e.push((0o100644, dir, b));
                 },
                 "tree-file-directory-conflict",
@@ -427,12 +431,7 @@ mod tests {
             (
                 "duplicate far apart",
                 |e, b| {
-                    let name = e
-                        .iter()
-                        .find(|x| x.0 == 0o40000)
-                        .expect("a subtree")
-                        .1
-                        .clone();
+                    let name = subtree_name(e);
                     // "name" as a file sorts before "name-x", the directory after it.
                     let mut other = name.clone();
                     other.extend_from_slice(b"-x");

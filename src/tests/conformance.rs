@@ -60,22 +60,20 @@ const JS_ONLY_KINDS: &[&str] = &[
     "undefined",
 ];
 
-/// Why a vector value cannot be turned into a ledger value.
-#[derive(Debug)]
-enum Unusable {
-    /// A listed JavaScript-only kind (or a lone UTF-16 surrogate): the case is skipped.
-    JsOnly(String),
-    /// The harness does not understand the vector: the case fails.
-    Malformed(String),
+/// The elements of `v` when it is an array; none when the vector leaves it out.
+fn items(v: &Json) -> impl Iterator<Item = &Json> {
+    v.as_array().into_iter().flatten()
 }
 
-impl std::fmt::Display for Unusable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unusable::JsOnly(m) => write!(f, "{m}"),
-            Unusable::Malformed(m) => write!(f, "malformed vector value: {m}"),
-        }
-    }
+/// Why a vector value cannot be turned into a ledger value.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    /// A listed JavaScript-only kind (or a lone UTF-16 surrogate): the case is skipped.
+    #[error("{0}")]
+    JsOnly(String),
+    /// The harness does not understand the vector: the case fails.
+    #[error("malformed vector value: {0}")]
+    Malformed(String),
 }
 
 impl From<&str> for Unusable {
@@ -276,23 +274,17 @@ fn epoch_ms(iso: &str) -> i64 {
 }
 
 /// Why an event writer call did not return an event.
+#[derive(Debug, thiserror::Error)]
 enum CallError {
     /// The call's input cannot be used ([`to_value`]).
+    #[error("{0}")]
     Input(Unusable),
     /// The vector names an `api` the harness does not know: a failure.
+    #[error("unknown api {0}")]
     UnknownApi(String),
     /// The writer refused the call, with its message.
+    #[error("{0}")]
     Refused(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Input(u) => write!(f, "{u}"),
-            CallError::UnknownApi(api) => write!(f, "unknown api {api}"),
-            CallError::Refused(m) => write!(f, "{m}"),
-        }
-    }
 }
 
 fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>, CallError> {
@@ -305,35 +297,19 @@ fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>,
         .collect();
     let now = epoch_ms(call["now"].as_str().unwrap_or("1970-01-01T00:00:00Z"));
     let options = record::Options { privacy: profile };
-    let result = match call["api"].as_str() {
-        Some("recordWorkflowPhaseEvent") => record::record_phase(
-            root,
-            &input,
-            &env,
-            crate::time::Timestamp::from_millis(now),
-            &options,
-        ),
-        Some("recordWorkflowActionEvent") => record::record_action(
-            root,
-            &input,
-            &env,
-            crate::time::Timestamp::from_millis(now),
-            &options,
-        ),
+    let record = match call["api"].as_str() {
+        Some("recordWorkflowPhaseEvent") => record::record_phase,
+        Some("recordWorkflowActionEvent") => record::record_action,
         other => return Err(CallError::UnknownApi(format!("{other:?}"))),
     };
-    result.map_err(|e| CallError::Refused(e.to_string()))
+    let now = crate::time::Timestamp::from_millis(now);
+    record(root, &input, &env, now, &options).map_err(|e| CallError::Refused(e.to_string()))
 }
 
 fn run_events(case: &Json, profile: Profile) -> Outcome {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = crate::writer::files::absolute_root(tmp.path()).expect("root");
-    for (i, prior) in case["prior_calls"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, prior) in items(&case["prior_calls"]).enumerate() {
         if let Err(e) = run_call(&root, prior, profile) {
             return Outcome::Fail(format!("prior call {i} failed: {e}"));
         }
@@ -379,10 +355,7 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
                 .filter(|(k, v)| before.get(*k) != Some(*v))
                 .map(|(k, _)| k)
                 .collect();
-            let want: Vec<&str> = expected["new_or_changed_files"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let want: Vec<&str> = items(&expected["new_or_changed_files"])
                 .filter_map(Json::as_str)
                 .collect();
             if changed.iter().map(|s| s.as_str()).ne(want.iter().copied()) {
@@ -398,10 +371,7 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
             if after != before {
                 return Outcome::Fail("a refused call changed the spool".into());
             }
-            let want: Vec<&str> = expected["spool_files_after"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let want: Vec<&str> = items(&expected["spool_files_after"])
                 .filter_map(|f| f.as_str().or_else(|| f["path"].as_str()))
                 .collect();
             if after.keys().map(|s| s.as_str()).ne(want.iter().copied()) {
@@ -449,10 +419,7 @@ fn read_tree(root: &Path) -> BTreeMap<String, String> {
 }
 
 fn expected_files(files: &Json) -> BTreeMap<String, String> {
-    files
-        .as_array()
-        .into_iter()
-        .flatten()
+    items(files)
         .map(|f| {
             (
                 f["path"].as_str().unwrap_or("").to_owned(),
@@ -490,17 +457,13 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
         .unwrap_or_default();
     write_files(spool_dir.path(), &before);
     // Directories a case needs that no file implies (an empty spool directory).
-    for dir in expected["spool_directories_before"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
+    for dir in items(&expected["spool_directories_before"]) {
         std::fs::create_dir_all(spool_dir.path().join(dir.as_str().expect("directory")))
             .expect("mkdir");
     }
     if expected["spool_event_files_elided"].as_bool() == Some(true) {
         // Each spool event file is exactly one output shard line plus a newline.
-        for f in expected["output_files"].as_array().into_iter().flatten() {
+        for f in items(&expected["output_files"]) {
             for line in f["bytes"].as_str().unwrap_or("").lines() {
                 let e = match Event::parse_line(line, "vector") {
                     Ok(e) => e,
@@ -521,12 +484,7 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
         .into_iter()
         .filter(|(k, _)| !reserved(k))
         .collect();
-    for (i, flush) in expected["flush_results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, flush) in items(&expected["flush_results"]).enumerate() {
         let out_root =
             match crate::writer::files::Root::open(out_dir.path(), seal::OUTPUT_ROOT_LABEL) {
                 Ok(r) => r,
@@ -545,10 +503,7 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
             Ok(r) => r,
             Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
         };
-        let want: Vec<String> = flush
-            .as_array()
-            .into_iter()
-            .flatten()
+        let want: Vec<String> = items(flush)
             .map(|p| p.as_str().unwrap_or("").to_owned())
             .collect();
         if report.shard_paths != want {
@@ -602,7 +557,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
     };
     let result = (|| -> Result<shard::Shard, String> {
         let mut events = Vec::new();
-        for (i, e) in input["events"].as_array().into_iter().flatten().enumerate() {
+        for (i, e) in items(&input["events"]).enumerate() {
             let v = to_value(e).map_err(|u| u.to_string())?;
             let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
             profile
@@ -723,7 +678,7 @@ fn run_import(
     for (name, files) in case["source_trees"].as_object().into_iter().flatten() {
         let root = sources.path().join(name);
         std::fs::create_dir_all(&root).expect("mkdir");
-        for f in files.as_array().into_iter().flatten() {
+        for f in items(files) {
             let path = f["path"].as_str().unwrap_or("");
             let bytes = match f["bytes"].as_str() {
                 Some(b) => b.to_owned(),
@@ -754,7 +709,7 @@ fn run_import(
     for root in source_paths.values() {
         source_bytes.extend(read_tree(root));
     }
-    for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
+    for (i, step) in items(&case["steps"]).enumerate() {
         let mut options = options_base.clone();
         let o = &step["options"];
         if let Some(x) = o.get("expectedProducer") {
@@ -821,10 +776,7 @@ fn run_import(
                 if !same {
                     return fail(format!("manifest differs: {}", m.to_json()));
                 }
-                let theirs: BTreeMap<String, String> = expected["destination_files"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let theirs: BTreeMap<String, String> = items(&expected["destination_files"])
                     .map(|f| {
                         let path = f["path"].as_str().unwrap_or("").to_owned();
                         let bytes = match f["bytes"].as_str() {
@@ -838,10 +790,7 @@ fn run_import(
                     return fail(e);
                 }
                 let new: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
-                let want: Vec<&str> = expected["new_files"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let want: Vec<&str> = items(&expected["new_files"])
                     .filter_map(Json::as_str)
                     .collect();
                 if new.iter().map(|s| s.as_str()).ne(want.iter().copied()) {
@@ -861,10 +810,7 @@ fn run_import(
                 if store.tip("refs/heads/main").expect("tip") != before_tip {
                     return fail("ref moved on a refused publication".into());
                 }
-                let want: Vec<&str> = expected["destination_files_after"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                let want: Vec<&str> = items(&expected["destination_files_after"])
                     .filter_map(Json::as_str)
                     .collect();
                 if after.keys().map(|s| s.as_str()).ne(want.iter().copied()) {
@@ -909,7 +855,7 @@ fn conformance_vectors() {
         let text = std::fs::read_to_string(f).expect("vector file");
         let doc: Json = serde_json::from_str(&text).expect("vector JSON");
         let name = f.file_name().expect("name").to_string_lossy().into_owned();
-        for c in doc["cases"].as_array().into_iter().flatten() {
+        for c in items(&doc["cases"]) {
             cases.push((name.clone(), c.clone()));
         }
     }

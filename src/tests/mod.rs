@@ -38,47 +38,60 @@ pub(crate) fn files_under(root: &std::path::Path) -> std::collections::BTreeMap<
         .collect()
 }
 
+/// The shard root of the day1 job whose directory name starts with `prefix` (`"001"`, …).
+pub(crate) fn day1_job(prefix: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");
+    let name = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(prefix))
+        .unwrap();
+    dir.join(name)
+}
+
+/// A new bare repository `s.git` in a temporary directory (kept while the directory lives),
+/// its HEAD `refs/heads/main`.
+pub(crate) fn scratch_store() -> (tempfile::TempDir, crate::store::Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        crate::store::Store::open_or_init_bare(&dir.path().join("s.git"), "refs/heads/main")
+            .unwrap();
+    (dir, store)
+}
+
+/// Case `id` of the reference's vector file `testdata/conformance/<file>`.
+pub(crate) fn conformance_case(file: &str, id: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/conformance")
+        .join(file);
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = doc["cases"].as_array_mut().unwrap();
+    let at = cases.iter().position(|c| c["id"] == id).unwrap();
+    cases.swap_remove(at)
+}
+
+/// Writes a vector's list of `{"path", "bytes"}` files below `root`.
+pub(crate) fn write_vector_files(root: &std::path::Path, files: &serde_json::Value) {
+    for f in files.as_array().unwrap() {
+        let p = root.join(f["path"].as_str().unwrap());
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
+    }
+}
+
 /// Writes the spool of the reference vector `single_event` of `testdata/conformance/shards.json`
 /// (one `review.item` event and its partition marker; not sealed) below `root`.
 pub(crate) fn fixture_spool(root: &std::path::Path) {
-    static FILES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    let files = FILES.get_or_init(|| {
-        let vectors = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("testdata/conformance/shards.json");
-        let doc: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(vectors).unwrap()).unwrap();
-        let case = doc["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == "single_event")
-            .unwrap();
-        case["expected"]["spool_files_before"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                let text = |k: &str| f[k].as_str().unwrap().to_owned();
-                (text("path"), text("bytes"))
-            })
-            .collect()
-    });
-    for (rel, bytes) in files {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, bytes).unwrap();
-    }
+    static CASE: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let case = CASE.get_or_init(|| conformance_case("shards.json", "single_event"));
+    write_vector_files(root, &case["expected"]["spool_files_before"]);
 }
 
 /// Starts the `#[ignore]`d test `test` of module `module` (its `module_path!()`) as a child
 /// process of this test binary, with `env = dir` and its stdout piped: the second process of a
 /// two-process race. The child reads `dir` from `env` and prints its results on stdout.
-pub(crate) fn spawn_child(
-    module: &str,
-    test: &str,
-    env: &str,
-    dir: &std::path::Path,
-) -> std::process::Child {
+fn spawn_child(module: &str, test: &str, env: &str, dir: &std::path::Path) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", &name_of(module, test)])
         .arg("--nocapture")
@@ -87,6 +100,25 @@ pub(crate) fn spawn_child(
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// Runs a two-process race: starts the `#[ignore]`d test `test` of `module` twice (as
+/// [`spawn_child`] does), lets both go at once by creating `dir/go`, and returns what each
+/// printed on stdout once both exited successfully.
+pub(crate) fn race_two(module: &str, test: &str, env: &str, dir: &std::path::Path) -> Vec<String> {
+    let children = [
+        spawn_child(module, test, env, dir),
+        spawn_child(module, test, env, dir),
+    ];
+    std::fs::write(dir.join("go"), "").unwrap();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap()
+        })
+        .collect()
 }
 
 /// Fails the test with every entry of `found` (one per line, `what` naming them) unless there is

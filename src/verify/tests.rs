@@ -19,20 +19,8 @@ fn manifest_dir() -> &'static Path {
 
 /// Shard files of a finalize vector case, written below `root`.
 fn vector_shards(root: &Path, case: &str) {
-    let text =
-        std::fs::read_to_string(manifest_dir().join("testdata/conformance/shards.json")).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let case = doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == case)
-        .unwrap();
-    for f in case["expected"]["output_files"].as_array().unwrap() {
-        let p = root.join(f["path"].as_str().unwrap());
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, f["bytes"].as_str().unwrap()).unwrap();
-    }
+    let case = crate::tests::conformance_case("shards.json", case);
+    crate::tests::write_vector_files(root, &case["expected"]["output_files"]);
 }
 
 /// The clean base: day1 job 001 (four sets) and a two-part set of 1,500 events.
@@ -49,8 +37,7 @@ fn base(layout: Layout) -> Base {
     let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
     let mut options = Options::new(sig());
     options.layout = Some(layout);
-    let day1 = manifest_dir()
-        .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+    let day1 = crate::tests::day1_job("001");
     publish::publish(&store, &day1, &options).unwrap();
     let two = dir.path().join("two-part");
     vector_shards(&two, "events_1500_two_parts");
@@ -150,6 +137,15 @@ impl Base {
             put: vec![(path.to_owned(), text.to_owned())],
             ..Edits::default()
         }
+    }
+    /// The file at `path` with the 64 hex digits of its digest field `field` all zero: a
+    /// well-formed record whose digest no longer matches.
+    fn zero_digest(&self, path: &str, field: &str) -> Edits {
+        let text = &self.files[path];
+        let key = format!("\"{field}\":\"");
+        let at = text.find(&key).unwrap() + key.len();
+        let forged = format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]);
+        self.add(path, &forged)
     }
 }
 
@@ -282,24 +278,17 @@ fn mutate(b: &Base, name: &str) -> Edits {
         }
         "missing_reservation" => b.remove(b.binding_path(Kind::ShardSet, b.single())),
         "reservation_wrong_digest" => {
-            let path = b.binding_path(Kind::ShardSet, b.single());
-            let text = &b.files[&path];
-            let at = text.find("\"replay_sha256\":\"").unwrap() + 17;
-            let forged = format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]);
-            b.add(&path, &forged)
+            b.zero_digest(&b.binding_path(Kind::ShardSet, b.single()), "replay_sha256")
         }
         "reservation_non_canonical" => {
             let path = b.binding_path(Kind::ShardSet, b.single());
             b.replace_in(&path, "{\"producer\":", "{ \"producer\":")
         }
         "missing_completion" => b.remove(b.binding_path(Kind::Completion, b.single())),
-        "forged_completion" => {
-            let path = b.binding_path(Kind::Completion, b.single());
-            let text = &b.files[&path];
-            let at = text.find("\"reservation_sha256\":\"").unwrap() + 22;
-            let forged = format!("{}{}{}", &text[..at], "0".repeat(64), &text[at + 64..]);
-            b.add(&path, &forged)
-        }
+        "forged_completion" => b.zero_digest(
+            &b.binding_path(Kind::Completion, b.single()),
+            "reservation_sha256",
+        ),
         "completion_non_canonical" => {
             let path = b.binding_path(Kind::Completion, b.single());
             b.replace_in(&path, "{\"producer\":", "{\"producer\" :")
@@ -366,16 +355,7 @@ fn mutate(b: &Base, name: &str) -> Edits {
             with_bindings(b.layout, &shards, &id, true)
         }
         "cross_set_causal_cycle" => {
-            let text =
-                std::fs::read_to_string(manifest_dir().join("testdata/conformance/import.json"))
-                    .unwrap();
-            let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let case = doc["cases"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["id"] == "cycle_within_batch")
-                .unwrap();
+            let case = crate::tests::conformance_case("import.json", "cycle_within_batch");
             let files = case["source_trees"]["cycle_both"].as_array().unwrap();
             let mut edits = Edits::default();
             for f in files {
@@ -780,8 +760,7 @@ fn names_fold_with_full_case_folding_and_nfc() {
 fn case_insensitive_collisions_are_warnings() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
-    let job = manifest_dir()
-        .join("testdata/corpus/day1/shards/001-openclaw-clawsweeper-review-r13550107154-a1");
+    let job = crate::tests::day1_job("001");
     let base = publish::publish(&store, &job, &Options::new(sig()))
         .unwrap()
         .commit

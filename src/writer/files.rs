@@ -1163,21 +1163,14 @@ mod tests {
     #[test]
     fn two_processes_create_the_same_files() {
         let dir = tempfile::tempdir().unwrap();
-        let spawn = || {
-            crate::tests::spawn_child(
-                module_path!(),
-                "create_only_child",
-                "ACTION_LEDGER_TEST_CREATE_ROOT",
-                dir.path(),
-            )
-        };
-        let children = [spawn(), spawn()];
-        fs::write(dir.path().join("go"), "").unwrap();
+        let outputs = crate::tests::race_two(
+            module_path!(),
+            "create_only_child",
+            "ACTION_LEDGER_TEST_CREATE_ROOT",
+            dir.path(),
+        );
         let mut created = std::collections::BTreeMap::<String, usize>::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
+        for text in outputs {
             // The harness prints its own "test … " prefix on the first line; take what follows
             // each marker.
             let results: Vec<&str> = text.split("RESULT ").skip(1).collect();

@@ -353,17 +353,11 @@ pub fn enabled(env: &Environment) -> bool {
 /// characters plus `-` and 12 hex of sha256 of the trimmed source.
 pub fn machine_identifier(value: &str, max: usize) -> Result<String, Error> {
     let source = privacy::js_trim(value);
-    let mut readable = String::with_capacity(source.len());
-    let mut in_run = false;
-    for c in source.chars() {
-        if c.is_ascii_alphanumeric() || "_.:/@+-".contains(c) {
-            readable.push(c);
-            in_run = false;
-        } else if !in_run {
-            readable.push('-');
-            in_run = true;
-        }
-    }
+    let readable = identity::replace_runs(
+        source,
+        |c| c.is_ascii_alphanumeric() || "_.:/@+-".contains(c),
+        "-",
+    );
     let readable = readable.trim_matches('-');
     if readable.is_empty() {
         return Err(Error::IdentifierRequired);
@@ -1536,21 +1530,14 @@ mod tests {
     #[test]
     fn two_processes_record_the_same_events() {
         let dir = tempfile::tempdir().unwrap();
-        let spawn = || {
-            crate::tests::spawn_child(
-                module_path!(),
-                "record_child",
-                "ACTION_LEDGER_TEST_RECORD_ROOT",
-                dir.path(),
-            )
-        };
-        let children = [spawn(), spawn()];
-        std::fs::write(dir.path().join("go"), "").unwrap();
+        let outputs = crate::tests::race_two(
+            module_path!(),
+            "record_child",
+            "ACTION_LEDGER_TEST_RECORD_ROOT",
+            dir.path(),
+        );
         let mut seen = Vec::new();
-        for child in children {
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success());
-            let text = String::from_utf8(out.stdout).unwrap();
+        for text in outputs {
             let ids: Vec<String> = text
                 .split("RESULT ")
                 .skip(1)
