@@ -1136,11 +1136,15 @@ async fn the_timer_sweeps_and_logs() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(swept, "the timer never swept");
-    let lines = lines.lock().unwrap().clone();
-    assert!(
-        lines.iter().any(|l| l.contains("1 stale outcome(s)")),
-        "{lines:?}"
-    );
+    // The sweeper logs after its sweep has landed, so the status can be visible before the line.
+    let logged = || lines.lock().unwrap().iter().any(|l| l.contains("1 stale outcome(s)"));
+    for _ in 0..500 {
+        if logged() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(logged(), "{:?}", lines.lock().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
