@@ -274,7 +274,9 @@ impl crate::progress::Progress for Meter {
             };
         }
         if let Some(bar) = &self.bar {
-            bar.reset();
+            // Before the setters below, each of which may draw: their frames count the stage's
+            // time, not the time since the bar was made.
+            bar.reset_elapsed();
             // A count without a known total is not drawn as `n/0`.
             let template = match total {
                 Some(t) => {
@@ -287,6 +289,9 @@ impl crate::progress::Progress for Meter {
                 bar.set_style(style);
             }
             bar.set_message(unit);
+            // Last: resetting draws, and the stage's first frame is to show its own total and
+            // unit, not `0/0` or the stage before.
+            bar.reset();
         }
     }
 
