@@ -236,69 +236,6 @@ impl Meter {
     }
 }
 
-/// A running indication that a command without countable steps (`verify`) is still working:
-/// a spinner with the elapsed time on a terminal, a plain `WHAT: still running, N s` line every
-/// [`PLAIN_EVERY`] otherwise, nothing when progress is off. Stops when dropped.
-pub(super) struct Busy {
-    bar: Option<indicatif::ProgressBar>,
-    stop: Option<std::sync::mpsc::Sender<()>>,
-    ticker: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Meter {
-    /// Starts a [`Busy`] indication for `what`.
-    pub(super) fn busy(&self, what: &'static str) -> Busy {
-        let mut busy = Busy {
-            bar: None,
-            stop: None,
-            ticker: None,
-        };
-        match self.mode {
-            ProgressMode::Off => {}
-            ProgressMode::Bar => {
-                let bar = indicatif::ProgressBar::new_spinner();
-                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-                );
-                bar.set_message(what);
-                bar.enable_steady_tick(std::time::Duration::from_millis(200));
-                busy.bar = Some(bar);
-            }
-            ProgressMode::Plain => {
-                let (stop, stopped) = std::sync::mpsc::channel::<()>();
-                let started = std::time::Instant::now();
-                busy.stop = Some(stop);
-                busy.ticker = Some(std::thread::spawn(move || {
-                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                        stopped.recv_timeout(PLAIN_EVERY)
-                    {
-                        let _ = writeln!(
-                            std::io::stderr(),
-                            "{what}: still running, {} s",
-                            started.elapsed().as_secs()
-                        );
-                    }
-                }));
-            }
-        }
-        busy
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        if let Some(bar) = self.bar.take() {
-            bar.finish_and_clear();
-        }
-        drop(self.stop.take());
-        if let Some(ticker) = self.ticker.take() {
-            let _ = ticker.join();
-        }
-    }
-}
-
 /// `n` per second over `elapsed` (0 before any time has passed).
 fn rate(n: u64, elapsed: std::time::Duration) -> u64 {
     (u128::from(n) * 1000)
@@ -337,7 +274,9 @@ impl crate::progress::Progress for Meter {
             };
         }
         if let Some(bar) = &self.bar {
-            bar.reset();
+            // Before the setters below, each of which may draw: their frames count the stage's
+            // time, not the time since the bar was made.
+            bar.reset_elapsed();
             // A count without a known total is not drawn as `n/0`.
             let template = match total {
                 Some(t) => {
@@ -350,6 +289,9 @@ impl crate::progress::Progress for Meter {
                 bar.set_style(style);
             }
             bar.set_message(unit);
+            // Last: resetting draws, and the stage's first frame is to show its own total and
+            // unit, not `0/0` or the stage before.
+            bar.reset();
         }
     }
 
@@ -385,6 +327,16 @@ impl crate::progress::Progress for Meter {
     }
 
     fn end(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Meter {
+    // A command that fails mid-stage never reaches the library's `end`: the bar goes before
+    // its error line is printed.
+    fn drop(&mut self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }

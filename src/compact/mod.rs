@@ -45,7 +45,7 @@ mod plan;
 mod test_support;
 
 pub use check::{Checked, Problem, ProblemKind, RangeChanges, check_range, check_revision};
-pub use plan::{MonthFold, Plan, Refusal, plan};
+pub use plan::{MonthFold, Plan, Refusal, plan, plan_observed};
 
 use std::path::PathBuf;
 
@@ -190,8 +190,21 @@ pub fn build_on(
     tip: Option<CommitId>,
     options: &Options,
 ) -> Result<(Plan, Option<CommitId>), Error> {
+    build_on_observed(store, tip, options, &crate::progress::Silent)
+}
+
+/// [`build_on`], reporting the plan's shards to `progress` ([`plan_observed`]).
+///
+/// # Errors
+/// As [`build_on`].
+pub fn build_on_observed(
+    store: &Store,
+    tip: Option<CommitId>,
+    options: &Options,
+    progress: &dyn crate::progress::Progress,
+) -> Result<(Plan, Option<CommitId>), Error> {
     let snap = store.snapshot(tip)?;
-    let plan = plan(&snap, options)?;
+    let plan = plan_observed(&snap, options, progress)?;
     drop(snap);
     if plan.is_empty() {
         return Ok((plan, None));
@@ -214,6 +227,20 @@ pub fn build_on(
 /// As [`build_on`]; [`Error::Contention`] after `max_attempts` lost races for one commit;
 /// [`Error::RefLocked`] when the lock stays held.
 pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
+    compact_observed(store, options, &crate::progress::Silent)
+}
+
+/// [`compact`], reporting each plan's shards to `progress` ([`plan_observed`]): one `"shards"`
+/// stage per plan, so a commit of a large backlog, a re-plan on a moved ref and the final plan
+/// that finds nothing left each begin their own.
+///
+/// # Errors
+/// As [`compact`].
+pub fn compact_observed(
+    store: &Store,
+    options: &Options,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Compaction, Error> {
     let mut result = Compaction {
         status: Status::Unchanged,
         commits: Vec::new(),
@@ -231,7 +258,7 @@ pub fn compact(store: &Store, options: &Options) -> Result<Compaction, Error> {
     // when a build finds nothing left to fold.
     loop {
         let out = store::remote::transact(store, &options.target, &policy, |tip, _| {
-            let (plan, commit) = build_on(store, tip, options)?;
+            let (plan, commit) = build_on_observed(store, tip, options, progress)?;
             Ok(match commit {
                 None => store::Step::Settled((tip, plan)),
                 Some(commit) => store::Step::Commit {
@@ -422,6 +449,68 @@ mod tests {
         assert_clean(&verify::verify_revision(store, folded).unwrap());
         assert_clean(&verify::verify_range(store, Some(hot_tip), folded).unwrap());
         assert_clean(&verify::verify_range(store, Some(b.before), folded).unwrap());
+    }
+
+    #[test]
+    fn progress_counts_the_shards_each_plan_reads_and_the_events_it_folds() {
+        use crate::progress::{Recording, Seen};
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        publish_job(&store, "001");
+        publish_job(&store, "002");
+        let seen = Recording::default();
+        let c = compact_observed(&store, &options(), &seen).unwrap();
+        assert_eq!(c.status, Status::Created);
+        let shards: usize = c.months.iter().map(|m| m.shards).sum();
+        let events: u64 = c.months.iter().map(|m| m.events).sum();
+        assert_eq!(shards, 10);
+        // The plan that folds all ten, then the one that finds nothing left.
+        let calls = seen.seen();
+        assert_eq!(calls[0], Seen::Begin("shards", Some(10)));
+        assert_eq!(calls[11], Seen::End);
+        assert_eq!(&calls[12..], [Seen::Begin("shards", Some(0)), Seen::End]);
+        assert_eq!(seen.advanced(), (10, events));
+        // Verifying the compacted tip counts the compacted shards like hot ones.
+        let seen = Recording::default();
+        let report =
+            verify::verify_revision_observed(&store, c.tip.unwrap(), &Default::default(), &seen)
+                .unwrap();
+        assert_clean(&report);
+        assert_eq!((report.shards, report.events as u64), (10, events));
+        assert_eq!(seen.seen()[0], Seen::Begin("shards", Some(10)));
+        assert_eq!(seen.advanced(), (10, events));
+    }
+
+    /// A backlog folded by several commits: every plan's advances reach the total it began
+    /// with (shards left for a later commit count too), and each event is counted once, by the
+    /// plan that folds it.
+    #[test]
+    fn progress_of_a_backlog_over_several_commits_reaches_each_plans_total() {
+        use crate::progress::{Recording, Seen};
+        let dir = tempfile::tempdir().unwrap();
+        let store = new_store(dir.path());
+        publish_job(&store, "001");
+        let mut small = options();
+        small.max_commit_bytes = 1;
+        let seen = Recording::default();
+        let c = compact_observed(&store, &small, &seen).unwrap();
+        assert_eq!(c.commits.len(), 4, "one shard a commit");
+        let mut stages: Vec<(Option<u64>, u64)> = Vec::new();
+        for call in seen.seen() {
+            match call {
+                Seen::Begin(unit, total) => {
+                    assert_eq!(unit, "shards");
+                    stages.push((total, 0));
+                }
+                Seen::Advance(units, _) => stages.last_mut().unwrap().1 += units,
+                Seen::End => {}
+            }
+        }
+        let expected: Vec<(Option<u64>, u64)> =
+            [4, 3, 2, 1, 0].iter().map(|&n| (Some(n), n)).collect();
+        assert_eq!(stages, expected);
+        let events: u64 = c.months.iter().map(|m| m.events).sum();
+        assert_eq!(seen.advanced().1, events);
     }
 
     /// The compaction was built on the old tip; a publication landed first. The compaction's

@@ -73,6 +73,20 @@ impl Plan {
 /// [`Error::View`] for an existing manifest that is not valid, [`Error::StraySegment`],
 /// [`Error::Segment`], [`Error::Store`].
 pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
+    plan_observed(snap, options, &crate::progress::Silent)
+}
+
+/// [`plan`], reporting to `progress` one `"shards"` stage whose total is the hot shards of the
+/// eligible months, advanced as each is read (or left for a further commit), with the events
+/// of those that fold.
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_observed(
+    snap: &Snapshot<'_>,
+    options: &Options,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Plan, Error> {
     let view = View::new(snap);
     let mut by_month: BTreeMap<Month, Vec<String>> = BTreeMap::new();
     for path in snap.list_files_for_write(shard::EVENTS_ROOT)? {
@@ -82,6 +96,10 @@ pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
             by_month.entry(month).or_default().push(path);
         }
     }
+    progress.begin(
+        "shards",
+        Some(by_month.values().map(|p| p.len() as u64).sum()),
+    );
     let mut plan = Plan::default();
     let mut budget = options.max_commit_bytes;
     let mut folded_any = false;
@@ -90,55 +108,65 @@ pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
         let mut foldable: Vec<Foldable> = Vec::new();
         let mut proven: Vec<String> = Vec::new();
         for path in paths {
-            if folded_any && budget == 0 {
-                // Left for the next commit; not read now.
-                plan.remaining += 1;
-                continue;
-            }
-            let refuse = |reason: String| Refusal {
-                path: path.clone(),
-                reason,
-            };
-            let bytes = match snap.read(&path, shard::MAX_BYTES as u64) {
-                Ok(Some(b)) => b,
-                Ok(None) => continue,
-                Err(store::Error::TooLarge { max, .. }) => {
-                    plan.refused
-                        .push(refuse(format!("it is larger than {max} bytes")));
-                    continue;
+            let folded_before = foldable.len();
+            'shard: {
+                if folded_any && budget == 0 {
+                    // Left for the next commit; not read now.
+                    plan.remaining += 1;
+                    break 'shard;
                 }
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(entry) = existing.as_deref().and_then(|m| m.entry(&path)) {
-                if Digest::of(&bytes) == entry.sha256 {
-                    proven.push(path);
-                } else {
-                    plan.refused.push(refuse(
-                        "the month's manifest already lists other bytes under this path".into(),
-                    ));
+                let refuse = |reason: String| Refusal {
+                    path: path.clone(),
+                    reason,
+                };
+                let bytes = match snap.read(&path, shard::MAX_BYTES as u64) {
+                    Ok(Some(b)) => b,
+                    Ok(None) => break 'shard,
+                    Err(store::Error::TooLarge { max, .. }) => {
+                        plan.refused
+                            .push(refuse(format!("it is larger than {max} bytes")));
+                        break 'shard;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                if let Some(entry) = existing.as_deref().and_then(|m| m.entry(&path)) {
+                    if Digest::of(&bytes) == entry.sha256 {
+                        proven.push(path);
+                    } else {
+                        plan.refused.push(refuse(
+                            "the month's manifest already lists other bytes under this path".into(),
+                        ));
+                    }
+                    break 'shard;
                 }
-                continue;
-            }
-            let Ok(text) = String::from_utf8(bytes) else {
-                plan.refused.push(refuse("it is not UTF-8".into()));
-                continue;
-            };
-            let size = text.len() as u64;
-            if folded_any && size > budget {
-                plan.remaining += 1;
-                continue;
-            }
-            match Foldable::new(&path, text) {
-                Ok(f) => {
-                    budget = budget.saturating_sub(size);
-                    folded_any = true;
-                    foldable.push(f);
+                let Ok(text) = String::from_utf8(bytes) else {
+                    plan.refused.push(refuse("it is not UTF-8".into()));
+                    break 'shard;
+                };
+                let size = text.len() as u64;
+                if folded_any && size > budget {
+                    plan.remaining += 1;
+                    break 'shard;
                 }
-                Err(segment::Error::NotFoldable { reason, .. }) => {
-                    plan.refused.push(refuse(reason));
+                match Foldable::new(&path, text) {
+                    Ok(f) => {
+                        budget = budget.saturating_sub(size);
+                        folded_any = true;
+                        foldable.push(f);
+                    }
+                    Err(segment::Error::NotFoldable { reason, .. }) => {
+                        plan.refused.push(refuse(reason));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
-                Err(e) => return Err(e.into()),
             }
+            // Every eligible shard is a unit, whatever became of it; its events count once
+            // it folds.
+            let events = foldable[folded_before..]
+                .iter()
+                .map(|f| u64::from(f.events))
+                .sum();
+            progress.advance(1, events);
         }
         if foldable.is_empty() && proven.is_empty() {
             continue;
@@ -183,6 +211,7 @@ pub fn plan(snap: &Snapshot<'_>, options: &Options) -> Result<Plan, Error> {
         plan.removals.extend(fold.removed.iter().cloned());
         plan.months.push(fold);
     }
+    progress.end();
     Ok(plan)
 }
 

@@ -40,6 +40,10 @@
 //! in batches on this thread (the snapshot is not shared) and parsed, privacy-scanned and hashed
 //! on all cores while the next batch is read; the set-level checks run in order on this thread.
 //!
+//! Progress: [`verify_revision_observed`] and [`verify_range_observed`] report the shards
+//! checked, with their events, to a [`crate::progress::Progress`] observer, as each batch (a
+//! whole revision) or set (a push range) is done; the observer decides what to show.
+//!
 //! Memory: across the ledger only each binding's (kind, digest, object id) and each event's id,
 //! parent and shard index are kept (for orphans, duplicates and cycles), not the events; at most
 //! three batches of shards are in flight; pack pages mapped by gix are released after each batch
@@ -121,8 +125,8 @@ mod tree;
 
 use compacted::*;
 use ctx::*;
-pub use range::{verify_range, verify_range_with};
-pub use revision::{verify_revision, verify_revision_with};
+pub use range::{verify_range, verify_range_observed, verify_range_with};
+pub use revision::{verify_revision, verify_revision_observed, verify_revision_with};
 use shards::*;
 pub use shards::{ShardCheck, check_shard, shard_refusal};
 use tree::*;

@@ -16,6 +16,21 @@ pub fn verify_range_with(
     new: CommitId,
     options: &Options,
 ) -> Result<Report, Error> {
+    verify_range_observed(store, old, new, options, &crate::progress::Silent)
+}
+
+/// [`verify_range_with`], reporting to `progress` one `"shards"` stage whose total is the
+/// shard files of every set the push touches, advanced as each set is checked, with its events.
+///
+/// # Errors
+/// As [`verify_range_with`].
+pub fn verify_range_observed(
+    store: &Store,
+    old: Option<CommitId>,
+    new: CommitId,
+    options: &Options,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Report, Error> {
     let snap = store.snapshot(Some(new))?;
     let mut ctx = Ctx::new(&snap, options.privacy)?;
     if let Some(old) = old
@@ -111,7 +126,9 @@ pub fn verify_range_with(
     report_compaction(&mut ctx, proof.problems);
     touched.extend(proof.shards.iter().map(|p| set_key(p)));
     let added: HashSet<String> = added_bindings.iter().map(|(p, _)| p.clone()).collect();
-    let mut incoming = Vec::new();
+    // Every touched set's members are listed before any is checked, so that the stage's total
+    // is known from the start.
+    let mut touched_sets = Vec::with_capacity(touched.len());
     for key in &touched {
         let dir = key.rsplit_once('/').map_or("", |(d, _)| d);
         let members: Vec<String> = ctx
@@ -120,7 +137,20 @@ pub fn verify_range_with(
             .into_iter()
             .filter(|p| shard::parse_path(p).is_some() && set_key(p) == *key)
             .collect();
-        incoming.extend(ctx.verify_set(&members)?);
+        touched_sets.push(members);
+    }
+    progress.begin(
+        "shards",
+        Some(touched_sets.iter().map(|m| m.len() as u64).sum()),
+    );
+    let mut incoming = Vec::new();
+    for members in &touched_sets {
+        let before = (ctx.report.shards, ctx.report.events);
+        incoming.extend(ctx.verify_set(members)?);
+        progress.advance(
+            (ctx.report.shards - before.0) as u64,
+            (ctx.report.events - before.1) as u64,
+        );
     }
     ctx.settle_events();
     // An added event whose binding was already there was published before.
@@ -164,5 +194,7 @@ pub fn verify_range_with(
     })?;
     let finality = crate::finality::verify_range(store, old, new)?;
     ctx.report.findings.extend(finality);
+    // Ended only here: the binding and cycle checks after the shards are part of the same wait.
+    progress.end();
     Ok(ctx.finish())
 }

@@ -13,6 +13,21 @@ pub fn verify_revision_with(
     commit: CommitId,
     options: &Options,
 ) -> Result<Report, Error> {
+    verify_revision_observed(store, commit, options, &crate::progress::Silent)
+}
+
+/// [`verify_revision_with`], reporting to `progress` one `"shards"` stage whose total is every
+/// shard file to check (hot and compacted), advanced as each batch of shards is checked, with
+/// its events.
+///
+/// # Errors
+/// As [`verify_revision_with`].
+pub fn verify_revision_observed(
+    store: &Store,
+    commit: CommitId,
+    options: &Options,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Report, Error> {
     let snap = store.snapshot(Some(commit))?;
     let mut ctx = Ctx::new(&snap, options.privacy)?;
     let mut sets: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -84,7 +99,8 @@ pub fn verify_revision_with(
     segment_files.sort_unstable();
     check_compacted(&mut ctx, &mut sets, &segment_files)?;
     let all: Vec<&Vec<String>> = sets.values().collect();
-    check_sets_pipelined(&mut ctx, &all)?;
+    progress.begin("shards", Some(all.iter().map(|m| m.len() as u64).sum()));
+    check_sets_pipelined(&mut ctx, &all, progress)?;
     ctx.claim_reserved_sets(&sets)?;
     let index = ctx.index.take().expect("set above");
     for ((kind, key, _), claimed) in index.entries.iter().zip(&index.claimed) {
@@ -119,5 +135,8 @@ pub fn verify_revision_with(
         ctx.report.findings.extend(finality);
     }
     ctx.report.warnings = siblings.finish();
+    // Ended only here: the checks after the shards (orphans, cycles, finality) are part of the
+    // same wait.
+    progress.end();
     Ok(ctx.finish())
 }

@@ -153,10 +153,11 @@ pub(super) fn prepare_all(
 /// Verifies `sets` in order, as a pipeline: this thread reads a batch of shards (about 1 MiB;
 /// the snapshot is not shared) while the batch before it is prepared on all cores
 /// ([`prepare_all`]), then checks the prepared batch against the ledger's state. Memory holds
-/// at most three batches.
+/// at most three batches. Each checked batch is reported to `progress` (its shards and events).
 pub(super) fn check_sets_pipelined(
     ctx: &mut Ctx<'_, '_>,
     sets: &[&Vec<String>],
+    progress: &dyn crate::progress::Progress,
 ) -> Result<(), Error> {
     use std::sync::mpsc::sync_channel;
     const BATCH_BYTES: usize = 1 << 20;
@@ -177,11 +178,15 @@ pub(super) fn check_sets_pipelined(
             let (range, done) = prepared
                 .recv()
                 .expect("the preparing thread answers every batch");
+            // Counted as `check_set` counts them, so the advances sum to the report's figures.
+            let shards = done.len() as u64;
+            let events: u64 = done.iter().map(|p| p.events as u64).sum();
             let mut done = done.into_iter();
             for paths in &sets[range] {
                 let set: Vec<Prepared> = done.by_ref().take(paths.len()).collect();
                 ctx.check_set(paths, set)?;
             }
+            progress.advance(shards, events);
             Ok(())
         };
         let mut next = 0;

@@ -859,3 +859,38 @@ fn range_accepts_a_valid_publication_and_refuses_history_rewrites() {
     assert_eq!(b.store.resolve(&b.commit.to_hex()).unwrap(), b.commit);
     assert!(b.store.resolve("nope").is_err());
 }
+
+#[test]
+fn progress_counts_every_shard_and_event_checked() {
+    use crate::progress::{Recording, Seen};
+    let b = base(Layout::Fanout);
+    let options = super::Options::default();
+    let seen = Recording::default();
+    let report = verify_revision_observed(&b.store, b.commit, &options, &seen).unwrap();
+    assert!(report.is_clean(), "{:?}", report.findings);
+    assert!(report.shards > 1 && report.events > report.shards);
+    let calls = seen.seen();
+    assert_eq!(calls[0], Seen::Begin("shards", Some(report.shards as u64)));
+    assert_eq!(calls.last(), Some(&Seen::End));
+    assert_eq!(
+        seen.advanced(),
+        (report.shards as u64, report.events as u64)
+    );
+    // The range of the whole history touches every set: the same figures.
+    let seen = Recording::default();
+    let range = verify_range_observed(&b.store, None, b.commit, &options, &seen).unwrap();
+    assert!(range.is_clean(), "{:?}", range.findings);
+    assert_eq!((range.shards, range.events), (report.shards, report.events));
+    let calls = seen.seen();
+    assert_eq!(calls[0], Seen::Begin("shards", Some(range.shards as u64)));
+    assert_eq!(calls.last(), Some(&Seen::End));
+    assert_eq!(seen.advanced(), (range.shards as u64, range.events as u64));
+    // A push of the second publication only: its set, not the first one's.
+    let first = b.store.parents(b.commit).unwrap()[0];
+    let seen = Recording::default();
+    let push = verify_range_observed(&b.store, Some(first), b.commit, &options, &seen).unwrap();
+    assert!(push.is_clean(), "{:?}", push.findings);
+    assert_eq!(push.shards, 2, "the two-part set");
+    assert_eq!(seen.seen()[0], Seen::Begin("shards", Some(2)));
+    assert_eq!(seen.advanced(), (2, push.events as u64));
+}

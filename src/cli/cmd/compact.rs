@@ -97,7 +97,10 @@ pub(in crate::cli) fn run(
             .tip(&store, &state.ref_name)
             .map_err(Failure::input)?;
         let snap = store.snapshot(tip).map_err(Failure::input)?;
-        let plan = crate::compact::plan(&snap, &options).map_err(compact_failure)?;
+        let meter = out.meter();
+        let plan =
+            crate::compact::plan_observed(&snap, &options, &meter).map_err(compact_failure)?;
+        drop(meter);
         (
             "dry-run",
             plan.months,
@@ -108,10 +111,10 @@ pub(in crate::cli) fn run(
             plan.remaining,
         )
     } else {
-        let busy = out.meter().busy("compact");
-        let c = crate::compact::compact(&store, &options).map_err(compact_failure);
-        drop(busy);
-        let c = c?;
+        let meter = out.meter();
+        let c =
+            crate::compact::compact_observed(&store, &options, &meter).map_err(compact_failure)?;
+        drop(meter);
         let status = match c.status {
             crate::compact::Status::Created => "created",
             crate::compact::Status::Unchanged => "unchanged",

@@ -41,7 +41,7 @@ pub(in crate::cli) fn run(
         .and_then(|s| s.with_object_dirs(&quarantine))
         .map_err(|e| unreadable(&e))?;
     let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
-    let busy = out.meter().busy("verify");
+    let meter = out.meter();
     let (report, what) = match range {
         Some(range) => {
             let (old, new) = range
@@ -53,18 +53,18 @@ pub(in crate::cli) fn run(
                 Some(resolve(old)?)
             };
             let new = resolve(new)?;
-            let report = crate::verify::verify_range_with(&store, old, new, &options)
+            let report = crate::verify::verify_range_observed(&store, old, new, &options, &meter)
                 .map_err(|e| unreadable(&e))?;
             (report, format!("push {range}"))
         }
         None => {
             let commit = resolve(rev)?;
-            let report = crate::verify::verify_revision_with(&store, commit, &options)
+            let report = crate::verify::verify_revision_observed(&store, commit, &options, &meter)
                 .map_err(|e| unreadable(&e))?;
             (report, format!("{rev} ({})", commit.to_hex()))
         }
     };
-    drop(busy);
+    drop(meter);
     // Warnings print like findings (type "warning" in JSON) and leave the exit code alone.
     let findings = report.findings.iter().map(|f| ("finding", f));
     let warnings = report.warnings.iter().map(|f| ("warning", f));
