@@ -22,26 +22,7 @@ impl Store {
             let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
                 return;
             };
-            for line in maps.lines() {
-                let mut fields = line.splitn(6, ' ');
-                let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
-                    continue;
-                };
-                let path = fields.nth(3).unwrap_or("").trim_start();
-                let is_pack = path.contains("/objects/pack/")
-                    && (path.ends_with(".pack") || path.ends_with(".idx"));
-                if !is_pack || !perms.starts_with("r-") {
-                    continue;
-                }
-                let Some((start, end)) = range.split_once('-') else {
-                    continue;
-                };
-                let (Ok(start), Ok(end)) = (
-                    usize::from_str_radix(start, 16),
-                    usize::from_str_radix(end, 16),
-                ) else {
-                    continue;
-                };
+            for (start, end) in maps.lines().filter_map(pack_mapping) {
                 // SAFETY: the range is a whole read-only (`r-`) mapping of a pack file that
                 // this process made (gix maps packs and indices with PROT_READ). Its pages can
                 // never have been written, so MADV_DONTNEED only unmaps them: the next access
@@ -59,10 +40,65 @@ impl Store {
     }
 }
 
+/// The address range of one `/proc/self/maps` line when it is a read-only mapping of a pack
+/// or pack index (`objects/pack/*.pack`, `*.idx`), including one whose file was removed since
+/// it was mapped: the kernel then appends ` (deleted)`. Pack consolidation removes the packs it
+/// rolled up while gix keeps them mapped, so skipping those would leave every page read from a
+/// rolled-up pack resident for the rest of a long run.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn pack_mapping(line: &str) -> Option<(usize, usize)> {
+    let mut fields = line.splitn(6, ' ');
+    let (range, perms) = (fields.next()?, fields.next()?);
+    let path = fields.nth(3).unwrap_or("").trim_start();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    let is_pack =
+        path.contains("/objects/pack/") && (path.ends_with(".pack") || path.ends_with(".idx"));
+    if !is_pack || !perms.starts_with("r-") {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    Some((
+        usize::from_str_radix(start, 16).ok()?,
+        usize::from_str_radix(end, 16).ok()?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::test_support::*;
+
+    #[test]
+    fn mappings_of_packs_are_found_also_after_their_files_were_removed() {
+        let line = |perms: &str, path: &str| {
+            format!(
+                "7f10a0000000-7f10a0200000 {perms} 00000000 fe:01 1234                       {path}"
+            )
+        };
+        let range = Some((0x7f10a0000000, 0x7f10a0200000));
+        let pack = "/srv/s.git/objects/pack/pack-0123abcd.pack";
+        let idx = "/srv/s.git/objects/pack/pack-0123abcd.idx";
+        assert_eq!(pack_mapping(&line("r--s", pack)), range);
+        assert_eq!(pack_mapping(&line("r--p", idx)), range);
+        // Rolled up by consolidation while still mapped.
+        assert_eq!(
+            pack_mapping(&line("r--s", &format!("{pack} (deleted)"))),
+            range
+        );
+        assert_eq!(
+            pack_mapping(&line("r--p", &format!("{idx} (deleted)"))),
+            range
+        );
+        // Not ours to drop: writable, other files, anonymous memory, a malformed line.
+        assert_eq!(pack_mapping(&line("rw-p", pack)), None);
+        assert_eq!(
+            pack_mapping(&line("r--p", "/srv/s.git/objects/pack/pack-1.keep")),
+            None
+        );
+        assert_eq!(pack_mapping(&line("r--p", "/usr/lib/libc.so.6")), None);
+        assert_eq!(pack_mapping(&line("r--p", "")), None);
+        assert_eq!(pack_mapping("garbage"), None);
+    }
 
     #[test]
     fn file_ids_are_git_blob_ids_and_reads_survive_released_pack_pages() {

@@ -1137,7 +1137,13 @@ async fn the_timer_sweeps_and_logs() {
     }
     assert!(swept, "the timer never swept");
     // The sweeper logs after its sweep has landed, so the status can be visible before the line.
-    let logged = || lines.lock().unwrap().iter().any(|l| l.contains("1 stale outcome(s)"));
+    let logged = || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("1 stale outcome(s)"))
+    };
     for _ in 0..500 {
         if logged() {
             break;
