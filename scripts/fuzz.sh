@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (cargo-fuzz on the nightly toolchain) of the readers of untrusted
 # input: the canonical parser, the event reader, shard parsing, spool reading from a generated
-# directory, and serve's request handling (raw request bytes through the router in process).
+# directory, serve's request handling (raw request bytes through the router in process), and
+# verify over a generated tree of files committed into a new repository.
 #
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 10 seconds, every target)
 #
@@ -15,7 +16,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-10}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(canonical event_line shard spool serve)
+[ ${#targets[@]} -gt 0 ] || targets=(canonical event_line shard spool serve verify)
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "skip: fuzzing needs the nightly toolchain (rustup toolchain install nightly)"
@@ -41,7 +42,7 @@ for t in "${targets[@]}"; do fuzz build -O "$t" >/dev/null; done
 
 # Seeds: a few real inputs of each kind (libFuzzer mutates from there).
 seed() { mkdir -p "$work/seed/$1"; }
-for t in canonical event_line shard spool serve; do seed "$t"; done
+for t in canonical event_line shard spool serve verify; do seed "$t"; done
 day1="$here/testdata/corpus/day1"
 mapfile -t events < <(find "$day1/spools" -name '*.json' -path '*action-events/*' | sort | head -n 20)
 mapfile -t shards < <(find "$day1/shards" -name '*.jsonl' | sort | head -n 10)
@@ -58,6 +59,19 @@ i=0
 for f in "${shards[@]}"; do
   i=$((i + 1))
   { echo "${f#*/shards/*/}"; cat "$f"; } >"$work/seed/shard/$i"
+done
+# verify trees: entries separated by 0xFF, kind 0 (a file at its path), path, NUL, content. The
+# shards of a few day1 jobs (no bindings, so verify finds the missing ones).
+i=0
+for job in $(find "$day1/shards" -mindepth 1 -maxdepth 1 -type d | sort | head -n 3); do
+  i=$((i + 1))
+  first=1
+  while IFS= read -r f; do
+    [ "$first" = 1 ] || printf '\377'
+    first=0
+    printf '\0%s\0' "${f#"$job"/}"
+    cat "$f"
+  done < <(find "$job" -name '*.jsonl' -size -8k | sort | head -n 4) >"$work/seed/verify/$i"
 done
 printf 'GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n' >"$work/seed/serve/health"
 body='{"action_type":"deploy","declared_goal":"ship","agent_id":"a1"}'

@@ -197,3 +197,238 @@ pub fn check_serve_answers(response: &[u8]) {
         rest = rest.get(head_end + 4 + len..).unwrap_or(&[]);
     }
 }
+
+/// Where an entry of the `verify` target's tree is put: a real ledger or finality directory
+/// (so that most inputs reach the checks of known paths), the root, or an unknown kind.
+const VERIFY_PREFIXES: [&str; 8] = [
+    "",
+    "ledger/v1/events/2026/03/01/",
+    "ledger/v1/import-bindings/",
+    "ledger/v1/segments/2026/03/",
+    "finality/v1/actions/",
+    "ledger/v1/",
+    "finality/v1/",
+    "ledger/v1/shards/",
+];
+/// The entry modes a generated file gets: mostly regular files, then the other modes a Git
+/// tree can hold (`100664` is the legacy group-writable mode old trees still carry).
+const VERIFY_MODES: [&[u8]; 8] = [
+    b"100644", b"100644", b"100644", b"100644", b"100755", b"120000", b"160000", b"100664",
+];
+
+/// A directory of the generated tree, its entries in insertion order.
+#[derive(Default)]
+struct GenDir {
+    entries: Vec<(Vec<u8>, GenNode)>,
+    /// Written in reverse of Git's order (a malformed tree).
+    reversed: bool,
+}
+
+enum GenNode {
+    File(&'static [u8], Vec<u8>),
+    Dir(GenDir),
+}
+
+impl GenDir {
+    fn insert(&mut self, dirs: &[&[u8]], name: Vec<u8>, mode: &'static [u8], content: Vec<u8>) {
+        let Some((first, rest)) = dirs.split_first() else {
+            // A second file of one name is dropped; a file beside a directory of its name is
+            // kept, so that a tree can name one entry twice.
+            let taken = self
+                .entries
+                .iter()
+                .any(|(n, node)| *n == name && matches!(node, GenNode::File(..)));
+            if !taken {
+                self.entries.push((name, GenNode::File(mode, content)));
+            }
+            return;
+        };
+        let at = match self
+            .entries
+            .iter()
+            .position(|(n, node)| n.as_slice() == *first && matches!(node, GenNode::Dir(_)))
+        {
+            Some(at) => at,
+            None => {
+                self.entries.push((first.to_vec(), GenNode::Dir(GenDir::default())));
+                self.entries.len() - 1
+            }
+        };
+        if let GenNode::Dir(d) = &mut self.entries[at].1 {
+            d.insert(rest, name, mode, content);
+        }
+    }
+
+    fn mark_reversed(&mut self, dirs: &[&[u8]]) {
+        let Some((first, rest)) = dirs.split_first() else {
+            self.reversed = true;
+            return;
+        };
+        for (n, node) in &mut self.entries {
+            if n.as_slice() == *first
+                && let GenNode::Dir(d) = node
+            {
+                d.mark_reversed(rest);
+            }
+        }
+    }
+}
+
+/// A raw Git object: the generated trees are written byte for byte, malformed ones included.
+struct RawObject(gix::objs::Kind, Vec<u8>);
+
+impl gix::objs::WriteTo for RawObject {
+    fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        out.write_all(&self.1)
+    }
+    fn kind(&self) -> gix::objs::Kind {
+        self.0
+    }
+    fn size(&self) -> u64 {
+        self.1.len() as u64
+    }
+}
+
+/// Writes `dir` and everything below it; returns the tree's id.
+fn write_gen_tree(repo: &gix::Repository, dir: &GenDir) -> gix::ObjectId {
+    let mut rows: Vec<(Vec<u8>, &[u8], gix::ObjectId)> = Vec::new();
+    for (name, node) in &dir.entries {
+        let (mode, id): (&[u8], gix::ObjectId) = match node {
+            GenNode::Dir(d) => (b"40000", write_gen_tree(repo, d)),
+            // A submodule names a commit that is not in the repository, as in any superproject.
+            GenNode::File(mode, content) if *mode == b"160000" => (
+                mode,
+                gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Commit, content)
+                    .expect("hash"),
+            ),
+            GenNode::File(mode, content) => (
+                mode,
+                repo.write_blob(content).expect("write blob").detach(),
+            ),
+        };
+        // Git orders a directory as if its name ended in '/'.
+        let mut key = name.clone();
+        if matches!(node, GenNode::Dir(_)) {
+            key.push(b'/');
+        }
+        rows.push((key, mode, id));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    if dir.reversed {
+        rows.reverse();
+    }
+    let mut bytes = Vec::new();
+    for (key, mode, id) in &rows {
+        let name = key.strip_suffix(b"/").filter(|_| *mode == b"40000").unwrap_or(key);
+        bytes.extend_from_slice(mode);
+        bytes.push(b' ');
+        bytes.extend_from_slice(name);
+        bytes.push(0);
+        bytes.extend_from_slice(id.as_bytes());
+    }
+    repo.write_object(RawObject(gix::objs::Kind::Tree, bytes))
+        .expect("write tree")
+        .detach()
+}
+
+/// Decodes the `verify` target's input into a tree, commits it into a new bare repository in a
+/// temporary directory and returns the directory, the repository and the commit. Entries are
+/// separated by 0xFF bytes (at most 64); an entry's first byte picks its directory prefix
+/// (bits 0-2, [`VERIFY_PREFIXES`]), its mode (bits 3-5, [`VERIFY_MODES`]), whether its directory
+/// is written out of Git's order (bit 6) and whether the rest of the path after its first `/`
+/// stays one entry name, slashes and all (bit 7); the bytes up to the first NUL are its path
+/// (empty components dropped, `.` and `..` kept as names), the rest its content.
+pub fn verify_tree(
+    data: &[u8],
+) -> (tempfile::TempDir, al::store::Store, al::store::CommitId) {
+    let tmp = tempfile::tempdir().expect("temporary directory");
+    let path = tmp.path().join("state.git");
+    let store = al::store::Store::open_or_init_bare(&path, "refs/heads/main").expect("init");
+    let repo = gix::open_opts(&path, gix::open::Options::isolated()).expect("open");
+    let mut root = GenDir::default();
+    let mut reversed: Vec<Vec<Vec<u8>>> = Vec::new();
+    for entry in data.split(|&b| b == 0xFF).take(64) {
+        let Some((&kind, rest)) = entry.split_first() else {
+            continue;
+        };
+        let (raw, content) = match rest.iter().position(|&b| b == 0) {
+            Some(at) => (&rest[..at], &rest[at + 1..]),
+            None => (rest, &[][..]),
+        };
+        let mut full = VERIFY_PREFIXES[usize::from(kind & 7)].as_bytes().to_vec();
+        let prefix_parts = full.split(|&b| b == b'/').filter(|c| !c.is_empty()).count();
+        full.extend_from_slice(raw);
+        let mut parts: Vec<&[u8]> = full.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
+        if kind & 0x80 != 0 && parts.len() > prefix_parts + 1 {
+            // The first part below the prefix stays a directory; everything after it is one name.
+            let start = parts[prefix_parts + 1].as_ptr() as usize - full.as_ptr() as usize;
+            let tail = &full[start..];
+            parts.truncate(prefix_parts + 1);
+            parts.push(tail);
+        }
+        if parts.is_empty() || parts.len() > 12 {
+            continue;
+        }
+        let (name, dirs) = parts.split_last().expect("not empty");
+        let mode = VERIFY_MODES[usize::from((kind >> 3) & 7)];
+        root.insert(dirs, name.to_vec(), mode, content.to_vec());
+        if kind & 0x40 != 0 {
+            reversed.push(dirs.iter().map(|d| d.to_vec()).collect());
+        }
+    }
+    for dirs in &reversed {
+        let dirs: Vec<&[u8]> = dirs.iter().map(Vec::as_slice).collect();
+        root.mark_reversed(&dirs);
+    }
+    let tree = write_gen_tree(&repo, &root);
+    let commit = format!(
+        "tree {tree}\nauthor fuzz <fuzz@invalid> 0 +0000\ncommitter fuzz <fuzz@invalid> 0 +0000\n\nfuzz\n"
+    );
+    let id = repo
+        .write_object(RawObject(gix::objs::Kind::Commit, commit.into_bytes()))
+        .expect("write commit")
+        .detach();
+    let commit = al::store::CommitId::from_hex(&id.to_hex().to_string()).expect("a commit id");
+    (tmp, store, commit)
+}
+
+/// Whether a verification passed: `Some(findings)` for a report, `None` for a typed refusal to
+/// read the tree. The one refusal a well-formed repository can get is a name that is not UTF-8
+/// ([`al::store::Error::InvalidPath`]): it names the path and fails closed (the hook refuses
+/// the push); anything else is a fault.
+fn verify_answer(
+    answer: Result<al::verify::Report, al::verify::Error>,
+    what: &str,
+) -> Option<Vec<al::verify::Finding>> {
+    match answer {
+        Ok(report) => {
+            assert_eq!(
+                report.is_clean(),
+                report.findings.is_empty(),
+                "a report is clean exactly when it has no findings"
+            );
+            Some(report.findings)
+        }
+        Err(al::verify::Error::Store(al::store::Error::InvalidPath { .. })) => None,
+        Err(e) => panic!("{what} of a generated tree failed: {e}"),
+    }
+}
+
+/// The whole-revision verify (and the push rule for a new ref) over a tree generated from the
+/// input ([`verify_tree`]): never panics, and answers with findings, a clean report or a typed
+/// refusal of a name it cannot read ([`verify_answer`]); both agree on whether the tree passes.
+pub fn check_verify(data: &[u8]) {
+    let (_tmp, store, commit) = verify_tree(data);
+    let whole = verify_answer(al::verify::verify_revision(&store, commit), "verify");
+    let range = verify_answer(
+        al::verify::verify_range(&store, None, commit),
+        "verify --range",
+    );
+    // The push of a new ref brings the whole tree: what verify refuses, the hook refuses.
+    let passes = |a: &Option<Vec<al::verify::Finding>>| a.as_ref().is_some_and(Vec::is_empty);
+    assert_eq!(
+        passes(&whole),
+        passes(&range),
+        "verify and the push rule disagree on a new ref: {whole:#?} vs {range:#?}"
+    );
+}

@@ -42,7 +42,7 @@
 
 mod check;
 mod plan;
-mod test_support;
+pub(crate) mod test_support;
 
 pub use check::{Checked, Problem, ProblemKind, RangeChanges, check_range, check_revision};
 pub use plan::{MonthFold, Plan, Refusal, plan, plan_observed};
@@ -254,8 +254,9 @@ pub fn compact_observed(
         max_attempts: options.max_attempts,
         lock_wait: store::transact::HELD_LOCK_BUDGET,
     };
-    // One month folds per commit; each commit is its own compare-and-swap, and the loop ends
-    // when a build finds nothing left to fold.
+    // A commit folds what fits in `max_commit_bytes` (every eligible month of a smaller backlog
+    // at once) and is its own compare-and-swap; the loop ends when a build finds nothing left
+    // to fold.
     loop {
         let out = store::remote::transact(store, &options.target, &policy, |tip, _| {
             let (plan, commit) = build_on_observed(store, tip, options, progress)?;

@@ -1,5 +1,6 @@
-//! Helpers shared by compaction's unit tests: a store with the day1 corpus published, and
-//! the verify findings of a revision.
+//! Helpers shared by compaction's unit tests (a store with the day1 corpus published, and
+//! the verify findings of a revision); the store and signature also serve the model test of
+//! publish and compaction (`tests::model_ledger`).
 
 #![cfg(test)]
 
@@ -14,12 +15,12 @@ use crate::store::{CommitId, Signature, Store};
 use crate::verify::Report;
 use crate::view::View;
 
-pub(super) const MAIN: &str = "refs/heads/main";
+pub(crate) const MAIN: &str = "refs/heads/main";
 
 /// 2026-05-01T00:00:00Z: with a retention of one day, March 2026 is eligible.
 pub(super) const MAY_FIRST: i64 = 1_777_593_600;
 
-pub(super) fn sig() -> Signature {
+pub(crate) fn sig() -> Signature {
     Signature {
         name: "action-ledger".into(),
         email: "action-ledger@invalid".into(),
@@ -33,7 +34,7 @@ pub(super) fn manifest_dir() -> &'static Path {
 
 pub(super) use crate::tests::day1_job as job;
 
-pub(super) fn new_store(dir: &Path) -> Store {
+pub(crate) fn new_store(dir: &Path) -> Store {
     Store::open_or_init_bare(&dir.join("state.git"), MAIN).unwrap()
 }
 

@@ -3,7 +3,8 @@
 //! `scripts/fuzz.sh` runs the cargo-fuzz targets of `scripts/fuzz/`; every input that made one
 //! fail is kept in `testdata/fuzz/<target>/` and replayed here through the same checks
 //! (`scripts/fuzz/checks.rs`, included below), so a fixed fault stays fixed without nightly or
-//! cargo-fuzz. The `serve` inputs are sent over a loopback connection to the real router.
+//! cargo-fuzz. The `serve` inputs are sent over a loopback connection to the real router; the
+//! `verify` inputs become trees in a new repository each.
 #![cfg(test)]
 #![allow(dead_code)]
 
@@ -19,11 +20,12 @@ include!("../../scripts/fuzz/checks.rs");
 type Check = fn(&[u8]);
 
 /// The fuzz targets, each with the check its inputs replay through.
-const TARGETS: [(&str, Check); 4] = [
+const TARGETS: [(&str, Check); 5] = [
     ("canonical", check_canonical),
     ("event_line", check_event_line),
     ("shard", check_shard),
     ("spool", check_spool),
+    ("verify", check_verify),
 ];
 
 /// Every regression input of `target` (none when it has no directory yet).
@@ -59,6 +61,19 @@ fn fuzz_regressions_replay() {
     // The kept inputs ship with the project: none found means the replay looked elsewhere.
     assert!(replayed > 0, "no regression input under testdata/fuzz/");
     eprintln!("replayed {replayed} regression inputs");
+}
+
+/// The `verify` target's decoder writes the tree it is given: the reference importer's tree of
+/// one published event, encoded as plain files, verifies clean, so generated trees reach the
+/// ledger checks rather than stopping at a tree the decoder built wrong.
+#[test]
+fn fuzz_verify_input_of_a_published_event_verifies_clean() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/fuzz/verify/clean-single-event");
+    let (_tmp, store, commit) = verify_tree(&std::fs::read(path).expect("the kept input"));
+    let report = al::verify::verify_revision(&store, commit).expect("verify runs");
+    assert!(report.is_clean(), "{:#?}", report.findings);
+    assert_eq!((report.shards, report.events), (1, 1));
 }
 
 /// Sends `request` on one loopback connection to a server built like the fuzz target's and

@@ -6,6 +6,7 @@ pub(crate) mod boundary;
 pub(crate) mod conformance;
 pub(crate) mod fuzz_regressions;
 pub(crate) mod model_finality;
+pub(crate) mod model_ledger;
 pub(crate) mod prop_identity;
 pub(crate) mod prop_privacy;
 pub(crate) mod prop_shard;

@@ -22,6 +22,12 @@ impl Ctx<'_, '_> {
         paths: &[String],
         prepared: Vec<Prepared>,
     ) -> Result<Vec<Digest>, Error> {
+        // A set can come without members: a push names a shard path that the tree does not
+        // reach as a file (an entry name holding a '/' is one such path; its malformed tree is
+        // reported where the tree is read). There is nothing of it to check.
+        if paths.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut shards = Vec::with_capacity(paths.len());
         let mut binding_ids = Vec::with_capacity(paths.len());
         let mut replays = Vec::with_capacity(paths.len());
