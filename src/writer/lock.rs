@@ -323,6 +323,15 @@ pub fn acquire_producers<'a>(
             }
         }
     }
+    // A writer killed while creating its lock left the lock's staging file
+    // (`<digest>.lock.<pid>.<uuid>.tmp`); nothing ever reads one, and a live writer's is kept.
+    // Clearing them here is best effort: debris must not refuse a lock that was taken.
+    if let Some((dir, _)) = guards
+        .first()
+        .and_then(|g| g.relative_path().rsplit_once('/'))
+    {
+        let _ = root.remove_dead_staging(dir, spool::MAX_ENTRIES);
+    }
     Ok(guards)
 }
 
@@ -674,6 +683,43 @@ mod tests {
         assert_eq!(root.list_dir(dir, 10).unwrap().unwrap().len(), 3);
         release_all(guards).unwrap();
         assert_eq!(root.list_dir(dir, 10).unwrap().unwrap(), vec![]);
+    }
+
+    /// A writer killed while creating its lock left `<digest>.lock.<pid>.<uuid>.tmp` in
+    /// `_locks` (found by `crash.sh seal`): the next acquisition removes the staging files of
+    /// dead writers and keeps a live one's.
+    #[test]
+    fn acquisition_removes_the_lock_staging_files_of_dead_writers() {
+        let (dir, root) = setup();
+        let locks = dir.path().join(".clawsweeper-repair/action-events/_locks");
+        std::fs::create_dir_all(&locks).unwrap();
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let uuid = "0b1c9f4e-52a6-4c1e-9d3a-7f0e2b8c6d15";
+        let lock = format!("{}.lock", "c".repeat(64));
+        let stale = format!("{lock}.{dead_pid}.{uuid}.tmp");
+        let live = format!("{lock}.{}.{uuid}.tmp", std::process::id());
+        for name in [&stale, &live] {
+            std::fs::write(locks.join(name), "partial").unwrap();
+        }
+        let p = Value::object([("job", Value::str("j"))]);
+        let guards = acquire_producers(
+            &root,
+            &[p],
+            crate::time::Timestamp::from_millis(5),
+            &quick(),
+        )
+        .unwrap();
+        assert!(
+            !locks.join(&stale).exists(),
+            "the dead writer's staging file was left"
+        );
+        assert!(
+            locks.join(&live).exists(),
+            "a live writer's staging file was removed"
+        );
+        release_all(guards).unwrap();
     }
 
     /// When a later producer lock cannot be taken, the earlier ones are released.
