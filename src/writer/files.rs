@@ -472,8 +472,9 @@ impl Root {
         Ok(Some(out))
     }
 
-    /// Removes the staging files (`<name>.<pid>.<uuid-v4>.tmp`) that writers which died
-    /// mid-write left in the directory `rel`: those whose pid no longer runs. A staging file of
+    /// Removes the staging files (`<name>.<pid>.<uuid-v4>.tmp`, and the `.reclaim` names of
+    /// claim-and-remove) that writers which died mid-write left in the directory `rel`: those
+    /// whose pid no longer runs. A staging file of
     /// a live process (another writer, or this one) is kept. Returns how many were removed;
     /// the removals are made durable with one directory fsync. An absent directory removes
     /// nothing.
@@ -692,9 +693,13 @@ fn open_regular(
 
 /// The `/`-separated segments of a safe relative path.
 /// The writer's pid in a staging name `<name>.<pid>.<uuid-v4>.tmp` (see
-/// [`Root::write_create_only`]); `None` for any other name.
+/// [`Root::write_create_only`]) or a claimed name `<name>.<pid>.<uuid-v4>.reclaim` (see
+/// [`Root::remove_if_content`]: a claimer killed before its unlink or its rename back leaves
+/// one, which no longer holds the name it came from); `None` for any other name.
 fn staging_pid(name: &str) -> Option<u32> {
-    let stem = name.strip_suffix(".tmp")?;
+    let stem = name
+        .strip_suffix(".tmp")
+        .or_else(|| name.strip_suffix(".reclaim"))?;
     let (rest, uuid) = stem.rsplit_once('.')?;
     let (_final, pid) = rest.rsplit_once('.')?;
     if uuid.len() != 36 || !uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {

@@ -323,8 +323,9 @@ pub fn acquire_producers<'a>(
             }
         }
     }
-    // A writer killed while creating its lock left the lock's staging file
-    // (`<digest>.lock.<pid>.<uuid>.tmp`); nothing ever reads one, and a live writer's is kept.
+    // A writer killed while creating or releasing its lock left the lock's staging file
+    // (`<digest>.lock.<pid>.<uuid>.tmp` or `.reclaim`); nothing ever reads one, and a live
+    // writer's is kept.
     // Clearing them here is best effort: debris must not refuse a lock that was taken.
     if let Some((dir, _)) = guards
         .first()
@@ -685,9 +686,9 @@ mod tests {
         assert_eq!(root.list_dir(dir, 10).unwrap().unwrap(), vec![]);
     }
 
-    /// A writer killed while creating its lock left `<digest>.lock.<pid>.<uuid>.tmp` in
-    /// `_locks` (found by `crash.sh seal`): the next acquisition removes the staging files of
-    /// dead writers and keeps a live one's.
+    /// A writer killed while creating or releasing its lock left
+    /// `<digest>.lock.<pid>.<uuid>.tmp` or `.reclaim` in `_locks` (found by `crash.sh seal`):
+    /// the next acquisition removes the staging files of dead writers and keeps a live one's.
     #[test]
     fn acquisition_removes_the_lock_staging_files_of_dead_writers() {
         let (dir, root) = setup();
@@ -698,9 +699,13 @@ mod tests {
         dead.wait().unwrap();
         let uuid = "0b1c9f4e-52a6-4c1e-9d3a-7f0e2b8c6d15";
         let lock = format!("{}.lock", "c".repeat(64));
-        let stale = format!("{lock}.{dead_pid}.{uuid}.tmp");
+        // A killed creator's staging file and a killed releaser's claimed lock.
+        let stale = [
+            format!("{lock}.{dead_pid}.{uuid}.tmp"),
+            format!("{lock}.{dead_pid}.{uuid}.reclaim"),
+        ];
         let live = format!("{lock}.{}.{uuid}.tmp", std::process::id());
-        for name in [&stale, &live] {
+        for name in stale.iter().chain([&live]) {
             std::fs::write(locks.join(name), "partial").unwrap();
         }
         let p = Value::object([("job", Value::str("j"))]);
@@ -711,10 +716,9 @@ mod tests {
             &quick(),
         )
         .unwrap();
-        assert!(
-            !locks.join(&stale).exists(),
-            "the dead writer's staging file was left"
-        );
+        for name in &stale {
+            assert!(!locks.join(name).exists(), "{name} was left");
+        }
         assert!(
             locks.join(&live).exists(),
             "a live writer's staging file was removed"
