@@ -122,6 +122,15 @@ pub(crate) fn race_two(module: &str, test: &str, env: &str, dir: &std::path::Pat
         .collect()
 }
 
+/// The pid of a process that has exited (and been reaped): for tests of what a dead writer
+/// left behind. The pid may be reused later; tests use it at once.
+pub(crate) fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
 /// Fails the test with every entry of `found` (one per line, `what` naming them) unless there is
 /// none: for tests that sweep a corpus and report all of its failures at once.
 #[track_caller]

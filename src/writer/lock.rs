@@ -485,9 +485,7 @@ mod tests {
     #[test]
     fn dead_owner_is_reclaimed_at_once() {
         let (_dir, root) = setup();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
+        let pid = crate::tests::dead_pid();
         assert!(!pid_alive(pid));
         plant(&root, &owner(pid, Digest::of("gone")));
         let no_wait = Options {
@@ -694,9 +692,7 @@ mod tests {
         let (dir, root) = setup();
         let locks = dir.path().join(".clawsweeper-repair/action-events/_locks");
         std::fs::create_dir_all(&locks).unwrap();
-        let mut dead = std::process::Command::new("true").spawn().unwrap();
-        let dead_pid = dead.id();
-        dead.wait().unwrap();
+        let dead_pid = crate::tests::dead_pid();
         let uuid = "0b1c9f4e-52a6-4c1e-9d3a-7f0e2b8c6d15";
         let lock = format!("{}.lock", "c".repeat(64));
         // A killed creator's staging file and a killed releaser's claimed lock.

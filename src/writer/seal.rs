@@ -547,9 +547,7 @@ mod tests {
         fixture_spool(dir.path());
         let fin = dir.path().join(spool::SPOOL_DIR).join("_finalizations");
         std::fs::create_dir_all(&fin).unwrap();
-        let mut dead = std::process::Command::new("true").spawn().unwrap();
-        let dead_pid = dead.id();
-        dead.wait().unwrap();
+        let dead_pid = crate::tests::dead_pid();
         let uuid = "0b1c9f4e-52a6-4c1e-9d3a-7f0e2b8c6d15";
         let record = format!("{}.json", "a".repeat(64));
         let stale = [
