@@ -309,14 +309,15 @@ EOF
   inc_large_rss=$(for n in $(runs large); do field "$n" 3; done | sort -g | tail -1)
   note publish_large_rss_kib "$large_rss"
   note inc_large_rss_kib "$inc_large_rss"
-  note large_packs "$(git -C "$base/large.git" count-objects -v | awk '$1 == "packs:" { print $2 }')"
+  large_packs=$(git -C "$base/large.git" count-objects -v | awk '$1 == "packs:" { print $2 }')
+  note large_packs "$large_packs"
   printf '%-40s %9.1f MiB peak RSS (%d spools, one process; measured when the base was built)\n' \
     "(4) publish of the whole large base" "$(awk -v r="$large_rss" 'BEGIN { print r / 1024 }')" "$spools"
   printf '%-40s %9.1f MiB peak RSS\n' "(4) publish $events into empty" \
     "$(awk -v r="$(field publish 3)" 'BEGIN { print r / 1024 }')"
   printf '%-40s %9.1f MiB peak RSS\n' "(4) publish $increment into $large" \
     "$(awk -v r="$inc_large_rss" 'BEGIN { print r / 1024 }')"
-  printf '%-40s %9d packs\n' "(2) packs of the large base" "$(tail -n 1 "$info" | cut -d= -f2)"
+  printf '%-40s %9d packs\n' "(2) packs of the large base" "$large_packs"
   verify_repo="$base/large.git" verify_events=$large
 else
   verify_repo="$work/r1.git" verify_events=$events

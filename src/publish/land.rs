@@ -64,15 +64,6 @@ pub fn publish_batch_to(
         WriteError::Transport(e) => Error::Remote(e),
         WriteError::Refused(why) => Error::RemoteRefused(why),
     })?;
-    if out.commit.is_some() {
-        // Keep the packs few (the store's geometric roll-up, bounded so that a publication never
-        // pays for the whole repository). The publication has landed whatever happens here: a
-        // roll-up that cannot run now is left to the next publication or to `maintain`, which
-        // reports its errors.
-        let _ = store.consolidate_packs(store::Rollup::Geometric {
-            max_objects: store::PUBLISH_ROLLUP_MAX,
-        });
-    }
     Ok(match (out.value, out.commit) {
         (Ok(publication), _) => publication,
         (Err(plan), Some(commit)) => landed(plan, commit, out.attempts),

@@ -17,11 +17,12 @@
 //! whole. Memory: one entry at a time, the source index entries of one pack (about 40 bytes an
 //! object), and the new index (32 bytes an object).
 //!
-//! After a publication, [`crate::publish`] rolls up at most [`PUBLISH_ROLLUP_MAX`] objects, so a
-//! publication never pays for rewriting the whole repository: packs of at least half that bound
-//! are left alone and the rule runs on the smaller ones (see [`Rollup::Geometric`]); `action-ledger
-//! maintain` runs the same roll-up without that bound (or merges every pack) when a quiet moment
-//! allows it.
+//! After every landed commit, the shared write loop ([`crate::store::remote::transact()`], used
+//! by publish, compact, the finality operations and `serve`'s batches) rolls up at most
+//! [`PUBLISH_ROLLUP_MAX`] objects, so a commit never pays for rewriting the whole repository:
+//! packs of at least half that bound are left alone and the rule runs on the smaller ones (see
+//! [`Rollup::Geometric`]); `action-ledger maintain` runs the same roll-up without that bound (or
+//! merges every pack) when a quiet moment allows it.
 //!
 //! # Safety beside readers, publishers and a kill
 //!
@@ -52,7 +53,8 @@ use crate::durable;
 use crate::store::pack::{self as ours, compressor, entry_into, index_bytes};
 use crate::store::*;
 
-/// The most objects that consolidation after a publication rolls up: as many as the largest
+/// The most objects that the roll-up after a landed commit (a publication, a compaction, a
+/// finality batch) rolls up: as many as the largest
 /// publication holds events (a batch carries at most 262,144), so that its cost stays within a
 /// small multiple of the largest publication's. Larger roll-ups are left to `maintain`.
 pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;

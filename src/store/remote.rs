@@ -341,7 +341,30 @@ impl<E> From<TransactError<E>> for WriteError<E> {
 /// `policy.max_attempts` lost races; [`WriteError::RefLocked`] when a local lock stays held;
 /// [`WriteError::Store`] for the local repository, [`WriteError::Transport`] for the remote;
 /// [`WriteError::Refused`] when the remote's hook refuses the push.
+///
+/// After a commit lands, the local repository's packs are rolled up
+/// ([`Rollup::Geometric`](store::Rollup::Geometric), at most [`store::PUBLISH_ROLLUP_MAX`]
+/// objects), so that every writer (publish, compact, the finality operations and `serve`'s
+/// batches) keeps the packs logarithmic in the number of its commits. The commit has landed
+/// whatever happens there: a roll-up that cannot run now (another one holds its lock, or it
+/// fails) is left to the next commit or to `maintain`, which reports its errors.
 pub fn transact<T, E>(
+    store: &Store,
+    target: &Target,
+    policy: &Policy<'_>,
+    build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
+) -> Result<Landed<T>, WriteError<E>> {
+    let landed = land(store, target, policy, build)?;
+    if landed.commit.is_some() {
+        let _ = store.consolidate_packs(store::Rollup::Geometric {
+            max_objects: store::PUBLISH_ROLLUP_MAX,
+        });
+    }
+    Ok(landed)
+}
+
+/// [`transact()`] without the roll-up.
+fn land<T, E>(
     store: &Store,
     target: &Target,
     policy: &Policy<'_>,
