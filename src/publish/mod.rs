@@ -62,7 +62,10 @@
 //!   pack is written (about half the bytes of the files added);
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
-//!   most 16 MiB that starts over when full, releasing the mapped pack pages each time;
+//!   most 16 MiB that starts over when full;
+//! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (48 MiB) of file-backed
+//!   resident memory, checked every 32 object reads by the snapshot and the tree editor
+//!   ([`Store::bound_mapped_packs`]);
 //! - after landing, the pack roll-up (the store's consolidation): one object at a time, plus
 //!   about 72 bytes per object rolled up, at most 262,144 objects.
 //!

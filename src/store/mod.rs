@@ -20,11 +20,11 @@
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
 //! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
-//! | `remote.rs` | ls-remote, fetch, push with a lease (the `git` program) |
+//! | `remote.rs` | the shared write loop of every writer, local or remote ([`remote::transact`], with the pack roll-up after each landed commit); ls-remote, fetch, push with a lease (the `git` program) |
 //! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
 //! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
 //! | `quarantine.rs` | reading a pre-receive hook's quarantined objects ([`Store::with_object_dirs`]) |
-//! | `release.rs` | dropping mapped pack pages ([`Store::release_mapped_packs`]), the one `unsafe` |
+//! | `release.rs` | dropping mapped pack pages ([`Store::release_mapped_packs`]) and keeping them within [`MAPPED_BUDGET`] ([`Store::bound_mapped_packs`]), the one `unsafe` |
 //!
 //! # The write path: prepare, then one commit point
 //!
@@ -107,6 +107,7 @@ pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};
 pub use refs::REF_LOCK_TIMEOUT;
+pub use release::MAPPED_BUDGET;
 pub use snapshot::{Snapshot, Walked};
 pub use transact::{Landed, Policy, Step, TransactError, backoff, transact};
 pub use tree::{TreeDefect, tree_defect};

@@ -8,8 +8,8 @@
 //! million bindings) stays bounded. Each time it starts over, the mapped pack pages are
 //! released too ([`Store::release_mapped_packs`]), so point lookups over a large repository
 //! keep neither decoded trees nor pack pages in proportion to the repository. Full walks
-//! ([`Snapshot::for_each_entry`]) decode each tree once without caching and release mapped pack
-//! pages every 128 trees.
+//! ([`Snapshot::for_each_entry`]) decode each tree once without caching. Every tree and blob
+//! read keeps the mapped pack pages within a budget ([`Store::bound_mapped_packs`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -133,6 +133,7 @@ impl<'a> Snapshot<'a> {
     }
 
     fn read_entry(&self, id: ObjectId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+        self.store.bound_mapped_packs();
         let repo = &self.store.repo;
         let header = repo
             .try_find_header(id)
@@ -212,8 +213,8 @@ impl<'a> Snapshot<'a> {
     /// are visited one after another, before or after those of any other directory; the
     /// directories come in no particular order. Holds only the trees on the current path and
     /// the pending siblings: memory stays bounded by the tree shape, not by the number of
-    /// files. Every tree is decoded once and not cached; every 128 trees the mapped pack pages
-    /// are released ([`Store::release_mapped_packs`]).
+    /// files. Every tree is decoded once and not cached; the mapped pack pages stay within
+    /// [`MAPPED_BUDGET`](crate::store::MAPPED_BUDGET) ([`Store::bound_mapped_packs`]).
     ///
     /// # Errors
     /// As [`Snapshot::list_files`].
@@ -259,14 +260,10 @@ impl<'a> Snapshot<'a> {
         let repo = &self.store.repo;
         let mut pending = vec![(prefix.to_owned(), start)];
         let mut full = String::new();
-        let mut decoded_trees = 0usize;
         while let Some((dir_path, id)) = pending.pop() {
-            decoded_trees += 1;
-            if decoded_trees.is_multiple_of(128) {
-                // A walk of a large tree reads trees from every pack: keep resident memory
-                // bounded by what the walk holds, not by the packs it passed through.
-                self.store.release_mapped_packs();
-            }
+            // A walk of a large tree reads trees from every pack: keep resident memory
+            // bounded by what the walk holds, not by the packs it passed through.
+            self.store.bound_mapped_packs();
             let tree = repo
                 .find_tree(id)
                 .map_err(git_err("read tree on the way to", &dir_path))?;
@@ -541,6 +538,7 @@ impl<'a> Snapshot<'a> {
 
     /// Decodes the tree `id` found on the way to `path`, noting its first [`TreeDefect`].
     pub(super) fn decode_tree(&self, id: ObjectId, path: &str) -> Result<Dir, Error> {
+        self.store.bound_mapped_packs();
         let tree = self
             .store
             .repo

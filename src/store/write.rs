@@ -199,6 +199,8 @@ impl Store {
         };
         let mut editor = gix::objs::tree::Editor::new(root, &self.repo.objects, hash_kind);
         for (path, bytes, _) in &new_files {
+            // The editor reads the trees on the path from the packs.
+            self.bound_mapped_packs();
             let id = self.put(&mut sink, gix::objs::Kind::Blob, bytes, path)?;
             editor
                 .upsert(path.split('/'), EntryKind::Blob, id)
