@@ -53,8 +53,9 @@
 //! # Memory: bounded by one source
 //!
 //! A run over many sources holds one source at a time: everything of a publication is dropped
-//! before the next source is read, and the pages of mapped pack files it touched are released
-//! ([`Store::release_mapped_packs`]) after each source. Within one publication the budget is:
+//! before the next source is read, and the pages of mapped pack files it touched
+//! ([`Store::release_mapped_packs`]) and the free heap ([`store::release_free_heap`]) are
+//! released after each source. Within one publication the budget is:
 //!
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), and the
 //!   files the plan adds (the shards again, plus one small binding file per event);
@@ -480,6 +481,7 @@ pub fn publish_to(
     // Whatever this source touched in the packs is not needed by the next one: a run over many
     // sources costs the memory of its largest source, not of all of them.
     store.release_mapped_packs();
+    store::release_free_heap();
     result
 }
 

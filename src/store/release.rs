@@ -1,5 +1,6 @@
 #![allow(unsafe_code)]
-//! Releasing mapped pack pages ([`Store::release_mapped_packs`]): the one module with `unsafe`.
+//! Releasing mapped pack pages ([`Store::release_mapped_packs`], [`Store::bound_mapped_packs`])
+//! and the free heap ([`release_free_heap`]): the one module with `unsafe`.
 //!
 //! gix maps pack and index files read-only; a walk over most objects of a large repository would
 //! otherwise keep every page it touched resident. gix offers no call to drop those pages, so this
@@ -72,6 +73,26 @@ impl Store {
                     )
                 };
             }
+        }
+    }
+}
+
+/// Returns the free memory of the heap to the system (glibc: `malloc_trim(0)`, which trims
+/// every arena and releases the free pages inside them): call it after dropping the state of a
+/// large unit of work whose successor allocates afresh, as publish does between sources. glibc
+/// keeps one arena per thread that allocated (the parallel event checks run on several), and
+/// freed memory in them stays resident: a publish of 10 sources of 10,000 events each peaked
+/// about 30 MiB above the largest source alone without it. Does nothing with other C libraries.
+pub fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim only returns free heap memory to the kernel; it is thread-safe
+        // (it takes each arena's lock) and invalidates no live allocation.
+        unsafe {
+            malloc_trim(0);
         }
     }
 }
