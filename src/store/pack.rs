@@ -83,13 +83,30 @@ pub enum Error {
 /// compressed (on all cores) and appended.
 const PENDING_BYTES: usize = 8 << 20;
 
-/// A pack being built in memory: add objects, then [`PackBuilder::finish`] writes it.
-/// Compression is deferred and done in batches on worker threads: an object's id is known as
-/// soon as it is added (hashing is cheap), its compressed entry only when its batch is flushed.
+/// Compressed entries held in memory before the pack is spilled to its temporary file: 4 MiB.
+/// A publication of 10,000 events into a million-event ledger writes a pack of about 24 MiB,
+/// which was held whole (in a vector grown by doubling) until it was written.
+pub const SPILL_BYTES: usize = 4 << 20;
+
+/// A pack being built: add objects, then [`PackBuilder::finish`] writes it. Compression is
+/// deferred and done in batches on worker threads: an object's id is known as soon as it is
+/// added (hashing is cheap), its compressed entry only when its batch is flushed. Compressed
+/// entries stay in memory up to [`SPILL_BYTES`]; past that they go to a temporary file in the
+/// pack directory (named as [`crate::durable`] names debris, removed when the builder is
+/// dropped unfinished), whose header and checksum [`PackBuilder::finish`] writes. Memory: the
+/// pending raw objects (at most 8 MiB and one object), the spill threshold, and about 60 bytes
+/// an object for the ids, offsets and CRC-32s of the index.
 pub struct PackBuilder {
     hash_kind: gix::hash::Kind,
-    /// Entry bytes (headers and compressed data), without the 12-byte pack header.
+    /// Where the pack goes (the repository's `objects/pack`), and the spill file with it.
+    pack_dir: PathBuf,
+    /// Entry bytes (headers and compressed data) not yet in the spill file.
     data: Vec<u8>,
+    /// The temporary pack file once `data` passed `spill_bytes`: a 12-byte placeholder header,
+    /// then `spilled` bytes of entries.
+    spill: Option<Spill>,
+    spilled: u64,
+    spill_bytes: usize,
     /// `(id, offset in the pack file, CRC-32 of the entry)`.
     entries: Vec<(ObjectId, u64, u32)>,
     seen: HashSet<ObjectId>,
@@ -98,11 +115,27 @@ pub struct PackBuilder {
     pending_bytes: usize,
 }
 
+/// The temporary file of a spilled pack.
+struct Spill {
+    path: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl Drop for PackBuilder {
+    fn drop(&mut self) {
+        // An unfinished pack (a refused or failed publication) leaves nothing behind.
+        if let Some(spill) = self.spill.take() {
+            drop(spill.file);
+            let _ = std::fs::remove_file(&spill.path);
+        }
+    }
+}
+
 impl std::fmt::Debug for PackBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackBuilder")
             .field("objects", &self.len())
-            .field("bytes", &self.data.len())
+            .field("bytes", &(self.spilled + self.data.len() as u64))
             .finish()
     }
 }
@@ -217,11 +250,25 @@ fn deflate(
 }
 
 impl PackBuilder {
-    /// An empty pack for objects hashed with `hash_kind`.
-    pub fn new(hash_kind: gix::hash::Kind) -> PackBuilder {
+    /// An empty pack for objects hashed with `hash_kind`, to be written into `pack_dir` (the
+    /// repository's `objects/pack`, created when needed).
+    pub fn new(hash_kind: gix::hash::Kind, pack_dir: &Path) -> PackBuilder {
+        PackBuilder::with_spill_bytes(hash_kind, pack_dir, SPILL_BYTES)
+    }
+
+    /// [`PackBuilder::new`] spilling past `spill_bytes` of compressed entries.
+    fn with_spill_bytes(
+        hash_kind: gix::hash::Kind,
+        pack_dir: &Path,
+        spill_bytes: usize,
+    ) -> PackBuilder {
         PackBuilder {
             hash_kind,
+            pack_dir: pack_dir.to_owned(),
             data: Vec::new(),
+            spill: None,
+            spilled: 0,
+            spill_bytes,
             entries: Vec::new(),
             seen: HashSet::new(),
             pending: Vec::new(),
@@ -289,31 +336,68 @@ impl PackBuilder {
             entries.extend(run?);
         }
         for (id, entry) in ids.zip(entries) {
-            let offset = 12 + self.data.len() as u64;
+            let offset = 12 + self.spilled + self.data.len() as u64;
             let crc = crc32fast::hash(&entry);
             self.data.extend_from_slice(&entry);
             self.entries.push((id, offset, crc));
         }
+        if self.data.len() >= self.spill_bytes {
+            self.spill_data().map_err(|e| self.io(e))?;
+        }
         Ok(())
     }
 
-    /// Writes the pack and its index into `pack_dir` (the repository's `objects/pack`), fsynced,
-    /// index renamed into place last, directory fsynced. Returns `None` (and writes nothing) for
-    /// an empty pack.
+    /// Appends the entries held in memory to the spill file, creating it first.
+    fn spill_data(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.spill.is_none() {
+            std::fs::create_dir_all(&self.pack_dir)?;
+            let path = self.pack_dir.join(durable::temp_name("pack"));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            let mut spill = Spill {
+                path,
+                file: std::io::BufWriter::with_capacity(1 << 20, file),
+            };
+            // Noted before the first write, so that a failed write still removes the file.
+            let header = spill.file.write_all(&[0; 12]);
+            self.spill = Some(spill);
+            header?;
+        }
+        let spill = self.spill.as_mut().expect("created above");
+        spill.file.write_all(&self.data)?;
+        self.spilled += self.data.len() as u64;
+        self.data.clear();
+        Ok(())
+    }
+
+    fn io(&self, source: std::io::Error) -> Error {
+        Error::Io {
+            dir: self.pack_dir.clone(),
+            source,
+        }
+    }
+
+    /// Writes the pack and its index into the pack directory, fsynced, index renamed into
+    /// place last, directory fsynced. Returns `None` (and writes nothing) for an empty pack.
     ///
     /// # Errors
     /// [`Error::Io`] naming the directory; [`Error::TooMany`].
-    pub fn finish(mut self, pack_dir: &Path) -> Result<Option<Written>, Error> {
+    pub fn finish(mut self) -> Result<Option<Written>, Error> {
         self.flush()?;
         if self.entries.is_empty() {
             return Ok(None);
         }
         let count = u32::try_from(self.entries.len()).map_err(|_| Error::TooMany)?;
+        let pack_dir = self.pack_dir.clone();
         let io = |source: std::io::Error| Error::Io {
-            dir: pack_dir.to_owned(),
+            dir: pack_dir.clone(),
             source,
         };
-        std::fs::create_dir_all(pack_dir).map_err(io)?;
+        std::fs::create_dir_all(&pack_dir).map_err(io)?;
 
         let mut header = Vec::with_capacity(12);
         header.extend_from_slice(b"PACK");
@@ -321,10 +405,15 @@ impl PackBuilder {
         header.extend_from_slice(&count.to_be_bytes());
         let mut hasher = gix::hash::hasher(self.hash_kind);
         hasher.update(&header);
-        hasher.update(&self.data);
-        let checksum = hasher
-            .try_finalize()
-            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        let (tmp_pack, checksum) = if self.spill.is_some() {
+            self.finish_spill(&header, hasher).map_err(io)?
+        } else {
+            hasher.update(&self.data);
+            let checksum = hasher
+                .try_finalize()
+                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+            (None, checksum)
+        };
 
         let index = self.index_bytes(&checksum)?;
         let name = format!("pack-{}", checksum.to_hex());
@@ -332,15 +421,18 @@ impl PackBuilder {
         let final_index = pack_dir.join(format!("{name}.idx"));
 
         // Debris of writers killed mid-pack; names of live writers are kept (durable.rs).
-        durable::remove_stale_temp_files(pack_dir);
-        let tmp_pack = pack_dir.join(durable::temp_name("pack"));
+        durable::remove_stale_temp_files(&pack_dir);
+        let spilled = tmp_pack.is_some();
+        let tmp_pack = tmp_pack.unwrap_or_else(|| pack_dir.join(durable::temp_name("pack")));
         let tmp_index = pack_dir.join(durable::temp_name("idx"));
         let result = (|| {
-            durable::write_synced(&tmp_pack, &[&header, &self.data, checksum.as_bytes()])?;
+            if !spilled {
+                durable::write_synced(&tmp_pack, &[&header, &self.data, checksum.as_bytes()])?;
+            }
             durable::write_synced(&tmp_index, &[&index])?;
             std::fs::rename(&tmp_pack, &final_pack)?;
             std::fs::rename(&tmp_index, &final_index)?;
-            durable::sync_dir(pack_dir)
+            durable::sync_dir(&pack_dir)
         })();
         if let Err(e) = result {
             let _ = std::fs::remove_file(&tmp_pack);
@@ -352,6 +444,48 @@ impl PackBuilder {
             index: final_index,
             objects: self.entries.len(),
         }))
+    }
+
+    /// Completes the spill file: the rest of the entries, the real header over the
+    /// placeholder, the checksum of the whole file read back from the start (SHA-1 cannot take
+    /// the header afterwards, and the object count is only known now), fsynced. Returns its
+    /// path, which the caller now owns, and the checksum.
+    fn finish_spill(
+        &mut self,
+        header: &[u8],
+        mut hasher: gix::hash::Hasher,
+    ) -> std::io::Result<(Option<PathBuf>, ObjectId)> {
+        use std::io::{Read, Seek, SeekFrom, Write};
+        self.spill_data()?;
+        let mut spill = self.spill.take().expect("spilled");
+        let result = (|| {
+            spill.file.flush()?;
+            let file = spill.file.get_mut();
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(header)?;
+            // The header was hashed by the caller; the entries follow it.
+            let mut buf = vec![0u8; 1 << 20];
+            let mut left = self.spilled;
+            while left > 0 {
+                let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                file.read_exact(&mut buf[..n])?;
+                hasher.update(&buf[..n]);
+                left -= n as u64;
+            }
+            let checksum = hasher
+                .try_finalize()
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            file.write_all(checksum.as_bytes())?;
+            file.sync_all()?;
+            Ok(checksum)
+        })();
+        match result {
+            Ok(checksum) => Ok((Some(spill.path.clone()), checksum)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&spill.path);
+                Err(e)
+            }
+        }
     }
 
     /// The version-2 index of the pack whose checksum is `pack_checksum`.
@@ -435,7 +569,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "--bare", "r.git"]);
         let repo = dir.path().join("r.git");
-        let mut b = PackBuilder::new(gix::hash::Kind::Sha1);
+        let mut b = PackBuilder::new(gix::hash::Kind::Sha1, &repo.join("objects/pack"));
         let mut blobs = Vec::new();
         for size in [0usize, 1, 15, 16, 127, 128, 2047, 2048, 70_000, 1 << 20] {
             let bytes: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
@@ -445,7 +579,7 @@ mod tests {
         let again = b.add(Kind::Blob, &blobs[3].1).unwrap();
         assert_eq!(again, blobs[3].0);
         assert_eq!(b.len(), blobs.len());
-        let written = b.finish(&repo.join("objects/pack")).unwrap().unwrap();
+        let written = b.finish().unwrap().unwrap();
         assert_eq!(written.objects, blobs.len());
         let verify = git(
             dir.path(),
@@ -472,9 +606,70 @@ mod tests {
     #[test]
     fn an_empty_pack_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let b = PackBuilder::new(gix::hash::Kind::Sha1);
+        let b = PackBuilder::new(gix::hash::Kind::Sha1, dir.path());
         assert!(b.is_empty());
-        assert_eq!(b.finish(dir.path()).unwrap(), None);
+        assert_eq!(b.finish().unwrap(), None);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// Objects of about 20 MiB in all: several flushes of pending objects.
+    fn many_objects() -> Vec<Vec<u8>> {
+        (0..300u32)
+            .map(|i| {
+                let text = format!("{{\"n\":{i},\"pad\":\"{}\"}}\n", i * 7919);
+                text.repeat(70_000 / text.len() + 1).into_bytes()
+            })
+            .collect()
+    }
+
+    /// A pack spilled to its temporary file (after every flush, or past a few KiB) has the
+    /// same bytes, name and index as one held in memory, git reads it, and nothing
+    /// temporary stays.
+    #[test]
+    fn spilled_packs_equal_packs_held_in_memory() {
+        let objects = many_objects();
+        let build = |spill_bytes: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            git(dir.path(), &["init", "-q", "--bare", "r.git"]);
+            let pack_dir = dir.path().join("r.git/objects/pack");
+            let mut b =
+                PackBuilder::with_spill_bytes(gix::hash::Kind::Sha1, &pack_dir, spill_bytes);
+            for bytes in &objects {
+                b.add(Kind::Blob, bytes).unwrap();
+            }
+            let written = b.finish().unwrap().unwrap();
+            let names: Vec<String> = std::fs::read_dir(&pack_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+            let verify = git(
+                dir.path(),
+                &["verify-pack", "-v", written.index.to_str().unwrap()],
+            );
+            assert!(verify.contains("non delta: 300 objects"), "{verify}");
+            (
+                written.pack.file_name().unwrap().to_owned(),
+                std::fs::read(&written.pack).unwrap(),
+                std::fs::read(&written.index).unwrap(),
+            )
+        };
+        let in_memory = build(usize::MAX);
+        assert_eq!(build(1), in_memory);
+        assert_eq!(build(64 << 10), in_memory);
+    }
+
+    /// A builder dropped unfinished (a refused publication) removes its spill file.
+    #[test]
+    fn an_unfinished_spilled_pack_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = PackBuilder::with_spill_bytes(gix::hash::Kind::Sha1, dir.path(), 1);
+        for bytes in many_objects() {
+            b.add(Kind::Blob, &bytes).unwrap();
+        }
+        assert!(b.spill.is_some(), "spilled after the first flush");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        drop(b);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -183,7 +183,10 @@ impl Store {
         dirs.sort_unstable();
         dirs.dedup();
         let mut sink = if new_files.len() + dirs.len() + 2 > LOOSE_MAX {
-            Sink::Pack(Box::new(PackBuilder::new(hash_kind)))
+            Sink::Pack(Box::new(PackBuilder::new(
+                hash_kind,
+                &self.objects_dir().join("pack"),
+            )))
         } else {
             Sink::Loose(Vec::new())
         };
@@ -244,8 +247,7 @@ impl Store {
         match sink {
             Sink::Loose(pending) => self.write_loose_objects(&pending)?,
             Sink::Pack(pack) => {
-                pack.finish(&self.objects_dir().join("pack"))
-                    .map_err(|e| Error::Pack(Box::new(e)))?;
+                pack.finish().map_err(|e| Error::Pack(Box::new(e)))?;
             }
         }
         Ok(CommitId(commit))
