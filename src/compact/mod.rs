@@ -253,6 +253,7 @@ pub fn compact_observed(
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: store::transact::HELD_LOCK_BUDGET,
+        roll_up: true,
     };
     // A commit folds what fits in `max_commit_bytes` (every eligible month of a smaller backlog
     // at once) and is its own compare-and-swap; the loop ends when a build finds nothing left

@@ -554,10 +554,13 @@ pub fn land<R>(
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
+    // No pack roll-up here: its caller (`serve`'s writer) answers the batch first and rolls the
+    // packs up on a thread of its own.
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: options.lock_wait,
+        roll_up: false,
     };
     // The answers of the last plan (an answer need not be Clone, so it stays out of the loop's
     // value) and the attempts made, for the answers when nothing lands.

@@ -74,6 +74,7 @@ pub(super) fn transact<T>(
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: options.lock_wait,
+        roll_up: true,
     };
     let out = remote::transact(store, &options.target, &policy, |tip, _| {
         // The snapshot is dropped before writing: the commit is built on the tip, not on it.

@@ -45,6 +45,7 @@ pub fn publish_batch_to(
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: store::transact::HELD_LOCK_BUDGET,
+        roll_up: true,
     };
     let out = remote::transact(store, target, &policy, |tip, attempts| {
         Ok(match build_on(store, batch, tip, options, attempts)? {

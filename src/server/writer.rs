@@ -1,6 +1,7 @@
 //! The single writer: takes every operation queued at that moment and lands them as one commit
 //! ([`crate::finality::batch::land`]). It runs on its own thread, never on the async executor;
-//! requests wait for their answer on a oneshot channel.
+//! requests wait for their answer on a oneshot channel. After each landed batch the packs are
+//! rolled up on a second thread, so that answers never wait for a roll-up.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -61,6 +62,57 @@ impl Handle {
     }
 }
 
+/// The pack roll-up of the served repository, on a thread of its own: a roll-up can take
+/// seconds (it copies up to [`PUBLISH_ROLLUP_MAX`](crate::store::PUBLISH_ROLLUP_MAX) objects),
+/// and run inside the writer it held every request of the next batch for that long (under
+/// load, past the clients' timeouts). The writer asks for one after each landed batch; requests
+/// made while one runs are folded into the next. Consolidation is safe beside the writer's
+/// reads and commits (`store::consolidate`).
+struct RollUp {
+    tx: Option<mpsc::SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RollUp {
+    fn start(repo: std::path::PathBuf) -> std::io::Result<RollUp> {
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("action-ledger-rollup".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    // Opened afresh each time: it lists the packs on disk now, and holds no
+                    // mapping of packs it rolled up.
+                    if let Ok(store) = Store::open(&repo) {
+                        let _ = store.consolidate_packs(crate::store::Rollup::Geometric {
+                            max_objects: crate::store::PUBLISH_ROLLUP_MAX,
+                        });
+                    }
+                }
+            })?;
+        Ok(RollUp {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a roll-up; one already asked for and not started covers this one.
+    fn request(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(());
+        }
+    }
+}
+
+impl Drop for RollUp {
+    /// Lets a running roll-up finish (it is kill-safe, but a clean stop leaves no debris).
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
@@ -80,6 +132,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
+        let roll_up = RollUp::start(repo.clone())?;
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
             .spawn(move || {
@@ -139,7 +192,12 @@ impl Writer {
                     // A planner that panics (a bug) must not take the writer down with it: the
                     // batch did not land, and every request of it is told so.
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        batch::land(&store, &options, &target, &mut ops, &mut || clock.now()).0
+                        let (results, landed) =
+                            batch::land(&store, &options, &target, &mut ops, &mut || clock.now());
+                        if landed.commit.is_some() {
+                            roll_up.request();
+                        }
+                        results
                     }));
                     let results = landed.unwrap_or_else(|_| {
                         (0..txs.len())

@@ -342,7 +342,7 @@ impl<E> From<TransactError<E>> for WriteError<E> {
 /// [`WriteError::Store`] for the local repository, [`WriteError::Transport`] for the remote;
 /// [`WriteError::Refused`] when the remote's hook refuses the push.
 ///
-/// After a commit lands, the local repository's packs are rolled up
+/// After a commit lands, unless `policy.roll_up` is off, the local repository's packs are rolled up
 /// ([`Rollup::Geometric`](store::Rollup::Geometric), at most [`store::PUBLISH_ROLLUP_MAX`]
 /// objects), so that every writer (publish, compact, the finality operations and `serve`'s
 /// batches) keeps the packs logarithmic in the number of its commits. The commit has landed
@@ -355,7 +355,7 @@ pub fn transact<T, E>(
     build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
 ) -> Result<Landed<T>, WriteError<E>> {
     let landed = land(store, target, policy, build)?;
-    if landed.commit.is_some() {
+    if landed.commit.is_some() && policy.roll_up {
         let _ = store.consolidate_packs(store::Rollup::Geometric {
             max_objects: store::PUBLISH_ROLLUP_MAX,
         });
@@ -420,6 +420,7 @@ mod tests {
         ref_name: MAIN,
         max_attempts: 4,
         lock_wait: Duration::from_secs(1),
+        roll_up: true,
     };
 
     /// A bare remote and two caches (two machines) that write to it.

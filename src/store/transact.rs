@@ -46,6 +46,10 @@ pub struct Policy<'a> {
     pub max_attempts: u32,
     /// How long a held lock is waited out per build ([`HELD_LOCK_BUDGET`] by default).
     pub lock_wait: Duration,
+    /// Whether [`remote::transact`](crate::store::remote::transact()) rolls the packs up after
+    /// a landed commit, before it returns. A long-running writer that must answer first
+    /// (`serve`'s batch writer) sets `false` and rolls them up on a thread of its own.
+    pub roll_up: bool,
 }
 
 /// What a build step decided on the tip it was given.
