@@ -1,9 +1,9 @@
 //! `maintain`: the heavier pack consolidation, on demand.
 //!
-//! Every publication rolls the smallest packs up geometrically, but never more than a bounded
-//! number of objects (so that a publication costs in proportion to its own size, not to the
-//! repository's). Once the packs outgrow that bound they accumulate again, one per
-//! publication; `maintain` runs the same roll-up without the bound, or with `--all` merges
+//! Every landed commit (a publication, a compaction, a finality operation, a batch of `serve`)
+//! rolls the smallest packs up geometrically, but never more than a bounded number of objects
+//! (so that a commit costs in proportion to its own size, not to the repository's). Once the
+//! packs outgrow that bound they accumulate again, one per publication; `maintain` runs the same roll-up without the bound, or with `--all` merges
 //! every pack into one, at a time the operator chooses (a scheduled job, a quiet hour). It is
 //! safe beside readers and publishers, and a kill leaves every object readable.
 
