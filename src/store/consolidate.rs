@@ -54,9 +54,9 @@ use crate::store::pack::{self as ours, compressor, entry_into, index_bytes};
 use crate::store::*;
 
 /// The most objects that the roll-up after a landed commit (a publication, a compaction, a
-/// finality batch) rolls up: as many as the largest
-/// publication holds events (a batch carries at most 262,144), so that its cost stays within a
-/// small multiple of the largest publication's. Larger roll-ups are left to `maintain`.
+/// finality batch) rolls up: as many as the largest publication holds events (a batch carries
+/// at most 262,144), so that its cost stays within a small multiple of the largest
+/// publication's. Larger roll-ups are left to `maintain`.
 pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;
 
 /// Which packs [`Store::consolidate_packs`] merges.

@@ -91,9 +91,10 @@ pub const SPILL_BYTES: usize = 4 << 20;
 /// A pack being built: add objects, then [`PackBuilder::finish`] writes it. Compression is
 /// deferred and done in batches on worker threads: an object's id is known as soon as it is
 /// added (hashing is cheap), its compressed entry only when its batch is flushed. Compressed
-/// entries stay in memory up to [`SPILL_BYTES`]; past that they go to a temporary file in the
-/// pack directory (named as [`crate::durable`] names debris, removed when the builder is
-/// dropped unfinished), whose header and checksum [`PackBuilder::finish`] writes. Memory: the
+/// entries stay in memory up to [`SPILL_BYTES`]; past that (and for the rest at the end) they go
+/// to the pack's temporary file in the pack directory (named as [`crate::durable`] names debris,
+/// removed when the builder is dropped unfinished), whose header and checksum
+/// [`PackBuilder::finish`] writes, reading the file back once to hash it. Memory: the
 /// pending raw objects (at most 8 MiB and one object), the spill threshold, and about 60 bytes
 /// an object for the ids, offsets and CRC-32s of the index.
 pub struct PackBuilder {
@@ -397,23 +398,12 @@ impl PackBuilder {
             dir: pack_dir.clone(),
             source,
         };
-        std::fs::create_dir_all(&pack_dir).map_err(io)?;
-
         let mut header = Vec::with_capacity(12);
         header.extend_from_slice(b"PACK");
         header.extend_from_slice(&2u32.to_be_bytes());
         header.extend_from_slice(&count.to_be_bytes());
-        let mut hasher = gix::hash::hasher(self.hash_kind);
-        hasher.update(&header);
-        let (tmp_pack, checksum) = if self.spill.is_some() {
-            self.finish_spill(&header, hasher).map_err(io)?
-        } else {
-            hasher.update(&self.data);
-            let checksum = hasher
-                .try_finalize()
-                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-            (None, checksum)
-        };
+        // Every pack goes through its temporary file; a small one is written there only now.
+        let (tmp_pack, checksum) = self.finish_spill(&header).map_err(io)?;
 
         let index = self.index_bytes(&checksum)?;
         let name = format!("pack-{}", checksum.to_hex());
@@ -422,13 +412,8 @@ impl PackBuilder {
 
         // Debris of writers killed mid-pack; names of live writers are kept (durable.rs).
         durable::remove_stale_temp_files(&pack_dir);
-        let spilled = tmp_pack.is_some();
-        let tmp_pack = tmp_pack.unwrap_or_else(|| pack_dir.join(durable::temp_name("pack")));
         let tmp_index = pack_dir.join(durable::temp_name("idx"));
         let result = (|| {
-            if !spilled {
-                durable::write_synced(&tmp_pack, &[&header, &self.data, checksum.as_bytes()])?;
-            }
             durable::write_synced(&tmp_index, &[&index])?;
             std::fs::rename(&tmp_pack, &final_pack)?;
             std::fs::rename(&tmp_index, &final_index)?;
@@ -446,24 +431,21 @@ impl PackBuilder {
         }))
     }
 
-    /// Completes the spill file: the rest of the entries, the real header over the
+    /// Completes the temporary pack file: the rest of the entries, the real header over the
     /// placeholder, the checksum of the whole file read back from the start (SHA-1 cannot take
     /// the header afterwards, and the object count is only known now), fsynced. Returns its
     /// path, which the caller now owns, and the checksum.
-    fn finish_spill(
-        &mut self,
-        header: &[u8],
-        mut hasher: gix::hash::Hasher,
-    ) -> std::io::Result<(Option<PathBuf>, ObjectId)> {
+    fn finish_spill(&mut self, header: &[u8]) -> std::io::Result<(PathBuf, ObjectId)> {
         use std::io::{Read, Seek, SeekFrom, Write};
         self.spill_data()?;
-        let mut spill = self.spill.take().expect("spilled");
+        let mut spill = self.spill.take().expect("created by spill_data");
+        let mut hasher = gix::hash::hasher(self.hash_kind);
+        hasher.update(header);
         let result = (|| {
             spill.file.flush()?;
             let file = spill.file.get_mut();
             file.seek(SeekFrom::Start(0))?;
             file.write_all(header)?;
-            // The header was hashed by the caller; the entries follow it.
             let mut buf = vec![0u8; 1 << 20];
             let mut left = self.spilled;
             while left > 0 {
@@ -480,7 +462,7 @@ impl PackBuilder {
             Ok(checksum)
         })();
         match result {
-            Ok(checksum) => Ok((Some(spill.path.clone()), checksum)),
+            Ok(checksum) => Ok((spill.path.clone(), checksum)),
             Err(e) => {
                 let _ = std::fs::remove_file(&spill.path);
                 Err(e)
@@ -622,9 +604,9 @@ mod tests {
             .collect()
     }
 
-    /// A pack spilled to its temporary file (after every flush, or past a few KiB) has the
-    /// same bytes, name and index as one held in memory, git reads it, and nothing
-    /// temporary stays.
+    /// A pack spilled to its temporary file while it is built (after every flush, or past a
+    /// few KiB) has the same bytes, name and index as one held in memory until the end, git
+    /// reads it, and nothing temporary stays.
     #[test]
     fn spilled_packs_equal_packs_held_in_memory() {
         let objects = many_objects();

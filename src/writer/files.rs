@@ -474,10 +474,9 @@ impl Root {
 
     /// Removes the staging files (`<name>.<pid>.<uuid-v4>.tmp`, and the `.reclaim` names of
     /// claim-and-remove) that writers which died mid-write left in the directory `rel`: those
-    /// whose pid no longer runs. A staging file of
-    /// a live process (another writer, or this one) is kept. Returns how many were removed;
-    /// the removals are made durable with one directory fsync. An absent directory removes
-    /// nothing.
+    /// whose pid no longer runs. A staging file of a live process (another writer, or this one)
+    /// is kept. Returns how many were removed; the removals are made durable with one directory
+    /// fsync. An absent directory removes nothing.
     ///
     /// A create-only write never reuses a staging name, so such a file is only debris; callers
     /// that own the directory under a lock (seal, under the producer locks) clear it so that a
