@@ -265,7 +265,8 @@ fn hand_out(
     stats: &mut Stats,
 ) -> Result<ControlFlow<()>, Error> {
     use rayon::prelude::*;
-    let checked: Vec<Result<Vec<Event>, (Rule, String)>> = batch
+    type Checked = Result<(Vec<Event>, Vec<Value>), (Rule, String)>;
+    let checked: Vec<Checked> = batch
         .par_iter()
         .map(|read| match &read.text {
             Err(e) => Err(verify::shard_refusal(e)),
@@ -273,21 +274,21 @@ fn hand_out(
                 let check = verify::check_shard(&read.path, text);
                 match check.refused {
                     Some(refusal) => Err(refusal),
-                    None => Ok(check.events),
+                    None => Ok((check.events, check.records)),
                 }
             }
         })
         .collect();
-    for (read, events) in batch.iter().zip(checked) {
-        let events = events.map_err(|(rule, detail)| Error::Shard {
+    for (read, checked) in batch.iter().zip(checked) {
+        let (events, records) = checked.map_err(|(rule, detail)| Error::Shard {
             path: read.path.clone(),
             rule,
             detail,
         })?;
         stats.shards += 1;
         stats.events += events.len();
-        for (i, event) in events.iter().enumerate() {
-            if !filter.matches(&event.value) {
+        for (i, (event, record)) in events.iter().zip(&records).enumerate() {
+            if !filter.matches(record) {
                 continue;
             }
             stats.matched += 1;
@@ -296,7 +297,7 @@ fn hand_out(
                 path: &read.path,
                 line: i + 1,
                 json: &event.json,
-                value: &event.value,
+                value: record,
             };
             if sink(&entry).is_break() {
                 return Ok(ControlFlow::Break(()));

@@ -37,7 +37,8 @@ pub use parser::{
 pub use rules::{find_lossy_number, is_credential_key, is_lossy_number};
 pub use value::Value;
 pub use writer::{
-    check, to_canonical, to_canonical_unchecked, to_identity_canonical, write_canonical_without,
+    check, to_canonical, to_canonical_unchecked, to_identity_canonical,
+    write_canonical_text_without, write_canonical_without,
 };
 
 /// Errors of encoding and parsing. Encoding errors carry a JSONPath-like location (`$.a[1].b`)

@@ -68,6 +68,62 @@ pub fn write_canonical_without(out: &mut String, value: &Value, skip: &[&str]) {
     out.push('}');
 }
 
+/// [`write_canonical_without`] on the canonical text of an object instead of its tree: appends
+/// `text` to `out` without the top-level members whose key is in `skip`, by scanning the text
+/// (strings and nesting), never parsing it. `text` must be the canonical text of an object, as
+/// this module writes it (keys in `skip` are plain ASCII, which the writer never escapes); the
+/// result is then byte-identical to [`write_canonical_without`] on the parsed tree. Lets an
+/// event keep only its canonical line and still give its replay JSON.
+///
+/// # Panics
+/// When `text` is not an object's text (a caller's broken invariant, not bad input).
+pub fn write_canonical_text_without(out: &mut String, text: &str, skip: &[&str]) {
+    let b = text.as_bytes();
+    assert!(
+        b.first() == Some(&b'{') && b.last() == Some(&b'}'),
+        "canonical object text"
+    );
+    out.push('{');
+    let mut first = true;
+    let mut i = 1;
+    while i < b.len() - 1 {
+        // A member: "key":value, then ',' or the closing '}'.
+        let start = i;
+        let key_end = string_end(b, i);
+        let key = &text[i + 1..key_end];
+        let mut k = key_end + 2; // past the closing quote and ':'
+        let mut depth = 0usize;
+        while k < b.len() {
+            match b[k] {
+                b'"' => k = string_end(b, k),
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' if depth > 0 => depth -= 1,
+                b',' | b'}' if depth == 0 => break,
+                _ => {}
+            }
+            k += 1;
+        }
+        if !skip.contains(&key) {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&text[start..k]);
+        }
+        i = k + 1;
+    }
+    out.push('}');
+}
+
+/// The index of the closing quote of the string literal opening at `b[open]`.
+fn string_end(b: &[u8], open: usize) -> usize {
+    let mut j = open + 1;
+    while b[j] != b'"' {
+        j += if b[j] == b'\\' { 2 } else { 1 };
+    }
+    j
+}
+
 fn write_value(out: &mut String, value: &Value) {
     match value {
         Value::Null => out.push_str("null"),

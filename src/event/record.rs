@@ -1,17 +1,19 @@
-//! The validated event ([`Event`]): its canonical record, the fields that ordering, identity
-//! and bindings need, reading one shard line, and the replay digest of a set.
+//! The validated event ([`Event`]): its canonical line and the fields that ordering, identity,
+//! sharding and bindings need (not the record's tree), reading one shard line (with an
+//! inspection of the tree while it exists), and the replay digest of a set.
 
 use crate::canonical::{self, Value};
 use crate::identity::{self, Digest};
 
 use super::*;
 
-/// A validated event: the canonical record plus the fields that ordering, identity and binding
-/// need. Construct with [`Event::parse_line`] or [`validate`].
+/// A validated event: its canonical line plus the fields that ordering, identity, binding and
+/// sharding need. The record's tree is not kept (it would take several times the line's bytes):
+/// readers that inspect the record do so while parsing ([`Event::parse_line_with`],
+/// [`Event::parse_lines_with`]), or parse the line again ([`Event::record`]). Construct with
+/// [`Event::parse_line`] or [`validate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    /// The canonical record.
-    pub value: Value,
     /// Its canonical JSON (no newline): the shard line and spool file body.
     pub json: String,
     /// `event_id`: sha256 of the normalized repository and the event key.
@@ -22,11 +24,28 @@ pub struct Event {
     pub semantic_sha256: Digest,
     /// `Some(occurred_at)` when `occurred_at_source == "source"`.
     pub source_occurred_at: Option<String>,
+    /// The persisted producer object (snake_case keys).
+    pub(super) producer: Value,
+    /// `subject.repository` (normalized).
+    pub(super) subject_repository: String,
+    /// `event_type`.
+    pub(super) event_type: String,
 }
 
 impl Event {
     /// Canonical-parse one line: strict scan, validation, byte equality.
     pub fn parse_line(text: &str, source: &str) -> Result<Event, Error> {
+        Event::parse_line_with(text, source, |_| ()).map(|(e, ())| e)
+    }
+
+    /// [`Event::parse_line`], handing the record's tree to `inspect` (a privacy scan, a filter;
+    /// or `|v| v` to keep it): the tree read from a canonical line is the record itself, so
+    /// nothing is parsed twice. `inspect` runs only on a valid event.
+    pub fn parse_line_with<T>(
+        text: &str,
+        source: &str,
+        inspect: impl FnOnce(Value) -> T,
+    ) -> Result<(Event, T), Error> {
         let value = canonical::parse(text).map_err(|e| match e {
             canonical::Error::DuplicateKey { .. } => Error::DuplicateKey {
                 origin: source.to_owned(),
@@ -38,7 +57,9 @@ impl Event {
                 origin: source.to_owned(),
             },
         })?;
-        validate_text(&value, source, Some(text))
+        let event = validate_text(&value, source, Some(text))?;
+        let seen = inspect(value);
+        Ok((event, seen))
     }
 
     /// [`Event::parse_line`] over many `(line, source)` pairs, results in input order. Lines are
@@ -49,45 +70,60 @@ impl Event {
     where
         I: IntoIterator<Item = (&'a str, String)>,
     {
+        Event::parse_lines_with(lines, |_| ())
+            .into_iter()
+            .map(|r| r.map(|(e, ())| e))
+            .collect()
+    }
+
+    /// [`Event::parse_lines`] with [`Event::parse_line_with`]'s `inspect` run on each valid
+    /// record, on the thread that parsed it.
+    pub fn parse_lines_with<'a, I, T, F>(lines: I, inspect: F) -> Vec<Result<(Event, T), Error>>
+    where
+        I: IntoIterator<Item = (&'a str, String)>,
+        T: Send,
+        F: Fn(Value) -> T + Sync,
+    {
         use rayon::prelude::*;
         let items: Vec<(&str, String)> = lines.into_iter().collect();
         // Below 64 lines a split costs more than it saves (~60 µs per event).
         items
             .par_iter()
             .with_min_len(64)
-            .map(|(line, source)| Event::parse_line(line, source))
+            .map(|(line, source)| Event::parse_line_with(line, source, &inspect))
             .collect()
     }
 
-    fn get_str(&self, path: &[&str]) -> &str {
-        let mut v = &self.value;
-        for k in path {
-            match v.get(k) {
-                Some(x) => v = x,
-                None => return "",
-            }
-        }
-        v.as_str().unwrap_or("")
+    /// The record's tree, parsed again from [`Event::json`] (a few µs per KiB): for the few
+    /// readers that need more than the kept fields after parsing.
+    pub fn record(&self) -> Value {
+        canonical::parse(&self.json).expect("an event's line is canonical JSON it was read from")
     }
 
     /// `subject.repository` (normalized).
     pub fn subject_repository(&self) -> &str {
-        self.get_str(&["subject", "repository"])
+        &self.subject_repository
     }
 
     /// `event_type`.
     pub fn event_type(&self) -> &str {
-        self.get_str(&["event_type"])
+        &self.event_type
     }
 
     /// The persisted producer object (snake_case keys).
     pub fn producer(&self) -> &Value {
-        self.value.get("producer").unwrap_or(&Value::Null)
+        &self.producer
     }
 
     /// The shard identity this event belongs to on `partition_date`.
     pub fn shard_identity(&self, partition_date: &str) -> identity::ShardIdentity {
-        let p = |k| self.get_str(&["producer", k]).to_owned();
+        let p = |k| {
+            self.producer
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
         identity::ShardIdentity {
             repository: p("repository"),
             sha: p("sha"),
@@ -96,7 +132,7 @@ impl Event {
             job: p("job"),
             run_id: p("run_id"),
             run_attempt: self
-                .producer()
+                .producer
                 .get("run_attempt")
                 .and_then(Value::as_safe_integer)
                 .unwrap_or(0),
@@ -112,14 +148,14 @@ impl Event {
         out
     }
 
-    /// Appends [`Event::replay_json`] to `out`.
+    /// Appends [`Event::replay_json`] to `out`, cut from the canonical line.
     fn write_replay_json(&self, out: &mut String) {
         let skip: &[&str] = if self.source_occurred_at.is_none() {
             &["recorded_at", "occurred_at"]
         } else {
             &["recorded_at"]
         };
-        canonical::write_canonical_without(out, &self.value, skip);
+        canonical::write_canonical_text_without(out, &self.json, skip);
     }
 }
 

@@ -10,21 +10,20 @@ use crate::privacy;
 
 use super::*;
 
-/// Assembles the record from its semantic value and occurrence.
-#[allow(clippy::too_many_arguments)] // one call site per path; a struct would only rename them
+/// Assembles the record from its semantic value and occurrence: the record's tree and its
+/// `semantic_sha256`.
 fn assemble(
     semantic: Value,
     semantic_json: &str,
-    event_id: Digest,
+    event_id: &Digest,
     event_key: &str,
-    occurred_at: String,
+    occurred_at: &str,
     source_kind: &str,
     recorded_at: String,
-    parent: Option<Digest>,
-) -> Event {
+) -> (Value, Digest) {
     let occurrence = if source_kind == "source" {
         Value::object([
-            ("occurred_at", Value::str(&occurred_at)),
+            ("occurred_at", Value::str(occurred_at)),
             ("occurred_at_source", Value::str("source")),
         ])
     } else {
@@ -43,17 +42,35 @@ fn assemble(
     record.insert("event_id".into(), Value::str(event_id.as_str()));
     record.insert("event_key".into(), Value::str(event_key));
     record.insert("semantic_sha256".into(), Value::str(semantic_sha.as_str()));
-    record.insert("occurred_at".into(), Value::str(&occurred_at));
+    record.insert("occurred_at".into(), Value::str(occurred_at));
     record.insert("occurred_at_source".into(), Value::str(source_kind));
     record.insert("recorded_at".into(), Value::String(recorded_at));
-    let record = Value::Object(record);
+    (Value::Object(record), semantic_sha)
+}
+
+/// The [`Event`] of an assembled record: its canonical line and the fields kept beside it; the
+/// tree is consumed (its producer object moves into the event).
+fn into_event(
+    record: Value,
+    event_id: Digest,
+    parent: Option<Digest>,
+    semantic_sha256: Digest,
+    source_occurred_at: Option<String>,
+) -> Event {
+    let json = canonical::to_canonical_unchecked(&record);
+    let Value::Object(mut record) = record else {
+        unreachable!("a record is an object")
+    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
     Event {
-        json: canonical::to_canonical_unchecked(&record),
-        value: record,
+        subject_repository: text(record.get("subject").and_then(|s| s.get("repository"))),
+        event_type: text(record.get("event_type")),
+        producer: record.remove("producer").unwrap_or(Value::Null),
+        json,
         event_id,
         parent_event_id: parent,
-        semantic_sha256: semantic_sha,
-        source_occurred_at: (source_kind == "source").then_some(occurred_at),
+        semantic_sha256,
+        source_occurred_at,
     }
 }
 
@@ -220,20 +237,26 @@ pub fn create(
         return Err(ctx.field(FieldError::SelfParent));
     }
     let key = identity::required_event_key(key_raw).map_err(|e| ctx.field(e))?;
-    let event = assemble(
+    let (record, semantic_sha) = assemble(
         semantic,
         &semantic_json,
-        event_id,
+        &event_id,
         &key,
-        occurred_at,
+        &occurred_at,
         source_kind,
         recorded_at,
-        parent,
     );
     // Step 6 canonicalizes the whole record: the fields added to the semantic value can take
     // it past the limits, and every reader applies them to the record.
-    canonical::check(&event.value).map_err(|e| ctx.field(e))?;
-    Ok(event)
+    canonical::check(&record).map_err(|e| ctx.field(e))?;
+    let source_occurred_at = (source_kind == "source").then_some(occurred_at);
+    Ok(into_event(
+        record,
+        event_id,
+        parent,
+        semantic_sha,
+        source_occurred_at,
+    ))
 }
 
 /// `validateActionEvent`: full read-side validation of a parsed record.
@@ -308,16 +331,17 @@ pub(super) fn validate_text(
     }
     let recorded_at = privacy::js_trim(str_of(value, "recorded_at")).to_owned();
     let parent = parent_of(&semantic);
-    let event = assemble(
+    let (record, semantic_sha) = assemble(
         semantic,
         &semantic_json,
-        derived,
+        &derived,
         privacy::js_trim(event_key),
-        occurred_at,
+        &occurred_at,
         source_kind,
         recorded_at,
-        parent,
     );
+    let source_occurred_at = (source_kind == "source").then_some(occurred_at);
+    let event = into_event(record, derived, parent, semantic_sha, source_occurred_at);
     if event.semantic_sha256.as_str() != str_of(value, "semantic_sha256") {
         return Err(Error::SemanticDigest {
             origin: source.to_owned(),
@@ -356,11 +380,11 @@ mod tests {
         use crate::tests::boundary::{FILLS, estimate, event_past_limit};
         for fill in FILLS {
             let event = event_past_limit(fill, 0).unwrap();
-            assert_eq!(estimate(&event.value), canonical::MAX_BYTES, "{fill:?}");
+            assert_eq!(estimate(&event.record()), canonical::MAX_BYTES, "{fill:?}");
             assert!(!canonical::within_limits_by_length(event.json.len()));
             let read = Event::parse_line(&event.json, "line").map_err(|e| e.to_string());
             assert!(read.as_ref() == Ok(&event), "{fill:?}: {:?}", read.err());
-            let valid = validate(&event.value, "value").map_err(|e| e.to_string());
+            let valid = validate(&event.record(), "value").map_err(|e| e.to_string());
             assert!(valid.as_ref() == Ok(&event), "{fill:?}: {:?}", valid.err());
             // The semantic value is under the limit; the record's added fields take it past.
             let Err(err) = event_past_limit(fill, 1).map(|_| ()) else {

@@ -332,6 +332,23 @@ pub fn text_of(bytes: Vec<u8>, path: &str) -> Result<String, Error> {
 /// `parseActionEventShardContent`: final newline required, no empty line, no `\r`,
 /// each line canonical (source `<path>:<line>`). Does not check order.
 pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
+    Ok(parse_content_with(text, path, |_| ())?
+        .into_iter()
+        .map(|(e, ())| e)
+        .collect())
+}
+
+/// [`parse_content`], handing each valid record's tree to `inspect` while its line is parsed
+/// ([`Event::parse_lines_with`]): the events come back with what `inspect` returned.
+pub fn parse_content_with<T, F>(
+    text: &str,
+    path: &str,
+    inspect: F,
+) -> Result<Vec<(Event, T)>, Error>
+where
+    T: Send,
+    F: Fn(Value) -> T + Sync,
+{
     if text.is_empty() {
         return Ok(Vec::new());
     }
@@ -346,7 +363,7 @@ pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
         .iter()
         .enumerate()
         .map(|(i, line)| (*line, format!("{path}:{}", i + 1)));
-    Event::parse_lines(sources)
+    Event::parse_lines_with(sources, inspect)
         .into_iter()
         .map(|r| r.map_err(Error::from))
         .collect()

@@ -57,10 +57,14 @@
 //! ([`Store::release_mapped_packs`]) and the free heap ([`store::release_free_heap`]) are
 //! released after each source. Within one publication the budget is:
 //!
-//! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), and the
-//!   files the plan adds (the shards again, plus one small binding file per event);
-//! - the pack being written: the compressed objects of that one commit, in memory until the
-//!   pack is written (about half the bytes of the files added);
+//! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
+//!   event as its canonical line and a few fields (its record's tree lives only while the line
+//!   is parsed and scanned: about five times the line's bytes, which 10,000 events held at
+//!   once as 73 MiB), and the files the plan adds (the shards again, plus one small binding
+//!   file per event);
+//! - the pack being written: up to 8 MiB of objects waiting to be compressed and at most
+//!   [`store::pack::SPILL_BYTES`] (4 MiB) of compressed entries in memory; the rest is in the
+//!   pack's temporary file;
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
 //!   most 16 MiB that starts over when full;

@@ -1,13 +1,13 @@
 //! The privacy gate: under the `strict` profile (the default), a batch holding an event that the
 //! strict rules refuse ([`crate::privacy::strict`]) is refused whole, before the repository is
 //! read, naming the shard, the event, the field and the rule (never the value). The reference's
-//! own rules were already applied when each event was parsed. Shards and lines are scanned on all
-//! cores (rayon); the first refusal in shard order is reported.
+//! own rules were already applied when each event was parsed, and the strict rules ran on each
+//! record then too (on all cores, [`Batch::strict`]); the first refusal in shard order is
+//! reported.
 
 use super::validate::Batch;
 use super::*;
 use crate::canonical::{self};
-use crate::ledger::shard::Shard;
 use crate::privacy::{self, Profile};
 use rayon::prelude::*;
 
@@ -15,27 +15,23 @@ use rayon::prelude::*;
 /// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
 /// event, the field path, the family and the rule. [`Profile::Reference`] refuses nothing.
 pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
-    // Shards are independent: check them on all cores, report the first failing one in order.
-    let first_in = |s: &Shard| {
-        s.events.iter().find_map(|e| {
-            profile
-                .check(&e.value)
-                .err()
-                .map(|f| (e.event_id.clone(), f))
-        })
-    };
-    match batch
-        .shards
-        .par_iter()
-        .find_map_first(|s| first_in(s).map(|f| (s, f)))
-    {
-        Some((s, (event_id, finding))) => Err(Error::StrictPrivacy {
-            path: s.path.clone(),
-            event_id,
-            finding,
-        }),
-        None => Ok(()),
+    if profile == Profile::Reference || batch.strict.is_empty() {
+        return Ok(());
     }
+    for s in &batch.shards {
+        if let Some(e) = s
+            .events
+            .iter()
+            .find(|e| batch.strict.contains_key(&e.event_id))
+        {
+            return Err(Error::StrictPrivacy {
+                path: s.path.clone(),
+                event_id: e.event_id.clone(),
+                finding: batch.strict[&e.event_id].clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
@@ -75,7 +71,7 @@ mod tests {
             let source = corpus.join(job["source"].as_str().unwrap());
             let batch = validate_batch(&read_source(&source, None).unwrap(), None).unwrap();
             for e in batch.shards.iter().flat_map(|s| &s.events) {
-                assert_eq!(privacy::strict::scan(&e.value), [], "{}", e.event_id);
+                assert_eq!(privacy::strict::scan(&e.record()), [], "{}", e.event_id);
                 events += 1;
             }
             check_privacy(&batch, options.privacy).unwrap();
@@ -96,49 +92,56 @@ mod tests {
     }
 
     /// A batch with one strict hit is refused before the repository is touched, whatever the
-    /// rest of the batch; `--privacy reference` publishes it.
+    /// rest of the batch, whether it comes from shard files or a sealed spool; `--privacy
+    /// reference` publishes it.
     #[test]
     fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
         let (_dir, store) = crate::tests::scratch_store();
-        let files = read_source(&day1("001"), None).unwrap();
-        // Changed after validation: the check reads the parsed values of every event.
-        let mut batch = validate_batch(&files, None).unwrap();
-        let event = &mut batch.shards[1].events[0];
-        let Value::Object(m) = &mut event.value else {
-            panic!("an event is an object")
+        let spool = tempfile::tempdir().unwrap();
+        let secret = "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh";
+        let hit = crate::tests::sealed_spool_with_learning_signal(spool.path(), secret);
+        let files = read_source(&spool.path().join("out"), None).unwrap();
+        let refused = |batch: &Batch| {
+            let err = publish_batch(&store, batch, &Options::new(sig())).unwrap_err();
+            let Error::StrictPrivacy {
+                path,
+                event_id,
+                finding,
+            } = &err
+            else {
+                panic!("{err}")
+            };
+            assert_eq!(event_id, &hit);
+            assert!(err.to_string().contains(path.as_str()), "{err}");
+            let rule = (finding.path.clone(), finding.family, finding.rule);
+            (path.clone(), rule)
         };
-        m.insert(
-            "learning".into(),
-            Value::object([(
-                "signal",
-                Value::str("hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh"),
-            )]),
-        );
-        let err = publish_batch(&store, &batch, &Options::new(sig())).unwrap_err();
-        let Error::StrictPrivacy {
-            path,
-            event_id,
-            finding,
-        } = &err
-        else {
-            panic!("{err}")
-        };
-        assert_eq!(path, &batch.shards[1].path);
-        assert_eq!(event_id, &batch.shards[1].events[0].event_id);
+        let from_files = validate_batch(&files, None).unwrap();
+        assert_eq!(from_files.strict.len(), 1);
+        let (path, rule) = refused(&from_files);
         assert_eq!(
-            (finding.path.as_str(), finding.family, finding.rule),
+            (rule.0.as_str(), rule.1, rule.2),
             (
                 "$.learning.signal",
                 "huggingface-token",
                 "gitleaks:huggingface-access-token"
             )
         );
+        assert!(from_files.shards.iter().any(|s| s.path == path));
+        let sealed = read_source_shards(spool.path(), None).unwrap();
+        let from_spool = validate_source(sealed, None).unwrap();
+        assert_eq!(refused(&from_spool), (path, rule));
         assert_eq!(store.tip("refs/heads/main").unwrap(), None);
         assert_eq!(
-            check_privacy(&batch, Profile::Reference).map_err(|e| e.to_string()),
+            check_privacy(&from_files, Profile::Reference).map_err(|e| e.to_string()),
             Ok(())
         );
-        assert!(err.to_string().contains(&batch.shards[1].path), "{err}");
+        let Err(Error::StrictPrivacy {
+            event_id, finding, ..
+        }) = check_privacy(&from_files, Profile::Strict)
+        else {
+            panic!("refused under strict")
+        };
         // A path that holds the refused value (producer fields are part of it) is not printed.
         let withheld = Error::StrictPrivacy {
             path: "ledger/v1/events/2026/03/10/o-r/hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh.x.y/1-1-j.jsonl"

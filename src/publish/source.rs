@@ -10,11 +10,14 @@
 //! every read goes through that handle, so a link anywhere below it fails closed. A root without
 //! a spool or shards holds nothing: an empty publication.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::limits;
 use super::*;
+use crate::identity::Digest;
 use crate::ledger::shard::{self, Shard};
+use crate::privacy::strict::Finding;
 use crate::writer::files::{self, EntryKind, Root};
 use crate::writer::seal;
 use crate::writer::spool::{self, Spool};
@@ -44,7 +47,7 @@ pub fn read_source(
 ) -> Result<Vec<SourceFile>, Error> {
     Ok(match read_source_shards(root, expected_paths)? {
         Source::Files(files) => files,
-        Source::Sealed(shards) => shards
+        Source::Sealed(shards, _) => shards
             .into_iter()
             .map(|s| SourceFile {
                 path: s.path,
@@ -55,10 +58,11 @@ pub fn read_source(
 }
 
 /// What a source holds: files to validate from their bytes, or the shards packed from a sealed
-/// spool's events (validated when the spool was read, packed by [`shard::pack`]).
+/// spool's events (validated when the spool was read, packed by [`shard::pack`]) with the
+/// strict-profile findings of their events, by event id ([`seal::ProducerRun::strict`]).
 pub(super) enum Source {
     Files(Vec<SourceFile>),
-    Sealed(Vec<Shard>),
+    Sealed(Vec<Shard>, HashMap<Digest, Finding>),
 }
 
 pub(super) fn read_source_shards(
@@ -77,15 +81,16 @@ pub(super) fn read_source_shards(
         && h.entry_kind(spool::SPOOL_DIR)? == Some(EntryKind::Dir)
     {
         let spool = Spool::from_root(h.try_clone()?)?;
-        let mut shards = Vec::new();
-        for run in seal::sealed_runs(&spool)? {
+        let (mut shards, mut strict) = (Vec::new(), HashMap::new());
+        for mut run in seal::sealed_runs(&spool)? {
+            strict.extend(std::mem::take(&mut run.strict));
             shards.extend(run.into_shards()?);
         }
         shards.sort_by(|a, b| a.path.cmp(&b.path));
         // A spool without events beside shard files (a finalize output whose spool directory
         // kept only its lock directories) publishes the shards, never silently nothing.
         if !shards.is_empty() || h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
-            return Ok(Source::Sealed(shards));
+            return Ok(Source::Sealed(shards, strict));
         }
     }
     if let Some(paths) = expected_paths {

@@ -24,8 +24,9 @@ use super::source::{Source, SourceFile};
 use super::*;
 use crate::canonical::{self};
 use crate::event::{self, Event};
-use crate::identity::ShardIdentity;
+use crate::identity::{Digest, ShardIdentity};
 use crate::ledger::shard::{self, Shard};
+use crate::privacy::strict::Finding;
 
 /// A batch that passed the source-side checks ([`validate_batch`]).
 #[derive(Debug)]
@@ -34,6 +35,12 @@ pub struct Batch {
     pub shards: Vec<Shard>,
     /// Normalized identity of each shard (parallel to `shards`).
     pub identities: Vec<ShardIdentity>,
+    /// The first strict-profile finding of each event that has one, by event id, found while
+    /// the lines were parsed (the record trees are not kept); [`check_privacy`] reports from
+    /// it. Empty when no event has one.
+    ///
+    /// [`check_privacy`]: crate::publish::check_privacy
+    pub strict: HashMap<Digest, Finding>,
 }
 
 /// Validates a whole batch before the repository is consulted, in the order of the module docs;
@@ -50,7 +57,7 @@ pub fn validate_batch(
             parsed: None,
         })
         .collect();
-    validate_pending(pending, expected)
+    validate_pending(pending, HashMap::new(), expected)
 }
 
 /// A source file, with its events when they come from a sealed spool (validated when the spool
@@ -69,7 +76,7 @@ pub(super) fn validate_source(
 ) -> Result<Batch, Error> {
     match source {
         Source::Files(files) => validate_batch(&files, expected),
-        Source::Sealed(shards) => validate_pending(
+        Source::Sealed(shards, strict) => validate_pending(
             shards
                 .into_iter()
                 .map(|s| Pending {
@@ -78,13 +85,17 @@ pub(super) fn validate_source(
                     parsed: Some(s.events),
                 })
                 .collect(),
+            strict,
             expected,
         ),
     }
 }
 
+/// `strict` holds the findings of the events already parsed (`parsed`); those of the files
+/// parsed here are added to it.
 fn validate_pending(
     files: Vec<Pending>,
+    mut strict: HashMap<Digest, Finding>,
     expected: Option<&ExpectedProducer>,
 ) -> Result<Batch, Error> {
     let mut total_bytes = 0usize;
@@ -114,7 +125,18 @@ fn validate_pending(
         let from_bytes = f.parsed.is_none();
         let events = match f.parsed {
             Some(events) => events,
-            None => shard::parse_content(&f.content, &f.path)?,
+            None => {
+                let scanned =
+                    shard::parse_content_with(&f.content, &f.path, |r| privacy::strict::first(&r))?;
+                let mut events = Vec::with_capacity(scanned.len());
+                for (e, finding) in scanned {
+                    if let Some(finding) = finding {
+                        strict.insert(e.event_id.clone(), finding);
+                    }
+                    events.push(e);
+                }
+                events
+            }
         };
         if events.len() > limits::MAX_FILE_EVENTS {
             return Err(Error::TooManyFileEvents(f.path.clone()));
@@ -227,7 +249,11 @@ fn validate_pending(
             return Err(Error::NotDeterministic);
         }
     }
-    Ok(Batch { shards, identities })
+    Ok(Batch {
+        shards,
+        identities,
+        strict,
+    })
 }
 
 fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {

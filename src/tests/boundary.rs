@@ -146,8 +146,12 @@ fn pad_at_limit(fill: Fill) -> usize {
         )
         .expect("a small event")
     };
-    let base = estimate(&event(0).value);
-    assert_eq!(estimate(&event(1).value), base + 1, "{fill:?} grows by one");
+    let base = estimate(&event(0).record());
+    assert_eq!(
+        estimate(&event(1).record()),
+        base + 1,
+        "{fill:?} grows by one"
+    );
     MAX_BYTES - base
 }
 
@@ -344,7 +348,7 @@ fn size_limit_decides_at_record_for_every_stage() {
             crate::time::Timestamp::from_millis(0),
         )
         .expect("at the limit");
-        assert_eq!(estimate(&event.value), MAX_BYTES, "{fill:?}");
+        assert_eq!(estimate(&event.record()), MAX_BYTES, "{fill:?}");
         through_every_stage(&format!("{fill:?} at the limit"), &[at]);
         refused_at_record(
             &format!("{fill:?} one byte over"),

@@ -561,7 +561,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
             let v = to_value(e).map_err(|u| u.to_string())?;
             let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
             profile
-                .check(&event.value)
+                .check(&v)
                 .map_err(|f| format!("events[{i}]: the strict profile refuses {f}"))?;
             events.push(event);
         }

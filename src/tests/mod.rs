@@ -142,3 +142,66 @@ pub(crate) fn assert_none(what: &str, found: &[String]) {
         found.join("\n")
     );
 }
+
+/// Records one `review.item` event whose `learning.signal` is `signal` into a spool at `root`
+/// and seals it, both under the reference profile (which lets a strict hit through), writing
+/// its shards below `root/out` as well; returns the event's id. A source the strict readers
+/// must refuse, whether they read the spool or its shards.
+pub(crate) fn sealed_spool_with_learning_signal(
+    root: &std::path::Path,
+    signal: &str,
+) -> crate::identity::Digest {
+    use crate::canonical::Value;
+    use crate::privacy::Profile;
+    use crate::writer::{files, record, seal, spool};
+    let env: record::Environment = [
+        ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+        ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+        ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+        ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+        ("GITHUB_JOB", "review"),
+        ("GITHUB_RUN_ID", "1234567890"),
+        ("GITHUB_RUN_ATTEMPT", "1"),
+        ("GITHUB_ACTION", "run-review"),
+        ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let mut input = crate::canonical::parse(
+        r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":1},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},"retryable":true,"mutation":false}"#,
+    )
+    .unwrap();
+    let Value::Object(m) = &mut input else {
+        unreachable!()
+    };
+    m.insert(
+        "learning".into(),
+        Value::object([
+            ("category", Value::str("c")),
+            ("signal", Value::str(signal)),
+        ]),
+    );
+    let input = record::phase_action_input(&input).unwrap();
+    let now = crate::time::Timestamp::from_millis(0);
+    let reference = record::Options {
+        privacy: Profile::Reference,
+    };
+    let event = record::record_action(root, &input, &env, now, &reference)
+        .unwrap()
+        .unwrap();
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    let out = files::Root::open(&root.join("out"), "output").unwrap();
+    let options = seal::Options {
+        privacy: Profile::Reference,
+        ..Default::default()
+    };
+    seal::seal(
+        &spool::Spool::open(root).unwrap(),
+        Some(&out),
+        now,
+        &options,
+    )
+    .unwrap();
+    event.event_id
+}

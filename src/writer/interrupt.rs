@@ -86,7 +86,32 @@ pub enum Error {
     PhaseSeqExhausted,
 }
 
-fn str_at<'a>(e: &'a Event, path: &[&str]) -> Option<&'a str> {
+/// A spool event with its record's tree: recovery reads many fields of the few events of one
+/// producer, so the tree is parsed once per event here.
+#[derive(Clone)]
+struct Recorded {
+    event: Event,
+    value: Value,
+}
+
+impl Recorded {
+    fn new(event: Event) -> Recorded {
+        Recorded {
+            value: event.record(),
+            event,
+        }
+    }
+}
+
+impl std::ops::Deref for Recorded {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        &self.event
+    }
+}
+
+fn str_at<'a>(e: &'a Recorded, path: &[&str]) -> Option<&'a str> {
     let mut v = &e.value;
     for k in path {
         v = v.get(k)?;
@@ -94,22 +119,22 @@ fn str_at<'a>(e: &'a Event, path: &[&str]) -> Option<&'a str> {
     v.as_str()
 }
 
-fn status(e: &Event) -> &str {
+fn status(e: &Recorded) -> &str {
     str_at(e, &["action", "status"]).unwrap_or("")
 }
 
-fn completion_reason(e: &Event) -> Option<&str> {
+fn completion_reason(e: &Recorded) -> Option<&str> {
     str_at(e, &["attributes", "completion_reason"])
 }
 
-fn phase_seq(e: &Event) -> i64 {
+fn phase_seq(e: &Recorded) -> i64 {
     e.value
         .get("phase_seq")
         .and_then(Value::as_safe_integer)
         .unwrap_or(0)
 }
 
-fn is_mutation(e: &Event) -> bool {
+fn is_mutation(e: &Recorded) -> bool {
     e.value
         .get("action")
         .and_then(|a| a.get("mutation"))
@@ -117,14 +142,14 @@ fn is_mutation(e: &Event) -> bool {
         == Some(true)
 }
 
-fn is_recoverable_start(e: &Event) -> bool {
+fn is_recoverable_start(e: &Recorded) -> bool {
     matches!(
         e.event_type(),
         "review.batch" | "review.item" | "review.retry" | "apply.batch" | "apply.action"
     ) && status(e) == "started"
 }
 
-fn is_uncertain_mutation_start(e: &Event) -> bool {
+fn is_uncertain_mutation_start(e: &Recorded) -> bool {
     status(e) == "started"
         && matches!(
             completion_reason(e),
@@ -132,7 +157,7 @@ fn is_uncertain_mutation_start(e: &Event) -> bool {
         )
 }
 
-fn is_mutation_outcome(e: &Event) -> bool {
+fn is_mutation_outcome(e: &Recorded) -> bool {
     matches!(
         completion_reason(e),
         Some("mutation_accepted" | "mutation_rejected" | "mutation_outcome_unknown")
@@ -140,12 +165,12 @@ fn is_mutation_outcome(e: &Event) -> bool {
 }
 
 /// Batch-level starts aggregate their children's mutations.
-fn aggregates(e: &Event) -> bool {
+fn aggregates(e: &Recorded) -> bool {
     matches!(e.event_type(), "review.batch" | "apply.batch")
         || (e.event_type() == "review.retry" && str_at(e, &["subject", "kind"]) == Some("workflow"))
 }
 
-fn priority(e: &Event) -> u8 {
+fn priority(e: &Recorded) -> u8 {
     if is_uncertain_mutation_start(e) {
         0
     } else if aggregates(e) {
@@ -155,13 +180,13 @@ fn priority(e: &Event) -> u8 {
     }
 }
 
-fn same_attempt(a: &Event, b: &Event) -> bool {
+fn same_attempt(a: &Recorded, b: &Recorded) -> bool {
     a.value.get("operation_id") == b.value.get("operation_id")
         && a.value.get("attempt_id") == b.value.get("attempt_id")
 }
 
 /// `{repository, kind, subjectId?, number?, clusterId?}` of the event's subject.
-fn subject_identity(e: &Event) -> Value {
+fn subject_identity(e: &Recorded) -> Value {
     let s = e.value.get("subject").cloned().unwrap_or(Value::Null);
     let mut out = std::collections::BTreeMap::new();
     for (from, to) in [
@@ -178,7 +203,7 @@ fn subject_identity(e: &Event) -> Value {
     Value::Object(out)
 }
 
-fn lifecycle_key(e: &Event) -> String {
+fn lifecycle_key(e: &Recorded) -> String {
     canonical::to_canonical_unchecked(&Value::object([
         ("operationId", operation_id(e)),
         (
@@ -190,12 +215,12 @@ fn lifecycle_key(e: &Event) -> String {
     ]))
 }
 
-fn idempotency(e: &Event) -> &str {
+fn idempotency(e: &Recorded) -> &str {
     str_at(e, &["idempotency_key_sha256"]).unwrap_or("")
 }
 
 /// Whether `event` closes the lifecycle opened by `start`.
-fn closes(start: &Event, event: &Event) -> bool {
+fn closes(start: &Recorded, event: &Recorded) -> bool {
     if phase_seq(event) <= phase_seq(start) || status(event) == "started" {
         return false;
     }
@@ -215,27 +240,31 @@ fn closes(start: &Event, event: &Event) -> bool {
 }
 
 /// The event's `operation_id`, `null` when it has none.
-fn operation_id(e: &Event) -> Value {
+fn operation_id(e: &Recorded) -> Value {
     e.value.get("operation_id").cloned().unwrap_or(Value::Null)
 }
 
 /// The events that `keep` selects, in phase sequence order (ties by event id).
 fn in_seq_order<'a>(
-    events: impl IntoIterator<Item = &'a Event>,
-    keep: impl Fn(&Event) -> bool,
-) -> Vec<&'a Event> {
-    let mut kept: Vec<&Event> = events.into_iter().filter(|e| keep(e)).collect();
+    events: impl IntoIterator<Item = &'a Recorded>,
+    keep: impl Fn(&Recorded) -> bool,
+) -> Vec<&'a Recorded> {
+    let mut kept: Vec<&Recorded> = events.into_iter().filter(|e| keep(e)).collect();
     kept.sort_by(by_seq_then_id);
     kept
 }
 
-fn by_seq_then_id(a: &&Event, b: &&Event) -> Ordering {
+fn by_seq_then_id(a: &&Recorded, b: &&Recorded) -> Ordering {
     phase_seq(a)
         .cmp(&phase_seq(b))
         .then_with(|| a.event_id.cmp(&b.event_id))
 }
 
-fn interrupted_phase_seq(current: &[Event], start: &Event, parent: &Digest) -> Result<i64, Error> {
+fn interrupted_phase_seq(
+    current: &[Recorded],
+    start: &Recorded,
+    parent: &Digest,
+) -> Result<i64, Error> {
     let parent_seq = current
         .iter()
         .find(|e| &e.event_id == parent)
@@ -268,12 +297,12 @@ fn camel(v: Option<&Value>, names: &[(&str, &str)]) -> Value {
 }
 
 fn terminal_input(
-    current: &[Event],
-    start: &Event,
+    current: &[Recorded],
+    start: &Recorded,
     reason: Reason,
 ) -> Result<Option<Value>, Error> {
     let key = lifecycle_key(start);
-    let lifecycle: Vec<&Event> = current
+    let lifecycle: Vec<&Recorded> = current
         .iter()
         .filter(|e| e.event_id != start.event_id && lifecycle_key(e) == key)
         .collect();
@@ -293,7 +322,7 @@ fn terminal_input(
     let lifecycle_outcome = in_seq_order(lifecycle.iter().copied(), is_mutation_outcome)
         .last()
         .copied();
-    let open_uncertain: Vec<&Event> = uncertain_starts
+    let open_uncertain: Vec<&Recorded> = uncertain_starts
         .iter()
         .copied()
         .filter(|u| {
@@ -478,7 +507,7 @@ pub fn interrupt_open_attempts(
 ) -> Result<usize, Error> {
     let spool = Spool::open(root)?;
     let mut producers: Vec<(String, Value)> = Vec::new();
-    for e in spool.read_all()? {
+    for e in spool.read_all()?.into_iter().map(Recorded::new) {
         let key = canonical::to_canonical_unchecked(e.producer());
         if is_recoverable_start(&e) && !producers.iter().any(|(k, _)| *k == key) {
             producers.push((key, e.producer().clone()));
@@ -495,12 +524,13 @@ pub fn interrupt_open_attempts(
             now,
             &lock::Options::default(),
         )?;
-        let mut current: Vec<Event> = spool
+        let mut current: Vec<Recorded> = spool
             .read_all()?
             .into_iter()
             .filter(|e| canonical::to_canonical_unchecked(e.producer()) == key)
+            .map(Recorded::new)
             .collect();
-        let mut starts: Vec<Event> = current
+        let mut starts: Vec<Recorded> = current
             .iter()
             .filter(|e| is_recoverable_start(e))
             .cloned()
@@ -520,7 +550,7 @@ pub fn interrupt_open_attempts(
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;
             let event = record::write_event_locked(spool.handle(), &candidate, &date)?;
-            current.push(event);
+            current.push(Recorded::new(event));
             written += 1;
         }
         lock::release_all(guards)?;

@@ -310,7 +310,9 @@ pub fn check_privacy(
     if profile == Profile::Reference {
         return Ok(());
     }
-    profile.check(&event.value).map_err(Error::StrictPrivacy)?;
+    profile
+        .check(&event.record())
+        .map_err(Error::StrictPrivacy)?;
     let component = input.get("component").and_then(Value::as_str).unwrap_or("");
     for (name, source, max) in [
         ("GITHUB_WORKFLOW", workflow_source(env)?.as_str(), 128),

@@ -10,12 +10,14 @@
 //! If the process dies mid-seal, some seals (and output shards) exist and others do not; running
 //! `seal` again completes the set, because every file is create-only and reproduced identically.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{Digest, ShardIdentity};
 use crate::ledger::shard::{self, Shard};
+use crate::privacy::strict::Finding;
 use crate::privacy::{self, Profile};
 use crate::time::Timestamp;
 use crate::writer::files::{self, Root, Written};
@@ -112,6 +114,9 @@ pub struct ProducerRun {
     pub events: Vec<Event>,
     /// Exact seal file bytes.
     pub seal: String,
+    /// The first strict-profile finding of each of its events that has one, by event id,
+    /// found while the spool was read ([`Spool::read_all_scanned`]; empty when none has).
+    pub strict: HashMap<Digest, Finding>,
 }
 
 impl ProducerRun {
@@ -137,7 +142,7 @@ impl ProducerRun {
 /// Groups the spool's events by producer (in first appearance of the comparator-sorted spool,
 /// as the reference does), orders each group causally and derives its seal.
 pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
-    let events = spool.read_all()?;
+    let (events, mut found) = spool.read_all_scanned()?;
     let mut groups: Vec<(String, Vec<Event>)> = Vec::new();
     // Group index by key: a spool may hold hundreds of producers.
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -179,7 +184,14 @@ pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
             ("schema", Value::str(SCHEMA)),
             ("schema_version", Value::from(1)),
         ]);
+        let strict = if found.is_empty() {
+            HashMap::new()
+        } else {
+            let of_run = |e: &Event| found.remove_entry(&e.event_id);
+            events.iter().filter_map(of_run).collect()
+        };
         runs.push(ProducerRun {
+            strict,
             seal: format!("{}\n", canonical::to_canonical_unchecked(&record)),
             producer,
             producer_digest: digest,
@@ -216,14 +228,18 @@ pub struct Options {
     pub privacy: Profile,
 }
 
-/// The first event of `runs` that `profile` refuses beyond the reference's rules.
+/// The first event of `runs` that `profile` refuses beyond the reference's rules (under
+/// [`Profile::Strict`], the findings gathered when the spool was read, [`ProducerRun::strict`]).
 fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Result<(), Error> {
-    for e in runs.iter().flat_map(|r| &r.events) {
-        if let Err(finding) = profile.check(&e.value) {
+    if profile == Profile::Reference {
+        return Ok(());
+    }
+    for r in runs {
+        if let Some(e) = r.events.iter().find(|e| r.strict.contains_key(&e.event_id)) {
             return Err(Error::StrictPrivacy {
                 path: spool.handle().display_path(&spool::event_relative_path(e)),
                 event_id: e.event_id.clone(),
-                finding,
+                finding: r.strict[&e.event_id].clone(),
             });
         }
     }
@@ -779,5 +795,44 @@ mod tests {
         assert!(ok >= 10, "every roots-only round succeeds");
         assert!(refused > 0, "no swap below the roots was ever refused");
         assert_eq!(ok + refused, 20);
+    }
+
+    /// Under the strict profile a spool holding an event the strict rules refuse is not sealed
+    /// (the finding was gathered while the spool was read), naming the event's file; the
+    /// reference profile seals it.
+    #[test]
+    fn a_strict_hit_refuses_the_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        let hit = crate::tests::sealed_spool_with_learning_signal(
+            dir.path(),
+            "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh",
+        );
+        let spool = Spool::open(dir.path()).unwrap();
+        let now = Timestamp::from_millis(0);
+        let err = seal(&spool, None, now, &Options::default()).unwrap_err();
+        let Error::StrictPrivacy {
+            path,
+            event_id,
+            finding,
+        } = &err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!(event_id, &hit);
+        assert!(
+            path.ends_with(format!("{}.json", hit.as_str())),
+            "{}",
+            path.display()
+        );
+        assert_eq!(finding.path, "$.learning.signal");
+        assert_eq!(plan(&spool).unwrap()[0].strict.len(), 1);
+        let reference = Options {
+            privacy: Profile::Reference,
+            ..Default::default()
+        };
+        assert_eq!(
+            seal(&spool, None, now, &reference).unwrap().already_sealed,
+            1
+        );
     }
 }

@@ -15,12 +15,13 @@
 //! events (the reference's finalize of an empty spool returns no paths and writes nothing). A
 //! root that does not exist is an error.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::canonical::{self, Value};
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
+use crate::privacy::{self, strict::Finding};
 use crate::writer::files::{self, EntryKind, Root};
 
 /// The spool directory below a spool root.
@@ -180,13 +181,24 @@ impl Spool {
     /// path-checked and within the read budget, sorted by [`event::compare_events`]; none when
     /// there is no spool directory.
     pub fn read_all(&self) -> Result<Vec<Event>, Error> {
+        self.read(false).map(|(events, _)| events)
+    }
+
+    /// [`Spool::read_all`], with each record also scanned by the strict privacy rules while its
+    /// file is parsed (the tree is not kept): the first [`Finding`] of every event the strict
+    /// profile refuses, by event id (empty when none is).
+    pub fn read_all_scanned(&self) -> Result<(Vec<Event>, HashMap<Digest, Finding>), Error> {
+        self.read(true)
+    }
+
+    fn read(&self, scan: bool) -> Result<(Vec<Event>, HashMap<Digest, Finding>), Error> {
         let dir = self.root.display_path(SPOOL_DIR);
         let entries = self
             .root
             .list_dir(SPOOL_DIR, MAX_REPOSITORIES + RESERVED.len())?
             .unwrap_or_default();
         let mut budget = Budget::default();
-        let mut events = Vec::new();
+        let (mut events, mut strict) = (Vec::new(), HashMap::new());
         let mut repositories = 0usize;
         for (name, kind) in entries {
             if kind != EntryKind::Dir {
@@ -199,10 +211,10 @@ impl Spool {
             if repositories > MAX_REPOSITORIES {
                 return Err(Error::TooManyRepositories);
             }
-            self.read_repository_dir(&name, &mut budget, &mut events)?;
+            self.read_repository_dir(&name, &mut budget, scan, &mut events, &mut strict)?;
         }
         events.sort_by(event::compare_events);
-        Ok(events)
+        Ok((events, strict))
     }
 
     /// The names of the spool's event files (`<repository dir>/<event id>.json`, sorted), without
@@ -236,7 +248,9 @@ impl Spool {
         &self,
         name: &str,
         budget: &mut Budget,
+        scan: bool,
         out: &mut Vec<Event>,
+        strict: &mut HashMap<Digest, Finding>,
     ) -> Result<(), Error> {
         let dir_rel = format!("{SPOOL_DIR}/{name}");
         let entries = self
@@ -267,17 +281,27 @@ impl Spool {
             }
             texts.push((rel, text, path));
         }
-        let parsed = Event::parse_lines(
+        let parsed = Event::parse_lines_with(
             texts
                 .iter()
                 .map(|(_, text, path)| (&text[..text.len() - 1], path.display().to_string())),
+            |record| {
+                if scan {
+                    privacy::strict::first(&record)
+                } else {
+                    None
+                }
+            },
         );
         for ((rel, _, _), event) in texts.iter().zip(parsed) {
-            let event = event?;
+            let (event, finding) = event?;
             if event_relative_path(&event) != *rel {
                 return Err(Error::NonCanonicalPath(rel.clone()));
             }
             budget.admit(&event)?;
+            if let Some(f) = finding {
+                strict.insert(event.event_id.clone(), f);
+            }
             out.push(event);
         }
         Ok(())
