@@ -127,6 +127,9 @@ pub struct Store {
     repo: gix::Repository,
     /// A private object directory added by [`Store::with_object_dirs`], removed on drop.
     overlay: Option<PathBuf>,
+    /// Counts this store among the live ones until after `repo` (and its pack mappings) is
+    /// dropped: declared last, so it drops last ([`release::Alive`]).
+    _alive: release::Alive,
 }
 
 impl fmt::Debug for Store {
@@ -147,10 +150,12 @@ impl Store {
     /// # Errors
     /// [`Error::Open`] if `path` is not a Git repository.
     pub fn open(path: &Path) -> Result<Store, Error> {
+        let alive = release::Alive::new();
         gix::open_opts(path, open_options())
             .map(|repo| Store {
                 repo,
                 overlay: None,
+                _alive: alive,
             })
             .map_err(|err| Error::Open {
                 path: path.to_owned(),

@@ -6,7 +6,7 @@
 //! otherwise keep every page it touched resident. gix offers no call to drop those pages, so this
 //! module advises the kernel directly on the mappings listed in `/proc/self/maps`.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::store::*;
 
@@ -29,6 +29,38 @@ const READS_PER_CHECK: u32 = 32;
 /// Object reads since the last look (process-wide, as the mappings are).
 static READS: AtomicU32 = AtomicU32::new(0);
 
+/// [`Store`]s alive in this process ([`Alive`]).
+static LIVE_STORES: AtomicUsize = AtomicUsize::new(0);
+
+/// Releases in progress that discard pages (`MADV_DONTNEED`, [`Store::release_mapped_packs`]).
+static DISCARDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a [`Store`] as alive from before its repository is opened until after it is dropped
+/// (the store's last field, so it drops after the repository and its pack mappings): a
+/// discarding release runs only while exactly one store is alive ([`Store::release_mapped_packs`]
+/// says why).
+#[derive(Debug)]
+pub(super) struct Alive(());
+
+impl Alive {
+    pub(super) fn new() -> Alive {
+        LIVE_STORES.fetch_add(1, Ordering::SeqCst);
+        // A discarding release that counted the stores before this one ends before this store
+        // can map anything (and so before it can unmap anything). Either that release sees this
+        // store counted, or this store sees the release running (both use SeqCst).
+        while DISCARDING.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
+        Alive(())
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        LIVE_STORES.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Store {
     /// Keeps the mapped pack pages within [`MAPPED_BUDGET`]: call it once per object read on a
     /// path that reads many objects (tree lookups, the tree editor, walks, blob reads). Every
@@ -46,32 +78,57 @@ impl Store {
     }
 
     /// Drops this process's page-table entries for the pack and pack-index files that are
-    /// mapped into it (Linux: `madvise(MADV_DONTNEED)` on each read-only mapping of an
-    /// `objects/pack/*.pack` or `*.idx` file listed in `/proc/self/maps`). The pages stay in
-    /// the page cache and fault back in on the next read, so only resident memory changes: a
-    /// walk over most objects of a large repository otherwise keeps every pack page it touched
-    /// resident (1.1 GiB of a million-event ledger for `verify`). Does nothing on other
-    /// systems or when the map cannot be read; it is an optimization, never needed for
-    /// correctness.
+    /// mapped into it (Linux: `madvise` on each read-only mapping of an `objects/pack/*.pack`
+    /// or `*.idx` file listed in `/proc/self/maps`). A walk over most objects of a large
+    /// repository otherwise keeps every pack page it touched resident (1.1 GiB of a
+    /// million-event ledger for `verify`). Does nothing on other systems or when the map cannot
+    /// be read; it is an optimization, never needed for correctness.
+    ///
+    /// The advice depends on who else could unmap a pack meanwhile. An address range read from
+    /// the map is only known to be a pack's while nothing unmaps it: once unmapped, the range
+    /// can be handed to a new mapping (a heap allocation of another thread), and
+    /// `MADV_DONTNEED` on that would zero its memory. gix unmaps a pack when its repository is
+    /// dropped or refreshes its pack list, and a [`Store`] is neither `Send` nor `Sync`, so:
+    ///
+    /// - while this is the only live store of the process (the CLI's case), only this thread
+    ///   can unmap a pack, and it is here: `MADV_DONTNEED`, which keeps the pages in the page
+    ///   cache (the next read faults them back in from memory);
+    /// - otherwise (`serve`'s reader and roll-up threads, tests), `MADV_PAGEOUT`, which never
+    ///   changes memory contents whatever the range has become, but also drops the pages from
+    ///   the page cache when no other process maps them, so the next read goes to the disk.
     pub fn release_mapped_packs(&self) {
         #[cfg(target_os = "linux")]
         {
-            let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-                return;
+            DISCARDING.fetch_add(1, Ordering::SeqCst);
+            let alone = LIVE_STORES.load(Ordering::SeqCst) == 1;
+            if !alone {
+                DISCARDING.fetch_sub(1, Ordering::SeqCst);
+            }
+            let advice = if alone {
+                rustix::mm::Advice::LinuxDontNeed
+            } else {
+                rustix::mm::Advice::LinuxPageOut
             };
-            for (start, end) in maps.lines().filter_map(pack_mapping) {
-                // SAFETY: the range is a whole read-only (`r-`) mapping of a pack file that
-                // this process made (gix maps packs and indices with PROT_READ). Its pages can
-                // never have been written, so MADV_DONTNEED only unmaps them: the next access
-                // faults the same file bytes back in, and every reference into the mapping
-                // stays valid and sees unchanged data.
-                let _ = unsafe {
-                    rustix::mm::madvise(
-                        start as *mut std::ffi::c_void,
-                        end.saturating_sub(start),
-                        rustix::mm::Advice::LinuxDontNeed,
-                    )
-                };
+            if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
+                for (start, end) in maps.lines().filter_map(pack_mapping) {
+                    // SAFETY: the range was a whole read-only (`r-`) mapping of a pack file
+                    // when the map was read. With `alone`, nothing can unmap it before this
+                    // call (see above); its pages were never written, so MADV_DONTNEED only
+                    // drops them and the next access faults the same file bytes back in, and
+                    // every reference into the mapping stays valid. Otherwise MADV_PAGEOUT,
+                    // which only reclaims pages and leaves the contents of any mapping as
+                    // they are.
+                    let _ = unsafe {
+                        rustix::mm::madvise(
+                            start as *mut std::ffi::c_void,
+                            end.saturating_sub(start),
+                            advice,
+                        )
+                    };
+                }
+            }
+            if alone {
+                DISCARDING.fetch_sub(1, Ordering::SeqCst);
             }
         }
     }
