@@ -96,6 +96,9 @@ impl Event {
 
     /// The record's tree, parsed again from [`Event::json`] (a few µs per KiB): for the few
     /// readers that need more than the kept fields after parsing.
+    ///
+    /// # Panics
+    /// When `json` was changed after validation into text that is not JSON.
     pub fn record(&self) -> Value {
         canonical::parse(&self.json).expect("an event's line is canonical JSON it was read from")
     }

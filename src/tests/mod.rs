@@ -143,18 +143,10 @@ pub(crate) fn assert_none(what: &str, found: &[String]) {
     );
 }
 
-/// Records one `review.item` event whose `learning.signal` is `signal` into a spool at `root`
-/// and seals it, both under the reference profile (which lets a strict hit through), writing
-/// its shards below `root/out` as well; returns the event's id. A source the strict readers
-/// must refuse, whether they read the spool or its shards.
-pub(crate) fn sealed_spool_with_learning_signal(
-    root: &std::path::Path,
-    signal: &str,
-) -> crate::identity::Digest {
-    use crate::canonical::Value;
-    use crate::privacy::Profile;
-    use crate::writer::{files, record, seal, spool};
-    let env: record::Environment = [
+/// The environment of a GitHub Actions job step with recording forced on (the job, run and
+/// partition date of the writer tests).
+pub(crate) fn job_env() -> crate::writer::record::Environment {
+    [
         ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
         ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
         ("GITHUB_WORKFLOW", "ClawSweeper Review"),
@@ -167,7 +159,21 @@ pub(crate) fn sealed_spool_with_learning_signal(
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    .collect()
+}
+
+/// Records one `review.item` event whose `learning.signal` is `signal` into a spool at `root`
+/// and seals it, both under the reference profile (which lets a strict hit through), writing
+/// its shards below `root/out` as well; returns the event's id. A source the strict readers
+/// must refuse, whether they read the spool or its shards.
+pub(crate) fn sealed_spool_with_learning_signal(
+    root: &std::path::Path,
+    signal: &str,
+) -> crate::identity::Digest {
+    use crate::canonical::Value;
+    use crate::privacy::Profile;
+    use crate::writer::{files, record, seal, spool};
+    let env = job_env();
     let mut input = crate::canonical::parse(
         r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":1},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},"retryable":true,"mutation":false}"#,
     )

@@ -944,20 +944,7 @@ mod tests {
     use super::*;
 
     fn base_env() -> Environment {
-        [
-            ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
-            ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
-            ("GITHUB_WORKFLOW", "ClawSweeper Review"),
-            ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
-            ("GITHUB_JOB", "review"),
-            ("GITHUB_RUN_ID", "1234567890"),
-            ("GITHUB_RUN_ATTEMPT", "1"),
-            ("GITHUB_ACTION", "run-review"),
-            ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+        crate::tests::job_env()
     }
 
     fn base_input() -> Value {
