@@ -36,10 +36,9 @@ pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
 
 /// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
 /// all cores.
-pub(super) fn any_strict_hit(lines: &[&String]) -> bool {
-    let hit = |line: &&String| {
-        canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some())
-    };
+pub(super) fn any_strict_hit(lines: &[&str]) -> bool {
+    let hit =
+        |line: &&str| canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some());
     lines.par_iter().any(hit)
 }
 

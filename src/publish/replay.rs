@@ -6,6 +6,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use super::limits;
 use super::privacy_check::any_strict_hit;
 use super::source::SOURCE_LABEL;
@@ -65,7 +67,7 @@ pub(super) fn sealed_replay(
             .and_then(|b| String::from_utf8(b).ok()))
     };
     let mut manifest = Manifest::default();
-    let mut lines: HashSet<String> = HashSet::new();
+    let mut contents: Vec<String> = Vec::new();
     let mut expected_events = 0usize;
     for (name, _) in seals {
         let Some(text) = handle.read_text(
@@ -91,10 +93,8 @@ pub(super) fn sealed_replay(
             let Some(content) = read_snap(path)? else {
                 return Ok(None);
             };
-            for line in content.lines() {
-                count += 1;
-                lines.insert(line.to_owned());
-            }
+            count += content.lines().count();
+            contents.push(content);
             manifest.event_paths.push(path.clone());
         }
         if count != id.1 {
@@ -113,32 +113,33 @@ pub(super) fn sealed_replay(
         manifest.completion_paths.push(comp_path);
     }
     // Every event file of the spool is one of those lines, and there are exactly as many.
+    let lines: HashSet<&str> = contents.iter().flat_map(|c| c.lines()).collect();
     let spool = Spool::from_root(handle)?;
     let names = spool.event_names()?;
     if names.len() != expected_events || lines.len() != expected_events {
         return Ok(None);
     }
-    for name in &names {
-        let Some(id) = name
-            .rsplit_once('/')
-            .and_then(|(_, f)| f.strip_suffix(".json"))
-            .and_then(Digest::parse)
-        else {
-            return Ok(None);
-        };
-        let text = spool.handle().read_text(
-            &format!("{}/{name}", spool::SPOOL_DIR),
-            spool::MAX_EVENT_FILE_BYTES,
-            "action event",
-        )?;
-        let Some(line) = text.as_deref().and_then(|t| t.strip_suffix('\n')) else {
-            return Ok(None);
-        };
-        let path = Kind::Event.path(layout, &id);
-        if !lines.contains(line)
-            || !line.contains(&format!("\"event_id\":\"{id}\""))
-            || !snap.exists(&path)?
-        {
+    // Read and compare on all cores; the snapshot (one thread's) looks up the bindings after.
+    let texts = spool.read_event_texts(&names)?;
+    let ids: Option<Vec<Digest>> = names
+        .par_iter()
+        .zip(texts.par_iter())
+        .map(|(name, text)| {
+            let id = name
+                .rsplit_once('/')
+                .and_then(|(_, f)| f.strip_suffix(".json"))
+                .and_then(Digest::parse)?;
+            let line = text.as_deref().and_then(|t| t.strip_suffix('\n'))?;
+            (lines.contains(line) && line.contains(&format!("\"event_id\":\"{id}\""))).then_some(id)
+        })
+        .collect();
+    let Some(ids) = ids else {
+        return Ok(None);
+    };
+    drop(texts);
+    for id in &ids {
+        let path = Kind::Event.path(layout, id);
+        if !snap.exists(&path)? {
             return Ok(None);
         }
         manifest.reservation_paths.push(path);
@@ -146,7 +147,7 @@ pub(super) fn sealed_replay(
     // The spool's lines are exactly `lines` now (as many distinct files as lines, each one of
     // them). The strict profile refuses such a batch even when it is present (check_privacy):
     // scan them on all cores, and let the full path say what it refuses.
-    if privacy == Profile::Strict && any_strict_hit(&lines.iter().collect::<Vec<_>>()) {
+    if privacy == Profile::Strict && any_strict_hit(&lines.iter().copied().collect::<Vec<_>>()) {
         return Ok(None);
     }
     manifest.unchanged = manifest.event_paths.len();

@@ -23,6 +23,7 @@ use crate::event::{self, Event};
 use crate::identity::{self, Digest};
 use crate::privacy::{self, strict::Finding};
 use crate::writer::files::{self, EntryKind, Root};
+use rayon::prelude::*;
 
 /// The spool directory below a spool root.
 pub const SPOOL_DIR: &str = ".clawsweeper-repair/action-events";
@@ -244,6 +245,33 @@ impl Spool {
         Ok(names)
     }
 
+    /// The texts of the event files `names` (as [`Spool::event_names`] gives them), in that
+    /// order, read on all cores through one handle per repository directory: `None` for a file
+    /// or directory that is gone, or a name that is not `<directory>/<file>`. Same size limit
+    /// and file rules as [`Spool::read_all`]; the contents are not parsed.
+    pub fn read_event_texts(&self, names: &[String]) -> Result<Vec<Option<String>>, Error> {
+        let mut dirs: HashMap<&str, Option<Root>> = HashMap::new();
+        for name in names {
+            if let Some((dir, _)) = name.rsplit_once('/')
+                && !dirs.contains_key(dir)
+            {
+                dirs.insert(dir, self.root.subdir(&format!("{SPOOL_DIR}/{dir}"))?);
+            }
+        }
+        names
+            .par_iter()
+            .map(|name| {
+                let Some((Some(sub), file)) = name
+                    .rsplit_once('/')
+                    .map(|(dir, file)| (dirs.get(dir).and_then(Option::as_ref), file))
+                else {
+                    return Ok(None);
+                };
+                Ok(sub.read_text(file, MAX_EVENT_FILE_BYTES, "action event")?)
+            })
+            .collect()
+    }
+
     fn read_repository_dir(
         &self,
         name: &str,
@@ -257,21 +285,24 @@ impl Spool {
             .root
             .list_dir(&dir_rel, MAX_ENTRIES)?
             .unwrap_or_default();
-        // Read in order, parse in parallel (Event::parse_lines), then check in order: the first
-        // defect in file order is the one reported, as when parsing one by one.
-        let mut texts: Vec<(String, String, std::path::PathBuf)> = Vec::new();
-        for (file, kind) in entries {
+        // Read and parse in parallel (Event::parse_lines), then check in order: the first
+        // defect in file order is the one reported, as when reading one by one. The files are
+        // read through one handle on their directory, not by walking to each.
+        let dir_path = self.root.display_path(&dir_rel);
+        let Some(sub) = self.root.subdir(&dir_rel)? else {
+            return Err(Error::UnsafeEntry(dir_path));
+        };
+        let read = |(file, kind): &(String, EntryKind)| {
             let rel = format!("{dir_rel}/{file}");
-            let path = self.root.display_path(&rel);
-            if kind != EntryKind::File {
+            let path = dir_path.join(file);
+            if *kind != EntryKind::File {
                 return Err(Error::UnsafeEntry(path));
             }
             if !file.ends_with(".json") {
-                continue; // staging files of interrupted writes
+                return Ok(None); // staging files of interrupted writes
             }
-            let text = self
-                .root
-                .read_text(&rel, MAX_EVENT_FILE_BYTES, "action event")?
+            let text = sub
+                .read_text(file, MAX_EVENT_FILE_BYTES, "action event")?
                 .ok_or_else(|| Error::UnsafeEntry(path.clone()))?;
             if !text
                 .strip_suffix('\n')
@@ -279,8 +310,15 @@ impl Spool {
             {
                 return Err(Error::NotCanonicalFile(path));
             }
-            texts.push((rel, text, path));
-        }
+            Ok(Some((rel, text, path)))
+        };
+        let texts = entries
+            .par_iter()
+            .map(read)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(Result::transpose)
+            .collect::<Result<Vec<_>, Error>>()?;
         let parsed = Event::parse_lines_with(
             texts
                 .iter()
@@ -389,6 +427,48 @@ mod tests {
             assert!(spool.read_all().unwrap().is_empty(), "{entries:?}");
             assert!(spool.event_names().unwrap().is_empty(), "{entries:?}");
         }
+    }
+
+    /// Event files are read by name, in the order asked, through their directories: a gone
+    /// file or directory and a name without one read as `None`, an oversized file is the
+    /// reader's error.
+    #[test]
+    fn event_texts_are_read_by_name_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join(SPOOL_DIR);
+        for (repo, file, text) in [
+            ("r1", "a.json", "A\n"),
+            ("r1", "b.json", "B\n"),
+            ("r2", "c.json", "C\n"),
+        ] {
+            std::fs::create_dir_all(events.join(repo)).unwrap();
+            std::fs::write(events.join(repo).join(file), text).unwrap();
+        }
+        let spool = Spool::open(dir.path()).unwrap();
+        let names = spool.event_names().unwrap();
+        assert_eq!(names, ["r1/a.json", "r1/b.json", "r2/c.json"]);
+        let asked: Vec<String> = [
+            "r2/c.json",
+            "r1/a.json",
+            "r1/gone.json",
+            "r3/x.json",
+            "flat",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(
+            spool.read_event_texts(&asked).unwrap(),
+            [
+                Some("C\n".to_owned()),
+                Some("A\n".to_owned()),
+                None,
+                None,
+                None
+            ]
+        );
+        let big = "x".repeat(MAX_EVENT_FILE_BYTES as usize + 1);
+        std::fs::write(events.join("r2/c.json"), big).unwrap();
+        assert!(spool.read_event_texts(&names).is_err());
     }
 
     /// A root that does not exist, or is a file, is an error that says so; a spool directory
