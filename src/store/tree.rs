@@ -7,8 +7,10 @@
 //! ledger adds one rule: every entry is a tree or a regular file of mode exactly `100644`.
 //! Readers look through a defect, as git's own lookups do; writers refuse to build on it.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Write as _;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -209,6 +211,15 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
             return Some(TreeDefect::BadName { name: name_of(e) });
         }
     }
+    // The common case, a well-formed tree, is proven without allocating: strictly in git's
+    // order (so no name appears twice as the same kind) with no name both a file and a tree.
+    // Anything else takes the checks below, which name the first defect in entry order.
+    let sorted = entries
+        .windows(2)
+        .all(|pair| git_order(&pair[0], &pair[1]) == Ordering::Less);
+    if sorted && !has_file_tree_pair(entries) {
+        return under_ledger_root(path).then(|| odd_mode(entries)).flatten();
+    }
     let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
     for e in entries {
         if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
@@ -219,16 +230,8 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
             });
         }
     }
-    // Git's order: byte order of the names, a tree's name compared as if it ended in '/'.
-    let key = |e: &gix::objs::tree::EntryRef<'_>| {
-        let mut k = e.filename.as_bytes().to_vec();
-        if e.mode.is_tree() {
-            k.push(b'/');
-        }
-        k
-    };
     for pair in entries.windows(2) {
-        if key(&pair[0]) >= key(&pair[1]) {
+        if git_order(&pair[0], &pair[1]) != Ordering::Less {
             return Some(TreeDefect::Unsorted {
                 name: name_of(&pair[1]),
             });
@@ -238,6 +241,30 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
         return odd_mode(entries);
     }
     None
+}
+
+/// An entry's name as git orders it: a tree's name as if it ended in '/'.
+fn git_key<'e>(e: &gix::objs::tree::EntryRef<'e>) -> impl Iterator<Item = &'e u8> + use<'e> {
+    let slash: &'static [u8] = if e.mode.is_tree() { b"/" } else { b"" };
+    e.filename.as_bytes().iter().chain(slash)
+}
+
+/// Git's order of tree entries: byte order of the names, a tree's name compared as if it
+/// ended in '/'.
+fn git_order(a: &gix::objs::tree::EntryRef<'_>, b: &gix::objs::tree::EntryRef<'_>) -> Ordering {
+    git_key(a).cmp(git_key(b))
+}
+
+/// Whether some name of `entries`, which are strictly in [`git_order`], is both a file and a
+/// tree. The file sorts where its bare name does, so each tree's name is looked up by binary
+/// search.
+fn has_file_tree_pair(entries: &[gix::objs::tree::EntryRef<'_>]) -> bool {
+    entries.iter().filter(|e| e.mode.is_tree()).any(|tree| {
+        let name = tree.filename.as_bytes();
+        entries
+            .binary_search_by(|e| git_key(e).cmp(name.iter()))
+            .is_ok()
+    })
 }
 
 /// The first defect of the tree whose raw bytes are `raw` and entries `entries`: those of
@@ -251,8 +278,10 @@ pub(super) fn raw_tree_defect(
     }
     // Git's encoding: the mode in octal without leading zeros, a space, the name, NUL, the id.
     let mut at = 0;
+    let mut expected = Vec::new();
     for e in entries {
-        let mut expected = format!("{:o} ", e.mode.value()).into_bytes();
+        expected.clear();
+        let _ = write!(expected, "{:o} ", e.mode.value());
         expected.extend_from_slice(e.filename.as_bytes());
         expected.push(0);
         expected.extend_from_slice(e.oid.as_bytes());
@@ -297,6 +326,97 @@ mod tests {
             raw.extend_from_slice(id.as_bytes());
         }
         raw
+    }
+
+    /// The order and name checks of [`tree_defect`] written plainly (every name into a map,
+    /// an allocated key per pair): the model its allocation-free path must agree with.
+    fn model_tree_defect(
+        entries: &[gix::objs::tree::EntryRef<'_>],
+        path: &str,
+    ) -> Option<TreeDefect> {
+        let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
+        for e in entries {
+            let name = e.filename.as_bytes();
+            if name.is_empty()
+                || name == b"."
+                || name == b".."
+                || name.eq_ignore_ascii_case(b".git")
+                || name.contains(&b'/')
+            {
+                return Some(TreeDefect::BadName { name: name_of(e) });
+            }
+        }
+        let mut kinds: HashMap<&[u8], bool> = HashMap::new();
+        for e in entries {
+            if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
+                return Some(if was_tree == e.mode.is_tree() {
+                    TreeDefect::DuplicateName { name: name_of(e) }
+                } else {
+                    TreeDefect::FileDirectoryConflict { name: name_of(e) }
+                });
+            }
+        }
+        let key = |e: &gix::objs::tree::EntryRef<'_>| {
+            let mut k = e.filename.as_bytes().to_vec();
+            if e.mode.is_tree() {
+                k.push(b'/');
+            }
+            k
+        };
+        for pair in entries.windows(2) {
+            if key(&pair[0]) >= key(&pair[1]) {
+                return Some(TreeDefect::Unsorted {
+                    name: name_of(&pair[1]),
+                });
+            }
+        }
+        if under_ledger_root(path) {
+            return odd_mode(entries);
+        }
+        None
+    }
+
+    proptest::proptest! {
+        /// Generated trees, sorted in git's order or not, with repeated names, names that are
+        /// both a file and a tree (`a` beside `a-b` and `a/` sort apart) and odd modes: the
+        /// defect found is the model's, and a well-formed encoding is never called
+        /// non-canonical.
+        #[test]
+        fn tree_defect_agrees_with_the_plain_model(
+            picked in proptest::collection::vec(
+                (0..3usize, proptest::string::string_regex("[ab.-]{1,3}").unwrap()),
+                0..10,
+            ),
+            sort in proptest::bool::ANY,
+            ledger in proptest::bool::ANY,
+        ) {
+            let modes = [0o100644u32, 0o40000, 0o100755];
+            let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+            let mut entries: Vec<(u32, Vec<u8>, ObjectId)> = picked
+                .iter()
+                .map(|(m, name)| (modes[*m], name.clone().into_bytes(), id))
+                .collect();
+            if sort {
+                entries.sort_by_key(|(mode, name, _)| {
+                    let mut k = name.clone();
+                    if *mode == 0o40000 {
+                        k.push(b'/');
+                    }
+                    k
+                });
+            }
+            let raw = raw_tree(&entries);
+            let tree = gix::objs::TreeRef::from_bytes(&raw, gix::hash::Kind::Sha1).unwrap();
+            let path = if ledger { "ledger/v1/x" } else { "other" };
+            proptest::prop_assert_eq!(
+                tree_defect(&tree.entries, path),
+                model_tree_defect(&tree.entries, path)
+            );
+            proptest::prop_assert_eq!(
+                raw_tree_defect(&raw, &tree.entries),
+                model_tree_defect(&tree.entries, "")
+            );
+        }
     }
 
     /// A commit on `base` whose tree at `dir` is replaced by `edit` of its entries; the trees
