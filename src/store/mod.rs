@@ -127,6 +127,8 @@ pub struct Store {
     repo: gix::Repository,
     /// A private object directory added by [`Store::with_object_dirs`], removed on drop.
     overlay: Option<PathBuf>,
+    /// Upper trees decoded by this store's snapshots, shared by the next ones.
+    trees: snapshot::SharedTrees,
     /// Counts this store among the live ones until after `repo` (and its pack mappings) is
     /// dropped: declared last, so it drops last ([`release::Alive`]).
     _alive: release::Alive,
@@ -155,6 +157,7 @@ impl Store {
             .map(|repo| Store {
                 repo,
                 overlay: None,
+                trees: snapshot::SharedTrees::default(),
                 _alive: alive,
             })
             .map_err(|err| Error::Open {

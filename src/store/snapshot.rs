@@ -58,6 +58,45 @@ fn dir_bytes(dir: &Dir) -> usize {
 /// fan-out level) are kept for the snapshot's life; deeper ones in the bounded cache.
 const PINNED_DEPTH: usize = 6;
 
+/// The most estimated bytes ([`dir_bytes`]) of [`SharedTrees`]: 16 MiB.
+const SHARED_TREE_BYTES: usize = 16 << 20;
+
+/// Trees near the root (depth < [`PINNED_DEPTH`]) decoded by any snapshot of one [`Store`], kept
+/// for the next snapshots: a tree id names its content, so a decoded tree is valid in every
+/// commit that holds it. A writer that lands commit after commit on the same tip (`serve`, a
+/// publisher's retries) otherwise decodes the same upper trees again for every snapshot; with
+/// the finality layout's 256 buckets, each holding a growing share of every action, that cost
+/// grows with the repository. Bounded by [`SHARED_TREE_BYTES`]: when full it starts over.
+#[derive(Default)]
+pub(super) struct SharedTrees {
+    map: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl SharedTrees {
+    fn get(&self, id: &ObjectId) -> Option<Rc<Dir>> {
+        self.map.borrow().get(id).cloned()
+    }
+
+    fn insert(&self, id: ObjectId, dir: &Rc<Dir>) {
+        let bytes = dir_bytes(dir);
+        if self.bytes.get() + bytes > SHARED_TREE_BYTES {
+            self.map.borrow_mut().clear();
+            self.bytes.set(0);
+        }
+        if bytes <= SHARED_TREE_BYTES {
+            self.bytes.set(self.bytes.get() + bytes);
+            self.map.borrow_mut().insert(id, Rc::clone(dir));
+        }
+    }
+
+    /// How many trees are held (for tests).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+}
+
 /// A read view of the tree of one commit (or the empty tree), from [`Store::snapshot`].
 ///
 /// Paths are '/'-separated and relative, like `ledger/v1/a.json`. Decoded trees are cached by
@@ -517,11 +556,19 @@ impl<'a> Snapshot<'a> {
         if let Some(dir) = cache.borrow().get(&id) {
             return Ok(Rc::clone(dir));
         }
-        let dir = Rc::new(self.decode_tree(id, path)?);
         if depth < PINNED_DEPTH {
+            let dir = match self.store.trees.get(&id) {
+                Some(dir) => dir,
+                None => {
+                    let dir = Rc::new(self.decode_tree(id, path)?);
+                    self.store.trees.insert(id, &dir);
+                    dir
+                }
+            };
             self.pinned.borrow_mut().insert(id, Rc::clone(&dir));
             return Ok(dir);
         }
+        let dir = Rc::new(self.decode_tree(id, path)?);
         // Bounded: a walk over a whole fanout ledger touches every leaf tree (65,536 of them
         // for a million bindings); holding them all would cost hundreds of MiB. Starting over
         // costs only re-decoding the few trees on the next paths.
@@ -631,6 +678,47 @@ mod tests {
             view.read("a//b", 100),
             Err(Error::InvalidPath { path, .. }) if path == "a//b"
         ));
+    }
+
+    /// Upper trees decoded by one snapshot serve the next snapshots of the store: a commit that
+    /// changes one bucket adds only the trees on the changed path, and a tree shared by two
+    /// commits reads the same in both.
+    #[test]
+    fn upper_trees_are_shared_by_the_snapshots_of_a_store() {
+        let (_tmp, _repo, store) = new_store();
+        let first = publish(
+            &store,
+            &[("finality/v1/a/x/f", "1"), ("finality/v1/b/y/f", "2")],
+        );
+        let view = store.snapshot(Some(first)).expect("snapshot");
+        assert!(view.exists("finality/v1/a/x/f").unwrap());
+        assert!(view.exists("finality/v1/b/y/f").unwrap());
+        // root, finality, v1, a, a/x, b, b/y
+        assert_eq!(store.trees.len(), 7);
+        drop(view);
+        let second = publish(&store, &[("finality/v1/a/z/f", "3")]);
+        let view = store.snapshot(Some(second)).expect("snapshot");
+        assert_eq!(
+            view.read("finality/v1/b/y/f", 16).unwrap(),
+            Some(b"2".to_vec())
+        );
+        assert_eq!(
+            view.read("finality/v1/a/z/f", 16).unwrap(),
+            Some(b"3".to_vec())
+        );
+        assert_eq!(
+            view.read("finality/v1/a/x/f", 16).unwrap(),
+            Some(b"1".to_vec())
+        );
+        // New: root, finality, v1, a, a/z; b and b/y (and a/x) are the first commit's trees.
+        assert_eq!(store.trees.len(), 12);
+        // A store opened afresh starts empty and reads the same.
+        let other = Store::open(store.git_dir()).expect("open");
+        let again = other.snapshot(Some(second)).expect("snapshot");
+        assert_eq!(
+            again.read("finality/v1/b/y/f", 16).unwrap(),
+            Some(b"2".to_vec())
+        );
     }
 
     /// The deep-tree cache is bounded by bytes: one large directory is worth many small ones.
