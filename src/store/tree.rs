@@ -200,16 +200,8 @@ pub(super) fn under_ledger_root(path: &str) -> bool {
 /// The first defect of a decoded tree at `path` ([`TreeDefect`]), `None` when it is well-formed.
 pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Option<TreeDefect> {
     let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
-    for e in entries {
-        let name = e.filename.as_bytes();
-        if name.is_empty()
-            || name == b"."
-            || name == b".."
-            || name.eq_ignore_ascii_case(b".git")
-            || name.contains(&b'/')
-        {
-            return Some(TreeDefect::BadName { name: name_of(e) });
-        }
+    if let Some(defect) = bad_name(entries) {
+        return Some(defect);
     }
     // The common case, a well-formed tree, is proven without allocating: strictly in git's
     // order (so no name appears twice as the same kind) with no name both a file and a tree.
@@ -241,6 +233,24 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
         return odd_mode(entries);
     }
     None
+}
+
+/// The first entry whose name git refuses in a tree (empty, `.`, `..`, `.git` in any case, or
+/// holding a `/`), as a [`TreeDefect::BadName`].
+fn bad_name(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
+    entries
+        .iter()
+        .find(|e| {
+            let name = e.filename.as_bytes();
+            name.is_empty()
+                || name == b"."
+                || name == b".."
+                || name.eq_ignore_ascii_case(b".git")
+                || name.contains(&b'/')
+        })
+        .map(|e| TreeDefect::BadName {
+            name: e.filename.to_str_lossy().into_owned(),
+        })
 }
 
 /// An entry's name as git orders it: a tree's name as if it ended in '/'.
@@ -328,23 +338,15 @@ mod tests {
         raw
     }
 
-    /// The order and name checks of [`tree_defect`] written plainly (every name into a map,
+    /// The duplicate and order checks of [`tree_defect`] written plainly (every name into a map,
     /// an allocated key per pair): the model its allocation-free path must agree with.
     fn model_tree_defect(
         entries: &[gix::objs::tree::EntryRef<'_>],
         path: &str,
     ) -> Option<TreeDefect> {
         let name_of = |e: &gix::objs::tree::EntryRef<'_>| e.filename.to_str_lossy().into_owned();
-        for e in entries {
-            let name = e.filename.as_bytes();
-            if name.is_empty()
-                || name == b"."
-                || name == b".."
-                || name.eq_ignore_ascii_case(b".git")
-                || name.contains(&b'/')
-            {
-                return Some(TreeDefect::BadName { name: name_of(e) });
-            }
+        if let Some(defect) = bad_name(entries) {
+            return Some(defect);
         }
         let mut kinds: HashMap<&[u8], bool> = HashMap::new();
         for e in entries {
