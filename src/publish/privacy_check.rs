@@ -5,6 +5,8 @@
 //! record then too (on all cores, [`Batch::strict`]); the first refusal in shard order is
 //! reported.
 
+use std::collections::HashSet;
+
 use super::validate::Batch;
 use super::*;
 use crate::canonical::{self};
@@ -36,7 +38,7 @@ pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
 
 /// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
 /// all cores.
-pub(super) fn any_strict_hit(lines: &[&str]) -> bool {
+pub(super) fn any_strict_hit(lines: &HashSet<&str>) -> bool {
     let hit =
         |line: &&str| canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some());
     lines.par_iter().any(hit)

@@ -147,7 +147,7 @@ pub(super) fn sealed_replay(
     // The spool's lines are exactly `lines` now (as many distinct files as lines, each one of
     // them). The strict profile refuses such a batch even when it is present (check_privacy):
     // scan them on all cores, and let the full path say what it refuses.
-    if privacy == Profile::Strict && any_strict_hit(&lines.iter().copied().collect::<Vec<_>>()) {
+    if privacy == Profile::Strict && any_strict_hit(&lines) {
         return Ok(None);
     }
     manifest.unchanged = manifest.event_paths.len();

@@ -212,15 +212,8 @@ pub fn tree_defect(entries: &[gix::objs::tree::EntryRef<'_>], path: &str) -> Opt
     if sorted && !has_file_tree_pair(entries) {
         return under_ledger_root(path).then(|| odd_mode(entries)).flatten();
     }
-    let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
-    for e in entries {
-        if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
-            return Some(if was_tree == e.mode.is_tree() {
-                TreeDefect::DuplicateName { name: name_of(e) }
-            } else {
-                TreeDefect::FileDirectoryConflict { name: name_of(e) }
-            });
-        }
+    if let Some(defect) = repeated_name(entries) {
+        return Some(defect);
     }
     for pair in entries.windows(2) {
         if git_order(&pair[0], &pair[1]) != Ordering::Less {
@@ -251,6 +244,21 @@ fn bad_name(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
         .map(|e| TreeDefect::BadName {
             name: e.filename.to_str_lossy().into_owned(),
         })
+}
+
+/// The first entry whose name an earlier entry has: a [`TreeDefect::DuplicateName`] when both
+/// are the same kind, else a [`TreeDefect::FileDirectoryConflict`].
+fn repeated_name(entries: &[gix::objs::tree::EntryRef<'_>]) -> Option<TreeDefect> {
+    let mut kinds: HashMap<&[u8], bool> = HashMap::with_capacity(entries.len());
+    entries.iter().find_map(|e| {
+        let was_tree = kinds.insert(e.filename.as_bytes(), e.mode.is_tree())?;
+        let name = e.filename.to_str_lossy().into_owned();
+        Some(if was_tree == e.mode.is_tree() {
+            TreeDefect::DuplicateName { name }
+        } else {
+            TreeDefect::FileDirectoryConflict { name }
+        })
+    })
 }
 
 /// An entry's name as git orders it: a tree's name as if it ended in '/'.
@@ -338,8 +346,8 @@ mod tests {
         raw
     }
 
-    /// The duplicate and order checks of [`tree_defect`] written plainly (every name into a map,
-    /// an allocated key per pair): the model its allocation-free path must agree with.
+    /// [`tree_defect`] without its allocation-free path: the name rules, every name into a map,
+    /// then the order by an allocated key per pair. The model that path must agree with.
     fn model_tree_defect(
         entries: &[gix::objs::tree::EntryRef<'_>],
         path: &str,
@@ -348,15 +356,8 @@ mod tests {
         if let Some(defect) = bad_name(entries) {
             return Some(defect);
         }
-        let mut kinds: HashMap<&[u8], bool> = HashMap::new();
-        for e in entries {
-            if let Some(was_tree) = kinds.insert(e.filename.as_bytes(), e.mode.is_tree()) {
-                return Some(if was_tree == e.mode.is_tree() {
-                    TreeDefect::DuplicateName { name: name_of(e) }
-                } else {
-                    TreeDefect::FileDirectoryConflict { name: name_of(e) }
-                });
-            }
+        if let Some(defect) = repeated_name(entries) {
+            return Some(defect);
         }
         let key = |e: &gix::objs::tree::EntryRef<'_>| {
             let mut k = e.filename.as_bytes().to_vec();
