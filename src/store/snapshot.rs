@@ -64,18 +64,49 @@ const SHARED_TREE_BYTES: usize = 16 << 20;
 /// Trees near the root (depth < [`PINNED_DEPTH`]) decoded by any snapshot of one [`Store`], kept
 /// for the next snapshots: a tree id names its content, so a decoded tree is valid in every
 /// commit that holds it. A writer that lands commit after commit on the same tip (`serve`, a
-/// publisher's retries) otherwise decodes the same upper trees again for every snapshot; with
-/// the finality layout's 256 buckets, each holding a growing share of every action, that cost
-/// grows with the repository. Bounded by [`SHARED_TREE_BYTES`]: when full it starts over.
+/// publisher's retries, a publish of many sources) otherwise decodes the same upper trees again
+/// for every snapshot; with the finality layout's 256 buckets, each holding a growing share of
+/// every action, that cost grows with the repository.
+///
+/// Only the trees of the last two tips are kept: each snapshot of a new root tree starts a
+/// generation, and a tree not used in this generation or the one before is dropped then. So the
+/// cache holds what the current and the previous tip share, never the superseded trees of a
+/// long run of commits. Bounded also by [`SHARED_TREE_BYTES`]: when full it starts over.
 #[derive(Default)]
 pub(super) struct SharedTrees {
-    map: RefCell<HashMap<ObjectId, Rc<Dir>>>,
+    map: RefCell<HashMap<ObjectId, (Rc<Dir>, u64)>>,
     bytes: std::cell::Cell<usize>,
+    /// The current generation and the root tree that started it.
+    generation: std::cell::Cell<(u64, Option<ObjectId>)>,
 }
 
 impl SharedTrees {
+    /// Notes a snapshot of `root`: a root other than the current generation's starts the next
+    /// one and drops the trees used in neither it nor the one before.
+    pub(super) fn begin(&self, root: Option<ObjectId>) {
+        let (generation, current) = self.generation.get();
+        if current == root {
+            return;
+        }
+        let generation = generation + 1;
+        self.generation.set((generation, root));
+        let mut bytes = 0;
+        self.map.borrow_mut().retain(|_, (dir, used)| {
+            let keep = *used + 1 >= generation;
+            if keep {
+                bytes += dir_bytes(dir);
+            }
+            keep
+        });
+        self.bytes.set(bytes);
+    }
+
     fn get(&self, id: &ObjectId) -> Option<Rc<Dir>> {
-        self.map.borrow().get(id).cloned()
+        let generation = self.generation.get().0;
+        self.map.borrow_mut().get_mut(id).map(|(dir, used)| {
+            *used = generation;
+            Rc::clone(dir)
+        })
     }
 
     fn insert(&self, id: ObjectId, dir: &Rc<Dir>) {
@@ -86,7 +117,10 @@ impl SharedTrees {
         }
         if bytes <= SHARED_TREE_BYTES {
             self.bytes.set(self.bytes.get() + bytes);
-            self.map.borrow_mut().insert(id, Rc::clone(dir));
+            let generation = self.generation.get().0;
+            self.map
+                .borrow_mut()
+                .insert(id, (Rc::clone(dir), generation));
         }
     }
 
@@ -133,6 +167,7 @@ impl Store {
             None => None,
             Some(id) => Some(self.commit_tree(id)?),
         };
+        self.trees.begin(root);
         Ok(Snapshot {
             store: self,
             commit,
@@ -712,6 +747,26 @@ mod tests {
         );
         // New: root, finality, v1, a, a/z; b and b/y (and a/x) are the first commit's trees.
         assert_eq!(store.trees.len(), 12);
+        drop(view);
+        // A third tip drops what only the first used (its root, finality, v1 and a); the
+        // second's trees stay, read or not.
+        let third = publish(&store, &[("finality/v1/a/w/f", "4")]);
+        let view = store.snapshot(Some(third)).expect("snapshot");
+        assert_eq!(store.trees.len(), 8);
+        assert_eq!(
+            view.read("finality/v1/a/w/f", 16).unwrap(),
+            Some(b"4".to_vec())
+        );
+        assert_eq!(
+            view.read("finality/v1/b/y/f", 16).unwrap(),
+            Some(b"2".to_vec())
+        );
+        // New: root, finality, v1, a, a/w.
+        assert_eq!(store.trees.len(), 13);
+        // Another snapshot of the same tip starts no generation.
+        let same = store.snapshot(Some(third)).expect("snapshot");
+        assert!(same.exists("finality/v1/a/x/f").unwrap());
+        assert_eq!(store.trees.len(), 13);
         // A store opened afresh starts empty and reads the same.
         let other = Store::open(store.git_dir()).expect("open");
         let again = other.snapshot(Some(second)).expect("snapshot");
