@@ -35,7 +35,16 @@ cleanup() {
 }
 trap cleanup EXIT
 unset ACTION_LEDGER_NOW SOURCE_DATE_EPOCH
-fail() { echo "e2e-hostile: FAIL: $*" >&2; tail -5 "$work/serve.err" >&2 || true; exit 1; }
+# The server logs every batch and pack roll-up of 1 s or more: how many, and the slowest.
+slow_report() {
+  local kind n top
+  for kind in "slow batch" "slow pack roll-up"; do
+    n=$(grep -c "^$kind" "$work/serve.err" 2>/dev/null || true)
+    top=$(grep "^$kind" "$work/serve.err" 2>/dev/null | sed -n 's/.* in \([0-9]*\) ms$/\1/p' | sort -n | tail -1)
+    echo "e2e-hostile: lines \"$kind\" (1 s or more): ${n:-0}${top:+, the slowest $top ms}"
+  done
+}
+fail() { echo "e2e-hostile: FAIL: $*" >&2; slow_report >&2; tail -5 "$work/serve.err" >&2 || true; exit 1; }
 
 key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf 'bot %s\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/keys"
@@ -242,4 +251,5 @@ outside=$(git -C "$repo" ls-tree -r --name-only main |
 [ -z "$outside" ] || fail "records outside finality/v1/actions/<h>/<id>/ and the decisions: $outside"
 "$bin" -q verify --repo "$repo" >/dev/null || fail "verify"
 git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict"
+slow_report
 echo "e2e-hostile: passed (every hostile request refused with a 4xx or cut off, every well-behaved request served, no record outside the action directories, verify and fsck clean, clean stop)"

@@ -41,6 +41,10 @@ pub type Reply = Result<Answer, BatchError>;
 /// The writer opens its repository again after this many batches (see where it is used).
 const REOPEN_EVERY: u32 = 1024;
 
+/// A batch or a roll-up that takes at least this long is logged with its duration: the
+/// operator's first clue when clients time out (a slow disk, a large roll-up, a starved CPU).
+const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+
 struct Job {
     op: Op<'static, Answer>,
     tx: tokio::sync::oneshot::Sender<Reply>,
@@ -74,18 +78,34 @@ struct RollUp {
 }
 
 impl RollUp {
-    fn start(repo: std::path::PathBuf) -> std::io::Result<RollUp> {
+    /// Starts the thread. A roll-up that fails (it changes nothing then: the next one retries)
+    /// or takes at least [`SLOW`] is logged.
+    fn start(repo: std::path::PathBuf, log: super::Log) -> std::io::Result<RollUp> {
         let (tx, rx) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name("action-ledger-rollup".into())
             .spawn(move || {
                 while rx.recv().is_ok() {
+                    let started = std::time::Instant::now();
                     // Opened afresh each time: it lists the packs on disk now, and holds no
                     // mapping of packs it rolled up.
-                    if let Ok(store) = Store::open(&repo) {
-                        let _ = store.consolidate_packs(crate::store::Rollup::Geometric {
+                    let done = Store::open(&repo).and_then(|store| {
+                        store.consolidate_packs(crate::store::Rollup::Geometric {
                             max_objects: crate::store::PUBLISH_ROLLUP_MAX,
-                        });
+                        })
+                    });
+                    let took = started.elapsed();
+                    match done {
+                        Err(e) => log(&format!("pack roll-up failed (the next one retries): {e}")),
+                        Ok(c) if took >= SLOW => log(&format!(
+                            "slow pack roll-up: {} of {} pack(s) merged, {} object(s), {} byte(s), in {} ms",
+                            c.merged,
+                            c.packs_before,
+                            c.objects,
+                            c.bytes,
+                            took.as_millis()
+                        )),
+                        Ok(_) => {}
                     }
                 }
             })?;
@@ -132,7 +152,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
-        let roll_up = RollUp::start(repo.clone())?;
+        let roll_up = RollUp::start(repo.clone(), log.clone())?;
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
             .spawn(move || {
@@ -191,11 +211,26 @@ impl Writer {
                         jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
                     // A planner that panics (a bug) must not take the writer down with it: the
                     // batch did not land, and every request of it is told so.
+                    let started = std::time::Instant::now();
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let (results, landed) =
                             batch::land(&store, &options, &target, &mut ops, &mut || clock.now());
                         if landed.commit.is_some() {
                             roll_up.request();
+                        }
+                        let took = started.elapsed();
+                        if took >= SLOW {
+                            log(&format!(
+                                "slow batch: {} operation(s), {} tip(s) planned on, {} in {} ms",
+                                results.len(),
+                                landed.attempts,
+                                if landed.commit.is_some() {
+                                    "landed"
+                                } else {
+                                    "nothing landed"
+                                },
+                                took.as_millis()
+                            ));
                         }
                         results
                     }));
