@@ -15,7 +15,7 @@
 //! caller was not granted anything and must not be told it lost a race.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::approval::ApprovalDecision;
 use super::claim::{claim_input, claim_line, eligible, plan_claim};
@@ -115,18 +115,18 @@ impl<'s> Overlay<'s> {
         }
     }
 
-    /// Every action id with a record on the tip or staged (directories whose name or prefix is
-    /// not valid are left to `verify`).
-    fn action_ids(&self) -> Result<BTreeSet<ActionId>, Error> {
-        let mut ids = BTreeSet::new();
+    /// Every action id with a record on the tip or staged, and whether its directory holds an
+    /// outcome record (directories whose name or prefix is not valid are left to `verify`).
+    fn action_dirs(&self) -> Result<BTreeMap<ActionId, bool>, Error> {
+        let mut ids = BTreeMap::new();
         for path in self
             .snap
             .list_files(ACTIONS)?
             .iter()
             .chain(self.order.iter())
         {
-            if let Some((id, _)) = classify(path) {
-                ids.insert(id);
+            if let Some((id, kind)) = classify(path) {
+                *ids.entry(id).or_default() |= kind == super::RecordKind::Outcome;
             }
         }
         Ok(ids)
@@ -456,34 +456,79 @@ pub fn approve(
     Ok(state)
 }
 
-/// The stale-outcome sweep (as [`super::sweep`](fn@super::sweep)) on the tip plus the batch so far.
+/// The actions a stale-outcome sweep may reconcile, found by [`sweep_scan`]: each with no
+/// outcome record, created before the cutoff and in a lifecycle the sweep may close, when the
+/// view was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepScan {
+    /// The candidates, by id.
+    pub candidates: Vec<ActionId>,
+    /// Action directories skipped because a record is invalid (`verify` reports them).
+    pub skipped: Vec<String>,
+}
+
+/// The scan half of the sweep: every action directory of the view (the tip plus what is
+/// staged), those holding an outcome record skipped unread, the others read and kept when they
+/// are stale at `now` (as [`super::sweep`](fn@super::sweep) decides). It stages nothing.
+///
+/// Its cost grows with the actions in the repository, so `serve` runs it on a read view beside
+/// the writer and hands only the candidates to [`sweep_candidates`] in a batch: a writer that
+/// scanned would hold every other request for the whole scan. Candidates stay candidates as the
+/// clock moves on (the cutoff only grows), and an action created after the view was read is
+/// newer than any cutoff, so a scan of an older tip misses nothing the sweep should close.
 ///
 /// # Errors
 /// Read errors.
-pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
-    let minutes = timeout_minutes(timeout);
-    let cutoff = now.saturating_sub_millis(i64::from(minutes) * 60_000);
-    let mut report = SweepReport {
-        timeout_minutes: minutes,
-        ..SweepReport::default()
-    };
-    for id in ov.action_ids()? {
-        let state = match ov.state(&id) {
-            Ok(Some(s)) => s,
-            Ok(None) | Err(Error::Corrupt { .. }) => {
-                report.skipped.push(id.dir());
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        let lifecycle = state.lifecycle();
-        if state.outcome.is_some()
-            || state.action.created_at >= cutoff
-            || lifecycle.is_sweep_excluded()
-        {
+pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepScan, Error> {
+    let cutoff = sweep_cutoff(timeout, now);
+    let mut scan = SweepScan::default();
+    for (id, decided) in ov.action_dirs()? {
+        if decided {
             continue;
         }
-        let outcome = super::sweep::sweep_outcome(&id, lifecycle, now);
+        match ov.state(&id) {
+            Ok(Some(state)) => {
+                if is_stale(&state, cutoff) {
+                    scan.candidates.push(id);
+                }
+            }
+            Ok(None) | Err(Error::Corrupt { .. }) => scan.skipped.push(id.dir()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(scan)
+}
+
+/// The write half of the sweep: each of `candidates` that is still stale on the tip plus the
+/// batch so far gets outcome `lost_confirmation`, staged in this batch (one commit for all);
+/// the others (reported meanwhile, or gone) are left alone. `skipped` is carried into the
+/// report.
+///
+/// # Errors
+/// Read errors.
+pub fn sweep_candidates(
+    ov: &mut Overlay<'_>,
+    scan: &SweepScan,
+    timeout: f64,
+    now: Timestamp,
+) -> Result<SweepReport, Error> {
+    let minutes = timeout_minutes(timeout);
+    let cutoff = sweep_cutoff(timeout, now);
+    let mut report = SweepReport {
+        timeout_minutes: minutes,
+        skipped: scan.skipped.clone(),
+        ..SweepReport::default()
+    };
+    for id in &scan.candidates {
+        let state = match ov.state(id) {
+            Ok(Some(s)) => s,
+            Ok(None) | Err(Error::Corrupt { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        if !is_stale(&state, cutoff) {
+            continue;
+        }
+        let outcome = super::sweep::sweep_outcome(id, state.lifecycle(), now);
         report.swept.push(Swept {
             action_id: id.clone(),
             agent_id: state.action.agent_id.clone(),
@@ -498,6 +543,27 @@ pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<Sweep
         );
     }
     Ok(report)
+}
+
+/// The stale-outcome sweep (as [`super::sweep`](fn@super::sweep)) on the tip plus the batch
+/// so far: [`sweep_scan`] and [`sweep_candidates`] on the same view.
+///
+/// # Errors
+/// Read errors.
+pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
+    let scan = sweep_scan(ov, timeout, now)?;
+    sweep_candidates(ov, &scan, timeout, now)
+}
+
+fn sweep_cutoff(timeout: f64, now: Timestamp) -> Timestamp {
+    now.saturating_sub_millis(i64::from(timeout_minutes(timeout)) * 60_000)
+}
+
+/// Pending outcome, created before `cutoff`, in a lifecycle the sweep may close.
+fn is_stale(state: &State, cutoff: Timestamp) -> bool {
+    state.outcome.is_none()
+        && state.action.created_at < cutoff
+        && !state.lifecycle().is_sweep_excluded()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -680,7 +746,9 @@ pub fn land<R>(
 mod tests {
     use super::super::{AttemptId, act_content_hash};
     use super::*;
-    use crate::finality::test_support::{default_act, new_action, repo, request};
+    use crate::finality::test_support::{
+        default_act, new_action, plant_unparsable_action, repo, request,
+    };
     use crate::store::Signature;
 
     const T0: Timestamp = Timestamp::from_millis(1_772_366_400_000);
@@ -757,6 +825,81 @@ mod tests {
                 .unwrap()
         );
         assert!(crate::finality::verify(&snap).unwrap().is_empty());
+    }
+
+    /// The sweep's two halves on two tips: the scan lists the stale actions of its tip
+    /// (decided ones unread, a corrupt one skipped); an action reported between the scan and
+    /// the landing keeps its report, and one created after the scan is never a candidate.
+    #[test]
+    fn a_sweep_lands_only_the_scanned_candidates_that_are_still_stale() {
+        let (dir, store) = repo();
+        let land_one = |op: Op<'static, ()>, now: Timestamp| {
+            let (results, landed) =
+                land(&store, &options(), &Target::Local, &mut [op], &mut || now);
+            results.into_iter().next().unwrap().unwrap();
+            landed
+        };
+        let done = |id: &str, status: &str| OutcomeReport {
+            status: status.into(),
+            summary: None,
+            error_message: (status == "failed").then(|| "exit 1".to_owned()),
+            progress: None,
+            attempt_id: Some(format!("attempt-{id}-0000000001")),
+        };
+        land_one(
+            Box::new(move |ov, now| {
+                for id in ["act_a", "act_b", "act_c"] {
+                    create(ov, &new_action(id), now)?;
+                    claim(ov, id, &request(&format!("attempt-{id}-0000000001")), now)?;
+                }
+                report(ov, "act_b", &done("act_b", "completed"), now)?;
+                Ok(())
+            }),
+            T0,
+        );
+        plant_unparsable_action(&store, "act_bad");
+        let later = T0.saturating_add_millis(20 * 60_000);
+        let tip = store.tip("refs/heads/main").unwrap();
+        let scan = sweep_scan(&Overlay::new(store.snapshot(tip).unwrap()), 15.0, later).unwrap();
+        let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!(ids(&scan.candidates), ["act_a", "act_c"]);
+        assert_eq!(scan.skipped.len(), 1);
+        // Meanwhile act_c is reported and act_d created.
+        land_one(
+            Box::new(move |ov, now| {
+                report(ov, "act_c", &done("act_c", "failed"), now).map(|_| ())?;
+                create(ov, &new_action("act_d"), now).map(|_| ())
+            }),
+            later,
+        );
+        let sweep_at = later.saturating_add_millis(60_000);
+        let mut ops: Vec<Op<'_, SweepReport>> =
+            vec![Box::new(|ov, now| sweep_candidates(ov, &scan, 15.0, now))];
+        let (results, _) = land(&store, &options(), &Target::Local, &mut ops, &mut || {
+            sweep_at
+        });
+        drop(ops);
+        let report = results.into_iter().next().unwrap().unwrap();
+        assert_eq!(
+            report
+                .swept
+                .iter()
+                .map(|s| s.action_id.as_str())
+                .collect::<Vec<_>>(),
+            ["act_a"]
+        );
+        assert_eq!(report.skipped.len(), 1);
+        let show = |id| crate::finality::show(&store, "refs/heads/main", id).unwrap();
+        assert_eq!(
+            show("act_a").outcome.unwrap().status,
+            super::super::OutcomeStatus::LostConfirmation
+        );
+        assert_eq!(
+            show("act_c").outcome.unwrap().status,
+            super::super::OutcomeStatus::Failed
+        );
+        assert!(show("act_d").outcome.is_none());
+        drop(dir);
     }
 
     #[test]

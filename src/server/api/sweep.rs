@@ -1,6 +1,7 @@
 //! The stale-outcome sweep: `GET /api/cron/outcome-sweep` (authorised by `Authorization:
 //! Bearer <cron secret>`, compared by digest in constant time; 503 when no secret is
-//! configured) and the optional timer. Both go through the writer like any other write.
+//! configured) and the optional timer. Both scan for candidates on a read thread and land them
+//! through the writer like any other write.
 
 use std::sync::Arc;
 
@@ -48,11 +49,16 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
     }))
 }
 
+/// Scans the tip for stale outcomes on a read thread ([`batch::sweep_scan`], a cost that grows
+/// with the repository), then lands the candidates that are still stale through the writer
+/// ([`batch::sweep_candidates`]): requests queued behind the sweep wait for its candidates, not
+/// for a walk of every action.
 pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
-    let minutes = app.settings.timeout_minutes;
+    let minutes = f64::from(app.settings.timeout_minutes);
+    let scan = super::reads::read(app, move |ov, now| batch::sweep_scan(ov, minutes, now)).await?;
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let report = batch::sweep(ov, f64::from(minutes), now)?;
+            let report = batch::sweep_candidates(ov, &scan, minutes, now)?;
             Ok(Answer::new(
                 200,
                 Value::object([
