@@ -35,10 +35,11 @@ cleanup() {
 }
 trap cleanup EXIT
 unset ACTION_LEDGER_NOW SOURCE_DATE_EPOCH
-# The server logs every batch and pack roll-up of 1 s or more: how many, and the slowest.
+# The server logs every batch, pack roll-up and sweep scan of 1 s or more: how many, and the
+# slowest.
 slow_report() {
   local kind n top
-  for kind in "slow batch" "slow pack roll-up"; do
+  for kind in "slow batch" "slow pack roll-up" "slow sweep scan"; do
     n=$(grep -c "^$kind" "$work/serve.err" 2>/dev/null || true)
     top=$(grep "^$kind" "$work/serve.err" 2>/dev/null | sed -n 's/.* in \([0-9]*\) ms$/\1/p' | sort -n | tail -1)
     echo "e2e-hostile: lines \"$kind\" (1 s or more): ${n:-0}${top:+, the slowest $top ms}"

@@ -465,6 +465,8 @@ pub struct SweepScan {
     pub candidates: Vec<ActionId>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
     pub skipped: Vec<String>,
+    /// Action directories seen, decided ones included.
+    pub scanned: usize,
 }
 
 /// The scan half of the sweep: every action directory of the view (the tip plus what is
@@ -482,7 +484,9 @@ pub struct SweepScan {
 pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepScan, Error> {
     let cutoff = sweep_cutoff(timeout, now);
     let mut scan = SweepScan::default();
-    for (id, decided) in ov.action_dirs()? {
+    let dirs = ov.action_dirs()?;
+    scan.scanned = dirs.len();
+    for (id, decided) in dirs {
         if decided {
             continue;
         }
@@ -863,7 +867,7 @@ mod tests {
         let scan = sweep_scan(&Overlay::new(store.snapshot(tip).unwrap()), 15.0, later).unwrap();
         let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(ids(&scan.candidates), ["act_a", "act_c"]);
-        assert_eq!(scan.skipped.len(), 1);
+        assert_eq!((scan.skipped.len(), scan.scanned), (1, 4));
         // Meanwhile act_c is reported and act_d created.
         land_one(
             Box::new(move |ov, now| {

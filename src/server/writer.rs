@@ -41,9 +41,10 @@ pub type Reply = Result<Answer, BatchError>;
 /// The writer opens its repository again after this many batches (see where it is used).
 const REOPEN_EVERY: u32 = 1024;
 
-/// A batch or a roll-up that takes at least this long is logged with its duration: the
-/// operator's first clue when clients time out (a slow disk, a large roll-up, a starved CPU).
-const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+/// A batch, a roll-up or a sweep's scan that takes at least this long is logged with its
+/// duration: the operator's first clue when clients time out (a slow disk, a large roll-up, a
+/// starved CPU).
+pub(crate) const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 struct Job {
     op: Op<'static, Answer>,

@@ -55,7 +55,17 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
 /// for a walk of every action.
 pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
     let minutes = f64::from(app.settings.timeout_minutes);
+    let started = std::time::Instant::now();
     let scan = super::reads::read(app, move |ov, now| batch::sweep_scan(ov, minutes, now)).await?;
+    let took = started.elapsed();
+    if took >= crate::server::writer::SLOW {
+        (app.settings.log)(&format!(
+            "slow sweep scan: {} action(s), {} candidate(s), in {} ms",
+            scan.scanned,
+            scan.candidates.len(),
+            took.as_millis()
+        ));
+    }
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let report = batch::sweep_candidates(ov, &scan, minutes, now)?;
