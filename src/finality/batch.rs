@@ -115,21 +115,52 @@ impl<'s> Overlay<'s> {
         }
     }
 
-    /// Every action id with a record on the tip or staged, and whether its directory holds an
-    /// outcome record (directories whose name or prefix is not valid are left to `verify`).
-    fn action_dirs(&self) -> Result<BTreeMap<ActionId, bool>, Error> {
-        let mut ids = BTreeMap::new();
-        for path in self
-            .snap
-            .list_files(ACTIONS)?
-            .iter()
-            .chain(self.order.iter())
-        {
+    /// The actions on the tip or staged whose directory holds no outcome record, by id, and
+    /// the number of action directories seen (directories whose name or prefix is not valid
+    /// are left to `verify`). The tip is walked without listing it: the files of one action
+    /// directory come one after another, so memory follows the undecided actions, not the
+    /// repository.
+    fn undecided_actions(&self) -> Result<(Vec<ActionId>, usize), Error> {
+        use super::RecordKind::Outcome;
+        let mut staged: BTreeMap<ActionId, bool> = BTreeMap::new();
+        for path in &self.order {
             if let Some((id, kind)) = classify(path) {
-                *ids.entry(id).or_default() |= kind == super::RecordKind::Outcome;
+                *staged.entry(id).or_default() |= kind == Outcome;
             }
         }
-        Ok(ids)
+        let mut undecided = Vec::new();
+        let mut seen = 0usize;
+        let mut finish = |id: ActionId, decided: bool, staged: &mut BTreeMap<ActionId, bool>| {
+            seen += 1;
+            let staged_outcome = staged.remove(&id).unwrap_or(false);
+            if !decided && !staged_outcome {
+                undecided.push(id);
+            }
+        };
+        let mut current: Option<(ActionId, bool)> = None;
+        self.snap.for_each_file(ACTIONS, |path| {
+            let Some((id, kind)) = classify(path) else {
+                return;
+            };
+            match &mut current {
+                Some((at, decided)) if *at == id => *decided |= kind == Outcome,
+                _ => {
+                    if let Some((done, decided)) = current.replace((id, kind == Outcome)) {
+                        finish(done, decided, &mut staged);
+                    }
+                }
+            }
+        })?;
+        if let Some((done, decided)) = current.take() {
+            finish(done, decided, &mut staged);
+        }
+        // Actions only staged so far.
+        for (id, decided) in std::mem::take(&mut staged) {
+            finish(id, decided, &mut BTreeMap::new());
+        }
+        drop(finish);
+        undecided.sort();
+        Ok((undecided, seen))
     }
 
     /// Stages a new record; `line` describes it in the commit message.
@@ -484,12 +515,9 @@ pub struct SweepScan {
 pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepScan, Error> {
     let cutoff = sweep_cutoff(timeout, now);
     let mut scan = SweepScan::default();
-    let dirs = ov.action_dirs()?;
-    scan.scanned = dirs.len();
-    for (id, decided) in dirs {
-        if decided {
-            continue;
-        }
+    let (undecided, scanned) = ov.undecided_actions()?;
+    scan.scanned = scanned;
+    for id in undecided {
         match ov.state(&id) {
             Ok(Some(state)) => {
                 if is_stale(&state, cutoff) {
