@@ -158,7 +158,6 @@ impl<'s> Overlay<'s> {
         for (id, decided) in std::mem::take(&mut staged) {
             finish(id, decided, &mut BTreeMap::new());
         }
-        drop(finish);
         undecided.sort();
         Ok((undecided, seen))
     }

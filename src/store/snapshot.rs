@@ -720,6 +720,12 @@ mod tests {
     /// commits reads the same in both.
     #[test]
     fn upper_trees_are_shared_by_the_snapshots_of_a_store() {
+        let reads = |view: &Snapshot<'_>, path: &str, want: &str| {
+            assert_eq!(
+                view.read(path, 16).unwrap().as_deref(),
+                Some(want.as_bytes())
+            );
+        };
         let (_tmp, _repo, store) = new_store();
         let first = publish(
             &store,
@@ -733,18 +739,9 @@ mod tests {
         drop(view);
         let second = publish(&store, &[("finality/v1/a/z/f", "3")]);
         let view = store.snapshot(Some(second)).expect("snapshot");
-        assert_eq!(
-            view.read("finality/v1/b/y/f", 16).unwrap(),
-            Some(b"2".to_vec())
-        );
-        assert_eq!(
-            view.read("finality/v1/a/z/f", 16).unwrap(),
-            Some(b"3".to_vec())
-        );
-        assert_eq!(
-            view.read("finality/v1/a/x/f", 16).unwrap(),
-            Some(b"1".to_vec())
-        );
+        reads(&view, "finality/v1/b/y/f", "2");
+        reads(&view, "finality/v1/a/z/f", "3");
+        reads(&view, "finality/v1/a/x/f", "1");
         // New: root, finality, v1, a, a/z; b and b/y (and a/x) are the first commit's trees.
         assert_eq!(store.trees.len(), 12);
         drop(view);
@@ -753,14 +750,8 @@ mod tests {
         let third = publish(&store, &[("finality/v1/a/w/f", "4")]);
         let view = store.snapshot(Some(third)).expect("snapshot");
         assert_eq!(store.trees.len(), 8);
-        assert_eq!(
-            view.read("finality/v1/a/w/f", 16).unwrap(),
-            Some(b"4".to_vec())
-        );
-        assert_eq!(
-            view.read("finality/v1/b/y/f", 16).unwrap(),
-            Some(b"2".to_vec())
-        );
+        reads(&view, "finality/v1/a/w/f", "4");
+        reads(&view, "finality/v1/b/y/f", "2");
         // New: root, finality, v1, a, a/w.
         assert_eq!(store.trees.len(), 13);
         // Another snapshot of the same tip starts no generation.
@@ -770,10 +761,7 @@ mod tests {
         // A store opened afresh starts empty and reads the same.
         let other = Store::open(store.git_dir()).expect("open");
         let again = other.snapshot(Some(second)).expect("snapshot");
-        assert_eq!(
-            again.read("finality/v1/b/y/f", 16).unwrap(),
-            Some(b"2".to_vec())
-        );
+        reads(&again, "finality/v1/b/y/f", "2");
     }
 
     /// The deep-tree cache is bounded by bytes: one large directory is worth many small ones.
