@@ -15,7 +15,7 @@
 //! - The stale-outcome sweep (the timer and the cron endpoint) scans the tip on a read thread
 //!   and hands the writer only its candidates, which the writer checks again: a scan grows with
 //!   the repository, and inside the writer it would hold every other request.
-//! - The writer logs every batch, pack roll-up and sweep scan of 1 s or more (`SLOW`), with
+//! - The server logs every batch, pack roll-up and sweep scan of 1 s or more (`SLOW`), with
 //!   its duration.
 //! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records
 //!   and operator approvals, so `action show`, `verify` and the pre-receive hook read what the
