@@ -22,6 +22,7 @@ use super::claim::{claim_input, claim_line, eligible, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::outcome::{outcome_line, prepare_close, prepare_report};
+use super::sweep::{cutoff, is_stale};
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS, NewAction,
     Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept, Verdict,
@@ -130,13 +131,13 @@ impl<'s> Overlay<'s> {
         }
         let mut undecided = Vec::new();
         let mut seen = 0usize;
-        let mut finish = |id: ActionId, decided: bool, staged: &mut BTreeMap<ActionId, bool>| {
+        let mut note = |id: ActionId, decided: bool| {
             seen += 1;
-            let staged_outcome = staged.remove(&id).unwrap_or(false);
-            if !decided && !staged_outcome {
+            if !decided {
                 undecided.push(id);
             }
         };
+        // The action whose files the walk is in, and whether one of them is its outcome.
         let mut current: Option<(ActionId, bool)> = None;
         self.snap.for_each_file(ACTIONS, |path| {
             let Some((id, kind)) = classify(path) else {
@@ -146,17 +147,19 @@ impl<'s> Overlay<'s> {
                 Some((at, decided)) if *at == id => *decided |= kind == Outcome,
                 _ => {
                     if let Some((done, decided)) = current.replace((id, kind == Outcome)) {
-                        finish(done, decided, &mut staged);
+                        let staged_outcome = staged.remove(&done).unwrap_or(false);
+                        note(done, decided || staged_outcome);
                     }
                 }
             }
         })?;
-        if let Some((done, decided)) = current.take() {
-            finish(done, decided, &mut staged);
+        if let Some((done, decided)) = current {
+            let staged_outcome = staged.remove(&done).unwrap_or(false);
+            note(done, decided || staged_outcome);
         }
         // Actions only staged so far.
-        for (id, decided) in std::mem::take(&mut staged) {
-            finish(id, decided, &mut BTreeMap::new());
+        for (id, decided) in staged {
+            note(id, decided);
         }
         undecided.sort();
         Ok((undecided, seen))
@@ -512,7 +515,7 @@ pub struct SweepScan {
 /// # Errors
 /// Read errors.
 pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepScan, Error> {
-    let cutoff = sweep_cutoff(timeout, now);
+    let cutoff = cutoff(timeout_minutes(timeout), now);
     let mut scan = SweepScan::default();
     let (undecided, scanned) = ov.undecided_actions()?;
     scan.scanned = scanned;
@@ -544,7 +547,7 @@ pub fn sweep_candidates(
     now: Timestamp,
 ) -> Result<SweepReport, Error> {
     let minutes = timeout_minutes(timeout);
-    let cutoff = sweep_cutoff(timeout, now);
+    let cutoff = cutoff(minutes, now);
     let mut report = SweepReport {
         timeout_minutes: minutes,
         skipped: scan.skipped.clone(),
@@ -584,17 +587,6 @@ pub fn sweep_candidates(
 pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
     let scan = sweep_scan(ov, timeout, now)?;
     sweep_candidates(ov, &scan, timeout, now)
-}
-
-fn sweep_cutoff(timeout: f64, now: Timestamp) -> Timestamp {
-    now.saturating_sub_millis(i64::from(timeout_minutes(timeout)) * 60_000)
-}
-
-/// Pending outcome, created before `cutoff`, in a lifecycle the sweep may close.
-fn is_stale(state: &State, cutoff: Timestamp) -> bool {
-    state.outcome.is_none()
-        && state.action.created_at < cutoff
-        && !state.lifecycle().is_sweep_excluded()
 }
 
 // ---------------------------------------------------------------------------------------------

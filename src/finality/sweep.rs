@@ -61,6 +61,20 @@ pub struct SweepReport {
     pub skipped: Vec<String>,
 }
 
+/// Actions created before this instant may be swept at `now` (`minutes` as [`timeout_minutes`]
+/// gives them).
+pub(super) fn cutoff(minutes: u32, now: Timestamp) -> Timestamp {
+    now.saturating_sub_millis(i64::from(minutes) * 60_000)
+}
+
+/// The sweep's rule: outcome pending, created before `cutoff`, in a lifecycle the sweep may
+/// close (not `completed`, `failed`, `cancelled` or `blocked`).
+pub(super) fn is_stale(state: &super::State, cutoff: Timestamp) -> bool {
+    state.outcome.is_none()
+        && state.action.created_at < cutoff
+        && !state.lifecycle().is_sweep_excluded()
+}
+
 /// The `lost_confirmation` outcome the sweep writes at `now` for action `id` in `lifecycle`:
 /// [`SWEEP_SUMMARY`], and [`SWEEP_ERROR`] when the lifecycle was still open.
 pub(super) fn sweep_outcome(id: &ActionId, lifecycle: Lifecycle, now: Timestamp) -> Outcome {
@@ -96,7 +110,7 @@ pub fn sweep(
     now: Timestamp,
 ) -> Result<Written<SweepReport>, Error> {
     let minutes = timeout_minutes(timeout);
-    let cutoff = now.saturating_sub_millis(i64::from(minutes) * 60_000);
+    let cutoff = cutoff(minutes, now);
     let mut seen: BTreeSet<ActionId> = BTreeSet::new();
     transact(store, options, |snap| {
         let mut report = SweepReport {
@@ -123,10 +137,10 @@ pub fn sweep(
                 }
                 continue;
             }
-            let lifecycle = state.lifecycle();
-            if state.action.created_at >= cutoff || lifecycle.is_sweep_excluded() {
+            if !is_stale(&state, cutoff) {
                 continue;
             }
+            let lifecycle = state.lifecycle();
             seen.insert(id.clone());
             let outcome = sweep_outcome(&id, lifecycle, now);
             files.push((id.path(RecordKind::Outcome), outcome.to_bytes()));
