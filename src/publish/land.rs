@@ -73,21 +73,21 @@ pub fn publish_batch_to(
 }
 
 /// What planning a batch on one tip produced.
-pub(super) enum Built {
+pub(super) enum Built<'b> {
     /// Everything is already there: no commit.
     Unchanged(Publication),
     /// The plan and its commit on the tip (no ref moved yet).
-    Commit(Plan, CommitId),
+    Commit(Plan<'b>, CommitId),
 }
 
 /// Plans `batch` against `tip` and, when it adds anything, writes its commit on `tip`.
-pub(super) fn build_on(
+pub(super) fn build_on<'b>(
     store: &Store,
-    batch: &Batch,
+    batch: &'b Batch,
     tip: Option<CommitId>,
     options: &Options,
     attempts: u32,
-) -> Result<Built, Error> {
+) -> Result<Built<'b>, Error> {
     let plan = plan(batch, &store.snapshot(tip)?, options.layout)?;
     if plan.additions.is_empty() {
         return Ok(Built::Unchanged(Publication {
@@ -104,7 +104,7 @@ pub(super) fn build_on(
 }
 
 /// The publication of a commit that landed.
-pub(super) fn landed(plan: Plan, commit: CommitId, attempts: u32) -> Publication {
+pub(super) fn landed(plan: Plan<'_>, commit: CommitId, attempts: u32) -> Publication {
     Publication {
         files_written: plan.additions.len(),
         manifest: plan.manifest,
