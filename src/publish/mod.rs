@@ -60,16 +60,17 @@
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
 //!   event as its canonical line and a few fields (its record's tree lives only while the line
 //!   is parsed and scanned: about five times the line's bytes, which 10,000 events held at
-//!   once as 73 MiB), and the files the plan adds (the shards again, plus one small binding
-//!   file per event);
+//!   once as 73 MiB), and the files the plan adds (one small binding file per event; the
+//!   shards' bytes are borrowed from the batch, not copied);
 //! - the pack being written: up to 8 MiB of objects waiting to be compressed and at most
 //!   [`store::pack::SPILL_BYTES`] (4 MiB) of compressed entries in memory; the rest is in the
 //!   pack's temporary file;
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
-//!   most 16 MiB that starts over when full;
+//!   most 16 MiB that starts over when full; writing the new trees holds the trees of one
+//!   path at a time ([`Store::write_commit`]);
 //! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (48 MiB) of file-backed
-//!   resident memory, checked every 32 object reads by the snapshot and the tree editor
+//!   resident memory, checked every 32 object reads by the snapshot and the tree writer
 //!   ([`Store::bound_mapped_packs`]);
 //! - after landing, the pack roll-up (the store's consolidation): one object at a time, plus
 //!   about 72 bytes per object rolled up, at most 262,144 objects.

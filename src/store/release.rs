@@ -63,7 +63,7 @@ impl Drop for Alive {
 
 impl Store {
     /// Keeps the mapped pack pages within [`MAPPED_BUDGET`]: call it once per object read on a
-    /// path that reads many objects (tree lookups, the tree editor, walks, blob reads). Every
+    /// path that reads many objects (tree lookups, the tree writer, walks, blob reads). Every
     /// 32 calls it reads this process's resident file-backed memory
     /// (Linux: `/proc/self/statm`) and, above the budget, releases the mapped pack pages
     /// ([`Store::release_mapped_packs`]). Does nothing on other systems.
