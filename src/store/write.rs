@@ -94,7 +94,8 @@ impl Store {
     /// tests that plant defects; publishing never replaces.
     ///
     /// # Errors
-    /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`].
+    /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`],
+    /// and of a path that `files` also writes [`Error::DuplicatePath`].
     pub fn write_commit_with<B: AsRef<[u8]>>(
         &self,
         base: Option<CommitId>,
@@ -164,6 +165,10 @@ impl Store {
         }
 
         for path in removals {
+            // Written and removed by one commit: which one wins would be an accident of order.
+            if batch.contains_key(path.as_str()) {
+                return Err(Error::DuplicatePath { path: path.clone() });
+            }
             match base_view.lookup_for_write(path)? {
                 Some(entry) if is_file(entry.kind) => {}
                 _ => {
@@ -748,6 +753,10 @@ mod tests {
                 "{bad:?} must be rejected"
             );
         }
+        assert!(matches!(
+            store.write_commit_with(Some(c1), &files(&[("x", "y")]), &["x".to_owned()], true, "m", &sig()),
+            Err(Error::DuplicatePath { path }) if path == "x"
+        ));
         let bad_sig = Signature {
             name: "a <b>".to_owned(),
             ..sig()
