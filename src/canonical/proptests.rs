@@ -33,8 +33,8 @@ fn js_number(x: f64) -> String {
     let sci = format!("{x:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap();
     let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    // The exact decimal value of x, 40 digits past the shortest ones (a double's expansion
-    // past that is all zeros at these magnitudes or needs no tie rule).
+    // x rounded to 40 digits past the shortest ones. A tie is a 5 there followed only by zeros;
+    // a value whose exact expansion runs longer has a nonzero digit there, and is no tie.
     let exact = format!("{:.*e}", digits.len() + 40, x);
     let (exact_mantissa, exact_exp) = exact.split_once('e').unwrap();
     let exact_digits: String = exact_mantissa.chars().filter(|c| *c != '.').collect();
