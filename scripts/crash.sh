@@ -87,6 +87,12 @@ count_kill() {
   local rc=0
   wait "$1" 2>/dev/null || rc=$?
   if [ "$rc" -eq 137 ]; then killed=$((killed + 1)); else finished=$((finished + 1)); fi
+  progress
+}
+# Every 100 kills a line on stderr, so a long run stopped early still has a record.
+progress() {
+  local n=$((killed + finished))
+  [ $((n % 100)) -ne 0 ] || echo "crash: $mode: $n kills so far, every check before them passed" >&2
 }
 
 # The repository after a kill: fsck and verify clean, the ref on the old tip ($2) or at most $3
@@ -391,20 +397,36 @@ EOF
 # whole (parses as JSON with its id); a sent but unacknowledged one is absent or complete.
 import hashlib, json, subprocess, sys
 repo, log_path = sys.argv[1], sys.argv[2]
+FILE = {"create": "action.json", "claim": "claim.json", "outcome": "outcome.json"}
+lines = [l.split() for l in open(log_path)]
+# One `git cat-file --batch` for every record the log names (a process per record made the
+# audit most of a run's time).
+paths = sorted({f"main:finality/v1/actions/{hashlib.sha256(l[2].encode()).hexdigest()[:2]}/{l[2]}/{FILE[l[1]]}"
+                for l in lines})
+out = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input="".join(p + "\n" for p in paths).encode(),
+                     capture_output=True, check=True).stdout
+found, at = {}, 0
+for p in paths:
+    end = out.index(b"\n", at)
+    head = out[at:end].split()
+    if head[-1] == b"missing":
+        at = end + 1
+        continue
+    size = int(head[2])
+    found[p] = out[end + 1:end + 1 + size]
+    at = end + 1 + size + 1
+assert at == len(out), "cat-file answered more than was asked"
 def rec(aid, f):
     p = f"main:finality/v1/actions/{hashlib.sha256(aid.encode()).hexdigest()[:2]}/{aid}/{f}"
-    r = subprocess.run(["git", "-C", repo, "cat-file", "-p", p], capture_output=True)
-    if r.returncode != 0: return None
-    v = json.loads(r.stdout)
+    if p not in found: return None
+    v = json.loads(found[p])
     assert v["action_id"] == aid, (aid, f, v)
     return v
 acked = {"create": 0, "claim": 0, "outcome": 0}; unacked_landed = 0; unacked_absent = 0
-lines = [l.split() for l in open(log_path)]
 ack = {(l[1], l[2]) for l in lines if l[0] == "ack"}
 for l in lines:
     kind, aid = l[1], l[2]
-    f = {"create": "action.json", "claim": "claim.json", "outcome": "outcome.json"}[kind]
-    v = rec(aid, f)
+    v = rec(aid, FILE[kind])
     if l[0] == "ack":
         acked[kind] += 1
         if v is None: sys.exit(f"acknowledged {kind} of {aid} is missing")
@@ -440,6 +462,7 @@ mode_serve() {
     wait "$server_pid" 2>/dev/null || true
     server_pid=
     killed=$((killed + 1))
+    progress
     wait "$client" || fail "$i" "the client failed"
     if [ "$before" != none ]; then check_repo "$i" "$before" 1000000 "$repo"; else
       git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$i" "git fsck --strict"
