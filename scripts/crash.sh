@@ -45,16 +45,22 @@ bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
 server_pid=
+keep=
 cleanup() {
   [ -z "$server_pid" ] || kill -9 "$server_pid" 2>/dev/null || true
-  rm -rf "$work"
+  if [ -n "$keep" ]; then echo "crash: the failed run's files are kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 export SOURCE_DATE_EPOCH=1773100800
 export ACTION_LEDGER_AGENT_ID=crash-agent ACTION_LEDGER_PRINCIPAL=crash-principal
 unset ACTION_LEDGER_NOW
 mode=publish
-fail() { echo "crash: FAIL ($mode, run $1): $2" >&2; exit 1; }
+fail() { echo "crash: FAIL ($mode, run $1): $2" >&2; keep=1; exit 1; }
+# `git fsck --strict` of $2; on a finding, fails run $1 with fsck's first lines.
+fsck() {
+  local out
+  out=$(git -C "$2" fsck --strict 2>&1) || fail "$1" "git fsck --strict: $(printf %s "$out" | grep -v '^Checking\|^dangling' | head -5)"
+}
 
 # A random pause of 0 to $1 milliseconds.
 pause() {
@@ -99,7 +105,7 @@ progress() {
 # commits ahead of it; a stale ref lock is removed (and counted).
 check_repo() { # run, old tip, most commits landed
   local repo=$4 after
-  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$1" "git fsck --strict after the kill"
+  fsck "$1" "$repo"
   after=$(git -C "$repo" rev-parse main)
   if [ "$after" != "$2" ]; then
     git -C "$repo" merge-base --is-ancestor "$2" "$after" || fail "$1" "the ref left the old tip's history"
@@ -144,7 +150,7 @@ mode_publish() {
     esac
   done
   "$bin" -q verify --repo "$repo" || fail end "final verify"
-  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
+  fsck end "$repo"
   local events
   events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
   [ "$events" -eq $(((runs + 1) * 5)) ] || fail end "expected $(((runs + 1) * 5)) events, found $events"
@@ -465,7 +471,7 @@ mode_serve() {
     progress
     wait "$client" || fail "$i" "the client failed"
     if [ "$before" != none ]; then check_repo "$i" "$before" 1000000 "$repo"; else
-      git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "$i" "git fsck --strict"
+      fsck "$i" "$repo"
       # Killed before its first commit: no ledger yet, nothing to verify.
       if git -C "$repo" rev-parse -q --verify main >/dev/null; then
         "$bin" -q verify --repo "$repo" >/dev/null || fail "$i" "verify"
@@ -527,7 +533,7 @@ mode_maintain() {
   "$bin" -q maintain --all --repo "$repo" >/dev/null || fail end "maintain after the runs"
   [ "$(find "$repo/objects/pack" -name '*.idx' | wc -l)" -eq 1 ] || fail end "maintain --all left more than one pack"
   "$bin" -q verify --repo "$repo" || fail end "final verify"
-  git -C "$repo" fsck --strict >/dev/null 2>&1 || fail end "final fsck"
+  fsck end "$repo"
   events=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
   [ "$events" -eq $(((runs + 1) * 5)) ] || fail end "expected $(((runs + 1) * 5)) events, found $events"
   report "$debris_seen kills left temporary pack files (removed by the next pack written); fsck, verify and every replay passed; $events events, none lost; one pack after the final maintain"
