@@ -447,11 +447,45 @@ print(acked["create"], acked["claim"], acked["outcome"], unacked_landed, unacked
 EOF
 }
 
+# The retry after the kills into repository $1 (run $2): a restarted server serves a full
+# create, claim and outcome, stops cleanly on SIGTERM, and the repository verifies.
+serve_retry() {
+  local url
+  "$bin" -q serve --repo "$1" --listen 127.0.0.1:0 --insecure-no-auth --json >"$work/serve.out" 2>"$work/serve.err" &
+  server_pid=$!
+  for _ in $(seq 400); do grep -q '"listening"' "$work/serve.out" 2>/dev/null && break; sleep 0.01; done
+  url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$work/serve.out")
+  timeout 20 python3 - "$url" <<'EOF' || fail "$2" "a restarted server did not serve a full create, claim and outcome"
+import json, sys, urllib.request
+url = sys.argv[1]
+def call(m, p, b):
+    r = urllib.request.urlopen(urllib.request.Request(url + p, data=json.dumps(b).encode(), method=m, headers={"Content-Type": "application/json"}), timeout=10)
+    return r.status
+act = {"kind": "shell", "command": "true"}
+assert call("POST", "/api/actions", {"action_id": "after_restart", "action_type": "b", "agent_id": "agent-1", "act": act, "client_capabilities": ["execution_claims"]}) == 201
+assert call("PATCH", "/api/actions/after_restart", {"claim_execution": True, "attempt_id": "attempt-after-restart", "agent_id": "agent-1", "act": act}) == 200
+assert call("POST", "/api/actions/after_restart/outcome", {"status": "completed", "attempt_id": "attempt-after-restart"}) == 200
+EOF
+  kill -TERM "$server_pid"
+  wait "$server_pid" || fail "$2" "the restarted server did not stop cleanly"
+  server_pid=
+  "$bin" -q verify --repo "$1" >/dev/null || fail "$2" "verify after the restarted server"
+}
+
 mode_serve() {
   serve_client
-  local repo=$work/serve.git acks=(0 0 0) landed=0 absent=0
+  # A new repository every $per_repo runs: the checks after each kill (fsck, verify) read the
+  # whole repository, so one repository of 1,000 runs (300,000 actions) made runs ever slower.
+  local per_repo=${SERVE_RUNS_PER_REPO:-100} repos=1
+  local repo=$work/serve-1.git acks=(0 0 0) landed=0 absent=0
   window=3000
   for i in $(seq 1 "$runs"); do
+    if [ "$i" -gt 1 ] && [ $(((i - 1) % per_repo)) -eq 0 ]; then
+      serve_retry "$repo" "$((i - 1))"
+      rm -rf "$repo"
+      repos=$((repos + 1))
+      repo=$work/serve-$repos.git
+    fi
     local out=$work/serve.out log=$work/serve-$i.log before url client
     before=$(git -C "$repo" rev-parse -q --verify main 2>/dev/null || echo none)
     "$bin" -q serve --repo "$repo" --listen 127.0.0.1:0 --insecure-no-auth --json >"$out" 2>"$work/serve.err" &
@@ -484,28 +518,8 @@ mode_serve() {
     landed=$((landed + l)) absent=$((absent + a))
     rm -f "$log"
   done
-  # The retry: a restarted server serves a full create, claim and outcome.
-  "$bin" -q serve --repo "$repo" --listen 127.0.0.1:0 --insecure-no-auth --json >"$work/serve.out" 2>"$work/serve.err" &
-  server_pid=$!
-  for _ in $(seq 400); do grep -q '"listening"' "$work/serve.out" 2>/dev/null && break; sleep 0.01; done
-  local url
-  url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$work/serve.out")
-  timeout 20 python3 - "$url" <<'EOF' || fail end "a restarted server did not serve a full create, claim and outcome"
-import json, sys, urllib.request
-url = sys.argv[1]
-def call(m, p, b):
-    r = urllib.request.urlopen(urllib.request.Request(url + p, data=json.dumps(b).encode(), method=m, headers={"Content-Type": "application/json"}), timeout=10)
-    return r.status
-act = {"kind": "shell", "command": "true"}
-assert call("POST", "/api/actions", {"action_id": "after_restart", "action_type": "b", "agent_id": "agent-1", "act": act, "client_capabilities": ["execution_claims"]}) == 201
-assert call("PATCH", "/api/actions/after_restart", {"claim_execution": True, "attempt_id": "attempt-after-restart", "agent_id": "agent-1", "act": act}) == 200
-assert call("POST", "/api/actions/after_restart/outcome", {"status": "completed", "attempt_id": "attempt-after-restart"}) == 200
-EOF
-  kill -TERM "$server_pid"
-  wait "$server_pid" || fail end "the restarted server did not stop cleanly"
-  server_pid=
-  "$bin" -q verify --repo "$repo" >/dev/null || fail end "final verify"
-  report "acknowledged and found: ${acks[0]} creations, ${acks[1]} claims, ${acks[2]} outcomes; unacknowledged: $landed landed whole, $absent absent; a restarted server served a full create, claim and outcome"
+  serve_retry "$repo" end
+  report "acknowledged and found: ${acks[0]} creations, ${acks[1]} claims, ${acks[2]} outcomes; unacknowledged: $landed landed whole, $absent absent; $repos repositories of up to $per_repo runs each, each then served a full create, claim and outcome by a restarted server and verified"
 }
 
 mode_maintain() {
