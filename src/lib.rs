@@ -43,6 +43,7 @@
 //! - [`process`]: whether a process id names a live process, and its incarnation.
 //! - [`time`]: the one millisecond timestamp type and the reference's timestamp grammar.
 //! - [`durable`]: the crash-safe write discipline for files inside a Git repository.
+//! - [`progress`]: progress of long work, reported to an observer the caller passes in.
 //! - [`privacy`]: the reference's field rules and confidential-identifier boundary, and the
 //!   [`privacy::strict`] profile.
 //! - [`event`]: the event record: validation, semantic digest, causal order.
