@@ -447,14 +447,27 @@ print(acked["create"], acked["claim"], acked["outcome"], unacked_landed, unacked
 EOF
 }
 
+# Sets `url` to the URL of the server $server_pid once it printed it to $2 (run $1). It waits
+# up to 60 s while the server lives: on a loaded machine a start took more than 4 s.
+serve_url() {
+  url=
+  for _ in $(seq 6000); do
+    # The background job may not have created the file yet.
+    url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$2" 2>/dev/null || true)
+    [ -z "$url" ] || break
+    kill -0 "$server_pid" 2>/dev/null || fail "$1" "the server exited at its start: $(cat "$work/serve.err")"
+    sleep 0.01
+  done
+  [ -n "$url" ] || fail "$1" "the server did not start within 60 s: $(cat "$work/serve.err")"
+}
+
 # The retry after the kills into repository $1 (run $2): a restarted server serves a full
 # create, claim and outcome, stops cleanly on SIGTERM, and the repository verifies.
 serve_retry() {
   local url
   "$bin" -q serve --repo "$1" --listen 127.0.0.1:0 --insecure-no-auth --json >"$work/serve.out" 2>"$work/serve.err" &
   server_pid=$!
-  for _ in $(seq 400); do grep -q '"listening"' "$work/serve.out" 2>/dev/null && break; sleep 0.01; done
-  url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$work/serve.out")
+  serve_url "$2" "$work/serve.out"
   timeout 20 python3 - "$url" <<'EOF' || fail "$2" "a restarted server did not serve a full create, claim and outcome"
 import json, sys, urllib.request
 url = sys.argv[1]
@@ -490,9 +503,7 @@ mode_serve() {
     before=$(git -C "$repo" rev-parse -q --verify main 2>/dev/null || echo none)
     "$bin" -q serve --repo "$repo" --listen 127.0.0.1:0 --insecure-no-auth --json >"$out" 2>"$work/serve.err" &
     server_pid=$!
-    for _ in $(seq 400); do grep -q '"listening"' "$out" 2>/dev/null && break; sleep 0.01; done
-    url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$out")
-    [ -n "$url" ] || fail "$i" "the server did not start: $(cat "$work/serve.err")"
+    serve_url "$i" "$out"
     : >"$log"
     python3 "$work/client.py" "$url" "$log" "s$i" 8 &
     client=$!
