@@ -32,7 +32,9 @@
 //!   index last) and the directory fsynced before any old pack is touched: every object is in
 //!   a durable pack at every moment. A kill before that leaves a temporary file (removed by the
 //!   next pack writer) or, after it, objects in two packs, which is harmless and undone by the
-//!   next consolidation.
+//!   next consolidation. That next roll-up, given the same packs, writes the same pack again
+//!   (same objects in the same order, so the same name): it keeps it instead of removing it as
+//!   one of its inputs, which lost every object it held.
 //! - Old packs are removed index first, so that nobody who lists the directory afterwards loads
 //!   them. A reader that already mapped an old pack keeps reading it (an unlinked file stays
 //!   readable through its mapping); one that loaded an old index but not yet its pack finds the
@@ -140,9 +142,12 @@ impl Store {
             });
         }
         let merged = &packs[..chosen];
-        let (objects, bytes) = self.write_merged(&dir, merged)?;
-        // Every object is now in a durable pack: remove the old ones, index first.
-        for pack in merged {
+        let (objects, bytes, written) = self.write_merged(&dir, merged)?;
+        // Every object is now in a durable pack: remove the old ones, index first. The new pack
+        // can be one of them: a roll-up killed after its pack was durable but before it removed
+        // its inputs leaves both, and rolling them up again writes the same objects in the same
+        // order, so the same bytes under the same name. That pack stays.
+        for pack in merged.iter().filter(|p| p.stem != written) {
             for ext in ["idx", "pack", "rev", "bitmap", "mtimes"] {
                 match std::fs::remove_file(pack.stem.with_extension(ext)) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
@@ -161,8 +166,8 @@ impl Store {
     }
 
     /// Writes one pack holding every object of `packs` (each once) into `dir`, durably; returns
-    /// its object count and size.
-    fn write_merged(&self, dir: &Path, packs: &[Candidate]) -> Result<(u64, u64), Error> {
+    /// its object count, its size and its path without extension (`objects/pack/pack-<hex>`).
+    fn write_merged(&self, dir: &Path, packs: &[Candidate]) -> Result<(u64, u64, PathBuf), Error> {
         let hash_kind = self.repo.object_hash();
         let io = |source: std::io::Error| {
             Error::Pack(Box::new(ours::Error::Io {
@@ -310,10 +315,10 @@ impl Store {
             std::fs::rename(&tmp_pack, dir.join(format!("{name}.pack"))).map_err(io)?;
             std::fs::rename(&tmp_index, dir.join(format!("{name}.idx"))).map_err(io)?;
             durable::sync_dir(dir).map_err(io)?;
-            Ok(size)
+            Ok((size, dir.join(name)))
         });
         match result {
-            Ok(size) => Ok((unique, size)),
+            Ok((size, stem)) => Ok((unique, size, stem)),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp_pack);
                 let _ = std::fs::remove_file(&tmp_index);
@@ -587,6 +592,65 @@ mod tests {
         store.consolidate_packs(Rollup::All).expect("all");
         assert_eq!(pack_count(&repo), 1);
         assert_fsck_clean(&repo);
+    }
+
+    /// Copies of the files of `objects/pack`, to put back as a kill would leave them.
+    fn pack_files(repo: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        std::fs::read_dir(repo.join("objects/pack"))
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .map(|p| (p.clone(), std::fs::read(&p).expect("read")))
+            .collect()
+    }
+
+    #[test]
+    fn a_rollup_killed_before_removing_its_inputs_loses_nothing_after() {
+        // A kill after the merged pack is durable and before the old packs are removed leaves
+        // both; the next roll-up then writes the very same pack again (same objects, same
+        // order, same name). It must not remove that pack as one of its inputs.
+        for rollup in [
+            Rollup::All,
+            Rollup::Geometric {
+                max_objects: u64::MAX,
+            },
+        ] {
+            let (_tmp, repo, store) = new_store();
+            publish_many(&store, 3, 30, "a");
+            let before = git(&repo, &["rev-list", "--objects", "--all"]);
+            let inputs = pack_files(&repo);
+            let done = store.consolidate_packs(rollup).expect("consolidate");
+            assert_eq!(done.merged, 3);
+            for (path, bytes) in &inputs {
+                std::fs::write(path, bytes).expect("put back");
+            }
+            assert_eq!(pack_count(&repo), 4);
+            let again = store.consolidate_packs(rollup).expect("again");
+            assert_eq!(again.merged, 4, "{rollup:?}");
+            assert_eq!(pack_count(&repo), 1, "{rollup:?}");
+            assert_fsck_clean(&repo);
+            assert_eq!(git(&repo, &["rev-list", "--objects", "--all"]), before);
+            // Killed after removing some of its inputs: one input is left beside the new pack.
+            let merged = pack_files(&repo);
+            publish_many(&store, 2, 30, "b");
+            let before = git(&repo, &["rev-list", "--objects", "--all"]);
+            let inputs = pack_files(&repo);
+            store.consolidate_packs(rollup).expect("third");
+            let left = inputs
+                .iter()
+                .find(|(p, _)| {
+                    p.extension().is_some_and(|e| e == "idx") && !merged.iter().any(|m| &m.0 == p)
+                })
+                .expect("a new pack");
+            for (path, bytes) in inputs
+                .iter()
+                .filter(|(p, _)| p.with_extension("idx") == left.0)
+            {
+                std::fs::write(path, bytes).expect("put back");
+            }
+            store.consolidate_packs(rollup).expect("fourth");
+            assert_fsck_clean(&repo);
+            assert_eq!(git(&repo, &["rev-list", "--objects", "--all"]), before);
+        }
     }
 
     #[test]
