@@ -33,7 +33,8 @@
 # Such runs are counted.
 #
 # usage: scripts/crash.sh [RUNS] [MODE...]   (default 200 runs of publish; `all`: every mode;
-#        RUNS per mode)
+#        RUNS per mode). BIN: the binary (default: the debug build). SERVE_RUNS_PER_REPO: runs of
+#        `serve` into one repository before a new one (default 100).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-200}
