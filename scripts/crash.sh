@@ -96,23 +96,25 @@ count_kill() {
   if [ "$rc" -eq 137 ]; then killed=$((killed + 1)); else finished=$((finished + 1)); fi
   progress
 }
-# Every 100 kills a line on stderr, so a long run stopped early still has a record.
+# Every 100 runs a line on stderr, so a long run stopped early still has a record.
 progress() {
   local n=$((killed + finished))
-  [ $((n % 100)) -ne 0 ] || echo "crash: $mode: $n kills so far, every check before them passed" >&2
+  [ $((n % 100)) -ne 0 ] || echo "crash: $mode: $n runs killed so far ($killed mid-operation), every check before them passed" >&2
 }
 
 # The repository after a kill: fsck and verify clean, the ref on the old tip ($2) or at most $3
-# commits ahead of it; a stale ref lock is removed (and counted).
+# commits ahead of it; a stale ref lock is removed (and counted). An old tip of `none` (a
+# repository killed in its first operation) takes any tip, and no ref at all.
 check_repo() { # run, old tip, most commits landed
   local repo=$4 after
   fsck "$1" "$repo"
-  after=$(git -C "$repo" rev-parse main)
-  if [ "$after" != "$2" ]; then
+  after=$(git -C "$repo" rev-parse -q --verify main || echo none)
+  if [ "$2" != none ] && [ "$after" != "$2" ]; then
     git -C "$repo" merge-base --is-ancestor "$2" "$after" || fail "$1" "the ref left the old tip's history"
     [ "$(git -C "$repo" rev-list --count "$2..$after")" -le "$3" ] || fail "$1" "more than $3 commits landed"
   fi
-  "$bin" -q verify --repo "$repo" >/dev/null || fail "$1" "verify after the kill"
+  # No ref yet: no ledger, nothing to verify.
+  [ "$after" = none ] || "$bin" -q verify --repo "$repo" >/dev/null || fail "$1" "verify after the kill"
   if [ -e "$repo/refs/heads/main.lock" ]; then
     stale_locks=$((stale_locks + 1))
     rm "$repo/refs/heads/main.lock"
@@ -408,8 +410,9 @@ FILE = {"create": "action.json", "claim": "claim.json", "outcome": "outcome.json
 lines = [l.split() for l in open(log_path)]
 # One `git cat-file --batch` for every record the log names (a process per record made the
 # audit most of a run's time).
-paths = sorted({f"main:finality/v1/actions/{hashlib.sha256(l[2].encode()).hexdigest()[:2]}/{l[2]}/{FILE[l[1]]}"
-                for l in lines})
+def path(aid, kind):
+    return f"main:finality/v1/actions/{hashlib.sha256(aid.encode()).hexdigest()[:2]}/{aid}/{FILE[kind]}"
+paths = sorted({path(l[2], l[1]) for l in lines})
 out = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input="".join(p + "\n" for p in paths).encode(),
                      capture_output=True, check=True).stdout
 found, at = {}, 0
@@ -423,17 +426,17 @@ for p in paths:
     found[p] = out[end + 1:end + 1 + size]
     at = end + 1 + size + 1
 assert at == len(out), "cat-file answered more than was asked"
-def rec(aid, f):
-    p = f"main:finality/v1/actions/{hashlib.sha256(aid.encode()).hexdigest()[:2]}/{aid}/{f}"
+def rec(aid, kind):
+    p = path(aid, kind)
     if p not in found: return None
     v = json.loads(found[p])
-    assert v["action_id"] == aid, (aid, f, v)
+    assert v["action_id"] == aid, (aid, kind, v)
     return v
 acked = {"create": 0, "claim": 0, "outcome": 0}; unacked_landed = 0; unacked_absent = 0
 ack = {(l[1], l[2]) for l in lines if l[0] == "ack"}
 for l in lines:
     kind, aid = l[1], l[2]
-    v = rec(aid, FILE[kind])
+    v = rec(aid, kind)
     if l[0] == "ack":
         acked[kind] += 1
         if v is None: sys.exit(f"acknowledged {kind} of {aid} is missing")
@@ -516,13 +519,7 @@ mode_serve() {
     killed=$((killed + 1))
     progress
     wait "$client" || fail "$i" "the client failed"
-    if [ "$before" != none ]; then check_repo "$i" "$before" 1000000 "$repo"; else
-      fsck "$i" "$repo"
-      # Killed before its first commit: no ledger yet, nothing to verify.
-      if git -C "$repo" rev-parse -q --verify main >/dev/null; then
-        "$bin" -q verify --repo "$repo" >/dev/null || fail "$i" "verify"
-      fi
-    fi
+    check_repo "$i" "$before" 1000000 "$repo"
     local counts
     counts=$(python3 "$work/audit.py" "$repo" "$log" 2>&1) || fail "$i" "audit: $counts"
     read -r c1 c2 c3 l a <<<"$counts"
