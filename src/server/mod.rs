@@ -17,6 +17,13 @@
 //!   the repository, and inside the writer it would hold every other request.
 //! - The server logs every batch, pack roll-up and sweep scan of 1 s or more (`SLOW`), with
 //!   its duration.
+//! - Memory: the heap holds the queued operations, per open repository (the writer's, each
+//!   read thread's) at most 16 MiB of decoded upper trees shared by its snapshots and 16 MiB of
+//!   deeper ones per snapshot in use, and a scan's undecided actions. Mapped pack
+//!   and index pages are released when they grow by half of
+//!   [`MAPPED_BUDGET`](crate::store::MAPPED_BUDGET) above what the last release left
+//!   ([`crate::store::Store::bound_mapped_packs`]); the hot index pages of a large repository
+//!   stay mapped, 28 bytes per object for each repository that maps them.
 //! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records
 //!   and operator approvals, so `action show`, `verify` and the pre-receive hook read what the
 //!   server wrote.
