@@ -120,8 +120,12 @@ impl<'s> Overlay<'s> {
     /// the number of action directories seen (directories whose name or prefix is not valid
     /// are left to `verify`). The tip is walked without listing it: the files of one action
     /// directory come one after another, so memory follows the undecided actions, not the
-    /// repository.
-    fn undecided_actions(&self) -> Result<(Vec<ActionId>, usize), Error> {
+    /// repository. The walk goes one bucket (`<h>/`) at a time and asks `stop` before each:
+    /// `None` when it said to stop.
+    fn undecided_actions(
+        &self,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<(Vec<ActionId>, usize)>, Error> {
         use super::RecordKind::Outcome;
         let mut staged: BTreeMap<ActionId, bool> = BTreeMap::new();
         for path in &self.order {
@@ -137,32 +141,44 @@ impl<'s> Overlay<'s> {
                 undecided.push(id);
             }
         };
-        // The action whose files the walk is in, and whether one of them is its outcome.
-        let mut current: Option<(ActionId, bool)> = None;
-        self.snap.for_each_file(ACTIONS, |path| {
-            let Some((id, kind)) = classify(path) else {
-                return;
-            };
-            match &mut current {
-                Some((at, decided)) if *at == id => *decided |= kind == Outcome,
-                _ => {
-                    if let Some((done, decided)) = current.replace((id, kind == Outcome)) {
-                        let staged_outcome = staged.remove(&done).unwrap_or(false);
-                        note(done, decided || staged_outcome);
+        let mut buckets = self.snap.entry_names(ACTIONS)?;
+        buckets.sort_unstable();
+        for bucket in buckets {
+            if stop() {
+                return Ok(None);
+            }
+            let dir = format!("{ACTIONS}/{bucket}");
+            // A file here, or a name that is not UTF-8 (read lossily), is not a bucket.
+            if !self.snap.is_dir(&dir)? {
+                continue;
+            }
+            // The action whose files the walk is in, and whether one of them is its outcome.
+            let mut current: Option<(ActionId, bool)> = None;
+            self.snap.for_each_file(&dir, |path| {
+                let Some((id, kind)) = classify(path) else {
+                    return;
+                };
+                match &mut current {
+                    Some((at, decided)) if *at == id => *decided |= kind == Outcome,
+                    _ => {
+                        if let Some((done, decided)) = current.replace((id, kind == Outcome)) {
+                            let staged_outcome = staged.remove(&done).unwrap_or(false);
+                            note(done, decided || staged_outcome);
+                        }
                     }
                 }
+            })?;
+            if let Some((done, decided)) = current {
+                let staged_outcome = staged.remove(&done).unwrap_or(false);
+                note(done, decided || staged_outcome);
             }
-        })?;
-        if let Some((done, decided)) = current {
-            let staged_outcome = staged.remove(&done).unwrap_or(false);
-            note(done, decided || staged_outcome);
         }
         // Actions only staged so far.
         for (id, decided) in staged {
             note(id, decided);
         }
         undecided.sort();
-        Ok((undecided, seen))
+        Ok(Some((undecided, seen)))
     }
 
     /// Stages a new record; `line` describes it in the commit message.
@@ -512,14 +528,28 @@ pub struct SweepScan {
 /// clock moves on (the cutoff only grows), and an action created after the view was read is
 /// newer than any cutoff, so a scan of an older tip misses nothing the sweep should close.
 ///
+/// `stop` is asked before each of the 256 buckets and each undecided action read; the scan
+/// returns `None` as soon as it says to stop (`serve` stopping: a scan of a large repository
+/// takes minutes, and a stop must not wait for it).
+///
 /// # Errors
 /// Read errors.
-pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepScan, Error> {
+pub fn sweep_scan(
+    ov: &Overlay<'_>,
+    timeout: f64,
+    now: Timestamp,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<SweepScan>, Error> {
     let cutoff = cutoff(timeout_minutes(timeout), now);
     let mut scan = SweepScan::default();
-    let (undecided, scanned) = ov.undecided_actions()?;
+    let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
+        return Ok(None);
+    };
     scan.scanned = scanned;
     for id in undecided {
+        if stop() {
+            return Ok(None);
+        }
         match ov.state(&id) {
             Ok(Some(state)) => {
                 if is_stale(&state, cutoff) {
@@ -530,7 +560,7 @@ pub fn sweep_scan(ov: &Overlay<'_>, timeout: f64, now: Timestamp) -> Result<Swee
             Err(e) => return Err(e),
         }
     }
-    Ok(scan)
+    Ok(Some(scan))
 }
 
 /// The write half of the sweep: each of `candidates` that is still stale on the tip plus the
@@ -585,7 +615,8 @@ pub fn sweep_candidates(
 /// # Errors
 /// Read errors.
 pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
-    let scan = sweep_scan(ov, timeout, now)?;
+    // Never told to stop, the scan always returns one.
+    let scan = sweep_scan(ov, timeout, now, &|| false)?.unwrap_or_default();
     sweep_candidates(ov, &scan, timeout, now)
 }
 
@@ -883,7 +914,19 @@ mod tests {
         plant_unparsable_action(&store, "act_bad");
         let later = T0.saturating_add_millis(20 * 60_000);
         let tip = store.tip("refs/heads/main").unwrap();
-        let scan = sweep_scan(&Overlay::new(store.snapshot(tip).unwrap()), 15.0, later).unwrap();
+        let view = Overlay::new(store.snapshot(tip).unwrap());
+        let scan = sweep_scan(&view, 15.0, later, &|| false).unwrap().unwrap();
+        // Told to stop, before any bucket or after some: no scan.
+        assert_eq!(sweep_scan(&view, 15.0, later, &|| true).unwrap(), None);
+        let asked = std::cell::Cell::new(0);
+        let stop_after_one = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 1
+        };
+        assert_eq!(
+            sweep_scan(&view, 15.0, later, &stop_after_one).unwrap(),
+            None
+        );
         let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(ids(&scan.candidates), ["act_a", "act_c"]);
         assert_eq!((scan.skipped.len(), scan.scanned), (1, 4));

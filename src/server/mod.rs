@@ -187,6 +187,14 @@ pub async fn serve(
         .unwrap_or_default();
     let sweeper = api::spawn_sweeper(&app);
     let router = api::router(app.clone());
+    // A sweep's scan in flight (the timer's, or a cron request's that the graceful shutdown
+    // would wait for) holds the app, and so the writer's queue, until it returns: told at the
+    // shutdown's start, it gives up instead of walking a large repository to the end.
+    let stopping = app.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.stop();
+    };
     let result = serve_connections(listener, router, shutdown, app.settings.client_timeout).await;
     if let Some(s) = sweeper {
         s.abort();

@@ -77,6 +77,8 @@ pub struct App {
     pub settings: Settings,
     writer: Writer,
     cron_digest: Option<[u8; 32]>,
+    /// Set when the server stops taking connections: a sweep's scan then gives up.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -114,9 +116,23 @@ impl App {
                 settings,
                 writer,
                 cron_digest,
+                stopping: std::sync::atomic::AtomicBool::new(false),
             }),
             handle,
         ))
+    }
+}
+
+impl App {
+    /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
+    pub fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`App::stop`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -14,7 +14,7 @@ use super::respond::{answer, error, error_with};
 use crate::canonical::Value;
 use crate::finality::{
     self,
-    batch::{self, Overlay},
+    batch::{self, BatchError, Overlay},
 };
 use crate::server::auth;
 use crate::server::writer::{Answer, Reply};
@@ -56,7 +56,16 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
 pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
     let minutes = f64::from(app.settings.timeout_minutes);
     let started = std::time::Instant::now();
-    let scan = super::reads::read(app, move |ov, now| batch::sweep_scan(ov, minutes, now)).await?;
+    let watch = app.clone();
+    let scan = super::reads::read(app, move |ov, now| {
+        batch::sweep_scan(ov, minutes, now, &|| watch.is_stopping())
+    })
+    .await?;
+    let Some(scan) = scan else {
+        return Err(BatchError::Unavailable {
+            reason: "the server is stopping: the sweep was abandoned".into(),
+        });
+    };
     let took = started.elapsed();
     if took >= crate::server::writer::SLOW {
         (app.settings.log)(&format!(

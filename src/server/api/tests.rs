@@ -947,6 +947,34 @@ async fn cron_sweep_needs_the_secret() {
     assert_eq!(g.body.get("rows_swept"), Some(&Value::from(0)));
 }
 
+/// A stopping server abandons a sweep's scan (a scan of a large repository takes minutes, and
+/// a stop waits for what holds the app): the sweep fails, naming the stop, and nothing is swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_server_abandons_the_sweep_and_sweeps_nothing() {
+    let s = server();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(recorded(&s, "build", ACT, "").await);
+    }
+    s.clock.fetch_add(16 * 60_000, Ordering::SeqCst);
+    let store = Store::open(&s.repo).unwrap();
+    let before = store.tip("refs/heads/main").unwrap();
+    s.app.as_ref().unwrap().stop();
+    let ok = [("authorization", "Bearer cron-secret")];
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    // The cron endpoint answers every failure with 500 "Sweep failed", as the reference does.
+    assert_eq!(g.status, 500, "{:?}", g.body);
+    assert!(
+        g.str("reason").contains("the server is stopping"),
+        "{:?}",
+        g.body
+    );
+    assert_eq!(store.tip("refs/heads/main").unwrap(), before);
+    for id in &ids {
+        assert_eq!(status(&s, id).await, ("running".into(), "pending".into()));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_claims_have_one_winner_and_share_commits() {
     let s = server();
