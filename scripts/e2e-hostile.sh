@@ -266,11 +266,13 @@ EOF
 
 kill -0 "$server_pid" 2>/dev/null || fail "the server died"
 ! grep -q 'panicked' "$work/serve.err" || fail "a panic: $(grep -m1 panicked "$work/serve.err")"
+stop_start=$(date +%s%N)
 kill -TERM "$server_pid"
 rc=0
 wait "$server_pid" || rc=$?
 server_pid=
 [ "$rc" -eq 0 ] || fail "the server exited $rc after SIGTERM"
+echo "e2e-hostile: the server stopped $((($(date +%s%N) - stop_start) / 1000000)) ms after SIGTERM"
 outside=$(git -C "$repo" ls-tree -r --name-only main |
   grep -Ev '^finality/v1/(actions/[0-9a-f]{2}/[A-Za-z0-9_-]{1,128}/[a-z_]+\.json|decisions/[0-9a-f]{2}/gd_[0-9a-f]+\.json)$' | head -5 || true)
 [ -z "$outside" ] || fail "records outside finality/v1/actions/<h>/<id>/ and the decisions: $outside"
