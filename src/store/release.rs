@@ -70,9 +70,10 @@ impl Store {
     /// Keeps the mapped pack pages within [`MAPPED_BUDGET`]: call it once per object read on a
     /// path that reads many objects (tree lookups, the tree writer, walks, blob reads). Every
     /// 32 calls it reads this process's resident file-backed memory
-    /// (Linux: `/proc/self/statm`) and, when that is over the budget ([`over_budget`]: above
-    /// it, and above what the last release left by half of it), releases the mapped pack pages
-    /// ([`Store::release_mapped_packs`]). Does nothing on other systems.
+    /// (Linux: `/proc/self/statm`) and, when that is over the budget and at least half the
+    /// budget above what the last release left (pages it could not drop: the binary's own, and
+    /// index pages that several of the process's repositories map), releases the mapped pack
+    /// pages ([`Store::release_mapped_packs`]). Does nothing on other systems.
     pub fn bound_mapped_packs(&self) {
         if READS.fetch_add(1, Ordering::Relaxed) + 1 < READS_PER_CHECK {
             return;

@@ -121,9 +121,7 @@ impl App {
             handle,
         ))
     }
-}
 
-impl App {
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
     pub fn stop(&self) {
         self.stopping
