@@ -350,8 +350,9 @@ mode_run_child() {
         [ "$error" = "command killed by signal 9" ] || fail "$i" "the failure does not name the signal: $error" ;;
       *) fail "$i" "run exited $rc with the outcome '$status' ($(cat "$work/err"))" ;;
     esac
+    killed=$child_killed finished=$child_done
+    progress
   done
-  killed=$child_killed finished=$child_done
   report "every run exited 137 with the outcome failed (\"command killed by signal 9\"), or 0 with completed when the command ended first"
 }
 
