@@ -253,7 +253,7 @@ if good["cycles"] == 0: problem("no well-behaved cycle completed")
 if peaks["threads"] > 600: problem(f"{peaks['threads']} threads")
 if peaks["rss"] > 512 * 1024: problem(f"VmRSS peaked at {peaks['rss']} kB")
 # Flat memory is a rule on the heap (RssAnon): mapped pack-index pages grow with the objects of
-# the repository (about 30 bytes each, shared with the page cache and reclaimable), and the
+# the repository (28 bytes each in an index, shared with the page cache and reclaimable), and the
 # server keeps them within a budget above what it cannot drop (store::release).
 if len(samples) >= 6:
     third = len(samples) // 3
