@@ -10,12 +10,17 @@
 //!
 //! # Cost
 //!
-//! Entries of our own packs are whole objects (no deltas) and are copied byte for byte, with
-//! their CRC-32 checked against the source index: consolidation reads and writes the rolled-up
-//! packs sequentially, hashes the new pack once, and decompresses nothing. Delta entries (in
-//! packs written by `git gc` or a fetch) are resolved through the object database and stored
-//! whole. Memory: one entry at a time, the source index entries of one pack (about 40 bytes an
-//! object), and the new index (32 bytes an object).
+//! Entries are copied byte for byte, with their CRC-32 checked against the source index:
+//! consolidation reads and writes the rolled-up packs sequentially, hashes the new pack once,
+//! and decompresses nothing. A delta against an earlier entry of its pack (`OBJ_OFS_DELTA`,
+//! what our pack writer and `git repack` write) keeps its compressed delta; only the distance
+//! to its base in the new pack is rewritten. The base is always copied before it: from the same
+//! pack, or, when the same object was already copied from an earlier pack, that copy. A delta
+//! that names its base by id (`OBJ_REF_DELTA`, as `git pack-objects` writes by default) may
+//! have its base anywhere and is resolved through the object database and stored whole.
+//! Memory: one entry at a time, the source index entries of one pack and their new offsets
+//! (about 48 bytes an object), the new index (32 bytes an object), and the new offsets of the
+//! objects held by more than one pack.
 //!
 //! After every landed commit, the shared write loop ([`crate::store::remote::transact()`], used
 //! by publish, compact, the finality operations and `serve`'s batches) rolls up at most
@@ -234,6 +239,11 @@ impl Store {
             header.extend_from_slice(&count.to_be_bytes());
             out.put(&header).map_err(io)?;
             let mut entries: Vec<(ObjectId, u64, u32)> = Vec::with_capacity(unique as usize);
+            // Where the first copy of each object held by more than one pack went: a later
+            // pack's delta may name its own copy as its base.
+            let shared: std::collections::HashSet<ObjectId> =
+                later_copies.iter().map(|(_, id)| *id).collect();
+            let mut first_copy_at: std::collections::HashMap<ObjectId, u64> = Default::default();
             let mut compress = compressor();
             let (mut scratch, mut buf, mut object) = (Vec::new(), Vec::new(), Vec::new());
             for (p, pack) in packs.iter().enumerate() {
@@ -244,6 +254,8 @@ impl Store {
                     .collect();
                 drop(index);
                 located.sort_unstable_by_key(|e| e.0);
+                // The new offset of each entry of this pack, in the order of `located`.
+                let mut moved_to: Vec<u64> = Vec::with_capacity(located.len());
                 let data = std::fs::File::open(pack.stem.with_extension("pack")).map_err(io)?;
                 let end = data.metadata().map_err(io)?.len() - hash_kind.len_in_bytes() as u64;
                 let mut data = BufReader::with_capacity(1 << 20, data);
@@ -257,40 +269,70 @@ impl Store {
                     buf.resize(len as usize, 0);
                     data.read_exact(&mut buf).map_err(io)?;
                     if later_copies.contains(&(p, *id)) {
+                        moved_to.push(first_copy_at[id]);
                         continue;
                     }
-                    let kind_bits = (buf.first().copied().unwrap_or(0) >> 4) & 7;
-                    let entry: &[u8] = if (1..=4).contains(&kind_bits) {
-                        if let Some(crc) = crc
-                            && crc32fast::hash(&buf) != *crc
-                        {
-                            return Err(io(std::io::Error::other(format!(
-                                "object {id} in {} does not match its CRC-32; run git fsck",
-                                pack.stem.display()
-                            ))));
+                    if let Some(crc) = crc
+                        && crc32fast::hash(&buf) != *crc
+                    {
+                        return Err(io(std::io::Error::other(format!(
+                            "object {id} in {} does not match its CRC-32; run git fsck",
+                            pack.stem.display()
+                        ))));
+                    }
+                    let at = out.written;
+                    let entry: &[u8] = match entry_shape(&buf) {
+                        Some(Shape::Whole) => &buf,
+                        Some(Shape::OffsetDelta {
+                            size,
+                            distance,
+                            data_start,
+                        }) => {
+                            // The base is an earlier entry of this pack, already copied: the
+                            // delta is kept, its header names the base's new offset.
+                            let base = offset
+                                .checked_sub(distance)
+                                .and_then(|b| located[..k].binary_search_by_key(&b, |e| e.0).ok())
+                                .ok_or_else(|| {
+                                    io(std::io::Error::other(format!(
+                                        "object {id} in {} is a delta whose base is not an \
+                                         entry before it; run git fsck",
+                                        pack.stem.display()
+                                    )))
+                                })?;
+                            object.clear();
+                            ours::push_entry_header(&mut object, 6, size);
+                            ours::push_base_distance(&mut object, at - moved_to[base]);
+                            object.extend_from_slice(&buf[data_start..]);
+                            &object
                         }
-                        &buf
-                    } else {
-                        // A delta: store the object whole.
-                        let found = self
-                            .repo
-                            .try_find_object(*id)
-                            .map_err(git_err("read object", id))?
-                            .ok_or_else(|| Error::MissingObject {
-                                id: id.to_hex().to_string(),
-                            })?;
-                        object.clear();
-                        entry_into(
-                            &mut compress,
-                            &mut scratch,
-                            found.kind,
-                            &found.data,
-                            &mut object,
-                        )
-                        .map_err(|e| Error::Pack(Box::new(e)))?;
-                        &object
+                        None => {
+                            // A delta against an object named by id (git's packs may have
+                            // them): store the object whole.
+                            let found = self
+                                .repo
+                                .try_find_object(*id)
+                                .map_err(git_err("read object", id))?
+                                .ok_or_else(|| Error::MissingObject {
+                                    id: id.to_hex().to_string(),
+                                })?;
+                            object.clear();
+                            entry_into(
+                                &mut compress,
+                                &mut scratch,
+                                found.kind,
+                                &found.data,
+                                &mut object,
+                            )
+                            .map_err(|e| Error::Pack(Box::new(e)))?;
+                            &object
+                        }
                     };
-                    entries.push((*id, out.written, crc32fast::hash(entry)));
+                    moved_to.push(at);
+                    if shared.contains(id) {
+                        first_copy_at.insert(*id, at);
+                    }
+                    entries.push((*id, at, crc32fast::hash(entry)));
                     out.put(entry).map_err(io)?;
                 }
             }
@@ -325,6 +367,56 @@ impl Store {
                 Err(e)
             }
         }
+    }
+}
+
+/// What a pack entry holds, read from its header.
+#[derive(Debug, PartialEq, Eq)]
+enum Shape {
+    /// A whole commit, tree, blob or tag.
+    Whole,
+    /// A delta of `size` bytes against the entry `distance` bytes before it, whose zlib stream
+    /// starts at `data_start`.
+    OffsetDelta {
+        size: usize,
+        distance: u64,
+        data_start: usize,
+    },
+}
+
+/// The shape of the pack entry at the start of `entry`; `None` for a delta against an object
+/// named by id, or a header that ends too soon or does not fit.
+fn entry_shape(entry: &[u8]) -> Option<Shape> {
+    let first = *entry.first()?;
+    let (mut size, mut shift, mut at) = ((first & 0x0f) as u64, 4, 1);
+    let mut byte = first;
+    while byte & 0x80 != 0 {
+        byte = *entry.get(at)?;
+        at += 1;
+        size |= u64::from(byte & 0x7f).checked_shl(shift)?;
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+    match (first >> 4) & 7 {
+        1..=4 => Some(Shape::Whole),
+        6 => {
+            let mut byte = *entry.get(at)?;
+            at += 1;
+            let mut distance = u64::from(byte & 0x7f);
+            while byte & 0x80 != 0 {
+                byte = *entry.get(at)?;
+                at += 1;
+                distance = distance.checked_add(1)?.checked_mul(128)? | u64::from(byte & 0x7f);
+            }
+            Some(Shape::OffsetDelta {
+                size: usize::try_from(size).ok()?,
+                distance,
+                data_start: at,
+            })
+        }
+        _ => None,
     }
 }
 
@@ -653,15 +745,79 @@ mod tests {
         }
     }
 
+    /// Runs `git pack-objects` on every object of the repository, with `flags`, into a new pack
+    /// beside the others.
+    fn git_pack_objects(repo: &Path, flags: &[&str]) {
+        use std::io::Write as _;
+        let objects = git(repo, &["rev-list", "--objects", "--all"]);
+        let mut child = std::process::Command::new("git")
+            .args(["pack-objects", "-q", "--window=50", "--depth=10"])
+            .args(flags)
+            .arg("objects/pack/pack")
+            .current_dir(repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("git is installed");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(objects.as_bytes()).expect("write");
+        stdin.write_all(b"\n").expect("write");
+        drop(stdin);
+        assert!(child.wait().expect("wait").success());
+    }
+
+    /// The deltas of every pack: `(offset deltas, deltas naming their base by id)`.
+    fn delta_kinds(repo: &Path) -> (usize, usize) {
+        let mut kinds = (0, 0);
+        for path in std::fs::read_dir(repo.join("objects/pack"))
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        {
+            let bytes = std::fs::read(&path).expect("read");
+            let index =
+                PackIndex::at(path.with_extension("idx"), gix::hash::Kind::Sha1).expect("index");
+            for entry in index.iter() {
+                match entry_shape(&bytes[entry.pack_offset as usize..]) {
+                    Some(Shape::Whole) => {}
+                    Some(Shape::OffsetDelta { .. }) => kinds.0 += 1,
+                    None => kinds.1 += 1,
+                }
+            }
+        }
+        kinds
+    }
+
+    /// Packs of git's own (offset deltas from `git repack`, deltas by id from
+    /// `git pack-objects` without `--delta-base-offset`) beside ours, holding second copies
+    /// of our objects: every object is written once, git's offset deltas stay deltas, deltas
+    /// by id (whose base may be anywhere) are stored whole.
     #[test]
-    fn objects_in_two_packs_are_written_once_and_deltas_whole() {
+    fn objects_in_two_packs_are_written_once_and_git_deltas_kept_or_resolved() {
         let (_tmp, repo, store) = new_store();
-        publish_many(&store, 2, 30, "a");
-        // git's own repack: one pack with deltas, beside ours (kept alone: a second copy).
+        // Files large and alike enough for git to store most as deltas.
+        let similar = |k: usize| -> Vec<(String, String)> {
+            (0..30)
+                .map(|i| {
+                    let text = format!("{{\"k\":{k},\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(200));
+                    (format!("s{k}/d{}/f{i}.json", i % 3), text)
+                })
+                .collect()
+        };
+        publish(&store, &similar(0));
+        publish(&store, &similar(1));
         git(&repo, &["repack", "-a", "-f", "--depth=10", "--window=50"]);
-        publish_many(&store, 1, 30, "b");
+        git_pack_objects(&repo, &[]);
+        publish(&store, &similar(2));
+        let (offset_deltas, id_deltas) = delta_kinds(&repo);
+        assert!(
+            offset_deltas > 0 && id_deltas > 0,
+            "{offset_deltas} {id_deltas}"
+        );
         let packs = pack_count(&repo);
-        assert!(packs >= 2, "{packs}");
+        assert!(packs >= 3, "{packs}");
         let objects = git(&repo, &["count-objects", "-v"]);
         let done = store.consolidate_packs(Rollup::All).expect("consolidate");
         assert_eq!(done.merged, packs);
@@ -671,6 +827,88 @@ mod tests {
             .lines()
             .count() as u64;
         assert_eq!(done.objects, listed, "{objects}");
+        let (offset_deltas, id_deltas) = delta_kinds(&repo);
+        assert!(offset_deltas > 0, "git's offset deltas are copied");
+        assert_eq!(id_deltas, 0);
+    }
+
+    /// Our own packs with deltas, the second holding copies of objects of the first, some of
+    /// them the bases of its deltas: the roll-up keeps every delta, pointed at the one copy of
+    /// its base that it keeps, and git reads every object back.
+    #[test]
+    fn deltas_are_copied_with_their_bases_even_when_the_base_was_a_second_copy() {
+        let (_tmp, repo, store) = new_store();
+        let blob = |i: usize| {
+            format!(
+                "{{\"event_id\":\"{i:064}\",\"schema\":\"clawsweeper.action-ledger-import-event\"}}\n"
+            )
+            .into_bytes()
+        };
+        let dir = repo.join("objects/pack");
+        let mut ids = Vec::new();
+        // Pack one: blobs 0..60; pack two: blobs 30..120 (30..60 are second copies, and 30 is
+        // the base of 31 in pack two as in pack one).
+        for range in [0..60, 30..120] {
+            let mut b = crate::store::pack::PackBuilder::new(gix::hash::Kind::Sha1, &dir);
+            for i in range {
+                let id = b.add(gix::objs::Kind::Blob, &blob(i)).expect("add");
+                if ids.len() <= i {
+                    ids.push(id);
+                }
+            }
+            b.finish().expect("write").expect("a pack");
+        }
+        let before = delta_kinds(&repo);
+        assert!(before.0 > 100, "{before:?}");
+        let done = store.consolidate_packs(Rollup::All).expect("consolidate");
+        assert_eq!((done.merged, done.objects), (2, 120));
+        assert_eq!(pack_count(&repo), 1);
+        let after = delta_kinds(&repo);
+        assert!(after.0 >= 110, "the deltas stay deltas: {after:?}");
+        for path in std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("e").path())
+        {
+            if path.extension().is_some_and(|e| e == "idx") {
+                git(&repo, &["verify-pack", path.to_str().expect("utf-8")]);
+            }
+        }
+        for (i, id) in ids.iter().enumerate() {
+            let text = git(&repo, &["cat-file", "blob", &id.to_hex().to_string()]);
+            assert_eq!(format!("{text}\n").into_bytes(), blob(i));
+        }
+    }
+
+    /// Entry headers as git writes them: whole objects, offset deltas with distances of one to
+    /// three bytes, and headers cut short.
+    #[test]
+    fn entry_shapes_are_read_from_their_headers() {
+        let mut e = Vec::new();
+        crate::store::pack::push_entry_header(&mut e, 3, 70_000);
+        assert_eq!(entry_shape(&e), Some(Shape::Whole));
+        for distance in [1u64, 127, 128, 16_511, 16_512, 1 << 30] {
+            let mut e = Vec::new();
+            crate::store::pack::push_entry_header(&mut e, 6, 300);
+            let header = e.len();
+            crate::store::pack::push_base_distance(&mut e, distance);
+            let data_start = e.len();
+            e.push(0x78);
+            assert_eq!(
+                entry_shape(&e),
+                Some(Shape::OffsetDelta {
+                    size: 300,
+                    distance,
+                    data_start
+                })
+            );
+            assert_eq!(entry_shape(&e[..header]), None, "cut short");
+        }
+        assert_eq!(entry_shape(&[0x70]), None, "a delta by id");
+        assert_eq!(
+            entry_shape(&[0xb0]),
+            None,
+            "a size that goes on past the end"
+        );
     }
 
     #[test]

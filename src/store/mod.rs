@@ -88,6 +88,7 @@
 
 mod consolidate;
 mod create;
+mod delta;
 mod error;
 mod history;
 mod ids;
@@ -154,6 +155,10 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, Error> {
         let alive = release::Alive::new();
         gix::open_opts(path, open_options())
+            .map(|mut repo| {
+                set_delta_cache(&mut repo);
+                repo
+            })
             .map(|repo| Store {
                 repo,
                 overlay: None,
@@ -208,6 +213,23 @@ fn open_options() -> gix::open::Options {
             minimum: 8192,
         },
     )
+}
+
+/// Objects that a reader keeps once it has built them from deltas, for each handle (every
+/// thread's clone has its own): 32 objects, 8 MiB at most.
+const DELTA_CACHE_BYTES: usize = 8 << 20;
+
+/// Gives `repo` (and every clone of it) a cache of the objects last built from deltas. Packs
+/// store most blobs and trees as deltas against the object written before them, in chains of
+/// up to 50 ([`pack`]); with the cache, a reader that reads objects about in the order they
+/// were written (a tree walk does) builds each from its cached base with one delta, instead of
+/// from the chain's whole object through every delta between.
+fn set_delta_cache(repo: &mut gix::Repository) {
+    repo.objects.set_pack_cache(|| {
+        Box::new(gix::odb::pack::cache::lru::StaticLinkedList::<32>::new(
+            DELTA_CACHE_BYTES,
+        ))
+    });
 }
 
 fn sync_dir(path: &Path) -> Result<(), Error> {

@@ -221,7 +221,7 @@ impl<'a> Snapshot<'a> {
                 max: max_bytes,
             });
         }
-        let mut blob = repo.find_blob(id).map_err(git_err("read blob of", path))?;
+        let blob = repo.find_blob(id).map_err(git_err("read blob of", path))?;
         // The header and the object come from the same immutable object; check anyway.
         if blob.data.len() as u64 > max_bytes {
             return Err(Error::TooLarge {
@@ -229,7 +229,10 @@ impl<'a> Snapshot<'a> {
                 max: max_bytes,
             });
         }
-        Ok(blob.take_data())
+        // A copy of just the bytes: gix sizes its buffer for the whole delta chain the object
+        // was built from, many times the object, and callers hold many blobs at once (verify's
+        // batches held about 100 MiB of such slack). The buffer itself goes back to gix's pool.
+        Ok(blob.data.to_vec())
     }
 
     /// Whether a file exists at `path`.
