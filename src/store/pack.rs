@@ -17,10 +17,10 @@
 //! `delta.rs`): each against the object of its kind added just before it, as `git fast-import`
 //! does. The publisher adds files in path order, so a file's base is its neighbour in the tree:
 //! the same producer's previous shard, the previous binding with the same keys. A delta is kept
-//! when it is at most 3/4 of the object, and every 50th object of a kind is stored whole, so a
-//! chain holds at most 50 deltas; readers keep the objects they last built ([`crate::store`]),
-//! so reading in about the order of writing costs one delta an object. On 100,000 generated
-//! events this took the repository from 110 MB to 76 MB (fast-import: 63 MB, which writes only
+//! when it is at most 3/4 of the object, and every 4th object of a kind is stored whole, so a
+//! chain holds at most 3 deltas (the constant `MAX_DEPTH` says why so few); readers keep the objects they
+//! last built ([`crate::store`]). On 100,000 generated events this took the repository from
+//! 110 MB to 77 MB (fast-import: 63 MB, which writes only
 //! the final tree where ten publications wrote ten versions of the upper trees). The roll-up of
 //! small packs (`consolidate.rs`) copies whole entries and deltas byte for byte, rewriting only
 //! a delta's distance to its base. The pack and index
@@ -68,15 +68,18 @@ use crate::store::delta::Encoder;
 /// writes level 1 with fixed Huffman codes only, which leaves a small object or a delta (the
 /// literal bytes of ids and hashes) about as large as it was: on 100,000 generated events, the
 /// level-1 pack of an event's small binding file held 0.96 of its bytes, level 6 0.72, and the
-/// whole repository took 96 MB at level 1, 76.5 MB at level 2 and 75.6 MB at level 6, with
-/// no difference in publish time that the runs could tell apart.
+/// whole repository took 96 MB at level 1, 76.5 MB at level 2 and 75.6 MB at level 6 (chains
+/// of 49 deltas), with no difference in publish time that the runs could tell apart.
 const LEVEL: i32 = 6;
 
-/// The longest chain of deltas: every 50th blob (and tree) of a pack is stored whole, as
-/// `git fast-import`'s default `--depth` allows. A reader resolves at most this many deltas for
-/// one object, and one when it reads the objects in the order they were written (gix and git
-/// keep the last objects they built).
-const MAX_DEPTH: u64 = 50;
+/// Every 4th blob (and tree) of a pack is stored whole, so a chain holds at most 3 deltas and a
+/// reader builds any object from at most 3 (one when it reads about in the order of writing:
+/// gix, as this crate opens it, and git keep the objects they last built). Readers do not read
+/// in that order: an unchanged replay reads each seal's reservation, shards and markers, which
+/// lie far apart in path order. On 100,000 generated events, chains of 49 (`git fast-import`'s
+/// default) made the replay twice as slow (5.1 s against 2.6 s without deltas), chains of 9
+/// took 3.4 s and chains of 3 2.9 s, for 75.6, 76.1 and 77.3 MB.
+const MAX_DEPTH: u64 = 4;
 
 /// Objects smaller than this are stored whole: a delta's two size fields and one copy leave
 /// little to save.
@@ -761,10 +764,10 @@ mod tests {
 
     /// Similar blobs and trees, added interleaved: each kind deltas only against its own kind
     /// (a blob built on a tree would come out a tree, which verify-pack refuses), no chain is
-    /// longer than 49 deltas, every 50th object of a kind is whole, and git and gix read every
+    /// longer than 3 deltas, every 4th object of a kind is whole, and git and gix read every
     /// object back as it was added.
     #[test]
-    fn blobs_and_trees_delta_along_their_own_chains_of_at_most_fifty() {
+    fn blobs_and_trees_delta_along_their_own_short_chains() {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "--bare", "r.git"]);
         let repo = dir.path().join("r.git");
@@ -786,8 +789,8 @@ mod tests {
             &["verify-pack", "-v", written.index.to_str().unwrap()],
         );
         let (whole, deepest) = chains(&verify);
-        // 120 of each kind: objects 0, 50 and 100 of each are whole, the rest deltas.
-        assert_eq!((whole, deepest), (6, 49), "{verify}");
+        // 120 of each kind: every 4th of each is whole, the rest deltas.
+        assert_eq!((whole, deepest), (60, 3), "{verify}");
         let reader = gix::open(&repo).unwrap();
         for (id, kind, bytes) in &objects {
             let found = reader.find_object(*id).unwrap();
