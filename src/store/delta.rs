@@ -162,16 +162,16 @@ impl Encoder {
 }
 
 /// Rebuilds an object from `base` and a `delta`, checking every instruction: the reading side
-/// of the format, for the tests (the store's readers are git and gix). `None` for a malformed
-/// delta.
-#[cfg(test)]
+/// of the format. The store's readers are git and gix; the roll-up uses this to rebuild a tree
+/// it copies as a delta from its base's bytes, which it still holds. `None` for a malformed
+/// delta or one written against another base (its base size differs).
 pub(super) fn apply(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
     fn varint(bytes: &[u8], at: &mut usize) -> Option<usize> {
-        let (mut n, mut shift) = (0usize, 0);
+        let (mut n, mut shift) = (0usize, 0u32);
         loop {
             let b = *bytes.get(*at)?;
             *at += 1;
-            n |= ((b & 0x7f) as usize) << shift;
+            n |= ((b & 0x7f) as usize).checked_shl(shift)?;
             shift += 7;
             if b & 0x80 == 0 {
                 return Some(n);
@@ -183,7 +183,8 @@ pub(super) fn apply(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let size = varint(delta, &mut at)?;
-    let mut out = Vec::with_capacity(size);
+    // A delta cannot ask for more than its copies can give: 16 MiB reserved at most up front.
+    let mut out = Vec::with_capacity(size.min(1 << 24));
     while at < delta.len() {
         let op = delta[at];
         at += 1;
@@ -209,6 +210,9 @@ pub(super) fn apply(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
             out.extend_from_slice(delta.get(at..at + op as usize)?);
             at += op as usize;
         } else {
+            return None;
+        }
+        if out.len() > size {
             return None;
         }
     }
@@ -261,6 +265,38 @@ mod tests {
 
     /// Copies of every length class and offset width (1 to 4 offset bytes, 1 to 3 size bytes,
     /// and the 0x10000 that has none) are read back as they were meant.
+    /// The reader refuses what a delta against this base cannot mean.
+    #[test]
+    fn malformed_deltas_are_refused() {
+        let base = b"0123456789abcdefghijklmnopqrstuvwxyz".to_vec();
+        let target = b"0123456789abcdefghijklmnopqrstuvwxyz and more".to_vec();
+        let mut delta = Vec::new();
+        assert!(Encoder::default().encode(&base, &target, usize::MAX, &mut delta));
+        assert_eq!(apply(&base, &delta), Some(target.clone()));
+        assert_eq!(apply(&base[1..], &delta), None, "another base's size");
+        for cut in 1..delta.len() {
+            assert_eq!(apply(&base, &delta[..cut]), None, "cut at {cut}");
+        }
+        let header = |size: usize| {
+            let mut d = Vec::new();
+            push_varint(&mut d, base.len());
+            push_varint(&mut d, size);
+            d
+        };
+        let mut zero_op = header(1);
+        zero_op.push(0);
+        assert_eq!(apply(&base, &zero_op), None, "instruction 0 is reserved");
+        let mut past_base = header(8);
+        push_copy(&mut past_base, base.len() - 4, 8);
+        assert_eq!(apply(&base, &past_base), None, "a copy past the base");
+        let mut too_long = header(4);
+        push_copy(&mut too_long, 0, 8);
+        assert_eq!(apply(&base, &too_long), None, "more than the size it names");
+        let mut endless = vec![0xff; 12];
+        endless.push(0);
+        assert_eq!(apply(&base, &endless), None, "a size past 64 bits");
+    }
+
     #[test]
     fn copies_of_every_width() {
         let base: Vec<u8> = (0..(17u32 << 20) / 4)
