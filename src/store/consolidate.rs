@@ -269,7 +269,11 @@ impl Store {
             let mut versions = TreeVersions::default();
             let mut inflate = gix_zlib::Inflate::default();
             let hash_len = hash_kind.len_in_bytes();
+            // A base read through the object database maps pages of the packs being merged;
+            // a roll-up of a large repository reads many, so they are bounded as on every
+            // path that reads many objects.
             let read = |id: &ObjectId| -> Result<Vec<u8>, Error> {
+                self.bound_mapped_packs();
                 Ok(self
                     .repo
                     .try_find_object(*id)
