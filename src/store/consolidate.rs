@@ -28,9 +28,9 @@
 //! version by the entries the two name in common). On 100,000 generated events published ten
 //! times, this took the repository from 77.3 to 67.9 MB (`git fast-import`'s of the same final
 //! tree is 62.6 MB). It costs CPU, most of it inflating small trees: a roll-up of those 213,621
-//! objects into one pack took 0.9 s against 0.2 s, and 72 MB of memory against 27 MB. A chain that ends in such a delta holds at most
-//! [`TREE_VERSION_CHAIN`] deltas, counting those already built on the tree in its pack (read
-//! from the headers before the pack is copied).
+//! objects into one pack took 0.9 s against 0.2 s, and 72 MB of memory against 27 MB. A chain
+//! that ends in such a delta holds at most [`TREE_VERSION_CHAIN`] deltas, counting those
+//! already built on the tree in its pack (read from the headers before the pack is copied).
 //!
 //! Memory: one entry at a time, the source index entries of one pack and their new offsets and
 //! depths (about 50 bytes an object), the new index (32 bytes an object), the new offsets of
@@ -75,7 +75,8 @@ use super::error::git_err;
 use crate::durable;
 use crate::store::delta::{self, Encoder};
 use crate::store::pack::{
-    self as ours, compressor, delta_pays, entry_into, index_bytes, offset_delta_into,
+    self as ours, MIN_DELTA_OBJECT, compressor, delta_pays, entry_into, index_bytes,
+    offset_delta_into,
 };
 use crate::store::*;
 
@@ -325,7 +326,7 @@ impl Store {
                     let (entry, depth, tree): (&[u8], u8, Option<u32>) = match entry_shape(&buf) {
                         Some(Shape::Whole {
                             size, data_start, ..
-                        }) if is_tree && size >= VERSION_MIN_TREE => {
+                        }) if is_tree && size >= MIN_DELTA_OBJECT => {
                             // A whole tree becomes a delta against an earlier version of it in
                             // the new pack, when one is there, the chain stays within its bound
                             // and the delta pays.
@@ -362,22 +363,17 @@ impl Store {
                         }
                         Some(Shape::Whole { .. }) => (&buf, 0, None),
                         Some(Shape::OffsetDelta {
-                            size,
-                            distance,
-                            data_start,
+                            size, data_start, ..
                         }) => {
                             // The base is an earlier entry of this pack, already copied: the
                             // delta is kept, its header names the base's new offset.
-                            let base = offset
-                                .checked_sub(distance)
-                                .and_then(|b| located[..k].binary_search_by_key(&b, |e| e.0).ok())
-                                .ok_or_else(|| {
-                                    io(std::io::Error::other(format!(
-                                        "object {id} in {} is a delta whose base is not an \
+                            let base = layout.base[k].map(|b| b as usize).ok_or_else(|| {
+                                io(std::io::Error::other(format!(
+                                    "object {id} in {} is a delta whose base is not an \
                                          entry before it; run git fsck",
-                                        pack.stem.display()
-                                    )))
-                                })?;
+                                    pack.stem.display()
+                                )))
+                            })?;
                             let Moved {
                                 at: base_at,
                                 depth: base_depth,
@@ -397,7 +393,7 @@ impl Store {
                                         delta::apply(base, &delta)
                                     });
                                 if let Some(tree) = rebuilt
-                                    && tree.len() >= VERSION_MIN_TREE
+                                    && tree.len() >= MIN_DELTA_OBJECT
                                 {
                                     index = versions.add(*id, at, depth, tree, hash_len);
                                 }
@@ -487,10 +483,6 @@ struct Moved {
 /// The type bits of a tree in a pack entry's header.
 const TREE: u8 = 2;
 
-/// Trees smaller than this are copied as they are, never made version deltas: a delta's two
-/// size fields and one copy leave little to save (the pack writer's bound for deltas too).
-const VERSION_MIN_TREE: usize = 64;
-
 /// The most deltas in a chain that ends in a tree made a version delta by the roll-up; a blob's
 /// chain and a publication's own holds at most 3 (`pack.rs`). Trees are read along a path, each
 /// directory once, and readers keep the trees and objects they built last, so a longer chain
@@ -500,9 +492,9 @@ const VERSION_MIN_TREE: usize = 64;
 const TREE_VERSION_CHAIN: usize = 9;
 
 /// Sampled entries that [`TreeVersions`] indexes before it forgets every tree and starts again:
-/// about 24 MiB of index. A roll-up after a publication holds far fewer (a fan-out leaf tree
-/// has two or three); `maintain --all` of a large repository may reach it, and then finds bases
-/// among the trees added since.
+/// about 24 MiB of index. A roll-up of 100,000 events holds far fewer (a fan-out leaf tree has
+/// one to three entries); one of a million-event ledger, whose leaves hold about 15, may reach
+/// it, and then finds bases among the trees added since.
 const VERSION_INDEX_ENTRIES: usize = 1 << 20;
 
 /// What a pack entry holds, read from its header.
@@ -572,6 +564,9 @@ struct Layout {
     /// The object's type bits; a delta's are its base's; 0 for a delta against an object named
     /// by id.
     type_bits: Vec<u8>,
+    /// The index of an offset delta's base among the entries before it; `None` for whole
+    /// entries, deltas by id, and a delta whose distance names no entry before it.
+    base: Vec<Option<u32>>,
     /// The most deltas built on the entry within the pack, one upon another (0 when none is).
     height: Vec<u8>,
 }
@@ -585,7 +580,7 @@ fn layout_of<R: Read + Seek>(
     end: u64,
 ) -> std::io::Result<Layout> {
     let mut type_bits = Vec::with_capacity(located.len());
-    let mut bases: Vec<Option<u32>> = Vec::with_capacity(located.len());
+    let mut base: Vec<Option<u32>> = Vec::with_capacity(located.len());
     // A header is at most 10 bytes of type and size and 10 of distance.
     let mut head = [0u8; 24];
     for (k, (offset, _, _)) in located.iter().enumerate() {
@@ -596,27 +591,31 @@ fn layout_of<R: Read + Seek>(
         let take = head.len().min(len as usize);
         data.read_exact(&mut head[..take])?;
         data.seek_relative((len - take as u64) as i64)?;
-        let (bits, base) = match entry_shape(&head[..take]) {
+        let (bits, of) = match entry_shape(&head[..take]) {
             Some(Shape::Whole { type_bits, .. }) => (type_bits, None),
             Some(Shape::OffsetDelta { distance, .. }) => {
-                let base = offset
+                let of = offset
                     .checked_sub(distance)
                     .and_then(|b| located[..k].binary_search_by_key(&b, |e| e.0).ok());
-                (base.map_or(0, |b| type_bits[b]), base.map(|b| b as u32))
+                (of.map_or(0, |b| type_bits[b]), of.map(|b| b as u32))
             }
             None => (0, None),
         };
         type_bits.push(bits);
-        bases.push(base);
+        base.push(of);
     }
     let mut height = vec![0u8; located.len()];
     for k in (0..located.len()).rev() {
-        if let Some(b) = bases[k] {
+        if let Some(b) = base[k] {
             let b = b as usize;
             height[b] = height[b].max(height[k].saturating_add(1));
         }
     }
-    Ok(Layout { type_bits, height })
+    Ok(Layout {
+        type_bits,
+        base,
+        height,
+    })
 }
 
 /// The trees already in the new pack, found by the ids their entries name: a version of a
@@ -1489,7 +1488,11 @@ mod tests {
         }
         let held: Vec<u32> = (0..5).filter(|&i| versions.held(i).is_some()).collect();
         assert_eq!(held, vec![2, 3, 4]);
-        assert_eq!(versions.held(4).expect("held")[0], b'1');
+        assert_eq!(
+            versions.held(4).expect("held").last(),
+            Some(&4),
+            "tree 4's own bytes"
+        );
         assert!(versions.held_bytes <= VERSION_HELD_BYTES);
     }
 

@@ -85,8 +85,8 @@ const LEVEL: i32 = 6;
 const MAX_DEPTH: u64 = 4;
 
 /// Objects smaller than this are stored whole: a delta's two size fields and one copy leave
-/// little to save.
-const MIN_DELTA_OBJECT: usize = 64;
+/// little to save. The roll-up's tree versions keep to it too.
+pub(super) const MIN_DELTA_OBJECT: usize = 64;
 
 /// A delta is stored only when it is at most 3/4 of the object's bytes: past that, zlib on
 /// the whole object does about as well, and the reader is spared the base.
