@@ -135,7 +135,22 @@ pub fn normalize_repository(raw: &str) -> Result<String, Error> {
         return Err(Error::RepositoryControl);
     }
     let repo = trimmed.to_lowercase();
-    let valid = repo.split_once('/').is_some_and(|(owner, name)| {
+    if !is_repository_shape(&repo) {
+        return Err(Error::InvalidRepository(raw.to_owned()));
+    }
+    Ok(repo)
+}
+
+/// Whether `raw` is a repository in the form [`normalize_repository`] returns (trimmed,
+/// lowercase): `normalize_repository(raw) == Ok(raw)`, decided without a copy. The pattern's
+/// characters hold no whitespace, control or uppercase character, so the shape alone decides.
+pub fn is_stored_repository(raw: &str) -> bool {
+    is_repository_shape(raw)
+}
+
+/// `^[a-z0-9_][a-z0-9_.-]*/[a-z0-9_][a-z0-9_.-]*$`.
+fn is_repository_shape(repo: &str) -> bool {
+    repo.split_once('/').is_some_and(|(owner, name)| {
         let part = |p: &str| {
             let b = p.as_bytes();
             !b.is_empty()
@@ -144,11 +159,7 @@ pub fn normalize_repository(raw: &str) -> Result<String, Error> {
                     .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"_.-".contains(&c))
         };
         part(owner) && part(name)
-    });
-    if !valid {
-        return Err(Error::InvalidRepository(raw.to_owned()));
-    }
-    Ok(repo)
+    })
 }
 
 /// `slugForRepo`: every maximal run of characters outside `[A-Za-z0-9_.-]` becomes one `-`.

@@ -266,6 +266,7 @@ fn hand_out(
 ) -> Result<ControlFlow<()>, Error> {
     use rayon::prelude::*;
     type Checked = Result<(Vec<Event>, Vec<Value>), (Rule, String)>;
+    // The trees are for the filter and the sink; the check itself builds none.
     let checked: Vec<Checked> = batch
         .par_iter()
         .map(|read| match &read.text {
@@ -274,7 +275,10 @@ fn hand_out(
                 let check = verify::check_shard(&read.path, text);
                 match check.refused {
                     Some(refusal) => Err(refusal),
-                    None => Ok((check.events, check.records)),
+                    None => {
+                        let records = check.events.iter().map(Event::record).collect();
+                        Ok((check.events, records))
+                    }
                 }
             }
         })

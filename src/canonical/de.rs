@@ -294,3 +294,54 @@ const REASONS: &[(&str, &str)] = &[
     ("unexpected end of hex escape", "lone surrogate in string"),
     ("lone leading surrogate", "lone surrogate in string"),
 ];
+
+/// A number read as JavaScript's `Number(text)` reads it, for typed readers (the event line's
+/// structs) that take a number where [`read`] would build a [`Value::Number`]: the same
+/// conversions, including the text `serde_json` hands over for numbers beyond 64-bit integers.
+/// Any other JSON value is refused.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct JsNumber(pub(crate) f64);
+
+impl<'de> de::Deserialize<'de> for JsNumber {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<JsNumber, D::Error> {
+        d.deserialize_any(JsNumberVisitor)
+    }
+}
+
+struct JsNumberVisitor;
+
+impl<'de> Visitor<'de> for JsNumberVisitor {
+    type Value = JsNumber;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON number")
+    }
+
+    // As in `ValueVisitor`: the conversions round to nearest, ties to even.
+    fn visit_u64<E>(self, n: u64) -> Result<JsNumber, E> {
+        Ok(JsNumber(n as f64))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<JsNumber, E> {
+        Ok(JsNumber(n as f64))
+    }
+
+    fn visit_f64<E>(self, n: f64) -> Result<JsNumber, E> {
+        Ok(JsNumber(n))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsNumber, A::Error> {
+        // Only `serde_json`'s one-member number map; an object is not a number.
+        let key = map.next_key::<String>()?;
+        if key.as_deref() != Some(NUMBER_TOKEN) {
+            return Err(de::Error::custom("not a number"));
+        }
+        let text = map.next_value::<String>()?;
+        if map.next_key::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::custom("not a number"));
+        }
+        text.parse::<f64>()
+            .map(JsNumber)
+            .map_err(|_| de::Error::custom("invalid number"))
+    }
+}

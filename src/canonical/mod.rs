@@ -31,6 +31,7 @@ mod rules;
 mod value;
 mod writer;
 
+pub(crate) use de::JsNumber;
 pub use parser::{
     MAX_INPUT_DEPTH, MAX_INPUT_NODES, parse, parse_canonical, parse_input, within_limits_by_length,
 };
@@ -40,6 +41,7 @@ pub use writer::{
     check, to_canonical, to_canonical_unchecked, to_identity_canonical,
     write_canonical_text_without, write_canonical_without,
 };
+pub(crate) use writer::{write_number_checked, write_string};
 
 /// Errors of encoding and parsing. Encoding errors carry a JSONPath-like location (`$.a[1].b`)
 /// of the offending value; messages are the reference's texts.

@@ -156,6 +156,18 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
+/// Appends `n` as [`to_canonical`] writes it, or returns `false` (and appends nothing) when the
+/// number is lossy ([`super::is_lossy_number`]: `NaN`, `±Infinity`, `-0`, an integer beyond
+/// ±(2^53−1)), which canonical text cannot hold. For writers of typed records that hold their
+/// numbers as `f64`.
+pub(crate) fn write_number_checked(out: &mut String, n: f64) -> bool {
+    if super::is_lossy_number(n) {
+        return false;
+    }
+    write_number(out, n);
+    true
+}
+
 /// ECMAScript `Number.prototype.toString` for a finite value.
 fn write_number(out: &mut String, n: f64) {
     if n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
@@ -167,8 +179,9 @@ fn write_number(out: &mut String, n: f64) {
     }
 }
 
-/// `JSON.stringify` string escaping (ES2019 well-formed; strings here are valid Unicode).
-fn write_string(out: &mut String, s: &str) {
+/// Appends `s` quoted and escaped as `JSON.stringify` escapes it (ES2019 well-formed; a Rust
+/// string is valid Unicode, so no lone surrogate reaches it).
+pub(crate) fn write_string(out: &mut String, s: &str) {
     out.push('"');
     // Copy runs of bytes that need no escape in one go; only `"`, `\\` and controls are escaped
     // (all ASCII, so a run boundary is always a char boundary).

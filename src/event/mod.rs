@@ -6,6 +6,7 @@
 //! byte equality of the rebuilt record with the input (which refuses unknown keys, non-canonical
 //! presence of optional fields, unsorted arrays and un-normalized text in one check).
 
+mod line;
 mod normalize;
 mod order;
 mod record;

@@ -1,6 +1,6 @@
 //! The validated event ([`Event`]): its canonical line and the fields that ordering, identity,
 //! sharding and bindings need (not the record's tree), reading one shard line (with an
-//! inspection of the tree while it exists), and the replay digest of a set.
+//! inspection of the line once it is proven valid), and the replay digest of a set.
 
 use crate::canonical::{self, Value};
 use crate::identity::{self, Digest};
@@ -9,8 +9,8 @@ use super::*;
 
 /// A validated event: its canonical line plus the fields that ordering, identity, binding and
 /// sharding need. The record's tree is not kept (it would take several times the line's bytes):
-/// readers that inspect the record do so while parsing ([`Event::parse_line_with`],
-/// [`Event::parse_lines_with`]), or parse the line again ([`Event::record`]). Construct with
+/// readers that inspect the record do so on its line ([`Event::parse_line_with`],
+/// [`Event::parse_lines_with`]), or parse the line into a tree ([`Event::record`]). Construct with
 /// [`Event::parse_line`] or [`validate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -38,14 +38,22 @@ impl Event {
         Event::parse_line_with(text, source, |_| ()).map(|(e, ())| e)
     }
 
-    /// [`Event::parse_line`], handing the record's tree to `inspect` (a privacy scan, a filter;
-    /// or `|v| v` to keep it): the tree read from a canonical line is the record itself, so
-    /// nothing is parsed twice. `inspect` runs only on a valid event.
+    /// [`Event::parse_line`], then `inspect` of the line (a privacy scan such as
+    /// [`crate::privacy::strict::first_in_line`], a filter), on the same thread; `inspect` runs
+    /// only on a valid event, whose line is canonical.
+    ///
+    /// A stored line is first read as typed, borrowed structs and proven canonical by writing
+    /// them back (no tree is built); a line that way cannot prove goes through the full
+    /// validation, which decides and names the reference's first failing rule.
     pub fn parse_line_with<T>(
         text: &str,
         source: &str,
-        inspect: impl FnOnce(Value) -> T,
+        inspect: impl FnOnce(&str) -> T,
     ) -> Result<(Event, T), Error> {
+        if let Some(event) = super::line::read(text) {
+            let seen = inspect(text);
+            return Ok((event, seen));
+        }
         let value = canonical::parse(text).map_err(|e| match e {
             canonical::Error::DuplicateKey { .. } => Error::DuplicateKey {
                 origin: source.to_owned(),
@@ -58,7 +66,8 @@ impl Event {
             },
         })?;
         let event = validate_text(&value, source, Some(text))?;
-        let seen = inspect(value);
+        drop(value);
+        let seen = inspect(text);
         Ok((event, seen))
     }
 
@@ -77,12 +86,12 @@ impl Event {
     }
 
     /// [`Event::parse_lines`] with [`Event::parse_line_with`]'s `inspect` run on each valid
-    /// record, on the thread that parsed it.
+    /// line, on the thread that parsed it.
     pub fn parse_lines_with<'a, I, T, F>(lines: I, inspect: F) -> Vec<Result<(Event, T), Error>>
     where
         I: IntoIterator<Item = (&'a str, String)>,
         T: Send,
-        F: Fn(Value) -> T + Sync,
+        F: Fn(&str) -> T + Sync,
     {
         use rayon::prelude::*;
         let items: Vec<(&str, String)> = lines.into_iter().collect();

@@ -338,7 +338,7 @@ pub fn parse_content(text: &str, path: &str) -> Result<Vec<Event>, Error> {
         .collect())
 }
 
-/// [`parse_content`], handing each valid record's tree to `inspect` while its line is parsed
+/// [`parse_content`], handing each valid event's line to `inspect` on the thread that parsed it
 /// ([`Event::parse_lines_with`]): the events come back with what `inspect` returned.
 pub fn parse_content_with<T, F>(
     text: &str,
@@ -347,7 +347,7 @@ pub fn parse_content_with<T, F>(
 ) -> Result<Vec<(Event, T)>, Error>
 where
     T: Send,
-    F: Fn(Value) -> T + Sync,
+    F: Fn(&str) -> T + Sync,
 {
     if text.is_empty() {
         return Ok(Vec::new());

@@ -165,9 +165,21 @@ const MAX_DATA_PATH_SEGMENT_LEN: usize = 255;
 /// job), free of confidential identifiers and of the form `^[A-Za-z0-9][A-Za-z0-9_.:/@+\-]*$`.
 /// The checks run in that order and the first failure is returned.
 pub fn machine_text(value: &str, label: &str, max_len: usize) -> Result<String, Error> {
-    let text = bounded_text(value, label, max_len)?;
-    reject_confidential(&text, label)?;
-    if !is_machine_text(&text) {
+    machine_text_of(value, label, max_len).map(str::to_owned)
+}
+
+/// Whether `value` is machine text in the form [`machine_text`] returns (already trimmed):
+/// `machine_text(value, _, max_len) == Ok(value)`, decided without a copy. A stored record must
+/// hold its fields in their normalized form, so this is the whole check of a stored field.
+pub fn is_stored_machine_text(value: &str, max_len: usize) -> bool {
+    machine_text_of(value, "", max_len).is_ok_and(|text| text.len() == value.len())
+}
+
+/// [`machine_text`] as the slice of `value` it keeps.
+fn machine_text_of<'a>(value: &'a str, label: &str, max_len: usize) -> Result<&'a str, Error> {
+    let text = bounded_text_of(value, label, max_len)?;
+    reject_confidential(text, label)?;
+    if !is_machine_text(text) {
         return Err(Error::NotMachineText {
             label: label.to_owned(),
         });
@@ -180,6 +192,11 @@ pub fn machine_text(value: &str, label: &str, max_len: usize) -> Result<String, 
 /// ([`Error::ControlCharacters`]) and is at most `max_len` UTF-16 code units long
 /// ([`Error::TooLong`]).
 pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, Error> {
+    bounded_text_of(value, label, max_len).map(str::to_owned)
+}
+
+/// [`bounded_text`] as the slice of `value` it keeps.
+fn bounded_text_of<'a>(value: &'a str, label: &str, max_len: usize) -> Result<&'a str, Error> {
     let text = required_text(value, label)?;
     if utf16_len(text) > max_len {
         return Err(Error::TooLong {
@@ -187,7 +204,7 @@ pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, 
             max: max_len,
         });
     }
-    Ok(text.to_owned())
+    Ok(text)
 }
 
 /// Relative data path, for `subject.record_path` and
@@ -197,15 +214,26 @@ pub fn bounded_text(value: &str, label: &str, max_len: usize) -> Result<String, 
 /// [`Error::NotRelativeDataPath`]; finally the confidential scan ([`Error::Confidential`], e.g.
 /// `records/tmp/x`, `records/a@b`). Returns the path without the `./`.
 pub fn relative_data_path(value: &str, label: &str) -> Result<String, Error> {
-    let text = bounded_text(value, label, MAX_DATA_PATH_LEN)?;
-    let path = text.strip_prefix("./").unwrap_or(&text);
+    relative_data_path_of(value, label).map(str::to_owned)
+}
+
+/// Whether `value` is a relative data path in the form [`relative_data_path`] returns (trimmed,
+/// no leading `./`): `relative_data_path(value, _) == Ok(value)`, decided without a copy.
+pub fn is_stored_relative_data_path(value: &str) -> bool {
+    relative_data_path_of(value, "").is_ok_and(|path| path.len() == value.len())
+}
+
+/// [`relative_data_path`] as the slice of `value` it keeps.
+fn relative_data_path_of<'a>(value: &'a str, label: &str) -> Result<&'a str, Error> {
+    let text = bounded_text_of(value, label, MAX_DATA_PATH_LEN)?;
+    let path = text.strip_prefix("./").unwrap_or(text);
     if !is_relative_data_path(path) {
         return Err(Error::NotRelativeDataPath {
             label: label.to_owned(),
         });
     }
     reject_confidential(path, label)?;
-    Ok(path.to_owned())
+    Ok(path)
 }
 
 /// Public run URL, only for `evidence[].run_url`: the trimmed value must be

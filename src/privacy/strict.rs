@@ -141,6 +141,7 @@
 //! build (68 strings and keys per event; the reference's validation of the same event takes
 //! about 65 µs): `cargo test --release --lib strict_pass_cost -- --ignored --nocapture`.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::ControlFlow;
@@ -1375,9 +1376,226 @@ pub fn first(value: &Value) -> Option<Finding> {
     hit
 }
 
-/// One step of the path to a value: a member key or an array index.
+/// [`scan`] of the value that the JSON `text` holds, walked in the text's own order without
+/// building its tree. For canonical text, whose keys are in the order a [`Value::Object`] keeps,
+/// the findings, their paths and their order are exactly [`scan`]'s of the parsed value: the
+/// strict pass of a stored line costs one pass over its bytes. Text that is not JSON gives the
+/// findings before the point where it stops being JSON.
+pub fn scan_line(text: &str) -> Vec<Finding> {
+    let mut found = Vec::new();
+    walk_text(text, &mut |f| {
+        found.push(f);
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// [`first`] of the value that the JSON `text` holds, as [`scan_line`] walks it.
+pub fn first_in_line(text: &str) -> Option<Finding> {
+    let mut hit = None;
+    walk_text(text, &mut |f| {
+        hit = Some(f);
+        ControlFlow::Break(())
+    });
+    hit
+}
+
+fn walk_text(text: &str, emit: &mut dyn FnMut(Finding) -> ControlFlow<()>) {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut steps = Vec::new();
+    // An error is the end of the walk: a break asked for by `emit`, or text that is not JSON.
+    let _ = TextWalk {
+        steps: &mut steps,
+        emit,
+    }
+    .deserialize(&mut de);
+}
+
+/// The walk of one value of a JSON text, as [`walk`] walks a tree: every string, and every
+/// object key (a flagged key's member is skipped).
+struct TextWalk<'w, 'de> {
+    steps: &'w mut Vec<Step<'de>>,
+    emit: &'w mut dyn FnMut(Finding) -> ControlFlow<()>,
+}
+
+/// The key under which `serde_json` (built with `arbitrary_precision`) hands over the text of a
+/// number beyond 64-bit integers, as a one-member map whose value arrives as an owned string.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl<'de> TextWalk<'_, 'de> {
+    fn child(&mut self) -> TextWalk<'_, 'de> {
+        TextWalk {
+            steps: self.steps,
+            emit: self.emit,
+        }
+    }
+
+    fn text<E: serde::de::Error>(&mut self, s: &str, key: bool) -> Result<bool, E> {
+        let Some(rule) = scan_text_remembered(s) else {
+            return Ok(false);
+        };
+        match (self.emit)(Finding::new(render(self.steps), key, rule)) {
+            ControlFlow::Continue(()) => Ok(true),
+            ControlFlow::Break(()) => Err(E::custom("stop")),
+        }
+    }
+
+    fn member<A: serde::de::MapAccess<'de>>(
+        &mut self,
+        key: Cow<'de, str>,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        if self.text(&key, true)? {
+            return map.next_value::<serde::de::IgnoredAny>().map(drop);
+        }
+        self.steps.push(Step::Key(key));
+        let walked = map.next_value_seed(self.child());
+        self.steps.pop();
+        walked
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TextWalk<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TextWalk<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: serde::de::Error>(mut self, s: &str) -> Result<(), E> {
+        self.text(s, false).map(drop)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        for i in 0.. {
+            self.steps.push(Step::Index(i));
+            let walked = seq.next_element_seed(self.child());
+            self.steps.pop();
+            if walked?.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let mut first = true;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                // A number's text holds nothing to scan. A member that uses the key (the key
+                // itself matches no rule: a test says so) is walked as any member.
+                self.steps.push(Step::Key(key));
+                let number = map.next_value_seed(NumberOrMember(self.child()));
+                self.steps.pop();
+                if number? {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.member(key, &mut map)?;
+        }
+        Ok(())
+    }
+}
+
+/// An object key: borrowed from the text when it holds no escape.
+struct KeySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(s))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(s.to_owned()))
+    }
+}
+
+/// The value under [`NUMBER_TOKEN`] when it is an object's first key: `true` for a number's text
+/// (handed over as an owned string, which a string of the text never is: it comes borrowed, or
+/// unescaped into a scratch buffer), else the member's value walked.
+struct NumberOrMember<'w, 'de>(TextWalk<'w, 'de>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for NumberOrMember<'_, 'de> {
+    type Value = bool;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NumberOrMember<'_, 'de> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_string<E>(self, _: String) -> Result<bool, E> {
+        Ok(true)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<bool, E> {
+        self.0.visit_str(s).map(|()| false)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        self.0.visit_seq(seq).map(|()| false)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+        self.0.visit_map(map).map(|()| false)
+    }
+}
+
+/// One step of the path to a value: a member key (borrowed from the tree or the text, owned
+/// when the text escapes it) or an array index.
 enum Step<'v> {
-    Key(&'v str),
+    Key(Cow<'v, str>),
     Index(usize),
 }
 
@@ -1440,7 +1658,7 @@ fn walk<'v>(
                     emit(Finding::new(render(steps), true, rule))?;
                     continue;
                 }
-                steps.push(Step::Key(key));
+                steps.push(Step::Key(Cow::Borrowed(key)));
                 let flow = walk(member, steps, emit);
                 steps.pop();
                 flow?;
@@ -1819,5 +2037,60 @@ mod tests {
         assert_eq!(Profile::Strict.check(&keyed), Err(found[0].clone()));
         assert!(Profile::Strict.check_text("::", "component").is_err());
         assert_eq!(Profile::Reference.check_text("::", "component"), Ok(()));
+    }
+
+    /// The walk of a line and the walk of its tree agree: same findings, same paths, same
+    /// order, and the same first hit; escaped keys and strings, numbers beyond 64-bit integers
+    /// (handed over by `serde_json` as a one-member map) and an ordinary member under that map's
+    /// key included.
+    #[test]
+    fn the_walk_of_a_line_is_the_walk_of_its_tree() {
+        use proptest::prelude::*;
+        assert!(scan_text(NUMBER_TOKEN).is_none(), "the walk of a line assumes so");
+        let texts = [
+            "ok",
+            "glpat-ABCDEFGHIJKLMNOPQRST",
+            "http://0.0.0.0/",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+            "a\"b\\c\n",
+            "c d",
+            "é😀",
+            NUMBER_TOKEN,
+            "x.glpat-ABCDEFGHIJKLMNOPQRST\u{1}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            prop::sample::select(vec![0.5, 1e300, -7.0, 18_446_744_073_709_551_616.0, 3.0])
+                .prop_map(Value::Number),
+            prop::sample::select(texts.to_vec()).prop_map(Value::str),
+        ];
+        let tree = leaf.prop_recursive(4, 40, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop::sample::select(texts.to_vec()).prop_map(str::to_owned),
+                    inner,
+                    0..5,
+                )
+                .prop_map(Value::Object),
+            ]
+        });
+        let mut runner =
+            proptest::test_runner::TestRunner::new(crate::tests::prop_support::config(512));
+        runner
+            .run(&tree, |value| {
+                let text = crate::canonical::to_canonical_unchecked(&value);
+                let tree = crate::canonical::parse(&text).unwrap();
+                prop_assert_eq!(scan_line(&text), scan(&tree), "{}", text);
+                prop_assert_eq!(first_in_line(&text), first(&tree), "{}", text);
+                Ok(())
+            })
+            .unwrap();
+        // The walks name a path through every kind of step.
+        let text = r#"{"a":{"b":["x","glpat-ABCDEFGHIJKLMNOPQRST"]},"c d":"http://0.0.0.0/","e":0.5}"#;
+        let found = scan_line(text);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[1].path, "$[\"c d\"]");
     }
 }

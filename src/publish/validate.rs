@@ -127,7 +127,7 @@ fn validate_pending(
             Some(events) => events,
             None => {
                 let scanned =
-                    shard::parse_content_with(&f.content, &f.path, |r| privacy::strict::first(&r))?;
+                    shard::parse_content_with(&f.content, &f.path, privacy::strict::first_in_line)?;
                 let mut events = Vec::with_capacity(scanned.len());
                 for (e, finding) in scanned {
                     if let Some(finding) = finding {

@@ -2,7 +2,6 @@
 //! shards in batches on one thread while the batch before is prepared on all cores.
 
 use super::*;
-use crate::canonical::Value;
 
 /// One shard read and checked on its own, ahead of its set's checks: the part of verification
 /// that needs no shared state, so that [`verify_revision_with`] runs it on worker threads.
@@ -31,9 +30,6 @@ pub struct ShardCheck {
     /// The events its lines hold: all of them once every line parses (also when a later check
     /// of the file fails), none when a line does not.
     pub events: Vec<Event>,
-    /// The record tree of each event (parallel to `events`), for the caller's scans and
-    /// filters; drop it when done, as an [`Event`] does not keep it.
-    pub records: Vec<Value>,
     /// The rule the file breaks and the detail naming it; `None` when the file passes.
     pub refused: Option<(Rule, String)>,
 }
@@ -45,17 +41,15 @@ pub struct ShardCheck {
 ///, one producer. A long shard's lines are parsed on all cores. The checks that need the
 /// rest of the ledger (path, parts, bindings) stay in [`verify_revision`].
 pub fn check_shard(path: &str, text: &str) -> ShardCheck {
-    let (events, records): (Vec<Event>, Vec<Value>) =
-        match shard::parse_content_with(text, path, |v| v) {
-            Ok(parsed) => parsed.into_iter().unzip(),
-            Err(e) => {
-                return ShardCheck {
-                    events: Vec::new(),
-                    records: Vec::new(),
-                    refused: Some(shard_refusal(&e)),
-                };
-            }
-        };
+    let events = match shard::parse_content(text, path) {
+        Ok(events) => events,
+        Err(e) => {
+            return ShardCheck {
+                events: Vec::new(),
+                refused: Some(shard_refusal(&e)),
+            };
+        }
+    };
     let refused = match shard::check_file_events(&events, path) {
         Err(e) => Some(shard_refusal(&e)),
         Ok(()) if events.iter().any(|e| e.producer() != events[0].producer()) => Some((
@@ -64,11 +58,7 @@ pub fn check_shard(path: &str, text: &str) -> ShardCheck {
         )),
         Ok(()) => None,
     };
-    ShardCheck {
-        events,
-        records,
-        refused,
-    }
+    ShardCheck { events, refused }
 }
 
 /// The rule a shard error breaks, with its text as the detail.
@@ -107,15 +97,11 @@ pub(super) fn prepare(path: &str, read: &ShardRead, layout: Layout, profile: Pro
         }
         Some(Ok(text)) => text,
     };
-    let ShardCheck {
-        events,
-        records,
-        refused,
-    } = check_shard(path, text);
+    let ShardCheck { events, refused } = check_shard(path, text);
     let mut strict = Vec::new();
     if profile == Profile::Strict {
-        for (e, record) in events.iter().zip(&records) {
-            for f in privacy::strict::scan(record) {
+        for e in &events {
+            for f in privacy::strict::scan_line(&e.json) {
                 strict.push(format!(
                     "event {}: {f}; the ledger is immutable and cannot take it back, so treat the value as exposed (revoke or rotate a credential)",
                     e.event_id

@@ -323,9 +323,9 @@ impl Spool {
             texts
                 .iter()
                 .map(|(_, text, path)| (&text[..text.len() - 1], path.display().to_string())),
-            |record| {
+            |line| {
                 if scan {
-                    privacy::strict::first(&record)
+                    privacy::strict::first_in_line(line)
                 } else {
                     None
                 }
