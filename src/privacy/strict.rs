@@ -2046,7 +2046,10 @@ mod tests {
     #[test]
     fn the_walk_of_a_line_is_the_walk_of_its_tree() {
         use proptest::prelude::*;
-        assert!(scan_text(NUMBER_TOKEN).is_none(), "the walk of a line assumes so");
+        assert!(
+            scan_text(NUMBER_TOKEN).is_none(),
+            "the walk of a line assumes so"
+        );
         let texts = [
             "ok",
             "glpat-ABCDEFGHIJKLMNOPQRST",
@@ -2088,7 +2091,8 @@ mod tests {
             })
             .unwrap();
         // The walks name a path through every kind of step.
-        let text = r#"{"a":{"b":["x","glpat-ABCDEFGHIJKLMNOPQRST"]},"c d":"http://0.0.0.0/","e":0.5}"#;
+        let text =
+            r#"{"a":{"b":["x","glpat-ABCDEFGHIJKLMNOPQRST"]},"c d":"http://0.0.0.0/","e":0.5}"#;
         let found = scan_line(text);
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found[1].path, "$[\"c d\"]");
