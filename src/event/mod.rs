@@ -5,6 +5,11 @@
 //! through the field normalizers, event id, occurrence, semantic digest, `recorded_at`, and finally
 //! byte equality of the rebuilt record with the input (which refuses unknown keys, non-canonical
 //! presence of optional fields, unsorted arrays and un-normalized text in one check).
+//!
+//! A stored line is read first as typed, borrowed structs (`line`): each field checked in its
+//! stored form, the structs written back and compared with the line's bytes, the digests
+//! derived; no tree is built. That path only accepts; any line it cannot prove goes through the
+//! full validation above, which decides and gives the reference's message.
 
 mod line;
 mod normalize;
