@@ -1379,8 +1379,9 @@ pub fn first(value: &Value) -> Option<Finding> {
 /// [`scan`] of the value that the JSON `text` holds, walked in the text's own order without
 /// building its tree. For canonical text, whose keys are in the order a [`Value::Object`] keeps,
 /// the findings, their paths and their order are exactly [`scan`]'s of the parsed value: the
-/// strict pass of a stored line costs one pass over its bytes. Text that is not JSON gives the
-/// findings before the point where it stops being JSON.
+/// strict pass of a stored line costs one pass over its bytes. Text with keys in another order
+/// gives the same findings in the text's order (so [`first_in_line`] may name another of
+/// them); text that is not JSON gives the findings before the point where it stops being JSON.
 pub fn scan_line(text: &str) -> Vec<Finding> {
     let mut found = Vec::new();
     walk_text(text, &mut |f| {
