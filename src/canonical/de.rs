@@ -26,7 +26,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use super::{Error, Value};
 
 /// The key under which `serde_json` (with `arbitrary_precision`) hands over a number's text.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+pub(crate) const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Parses `text` into a [`Value`] under the given limits (see [`super::parse`]).
 pub(super) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Result<Value, Error> {

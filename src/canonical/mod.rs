@@ -31,7 +31,7 @@ mod rules;
 mod value;
 mod writer;
 
-pub(crate) use de::JsNumber;
+pub(crate) use de::{JsNumber, NUMBER_TOKEN};
 pub use parser::{
     MAX_INPUT_DEPTH, MAX_INPUT_NODES, parse, parse_canonical, parse_input, within_limits_by_length,
 };

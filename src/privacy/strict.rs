@@ -1420,9 +1420,8 @@ struct TextWalk<'w, 'de> {
     emit: &'w mut dyn FnMut(Finding) -> ControlFlow<()>,
 }
 
-/// The key under which `serde_json` (built with `arbitrary_precision`) hands over the text of a
-/// number beyond 64-bit integers, as a one-member map whose value arrives as an owned string.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+/// serde_json's key for a number's text (see [`crate::canonical`]'s reader).
+use crate::canonical::NUMBER_TOKEN;
 
 impl<'de> TextWalk<'_, 'de> {
     fn child(&mut self) -> TextWalk<'_, 'de> {
