@@ -232,8 +232,11 @@ pub(super) const REMEMBER_MAX_LEN: usize = 128;
 /// Remembered texts per thread before the memory starts over (at most about 600 KiB).
 pub(super) const REMEMBER_MAX_ENTRIES: usize = 4096;
 
-/// A per-thread memory of a pure check of short texts (see [`remembered`]).
-pub(super) type Remembered<T> = std::cell::RefCell<std::collections::HashMap<Box<str>, T>>;
+/// A per-thread memory of a pure check of short texts (see [`remembered`]). Hashed with
+/// foldhash (randomly seeded): SipHash cost more than the lookups it serves, and the memory is
+/// small and starts over when full.
+pub(super) type Remembered<T> =
+    std::cell::RefCell<std::collections::HashMap<Box<str>, T, foldhash::fast::RandomState>>;
 
 /// `check(text)`, from `memory` when the text is short and was checked on this thread before.
 pub(super) fn remembered<T: Copy + 'static>(

@@ -1401,16 +1401,33 @@ pub fn first_in_line(text: &str) -> Option<Finding> {
     hit
 }
 
-fn walk_text(text: &str, emit: &mut dyn FnMut(Finding) -> ControlFlow<()>) {
+/// Whether the strict profile refuses the JSON text `text`: a strict hit in the value it holds
+/// (as [`first_in_line`] finds one), or text that is not one JSON value (trailing bytes
+/// included). No tree is built. A key repeated in an object is walked in each of its members,
+/// so a text never has fewer hits than any tree read from it. For a stored line that was
+/// published, this is the answer of [`first`] on its record.
+pub fn refuses_line(text: &str) -> bool {
+    let mut hit = false;
+    let whole = walk_text(text, &mut |_| {
+        hit = true;
+        ControlFlow::Break(())
+    });
+    hit || !whole
+}
+
+/// Walks the value of `text`; whether the whole text was walked and is one JSON value.
+fn walk_text(text: &str, emit: &mut dyn FnMut(Finding) -> ControlFlow<()>) -> bool {
     use serde::de::DeserializeSeed;
     let mut de = serde_json::Deserializer::from_str(text);
     let mut steps = Vec::new();
     // An error is the end of the walk: a break asked for by `emit`, or text that is not JSON.
-    let _ = TextWalk {
+    TextWalk {
         steps: &mut steps,
         emit,
     }
-    .deserialize(&mut de);
+    .deserialize(&mut de)
+    .is_ok()
+        && de.end().is_ok()
 }
 
 /// The walk of one value of a JSON text, as [`walk`] walks a tree: every string, and every
@@ -2087,6 +2104,7 @@ mod tests {
                 let tree = crate::canonical::parse(&text).unwrap();
                 prop_assert_eq!(scan_line(&text), scan(&tree), "{}", text);
                 prop_assert_eq!(first_in_line(&text), first(&tree), "{}", text);
+                prop_assert_eq!(refuses_line(&text), first(&tree).is_some(), "{}", text);
                 Ok(())
             })
             .unwrap();
@@ -2096,5 +2114,33 @@ mod tests {
         let found = scan_line(text);
         assert_eq!(found.len(), 2, "{found:?}");
         assert_eq!(found[1].path, "$[\"c d\"]");
+    }
+
+    /// A text that is not one JSON value is refused, whatever it holds: a cut, trailing bytes,
+    /// a second value, bare text. A repeated key is walked in each member, so its hit is seen.
+    #[test]
+    fn a_line_that_is_not_one_json_value_is_refused() {
+        let clean = r#"{"a":["x",1],"b":{"c":"ok"}}"#;
+        assert!(!refuses_line(clean));
+        assert!(
+            !refuses_line(&format!("{clean}\n")),
+            "JSON's own whitespace is JSON"
+        );
+        for text in [
+            &clean[..clean.len() - 1],
+            &format!("{clean}x"),
+            &format!("{clean}{clean}"),
+            "",
+            "ok",
+            "{\"a\":}",
+        ] {
+            assert!(refuses_line(text), "{text:?}");
+        }
+        assert!(refuses_line(
+            r#"{"a":"glpat-ABCDEFGHIJKLMNOPQRST","a":"ok"}"#
+        ));
+        assert!(refuses_line(
+            r#"{"a":"ok","a":"glpat-ABCDEFGHIJKLMNOPQRST"}"#
+        ));
     }
 }

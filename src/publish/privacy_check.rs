@@ -5,13 +5,9 @@
 //! record then too (on all cores, [`Batch::strict`]); the first refusal in shard order is
 //! reported.
 
-use std::collections::HashSet;
-
 use super::validate::Batch;
 use super::*;
-use crate::canonical::{self};
-use crate::privacy::{self, Profile};
-use rayon::prelude::*;
+use crate::privacy::Profile;
 
 /// The first event of `batch` that `profile` refuses beyond the reference's rules (those were
 /// checked when the shards were parsed), as [`Error::StrictPrivacy`] naming the shard, the
@@ -34,14 +30,6 @@ pub fn check_privacy(batch: &Batch, profile: Profile) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// Whether any of `lines` is not JSON or holds a value the strict profile refuses, checked on
-/// all cores.
-pub(super) fn any_strict_hit(lines: &HashSet<&str>) -> bool {
-    let hit =
-        |line: &&str| canonical::parse(line).map_or(true, |v| privacy::strict::first(&v).is_some());
-    lines.par_iter().any(hit)
 }
 
 #[cfg(test)]

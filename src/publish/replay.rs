@@ -1,15 +1,15 @@
 //! The unchanged-replay fast path: a sealed spool whose events are all already published, as
 //! complete sets, is answered from the tip without validating a single event (see
 //! [`sealed_replay`]). Anything short of that falls through to the full path, which reports the
-//! precise refusal.
+//! precise refusal. The spool's files are read on the pool while this thread reads the tip.
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
 use super::limits;
-use super::privacy_check::any_strict_hit;
 use super::source::SOURCE_LABEL;
 use super::*;
 use crate::canonical::{self, Value};
@@ -17,7 +17,7 @@ use crate::identity::{Digest, ShardIdentity};
 use crate::ledger::binding::{self, Kind};
 use crate::ledger::layout::{self, Layout};
 use crate::ledger::shard::{self};
-use crate::privacy::Profile;
+use crate::privacy::{self, Profile};
 use crate::store::Snapshot;
 use crate::writer::files::{EntryKind, Root};
 use crate::writer::seal;
@@ -59,6 +59,102 @@ pub(super) fn sealed_replay(
     if seals.is_empty() && handle.entry_kind(shard::EVENTS_ROOT)? == Some(EntryKind::Dir) {
         return Ok(None);
     }
+    let spool = Spool::from_root(handle)?;
+    let names = spool.event_names()?;
+    let mut ids = Vec::with_capacity(names.len());
+    for name in &names {
+        let Some(id) = name
+            .rsplit_once('/')
+            .and_then(|(_, f)| f.strip_suffix(".json"))
+            .and_then(Digest::parse)
+        else {
+            return Ok(None);
+        };
+        ids.push(id);
+    }
+    // The event files are read (and, under `strict`, scanned) on the pool while this thread
+    // reads the tip (one thread's snapshot); whichever finds that this is no replay stops the
+    // other.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let texts = read_and_scan(&spool, &names, privacy, &stop);
+            if !matches!(texts, Ok(Some(_))) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            texts
+        });
+        let tip = published_sets(&spool, &seal_dir, seals, &ids, layout, snap, &stop);
+        if !matches!(tip, Ok(Some(_))) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let texts = reader.join().expect("the event file reader does not panic");
+        let (Some((mut manifest, contents)), Some(texts)) = (tip?, texts?) else {
+            return Ok(None);
+        };
+        // Every event file is one of the published lines (and names its event), and there are
+        // as many distinct lines as files: the spool holds exactly the published events.
+        let lines: HashSet<&str, foldhash::fast::RandomState> =
+            contents.iter().flat_map(|c| c.lines()).collect();
+        if lines.len() != texts.len() {
+            return Ok(None);
+        }
+        let same = texts.par_iter().zip(ids.par_iter()).all(|(text, id)| {
+            text.strip_suffix('\n').is_some_and(|line| {
+                lines.contains(line) && line.contains(&format!("\"event_id\":\"{id}\""))
+            })
+        });
+        if !same {
+            return Ok(None);
+        }
+        manifest.unchanged = manifest.event_paths.len();
+        manifest.event_paths.sort();
+        manifest.reservation_paths.sort();
+        manifest.completion_paths.sort();
+        manifest.set_paths();
+        Ok(Some(manifest))
+    })
+}
+
+/// The texts of the spool's event files `names`, read on all cores; `None` when one is gone,
+/// when `stop` is set, or (under `strict`) when the strict profile refuses one. A published line
+/// was checked with the profile of its publication, which may not have been `strict`, so the
+/// full path would refuse such a batch even though it is present (check_privacy): let it say
+/// what it refuses.
+fn read_and_scan(
+    spool: &Spool,
+    names: &[String],
+    privacy: Profile,
+    stop: &AtomicBool,
+) -> Result<Option<Vec<String>>, Error> {
+    let texts = spool.read_event_texts_while(names, || !stop.load(Ordering::Relaxed))?;
+    let Some(texts) = texts.into_iter().collect::<Option<Vec<String>>>() else {
+        return Ok(None);
+    };
+    if privacy == Profile::Strict
+        && texts
+            .par_iter()
+            .any(|t| stop.load(Ordering::Relaxed) || privacy::strict::refuses_line(t))
+    {
+        return Ok(None);
+    }
+    Ok(Some(texts))
+}
+
+/// What the tip holds of the spool's sealed sets: for each seal, its reservation, its shards
+/// (their contents returned, for comparing with the event files), completion marker and
+/// producer-run binding with the bytes the publisher writes, as many lines as the seal counts;
+/// and an identity binding for every event of `ids`. `None` as soon as anything differs or
+/// `stop` is set.
+fn published_sets(
+    spool: &Spool,
+    seal_dir: &str,
+    seals: Vec<(String, EntryKind)>,
+    ids: &[Digest],
+    layout: Layout,
+    snap: &Snapshot<'_>,
+    stop: &AtomicBool,
+) -> Result<Option<(Manifest, Vec<String>)>, Error> {
     // Through the view, so a shard of a compacted month reads as its original bytes.
     let view = crate::view::View::new(snap);
     let read_snap = |path: &str| -> Result<Option<String>, Error> {
@@ -70,7 +166,10 @@ pub(super) fn sealed_replay(
     let mut contents: Vec<String> = Vec::new();
     let mut expected_events = 0usize;
     for (name, _) in seals {
-        let Some(text) = handle.read_text(
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let Some(text) = spool.handle().read_text(
             &format!("{seal_dir}/{name}"),
             seal::MAX_SEAL_BYTES,
             "action event producer finalization",
@@ -112,52 +211,18 @@ pub(super) fn sealed_replay(
         manifest.reservation_paths.push(res_path);
         manifest.completion_paths.push(comp_path);
     }
-    // Every event file of the spool is one of those lines, and there are exactly as many.
-    let lines: HashSet<&str> = contents.iter().flat_map(|c| c.lines()).collect();
-    let spool = Spool::from_root(handle)?;
-    let names = spool.event_names()?;
-    if names.len() != expected_events || lines.len() != expected_events {
+    if ids.len() != expected_events || stop.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    // Read and compare on all cores; the snapshot (one thread's) looks up the bindings after.
-    let texts = spool.read_event_texts(&names)?;
-    let ids: Option<Vec<Digest>> = names
-        .par_iter()
-        .zip(texts.par_iter())
-        .map(|(name, text)| {
-            let id = name
-                .rsplit_once('/')
-                .and_then(|(_, f)| f.strip_suffix(".json"))
-                .and_then(Digest::parse)?;
-            let line = text.as_deref().and_then(|t| t.strip_suffix('\n'))?;
-            (lines.contains(line) && line.contains(&format!("\"event_id\":\"{id}\""))).then_some(id)
-        })
-        .collect();
-    let Some(ids) = ids else {
-        return Ok(None);
-    };
-    drop(texts);
-    for id in &ids {
-        let path = Kind::Event.path(layout, id);
-        if !snap.exists(&path)? {
-            return Ok(None);
-        }
-        manifest.reservation_paths.push(path);
-    }
-    // The spool's lines are exactly `lines` now (as many distinct files as lines, each one of
-    // them). The strict profile refuses such a batch even when it is present (check_privacy):
-    // scan them on all cores, and let the full path say what it refuses.
-    if privacy == Profile::Strict && any_strict_hit(&lines) {
+    let paths: Vec<String> = ids.iter().map(|id| Kind::Event.path(layout, id)).collect();
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    if !snap.files_exist(&refs)?.into_iter().all(|e| e) {
         return Ok(None);
     }
-    manifest.unchanged = manifest.event_paths.len();
-    manifest.event_paths.sort();
-    manifest.reservation_paths.sort();
-    manifest.completion_paths.sort();
-    manifest.set_paths();
-    Ok(Some(manifest))
+    drop(refs);
+    manifest.reservation_paths.extend(paths);
+    Ok(Some((manifest, contents)))
 }
-
 /// The shard identity and event count a seal record names (`None` unless it is a canonical
 /// seal whose producer normalizes).
 fn seal_identity(text: &str) -> Option<(ShardIdentity, usize)> {
@@ -200,5 +265,101 @@ mod tests {
         assert_eq!(again.commit, first.commit);
         assert_eq!((again.manifest.created, again.manifest.unchanged), (0, 4));
         assert_eq!(again.manifest.paths, first.manifest.paths);
+    }
+
+    const CLEAN: [&str; 3] = ["first.signal", "second.signal", "third.signal"];
+    const SECRET: &str = "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh";
+
+    /// A sealed spool at `dir` with one event per signal, published under the reference
+    /// profile into a new store; the store, its tip's manifest and the event files' paths.
+    fn published(
+        dir: &Path,
+        signals: &[&str],
+    ) -> (
+        tempfile::TempDir,
+        crate::store::Store,
+        Manifest,
+        Vec<PathBuf>,
+    ) {
+        crate::tests::sealed_spool_with_learning_signals(dir, signals);
+        let (tmp, store) = crate::tests::scratch_store();
+        let mut options = Options::new(sig());
+        options.privacy = Profile::Reference;
+        let first = publish(&store, dir, &options).unwrap();
+        assert_eq!(first.status, Status::Created);
+        let files = files_in(dir, |p| {
+            p.starts_with(spool::SPOOL_DIR) && p.ends_with(".json") && !p.contains("/_")
+        });
+        assert_eq!(files.len(), signals.len(), "{files:?}");
+        let files = files.into_iter().map(|f| dir.join(f)).collect();
+        (tmp, store, first.manifest, files)
+    }
+
+    fn fast_path(store: &crate::store::Store, dir: &Path, privacy: Profile) -> Option<Manifest> {
+        let tip = store.tip("refs/heads/main").unwrap();
+        let snap = store.snapshot(tip).unwrap();
+        sealed_replay(dir, &snap, None, privacy).unwrap()
+    }
+
+    /// A sealed spool published whole is answered from the tip, with the manifest of an
+    /// unchanged publication, under either profile when no event has a strict hit.
+    #[test]
+    fn a_sealed_spool_published_whole_is_answered_from_the_tip() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tmp, store, first, _) = published(dir.path(), &CLEAN);
+        for privacy in [Profile::Strict, Profile::Reference] {
+            let m = fast_path(&store, dir.path(), privacy).expect("a replay");
+            assert_eq!(m.paths, first.paths);
+            assert_eq!((m.created, m.unchanged), (0, first.created));
+        }
+        let again = publish(&store, dir.path(), &Options::new(sig())).unwrap();
+        assert_eq!(again.status, Status::Unchanged);
+    }
+
+    /// Anything short of the published events, byte for byte and all of them, goes to the full
+    /// path: an event file respelled, one gone, one added from another spool; and the full
+    /// path gives its answer.
+    #[test]
+    fn a_spool_that_differs_from_the_published_events_takes_the_full_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tmp, store, _, files) = published(dir.path(), &CLEAN);
+        let text = std::fs::read_to_string(&files[1]).unwrap();
+        // The same event, respelled: no longer one of the published lines.
+        std::fs::write(&files[1], text.replacen(':', ": ", 1)).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
+        assert!(publish(&store, dir.path(), &Options::new(sig())).is_err());
+        std::fs::write(&files[1], &text).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_some());
+        std::fs::remove_file(&files[1]).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
+        std::fs::write(&files[1], &text).unwrap();
+        // An event of another spool of the same producer run beside the published ones.
+        let other = tempfile::tempdir().unwrap();
+        crate::tests::sealed_spool_with_learning_signals(other.path(), &["fourth.signal"; 4]);
+        let extra = files_in(other.path(), |p| p.ends_with(".json") && !p.contains("/_"))
+            .into_iter()
+            .find(|p| p.starts_with(spool::SPOOL_DIR))
+            .unwrap();
+        std::fs::copy(other.path().join(&extra), dir.path().join(&extra)).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
+        // A spool of the same run with other events: the published set differs.
+        assert!(fast_path(&store, other.path(), Profile::Strict).is_none());
+        assert!(publish(&store, other.path(), &Options::new(sig())).is_err());
+    }
+
+    /// A batch published under the reference profile with an event the strict rules refuse:
+    /// its replay is unchanged under `reference`, and refused under `strict` by the full path,
+    /// which names the event.
+    #[test]
+    fn a_strict_hit_is_refused_even_when_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tmp, store, first, _) = published(dir.path(), &[CLEAN[0], SECRET, CLEAN[1]]);
+        let m = fast_path(&store, dir.path(), Profile::Reference).expect("a replay");
+        assert_eq!(m.paths, first.paths);
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
+        let tip = store.tip("refs/heads/main").unwrap();
+        let err = publish(&store, dir.path(), &Options::new(sig())).unwrap_err();
+        assert!(matches!(err, Error::StrictPrivacy { .. }), "{err}");
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
     }
 }

@@ -170,32 +170,46 @@ pub(crate) fn sealed_spool_with_learning_signal(
     root: &std::path::Path,
     signal: &str,
 ) -> crate::identity::Digest {
+    sealed_spool_with_learning_signals(root, &[signal]).remove(0)
+}
+
+/// [`sealed_spool_with_learning_signal`] with one event per signal (item 1, 2, …, in that
+/// order), all in one producer run; returns their ids in order.
+pub(crate) fn sealed_spool_with_learning_signals(
+    root: &std::path::Path,
+    signals: &[&str],
+) -> Vec<crate::identity::Digest> {
     use crate::canonical::Value;
     use crate::privacy::Profile;
     use crate::writer::{files, record, seal, spool};
     let env = job_env();
-    let mut input = crate::canonical::parse(
-        r#"{"phase":"review.item","status":"started","component":"review-runner","identity":{"item":1},"subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},"retryable":true,"mutation":false}"#,
-    )
-    .unwrap();
-    let Value::Object(m) = &mut input else {
-        unreachable!()
-    };
-    m.insert(
-        "learning".into(),
-        Value::object([
-            ("category", Value::str("c")),
-            ("signal", Value::str(signal)),
-        ]),
-    );
-    let input = record::phase_action_input(&input).unwrap();
     let now = crate::time::Timestamp::from_millis(0);
     let reference = record::Options {
         privacy: Profile::Reference,
     };
-    let event = record::record_action(root, &input, &env, now, &reference)
-        .unwrap()
+    let mut ids = Vec::new();
+    for (i, &signal) in signals.iter().enumerate() {
+        let mut input = crate::canonical::parse(&format!(
+            r#"{{"phase":"review.item","status":"started","component":"review-runner","identity":{{"item":{}}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":1}},"retryable":true,"mutation":false}}"#,
+            i + 1
+        ))
         .unwrap();
+        let Value::Object(m) = &mut input else {
+            unreachable!()
+        };
+        m.insert(
+            "learning".into(),
+            Value::object([
+                ("category", Value::str("c")),
+                ("signal", Value::str(signal)),
+            ]),
+        );
+        let input = record::phase_action_input(&input).unwrap();
+        let event = record::record_action(root, &input, &env, now, &reference)
+            .unwrap()
+            .unwrap();
+        ids.push(event.event_id);
+    }
     std::fs::create_dir_all(root.join("out")).unwrap();
     let out = files::Root::open(&root.join("out"), "output").unwrap();
     let options = seal::Options {
@@ -209,5 +223,5 @@ pub(crate) fn sealed_spool_with_learning_signal(
         &options,
     )
     .unwrap();
-    event.event_id
+    ids
 }

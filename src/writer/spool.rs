@@ -250,6 +250,17 @@ impl Spool {
     /// or directory that is gone, or a name that is not `<directory>/<file>`. Same size limit
     /// and file rules as [`Spool::read_all`]; the contents are not parsed.
     pub fn read_event_texts(&self, names: &[String]) -> Result<Vec<Option<String>>, Error> {
+        self.read_event_texts_while(names, || true)
+    }
+
+    /// [`Spool::read_event_texts`] that stops reading once `go_on` says no (it is asked before
+    /// each file): the files not read then are `None`. For a reader that another thread may
+    /// find to be wasted work.
+    pub fn read_event_texts_while(
+        &self,
+        names: &[String],
+        go_on: impl Fn() -> bool + Sync,
+    ) -> Result<Vec<Option<String>>, Error> {
         let mut dirs: HashMap<&str, Option<Root>> = HashMap::new();
         for name in names {
             if let Some((dir, _)) = name.rsplit_once('/')
@@ -261,6 +272,9 @@ impl Spool {
         names
             .par_iter()
             .map(|name| {
+                if !go_on() {
+                    return Ok(None);
+                }
                 let Some((Some(sub), file)) = name
                     .rsplit_once('/')
                     .map(|(dir, file)| (dirs.get(dir).and_then(Option::as_ref), file))
