@@ -88,7 +88,8 @@ pub(super) fn build_on<'b>(
     options: &Options,
     attempts: u32,
 ) -> Result<Built<'b>, Error> {
-    let plan = plan(batch, &store.snapshot(tip)?, options.layout)?;
+    let snap = store.snapshot(tip)?;
+    let plan = plan(batch, &snap, options.layout)?;
     if plan.additions.is_empty() {
         return Ok(Built::Unchanged(Publication {
             manifest: plan.manifest,
@@ -99,7 +100,7 @@ pub(super) fn build_on<'b>(
         }));
     }
     let message = commit_message(&plan, batch);
-    let commit = store.write_commit(tip, &plan.additions, &message, &options.signature)?;
+    let commit = store.write_commit_on(&snap, &plan.additions, &message, &options.signature)?;
     Ok(Built::Commit(plan, commit))
 }
 

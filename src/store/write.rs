@@ -105,6 +105,42 @@ impl Store {
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
+        self.write_commit_in(
+            &self.snapshot(base)?,
+            files,
+            removals,
+            replace,
+            message,
+            sig,
+        )
+    }
+
+    /// [`Store::write_commit`] on the commit that `base_view` reads, through that snapshot: the
+    /// trees a caller has already read in it (a publisher's plan looks up every path it
+    /// writes) are not read again.
+    ///
+    /// # Errors
+    /// As [`Store::write_commit`].
+    pub fn write_commit_on<B: AsRef<[u8]>>(
+        &self,
+        base_view: &Snapshot<'_>,
+        files: &[(String, B)],
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        self.write_commit_in(base_view, files, &[], false, message, sig)
+    }
+
+    fn write_commit_in<B: AsRef<[u8]>>(
+        &self,
+        base_view: &Snapshot<'_>,
+        files: &[(String, B)],
+        removals: &[String],
+        replace: bool,
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        let base = base_view.commit();
         sig.validate()?;
         if message.contains('\0') {
             return Err(Error::InvalidMessage {
@@ -137,7 +173,6 @@ impl Store {
                 }
             }
         }
-        let base_view = self.snapshot(base)?;
         let mut new_files = Vec::new();
         for (path, (bytes, id)) in &batch {
             match base_view.lookup_for_write(path)? {
