@@ -59,8 +59,14 @@ pub(super) fn sealed_replay(
     if seals.is_empty() && handle.entry_kind(shard::EVENTS_ROOT)? == Some(EntryKind::Dir) {
         return Ok(None);
     }
-    let spool = Spool::from_root(handle)?;
-    let names = spool.event_names()?;
+    // A spool that cannot be read here is left to the full path, which reads it again and
+    // names the defect (so does the reader below).
+    let Ok(spool) = Spool::from_root(handle) else {
+        return Ok(None);
+    };
+    let Ok(names) = spool.event_names() else {
+        return Ok(None);
+    };
     let mut ids = Vec::with_capacity(names.len());
     for name in &names {
         let Some(id) = name
@@ -84,16 +90,27 @@ pub(super) fn sealed_replay(
             }
             texts
         });
-        let tip = published_sets(&spool, &seal_dir, seals, &ids, layout, snap, &stop);
+        let tip = {
+            // Stops the reader if this side unwinds; the scope joins it before the panic goes on.
+            let _on_unwind = StopOnUnwind(&stop);
+            published_sets(&spool, &seal_dir, seals, &ids, layout, snap, &stop)
+        };
         if !matches!(tip, Ok(Some(_))) {
             stop.store(true, Ordering::Relaxed);
         }
-        let texts = reader.join().expect("the event file reader does not panic");
-        let (Some((mut manifest, contents)), Some(texts)) = (tip?, texts?) else {
+        let texts = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // The tip decides first, whatever the reader met by then.
+        let Some((mut manifest, contents)) = tip? else {
             return Ok(None);
         };
-        // Every event file is one of the published lines (and names its event), and there are
-        // as many distinct lines as files: the spool holds exactly the published events.
+        let Ok(Some(texts)) = texts else {
+            return Ok(None);
+        };
+        // Every event file is one of the published lines and names its event, no two files are
+        // alike, and there are as many distinct lines as files: the files are exactly the
+        // published lines (so the strict scan of the files was the scan of the lines).
         let lines: HashSet<&str, foldhash::fast::RandomState> =
             contents.iter().flat_map(|c| c.lines()).collect();
         if lines.len() != texts.len() {
@@ -104,7 +121,9 @@ pub(super) fn sealed_replay(
                 lines.contains(line) && line.contains(&format!("\"event_id\":\"{id}\""))
             })
         });
-        if !same {
+        let distinct: HashSet<&str, foldhash::fast::RandomState> =
+            texts.iter().map(String::as_str).collect();
+        if !same || distinct.len() != texts.len() {
             return Ok(None);
         }
         manifest.unchanged = manifest.event_paths.len();
@@ -114,6 +133,17 @@ pub(super) fn sealed_replay(
         manifest.set_paths();
         Ok(Some(manifest))
     })
+}
+
+/// Sets the flag when dropped during a panic.
+struct StopOnUnwind<'a>(&'a AtomicBool);
+
+impl Drop for StopOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The texts of the spool's event files `names`, read on all cores; `None` when one is gone,
@@ -223,6 +253,7 @@ fn published_sets(
     manifest.reservation_paths.extend(paths);
     Ok(Some((manifest, contents)))
 }
+
 /// The shard identity and event count a seal record names (`None` unless it is a canonical
 /// seal whose producer normalizes).
 fn seal_identity(text: &str) -> Option<(ShardIdentity, usize)> {
@@ -333,6 +364,14 @@ mod tests {
         std::fs::remove_file(&files[1]).unwrap();
         assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
         std::fs::write(&files[1], &text).unwrap();
+        // Two files that hold each other's event: every line is there, but under another name.
+        let other_text = std::fs::read_to_string(&files[2]).unwrap();
+        std::fs::write(&files[1], &other_text).unwrap();
+        std::fs::write(&files[2], &text).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
+        std::fs::write(&files[2], &other_text).unwrap();
+        std::fs::write(&files[1], &text).unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_some());
         // An event of another spool of the same producer run beside the published ones.
         let other = tempfile::tempdir().unwrap();
         crate::tests::sealed_spool_with_learning_signals(other.path(), &["fourth.signal"; 4]);
@@ -345,6 +384,44 @@ mod tests {
         // A spool of the same run with other events: the published set differs.
         assert!(fast_path(&store, other.path(), Profile::Strict).is_none());
         assert!(publish(&store, other.path(), &Options::new(sig())).is_err());
+    }
+
+    /// In the reference layout every event binding lies in one directory: the fast path
+    /// answers a spool of many events there too, and a binding gone sends it to the full path.
+    #[test]
+    fn a_replay_in_the_reference_layout_is_answered_from_the_tip() {
+        let dir = tempfile::tempdir().unwrap();
+        let signals: Vec<String> = (0..60).map(|i| format!("signal.{i}")).collect();
+        let signals: Vec<&str> = signals.iter().map(String::as_str).collect();
+        let ids = crate::tests::sealed_spool_with_learning_signals(dir.path(), &signals);
+        let (_tmp, store) = crate::tests::scratch_store();
+        let mut options = Options::new(sig());
+        options.layout = Some(Layout::Reference);
+        let first = publish(&store, dir.path(), &options).unwrap();
+        assert_eq!(first.status, Status::Created);
+        let m = fast_path(&store, dir.path(), Profile::Strict).expect("a replay");
+        assert_eq!(m.paths, first.manifest.paths);
+        let events = Kind::Event.path(Layout::Reference, &ids[0]);
+        let events = events.rsplit_once('/').unwrap().0;
+        let tip = store.tip("refs/heads/main").unwrap();
+        let listed = store.snapshot(tip).unwrap().list_files(events).unwrap();
+        assert_eq!(listed.len(), 60, "{events}");
+        // The same ledger without one of its event bindings.
+        let gone = Kind::Event.path(Layout::Reference, &ids[17]);
+        let without = store
+            .write_commit_with(
+                tip,
+                &[] as &[(String, &[u8])],
+                &[gone],
+                false,
+                "drop\n",
+                &sig(),
+            )
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", tip, without, "test")
+            .unwrap();
+        assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
     }
 
     /// A batch published under the reference profile with an event the strict rules refuse:

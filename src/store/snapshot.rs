@@ -246,11 +246,13 @@ impl<'a> Snapshot<'a> {
 
     /// [`Snapshot::exists`] of each of `paths`, answered in their order, for many paths at once:
     /// the paths are taken directory by directory, so a directory's tree is found once for all
-    /// its files, and a tree this snapshot has not cached is searched where it lies instead of
-    /// being decoded into the cache. A run over the fanout layout's bindings (a leaf tree for
-    /// every one or two files, 51,000 leaves for 100,000 events) so neither copies each leaf's
-    /// entries nor fills and restarts the cache; the trees above the leaves go through the
-    /// cache as for `exists`.
+    /// its files, and a tree this snapshot has not cached is searched where it lies, in one pass
+    /// over its entries for all the names asked in it (a binary search of the sorted names per
+    /// entry), instead of being decoded into the cache. A run over the fanout layout's bindings
+    /// (a leaf tree for every one or two files, 51,000 leaves for 100,000 events) so neither
+    /// copies each leaf's entries nor fills and restarts the cache, and the reference layout's
+    /// one directory of every binding is read once; the trees above go through the cache as
+    /// for `exists`.
     ///
     /// # Errors
     /// As [`Snapshot::exists`], for the first failing path in directory order (not in the
@@ -259,69 +261,70 @@ impl<'a> Snapshot<'a> {
         fn split(path: &str) -> (&str, &str) {
             path.rsplit_once('/').unwrap_or(("", path))
         }
-        let mut order: Vec<usize> = (0..paths.len()).collect();
-        order.sort_by_key(|&i| split(paths[i]).0);
-        let mut found = vec![false; paths.len()];
-        // The directory being searched: its path and its tree (None: no such directory).
-        let mut current: Option<(&str, Option<ObjectId>)> = None;
-        let mut cached: Option<Rc<Dir>> = None;
-        let mut raw: Vec<u8> = Vec::new();
-        for i in order {
-            let path = paths[i];
+        for path in paths {
             validate_path(path)?;
-            let (dir, name) = split(path);
-            if current.is_none_or(|(d, _)| d != dir) {
-                let tree = if dir.is_empty() {
-                    self.root
-                } else {
-                    match self.lookup(dir)? {
-                        Some(e) if e.kind == EntryKind::Tree => Some(e.id),
-                        _ => None,
-                    }
-                };
-                cached = None;
-                raw.clear();
-                if let Some(id) = tree {
-                    cached = self.trees.borrow().get(&id).cloned();
-                    cached = cached.or_else(|| self.pinned.borrow().get(&id).cloned());
-                    if cached.is_none() {
-                        self.store.bound_mapped_packs();
-                        let tree = self
-                            .store
-                            .repo
-                            .find_tree(id)
-                            .map_err(git_err("read tree on the way to", path))?;
-                        raw.extend_from_slice(&tree.data);
-                    }
+        }
+        // By directory, then name: each directory's paths are one run, its names sorted.
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        order.sort_by_key(|&i| split(paths[i]));
+        let mut found = vec![false; paths.len()];
+        let mut kinds: Vec<Option<EntryKind>> = Vec::new();
+        for group in order.chunk_by(|&a, &b| split(paths[a]).0 == split(paths[b]).0) {
+            let dir = split(paths[group[0]]).0;
+            let tree = if dir.is_empty() {
+                self.root
+            } else {
+                match self.lookup(dir)? {
+                    Some(e) if e.kind == EntryKind::Tree => Some(e.id),
+                    _ => None,
                 }
-                current = Some((dir, tree));
-            }
-            let kind = match (&cached, current.and_then(|(_, t)| t)) {
-                (_, None) => None,
-                (Some(d), _) => d.entries.get(name.as_bytes()).map(|e| e.kind),
-                (None, Some(_)) => {
-                    // The last entry of a name, as a decoded tree's map keeps it.
-                    let mut kind = None;
-                    for entry in
-                        gix::objs::TreeRefIter::from_bytes(&raw, self.store.repo.object_hash())
-                    {
-                        let entry = entry.map_err(git_err("decode tree on the way to", path))?;
-                        if entry.filename == name.as_bytes() {
-                            kind = Some(entry.mode.kind());
+            };
+            kinds.clear();
+            kinds.resize(group.len(), None);
+            let names: Vec<&[u8]> = group
+                .iter()
+                .map(|&i| split(paths[i]).1.as_bytes())
+                .collect();
+            if let Some(id) = tree {
+                let cached = self.trees.borrow().get(&id).cloned();
+                if let Some(dir) = cached.or_else(|| self.pinned.borrow().get(&id).cloned()) {
+                    for (kind, name) in kinds.iter_mut().zip(&names) {
+                        *kind = dir.entries.get(*name).map(|e| e.kind);
+                    }
+                } else {
+                    // One pass over the tree's entries for all the names asked in it; the
+                    // last entry of a name wins, as in a decoded tree's map.
+                    self.store.bound_mapped_packs();
+                    let first = paths[group[0]];
+                    let tree = self
+                        .store
+                        .repo
+                        .find_tree(id)
+                        .map_err(git_err("read tree on the way to", first))?;
+                    let hash = self.store.repo.object_hash();
+                    for entry in gix::objs::TreeRefIter::from_bytes(&tree.data, hash) {
+                        let entry = entry.map_err(git_err("decode tree on the way to", first))?;
+                        let name: &[u8] = entry.filename;
+                        // The names are sorted: the run of this name (a path asked twice).
+                        let lo = names.partition_point(|n| *n < name);
+                        let hi = names.partition_point(|n| *n <= name);
+                        for kind in &mut kinds[lo..hi] {
+                            *kind = Some(entry.mode.kind());
                         }
                     }
-                    kind
                 }
-            };
-            found[i] = match kind {
-                None => false,
-                Some(k) if is_file(k) => true,
-                Some(_) => {
-                    return Err(Error::NotAFile {
-                        path: path.to_owned(),
-                    });
-                }
-            };
+            }
+            for (k, &i) in group.iter().enumerate() {
+                found[i] = match kinds[k] {
+                    None => false,
+                    Some(kind) if is_file(kind) => true,
+                    Some(_) => {
+                        return Err(Error::NotAFile {
+                            path: paths[i].to_owned(),
+                        });
+                    }
+                };
+            }
         }
         Ok(found)
     }
@@ -862,6 +865,38 @@ mod tests {
         }
         let empty = store.snapshot(None).expect("empty");
         assert_eq!(empty.files_exist(&paths[..3]).unwrap(), [false; 3]);
+    }
+
+    /// Many names asked in one directory (the reference layout keeps every event binding in
+    /// one), in any order, some twice, some absent: one pass over the tree answers them all as
+    /// `exists` does, uncached and cached.
+    #[test]
+    fn files_exist_answers_many_names_in_one_directory() {
+        let (_tmp, _repo, store) = new_store();
+        let files: Vec<(String, String)> = (0..300)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (format!("a/b/c/d/e/f/{i:03}.json"), i.to_string()))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_str()))
+            .collect();
+        let c = publish(&store, &refs);
+        let asked: Vec<String> = (0..300)
+            .rev()
+            .chain([5, 7, 9])
+            .map(|i| format!("a/b/c/d/e/f/{i:03}.json"))
+            .collect();
+        let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let want: Vec<bool> = {
+            let view = store.snapshot(Some(c)).expect("snapshot");
+            asked.iter().map(|p| view.exists(p).unwrap()).collect()
+        };
+        assert_eq!(want.iter().filter(|&&e| e).count(), 200 + 2);
+        let fresh = store.snapshot(Some(c)).expect("snapshot");
+        assert_eq!(fresh.files_exist(&asked).unwrap(), want);
+        fresh.exists(asked[0]).unwrap();
+        assert_eq!(fresh.files_exist(&asked).unwrap(), want);
     }
 
     /// Upper trees decoded by one snapshot serve the next snapshots of the store: a commit that

@@ -115,12 +115,12 @@ impl Store {
         )
     }
 
-    /// [`Store::write_commit`] on the commit that `base_view` reads, through that snapshot: the
-    /// trees a caller has already read in it (a publisher's plan looks up every path it
-    /// writes) are not read again.
+    /// [`Store::write_commit`] on the commit that `base_view` (a snapshot of this store) reads,
+    /// through that snapshot: the trees a caller has already read in it (a publisher's plan
+    /// looks up every path it writes) are not read again.
     ///
     /// # Errors
-    /// As [`Store::write_commit`].
+    /// As [`Store::write_commit`], except those of taking the snapshot.
     pub fn write_commit_on<B: AsRef<[u8]>>(
         &self,
         base_view: &Snapshot<'_>,
@@ -140,6 +140,10 @@ impl Store {
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
+        debug_assert!(
+            std::ptr::eq(base_view.store(), self),
+            "a snapshot of another store"
+        );
         let base = base_view.commit();
         sig.validate()?;
         if message.contains('\0') {
