@@ -85,7 +85,7 @@ pub(super) fn sealed_replay(
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
             let texts = read_and_scan(&spool, &names, privacy, &stop);
-            if !matches!(texts, Ok(Some(_))) {
+            if texts.is_none() {
                 stop.store(true, Ordering::Relaxed);
             }
             texts
@@ -105,7 +105,7 @@ pub(super) fn sealed_replay(
         let Some((mut manifest, contents)) = tip? else {
             return Ok(None);
         };
-        let Ok(Some(texts)) = texts else {
+        let Some(texts) = texts else {
             return Ok(None);
         };
         // Every event file is one of the published lines and names its event, no two files are
@@ -116,11 +116,18 @@ pub(super) fn sealed_replay(
         if lines.len() != texts.len() {
             return Ok(None);
         }
-        let same = texts.par_iter().zip(ids.par_iter()).all(|(text, id)| {
-            text.strip_suffix('\n').is_some_and(|line| {
-                lines.contains(line) && line.contains(&format!("\"event_id\":\"{id}\""))
+        let same = texts
+            .par_iter()
+            .zip(ids.par_iter())
+            .map_init(String::new, |member, (text, id)| {
+                member.clear();
+                member.push_str("\"event_id\":\"");
+                member.push_str(id.as_str());
+                member.push('"');
+                text.strip_suffix('\n')
+                    .is_some_and(|line| lines.contains(line) && line.contains(member.as_str()))
             })
-        });
+            .all(|same| same);
         let distinct: HashSet<&str, foldhash::fast::RandomState> =
             texts.iter().map(String::as_str).collect();
         if !same || distinct.len() != texts.len() {
@@ -146,8 +153,9 @@ impl Drop for StopOnUnwind<'_> {
     }
 }
 
-/// The texts of the spool's event files `names`, read on all cores; `None` when one is gone,
-/// when `stop` is set, or (under `strict`) when the strict profile refuses one. A published line
+/// The texts of the spool's event files `names`, read on all cores; `None` when one is gone or
+/// cannot be read (the full path reads it again and names the defect), when `stop` is set, or
+/// (under `strict`) when the strict profile refuses one. A published line
 /// was checked with the profile of its publication, which may not have been `strict`, so the
 /// full path would refuse such a batch even though it is present (check_privacy): let it say
 /// what it refuses.
@@ -156,19 +164,16 @@ fn read_and_scan(
     names: &[String],
     privacy: Profile,
     stop: &AtomicBool,
-) -> Result<Option<Vec<String>>, Error> {
-    let texts = spool.read_event_texts_while(names, || !stop.load(Ordering::Relaxed))?;
-    let Some(texts) = texts.into_iter().collect::<Option<Vec<String>>>() else {
-        return Ok(None);
-    };
-    if privacy == Profile::Strict
+) -> Option<Vec<String>> {
+    let texts = spool
+        .read_event_texts(names, || !stop.load(Ordering::Relaxed))
+        .ok()?;
+    let texts: Vec<String> = texts.into_iter().collect::<Option<_>>()?;
+    let refused = privacy == Profile::Strict
         && texts
             .par_iter()
-            .any(|t| stop.load(Ordering::Relaxed) || privacy::strict::refuses_line(t))
-    {
-        return Ok(None);
-    }
-    Ok(Some(texts))
+            .any(|t| stop.load(Ordering::Relaxed) || privacy::strict::refuses_line(t));
+    (!refused).then_some(texts)
 }
 
 /// What the tip holds of the spool's sealed sets: for each seal, its reservation, its shards
@@ -249,7 +254,6 @@ fn published_sets(
     if !snap.files_exist(&refs)?.into_iter().all(|e| e) {
         return Ok(None);
     }
-    drop(refs);
     manifest.reservation_paths.extend(paths);
     Ok(Some((manifest, contents)))
 }

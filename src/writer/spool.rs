@@ -249,14 +249,11 @@ impl Spool {
     /// order, read on all cores through one handle per repository directory: `None` for a file
     /// or directory that is gone, or a name that is not `<directory>/<file>`. Same size limit
     /// and file rules as [`Spool::read_all`]; the contents are not parsed.
-    pub fn read_event_texts(&self, names: &[String]) -> Result<Vec<Option<String>>, Error> {
-        self.read_event_texts_while(names, || true)
-    }
-
-    /// [`Spool::read_event_texts`] that stops reading once `go_on` says no (it is asked before
-    /// each file): the files not read then are `None`. For a reader that another thread may
-    /// find to be wasted work.
-    pub fn read_event_texts_while(
+    ///
+    /// Reading stops once `go_on` says no (it is asked before each file): the files not read
+    /// then are `None`. For a reader that another thread may find to be wasted work; `|| true`
+    /// reads them all.
+    pub fn read_event_texts(
         &self,
         names: &[String],
         go_on: impl Fn() -> bool + Sync,
@@ -471,7 +468,7 @@ mod tests {
         .map(str::to_owned)
         .to_vec();
         assert_eq!(
-            spool.read_event_texts(&asked).unwrap(),
+            spool.read_event_texts(&asked, || true).unwrap(),
             [
                 Some("C\n".to_owned()),
                 Some("A\n".to_owned()),
@@ -482,7 +479,7 @@ mod tests {
         );
         let big = "x".repeat(MAX_EVENT_FILE_BYTES as usize + 1);
         std::fs::write(events.join("r2/c.json"), big).unwrap();
-        assert!(spool.read_event_texts(&names).is_err());
+        assert!(spool.read_event_texts(&names, || true).is_err());
     }
 
     /// A root that does not exist, or is a file, is an error that says so; a spool directory
