@@ -2,6 +2,8 @@
 //! sharding and bindings need (not the record's tree), reading one shard line (with an
 //! inspection of the line once it is proven valid), and the replay digest of a set.
 
+use std::sync::Arc;
+
 use crate::canonical::{self, Value};
 use crate::identity::{self, Digest};
 
@@ -24,8 +26,9 @@ pub struct Event {
     pub semantic_sha256: Digest,
     /// `Some(occurred_at)` when `occurred_at_source == "source"`.
     pub source_occurred_at: Option<String>,
-    /// The persisted producer object (snake_case keys).
-    pub(super) producer: Value,
+    /// The persisted producer object (snake_case keys), shared by the events of one run that
+    /// one thread read in a row.
+    pub(super) producer: Arc<Value>,
     /// `subject.repository` (normalized).
     pub(super) subject_repository: String,
     /// `event_type`.

@@ -65,7 +65,7 @@ fn into_event(
     Event {
         subject_repository: text(record.get("subject").and_then(|s| s.get("repository"))),
         event_type: text(record.get("event_type")),
-        producer: record.remove("producer").unwrap_or(Value::Null),
+        producer: std::sync::Arc::new(record.remove("producer").unwrap_or(Value::Null)),
         json,
         event_id,
         parent_event_id: parent,

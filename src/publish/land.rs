@@ -40,12 +40,39 @@ pub fn publish_batch_to(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
+    let publication = land_batch(store, batch, options, target)?;
+    if publication.status == Status::Created {
+        roll_up(store);
+    }
+    Ok(publication)
+}
+
+/// The roll-up that follows a publication that landed ([`Rollup::Geometric`], as every
+/// writer's: [`crate::store::remote::transact()`]). Its errors are left to the next commit or
+/// to `maintain`: the publication has landed whatever happens here.
+///
+/// [`Rollup::Geometric`]: crate::store::Rollup::Geometric
+pub(super) fn roll_up(store: &Store) {
+    let _ = store.consolidate_packs(store::Rollup::Geometric {
+        max_objects: store::PUBLISH_ROLLUP_MAX,
+    });
+}
+
+/// [`publish_batch_to`] without the roll-up, which the caller runs ([`roll_up`]) when the
+/// publication was [`Status::Created`]: a caller that owns the batch drops it first, so the
+/// roll-up's memory does not come on top of the batch's and the plan's.
+pub(super) fn land_batch(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+    target: &Target,
+) -> Result<Publication, Error> {
     check_privacy(batch, options.privacy)?;
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
         lock_wait: store::transact::HELD_LOCK_BUDGET,
-        roll_up: true,
+        roll_up: false,
     };
     let out = remote::transact(store, target, &policy, |tip, attempts| {
         Ok(match build_on(store, batch, tip, options, attempts)? {

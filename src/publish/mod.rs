@@ -60,20 +60,22 @@
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
 //!   event as its canonical line and a few fields (its record's tree lives only while the line
 //!   is parsed and scanned: about five times the line's bytes, which 10,000 events held at
-//!   once as 73 MiB), and the files the plan adds (one small binding file per event; the
+//!   once as 73 MiB; the producer's tree is shared by the events of one producer), and the files the plan adds (one small binding file per event; the
 //!   shards' bytes are borrowed from the batch, not copied);
 //! - the pack being written: up to 8 MiB of objects waiting to be compressed and at most
-//!   [`store::pack::SPILL_BYTES`] (4 MiB) of compressed entries in memory; the rest is in the
+//!   [`store::pack::SPILL_BYTES`] (4 MiB and one entry) of compressed entries in memory; the rest is in the
 //!   pack's temporary file;
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
 //!   most 16 MiB that starts over when full, one snapshot for the plan and the write
 //!   ([`Store::write_commit_on`]: the write's lookups find the plan's trees); writing the new
 //!   trees holds the trees of one path at a time;
-//! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (48 MiB) of file-backed
+//! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (24 MiB) of file-backed
 //!   resident memory, checked every 32 object reads by the snapshot and the tree writer
 //!   ([`Store::bound_mapped_packs`]);
-//! - after landing, the pack roll-up (the store's consolidation): one object at a time, plus
+//! - after landing, and after the batch and the plan are dropped (a source's publication
+//!   rolls up on its own, not on top of them: [`publish_batch_to`], whose caller holds the
+//!   batch, cannot), the pack roll-up (the store's consolidation): one object at a time, plus
 //!   about 72 bytes per object rolled up, at most 262,144 objects.
 //!
 //! Pack indices are mapped by gix when a lookup first needs them, and consolidation keeps
@@ -532,5 +534,10 @@ fn publish_one(
             files_written: 0,
         });
     }
-    publish_batch_to(store, &batch, options, target)
+    let publication = land::land_batch(store, &batch, options, target)?;
+    drop(batch);
+    if publication.status == Status::Created {
+        land::roll_up(store);
+    }
+    Ok(publication)
 }

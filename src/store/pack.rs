@@ -126,7 +126,8 @@ pub const SPILL_BYTES: usize = 4 << 20;
 /// A pack being built: add objects, then [`PackBuilder::finish`] writes it. Compression is
 /// deferred and done in batches on worker threads: an object's id is known as soon as it is
 /// added (hashing is cheap), its compressed entry only when its batch is flushed. Compressed
-/// entries stay in memory up to [`SPILL_BYTES`]; past that (and for the rest at the end) they go
+/// entries stay in memory up to [`SPILL_BYTES`] (checked after each entry is appended, so at
+/// most one entry more); past that (and for the rest at the end) they go
 /// to the pack's temporary file in the pack directory (named as [`crate::durable`] names debris,
 /// removed when the builder is dropped unfinished), whose header and checksum
 /// [`PackBuilder::finish`] writes, reading the file back once to hash it. Memory: the
@@ -496,6 +497,11 @@ impl PackBuilder {
             let crc = crc32fast::hash(&bytes);
             self.data.extend_from_slice(&bytes);
             self.entries.push((*id, offset, crc));
+            // Spilled as it passes the threshold, not after the flush: a flush's entries
+            // held on top of the threshold's would double what is in memory.
+            if self.data.len() >= self.spill_bytes {
+                self.spill_data().map_err(|e| self.io(e))?;
+            }
             if let Some(c) = chain_of(*kind) {
                 self.chains[c].count += 1;
                 // The offset now; the bytes once the flush is done.
@@ -507,9 +513,6 @@ impl PackBuilder {
             if let (Some(p), Some(kept)) = (last, chain.last.as_mut()) {
                 kept.0 = std::mem::take(&mut pending[p].2);
             }
-        }
-        if self.data.len() >= self.spill_bytes {
-            self.spill_data().map_err(|e| self.io(e))?;
         }
         Ok(())
     }
