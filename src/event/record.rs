@@ -26,8 +26,8 @@ pub struct Event {
     pub semantic_sha256: Digest,
     /// `Some(occurred_at)` when `occurred_at_source == "source"`.
     pub source_occurred_at: Option<String>,
-    /// The persisted producer object (snake_case keys), shared by the events of one run that
-    /// one thread read in a row.
+    /// The persisted producer object (snake_case keys), shared by the events of one producer
+    /// that one thread read.
     pub(super) producer: Arc<Value>,
     /// `subject.repository` (normalized).
     pub(super) subject_repository: String,

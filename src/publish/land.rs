@@ -42,25 +42,15 @@ pub fn publish_batch_to(
 ) -> Result<Publication, Error> {
     let publication = land_batch(store, batch, options, target)?;
     if publication.status == Status::Created {
-        roll_up(store);
+        store.roll_up_after_commit();
     }
     Ok(publication)
 }
 
-/// The roll-up that follows a publication that landed ([`Rollup::Geometric`], as every
-/// writer's: [`crate::store::remote::transact()`]). Its errors are left to the next commit or
-/// to `maintain`: the publication has landed whatever happens here.
-///
-/// [`Rollup::Geometric`]: crate::store::Rollup::Geometric
-pub(super) fn roll_up(store: &Store) {
-    let _ = store.consolidate_packs(store::Rollup::Geometric {
-        max_objects: store::PUBLISH_ROLLUP_MAX,
-    });
-}
-
-/// [`publish_batch_to`] without the roll-up, which the caller runs ([`roll_up`]) when the
-/// publication was [`Status::Created`]: a caller that owns the batch drops it first, so the
-/// roll-up's memory does not come on top of the batch's and the plan's.
+/// [`publish_batch_to`] without the roll-up, which the caller runs
+/// ([`Store::roll_up_after_commit`]) when the publication was [`Status::Created`]: a caller
+/// that owns the batch drops it first, so the roll-up's memory does not come on top of the
+/// batch's and the plan's.
 pub(super) fn land_batch(
     store: &Store,
     batch: &Batch,

@@ -60,11 +60,12 @@
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
 //!   event as its canonical line and a few fields (its record's tree lives only while the line
 //!   is parsed and scanned: about five times the line's bytes, which 10,000 events held at
-//!   once as 73 MiB; the producer's tree is shared by the events of one producer), and the files the plan adds (one small binding file per event; the
-//!   shards' bytes are borrowed from the batch, not copied);
+//!   once as 73 MiB; the producer's tree is shared by the events of one producer), and the
+//!   files the plan adds (one small binding file per event; the shards' bytes are borrowed
+//!   from the batch, not copied);
 //! - the pack being written: up to 8 MiB of objects waiting to be compressed and at most
-//!   [`store::pack::SPILL_BYTES`] (4 MiB and one entry) of compressed entries in memory; the rest is in the
-//!   pack's temporary file;
+//!   [`store::pack::SPILL_BYTES`] (4 MiB and one entry) of compressed entries in memory; the
+//!   rest is in the pack's temporary file;
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
 //!   most 16 MiB that starts over when full, one snapshot for the plan and the write
@@ -537,7 +538,7 @@ fn publish_one(
     let publication = land::land_batch(store, &batch, options, target)?;
     drop(batch);
     if publication.status == Status::Created {
-        land::roll_up(store);
+        store.roll_up_after_commit();
     }
     Ok(publication)
 }

@@ -125,6 +125,16 @@ struct Candidate {
 }
 
 impl Store {
+    /// The roll-up that follows a commit that landed: [`Rollup::Geometric`] of at most
+    /// [`PUBLISH_ROLLUP_MAX`] objects, its errors left to the next commit or to `maintain`
+    /// (the commit has landed whatever happens here). Every writer runs it, so that the packs
+    /// stay logarithmic in the number of its commits.
+    pub fn roll_up_after_commit(&self) {
+        let _ = self.consolidate_packs(Rollup::Geometric {
+            max_objects: PUBLISH_ROLLUP_MAX,
+        });
+    }
+
     /// Merges packs of `objects/pack` as `rollup` asks (see the module docs for the safety
     /// against concurrent readers, publishers and a kill). Returns what was done; nothing when
     /// fewer than two packs qualify or another consolidation holds the lock.

@@ -356,9 +356,7 @@ pub fn transact<T, E>(
 ) -> Result<Landed<T>, WriteError<E>> {
     let landed = land(store, target, policy, build)?;
     if landed.commit.is_some() && policy.roll_up {
-        let _ = store.consolidate_packs(store::Rollup::Geometric {
-            max_objects: store::PUBLISH_ROLLUP_MAX,
-        });
+        store.roll_up_after_commit();
     }
     Ok(landed)
 }
