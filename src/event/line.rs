@@ -80,7 +80,7 @@ pub(super) fn read(text: &str) -> Option<Event> {
             return None;
         }
         Some(Event {
-            json: text.to_owned(),
+            json: super::EventText::from(text),
             event_id,
             parent_event_id: line
                 .parent_event_id
@@ -1046,7 +1046,7 @@ mod tests {
         let value = canonical::parse(&input.to_string()).unwrap();
         super::super::create(&value, "2026-01-15T10:01:00.000Z", None)
             .ok()
-            .map(|e| e.json)
+            .map(|e| e.json.into())
     }
 
     /// Values a field may be mutated into: other kinds, values out of their stored form (padded,

@@ -15,6 +15,7 @@ mod line;
 mod normalize;
 mod order;
 mod record;
+mod text;
 mod validate;
 
 use crate::canonical;
@@ -27,6 +28,7 @@ pub use crate::time::{Timestamp, compare_timestamps, timestamp_epoch_seconds};
 pub use normalize::{iso_millis, timestamp};
 pub use order::{causal_order, causal_order_of, compare_events, sort_causally};
 pub use record::{Event, replay_digest};
+pub use text::{EventText, share_lines};
 pub use validate::{create, validate};
 
 /// `ACTION_EVENT_SCHEMA`.

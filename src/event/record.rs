@@ -16,8 +16,10 @@ use super::*;
 /// [`Event::parse_line`] or [`validate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    /// Its canonical JSON (no newline): the shard line and spool file body.
-    pub json: String,
+    /// Its canonical JSON (no newline): the shard line and spool file body. Once the event is in
+    /// a [`Shard`](crate::ledger::shard::Shard), a range of the shard's bytes
+    /// ([`share_lines`](super::share_lines)).
+    pub json: EventText,
     /// `event_id`: sha256 of the normalized repository and the event key.
     pub event_id: Digest,
     /// `parent_event_id`, the causal parent, when the event has one.

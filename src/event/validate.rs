@@ -57,7 +57,7 @@ fn into_event(
     semantic_sha256: Digest,
     source_occurred_at: Option<String>,
 ) -> Event {
-    let json = canonical::to_canonical_unchecked(&record);
+    let json = EventText::from(canonical::to_canonical_unchecked(&record));
     let Value::Object(mut record) = record else {
         unreachable!("a record is an object")
     };

@@ -20,6 +20,7 @@
 //! publication refuses a path that exists with other bytes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::canonical::Value;
 use crate::event::{self, Event};
@@ -244,13 +245,27 @@ pub struct Shard {
     /// Repository-relative path under [`EVENTS_ROOT`], derived from the shard identity and
     /// its part index.
     pub path: String,
-    /// The events in file (canonical causal) order.
+    /// The events in file (canonical causal) order. Their lines are ranges of `content`
+    /// ([`event::share_lines`]) when the shard was built by [`pack`], [`single`] or [`Shard::new`].
     pub events: Vec<Event>,
     /// The file's bytes: one canonical JSON line per event, each ending in `\n`.
-    pub content: String,
+    pub content: Arc<str>,
 }
 
 impl Shard {
+    /// The shard at `path` of `events` (in file order) and `content` (their lines), whose
+    /// events are pointed at the lines of `content` they equal, so that each line is held once.
+    /// Nothing is checked: an event whose line `content` does not hold in that place keeps its
+    /// own text.
+    pub fn new(path: String, mut events: Vec<Event>, content: Arc<str>) -> Shard {
+        event::share_lines(&content, events.iter_mut().map(|e| &mut e.json));
+        Shard {
+            path,
+            events,
+            content,
+        }
+    }
+
     /// Replay digest of the shard's events (the `replay_sha256` of reservations).
     pub fn replay_sha256(&self) -> Digest {
         event::replay_digest(&self.events)
@@ -294,11 +309,12 @@ pub fn pack(identity: &ShardIdentity, events: Vec<Event>) -> Result<Vec<Shard>, 
         .into_iter()
         .enumerate()
         .map(|(i, events)| {
-            Ok(Shard {
-                path: relative_path(identity, Some((i as u32 + 1, count)))?,
-                content: content(&events),
+            let text = Arc::from(content(&events));
+            Ok(Shard::new(
+                relative_path(identity, Some((i as u32 + 1, count)))?,
                 events,
-            })
+                text,
+            ))
         })
         .collect()
 }
@@ -316,11 +332,11 @@ pub fn single(identity: &ShardIdentity, events: Vec<Event>) -> Result<Shard, Err
     if content.len() > MAX_BYTES {
         return Err(Error::RawLimit(MAX_EVENTS));
     }
-    Ok(Shard {
-        path: relative_path(&identity, None)?,
+    Ok(Shard::new(
+        relative_path(&identity, None)?,
         events,
-        content,
-    })
+        Arc::from(content),
+    ))
 }
 
 /// The text of a stored shard file read with a cap of [`MAX_BYTES`]: `bytes` as UTF-8, or
@@ -421,7 +437,7 @@ pub fn parse_path(path: &str) -> Option<(String, Option<Part>)> {
 /// is replay-equivalent line by line to `candidate` (the existing, first-writer bytes then win).
 /// `Ok(false)` means a conflict; an existing file that is not canonical is an error.
 pub fn existing_is_equivalent(existing: &str, candidate: &Shard) -> Result<bool, Error> {
-    if existing == candidate.content {
+    if existing == &*candidate.content {
         return Ok(true);
     }
     let events = parse_content(existing, &candidate.path)

@@ -51,7 +51,7 @@ pub fn read_source(
             .into_iter()
             .map(|s| SourceFile {
                 path: s.path,
-                content: s.content,
+                content: s.content.to_string(),
             })
             .collect(),
     })

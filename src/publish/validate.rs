@@ -18,6 +18,7 @@
 //! deterministically packed; the checks that would re-derive that from their bytes are skipped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::limits;
 use super::source::{Source, SourceFile};
@@ -53,7 +54,7 @@ pub fn validate_batch(
         .iter()
         .map(|f| Pending {
             path: f.path.clone(),
-            content: f.content.clone(),
+            content: Arc::from(f.content.as_str()),
             parsed: None,
         })
         .collect();
@@ -65,7 +66,7 @@ pub fn validate_batch(
 /// from the bytes are skipped for them.
 struct Pending {
     path: String,
-    content: String,
+    content: Arc<str>,
     parsed: Option<Vec<Event>>,
 }
 
@@ -75,7 +76,18 @@ pub(super) fn validate_source(
     expected: Option<&ExpectedProducer>,
 ) -> Result<Batch, Error> {
     match source {
-        Source::Files(files) => validate_batch(&files, expected),
+        Source::Files(files) => validate_pending(
+            files
+                .into_iter()
+                .map(|f| Pending {
+                    path: f.path,
+                    content: Arc::from(f.content),
+                    parsed: None,
+                })
+                .collect(),
+            HashMap::new(),
+            expected,
+        ),
         Source::Sealed(shards, strict) => validate_pending(
             shards
                 .into_iter()
@@ -155,7 +167,7 @@ fn validate_pending(
         if events.iter().any(|e| e.producer() != events[0].producer()) {
             return Err(Error::MixedProducers(f.path.clone()));
         }
-        if from_bytes && shard::content(&event::sort_causally(events.clone())?) != f.content {
+        if from_bytes && shard::content(&event::sort_causally(events.clone())?) != *f.content {
             return Err(Error::NotCanonical(f.path.clone()));
         }
         let identity = events[0]
@@ -173,11 +185,7 @@ fn validate_pending(
             check_provenance(&identity, x)?;
         }
         identities.push(identity);
-        shards.push(Shard {
-            path: f.path,
-            events,
-            content: f.content,
-        });
+        shards.push(Shard::new(f.path, events, f.content));
     }
 
     // Batch level: unique ids and an acyclic union.

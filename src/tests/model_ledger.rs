@@ -278,7 +278,7 @@ fn write_spool(
                     .unwrap_or_else(|e| panic!("recording {run:?} event {i}: {e}"))
                     .expect("recording is enabled");
             parent = Some(event.event_id.as_str().to_owned());
-            lines.push((event.json.clone(), DATES[c.date]));
+            lines.push((event.json.to_string(), DATES[c.date]));
         }
     }
     let spool = Spool::open(&root).expect("the spool opens");

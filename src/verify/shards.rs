@@ -1,6 +1,8 @@
 //! The checks of one shard file on its own (shared with `log`), and the pipeline that reads
 //! shards in batches on one thread while the batch before is prepared on all cores.
 
+use std::sync::Arc;
+
 use super::*;
 
 /// One shard read and checked on its own, ahead of its set's checks: the part of verification
@@ -125,11 +127,7 @@ pub(super) fn prepare(path: &str, read: &ShardRead, layout: Layout, profile: Pro
         events: events.len(),
         strict,
         outcome: Outcome::Good(
-            Shard {
-                path: path.to_owned(),
-                content: text.to_owned(),
-                events,
-            },
+            Shard::new(path.to_owned(), events, Arc::from(text.as_str())),
             ids,
             replay,
         ),

@@ -196,7 +196,7 @@ fn forge_line(b: &Base, path: &str, edit: impl Fn(&mut BTreeMap<String, Value>))
 fn with_bindings(layout: Layout, shards: &[Shard], id: &ShardIdentity, skip_run: bool) -> Edits {
     let mut put: Vec<(String, String)> = shards
         .iter()
-        .map(|s| (s.path.clone(), s.content.clone()))
+        .map(|s| (s.path.clone(), s.content.to_string()))
         .collect();
     let refs: Vec<&Shard> = shards.iter().collect();
     let (rp, rt) = binding::shard_set(layout, id, &refs);
