@@ -120,6 +120,15 @@ mod tests {
         let sealed = read_source_shards(spool.path(), None).unwrap();
         let from_spool = validate_source(sealed, None).unwrap();
         assert_eq!(refused(&from_spool), (path, rule));
+        // Either way a batch holds each line once: its events' lines are ranges of its shards.
+        for batch in [&from_files, &from_spool] {
+            assert!(
+                batch
+                    .shards
+                    .iter()
+                    .all(|s| { s.events.iter().all(|e| e.json.is_within(&s.content)) })
+            );
+        }
         assert_eq!(store.tip("refs/heads/main").unwrap(), None);
         assert_eq!(
             check_privacy(&from_files, Profile::Reference).map_err(|e| e.to_string()),

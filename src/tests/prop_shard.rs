@@ -153,6 +153,12 @@ fn check_packing(
     let mut concatenated: Vec<&Event> = Vec::new();
     for (k, s) in shards.iter().enumerate() {
         prop_assert!(!s.events.is_empty());
+        // Each line is held once: the events' lines are ranges of the part's bytes.
+        prop_assert!(
+            s.events.iter().all(|e| e.json.is_within(&s.content)),
+            "part {} has an event line outside its bytes",
+            k + 1
+        );
         prop_assert!(s.events.len() <= shard::MAX_EVENTS);
         prop_assert!(
             s.content.len() <= shard::MAX_BYTES,
