@@ -69,8 +69,8 @@
 //! - the tip's trees, read by point lookups on the paths the batch touches (never a listing of
 //!   the repository): near-root trees for the publication's life, deeper ones in a cache of at
 //!   most 16 MiB that starts over when full, one snapshot for the plan and the write
-//!   ([`Store::write_commit_on`]: the write's lookups find the plan's trees); writing the new
-//!   trees holds the trees of one path at a time;
+//!   ([`Store::write_commit_on`]: the write's lookups and its rewritten trees start from the
+//!   plan's decoded trees); writing the new trees holds new entries of one path at a time;
 //! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (24 MiB) of file-backed
 //!   resident memory, checked every 32 object reads by the snapshot and the tree writer
 //!   ([`Store::bound_mapped_packs`]);

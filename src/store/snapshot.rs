@@ -670,7 +670,14 @@ impl<'a> Snapshot<'a> {
         Ok(None)
     }
 
-    fn cached_tree(&self, id: ObjectId, path: &str, depth: usize) -> Result<Rc<Dir>, Error> {
+    /// The decoded tree `id` at component depth `depth` (0: the root tree) on the way to
+    /// `path`, from the snapshot's caches or decoded and cached now.
+    pub(super) fn cached_tree(
+        &self,
+        id: ObjectId,
+        path: &str,
+        depth: usize,
+    ) -> Result<Rc<Dir>, Error> {
         let cache = if depth < PINNED_DEPTH {
             &self.pinned
         } else {
@@ -729,6 +736,7 @@ impl<'a> Snapshot<'a> {
                         Entry {
                             kind: e.mode.kind(),
                             mode: Mode(e.mode.value()),
+                            spelled: e.mode,
                             id: e.oid.to_owned(),
                         },
                     )

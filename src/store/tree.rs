@@ -72,6 +72,9 @@ pub(super) struct Entry {
     pub(super) kind: EntryKind,
     /// The raw mode (`kind` is derived from it).
     pub(super) mode: Mode,
+    /// The mode as gix decoded it, which a rewritten tree writes back for the entries it keeps
+    /// (only canonical trees are rewritten, where it spells the mode as `mode` does).
+    pub(super) spelled: gix::objs::tree::EntryMode,
     pub(super) id: ObjectId,
 }
 
