@@ -15,7 +15,7 @@
 //! | `ids.rs` | [`CommitId`], [`BlobId`], [`Mode`] |
 //! | `create.rs` | opening or creating a repository ([`Store::open_or_create_bare`]), config edits |
 //! | `write.rs` | the write path: [`Signature`], [`Store::write_commit`], loose objects or a pack |
-//! | `pack.rs` | one pack and its index for a publication with many objects, blobs and trees as deltas |
+//! | `pack.rs` | one pack and its index for a publication with many objects, blobs as deltas |
 //! | `delta.rs` | git's binary delta format and its encoder |
 //! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]) |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
@@ -221,10 +221,11 @@ fn open_options() -> gix::open::Options {
 const DELTA_CACHE_BYTES: usize = 8 << 20;
 
 /// Gives `repo` (and every clone of it) a cache of the objects last built from deltas. Packs
-/// store most blobs and trees as deltas against the object written before them, in chains of
-/// up to 3 deltas ([`pack`]); with the cache, a reader that reads objects about in the order
-/// they were written (a tree walk does) builds each from its cached base with one delta,
-/// instead of from the chain's whole object through every delta between.
+/// store most blobs as deltas against the blob written before them, in chains of up to 3
+/// deltas ([`pack`]), and the roll-up stores tree versions as deltas; with the cache, a reader
+/// that reads objects about in the order they were written (a tree walk does) builds each from
+/// its cached base with one delta, instead of from the chain's whole object through every
+/// delta between.
 fn set_delta_cache(repo: &mut gix::Repository) {
     repo.objects.set_pack_cache(|| {
         Box::new(gix::odb::pack::cache::lru::StaticLinkedList::<32>::new(
