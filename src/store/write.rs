@@ -429,18 +429,15 @@ impl Store {
         }
         let mut edited: Vec<&[u8]> = edits.iter().map(|(name, _)| *name).collect();
         edited.sort_unstable();
-        let kept =
-            dir.iter()
-                .flat_map(|d| d.entries.iter())
-                .filter_map(|(name, e)| {
-                    edited.binary_search(&name.as_slice()).is_err().then(|| {
-                        gix::objs::tree::EntryRef {
-                            mode: e.spelled,
-                            filename: name.as_bstr(),
-                            oid: &e.id,
-                        }
-                    })
-                });
+        let kept = dir
+            .iter()
+            .flat_map(|d| d.entries.iter())
+            .filter(|(name, _)| edited.binary_search(&name.as_slice()).is_err())
+            .map(|(name, e)| gix::objs::tree::EntryRef {
+                mode: e.spelled,
+                filename: name.as_bstr(),
+                oid: &e.id,
+            });
         let added = edits.iter().filter_map(|(name, edit)| {
             edit.as_ref()
                 .map(|Entry(kind, oid)| gix::objs::tree::EntryRef {
