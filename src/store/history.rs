@@ -256,14 +256,15 @@ fn diff_trees(
     if let Some(defect) = &new_dir.defect {
         acc.malformed.push((path.to_owned(), defect.clone()));
     }
-    let mut names: Vec<&Vec<u8>> = old_dir.keys().chain(new_dir.keys()).collect();
-    names.sort();
+    let mut names: Vec<&[u8]> = old_dir.names();
+    names.extend(new_dir.names());
+    names.sort_unstable();
     names.dedup();
     for name in names {
         let full = join(path, &name.to_str_lossy());
         let (o, n) = (old_dir.get(name), new_dir.get(name));
-        let tree_id = |e: Option<&Entry>| e.filter(|e| e.kind == EntryKind::Tree).map(|e| e.id);
-        let file = |e: Option<&Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
+        let tree_id = |e: Option<Entry>| e.filter(|e| e.kind == EntryKind::Tree).map(|e| e.id);
+        let file = |e: Option<Entry>| e.filter(|e| is_file(e.kind)).map(|e| (e.id, e.kind));
         // Trees on either side: recurse (a tree replaced by a file shows as both).
         if tree_id(o).is_some() || tree_id(n).is_some() {
             diff_trees(snap, tree_id(o), tree_id(n), &full, acc)?;

@@ -21,9 +21,7 @@ use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 
 use super::error::git_err;
-use super::tree::{
-    Dir, Entry, is_file, odd_mode, raw_tree_defect, under_ledger_root, validate_path,
-};
+use super::tree::{Dir, Entry, is_file, raw_tree_defect, under_ledger_root, validate_path};
 use crate::store::*;
 
 /// One entry of a tree walk ([`Snapshot::for_each_entry`]).
@@ -40,18 +38,14 @@ pub struct Walked<'p> {
     pub blob: Option<BlobId>,
 }
 
-/// Bytes of decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (estimated per
-/// entry: its name, its id and the map's overhead; see [`dir_bytes`]).
+/// Bytes of decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (their heap
+/// bytes; see [`dir_bytes`]).
 const MAX_CACHED_TREE_BYTES: usize = 16 << 20;
 
-/// The estimated heap bytes of a decoded tree: per entry its name, the entry (mode, kind, id)
-/// and the hash map's slot and control bytes.
+/// The heap bytes of a decoded tree and its share of a cache: the tree object's bytes, its
+/// index of entries, and the cache's slot and reference count.
 fn dir_bytes(dir: &Dir) -> usize {
-    dir.entries
-        .keys()
-        .map(|name| name.len() + 24 + std::mem::size_of::<Entry>() + 9)
-        .sum::<usize>()
-        + 64
+    dir.heap_bytes() + 96
 }
 
 /// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
@@ -289,7 +283,7 @@ impl<'a> Snapshot<'a> {
                 let cached = self.trees.borrow().get(&id).cloned();
                 if let Some(dir) = cached.or_else(|| self.pinned.borrow().get(&id).cloned()) {
                     for (kind, name) in kinds.iter_mut().zip(&names) {
-                        *kind = dir.entries.get(*name).map(|e| e.kind);
+                        *kind = dir.get(name).map(|e| e.kind);
                     }
                 } else {
                     // One pass over the tree's entries for all the names asked in it; the
@@ -473,8 +467,9 @@ impl<'a> Snapshot<'a> {
             .map(|e| e.id))
     }
 
-    /// The names of the entries of the directory `path` (`""` for the root), unsorted; empty
-    /// when nothing or no directory is there. Names that are not UTF-8 are read lossily.
+    /// The names of the entries of the directory `path` (`""` for the root), each once, in no
+    /// promised order; empty when nothing or no directory is there. Names that are not UTF-8
+    /// are read lossily.
     ///
     /// # Errors
     /// [`Error::InvalidPath`], [`Error::Git`].
@@ -489,7 +484,11 @@ impl<'a> Snapshot<'a> {
             path.split('/').count()
         };
         let dir = self.cached_tree(id, path, depth)?;
-        Ok(dir.keys().map(|k| k.to_str_lossy().into_owned()).collect())
+        Ok(dir
+            .names()
+            .into_iter()
+            .map(|k| k.to_str_lossy().into_owned())
+            .collect())
     }
 
     /// How the tree at `path` (`""` for the root) breaks git's rules on trees (duplicate names,
@@ -619,7 +618,7 @@ impl<'a> Snapshot<'a> {
         let mut components = path.split('/').enumerate().peekable();
         while let Some((depth, name)) = components.next() {
             let dir = self.cached_tree(tree, path, depth)?;
-            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+            let Some(entry) = dir.get(name.as_bytes()) else {
                 return Ok(None);
             };
             if components.peek().is_none() {
@@ -652,7 +651,7 @@ impl<'a> Snapshot<'a> {
                 });
             }
             walked += name.len();
-            let Some(entry) = dir.get(name.as_bytes()).copied() else {
+            let Some(entry) = dir.get(name.as_bytes()) else {
                 return Ok(None);
             };
             if components.peek().is_none() {
@@ -716,33 +715,16 @@ impl<'a> Snapshot<'a> {
     /// Decodes the tree `id` found on the way to `path`, noting its first [`TreeDefect`].
     pub(super) fn decode_tree(&self, id: ObjectId, path: &str) -> Result<Dir, Error> {
         self.store.bound_mapped_packs();
-        let tree = self
+        let mut tree = self
             .store
             .repo
             .find_tree(id)
             .map_err(git_err("read tree on the way to", path))?;
-        let decoded = tree
-            .decode()
-            .map_err(git_err("decode tree on the way to", path))?;
-        Ok(Dir {
-            defect: raw_tree_defect(&tree.data, &decoded.entries),
-            odd_mode: odd_mode(&decoded.entries),
-            entries: decoded
-                .entries
-                .iter()
-                .map(|e| {
-                    (
-                        e.filename.to_vec(),
-                        Entry {
-                            kind: e.mode.kind(),
-                            mode: Mode(e.mode.value()),
-                            spelled: e.mode,
-                            id: e.oid.to_owned(),
-                        },
-                    )
-                })
-                .collect(),
-        })
+        Dir::decode(
+            std::mem::take(&mut tree.data),
+            self.store.repo.object_hash(),
+        )
+        .map_err(git_err("decode tree on the way to", path))
     }
 }
 

@@ -431,13 +431,8 @@ impl Store {
         edited.sort_unstable();
         let kept = dir
             .iter()
-            .flat_map(|d| d.entries.iter())
-            .filter(|(name, _)| edited.binary_search(&name.as_slice()).is_err())
-            .map(|(name, e)| gix::objs::tree::EntryRef {
-                mode: e.spelled,
-                filename: name.as_bstr(),
-                oid: &e.id,
-            });
+            .flat_map(|d| d.entry_refs())
+            .filter(|e| edited.binary_search(&e.filename.as_bytes()).is_err());
         let added = edits.iter().filter_map(|(name, edit)| {
             edit.as_ref()
                 .map(|Entry(kind, oid)| gix::objs::tree::EntryRef {
