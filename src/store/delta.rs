@@ -322,6 +322,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::tests::prop_support::config(256))]
+
         /// Any base and any target, related by edits or not: the delta rebuilds the target.
         #[test]
         fn every_delta_rebuilds_its_target(

@@ -495,6 +495,8 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(crate::tests::prop_support::config(256))]
+
         /// Generated trees, sorted in git's order or not, with repeated names, names that are
         /// both a file and a tree (`a` beside `a-b` and `a/` sort apart) and odd modes: the
         /// defect found is the model's, and a well-formed encoding is never called
