@@ -55,7 +55,9 @@
 //! A run over many sources holds one source at a time: everything of a publication is dropped
 //! before the next source is read, and the pages of mapped pack files it touched
 //! ([`Store::release_mapped_packs`]) and the free heap ([`store::release_free_heap`]) are
-//! released after each source. Within one publication the budget is:
+//! released after each source; the free heap also once the batch is validated, before the
+//! write. The `publish` command also keeps large buffers out of the heap arenas
+//! ([`store::map_large_allocations`]). Within one publication the budget is:
 //!
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
 //!   event as its canonical line and a few fields (its record's tree lives only while the line
@@ -522,6 +524,9 @@ fn publish_one(
     }
     let source = read_source_shards(source, options.expected_event_paths.as_deref())?;
     let batch = validate_source(source, options.expected_producer.as_ref())?;
+    // Reading and checking the source on the worker threads left freed memory in their heap
+    // arenas; the write, which peaks next, allocates there again.
+    store::release_free_heap();
     if batch.shards.is_empty() {
         // Nothing to publish: the ref (a remote's is not asked for) stays where it is.
         return Ok(Publication {

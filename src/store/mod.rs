@@ -109,7 +109,7 @@ pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};
 pub use refs::REF_LOCK_TIMEOUT;
-pub use release::{MAPPED_BUDGET, release_free_heap};
+pub use release::{MAPPED_BUDGET, map_large_allocations, release_free_heap};
 pub use snapshot::{Snapshot, Walked};
 pub use transact::{Landed, Policy, Step, TransactError, backoff, transact};
 pub use tree::{TreeDefect, tree_defect};

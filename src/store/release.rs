@@ -1,6 +1,7 @@
 #![allow(unsafe_code)]
 //! Releasing mapped pack pages ([`Store::release_mapped_packs`], [`Store::bound_mapped_packs`])
-//! and the free heap ([`release_free_heap`]): the one module with `unsafe`.
+//! and the free heap ([`release_free_heap`], [`map_large_allocations`]): the one module with
+//! `unsafe`.
 //!
 //! gix maps pack and index files read-only; a walk over most objects of a large repository would
 //! otherwise keep every page it touched resident. gix offers no call to drop those pages, so this
@@ -186,6 +187,35 @@ pub fn release_free_heap() {
         // (it takes each arena's lock) and invalidates no live allocation.
         unsafe {
             malloc_trim(0);
+        }
+    }
+}
+
+/// Makes glibc give every allocation of 128 KiB or more a mapping of its own, returned to the
+/// system as soon as it is freed (`mallopt(M_MMAP_THRESHOLD, 128 KiB)`), for the rest of the
+/// process. Does nothing with other C libraries.
+///
+/// 128 KiB is glibc's initial threshold, but by default glibc raises it (up to 32 MiB) each time
+/// such a mapping is freed; from then on large buffers come from the heap arenas, one per thread
+/// that allocated, and their freed pages stay resident between the arenas' live objects. A
+/// publish compresses packs and reads spools on worker threads, whose arenas held about 16 MiB
+/// each at its peak. Measured on ten sealed spools of 10,000 events published into an empty
+/// repository, three alternating runs: peak RSS 131–135 MiB down to 117–118 MiB (123–125 MiB
+/// without the trim of the free heap after each source's validation), wall time unchanged and
+/// 0.2 s more system time. Not for every command: `verify` of a million events, which reads every shard into a
+/// buffer of its own, took 1.8 s more system time (3.1 against 4.9 s) for 10 MiB less.
+pub fn map_large_allocations() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+        }
+        // glibc's <malloc.h>: M_MMAP_THRESHOLD.
+        const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
+        // SAFETY: mallopt only changes the allocator's parameters, under its own lock; no live
+        // allocation is affected (a block is freed as it was allocated).
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 128 << 10);
         }
     }
 }

@@ -96,6 +96,9 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         profile,
         sources,
     } = *request;
+    // A publish's peak memory is what a CI job must budget for: large buffers are returned to
+    // the system when freed, not kept in the worker threads' heap arenas.
+    store::map_large_allocations();
     let mut options = Options::new(signature(env)?);
     options.ref_name = ref_name.to_owned();
     options.layout = layout;
