@@ -74,7 +74,7 @@
 //!   ([`Store::write_commit_on`]: the write's lookups and its rewritten trees start from the
 //!   plan's decoded trees); writing the new trees holds new entries of one path at a time;
 //! - mapped pack and index pages: at most [`store::MAPPED_BUDGET`] (24 MiB) of file-backed
-//!   resident memory, checked every 32 object reads by the snapshot and the tree writer
+//!   resident memory, checked every 32 object reads by the snapshot
 //!   ([`Store::bound_mapped_packs`]);
 //! - after landing, and after the batch and the plan are dropped (a source's publication
 //!   rolls up on its own, not on top of them: [`publish_batch_to`], whose caller holds the

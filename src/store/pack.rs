@@ -17,9 +17,9 @@
 //! against the blob added just before it, as `git fast-import` does. The publisher adds files in
 //! path order, so a file's base is its neighbour in the tree: the same producer's previous
 //! shard, the previous binding with the same keys. A delta is kept when it is at most 3/4 of the
-//! object, and every 4th blob is stored whole, so a chain holds at most 3 deltas (the constant `MAX_DEPTH` says why so few); readers keep the
-//! objects they last built ([`crate::store`]). On 100,000 generated events this took the
-//! repository from 110 MB to 77 MB. `git fast-import` writes 63 MB for the same tree: it writes
+//! object, and every 4th blob is stored whole, so a chain holds at most 3 deltas (the constant
+//! `MAX_DEPTH` says why so few); readers keep the objects they last built ([`crate::store`]).
+//! On 100,000 generated events this took the repository from 110 MB to 77 MB. `git fast-import` writes 63 MB for the same tree: it writes
 //! only the final tree, where ten publications wrote ten versions of the directories they
 //! touched, and a new version cannot be a delta against an old one in another pack. The roll-up
 //! of small packs (`consolidate.rs`) copies entries byte for byte and stores the tree versions
@@ -172,8 +172,8 @@ struct Chain {
 }
 
 /// An object's entry, compressed: whole (its header and zlib stream), or a delta against the
-/// object of its kind written before it (the delta's size and zlib stream; the header, which
-/// names the base's offset, is written when the entry is appended).
+/// blob written before it (the delta's size and zlib stream; the header, which names the
+/// base's offset, is written when the entry is appended).
 enum Packed {
     Whole(Vec<u8>),
     Delta { size: usize, data: Vec<u8> },

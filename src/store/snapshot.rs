@@ -43,16 +43,16 @@ pub struct Walked<'p> {
 const MAX_CACHED_TREE_BYTES: usize = 16 << 20;
 
 /// The heap bytes of a decoded tree and its share of a cache: the tree object's bytes, its
-/// index of entries, and the cache's slot and reference count.
+/// index of entries, the [`Dir`] in its reference-counted box, and the cache's slot.
 fn dir_bytes(dir: &Dir) -> usize {
-    dir.heap_bytes() + 96
+    dir.heap_bytes() + std::mem::size_of::<Dir>() + 16 + 48
 }
 
 /// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
 /// fan-out level) are kept for the snapshot's life; deeper ones in the bounded cache.
 const PINNED_DEPTH: usize = 6;
 
-/// The most estimated bytes ([`dir_bytes`]) of [`SharedTrees`]: 16 MiB.
+/// The most bytes ([`dir_bytes`]) of [`SharedTrees`]: 16 MiB.
 const SHARED_TREE_BYTES: usize = 16 << 20;
 
 /// Trees near the root (depth < [`PINNED_DEPTH`]) decoded by any snapshot of one [`Store`], kept
@@ -134,7 +134,7 @@ pub struct Snapshot<'a> {
     pub(super) commit: Option<CommitId>,
     pub(super) root: Option<ObjectId>,
     pub(super) trees: RefCell<HashMap<ObjectId, Rc<Dir>>>,
-    /// Estimated bytes held by `trees` ([`dir_bytes`]).
+    /// Bytes held by `trees` ([`dir_bytes`]).
     pub(super) tree_bytes: std::cell::Cell<usize>,
     /// The most bytes `trees` holds ([`MAX_CACHED_TREE_BYTES`]; smaller in tests).
     pub(super) tree_budget: usize,
@@ -287,7 +287,7 @@ impl<'a> Snapshot<'a> {
                     }
                 } else {
                     // One pass over the tree's entries for all the names asked in it; the
-                    // last entry of a name wins, as in a decoded tree's map.
+                    // last entry of a name wins, as in a decoded tree (`Dir::get`).
                     self.store.bound_mapped_packs();
                     let first = paths[group[0]];
                     let tree = self

@@ -115,6 +115,9 @@ impl Dir {
     /// # Errors
     /// gix's decoding error when `raw` is not a sequence of tree entries.
     pub(super) fn decode(raw: Vec<u8>, hash: gix::hash::Kind) -> Result<Dir, gix::error::Error> {
+        if u32::try_from(raw.len()).is_err() {
+            return Err(gix::error::message("a tree object of 4 GiB or more").into());
+        }
         let raw = raw.into_boxed_slice();
         let decoded = gix::objs::TreeRef::from_bytes(&raw, hash)?;
         let base = raw.as_ptr() as usize;
@@ -122,7 +125,7 @@ impl Dir {
             .entries
             .iter()
             .map(|e| Slot {
-                // gix borrows the names from `raw`; a tree object is far below 4 GiB.
+                // gix borrows the names from `raw`, which is below 4 GiB.
                 name: (e.filename.as_ptr() as usize - base) as u32,
                 len: e.filename.len() as u32,
                 mode: e.mode,
@@ -148,7 +151,7 @@ impl Dir {
             .filter(|_| under_ledger_root(tree_path)))
     }
 
-    /// The heap bytes this tree holds.
+    /// The heap bytes this tree holds, beyond the `Dir` itself.
     pub(super) fn heap_bytes(&self) -> usize {
         self.raw.len() + self.slots.capacity() * std::mem::size_of::<Slot>()
     }
@@ -494,6 +497,30 @@ mod tests {
         None
     }
 
+    /// Tree entries from generated `(mode index, name)` pairs (a file, a tree, an executable),
+    /// each with its own id; sorted in git's order when `sort`.
+    fn generated_entries(picked: &[(usize, String)], sort: bool) -> Vec<(u32, Vec<u8>, ObjectId)> {
+        let modes = [0o100644u32, 0o40000, 0o100755];
+        let mut entries: Vec<(u32, Vec<u8>, ObjectId)> = picked
+            .iter()
+            .enumerate()
+            .map(|(i, (m, name))| {
+                let id = ObjectId::from_bytes_or_panic(&[i as u8 + 1; 20]);
+                (modes[*m], name.clone().into_bytes(), id)
+            })
+            .collect();
+        if sort {
+            entries.sort_by_key(|(mode, name, _)| {
+                let mut k = name.clone();
+                if *mode == 0o40000 {
+                    k.push(b'/');
+                }
+                k
+            });
+        }
+        entries
+    }
+
     proptest::proptest! {
         #![proptest_config(crate::tests::prop_support::config(256))]
 
@@ -510,22 +537,7 @@ mod tests {
             sort in proptest::bool::ANY,
             ledger in proptest::bool::ANY,
         ) {
-            let modes = [0o100644u32, 0o40000, 0o100755];
-            let id = ObjectId::empty_blob(gix::hash::Kind::Sha1);
-            let mut entries: Vec<(u32, Vec<u8>, ObjectId)> = picked
-                .iter()
-                .map(|(m, name)| (modes[*m], name.clone().into_bytes(), id))
-                .collect();
-            if sort {
-                entries.sort_by_key(|(mode, name, _)| {
-                    let mut k = name.clone();
-                    if *mode == 0o40000 {
-                        k.push(b'/');
-                    }
-                    k
-                });
-            }
-            let raw = raw_tree(&entries);
+            let raw = raw_tree(&generated_entries(&picked, sort));
             let tree = gix::objs::TreeRef::from_bytes(&raw, gix::hash::Kind::Sha1).unwrap();
             let path = if ledger { "ledger/v1/x" } else { "other" };
             proptest::prop_assert_eq!(
@@ -550,24 +562,7 @@ mod tests {
             ),
             sort in proptest::bool::ANY,
         ) {
-            let modes = [0o100644u32, 0o40000, 0o100755];
-            let mut entries: Vec<(u32, Vec<u8>, ObjectId)> = picked
-                .iter()
-                .enumerate()
-                .map(|(i, (m, name))| {
-                    let id = ObjectId::from_bytes_or_panic(&[i as u8 + 1; 20]);
-                    (modes[*m], name.clone().into_bytes(), id)
-                })
-                .collect();
-            if sort {
-                entries.sort_by_key(|(mode, name, _)| {
-                    let mut k = name.clone();
-                    if *mode == 0o40000 {
-                        k.push(b'/');
-                    }
-                    k
-                });
-            }
+            let entries = generated_entries(&picked, sort);
             let raw = raw_tree(&entries);
             let dir = Dir::decode(raw.clone(), gix::hash::Kind::Sha1).unwrap();
             let model: HashMap<&[u8], (u32, ObjectId)> = entries
@@ -664,6 +659,31 @@ mod tests {
             .update_ref(MAIN, Some(base), CommitId(commit), "plant")
             .expect("plant");
         CommitId(commit)
+    }
+
+    /// A commit of no changes rewrites the root as it is: on a malformed root it is refused,
+    /// not a silent repair into another tree.
+    #[test]
+    fn a_commit_of_no_changes_refuses_a_malformed_root() {
+        let (_tmp, _repo, store) = new_store();
+        let base = publish(&store, &[("a", "1"), ("b", "2")]);
+        let planted = plant(&store, base, "", |entries| entries.reverse());
+        let none: Vec<(String, Vec<u8>)> = Vec::new();
+        let err = store
+            .write_commit(Some(planted), &none, "nothing\n", &sig())
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::MalformedTree { path, defect: TreeDefect::Unsorted { .. } } if path.is_empty()),
+            "{err}"
+        );
+        // On a well-formed root it writes the same tree.
+        let same = store
+            .write_commit(Some(base), &none, "nothing\n", &sig())
+            .unwrap();
+        assert_eq!(
+            store.commit_tree(same).unwrap(),
+            store.commit_tree(base).unwrap()
+        );
     }
 
     #[test]

@@ -348,10 +348,11 @@ impl Store {
     /// ([`Snapshot::lookup_for_write`] of every changed path), taken from its cache: each tree
     /// of a publication is read and inflated once, not again here. Reading them again took a
     /// tenth of the CPU of a 1,000-event publication into a million-event ledger, where each
-    /// new binding rewrites a fan-out leaf of about 15 entries. Memory: the new tree's entries
-    /// borrow the names from the cached tree and the changes, one directory level at a time. A
-    /// malformed base tree was refused on the way in; one found anyway is an error, never a
-    /// silent repair.
+    /// new binding rewrites a fan-out leaf of about 15 entries. Memory: the new trees' entries
+    /// borrow the names from the cached trees and the changes, for the directories of one path
+    /// at a time. A malformed base tree was refused on the way in; one found anyway is an
+    /// error, never a silent repair (also on a commit that changes nothing, which rewrites the
+    /// root as it is).
     #[allow(clippy::too_many_arguments)]
     fn write_changed_tree(
         &self,
