@@ -497,6 +497,19 @@ mod tests {
         None
     }
 
+    /// Up to 9 `(mode index, name)` pairs of short names over `ab.-`: repeated names, names
+    /// that are both a file and a tree, and names that sort apart from their tree (`a`, `a-b`,
+    /// `a/`) come up often.
+    fn picked_entries() -> impl proptest::strategy::Strategy<Value = Vec<(usize, String)>> {
+        proptest::collection::vec(
+            (
+                0..3usize,
+                proptest::string::string_regex("[ab.-]{1,3}").unwrap(),
+            ),
+            0..10,
+        )
+    }
+
     /// Tree entries from generated `(mode index, name)` pairs (a file, a tree, an executable),
     /// each with its own id; sorted in git's order when `sort`.
     fn generated_entries(picked: &[(usize, String)], sort: bool) -> Vec<(u32, Vec<u8>, ObjectId)> {
@@ -530,10 +543,7 @@ mod tests {
         /// non-canonical.
         #[test]
         fn tree_defect_agrees_with_the_plain_model(
-            picked in proptest::collection::vec(
-                (0..3usize, proptest::string::string_regex("[ab.-]{1,3}").unwrap()),
-                0..10,
-            ),
+            picked in picked_entries(),
             sort in proptest::bool::ANY,
             ledger in proptest::bool::ANY,
         ) {
@@ -556,10 +566,7 @@ mod tests {
         /// once, and hands the entries back as they were written.
         #[test]
         fn a_decoded_tree_answers_as_a_map_of_its_entries(
-            picked in proptest::collection::vec(
-                (0..3usize, proptest::string::string_regex("[ab.-]{1,3}").unwrap()),
-                0..10,
-            ),
+            picked in picked_entries(),
             sort in proptest::bool::ANY,
         ) {
             let entries = generated_entries(&picked, sort);

@@ -364,18 +364,17 @@ impl Store {
         depth: usize,
         buf: &mut Vec<u8>,
     ) -> Result<Option<ObjectId>, Error> {
-        let dir_name = || {
-            changes
-                .first()
-                .map_or_else(String::new, |(p, _)| p[..skip.saturating_sub(1)].to_owned())
-        };
+        // This directory's path, borrowed from its first change (not built per tree).
+        let dir_path = changes
+            .first()
+            .map_or("", |(p, _)| &p[..skip.saturating_sub(1)]);
         let dir = match base {
             Some(id) => {
                 let first = changes.first().map_or("", |(p, _)| *p);
                 let dir = view.cached_tree(id, first, depth)?;
-                if let Some(defect) = dir.defect_at(&dir_name()) {
+                if let Some(defect) = dir.defect_at(dir_path) {
                     return Err(Error::MalformedTree {
-                        path: dir_name(),
+                        path: dir_path.to_owned(),
                         defect: defect.clone(),
                     });
                 }
@@ -453,7 +452,7 @@ impl Store {
         buf.clear();
         gix::objs::WriteTo::write_to(&tree, buf).map_err(|e| Error::Git {
             action: "serialize tree",
-            subject: dir_name(),
+            subject: dir_path.to_owned(),
             source: Box::new(e),
         })?;
         self.put(sink, gix::objs::Kind::Tree, buf, "a tree")
