@@ -41,7 +41,7 @@ pub fn publish_batch_to(
     target: &Target,
 ) -> Result<Publication, Error> {
     let publication = land_batch(store, batch, options, target)?;
-    if publication.status == Status::Created {
+    if publication.status == Status::Created && options.roll_up {
         store.roll_up_after_commit();
     }
     Ok(publication)

@@ -104,7 +104,7 @@ pub mod transact;
 mod tree;
 mod write;
 
-pub use consolidate::{Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
+pub use consolidate::{BackgroundRollUp, Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
 pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};

@@ -104,6 +104,9 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     options.layout = layout;
     options.max_attempts = max_attempts;
     options.privacy = profile;
+    // Each source's pack roll-up runs beside the next source's reading and checking, which
+    // leave a core idle much of the time (see `roll_up` below).
+    options.roll_up = false;
     // Every source is looked up before the repository is created or anything is published, so
     // that a mistyped path publishes nothing. A directory without events publishes nothing.
     let mut roots = Vec::with_capacity(sources.len());
@@ -138,21 +141,30 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         })?;
     // Whether an earlier source of this run moved the ref (else a failure changed nothing).
     let mut landed = false;
+    // The roll-up after each landed source, on its own thread (a failed one changes nothing;
+    // the next one, or `maintain`, retries). Dropping it waits for the last one.
+    let roll_up = store::BackgroundRollUp::start(store.git_dir().to_owned(), |_, _| {})
+        .map_err(|e| Failure::input(format!("cannot start the pack roll-up: {e}")))?;
     let meter = out.meter();
     meter.begin("sources", Some(sources.len() as u64));
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
-        let publication = match publish::publish_to(&store, root, &options, target) {
-            Ok(p) => p,
-            Err(e) => {
-                let failure = publish_failure(source, if landed { i } else { 0 }, e);
-                if created {
-                    drop(store);
-                    discard_new_repository(repo, was_empty_dir, &new_parents);
+        let publication =
+            match publish::publish_to_with(&store, root, &options, target, || roll_up.wait()) {
+                Ok(p) => p,
+                Err(e) => {
+                    let failure = publish_failure(source, if landed { i } else { 0 }, e);
+                    drop(roll_up);
+                    if created {
+                        drop(store);
+                        discard_new_repository(repo, was_empty_dir, &new_parents);
+                    }
+                    return Err(failure);
                 }
-                return Err(failure);
-            }
-        };
-        landed |= publication.status == Status::Created;
+            };
+        if publication.status == Status::Created {
+            landed = true;
+            roll_up.request();
+        }
         let shown_ref = match target {
             publish::Target::Local => ref_name.to_owned(),
             publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
