@@ -19,6 +19,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use rayon::prelude::*;
+
 use super::limits;
 use super::validate::Batch;
 use super::*;
@@ -108,22 +110,34 @@ pub(super) fn plan<'b>(
         resolved.extend(on_walk);
     }
 
-    // 2. Bindings, exactly as `binding` writes them.
-    let mut reservations: BTreeMap<String, (String, Kind)> = BTreeMap::new();
-    let mut completions: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    // 2. Bindings, exactly as `binding` writes them; their texts (a digest each) are made on
+    // all cores, while the lookups below need this thread's snapshot.
     let mut sets: BTreeMap<&ShardIdentity, Vec<&Shard>> = BTreeMap::new();
     for (s, id) in batch.shards.iter().zip(&batch.identities) {
         sets.entry(id).or_default().push(s);
-        for e in &s.events {
-            let (path, text) = binding::event(layout, e);
-            reservations.insert(path, (text, Kind::Event));
-        }
     }
-    for (id, shards) in &sets {
-        let (path, text) = binding::producer_run(layout, id);
-        reservations.insert(path, (text, Kind::ProducerRun));
-        let (res_path, reservation) = binding::shard_set(layout, id, shards);
-        let (comp_path, completion) = binding::completion(layout, id, &reservation);
+    let events: Vec<(String, String)> = batch
+        .shards
+        .par_iter()
+        .flat_map_iter(|s| s.events.iter().map(|e| binding::event(layout, e)))
+        .collect();
+    let sets: Vec<_> = sets.into_iter().collect();
+    let set_bindings: Vec<_> = sets
+        .par_iter()
+        .map(|(id, shards)| {
+            let run = binding::producer_run(layout, id);
+            let (res_path, reservation) = binding::shard_set(layout, id, shards);
+            let completion = binding::completion(layout, id, &reservation);
+            (run, (res_path, reservation), completion)
+        })
+        .collect();
+    let mut reservations: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    let mut completions: BTreeMap<String, (String, Kind)> = BTreeMap::new();
+    for (path, text) in events {
+        reservations.insert(path, (text, Kind::Event));
+    }
+    for ((run_path, run), (res_path, reservation), (comp_path, completion)) in set_bindings {
+        reservations.insert(run_path, (run, Kind::ProducerRun));
         reservations.insert(res_path, (reservation, Kind::ShardSet));
         completions.insert(comp_path, (completion, Kind::Completion));
     }
