@@ -411,15 +411,31 @@ impl PackBuilder {
     pub fn add(&mut self, kind: Kind, bytes: &[u8]) -> Result<ObjectId, Error> {
         let id = gix::objs::compute_hash(self.hash_kind, kind, bytes)
             .map_err(|e| Error::Compress(e.to_string()))?;
+        self.add_hashed(id, kind, bytes)?;
+        Ok(id)
+    }
+
+    /// [`PackBuilder::add`] of an object whose id the caller has computed
+    /// (`gix::objs::compute_hash` of `kind` and `bytes`), so that a batch of objects can be
+    /// hashed on all cores. A wrong id makes a corrupt pack: debug builds check it.
+    ///
+    /// # Errors
+    /// [`Error::Compress`] if zlib fails (out of memory).
+    pub fn add_hashed(&mut self, id: ObjectId, kind: Kind, bytes: &[u8]) -> Result<(), Error> {
+        debug_assert_eq!(
+            gix::objs::compute_hash(self.hash_kind, kind, bytes).ok(),
+            Some(id),
+            "add_hashed was given another object's id"
+        );
         if !self.seen.insert(id) {
-            return Ok(id);
+            return Ok(());
         }
         self.pending.push((id, kind, bytes.to_vec()));
         self.pending_bytes += bytes.len();
         if self.pending_bytes >= PENDING_BYTES {
             self.flush()?;
         }
-        Ok(id)
+        Ok(())
     }
 
     /// Compresses the pending objects (on all cores, with rayon) and appends their

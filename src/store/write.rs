@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use gix::ObjectId;
+use rayon::prelude::*;
 use gix::bstr::{BStr, ByteSlice};
 use gix::objs::tree::EntryKind;
 
@@ -79,7 +80,7 @@ impl Store {
     /// [`Error::DuplicatePath`], [`Error::FileInTheWay`], [`Error::DirectoryInTheWay`],
     /// [`Error::Conflict`], [`Error::InvalidSignature`], [`Error::InvalidMessage`], errors of
     /// [`Store::snapshot`] for `base`, [`Error::Git`] if writing fails, [`Error::Sync`].
-    pub fn write_commit<B: AsRef<[u8]>>(
+    pub fn write_commit<B: AsRef<[u8]> + Sync>(
         &self,
         base: Option<CommitId>,
         files: &[(String, B)],
@@ -96,7 +97,7 @@ impl Store {
     /// # Errors
     /// As [`Store::write_commit`]; a removal of a path that is not a file is [`Error::NotAFile`],
     /// and of a path that `files` also writes [`Error::DuplicatePath`].
-    pub fn write_commit_with<B: AsRef<[u8]>>(
+    pub fn write_commit_with<B: AsRef<[u8]> + Sync>(
         &self,
         base: Option<CommitId>,
         files: &[(String, B)],
@@ -121,7 +122,7 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::write_commit`], except those of taking the snapshot.
-    pub fn write_commit_on<B: AsRef<[u8]>>(
+    pub fn write_commit_on<B: AsRef<[u8]> + Sync>(
         &self,
         base_view: &Snapshot<'_>,
         files: &[(String, B)],
@@ -131,7 +132,7 @@ impl Store {
         self.write_commit_in(base_view, files, &[], false, message, sig)
     }
 
-    fn write_commit_in<B: AsRef<[u8]>>(
+    fn write_commit_in<B: AsRef<[u8]> + Sync>(
         &self,
         base_view: &Snapshot<'_>,
         files: &[(String, B)],
@@ -154,12 +155,20 @@ impl Store {
         let hash_kind = self.repo.object_hash();
 
         // Prepare: validate the whole batch against itself and the base before writing anything.
-        let mut batch: BTreeMap<&str, (&[u8], ObjectId)> = BTreeMap::new();
-        for (path, bytes) in files {
-            let bytes = bytes.as_ref();
+        for (path, _) in files {
             validate_write_path(path)?;
-            let id = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes)
-                .map_err(git_err("hash blob for", path))?;
+        }
+        // The blobs' ids, on all cores; the pack takes them as they are (`put_blob`).
+        let ids: Vec<ObjectId> = files
+            .par_iter()
+            .map(|(path, bytes)| {
+                gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes.as_ref())
+                    .map_err(git_err("hash blob for", path))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut batch: BTreeMap<&str, (&[u8], ObjectId)> = BTreeMap::new();
+        for ((path, bytes), id) in files.iter().zip(ids) {
+            let bytes = bytes.as_ref();
             if let Some((_, existing)) = batch.insert(path, (bytes, id))
                 && existing != id
             {
@@ -237,9 +246,9 @@ impl Store {
         };
         // Changes sorted by path: every directory's changes are one contiguous run.
         let mut changes: Vec<(&str, Change)> = Vec::with_capacity(new_files.len() + removals.len());
-        for (path, bytes, _) in &new_files {
-            let id = self.put(&mut sink, gix::objs::Kind::Blob, bytes, path)?;
-            changes.push((path, Change::Upsert(id)));
+        for (path, bytes, id) in &new_files {
+            self.put_blob(&mut sink, *id, bytes)?;
+            changes.push((path, Change::Upsert(*id)));
         }
         changes.extend(removals.iter().map(|p| (p.as_str(), Change::Remove)));
         changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -314,6 +323,23 @@ enum Sink {
 }
 
 impl Store {
+    /// Stores the blob `bytes` whose id, hashed by the caller, is `id` in `sink`.
+    fn put_blob(&self, sink: &mut Sink, id: ObjectId, bytes: &[u8]) -> Result<(), Error> {
+        match sink {
+            Sink::Pack(pack) => pack
+                .add_hashed(id, gix::objs::Kind::Blob, bytes)
+                .map_err(|e| Error::Pack(Box::new(e))),
+            Sink::Loose(pending) => {
+                if !self.repo.objects.exists_without_refresh(&id)
+                    && !pending.iter().any(|(p, _, _)| *p == id)
+                {
+                    pending.push((id, gix::objs::Kind::Blob, bytes.to_vec()));
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Stores one object in `sink`; returns its id. `what` names it in errors.
     fn put(
         &self,
