@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 
 use gix::ObjectId;
-use rayon::prelude::*;
 use gix::bstr::{BStr, ByteSlice};
 use gix::objs::tree::EntryKind;
+use rayon::prelude::*;
 
 use super::error::{base_name, git_err};
 use super::sync_dir;
