@@ -441,6 +441,37 @@ mod tests {
     use crate::tests::{files_under, fixture_spool};
     use std::path::Path;
 
+    /// The producers' runs are built on all cores, but of several faulty producers the one
+    /// reported is always the first in the spool's order: a corpus spool of six producers
+    /// without any partition marker names the first event's producer, every time.
+    #[test]
+    fn of_several_faulty_producers_the_first_in_spool_order_is_reported() {
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "testdata/corpus/day1/spools/024-openclaw-openclaw-route-command-r13550944436-a1",
+        );
+        let copy = tempfile::tempdir().unwrap();
+        let mut markers = 0;
+        for (rel, bytes) in files_under(&corpus) {
+            if rel.contains("/_partitions/") {
+                markers += 1;
+                continue;
+            }
+            let p = copy.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        assert_eq!(markers, 6);
+        let spool = Spool::open(copy.path()).unwrap();
+        let (events, _) = spool.read_all_scanned().unwrap();
+        let first = canonical::to_canonical_unchecked(events[0].producer());
+        for _ in 0..16 {
+            match plan(&spool) {
+                Err(Error::MissingMarker { producer, .. }) => assert_eq!(producer, first),
+                other => panic!("{:?}", other.map(|r| r.len())),
+            }
+        }
+    }
+
     /// Every sealed spool of the day1 corpus reproduces the reference's finalize output byte for
     /// byte, and its existing seals (the reference's) are recognized as identical.
     #[test]
