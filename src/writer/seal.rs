@@ -146,17 +146,27 @@ impl ProducerRun {
 pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let (events, mut found) = spool.read_all_scanned()?;
     let mut groups: Vec<(String, Vec<Event>)> = Vec::new();
-    // Group index by key: a spool may hold hundreds of producers.
+    // Group index by key: a spool may hold hundreds of producers. Events read by one thread
+    // share their producer's tree, so a tree already met gives its group without encoding it
+    // again (the address only identifies a tree that is still alive: every event is kept).
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut by_tree: std::collections::HashMap<*const Value, usize> =
+        std::collections::HashMap::new();
     for e in events {
-        let key = canonical::to_canonical_unchecked(e.producer());
-        match index.get(&key) {
-            Some(&i) => groups[i].1.push(e),
+        let tree: *const Value = e.producer();
+        let i = match by_tree.get(&tree) {
+            Some(&i) => i,
             None => {
-                index.insert(key.clone(), groups.len());
-                groups.push((key, vec![e]));
+                let key = canonical::to_canonical_unchecked(e.producer());
+                let i = *index.entry(key.clone()).or_insert_with(|| {
+                    groups.push((key, Vec::new()));
+                    groups.len() - 1
+                });
+                by_tree.insert(tree, i);
+                i
             }
-        }
+        };
+        groups[i].1.push(e);
     }
     // Each producer's run on all cores (its causal order and replay digest are most of the
     // cost); the first error in the spool's order is the one reported, as before.

@@ -342,9 +342,17 @@ impl Spool {
                 }
             },
         );
+        // The events of one directory name one subject repository (else the path check below
+        // fails): its directory name (a digest) is made once, not per event.
+        let mut known: Option<(String, String)> = None;
         for ((rel, _, _), event) in texts.iter().zip(parsed) {
             let (event, finding) = event?;
-            if event_relative_path(&event) != *rel {
+            let repo = event.subject_repository();
+            if known.as_ref().is_none_or(|(r, _)| r != repo) {
+                known = Some((repo.to_owned(), repository_dir(repo)));
+            }
+            let repo_dir = known.as_ref().map_or("", |(_, d)| d.as_str());
+            if format!("{SPOOL_DIR}/{repo_dir}/{}.json", event.event_id) != *rel {
                 return Err(Error::NonCanonicalPath(rel.clone()));
             }
             budget.admit(&event)?;
