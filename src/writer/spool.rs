@@ -448,6 +448,68 @@ mod tests {
         }
     }
 
+    /// An event file must lie where its content puts it: in its subject repository's
+    /// directory, under its event id. A file moved into another repository's directory (under
+    /// its own name, or under one that sorts first or last there), or renamed to another id in
+    /// its own, is refused with its path.
+    #[test]
+    fn an_event_file_out_of_its_place_is_refused() {
+        let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/corpus/day1/spools/017-openclaw-clawsweeper-review-r13550726447-a1");
+        let events = format!("{SPOOL_DIR}/");
+        let copy = |dir: &std::path::Path| {
+            for (rel, bytes) in crate::tests::files_under(&corpus) {
+                let p = dir.join(rel);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, bytes).unwrap();
+            }
+        };
+        let listing = |dir: &std::path::Path, repo: &str| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir.join(&events).join(repo))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        let (from, into) = (
+            "openclaw-clawhub-3df6b0e8b2fe",
+            "openclaw-openclaw-5dcd5a46c4da",
+        );
+        let clean = tempfile::tempdir().unwrap();
+        copy(clean.path());
+        assert_eq!(
+            Spool::open(clean.path()).unwrap().read_all().unwrap().len(),
+            121
+        );
+        let moved = listing(clean.path(), from);
+        let there = listing(clean.path(), into);
+        // Into the other repository's directory under its own name, or under names that sort
+        // first and last there; and renamed to another id in its own directory.
+        let other_id = |name: &str| {
+            let flipped = if name.starts_with('0') { "1" } else { "0" };
+            format!("{flipped}{}", &name[1..])
+        };
+        let cases = [
+            (&moved[0], into, moved[0].clone()),
+            (&moved[1], into, format!("{}.json", "0".repeat(64))),
+            (&moved[2], into, format!("{}.json", "f".repeat(64))),
+            (&moved[3], from, other_id(&moved[3])),
+        ];
+        assert!(!there.contains(&moved[0]));
+        for (file, dir, name) in cases {
+            let tmp = tempfile::tempdir().unwrap();
+            copy(tmp.path());
+            let source = format!("{events}{from}/{file}");
+            let target = format!("{events}{dir}/{name}");
+            std::fs::rename(tmp.path().join(&source), tmp.path().join(&target)).unwrap();
+            match Spool::open(tmp.path()).unwrap().read_all() {
+                Err(Error::NonCanonicalPath(path)) => assert_eq!(path, target),
+                other => panic!("{source} as {target}: {:?}", other.map(|e| e.len())),
+            }
+        }
+    }
+
     /// Event files are read by name, in the order asked, through their directories: a gone
     /// file or directory and a name without one read as `None`, an oversized file is the
     /// reader's error.
