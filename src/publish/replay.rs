@@ -1,12 +1,10 @@
 //! The unchanged-replay fast path: a sealed spool whose events are all already published, as
 //! complete sets, is answered from the tip without validating a single event (see
 //! [`sealed_replay`]). Anything short of that falls through to the full path, which reports the
-//! precise refusal. The spool's files are read on the pool while this thread reads the seals'
-//! sets from the tip and a second handle of the repository looks up the events' identity
-//! bindings.
+//! precise refusal. The spool's files are read on the pool while this thread reads the tip.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
@@ -20,7 +18,7 @@ use crate::ledger::binding::{self, Kind};
 use crate::ledger::layout::{self, Layout};
 use crate::ledger::shard::{self};
 use crate::privacy::{self, Profile};
-use crate::store::{CommitId, Snapshot, Store};
+use crate::store::Snapshot;
 use crate::writer::files::{EntryKind, Root};
 use crate::writer::seal;
 use crate::writer::spool::{self, Spool};
@@ -80,12 +78,9 @@ pub(super) fn sealed_replay(
         };
         ids.push(id);
     }
-    let binding_paths: Vec<String> = ids.iter().map(|id| Kind::Event.path(layout, id)).collect();
-    let (commit, reopen) = (snap.commit(), snap.store().reopen_path());
     // The event files are read (and, under `strict`, scanned) on the pool while this thread
-    // reads the seals' sets from the tip and another handle of the repository looks up the
-    // identity bindings (in the fanout layout a leaf tree for every one or two events, as much
-    // work as reading the shards); whichever finds that this is no replay stops the others.
+    // reads the tip (one thread's snapshot); whichever finds that this is no replay stops the
+    // other.
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| {
@@ -95,19 +90,8 @@ pub(super) fn sealed_replay(
             }
             texts
         });
-        let (paths, stop_ref) = (&binding_paths, &stop);
-        let bindings = reopen.map(|git_dir| {
-            scope.spawn(move || {
-                let present = bindings_present(git_dir, commit, paths);
-                if present == Some(false) {
-                    stop_ref.store(true, Ordering::Relaxed);
-                }
-                present
-            })
-        });
         let tip = {
-            // Stops the others if this side unwinds; the scope joins them before the panic
-            // goes on.
+            // Stops the reader if this side unwinds; the scope joins it before the panic goes on.
             let _on_unwind = StopOnUnwind(&stop);
             published_sets(&spool, &seal_dir, seals, &ids, layout, snap, &stop)
         };
@@ -117,27 +101,10 @@ pub(super) fn sealed_replay(
         let texts = reader
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let present = bindings.and_then(|b| {
-            b.join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
-        // The tip decides first, whatever the others met by then.
+        // The tip decides first, whatever the reader met by then.
         let Some((mut manifest, contents)) = tip? else {
             return Ok(None);
         };
-        // Looked up here when the other handle could not answer: an error is reported as the
-        // full path would.
-        let present = match present {
-            Some(present) => present,
-            None => {
-                let refs: Vec<&str> = binding_paths.iter().map(String::as_str).collect();
-                snap.files_exist(&refs)?.into_iter().all(|e| e)
-            }
-        };
-        if !present {
-            return Ok(None);
-        }
-        manifest.reservation_paths.extend(paths.iter().cloned());
         let Some(texts) = texts else {
             return Ok(None);
         };
@@ -211,9 +178,9 @@ fn read_and_scan(
 
 /// What the tip holds of the spool's sealed sets: for each seal, its reservation, its shards
 /// (their contents returned, for comparing with the event files), completion marker and
-/// producer-run binding with the bytes the publisher writes, and as many lines as the seal
-/// counts, as many as `ids` in all (their identity bindings are looked up by the caller).
-/// `None` as soon as anything differs or `stop` is set.
+/// producer-run binding with the bytes the publisher writes, as many lines as the seal counts;
+/// and an identity binding for every event of `ids`. `None` as soon as anything differs or
+/// `stop` is set.
 fn published_sets(
     spool: &Spool,
     seal_dir: &str,
@@ -282,18 +249,13 @@ fn published_sets(
     if ids.len() != expected_events || stop.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    Ok(Some((manifest, contents)))
-}
-
-/// Whether every one of `paths` is a file in the tree of `commit`, read through a handle of
-/// its own on the repository at `git_dir`; `None` when that handle cannot answer (the caller
-/// asks its own, which names the error).
-fn bindings_present(git_dir: PathBuf, commit: Option<CommitId>, paths: &[String]) -> Option<bool> {
-    let store = Store::open(&git_dir).ok()?;
-    let snap = store.snapshot(commit).ok()?;
+    let paths: Vec<String> = ids.iter().map(|id| Kind::Event.path(layout, id)).collect();
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let found = snap.files_exist(&refs).ok()?;
-    Some(found.into_iter().all(|e| e))
+    if !snap.files_exist(&refs)?.into_iter().all(|e| e) {
+        return Ok(None);
+    }
+    manifest.reservation_paths.extend(paths);
+    Ok(Some((manifest, contents)))
 }
 
 /// The shard identity and event count a seal record names (`None` unless it is a canonical
@@ -429,9 +391,7 @@ mod tests {
     }
 
     /// In the reference layout every event binding lies in one directory: the fast path
-    /// answers a spool of many events there too, and a binding gone sends it to the full path,
-    /// whether the bindings are looked up on a second handle of the repository or (a store
-    /// reading through an overlay, which a second handle would not see) on the caller's.
+    /// answers a spool of many events there too, and a binding gone sends it to the full path.
     #[test]
     fn a_replay_in_the_reference_layout_is_answered_from_the_tip() {
         let dir = tempfile::tempdir().unwrap();
@@ -444,16 +404,6 @@ mod tests {
         let first = publish(&store, dir.path(), &options).unwrap();
         assert_eq!(first.status, Status::Created);
         let m = fast_path(&store, dir.path(), Profile::Strict).expect("a replay");
-        assert_eq!(m.paths, first.manifest.paths);
-        let quarantine = tempfile::tempdir().unwrap();
-        let overlaid = || {
-            crate::store::Store::open(store.git_dir())
-                .unwrap()
-                .with_object_dirs(&[quarantine.path().to_owned()])
-                .unwrap()
-        };
-        assert!(store.reopen_path().is_some() && overlaid().reopen_path().is_none());
-        let m = fast_path(&overlaid(), dir.path(), Profile::Strict).expect("a replay");
         assert_eq!(m.paths, first.manifest.paths);
         let events = Kind::Event.path(Layout::Reference, &ids[0]);
         let events = events.rsplit_once('/').unwrap().0;
@@ -476,7 +426,6 @@ mod tests {
             .update_ref("refs/heads/main", tip, without, "test")
             .unwrap();
         assert!(fast_path(&store, dir.path(), Profile::Strict).is_none());
-        assert!(fast_path(&overlaid(), dir.path(), Profile::Strict).is_none());
     }
 
     /// A batch published under the reference profile with an event the strict rules refuse:

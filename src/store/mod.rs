@@ -177,17 +177,6 @@ impl Store {
         self.repo.common_dir()
     }
 
-    /// Where another thread may open this repository again ([`Store::open`]) and read the same
-    /// objects; `None` when this store reads through an overlay ([`Store::with_object_dirs`]),
-    /// which a second handle would not see. A `Store` stays on the thread that opened it (gix
-    /// is built without its `parallel` feature), so reading on several threads takes a handle
-    /// each.
-    pub fn reopen_path(&self) -> Option<PathBuf> {
-        self.overlay
-            .is_none()
-            .then(|| self.repo.common_dir().to_owned())
-    }
-
     fn find_commit(&self, id: CommitId) -> Result<gix::Commit<'_>, Error> {
         let object = self
             .repo
