@@ -33,7 +33,8 @@ pub fn publish_batch(
 /// moved ref means planning again on the new tip (re-validated against it), within
 /// `options.max_attempts`; a refusal by a remote's pre-receive hook is final
 /// ([`Error::RemoteRefused`]). The batch must first pass `options.privacy`
-/// ([`check_privacy`]); nothing is written, fetched or pushed if not.
+/// ([`check_privacy`]); nothing is written, fetched or pushed if not. A publication that landed
+/// rolls up the local repository's packs before this returns, unless `options.roll_up` is off.
 pub fn publish_batch_to(
     store: &Store,
     batch: &Batch,

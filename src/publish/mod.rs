@@ -53,7 +53,8 @@
 //! # Memory: bounded by one source
 //!
 //! A run over many sources holds one source at a time: everything of a publication is dropped
-//! before the next source is read, and the pages of mapped pack files it touched
+//! before the next source is read (the `publish` command's roll-up of the previous source's
+//! packs runs beside that reading, and ends before the next publication writes), and the pages of mapped pack files it touched
 //! ([`Store::release_mapped_packs`]) and the free heap ([`store::release_free_heap`]) are
 //! released after each source; the free heap also once the batch is validated, before the
 //! write. The `publish` command also keeps large buffers out of the heap arenas
@@ -503,9 +504,10 @@ pub fn publish_to(
 
 /// [`publish_to`] that calls `before_write` once the source is read and checked, before the
 /// publication plans and writes (not at all for an unchanged replay answered from the tip, an
-/// empty source, or a source refused while it was read and checked). The `publish` command waits there for
-/// the previous source's pack roll-up ([`store::BackgroundRollUp::wait`]), which ran while
-/// this source was read, so that its memory does not come on top of the publication's.
+/// empty source, or a source refused while it was read and checked). The `publish` command
+/// waits there for the previous source's pack roll-up ([`store::BackgroundRollUp::wait`]),
+/// which ran while this source was read, so that its memory does not come on top of the
+/// publication's.
 pub fn publish_to_with(
     store: &Store,
     source: &Path,

@@ -45,7 +45,7 @@
 //! [`Rollup::Geometric`]); `action-ledger maintain` runs the same roll-up without that bound (or
 //! merges every pack) when a quiet moment allows it. A writer that lands one commit after
 //! another may run it on a thread of its own instead ([`BackgroundRollUp`]): `serve`'s writer
-//! and the `publish` command of several sources do.
+//! does, and the `publish` command for every source but its last.
 //!
 //! # Safety beside readers, publishers and a kill
 //!
@@ -92,8 +92,10 @@ pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;
 /// writer that lands one commit after another: a roll-up copies up to [`PUBLISH_ROLLUP_MAX`]
 /// objects (about a second at 200,000), which the writer's next commit need not wait for.
 /// `serve`'s writer asks for one after each landed batch; `publish` after each source it
-/// published, and runs it while it reads and checks the next source. Consolidation is safe
-/// beside the writer's reads and commits (see the module docs).
+/// published but the last, and runs it while it reads and checks the next source.
+/// Consolidation is safe beside the writer's reads and commits (see the module docs). While a
+/// roll-up runs, its repository handle is a second live store of the process, so pack-page
+/// releases drop pages from the page cache ([`Store::release_mapped_packs`]).
 ///
 /// A request made while a roll-up runs is kept and folded with any later ones into the next.
 /// Dropping the handle lets the running roll-up and a kept request finish, then joins the

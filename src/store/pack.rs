@@ -421,7 +421,12 @@ impl PackBuilder {
     ///
     /// # Errors
     /// [`Error::Compress`] if zlib fails (out of memory).
-    pub fn add_hashed(&mut self, id: ObjectId, kind: Kind, bytes: &[u8]) -> Result<(), Error> {
+    pub(crate) fn add_hashed(
+        &mut self,
+        id: ObjectId,
+        kind: Kind,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
         debug_assert_eq!(
             gix::objs::compute_hash(self.hash_kind, kind, bytes).ok(),
             Some(id),

@@ -155,20 +155,21 @@ impl Store {
         let hash_kind = self.repo.object_hash();
 
         // Prepare: validate the whole batch against itself and the base before writing anything.
-        for (path, _) in files {
-            validate_write_path(path)?;
-        }
-        // The blobs' ids, on all cores; the pack takes them as they are (`put_blob`).
-        let ids: Vec<ObjectId> = files
-            .par_iter()
-            .map(|(path, bytes)| {
-                gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes.as_ref())
-                    .map_err(git_err("hash blob for", path))
-            })
-            .collect::<Result<_, _>>()?;
+        // The blobs' ids first, on all cores for a large batch; the pack takes them as they are
+        // (`put_blob`).
+        let hash = |(path, bytes): &(String, B)| {
+            gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes.as_ref())
+                .map_err(git_err("hash blob for", path))
+        };
+        let ids: Vec<ObjectId> = if files.len() >= PARALLEL_HASHING {
+            files.par_iter().map(hash).collect::<Result<_, _>>()?
+        } else {
+            files.iter().map(hash).collect::<Result<_, _>>()?
+        };
         let mut batch: BTreeMap<&str, (&[u8], ObjectId)> = BTreeMap::new();
         for ((path, bytes), id) in files.iter().zip(ids) {
             let bytes = bytes.as_ref();
+            validate_write_path(path)?;
             if let Some((_, existing)) = batch.insert(path, (bytes, id))
                 && existing != id
             {
@@ -295,6 +296,10 @@ impl Store {
         Ok(CommitId(commit))
     }
 }
+
+/// Batches of at least this many files are hashed on all cores; smaller ones (a claim's, an
+/// outcome's) on the writing thread, which costs less than waking the pool.
+const PARALLEL_HASHING: usize = 64;
 
 /// Publications writing at most this many objects stay loose (fsynced one by one); larger ones
 /// are written as one pack. A pack costs two files and a directory sync whatever its size; loose

@@ -109,11 +109,13 @@ pub fn repository_dir(repo: &str) -> String {
 
 /// The spool-relative path of an event file.
 pub fn event_relative_path(event: &Event) -> String {
-    format!(
-        "{SPOOL_DIR}/{}/{}.json",
-        repository_dir(event.subject_repository()),
-        event.event_id
-    )
+    event_path_in(&repository_dir(event.subject_repository()), &event.event_id)
+}
+
+/// The spool-relative path of the event file of `id` in the repository directory `repo_dir`
+/// ([`repository_dir`]).
+fn event_path_in(repo_dir: &str, id: &Digest) -> String {
+    format!("{SPOOL_DIR}/{repo_dir}/{id}.json")
 }
 
 /// The spool-relative path of a producer's partition marker.
@@ -352,7 +354,7 @@ impl Spool {
                 known = Some((repo.to_owned(), repository_dir(repo)));
             }
             let repo_dir = known.as_ref().map_or("", |(_, d)| d.as_str());
-            if format!("{SPOOL_DIR}/{repo_dir}/{}.json", event.event_id) != *rel {
+            if event_path_in(repo_dir, &event.event_id) != *rel {
                 return Err(Error::NonCanonicalPath(rel.clone()));
             }
             budget.admit(&event)?;
@@ -449,9 +451,9 @@ mod tests {
     }
 
     /// An event file must lie where its content puts it: in its subject repository's
-    /// directory, under its event id. A file moved into another repository's directory (under
-    /// its own name, or under one that sorts first or last there), or renamed to another id in
-    /// its own, is refused with its path.
+    /// directory, under its event id. Files moved under their own names into another
+    /// repository's directory (the first, a middle and the last of their own), or renamed to
+    /// another id in their own, are refused with their paths.
     #[test]
     fn an_event_file_out_of_its_place_is_refused() {
         let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -484,19 +486,18 @@ mod tests {
         );
         let moved = listing(clean.path(), from);
         let there = listing(clean.path(), into);
-        // Into the other repository's directory under its own name, or under names that sort
-        // first and last there; and renamed to another id in its own directory.
         let other_id = |name: &str| {
             let flipped = if name.starts_with('0') { "1" } else { "0" };
             format!("{flipped}{}", &name[1..])
         };
+        let last = moved.len() - 1;
         let cases = [
             (&moved[0], into, moved[0].clone()),
-            (&moved[1], into, format!("{}.json", "0".repeat(64))),
-            (&moved[2], into, format!("{}.json", "f".repeat(64))),
+            (&moved[last / 2], into, moved[last / 2].clone()),
+            (&moved[last], into, moved[last].clone()),
             (&moved[3], from, other_id(&moved[3])),
         ];
-        assert!(!there.contains(&moved[0]));
+        assert!(cases.iter().all(|(_, _, name)| !there.contains(name)));
         for (file, dir, name) in cases {
             let tmp = tempfile::tempdir().unwrap();
             copy(tmp.path());

@@ -132,6 +132,15 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .map(Path::to_path_buf)
         .collect();
+    // The roll-up after each landed source but the last, on its own thread beside the next
+    // source's reading and checking (a failed one changes nothing; the next one, or
+    // `maintain`, retries). Started before the repository is made, so that a failure to start
+    // leaves nothing behind; dropping it waits for the last one. The last source rolls up on
+    // this thread: a second repository handle, alive while a roll-up runs, makes pack-page
+    // releases drop pages from the page cache (`Store::release_mapped_packs`), which a run of
+    // one source has no reason to pay.
+    let roll_up = store::BackgroundRollUp::start(repo.to_owned(), |_, _| {})
+        .map_err(|e| Failure::input(format!("cannot start the pack roll-up: {e}")))?;
     let (store, created) =
         Store::open_or_create_bare(repo, ref_name).map_err(|e: store::Error| {
             Failure::input(format!(
@@ -141,10 +150,6 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         })?;
     // Whether an earlier source of this run moved the ref (else a failure changed nothing).
     let mut landed = false;
-    // The roll-up after each landed source, on its own thread (a failed one changes nothing;
-    // the next one, or `maintain`, retries). Dropping it waits for the last one.
-    let roll_up = store::BackgroundRollUp::start(store.git_dir().to_owned(), |_, _| {})
-        .map_err(|e| Failure::input(format!("cannot start the pack roll-up: {e}")))?;
     let meter = out.meter();
     meter.begin("sources", Some(sources.len() as u64));
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
@@ -163,7 +168,12 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             };
         if publication.status == Status::Created {
             landed = true;
-            roll_up.request();
+            if i + 1 < sources.len() {
+                roll_up.request();
+            } else {
+                roll_up.wait();
+                store.roll_up_after_commit();
+            }
         }
         let shown_ref = match target {
             publish::Target::Local => ref_name.to_owned(),
