@@ -33,8 +33,7 @@ pub fn publish_batch(
 /// moved ref means planning again on the new tip (re-validated against it), within
 /// `options.max_attempts`; a refusal by a remote's pre-receive hook is final
 /// ([`Error::RemoteRefused`]). The batch must first pass `options.privacy`
-/// ([`check_privacy`]); nothing is written, fetched or pushed if not. A publication that landed
-/// rolls up the local repository's packs before this returns, unless `options.roll_up` is off.
+/// ([`check_privacy`]); nothing is written, fetched or pushed if not.
 pub fn publish_batch_to(
     store: &Store,
     batch: &Batch,
@@ -42,7 +41,7 @@ pub fn publish_batch_to(
     target: &Target,
 ) -> Result<Publication, Error> {
     let publication = land_batch(store, batch, options, target)?;
-    if publication.status == Status::Created && options.roll_up {
+    if publication.status == Status::Created {
         store.roll_up_after_commit();
     }
     Ok(publication)

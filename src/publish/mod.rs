@@ -53,8 +53,7 @@
 //! # Memory: bounded by one source
 //!
 //! A run over many sources holds one source at a time: everything of a publication is dropped
-//! before the next source is read (the `publish` command's roll-up of the previous source's
-//! packs runs beside that reading, and ends before the next publication writes), and the pages of mapped pack files it touched
+//! before the next source is read, and the pages of mapped pack files it touched
 //! ([`Store::release_mapped_packs`]) and the free heap ([`store::release_free_heap`]) are
 //! released after each source; the free heap also once the batch is validated, before the
 //! write. The `publish` command also keeps large buffers out of the heap arenas
@@ -80,11 +79,7 @@
 //! - after landing, and after the batch and the plan are dropped (a source's publication
 //!   rolls up on its own, not on top of them: [`publish_batch_to`], whose caller holds the
 //!   batch, cannot), the pack roll-up (the store's consolidation): one object at a time, plus
-//!   about 72 bytes per object rolled up, at most 262,144 objects. The `publish` command runs
-//!   it on a thread of its own ([`store::BackgroundRollUp`]) beside the reading and checking
-//!   of its next source, and waits for it before that source's publication writes
-//!   ([`publish_to_with`]): the roll-up's memory comes on top of a source being read, never of
-//!   a pack being written.
+//!   about 72 bytes per object rolled up, at most 262,144 objects.
 //!
 //! Pack indices are mapped by gix when a lookup first needs them, and consolidation keeps
 //! them few; their touched pages are released with the packs'.
@@ -378,11 +373,6 @@ pub struct Options {
     /// The privacy profile (default [`Profile::Strict`]): under strict, a batch with an event
     /// that [`privacy::strict::RULES`] refuses is not published ([`Error::StrictPrivacy`]).
     pub privacy: Profile,
-    /// Whether a publication that landed rolls up the repository's packs before it returns
-    /// ([`Store::roll_up_after_commit`]; default `true`). A caller that publishes many sources
-    /// in a row may turn it off and roll up beside its next sources instead
-    /// ([`store::BackgroundRollUp`]), as the `publish` command does.
-    pub roll_up: bool,
 }
 
 impl Options {
@@ -396,7 +386,6 @@ impl Options {
             expected_event_paths: None,
             layout: None,
             privacy: Profile::default(),
-            roll_up: true,
         }
     }
 }
@@ -499,23 +488,7 @@ pub fn publish_to(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
-    publish_to_with(store, source, options, target, || {})
-}
-
-/// [`publish_to`] that calls `before_write` once the source is read and checked, before the
-/// publication plans and writes (not at all for an unchanged replay answered from the tip, an
-/// empty source, or a source refused while it was read and checked). The `publish` command
-/// waits there for the previous source's pack roll-up ([`store::BackgroundRollUp::wait`]),
-/// which ran while this source was read, so that its memory does not come on top of the
-/// publication's.
-pub fn publish_to_with(
-    store: &Store,
-    source: &Path,
-    options: &Options,
-    target: &Target,
-    before_write: impl FnOnce(),
-) -> Result<Publication, Error> {
-    let result = publish_one(store, source, options, target, before_write);
+    let result = publish_one(store, source, options, target);
     // Whatever this source touched in the packs is not needed by the next one: a run over many
     // sources costs the memory of its largest source, not of all of them.
     store.release_mapped_packs();
@@ -528,7 +501,6 @@ fn publish_one(
     source: &Path,
     options: &Options,
     target: &Target,
-    before_write: impl FnOnce(),
 ) -> Result<Publication, Error> {
     if matches!(target, Target::Local)
         && options.expected_producer.is_none()
@@ -568,10 +540,9 @@ fn publish_one(
             files_written: 0,
         });
     }
-    before_write();
     let publication = land::land_batch(store, &batch, options, target)?;
     drop(batch);
-    if publication.status == Status::Created && options.roll_up {
+    if publication.status == Status::Created {
         store.roll_up_after_commit();
     }
     Ok(publication)

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use crate::canonical::Value;
 use crate::finality::Options;
 use crate::finality::batch::{self, BatchError, Op, Target};
-use crate::store::{BackgroundRollUp, Store};
+use crate::store::Store;
 
 use super::Clock;
 
@@ -67,6 +67,73 @@ impl Handle {
     }
 }
 
+/// The pack roll-up of the served repository, on a thread of its own: a roll-up can take
+/// seconds (it copies up to [`PUBLISH_ROLLUP_MAX`](crate::store::PUBLISH_ROLLUP_MAX) objects),
+/// and run inside the writer it held every request of the next batch for that long (under
+/// load, past the clients' timeouts). The writer asks for one after each landed batch; requests
+/// made while one runs are folded into the next. Consolidation is safe beside the writer's
+/// reads and commits (`store::consolidate`).
+struct RollUp {
+    tx: Option<mpsc::SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RollUp {
+    /// Starts the thread. A roll-up that fails (it changes nothing then: the next one retries)
+    /// or takes at least [`SLOW`] is logged.
+    fn start(repo: std::path::PathBuf, log: super::Log) -> std::io::Result<RollUp> {
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("action-ledger-rollup".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    let started = std::time::Instant::now();
+                    // Opened afresh each time: it lists the packs on disk now, and holds no
+                    // mapping of packs it rolled up.
+                    let done = Store::open(&repo).and_then(|store| {
+                        store.consolidate_packs(crate::store::Rollup::Geometric {
+                            max_objects: crate::store::PUBLISH_ROLLUP_MAX,
+                        })
+                    });
+                    let took = started.elapsed();
+                    match done {
+                        Err(e) => log(&format!("pack roll-up failed (the next one retries): {e}")),
+                        Ok(c) if took >= SLOW => log(&format!(
+                            "slow pack roll-up: {} of {} pack(s) merged, {} object(s), {} byte(s), in {} ms",
+                            c.merged,
+                            c.packs_before,
+                            c.objects,
+                            c.bytes,
+                            took.as_millis()
+                        )),
+                        Ok(_) => {}
+                    }
+                }
+            })?;
+        Ok(RollUp {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a roll-up; one already asked for and not started covers this one.
+    fn request(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(());
+        }
+    }
+}
+
+impl Drop for RollUp {
+    /// Lets a running roll-up finish (it is kill-safe, but a clean stop leaves no debris).
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
@@ -86,24 +153,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
-        // The served repository's roll-up runs beside the writer: inside it, it held every request
-        // of the next batch for as long as a roll-up takes (under load, past the clients'
-        // timeouts).
-        let roll_up = {
-            let log = log.clone();
-            BackgroundRollUp::start(repo.clone(), move |done, took| match done {
-                Err(e) => log(&format!("pack roll-up failed (the next one retries): {e}")),
-                Ok(c) if took >= SLOW => log(&format!(
-                    "slow pack roll-up: {} of {} pack(s) merged, {} object(s), {} byte(s), in {} ms",
-                    c.merged,
-                    c.packs_before,
-                    c.objects,
-                    c.bytes,
-                    took.as_millis()
-                )),
-                Ok(_) => {}
-            })?
-        };
+        let roll_up = RollUp::start(repo.clone(), log.clone())?;
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
             .spawn(move || {

@@ -43,9 +43,7 @@
 //! [`PUBLISH_ROLLUP_MAX`] objects, so a commit never pays for rewriting the whole repository:
 //! packs of at least half that bound are left alone and the rule runs on the smaller ones (see
 //! [`Rollup::Geometric`]); `action-ledger maintain` runs the same roll-up without that bound (or
-//! merges every pack) when a quiet moment allows it. A writer that lands one commit after
-//! another may run it on a thread of its own instead ([`BackgroundRollUp`]): `serve`'s writer
-//! does, and the `publish` command for every source but its last.
+//! merges every pack) when a quiet moment allows it.
 //!
 //! # Safety beside readers, publishers and a kill
 //!
@@ -87,148 +85,6 @@ use crate::store::*;
 /// at most 262,144), so that its cost stays within a small multiple of the largest
 /// publication's. Larger roll-ups are left to `maintain`.
 pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;
-
-/// The roll-up after commits ([`Store::roll_up_after_commit`]) on a thread of its own, for a
-/// writer that lands one commit after another: a roll-up copies up to [`PUBLISH_ROLLUP_MAX`]
-/// objects (about a second at 200,000), which the writer's next commit need not wait for.
-/// `serve`'s writer asks for one after each landed batch; `publish` after each source it
-/// published but the last, and runs it while it reads and checks the next source.
-/// Consolidation is safe beside the writer's reads and commits (see the module docs). While a
-/// roll-up runs, its repository handle is a second live store of the process, so pack-page
-/// releases drop pages from the page cache ([`Store::release_mapped_packs`]).
-///
-/// A request made while a roll-up runs is kept and folded with any later ones into the next.
-/// Dropping the handle lets the running roll-up and a kept request finish, then joins the
-/// thread: a writer that stops cleanly leaves the packs rolled up.
-pub struct BackgroundRollUp {
-    shared: std::sync::Arc<RollUpState>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-/// What [`BackgroundRollUp`]'s thread and its handle share.
-#[derive(Default)]
-struct RollUpState {
-    flags: std::sync::Mutex<RollUpFlags>,
-    changed: std::sync::Condvar,
-}
-
-#[derive(Default)]
-struct RollUpFlags {
-    /// A roll-up is asked for and not started.
-    asked: bool,
-    /// A roll-up runs.
-    running: bool,
-    /// The handle is gone: the thread runs what was asked and ends.
-    stopping: bool,
-    /// The thread has ended (also by a panic in the report).
-    ended: bool,
-}
-
-impl RollUpState {
-    fn flags(&self) -> std::sync::MutexGuard<'_, RollUpFlags> {
-        // The flags are plain values, each written whole: a poisoned lock still holds sound
-        // ones.
-        self.flags.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait<'a>(
-        &self,
-        flags: std::sync::MutexGuard<'a, RollUpFlags>,
-    ) -> std::sync::MutexGuard<'a, RollUpFlags> {
-        self.changed.wait(flags).unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn set(&self, change: impl FnOnce(&mut RollUpFlags)) {
-        change(&mut self.flags());
-        self.changed.notify_all();
-    }
-}
-
-/// Marks the thread ended however it ends, so that [`BackgroundRollUp::wait`] never waits
-/// for a thread that is gone.
-struct Ended(std::sync::Arc<RollUpState>);
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        self.0.set(|f| {
-            f.running = false;
-            f.ended = true;
-        });
-    }
-}
-
-impl BackgroundRollUp {
-    /// Starts the thread for the repository at `git_dir`. `report` is told of each roll-up:
-    /// what it did or why it failed (a failed one changes nothing and the next one retries),
-    /// and how long it took.
-    ///
-    /// # Errors
-    /// The thread could not be started.
-    pub fn start(
-        git_dir: PathBuf,
-        report: impl Fn(Result<Consolidated, Error>, std::time::Duration) + Send + 'static,
-    ) -> std::io::Result<BackgroundRollUp> {
-        let shared = std::sync::Arc::new(RollUpState::default());
-        let ended = Ended(shared.clone());
-        let thread = std::thread::Builder::new()
-            .name("action-ledger-rollup".into())
-            .spawn(move || {
-                let state = &ended.0;
-                loop {
-                    {
-                        let mut flags = state.flags();
-                        while !flags.asked && !flags.stopping {
-                            flags = state.wait(flags);
-                        }
-                        if !flags.asked {
-                            return;
-                        }
-                        flags.asked = false;
-                        flags.running = true;
-                    }
-                    let started = std::time::Instant::now();
-                    // Opened afresh each time: it lists the packs on disk now, and holds no
-                    // mapping of the packs it rolled up.
-                    let done = Store::open(&git_dir).and_then(|store| {
-                        store.consolidate_packs(Rollup::Geometric {
-                            max_objects: PUBLISH_ROLLUP_MAX,
-                        })
-                    });
-                    report(done, started.elapsed());
-                    state.set(|f| f.running = false);
-                }
-            })?;
-        Ok(BackgroundRollUp {
-            shared,
-            thread: Some(thread),
-        })
-    }
-
-    /// Asks for a roll-up; one asked for and not yet started covers this one.
-    pub fn request(&self) {
-        self.shared.set(|f| f.asked = true);
-    }
-
-    /// Waits until no roll-up runs or is asked for: a writer about to hold much memory (a
-    /// publication's pack) waits, so that the roll-up's memory does not come on top of it.
-    pub fn wait(&self) {
-        let mut flags = self.shared.flags();
-        while (flags.asked || flags.running) && !flags.ended {
-            flags = self.shared.wait(flags);
-        }
-    }
-}
-
-impl Drop for BackgroundRollUp {
-    /// Lets a running roll-up and a kept request finish (a roll-up is kill-safe, but a clean
-    /// stop leaves no debris and no packs left to roll up).
-    fn drop(&mut self) {
-        self.shared.set(|f| f.stopping = true);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Which packs [`Store::consolidate_packs`] merges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1231,52 +1087,6 @@ mod tests {
         store.consolidate_packs(Rollup::All).expect("all");
         assert_eq!(pack_count(&repo), 1);
         assert_fsck_clean(&repo);
-    }
-
-    /// The roll-up on its own thread: a request rolls the packs up (`wait` returns when it is
-    /// done, and the report is told), requests while nothing runs are folded, the handle's
-    /// drop runs what was asked before it joins, and a thread that died in its report does not
-    /// hold `wait` forever.
-    #[test]
-    fn the_background_roll_up_runs_what_is_asked_and_waits_for_it() {
-        use std::sync::{Arc, Mutex};
-        let (_tmp, repo, store) = new_store();
-        let reports: Arc<Mutex<Vec<Consolidated>>> = Arc::default();
-        let seen = reports.clone();
-        let background = BackgroundRollUp::start(repo.clone(), move |done, _| {
-            seen.lock().unwrap().push(done.expect("roll-up"));
-        })
-        .expect("thread");
-        background.wait();
-        assert!(reports.lock().unwrap().is_empty());
-        publish_many(&store, 4, 30, "a");
-        assert_eq!(pack_count(&repo), 4);
-        background.request();
-        background.wait();
-        assert_eq!(pack_count(&repo), 1);
-        assert_eq!(reports.lock().unwrap().last().map(|c| c.merged), Some(4));
-        let before = git(&repo, &["rev-list", "--objects", "--all"]);
-        // Asked for and dropped at once: the drop waits for it.
-        publish_many(&store, 3, 30, "b");
-        background.request();
-        background.request();
-        drop(background);
-        assert_eq!(pack_count(&repo), 1);
-        assert!(git(&repo, &["rev-list", "--objects", "--all"]).len() > before.len());
-        assert_fsck_clean(&repo);
-        let ran = reports.lock().unwrap().len();
-        assert!((2..=3).contains(&ran), "{ran} roll-ups");
-        // A report that panics ends the thread; `wait` then returns.
-        let dies = BackgroundRollUp::start(repo.clone(), |_, _| panic!("a report that fails"))
-            .expect("thread");
-        publish_many(&store, 2, 30, "c");
-        assert_eq!(pack_count(&repo), 3);
-        dies.request();
-        dies.wait();
-        dies.request();
-        dies.wait();
-        // The two small packs were rolled up before the report; the large one stays.
-        assert_eq!(pack_count(&repo), 2);
     }
 
     /// Copies of the files of `objects/pack`, to put back as a kill would leave them.

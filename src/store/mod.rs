@@ -17,7 +17,7 @@
 //! | `write.rs` | the write path: [`Signature`], [`Store::write_commit`], loose objects or a pack |
 //! | `pack.rs` | one pack and its index for a publication with many objects, blobs as deltas |
 //! | `delta.rs` | git's binary delta format and its encoder |
-//! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]), also on a thread of its own ([`BackgroundRollUp`]) |
+//! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]) |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
 //! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
@@ -104,7 +104,7 @@ pub mod transact;
 mod tree;
 mod write;
 
-pub use consolidate::{BackgroundRollUp, Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
+pub use consolidate::{Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
 pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};

@@ -111,12 +111,10 @@ impl Store {
     /// `MADV_DONTNEED` on that would zero its memory. gix unmaps a pack when its repository is
     /// dropped or refreshes its pack list, and a [`Store`] is neither `Send` nor `Sync`, so:
     ///
-    /// - while this is the only live store of the process (the CLI's case, but for `publish`
-    ///   of several sources while a source's roll-up runs beside the next source), only this
-    ///   thread can unmap a pack, and it is here: `MADV_DONTNEED`, which keeps the pages in
-    ///   the page cache (the next read faults them back in from memory);
-    /// - otherwise (`serve`'s reader and roll-up threads, `publish`'s roll-up thread while it
-    ///   runs, tests), `MADV_PAGEOUT`, which never
+    /// - while this is the only live store of the process (the CLI's case), only this thread
+    ///   can unmap a pack, and it is here: `MADV_DONTNEED`, which keeps the pages in the page
+    ///   cache (the next read faults them back in from memory);
+    /// - otherwise (`serve`'s reader and roll-up threads, tests), `MADV_PAGEOUT`, which never
     ///   changes memory contents whatever the range has become, but also drops the pages from
     ///   the page cache when no other process maps them, so the next read goes to the disk.
     pub fn release_mapped_packs(&self) {

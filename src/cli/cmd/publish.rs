@@ -104,9 +104,6 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     options.layout = layout;
     options.max_attempts = max_attempts;
     options.privacy = profile;
-    // Each source's pack roll-up runs beside the next source's reading and checking, which
-    // leave a core idle much of the time (see `roll_up` below).
-    options.roll_up = false;
     // Every source is looked up before the repository is created or anything is published, so
     // that a mistyped path publishes nothing. A directory without events publishes nothing.
     let mut roots = Vec::with_capacity(sources.len());
@@ -132,15 +129,6 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
         .map(Path::to_path_buf)
         .collect();
-    // The roll-up after each landed source but the last, on its own thread beside the next
-    // source's reading and checking (a failed one changes nothing; the next one, or
-    // `maintain`, retries). Started before the repository is made, so that a failure to start
-    // leaves nothing behind; dropping it waits for the last one. The last source rolls up on
-    // this thread: a second repository handle, alive while a roll-up runs, makes pack-page
-    // releases drop pages from the page cache (`Store::release_mapped_packs`), which a run of
-    // one source has no reason to pay.
-    let roll_up = store::BackgroundRollUp::start(repo.to_owned(), |_, _| {})
-        .map_err(|e| Failure::input(format!("cannot start the pack roll-up: {e}")))?;
     let (store, created) =
         Store::open_or_create_bare(repo, ref_name).map_err(|e: store::Error| {
             Failure::input(format!(
@@ -153,28 +141,18 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     let meter = out.meter();
     meter.begin("sources", Some(sources.len() as u64));
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
-        let publication =
-            match publish::publish_to_with(&store, root, &options, target, || roll_up.wait()) {
-                Ok(p) => p,
-                Err(e) => {
-                    let failure = publish_failure(source, if landed { i } else { 0 }, e);
-                    drop(roll_up);
-                    if created {
-                        drop(store);
-                        discard_new_repository(repo, was_empty_dir, &new_parents);
-                    }
-                    return Err(failure);
+        let publication = match publish::publish_to(&store, root, &options, target) {
+            Ok(p) => p,
+            Err(e) => {
+                let failure = publish_failure(source, if landed { i } else { 0 }, e);
+                if created {
+                    drop(store);
+                    discard_new_repository(repo, was_empty_dir, &new_parents);
                 }
-            };
-        if publication.status == Status::Created {
-            landed = true;
-            if i + 1 < sources.len() {
-                roll_up.request();
-            } else {
-                roll_up.wait();
-                store.roll_up_after_commit();
+                return Err(failure);
             }
-        }
+        };
+        landed |= publication.status == Status::Created;
         let shown_ref = match target {
             publish::Target::Local => ref_name.to_owned(),
             publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
