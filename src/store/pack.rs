@@ -19,9 +19,10 @@
 //! shard, the previous binding with the same keys. A delta is kept when it is at most 3/4 of the
 //! object, and every 4th blob is stored whole, so a chain holds at most 3 deltas (the constant
 //! `MAX_DEPTH` says why so few); readers keep the objects they last built ([`crate::store`]).
-//! On 100,000 generated events this took the repository from 110 MB to 77 MB. `git fast-import` writes 63 MB for the same tree: it writes
-//! only the final tree, where ten publications wrote ten versions of the directories they
-//! touched, and a new version cannot be a delta against an old one in another pack. The roll-up
+//! On 100,000 generated events this took the repository from 110 MB to 77 MB.
+//! `git fast-import` writes 63 MB for the same tree: it writes only the final tree, where ten
+//! publications wrote ten versions of the directories they touched, and a new version cannot
+//! be a delta against an old one in another pack. The roll-up
 //! of small packs (`consolidate.rs`) copies entries byte for byte and stores the tree versions
 //! it brings together as deltas against each other, which takes the repository to 68 MB.
 //!

@@ -174,10 +174,10 @@ fn over_budget(resident: u64, floor: u64) -> bool {
 /// Returns the free memory of the heap to the system (glibc: `malloc_trim(0)`, which trims
 /// every arena and releases the free pages inside them): call it after dropping the state of a
 /// large unit of work whose successor allocates afresh, as publish does between sources and
-/// after a source's validation. glibc
-/// keeps one arena per thread that allocated (the parallel event checks run on several), and
-/// freed memory in them stays resident: a publish of 10 sources of 10,000 events each peaked
-/// about 30 MiB above the largest source alone without it. Does nothing with other C libraries.
+/// after a source's validation. glibc keeps one arena per thread that allocated (the parallel
+/// event checks run on several), and freed memory in them stays resident: a publish of 10
+/// sources of 10,000 events each peaked about 30 MiB above the largest source alone without
+/// it. Does nothing with other C libraries.
 pub fn release_free_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -156,7 +156,7 @@ impl Store {
 
         // Prepare: validate the whole batch against itself and the base before writing anything.
         // The blobs' ids first, on all cores for a large batch; the pack takes them as they are
-        // (`put_blob`).
+        // (`put_hashed`).
         let hash = |(path, bytes): &(String, B)| {
             gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, bytes.as_ref())
                 .map_err(git_err("hash blob for", path))
@@ -248,7 +248,7 @@ impl Store {
         // Changes sorted by path: every directory's changes are one contiguous run.
         let mut changes: Vec<(&str, Change)> = Vec::with_capacity(new_files.len() + removals.len());
         for (path, bytes, id) in &new_files {
-            self.put_blob(&mut sink, *id, bytes)?;
+            self.put_hashed(&mut sink, *id, gix::objs::Kind::Blob, bytes)?;
             changes.push((path, Change::Upsert(*id)));
         }
         changes.extend(removals.iter().map(|p| (p.as_str(), Change::Remove)));
@@ -328,23 +328,6 @@ enum Sink {
 }
 
 impl Store {
-    /// Stores the blob `bytes` whose id, hashed by the caller, is `id` in `sink`.
-    fn put_blob(&self, sink: &mut Sink, id: ObjectId, bytes: &[u8]) -> Result<(), Error> {
-        match sink {
-            Sink::Pack(pack) => pack
-                .add_hashed(id, gix::objs::Kind::Blob, bytes)
-                .map_err(|e| Error::Pack(Box::new(e))),
-            Sink::Loose(pending) => {
-                if !self.repo.objects.exists_without_refresh(&id)
-                    && !pending.iter().any(|(p, _, _)| *p == id)
-                {
-                    pending.push((id, gix::objs::Kind::Blob, bytes.to_vec()));
-                }
-                Ok(())
-            }
-        }
-    }
-
     /// Stores one object in `sink`; returns its id. `what` names it in errors.
     fn put(
         &self,
@@ -353,17 +336,31 @@ impl Store {
         bytes: &[u8],
         what: &str,
     ) -> Result<ObjectId, Error> {
+        let id = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
+            .map_err(git_err("hash object for", what))?;
+        self.put_hashed(sink, id, kind, bytes)?;
+        Ok(id)
+    }
+
+    /// [`Store::put`] of an object whose id the caller has computed.
+    fn put_hashed(
+        &self,
+        sink: &mut Sink,
+        id: ObjectId,
+        kind: gix::objs::Kind,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
         match sink {
-            Sink::Pack(pack) => pack.add(kind, bytes).map_err(|e| Error::Pack(Box::new(e))),
+            Sink::Pack(pack) => pack
+                .add_hashed(id, kind, bytes)
+                .map_err(|e| Error::Pack(Box::new(e))),
             Sink::Loose(pending) => {
-                let id = gix::objs::compute_hash(self.repo.object_hash(), kind, bytes)
-                    .map_err(git_err("hash object for", what))?;
                 if !self.repo.objects.exists_without_refresh(&id)
                     && !pending.iter().any(|(p, _, _)| *p == id)
                 {
                     pending.push((id, kind, bytes.to_vec()));
                 }
-                Ok(id)
+                Ok(())
             }
         }
     }

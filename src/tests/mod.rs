@@ -39,6 +39,22 @@ pub(crate) fn files_under(root: &std::path::Path) -> std::collections::BTreeMap<
         .collect()
 }
 
+/// Copies the files under `src` that `keep` accepts (by relative path and bytes) to the same
+/// relative paths under `dst`.
+pub(crate) fn copy_files(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    keep: impl Fn(&str, &[u8]) -> bool,
+) {
+    for (rel, bytes) in files_under(src) {
+        if keep(&rel, &bytes) {
+            let p = dst.join(&rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+    }
+}
+
 /// The shard root of the day1 job whose directory name starts with `prefix` (`"001"`, …).
 pub(crate) fn day1_job(prefix: &str) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");

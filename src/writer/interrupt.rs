@@ -561,18 +561,8 @@ pub fn interrupt_open_attempts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::files_under;
+    use crate::tests::{copy_files, files_under};
     use std::collections::BTreeMap;
-
-    fn copy(src: &Path, dst: &Path, keep: impl Fn(&str, &[u8]) -> bool) {
-        for (rel, bytes) in files_under(src) {
-            if keep(&rel, &bytes) {
-                let p = dst.join(&rel);
-                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(p, bytes).unwrap();
-            }
-        }
-    }
 
     fn corpus(job: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -590,7 +580,7 @@ mod tests {
         let is_interrupted = |bytes: &[u8]| {
             String::from_utf8_lossy(bytes).contains("\"event_key\":\"workflow.interrupted:")
         };
-        copy(&src, dir.path(), |rel, bytes| {
+        copy_files(&src, dir.path(), |rel, bytes| {
             !rel.contains("_finalizations") && !is_interrupted(bytes)
         });
         let now = 1_773_151_792_118; // 2026-03-10T14:09:52.118Z
@@ -613,7 +603,7 @@ mod tests {
     fn closed_lifecycles_need_no_terminal_event() {
         let src = corpus("008-openclaw-clawsweeper-repair-worker-r13550308979-a1");
         let dir = tempfile::tempdir().unwrap();
-        copy(&src, dir.path(), |rel, _| !rel.contains("_finalizations"));
+        copy_files(&src, dir.path(), |rel, _| !rel.contains("_finalizations"));
         let before = files_under(dir.path());
         assert_eq!(
             interrupt_open_attempts(

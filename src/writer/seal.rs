@@ -448,7 +448,7 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{files_under, fixture_spool};
+    use crate::tests::{copy_files, files_under, fixture_spool};
     use std::path::Path;
 
     /// The producers' runs are built on all cores, but of several faulty producers the one
@@ -460,17 +460,13 @@ mod tests {
             "testdata/corpus/day1/spools/024-openclaw-openclaw-route-command-r13550944436-a1",
         );
         let copy = tempfile::tempdir().unwrap();
-        let mut markers = 0;
-        for (rel, bytes) in files_under(&corpus) {
-            if rel.contains("/_partitions/") {
-                markers += 1;
-                continue;
-            }
-            let p = copy.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, bytes).unwrap();
-        }
-        assert_eq!(markers, 6);
+        let markers = std::cell::Cell::new(0);
+        copy_files(&corpus, copy.path(), |rel, _| {
+            let marker = rel.contains("/_partitions/");
+            markers.set(markers.get() + usize::from(marker));
+            !marker
+        });
+        assert_eq!(markers.get(), 6);
         let spool = Spool::open(copy.path()).unwrap();
         let (events, _) = spool.read_all_scanned().unwrap();
         let first = canonical::to_canonical_unchecked(events[0].producer());
@@ -496,11 +492,7 @@ mod tests {
         for job in jobs {
             let src = corpus.join("spools").join(&job);
             let copy = tempfile::tempdir().unwrap();
-            for (rel, bytes) in files_under(&src) {
-                let p = copy.path().join(rel);
-                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(p, bytes).unwrap();
-            }
+            copy_files(&src, copy.path(), |_, _| true);
             let out = tempfile::tempdir().unwrap();
             let spool = Spool::open(copy.path()).unwrap();
             let out_root = Root::open(out.path(), OUTPUT_ROOT_LABEL).unwrap();

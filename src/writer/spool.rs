@@ -459,13 +459,7 @@ mod tests {
         let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("testdata/corpus/day1/spools/017-openclaw-clawsweeper-review-r13550726447-a1");
         let events = format!("{SPOOL_DIR}/");
-        let copy = |dir: &std::path::Path| {
-            for (rel, bytes) in crate::tests::files_under(&corpus) {
-                let p = dir.join(rel);
-                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-                std::fs::write(p, bytes).unwrap();
-            }
-        };
+        let copy = |dir: &std::path::Path| crate::tests::copy_files(&corpus, dir, |_, _| true);
         let listing = |dir: &std::path::Path, repo: &str| -> Vec<String> {
             let mut names: Vec<String> = std::fs::read_dir(dir.join(&events).join(repo))
                 .unwrap()
