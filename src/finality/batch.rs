@@ -18,15 +18,16 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use super::approval::ApprovalDecision;
-use super::claim::{claim_input, claim_line, eligible, plan_claim};
+use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::outcome::{outcome_line, prepare_close, prepare_report};
 use super::sweep::{cutoff, is_stale};
+use super::write::Written;
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS, NewAction,
-    Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept, Verdict,
-    classify, clean_text, timeout_minutes,
+    Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept, classify,
+    clean_text, timeout_minutes,
 };
 use crate::identity::Digest;
 use crate::store::{self, CommitId, Snapshot, Store};
@@ -267,24 +268,44 @@ pub struct Created {
     pub replayed: bool,
 }
 
-/// Creates an action, or answers the existing one when its id is taken by an action of the same
-/// principal (an idempotent replay: the original wins, whatever the new input says).
+/// Creates an action, or answers the existing one when its id is taken by an action with the
+/// same binding: agent, principal, act hash, guard decision and verdict, containment ref,
+/// identity verification, protocol and lifecycle (an idempotent replay, which stages nothing
+/// and answers the first record, its `created_at` included: a retry after a lost
+/// acknowledgement must not need a new id, which would create the duplicate it meant to avoid).
 ///
 /// # Errors
-/// [`Error::InvalidInput`]; [`Error::ActionExists`] when the id belongs to another principal's
-/// action; read errors.
+/// [`Error::InvalidInput`]; [`Error::ActionExists`] when the id is taken by another binding, or
+/// by a record that does not parse; read errors.
 pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result<Created, Error> {
     let action = input.to_action(now)?;
-    if let Some(state) = ov.state(&action.action_id)? {
-        if state.action.created_by != action.created_by {
-            return Err(Error::ActionExists {
-                action_id: action.action_id.clone(),
-            });
+    let id = &action.action_id;
+    let exists = || Error::ActionExists {
+        action_id: id.clone(),
+    };
+    match ov.read(&id.path(super::RecordKind::Action)) {
+        Ok(None) => {}
+        Ok(Some(existing)) => {
+            // The creation time is the retry's own clock, not part of the binding.
+            return match super::parse_action(&existing, id) {
+                Ok(first)
+                    if first
+                        == (super::Action {
+                            created_at: first.created_at,
+                            ..action.clone()
+                        }) =>
+                {
+                    let state = ov.state(id)?.ok_or_else(exists)?;
+                    Ok(Created {
+                        state,
+                        replayed: true,
+                    })
+                }
+                _ => Err(exists()),
+            };
         }
-        return Ok(Created {
-            state,
-            replayed: true,
-        });
+        Err(Error::Corrupt { .. }) => return Err(exists()),
+        Err(e) => return Err(e),
     }
     let bytes = action.to_bytes();
     let state = State {
@@ -345,50 +366,28 @@ pub fn claim(
     Ok(claim)
 }
 
-/// The first precondition a claim of `request` on `state` fails at `now`, as the reference's
-/// refusal reason names it (`claim_conflict` when the action is already claimed or decided,
-/// `no_candidate` when the binding does not match, `decision_not_permissive`,
-/// `identity_unverified`, `no_decision_id`, `containment_mismatch`, `missing_principal`);
-/// `None` when the claim is eligible. For the `claim_reason` of a folded claim: a bare claim
-/// never says why.
+/// The first precondition a claim of `request` on `state` fails at `now` ([`ClaimRefusal`],
+/// with [`ClaimRefusal::MissingPrincipal`] for a caller without one); `None` when the claim is
+/// eligible or its body is invalid. For the `claim_reason` of a folded claim: a bare claim never
+/// says why.
 pub fn claim_refusal(
     state: &State,
     request: &ClaimRequest,
     now: Timestamp,
-) -> Option<&'static str> {
+) -> Option<ClaimRefusal> {
     let input = claim_input(state.action.action_id.as_str(), request).ok()?;
     let Some(principal) = input.principal else {
-        return Some("missing_principal");
+        return Some(ClaimRefusal::MissingPrincipal);
     };
-    let a = &state.action;
-    if eligible(
+    check_claim(
         state,
         input.agent_id,
         principal,
         &input.act_hash,
         request.verified,
         now,
-    ) {
-        return None;
-    }
-    Some(if state.claim.is_some() || state.outcome.is_some() {
-        "claim_conflict"
-    } else if a.agent_id != input.agent_id
-        || a.created_by != principal
-        || a.act_content_hash != input.act_hash
-        || a.execution_protocol != Some(1)
-        || state.lifecycle() != Lifecycle::Running
-    {
-        "no_candidate"
-    } else if a.identity_verified && !request.verified {
-        "identity_unverified"
-    } else if a.guard_decision_id.is_none() {
-        "no_decision_id"
-    } else if a.guard_verdict == Verdict::AllowContained {
-        "containment_mismatch"
-    } else {
-        "decision_not_permissive"
-    })
+    )
+    .err()
 }
 
 fn with_outcome(mut state: State, outcome: Outcome) -> State {
@@ -667,6 +666,9 @@ pub fn read_at_target<T>(
 /// An operation's `Ok` is returned only when its records landed (or it staged none); its
 /// refusal stands on its own unless it read a record staged earlier in the batch and the batch
 /// did not land, in which case it is [`BatchError::Unavailable`] like every writer.
+///
+/// The packs are not rolled up here: `serve`'s writer answers the batch first and rolls them up
+/// on a thread of its own ([`run`] rolls up after its one operation).
 pub fn land<R>(
     store: &Store,
     options: &Options,
@@ -674,8 +676,101 @@ pub fn land<R>(
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
-    // No pack roll-up here: its caller (`serve`'s writer) answers the batch first and rolls the
-    // packs up on a thread of its own.
+    let n = ops.len();
+    let (planned, out) = plan_and_land(store, options, target, ops, clock);
+    match out {
+        Ok(landed) => (
+            planned
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(r, _)| r.map_err(BatchError::Refused))
+                .collect(),
+            landed,
+        ),
+        Err((cause, tried)) => {
+            let reason = cause.to_string();
+            let unavailable = || BatchError::Unavailable {
+                reason: reason.clone(),
+            };
+            let out = match planned {
+                // Planned: a refusal that depended on nothing staged stands on its own.
+                Some(results) => results
+                    .into_iter()
+                    .map(|(r, depends)| match r {
+                        Err(e) if !depends && !matches!(e, Error::ClaimUnavailable { .. }) => {
+                            Err(BatchError::Refused(e))
+                        }
+                        _ => Err(unavailable()),
+                    })
+                    .collect(),
+                None => (0..n).map(|_| Err(unavailable())).collect(),
+            };
+            (
+                out,
+                Landed {
+                    commit: None,
+                    attempts: tried,
+                    writers: 0,
+                },
+            )
+        }
+    }
+}
+
+/// One operation alone through the batch planner: the write path of the CLI and the library's
+/// single-operation functions ([`create_action`](super::create_action),
+/// [`claim`](fn@super::claim), [`report_outcome`](super::report_outcome),
+/// [`close`](super::close), [`sweep`](fn@super::sweep)), so that each operation's rules exist
+/// once. Plans `op` on the tip of [`Options::target`] at `now`, lands what it staged with one
+/// compare-and-swap (planning again on a moved ref), then rolls the local packs up.
+///
+/// # Errors
+/// The operation's own refusal; when it planned a write that could not land, the write path's
+/// typed cause: [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`],
+/// [`Error::Remote`], [`Error::RemoteRefused`].
+pub fn run<R>(
+    store: &Store,
+    options: &Options,
+    now: Timestamp,
+    op: impl FnMut(&mut Overlay<'_>, Timestamp) -> Result<R, Error> + Send,
+) -> Result<Written<R>, Error> {
+    let mut ops: [Op<'_, R>; 1] = [Box::new(op)];
+    let (planned, out) = plan_and_land(store, options, &options.target, &mut ops, &mut || now);
+    let result = planned.and_then(|mut p| p.pop()).map(|(r, _)| r);
+    match (out, result) {
+        (Ok(landed), Some(value)) => {
+            if landed.commit.is_some() {
+                store.roll_up_after_commit();
+            }
+            Ok(Written {
+                value: value?,
+                commit: landed.commit,
+                attempts: landed.attempts,
+            })
+        }
+        // Alone in its batch, a refusal staged nothing and never depends on another operation.
+        (Err(_), Some(Err(refusal))) => Err(refusal),
+        (Err((cause, _)), _) => Err(cause),
+        (Ok(_), None) => unreachable!("a landed batch was planned"),
+    }
+}
+
+/// The planned answers, each with whether it wrote or read a staged record.
+type Planned<R> = Vec<(Result<R, Error>, bool)>;
+
+/// Why a batch did not land, and the attempts made.
+type Unlanded = (Error, u32);
+
+/// The one loop of [`land`] and [`run`]: plans every operation on the tip, writes one commit and
+/// lands it. Returns the last plan's answers (`None` when nothing was planned) and what landed,
+/// or the typed reason nothing did with the attempts made.
+fn plan_and_land<R>(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+    ops: &mut [Op<'_, R>],
+    clock: &mut dyn FnMut() -> Timestamp,
+) -> (Option<Planned<R>>, Result<Landed, Unlanded>) {
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
@@ -684,15 +779,14 @@ pub fn land<R>(
     };
     // The answers of the last plan (an answer need not be Clone, so it stays out of the loop's
     // value) and the attempts made, for the answers when nothing lands.
-    let mut planned: Option<Vec<(Result<R, Error>, bool)>> = None;
+    let mut planned: Option<Planned<R>> = None;
     let mut tried = 0u32;
     let n = ops.len();
     let out = store::remote::transact(store, target, &policy, |tip, attempt| {
         tried = attempt;
         planned = None;
         let now = clock();
-        let snap = store.snapshot(tip).map_err(|e| e.to_string())?;
-        let mut ov = Overlay::new(snap);
+        let mut ov = Overlay::new(store.snapshot(tip)?);
         let mut results = Vec::with_capacity(n);
         let mut writers = 0;
         for op in ops.iter_mut() {
@@ -733,72 +827,41 @@ pub fn land<R>(
         planned = Some(results);
         let mut sig = options.signature.clone();
         sig.time_seconds = now.epoch_seconds();
-        let commit = store
-            .write_commit(tip, &files, &message, &sig)
-            .map_err(|e| e.to_string())?;
+        let commit = store.write_commit(tip, &files, &message, &sig)?;
         Ok(store::Step::Commit {
             commit,
             reflog: message.lines().next().unwrap_or("finality").to_owned(),
             value: writers,
         })
     });
-    let answers = |results: Option<Vec<(Result<R, Error>, bool)>>| -> Vec<Result<R, BatchError>> {
-        results
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(r, _)| r.map_err(BatchError::Refused))
-            .collect()
-    };
-    match out {
-        Ok(landed) => (
-            answers(planned),
-            Landed {
-                commit: landed.commit,
-                attempts: landed.attempts,
-                writers: landed.value,
-            },
-        ),
-        Err(e) => {
-            let reason = match e {
-                store::remote::WriteError::Build(reason) => reason,
-                other => other.to_string(),
-            };
-            let out = match planned {
-                // Planned: a refusal that depended on nothing staged stands on its own.
-                Some(results) => results
-                    .into_iter()
-                    .map(|(r, depends)| match r {
-                        Err(e) if !depends && !matches!(e, Error::ClaimUnavailable { .. }) => {
-                            Err(BatchError::Refused(e))
-                        }
-                        _ => Err(BatchError::Unavailable {
-                            reason: reason.clone(),
-                        }),
-                    })
-                    .collect(),
-                None => (0..n)
-                    .map(|_| {
-                        Err(BatchError::Unavailable {
-                            reason: reason.clone(),
-                        })
-                    })
-                    .collect(),
-            };
-            (
-                out,
-                Landed {
-                    commit: None,
-                    attempts: tried,
-                    writers: 0,
-                },
-            )
-        }
+    let out = out
+        .map(|landed| Landed {
+            commit: landed.commit,
+            attempts: landed.attempts,
+            writers: landed.value,
+        })
+        .map_err(|e| (write_failure(e, &options.ref_name), tried));
+    (planned, out)
+}
+
+/// The finality error of a write that did not land.
+fn write_failure(e: store::remote::WriteError<Error>, ref_name: &str) -> Error {
+    use store::remote::WriteError;
+    match e {
+        WriteError::Build(e) => e,
+        WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
+        WriteError::RefLocked { .. } => Error::RefLocked {
+            ref_name: ref_name.to_owned(),
+        },
+        WriteError::Store(e) => e.into(),
+        WriteError::Transport(e) => e.into(),
+        WriteError::Refused(why) => Error::RemoteRefused(why),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{AttemptId, act_content_hash};
+    use super::super::{AttemptId, Verdict, act_content_hash};
     use super::*;
     use crate::finality::test_support::{
         default_act, new_action, plant_unparsable_action, repo, request,

@@ -7,13 +7,13 @@
 //! of exactly-one-claim; no lock is held while planning.
 
 use super::act::{act_content_hash, check_act, scrub_act};
+use super::batch::{self, run};
 use super::error::Error;
 use super::ids::{ActionId, AttemptId};
-use super::paths::RecordKind;
 use super::records::Claim;
-use super::state::{State, read_state};
+use super::state::State;
 use super::status::{Lifecycle, Verdict};
-use super::write::{Options, Plan, Written, transact};
+use super::write::{Options, Written};
 use crate::canonical::Value;
 use crate::privacy;
 use crate::store::Store;
@@ -82,33 +82,90 @@ impl ClaimRequest {
     }
 }
 
-/// Whether the claim may be granted on `state` at `now` (every claim precondition that
-/// applies without policy re-evaluation and plans; an operator approval is the action's own
-/// grant, valid for [`approval::GRANT_WINDOW_MS`]). Deliberately a bare yes/no: the refusal does
-/// not say why.
-pub(super) fn eligible(
+/// Why a claim is not eligible, named as the reference's refusal reasons name it (the
+/// `claim_reason` of a claim folded into a guard request; a bare claim never says why, every
+/// refusal is the one [`Error::ClaimConflict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimRefusal {
+    /// Already claimed, or the outcome is decided.
+    ClaimConflict,
+    /// The claim does not match the binding (agent, principal, act hash), the action is not
+    /// protocol 1, or its lifecycle is not `running`.
+    NoCandidate,
+    /// The creator's identity was verified and the caller's is not.
+    IdentityUnverified,
+    /// The action has no guard decision.
+    NoDecisionId,
+    /// An `allow_contained` verdict without a containment, or one that needs an approval it
+    /// does not have.
+    ContainmentMismatch,
+    /// The verdict does not permit execution and no operator approval grants it.
+    DecisionNotPermissive,
+    /// The caller has no authenticated principal.
+    MissingPrincipal,
+}
+
+impl ClaimRefusal {
+    /// The reason's name (`claim_conflict`, `no_candidate`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimRefusal::ClaimConflict => "claim_conflict",
+            ClaimRefusal::NoCandidate => "no_candidate",
+            ClaimRefusal::IdentityUnverified => "identity_unverified",
+            ClaimRefusal::NoDecisionId => "no_decision_id",
+            ClaimRefusal::ContainmentMismatch => "containment_mismatch",
+            ClaimRefusal::DecisionNotPermissive => "decision_not_permissive",
+            ClaimRefusal::MissingPrincipal => "missing_principal",
+        }
+    }
+}
+
+/// The claim preconditions that apply without policy re-evaluation, checked once, in the
+/// reference's order, for a claim by `agent_id` and `principal` of the act hashed `act_hash`
+/// on `state` at `now`: not claimed or decided; the binding matches, protocol 1, lifecycle
+/// `running`; a verified creator needs a verified caller; a guard decision; a permissive verdict
+/// (`allow_contained` only with a containment ref), or `require_approval` (or an action born
+/// `pending_approval`) with an operator approval that still grants
+/// ([`approval::GRANT_WINDOW_MS`](super::approval::GRANT_WINDOW_MS)).
+///
+/// # Errors
+/// The first precondition that fails, as a [`ClaimRefusal`].
+pub(super) fn check_claim(
     state: &State,
     agent_id: &str,
     principal: &str,
     act_hash: &Option<String>,
     verified: bool,
     now: Timestamp,
-) -> bool {
+) -> Result<(), ClaimRefusal> {
     let a = &state.action;
+    if state.claim.is_some() || state.outcome.is_some() {
+        return Err(ClaimRefusal::ClaimConflict);
+    }
+    if a.agent_id != agent_id
+        || a.created_by != principal
+        || a.act_content_hash != *act_hash
+        || a.execution_protocol != Some(1)
+        || state.lifecycle() != Lifecycle::Running
+    {
+        return Err(ClaimRefusal::NoCandidate);
+    }
+    if a.identity_verified && !verified {
+        return Err(ClaimRefusal::IdentityUnverified);
+    }
+    if a.guard_decision_id.is_none() {
+        return Err(ClaimRefusal::NoDecisionId);
+    }
     let approved = state.approval.as_ref().is_some_and(|p| p.grants_at(now));
-    a.agent_id == agent_id
-        && a.created_by == principal
-        && a.act_content_hash == *act_hash
-        && state.lifecycle() == Lifecycle::Running
-        && state.outcome.is_none()
-        && state.claim.is_none()
-        && a.execution_protocol == Some(1)
-        && (!a.identity_verified || verified)
-        && a.guard_decision_id.is_some()
-        && (a.guard_verdict.is_permissive()
-            || (a.guard_verdict == Verdict::RequireApproval && approved))
+    let granted = (a.guard_verdict.is_permissive()
+        || (a.guard_verdict == Verdict::RequireApproval && approved))
         && (a.lifecycle != Lifecycle::PendingApproval || approved)
-        && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some())
+        && (a.guard_verdict != Verdict::AllowContained || a.containment_ref.is_some());
+    match (granted, a.guard_verdict) {
+        (true, _) => Ok(()),
+        (false, Verdict::AllowContained) => Err(ClaimRefusal::ContainmentMismatch),
+        (false, _) => Err(ClaimRefusal::DecisionNotPermissive),
+    }
 }
 
 /// The attempt id and the trimmed agent id of a claim request, the first checks of every claim.
@@ -177,16 +234,15 @@ pub(super) fn plan_claim(
     verified: bool,
     now: Timestamp,
 ) -> Option<Claim> {
-    if !eligible(
+    check_claim(
         state,
         input.agent_id,
         principal,
         &input.act_hash,
         verified,
         now,
-    ) {
-        return None;
-    }
+    )
+    .ok()?;
     Some(Claim {
         action_id: state.action.action_id.clone(),
         attempt_id: input.attempt_id.clone(),
@@ -224,26 +280,14 @@ pub fn claim(
     request: &ClaimRequest,
     now: Timestamp,
 ) -> Result<Written<Claim>, Error> {
-    let input = claim_input(action_id, request)?;
-    let conflict = || Error::ClaimConflict {
-        action_id: action_id.to_owned(),
-    };
-    let (Some(principal), Some(id)) = (input.principal, input.id.clone()) else {
-        return Err(conflict());
-    };
-    let result = transact(store, options, |snap| {
-        let state = read_state(snap, &id)?.ok_or_else(conflict)?;
-        let claim =
-            plan_claim(&state, &input, principal, request.verified, now).ok_or_else(conflict)?;
-        Ok(Plan::Write {
-            files: vec![(id.path(RecordKind::Claim), claim.to_bytes())],
-            message: format!("finality: {}\n", claim_line(&claim)),
-            value: claim,
-        })
-    });
-    result.map_err(|e| match e {
+    // The body is refused before the tip is read.
+    claim_input(action_id, request)?;
+    run(store, options, now, |ov, now| {
+        batch::claim(ov, action_id, request, now)
+    })
+    .map_err(|e| match e {
         // A refusal by the remote's hook is final and reported as such, like a publication's.
-        Error::ClaimConflict { .. } | Error::RemoteRefused(_) => e,
+        Error::ClaimConflict { .. } | Error::RemoteRefused(_) | Error::ClaimUnavailable { .. } => e,
         other => Error::ClaimUnavailable {
             action_id: action_id.to_owned(),
             reason: other.to_string(),

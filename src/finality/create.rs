@@ -2,15 +2,15 @@
 //! same binding.
 
 use super::act::{act_content_hash, check_act, scrub_act};
+use super::batch::{self, run};
 use super::error::Error;
 use super::ids::{ActionId, MAX_ID_UNITS};
-use super::paths::RecordKind;
-use super::records::{Action, EXECUTION_CLAIMS, MAX_RECORD_BYTES, parse_action};
+use super::records::{Action, EXECUTION_CLAIMS};
 use super::status::{Lifecycle, Verdict};
-use super::write::{Options, Plan, Written, transact};
+use super::write::{Options, Written};
 use crate::canonical::Value;
 use crate::privacy;
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::time::Timestamp;
 
 /// The input of [`create_action`].
@@ -101,43 +101,10 @@ pub fn create_action(
     input: &NewAction,
     now: Timestamp,
 ) -> Result<Written<Action>, Error> {
-    let action = input.to_action(now)?;
-    let bytes = action.to_bytes();
-    let path = action.action_id.path(RecordKind::Action);
-    transact(store, options, |snap| {
-        let exists = || Error::ActionExists {
-            action_id: action.action_id.clone(),
-        };
-        match snap.read(&path, MAX_RECORD_BYTES) {
-            Ok(None) => {}
-            Ok(Some(existing)) => {
-                // The creation time is the retry's own clock, not part of the binding.
-                return match parse_action(&existing, &action.action_id) {
-                    Ok(first)
-                        if first
-                            == (Action {
-                                created_at: first.created_at,
-                                ..action.clone()
-                            }) =>
-                    {
-                        Ok(Plan::Done(first))
-                    }
-                    _ => Err(exists()),
-                };
-            }
-            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                return Err(exists());
-            }
-            Err(e) => return Err(e.into()),
-        }
-        Ok(Plan::Write {
-            files: vec![(path.clone(), bytes.clone())],
-            message: format!(
-                "finality: create action {} ({})\n",
-                action.action_id, action.lifecycle
-            ),
-            value: action.clone(),
-        })
+    // The input is refused before the tip is read, whatever the repository's state.
+    input.to_action(now)?;
+    run(store, options, now, |ov, now| {
+        batch::create(ov, input, now).map(|c| c.state.action)
     })
 }
 

@@ -138,7 +138,7 @@ pub(crate) mod test_support;
 
 pub use act::{act_content_hash, check_act, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision};
-pub use claim::{ClaimRequest, claim};
+pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};

@@ -3,14 +3,14 @@
 //! pending on the tip they planned on, so of any number of reports, closes and sweeps exactly
 //! one outcome lands, and the losers are told the status that won.
 
+use super::batch::{self, run};
 use super::error::Error;
 use super::ids::{ActionId, AttemptId};
-use super::paths::RecordKind;
 use super::records::{MAX_PROGRESS_BYTES, MAX_TEXT_UNITS, Outcome};
 use super::redaction::{Security, clean_text, clean_value, keys_confidential};
-use super::state::{OutcomeView, Stamp, State, Timing, read_state};
+use super::state::{OutcomeView, State};
 use super::status::{Lifecycle, OutcomeStatus, Source};
-use super::write::{Options, Plan, Written, transact};
+use super::write::{Options, Written};
 use crate::canonical::{self, Value};
 use crate::store::Store;
 use crate::time::Timestamp;
@@ -179,20 +179,11 @@ pub fn report_outcome(
     report: &OutcomeReport,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
-    let prepared = prepare_report(report)?;
-    let not_found = || Error::NotFound {
-        action_id: action_id.to_owned(),
-    };
-    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let mut times = None;
-    let written = transact(store, options, |snap| {
-        let state = read_state(snap, &id)?.ok_or_else(not_found)?;
-        times = Some(step_times(&state));
-        let outcome = prepared.outcome_on(&state, &id, now)?;
-        let message = format!("finality: {}\n", outcome_line(&outcome));
-        Ok(outcome_plan(outcome, message))
-    })?;
-    Ok(finish_reported(written, times, prepared.security))
+    // The report is refused before the tip is read.
+    prepare_report(report)?;
+    run(store, options, now, |ov, now| {
+        batch::report(ov, action_id, report, now)
+    })
 }
 
 /// The rules a `progress` value must keep, each refusal naming its own: a JSON object, whose
@@ -240,55 +231,6 @@ fn check_progress(p: &Value) -> Result<(), Error> {
         return invalid("progress keys contain a confidential identifier".into());
     }
     Ok(())
-}
-
-/// `created_at` and `claimed_at` of an action, for [`Timing`].
-fn step_times(state: &State) -> (Timestamp, Option<Timestamp>) {
-    (
-        state.action.created_at,
-        state.claim.as_ref().map(|c| c.claimed_at),
-    )
-}
-
-fn finish_reported(
-    w: Written<Outcome>,
-    times: Option<(Timestamp, Option<Timestamp>)>,
-    security: Security,
-) -> Written<Reported> {
-    let o = &w.value;
-    let timing =
-        times.map(|(created, claimed)| Timing::new(created, claimed, Stamp::Outcome(o.outcome_at)));
-    let view = OutcomeView {
-        action_id: o.action_id.clone(),
-        status: o.status,
-        outcome_at: Some(o.outcome_at),
-        summary: o.summary.clone(),
-        error_message: o.error_message.clone(),
-        progress: o.progress.clone(),
-        elapsed_ms: timing.as_ref().map_or(0, |t| t.elapsed_ms),
-        clock_skew: timing.and_then(|t| t.skew),
-    };
-    Written {
-        value: Reported {
-            outcome: w.value.clone(),
-            view,
-            security,
-        },
-        commit: w.commit,
-        attempts: w.attempts,
-    }
-}
-
-/// The plan that writes `outcome` as its action's `outcome.json`, with commit `message`.
-fn outcome_plan(outcome: Outcome, message: String) -> Plan<Outcome> {
-    Plan::Write {
-        files: vec![(
-            outcome.action_id.path(RecordKind::Outcome),
-            outcome.to_bytes(),
-        )],
-        message,
-        value: outcome,
-    }
 }
 
 /// A legacy close checked and cleaned for storage ([`prepare_close`]).
@@ -388,19 +330,11 @@ pub fn close(
     summary: Option<&str>,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
-    let prepared = prepare_close(action_id, status, summary)?;
-    let not_found = || Error::NotFound {
-        action_id: action_id.to_owned(),
-    };
-    let mut times = None;
-    let written = transact(store, options, |snap| {
-        let state = read_state(snap, &prepared.id)?.ok_or_else(not_found)?;
-        times = Some(step_times(&state));
-        let outcome = prepared.outcome_on(&state, now)?;
-        let message = format!("finality: {}\n", outcome_line(&outcome));
-        Ok(outcome_plan(outcome, message))
-    })?;
-    Ok(finish_reported(written, times, prepared.security))
+    // The close is refused before the tip is read.
+    prepare_close(action_id, status, summary)?;
+    run(store, options, now, |ov, now| {
+        batch::close(ov, action_id, status, summary, now)
+    })
 }
 
 #[cfg(test)]

@@ -3,16 +3,15 @@
 //! under the same create-only rule as a report, so a report and the sweep race to exactly one
 //! winner.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
+use super::batch::{self, run};
 use super::error::Error;
 use super::ids::ActionId;
-use super::paths::{ACTIONS, RecordKind, classify};
 use super::records::Outcome;
-use super::state::read_state;
 use super::status::{Lifecycle, OutcomeStatus, Source};
-use super::write::{Options, Plan, Written, transact};
-use crate::store::{Snapshot, Store};
+use super::write::{Options, Written};
+use crate::store::Store;
 use crate::time::Timestamp;
 
 /// The sweep's default timeout in minutes.
@@ -109,73 +108,22 @@ pub fn sweep(
     timeout: f64,
     now: Timestamp,
 ) -> Result<Written<SweepReport>, Error> {
-    let minutes = timeout_minutes(timeout);
-    let cutoff = cutoff(minutes, now);
+    // The actions this sweep staged on an earlier tip: one decided since lost its race.
     let mut seen: BTreeSet<ActionId> = BTreeSet::new();
-    transact(store, options, |snap| {
-        let mut report = SweepReport {
-            timeout_minutes: minutes,
-            ..SweepReport::default()
-        };
-        let mut files = Vec::new();
-        for (id, kinds) in action_dirs(snap)? {
-            // Decided outcomes are skipped unread, unless an earlier attempt meant to sweep them.
-            if kinds.contains(&RecordKind::Outcome) && !seen.contains(&id) {
-                continue;
+    run(store, options, now, |ov, now| {
+        let mut lost = Vec::new();
+        for id in &seen {
+            if let Ok(Some(state)) = ov.state(id)
+                && let Some(o) = &state.outcome
+            {
+                lost.push((id.clone(), o.status));
             }
-            let state = match read_state(snap, &id) {
-                Ok(Some(s)) => s,
-                Ok(None) | Err(Error::Corrupt { .. }) => {
-                    report.skipped.push(id.dir());
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if let Some(o) = &state.outcome {
-                if seen.contains(&id) {
-                    report.lost.push((id, o.status));
-                }
-                continue;
-            }
-            if !is_stale(&state, cutoff) {
-                continue;
-            }
-            let lifecycle = state.lifecycle();
-            seen.insert(id.clone());
-            let outcome = sweep_outcome(&id, lifecycle, now);
-            files.push((id.path(RecordKind::Outcome), outcome.to_bytes()));
-            report.swept.push(Swept {
-                action_id: id,
-                agent_id: state.action.agent_id.clone(),
-                created_at: state.action.created_at,
-                outcome_at: now,
-                lifecycle: outcome.lifecycle,
-            });
         }
-        if files.is_empty() {
-            return Ok(Plan::Done(report));
-        }
-        Ok(Plan::Write {
-            message: format!(
-                "finality: sweep {} stale outcome(s) to lost_confirmation (timeout {minutes} min)\n",
-                files.len()
-            ),
-            files,
-            value: report,
-        })
+        let mut report = batch::sweep(ov, timeout, now)?;
+        seen.extend(report.swept.iter().map(|s| s.action_id.clone()));
+        report.lost = lost;
+        Ok(report)
     })
-}
-
-/// Every action directory in a snapshot with the records it holds (directories whose name or
-/// prefix is not valid are left to `verify`).
-fn action_dirs(snap: &Snapshot<'_>) -> Result<BTreeMap<ActionId, BTreeSet<RecordKind>>, Error> {
-    let mut dirs: BTreeMap<ActionId, BTreeSet<RecordKind>> = BTreeMap::new();
-    for path in snap.list_files(ACTIONS)? {
-        if let Some((id, kind)) = classify(&path) {
-            dirs.entry(id).or_default().insert(kind);
-        }
-    }
-    Ok(dirs)
 }
 
 #[cfg(test)]

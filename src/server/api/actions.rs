@@ -392,7 +392,7 @@ pub(super) async fn guard(
                     act: intent.act.clone(),
                     verified: false,
                 };
-                let reason = batch::claim_refusal(&state, &request, now);
+                let reason = batch::claim_refusal(&state, &request, now).map(|r| r.as_str());
                 fields.push(("attempt_id", Value::str(fold.attempt_id.as_str())));
                 match batch::claim(ov, action_id.as_str(), &request, now) {
                     Ok(c) => {
