@@ -23,7 +23,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{Error, Value};
+use super::{Error, Object, Value};
 
 /// The key under which `serde_json` (with `arbitrary_precision`) hands over a number's text.
 pub(crate) const NUMBER_TOKEN: &str = "$serde_json::private::Number";
@@ -151,6 +151,9 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
         let mut members = BTreeMap::new();
+        // The text's key order, kept only once it departs from the canonical order (canonical
+        // text never does): JavaScript walks an object's keys in the order they were written.
+        let mut given: Option<Vec<String>> = None;
         while let Some(key) = map.next_key::<String>()? {
             if members.is_empty() && key == NUMBER_TOKEN {
                 match map.next_value_seed(NumberOrMember(self.child()))? {
@@ -165,9 +168,21 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
             if members.contains_key(&key) {
                 return Err(self.state.refuse(Error::DuplicateKey { key }));
             }
+            match &mut given {
+                Some(keys) => keys.push(key.clone()),
+                None if members
+                    .last_key_value()
+                    .is_some_and(|(last, _)| *last > key) =>
+                {
+                    let mut keys: Vec<String> = members.keys().cloned().collect();
+                    keys.push(key.clone());
+                    given = Some(keys);
+                }
+                None => {}
+            }
             members.insert(key, value);
         }
-        Ok(Value::Object(members))
+        Ok(Value::Object(Object::from_parts(members, given)))
     }
 }
 

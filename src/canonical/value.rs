@@ -2,12 +2,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::{Deref, DerefMut};
 
 use super::MAX_SAFE_INTEGER;
 use super::writer::to_canonical_unchecked;
 
 /// A JSON value as the ledger sees it: numbers are IEEE-754 doubles (JavaScript semantics) and
-/// objects are kept sorted by UTF-8 key bytes (`String`'s `Ord`), which is the canonical order.
+/// objects are kept sorted by UTF-8 key bytes (`String`'s `Ord`), which is the canonical order;
+/// an object also remembers the order its keys were given in ([`Object::js_order`]), which
+/// decides which fault the complexity limits report first.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     /// `null`.
@@ -21,11 +24,166 @@ pub enum Value {
     /// An array.
     Array(Vec<Value>),
     /// An object, its keys in canonical (UTF-8 byte) order.
-    Object(BTreeMap<String, Value>),
+    Object(Object),
+}
+
+/// The members of an object: a map in canonical (UTF-8 byte) key order, which is how it is
+/// read, written and compared, plus the order the keys were first given in when that differs
+/// (parsed text, [`Value::object`]).
+///
+/// The reference is JavaScript, where an object's keys are walked in *property order*: keys
+/// that are array indices (`"0"`, `"7"`, `"10"`, below 2^32 − 1) in ascending numeric order,
+/// then the other keys in insertion order. Its complexity limits walk that order, so which of
+/// two faulty siblings is reported, and where a running budget runs out, depend on it
+/// ([`Object::js_order`]). Equality ignores it: two objects with the same members are equal.
+/// The map is reachable through `Deref`; a key inserted through it counts as given after the
+/// recorded ones.
+#[derive(Clone, Debug, Default)]
+pub struct Object {
+    map: BTreeMap<String, Value>,
+    /// The keys in the order they were first given, when that is not the canonical order.
+    given: Option<Vec<String>>,
+}
+
+impl Object {
+    /// An empty object.
+    pub fn new() -> Object {
+        Object::default()
+    }
+
+    /// An object of `map` whose keys were given in the order `given` (`None`: canonical order).
+    pub(super) fn from_parts(map: BTreeMap<String, Value>, given: Option<Vec<String>>) -> Object {
+        Object { map, given }
+    }
+
+    /// The map, in canonical key order.
+    pub fn into_map(self) -> BTreeMap<String, Value> {
+        self.map
+    }
+
+    /// The members in JavaScript's property order (see [`Object`]) when it differs from the
+    /// canonical order, `None` when it is the same (then walk the map itself).
+    pub fn js_order(&self) -> Option<Vec<(&str, &Value)>> {
+        let has_index = self.map.keys().any(|k| is_array_index(k));
+        if self.given.is_none() && !has_index {
+            return None;
+        }
+        let mut indices: Vec<&str> = self
+            .map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| is_array_index(k))
+            .collect();
+        // Without leading zeros, numeric order is length first, then digits.
+        indices.sort_by_key(|k| (k.len(), *k));
+        let mut keys = indices;
+        let mut seen = std::collections::HashSet::new();
+        for k in self.given.iter().flatten() {
+            if !is_array_index(k) && self.map.contains_key(k) && seen.insert(k.as_str()) {
+                keys.push(k);
+            }
+        }
+        // Keys inserted after the recorded ones (or all of them, when none were recorded).
+        keys.extend(
+            self.map
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !is_array_index(k) && !seen.contains(k)),
+        );
+        Some(keys.into_iter().map(|k| (k, &self.map[k])).collect())
+    }
+}
+
+/// Whether JavaScript treats `key` as an array index, which its property order puts first:
+/// the canonical decimal text of an integer from 0 to 2^32 − 2.
+fn is_array_index(key: &str) -> bool {
+    let b = key.as_bytes();
+    !b.is_empty()
+        && b.len() <= 10
+        && b.iter().all(u8::is_ascii_digit)
+        && (b[0] != b'0' || b.len() == 1)
+        && key.parse::<u64>().is_ok_and(|n| n < u64::from(u32::MAX))
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Object) -> bool {
+        self.map == other.map
+    }
+}
+
+impl Deref for Object {
+    type Target = BTreeMap<String, Value>;
+
+    fn deref(&self) -> &BTreeMap<String, Value> {
+        &self.map
+    }
+}
+
+impl DerefMut for Object {
+    fn deref_mut(&mut self) -> &mut BTreeMap<String, Value> {
+        &mut self.map
+    }
+}
+
+impl From<BTreeMap<String, Value>> for Object {
+    fn from(map: BTreeMap<String, Value>) -> Object {
+        Object { map, given: None }
+    }
+}
+
+impl FromIterator<(String, Value)> for Object {
+    /// Keeps the order the keys are given in; a repeated key keeps its first place and its last
+    /// value, as a JavaScript object literal does.
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(entries: I) -> Object {
+        let mut map = BTreeMap::new();
+        let mut given = Vec::new();
+        let mut sorted = true;
+        for (k, v) in entries {
+            if let Some(slot) = map.get_mut(&k) {
+                *slot = v;
+                continue;
+            }
+            sorted &= given.last().is_none_or(|last: &String| *last < k);
+            given.push(k.clone());
+            map.insert(k, v);
+        }
+        Object {
+            map,
+            given: (!sorted).then_some(given),
+        }
+    }
+}
+
+impl IntoIterator for Object {
+    type Item = (String, Value);
+    type IntoIter = std::collections::btree_map::IntoIter<String, Value>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Object {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, Value>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Object {
+    type Item = (&'a String, &'a mut Value);
+    type IntoIter = std::collections::btree_map::IterMut<'a, String, Value>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter_mut()
+    }
 }
 
 impl Value {
-    /// Builds an object from `(key, value)` pairs; a repeated key keeps the last value.
+    /// Builds an object from `(key, value)` pairs, remembering their order
+    /// ([`Object::js_order`]); a repeated key keeps the last value.
     pub fn object<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
         Value::Object(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }

@@ -1,9 +1,10 @@
 //! The privacy gate: under the `strict` profile (the default), a batch holding an event that the
-//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, before the repository is
-//! read, naming the shard, the event, the field and the rule (never the value). The reference's
-//! own rules were already applied when each event was parsed, and the strict rules ran on each
-//! record then too (on all cores, [`Batch::strict`]); the first refusal in shard order is
-//! reported.
+//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, after every check of the
+//! reference (the batch's and those against the tip) and before anything is written, naming the
+//! shard, the event, the field and the rule (never the value). The strict rules ran on each
+//! record when the lines were parsed (on all cores, [`Batch::strict`]); only the report waits,
+//! so that a batch the reference refuses is refused for the reference's reason. The first
+//! refusal in shard order is reported.
 
 use super::validate::Batch;
 use super::*;

@@ -282,8 +282,9 @@ fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Resul
 /// goes into the lock files only.
 ///
 /// Under [`Profile::Strict`] (`options.privacy`) every event is checked against
-/// [`privacy::strict::RULES`] first, and one hit refuses the whole spool before anything is
-/// written ([`Error::StrictPrivacy`]).
+/// [`privacy::strict::RULES`] after the reference's checks (of the spool, then of the seals and
+/// shards already written), and one hit refuses the whole spool before anything is written
+/// ([`Error::StrictPrivacy`]).
 ///
 /// What remains if the process dies: seals and shards already written (create-only, complete),
 /// lock files whose owner is dead (the next writer reclaims them at once).
@@ -320,7 +321,12 @@ pub fn seal(
         &format!("{}/_finalizations", spool::SPOOL_DIR),
         spool::MAX_ENTRIES,
     )?;
-    // Checked on the events read under the locks: exactly what would be sealed.
+    // Checked on the events read under the locks: exactly what would be sealed. The
+    // reference's checks of what is already there come first, so that a spool the reference
+    // refuses is refused for its reason under either profile.
+    if options.privacy == Profile::Strict {
+        check_existing(spool, output, &runs)?;
+    }
     check_privacy(spool, &runs, options.privacy)?;
     let report = write_sealed(spool, output, &runs)?;
     lock::release_all(guards)?;
@@ -367,6 +373,33 @@ fn write_sealed(
     }
     report.shard_paths.sort();
     Ok(report)
+}
+
+/// The checks [`write_sealed`] makes of files that already exist, without writing: an existing
+/// seal must be the run's, an existing shard identical or replay-equivalent.
+fn check_existing(spool: &Spool, output: Option<&Root>, runs: &[ProducerRun]) -> Result<(), Error> {
+    for run in runs {
+        let sealed = spool.handle().read_text(
+            &run.seal_relative_path(),
+            MAX_SEAL_BYTES,
+            "action event producer finalization",
+        )?;
+        if sealed.is_some() {
+            check_existing_seal(spool, run)?;
+        }
+        let Some(out) = output else { continue };
+        for s in run.shards()? {
+            if let Some(existing) =
+                out.read_text(&s.path, shard::MAX_BYTES as u64, "action event shard")?
+                && !shard::existing_is_equivalent(&existing, &s)?
+            {
+                return Err(Error::ShardConflict {
+                    path: out.display_path(&s.path),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
