@@ -1490,15 +1490,15 @@ mod tests {
         );
     }
 
-    /// Records `input` with `env` into a fresh spool under `profile`: the result, and the
-    /// number of entries the spool root holds afterwards.
+    /// Records the generic-API `input` with `env` into a fresh spool under `profile`: the
+    /// result, and the number of entries the spool root holds afterwards.
     fn record_in_fresh_spool(
         input: &Value,
         env: &Environment,
         profile: Profile,
     ) -> (Result<Option<Event>, Error>, usize) {
         let dir = tempfile::tempdir().unwrap();
-        let result = record_phase(
+        let result = record_action(
             dir.path(),
             input,
             env,
@@ -1516,8 +1516,9 @@ mod tests {
         let with_component = |component: &str| {
             let mut input = base_input();
             set(&mut input, &["component"], Value::str(component));
-            input
+            phase_action_input(&input).unwrap()
         };
+        let base_input = || phase_action_input(&base_input()).unwrap();
         let cases = [
             ("component", with_component("localhost"), base_env()),
             ("component", with_component("x.home."), base_env()),
@@ -1599,15 +1600,7 @@ mod tests {
         ];
         for (input, env, message) in cases {
             for profile in [Profile::Reference, Profile::Strict] {
-                let dir = tempfile::tempdir().unwrap();
-                let err = record_action(
-                    dir.path(),
-                    input,
-                    env,
-                    crate::time::Timestamp::from_millis(NOW),
-                    &Options { privacy: profile },
-                )
-                .unwrap_err();
+                let err = record_in_fresh_spool(input, env, profile).0.unwrap_err();
                 assert!(
                     err.to_string().starts_with(message),
                     "{profile}: {err} (want {message})"
