@@ -18,7 +18,6 @@
 //! string, which text never produces (a string of the text arrives borrowed), so an object with
 //! the same key is still read as an object.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -150,16 +149,15 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
-        let mut members = BTreeMap::new();
-        // The text's key order, kept only once it departs from the canonical order (canonical
-        // text never does): JavaScript walks an object's keys in the order they were written.
-        let mut given: Option<Vec<String>> = None;
+        // Keeps the text's key order too: JavaScript walks an object's keys in the order they
+        // were written ([`Object::js_order`]).
+        let mut members = Object::new();
         while let Some(key) = map.next_key::<String>()? {
             if members.is_empty() && key == NUMBER_TOKEN {
                 match map.next_value_seed(NumberOrMember(self.child()))? {
                     Member::Number(n) => return Ok(Value::Number(n)),
                     Member::Value(v) => {
-                        members.insert(key, v);
+                        members.push(key, v);
                         continue;
                     }
                 }
@@ -168,21 +166,9 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
             if members.contains_key(&key) {
                 return Err(self.state.refuse(Error::DuplicateKey { key }));
             }
-            match &mut given {
-                Some(keys) => keys.push(key.clone()),
-                None if members
-                    .last_key_value()
-                    .is_some_and(|(last, _)| *last > key) =>
-                {
-                    let mut keys: Vec<String> = members.keys().cloned().collect();
-                    keys.push(key.clone());
-                    given = Some(keys);
-                }
-                None => {}
-            }
-            members.insert(key, value);
+            members.push(key, value);
         }
-        Ok(Value::Object(Object::from_parts(members, given)))
+        Ok(Value::Object(members))
     }
 }
 

@@ -51,9 +51,29 @@ impl Object {
         Object::default()
     }
 
-    /// An object of `map` whose keys were given in the order `given` (`None`: canonical order).
-    pub(super) fn from_parts(map: BTreeMap<String, Value>, given: Option<Vec<String>>) -> Object {
-        Object { map, given }
+    /// Adds the member `key` after those given so far, as a JavaScript property assignment
+    /// does: a key already present keeps its place and takes the new value.
+    pub fn push(&mut self, key: String, value: Value) {
+        if let Some(slot) = self.map.get_mut(&key) {
+            *slot = value;
+            return;
+        }
+        match &mut self.given {
+            Some(keys) => keys.push(key.clone()),
+            // Recorded only from the first key out of canonical order: until then the map's
+            // order is the order given.
+            None if self
+                .map
+                .last_key_value()
+                .is_some_and(|(last, _)| *last > key) =>
+            {
+                let mut keys: Vec<String> = self.map.keys().cloned().collect();
+                keys.push(key.clone());
+                self.given = Some(keys);
+            }
+            None => {}
+        }
+        self.map.insert(key, value);
     }
 
     /// The map, in canonical key order.
@@ -135,22 +155,11 @@ impl FromIterator<(String, Value)> for Object {
     /// Keeps the order the keys are given in; a repeated key keeps its first place and its last
     /// value, as a JavaScript object literal does.
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(entries: I) -> Object {
-        let mut map = BTreeMap::new();
-        let mut given = Vec::new();
-        let mut sorted = true;
+        let mut object = Object::new();
         for (k, v) in entries {
-            if let Some(slot) = map.get_mut(&k) {
-                *slot = v;
-                continue;
-            }
-            sorted &= given.last().is_none_or(|last: &String| *last < k);
-            given.push(k.clone());
-            map.insert(k, v);
+            object.push(k, v);
         }
-        Object {
-            map,
-            given: (!sorted).then_some(given),
-        }
+        object
     }
 }
 
@@ -284,5 +293,59 @@ impl fmt::Display for Value {
     /// Canonical text without validation (for diagnostics).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&to_canonical_unchecked(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(v: &Value) -> Vec<&str> {
+        let Value::Object(o) = v else {
+            panic!("object")
+        };
+        match o.js_order() {
+            Some(members) => members.into_iter().map(|(k, _)| k).collect(),
+            None => o.keys().map(String::as_str).collect(),
+        }
+    }
+
+    /// JavaScript's property order: array-index keys ascending, then the others as given (a
+    /// repeated key keeps its first place and its last value); the canonical order, the text
+    /// and equality do not depend on it.
+    #[test]
+    fn objects_keep_javascript_property_order() {
+        let n = |x: f64| Value::Number(x);
+        let v = Value::object([
+            ("b", n(1.0)),
+            ("10", n(2.0)),
+            ("a", n(3.0)),
+            ("9", n(4.0)),
+            ("b", n(5.0)),
+            ("01", n(6.0)),
+            ("4294967294", n(7.0)),
+            ("4294967295", n(8.0)),
+        ]);
+        assert_eq!(
+            order(&v),
+            ["9", "10", "4294967294", "b", "a", "01", "4294967295"]
+        );
+        assert_eq!(v.get("b"), Some(&n(5.0)));
+        let sorted = Value::object([("01", n(6.0)), ("10", n(2.0))]);
+        assert_eq!(order(&sorted), ["10", "01"]);
+        let parsed = crate::canonical::parse(r#"{"z":1,"y":{"d":1,"c":2},"x":3}"#).unwrap();
+        assert_eq!(order(&parsed), ["z", "y", "x"]);
+        assert_eq!(order(parsed.get("y").unwrap()), ["d", "c"]);
+        assert_eq!(
+            parsed,
+            crate::canonical::parse(r#"{"x":3,"y":{"c":2,"d":1},"z":1}"#).unwrap()
+        );
+        assert_eq!(parsed.to_string(), r#"{"x":3,"y":{"c":2,"d":1},"z":1}"#);
+        // A key added later comes after the given ones.
+        let Value::Object(mut o) = parsed else {
+            unreachable!()
+        };
+        o.insert("a".into(), Value::Null);
+        assert_eq!(order(&Value::Object(o)), ["z", "y", "x", "a"]);
     }
 }
