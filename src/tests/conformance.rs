@@ -1060,3 +1060,31 @@ fn unknown_vector_shapes_fail_and_only_javascript_kinds_skip() {
         }
     }
 }
+
+/// A refusal where the reference accepted is a strict-only refusal only under strict and only
+/// when it names a strict-only rule id; anything else fails.
+#[test]
+fn strict_only_refusals_must_name_a_strict_rule() {
+    let strict_only = |o: Outcome| matches!(o, Outcome::StrictOnly(_));
+    let fails = |o: Outcome| matches!(o, Outcome::Fail(_));
+    let by_rule = "action event $.producer.job matches ipv4-embedded-private (iana:::ffff:0:0/96), which the strict privacy profile refuses".to_owned();
+    let by_part = "action event producer part component matches confidential-producer-part (ledger:producer-part-confidential), which the strict privacy profile refuses".to_owned();
+    assert!(strict_only(refused_where_accepted(
+        by_rule.clone(),
+        Profile::Strict
+    )));
+    assert!(strict_only(refused_where_accepted(
+        by_part,
+        Profile::Strict
+    )));
+    assert!(fails(refused_where_accepted(by_rule, Profile::Reference)));
+    for other in [
+        "action event producer component contains a confidential identifier",
+        "action event $.x matches something (gitleaks:no-such-rule)",
+    ] {
+        assert!(fails(refused_where_accepted(
+            other.to_owned(),
+            Profile::Strict
+        )));
+    }
+}
