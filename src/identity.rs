@@ -3,6 +3,23 @@
 //!
 //! Every id is a lowercase hex SHA-256 of canonical text; the exact text hashed is part of the
 //! format, so each derivation names its shape.
+//!
+//! # Check order
+//!
+//! Each derivation checks its inputs in the reference's order and returns the first failure,
+//! with the reference's message:
+//!
+//! 1. [`operation_id`]: the repository ([`normalize_repository`]: required, control
+//!    characters, shape), then the operation as a scope ([`event_scope`]), then the identity as
+//!    identity canonical JSON (the order in [`crate::canonical`]: limits, then lossy numbers and
+//!    credential keys in one walk);
+//! 2. [`attempt_id`]: the operation id ([`required_sha256`]), then the identity;
+//! 3. [`idempotency_key`]: the identity;
+//! 4. [`event_key`]: the scope, then the identity;
+//! 5. [`event_id`]: the repository, then the event key ([`required_event_key`]): its text
+//!    checks (required, control characters, at most 193 characters), its shape, then its scope;
+//! 6. a scope ([`event_scope`]): required, control characters, at most 128 characters, the
+//!    pattern `^[A-Za-z0-9][A-Za-z0-9_.+-]*$`, then the confidential scan.
 
 use std::fmt;
 
@@ -259,16 +276,25 @@ pub fn event_key(scope: &str, identity: &Value) -> Result<String, Error> {
     Ok(format!("{scope}:{}", identity_digest(identity)?))
 }
 
-/// `requiredEventKey`: trimmed, ≤193 characters,
-/// `^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}:[a-f0-9]{64}$`, and a valid scope before the first `:`.
+/// Longest event key, in UTF-16 code units: a 128-unit scope, `:` and 64 hex digits.
+pub const MAX_EVENT_KEY_LEN: usize = 193;
+
+/// `requiredEventKey`, its checks in the reference's order (the first failure is returned):
+///
+/// 1. the text checks of a bounded text ([`privacy::bounded_text`]), labelled
+///    `action event key`: JS-trimmed non-empty (`is required`), no control character
+///    (`contains control characters`), at most [`MAX_EVENT_KEY_LEN`] UTF-16 units
+///    (`exceeds 193 characters`);
+/// 2. the shape `^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}:[a-f0-9]{64}$`
+///    ([`Error::InvalidEventKey`]);
+/// 3. the scope before the first `:` passes [`event_scope`] (its confidential scan).
 pub fn required_event_key(raw: &str) -> Result<String, Error> {
-    let key = privacy::js_trim(raw);
+    let key = privacy::bounded_text(raw, "action event key", MAX_EVENT_KEY_LEN)?;
     let Some((scope, digest)) = key.split_once(':') else {
         return Err(Error::InvalidEventKey);
     };
     let sb = scope.as_bytes();
-    let shape = privacy::utf16_len(key) <= 193
-        && !sb.is_empty()
+    let shape = !sb.is_empty()
         && sb.len() <= 128
         && sb[0].is_ascii_alphanumeric()
         && sb
@@ -279,7 +305,7 @@ pub fn required_event_key(raw: &str) -> Result<String, Error> {
         return Err(Error::InvalidEventKey);
     }
     event_scope(scope)?;
-    Ok(key.to_owned())
+    Ok(key)
 }
 
 /// `actionEventId`: sha256 of `<normalized repository>\n<event key>`.
@@ -469,6 +495,55 @@ mod tests {
         assert_eq!(
             event_id("openclaw/clawsweeper", "review.item:abc"),
             Err(Error::InvalidEventKey)
+        );
+    }
+
+    /// An event key gets a bounded text's checks, with their messages, before its shape is
+    /// looked at: blank, control characters and length are reported as such, in that order.
+    #[test]
+    fn event_key_text_checks_come_before_its_shape() {
+        let digest = "b".repeat(64);
+        let longest = format!("{}:{digest}", "a".repeat(128));
+        assert_eq!(privacy::utf16_len(&longest), MAX_EVENT_KEY_LEN);
+        assert!(event_id("o/r", &longest).is_ok());
+        for (key, message) in [
+            (
+                "a\u{1}".to_owned(),
+                "action event key contains control characters",
+            ),
+            (
+                format!("s:{digest}\u{7f}"),
+                "action event key contains control characters",
+            ),
+            ("   ".to_owned(), "action event key is required"),
+            (
+                "\u{feff}\u{3000}".to_owned(),
+                "action event key is required",
+            ),
+            (
+                format!("{}:{digest}", "a".repeat(129)),
+                "action event key exceeds 193 characters",
+            ),
+            ("x".repeat(194), "action event key exceeds 193 characters"),
+            (
+                format!("\u{1}{}", "x".repeat(200)),
+                "action event key contains control characters",
+            ),
+            (
+                "review.item:abc".to_owned(),
+                "action event key must be generated from a machine-readable scope and digest",
+            ),
+        ] {
+            assert_eq!(
+                event_id("o/r", &key).unwrap_err().to_string(),
+                message,
+                "{key:?}"
+            );
+        }
+        // Trimmed first, as the reference's text checks do.
+        assert_eq!(
+            event_id("o/r", &format!(" {longest}\n")),
+            event_id("o/r", &longest)
         );
     }
 

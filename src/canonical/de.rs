@@ -18,12 +18,11 @@
 //! string, which text never produces (a string of the text arrives borrowed), so an object with
 //! the same key is still read as an object.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::{Error, Value};
+use super::{Error, Object, Value};
 
 /// The key under which `serde_json` (with `arbitrary_precision`) hands over a number's text.
 pub(crate) const NUMBER_TOKEN: &str = "$serde_json::private::Number";
@@ -150,13 +149,15 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
-        let mut members = BTreeMap::new();
+        // Keeps the text's key order too: JavaScript walks an object's keys in the order they
+        // were written ([`Object::js_order`]).
+        let mut members = Object::new();
         while let Some(key) = map.next_key::<String>()? {
             if members.is_empty() && key == NUMBER_TOKEN {
                 match map.next_value_seed(NumberOrMember(self.child()))? {
                     Member::Number(n) => return Ok(Value::Number(n)),
                     Member::Value(v) => {
-                        members.insert(key, v);
+                        members.push(key, v);
                         continue;
                     }
                 }
@@ -165,7 +166,7 @@ impl<'de> Visitor<'de> for ValueVisitor<'_> {
             if members.contains_key(&key) {
                 return Err(self.state.refuse(Error::DuplicateKey { key }));
             }
-            members.insert(key, value);
+            members.push(key, value);
         }
         Ok(Value::Object(members))
     }

@@ -3,9 +3,30 @@
 //! Rules: no whitespace; object keys sorted by UTF-8 bytes; strings escaped as
 //! ECMAScript `JSON.stringify` does; numbers printed as ECMAScript `Number.prototype.toString`
 //! (via `ryu-js`); `NaN`, `±Infinity`, `-0` and integers outside ±(2^53−1) are refused as lossy.
-//! Complexity limits: depth 64, 10,000 nodes and an *estimated* 1 MiB (24 bytes per number),
-//! checked in one pre-order walk so that the first failure and its path match the reference.
+//! Complexity limits: depth 64, 10,000 nodes and an *estimated* 1 MiB (24 bytes per number).
 //! Identity hashing additionally refuses credential-named object keys.
+//!
+//! # Check order
+//!
+//! The reference's order (`actionLedgerJson`, and `canonicalIdentityJson` for identities), so
+//! that an input with several faults reports the one the reference reports, at the same path:
+//!
+//! 1. the complexity limits, over the whole tree before anything else, in one pre-order walk
+//!    that visits an object's keys in JavaScript's property order ([`Object::js_order`]:
+//!    array-index keys ascending, then the keys in the order they were given); at each value:
+//!    1. its depth (the root is 0; over [`MAX_DEPTH`] fails);
+//!    2. the node count, the value included (a container also counts its children on entry;
+//!       over [`MAX_NODES`] fails);
+//!    3. the estimated size (over [`MAX_BYTES`] fails);
+//! 2. then one pre-order walk in canonical key order (UTF-8 bytes):
+//!    1. a lossy number fails where the walk meets it;
+//!    2. for an identity, each object key is checked against the credential rule
+//!       ([`is_credential_key`]) when the walk reaches it, before its value is walked; the path
+//!       named is the object's.
+//!
+//! So `{"token":[[…64 levels…]]}` fails the depth limit at `$.token[0]…`, not the credential
+//! rule; `{"a":[{"token":1}],"token":1}` fails at `$.a[0]`; `{"a":NaN,"token":1}` fails as a
+//! lossy number at `$.a`; and `{"b":<too deep>,"a":<too deep>}` fails at `$.b…`.
 //!
 //! The parser is `serde_json` with the ledger's rules added by a `DeserializeSeed`: it accepts
 //! JSON text only; duplicate keys (compared after unescaping), raw control characters in
@@ -32,11 +53,13 @@ mod value;
 mod writer;
 
 pub(crate) use de::{JsNumber, NUMBER_TOKEN};
+#[cfg(test)]
+pub(crate) use parser::parse_document;
 pub use parser::{
     MAX_INPUT_DEPTH, MAX_INPUT_NODES, parse, parse_canonical, parse_input, within_limits_by_length,
 };
 pub use rules::{find_lossy_number, is_credential_key, is_lossy_number};
-pub use value::Value;
+pub use value::{Object, Value};
 pub use writer::{
     check, to_canonical, to_canonical_unchecked, to_identity_canonical,
     write_canonical_text_without, write_canonical_without,

@@ -141,7 +141,8 @@ fn model_value(m: &M) -> Value {
             members
                 .iter()
                 .map(|(k, v)| (k.clone(), model_value(v)))
-                .collect::<BTreeMap<_, _>>(),
+                .collect::<BTreeMap<_, _>>()
+                .into(),
         ),
     }
 }

@@ -10,18 +10,32 @@ struct Budget {
     bytes: usize,
 }
 
+/// The checks of canonical JSON, in the reference's order (`actionLedgerJson` and, with
+/// `identity`, `canonicalIdentityJson`):
+///
+/// 1. the complexity limits, over the whole tree first ([`limits`]), walked pre-order in
+///    JavaScript's property order ([`super::Object::js_order`]); at each value: its depth
+///    (over 64), then the node count (over 10,000, a container counting its children on entry),
+///    then the estimated size (over 1 MiB);
+/// 2. then one walk in canonical key order ([`kinds`]): a lossy number fails where it is met;
+///    with `identity`, each object key is checked against the credential rule when the walk
+///    reaches it, before its value is walked.
+///
+/// So a tree with several faults reports the one the reference reports: a depth fault under a
+/// credential-named key is a depth fault, and `{"a":[{"token":1}],"token":1}` fails at `$.a[0]`.
 pub(super) fn validate(value: &Value, identity: bool) -> Result<(), Error> {
     let mut budget = Budget { nodes: 0, bytes: 0 };
     let mut path = String::from("$");
-    visit(value, 0, &mut path, &mut budget, identity)
+    limits(value, 0, &mut path, &mut budget)?;
+    kinds(value, &mut path, identity)
 }
 
-fn visit(
+/// Step 1 of [`validate`]: depth, node and size limits.
+fn limits(
     value: &Value,
     depth: usize,
     path: &mut String,
     budget: &mut Budget,
-    identity: bool,
 ) -> Result<(), Error> {
     if depth > MAX_DEPTH {
         return Err(Error::DepthLimit { path: path.clone() });
@@ -49,6 +63,37 @@ fn visit(
         return Err(Error::SizeLimit { path: path.clone() });
     }
     match value {
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                limits(item, depth + 1, path, budget)?;
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            let mut member = |k: &str, v: &Value| -> Result<(), Error> {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                limits(v, depth + 1, path, budget)?;
+                path.truncate(len);
+                Ok(())
+            };
+            match map.js_order() {
+                Some(members) => members.into_iter().try_for_each(|(k, v)| member(k, v))?,
+                None => map.iter().try_for_each(|(k, v)| member(k, v))?,
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Step 2 of [`validate`]: lossy numbers and, for identities, credential-named keys, in
+/// canonical key order.
+fn kinds(value: &Value, path: &mut String, identity: bool) -> Result<(), Error> {
+    match value {
         Value::Number(n) if is_lossy_number(*n) => {
             return Err(Error::LossyNumber { path: path.clone() });
         }
@@ -56,19 +101,19 @@ fn visit(
             for (i, item) in items.iter().enumerate() {
                 let len = path.len();
                 let _ = write!(path, "[{i}]");
-                visit(item, depth + 1, path, budget, identity)?;
+                kinds(item, path, identity)?;
                 path.truncate(len);
             }
         }
         Value::Object(map) => {
-            if identity && map.keys().any(|k| is_credential_key(k)) {
-                return Err(Error::CredentialField { path: path.clone() });
-            }
-            for (k, v) in map {
+            for (k, v) in map.iter() {
+                if identity && is_credential_key(k) {
+                    return Err(Error::CredentialField { path: path.clone() });
+                }
                 let len = path.len();
                 path.push('.');
                 path.push_str(k);
-                visit(v, depth + 1, path, budget, identity)?;
+                kinds(v, path, identity)?;
                 path.truncate(len);
             }
         }
@@ -263,6 +308,151 @@ mod tests {
             }
         );
         assert!(to_canonical(&v).is_ok());
+    }
+
+    /// The limits are checked over the whole tree before any credential-named key: under
+    /// `token`, a value too deep, too large or with too many nodes reports the limit, with the
+    /// path into the value, as the reference does.
+    #[test]
+    fn limits_come_before_credential_keys() {
+        let deep = (0..64).fold(Value::Number(1.0), |v, _| Value::Array(vec![v]));
+        let cases = [
+            (
+                Value::object([("token", deep.clone())]),
+                Error::DepthLimit {
+                    path: format!("$.token{}", "[0]".repeat(64)),
+                },
+            ),
+            (
+                Value::object([
+                    ("a", Value::Null),
+                    ("password", Value::object([("x", deep)])),
+                ]),
+                Error::DepthLimit {
+                    path: format!("$.password.x{}", "[0]".repeat(63)),
+                },
+            ),
+            (
+                Value::object([("token", Value::str("a".repeat(MAX_BYTES)))]),
+                Error::SizeLimit {
+                    path: "$.token".into(),
+                },
+            ),
+            (
+                Value::object([("token", Value::Array(vec![Value::Null; MAX_NODES]))]),
+                Error::NodeLimit {
+                    path: "$.token".into(),
+                },
+            ),
+            (
+                Value::object([("api_key", Value::Array(vec![Value::Null; MAX_NODES - 2]))]),
+                Error::CredentialField { path: "$".into() },
+            ),
+        ];
+        for (value, error) in cases {
+            assert_eq!(to_identity_canonical(&value), Err(error));
+        }
+    }
+
+    /// Credential keys are checked as the walk reaches them, in canonical key order and
+    /// depth first, together with lossy numbers: the first fault met is reported.
+    #[test]
+    fn credential_keys_are_checked_as_the_walk_meets_them() {
+        for (text, error) in [
+            (
+                r#"{"a":[{"token":1}],"token":1}"#,
+                Error::CredentialField {
+                    path: "$.a[0]".into(),
+                },
+            ),
+            (
+                r#"{"a":[1,{"b":{"secret":2}}],"password":1}"#,
+                Error::CredentialField {
+                    path: "$.a[1].b".into(),
+                },
+            ),
+            (
+                r#"{"a":-0,"token":1}"#,
+                Error::LossyNumber { path: "$.a".into() },
+            ),
+            (
+                r#"{"token":{"a":-0}}"#,
+                Error::CredentialField { path: "$".into() },
+            ),
+            (
+                r#"{"1.5":{"token":1},"a":[9007199254740993]}"#,
+                Error::CredentialField {
+                    path: "$.1.5".into(),
+                },
+            ),
+        ] {
+            let v = parse(text).unwrap();
+            assert_eq!(to_identity_canonical(&v), Err(error), "{text}");
+        }
+    }
+
+    /// Two faulty siblings: the limits report the first in JavaScript's property order (array
+    /// index keys ascending, then the order the keys were written in), as the reference walks
+    /// them; the canonical order is only for the text.
+    #[test]
+    fn limits_walk_keys_in_javascript_property_order() {
+        let deep = |leaf: &str| format!("{}{leaf}{}", "[".repeat(65), "]".repeat(65));
+        let depth_path = |key: &str| format!("$.{key}{}", "[0]".repeat(64));
+        for (text, key) in [
+            (format!(r#"{{"b":{},"a":{}}}"#, deep("1"), deep("2")), "b"),
+            (format!(r#"{{"a":{},"b":{}}}"#, deep("1"), deep("2")), "a"),
+            (
+                format!(
+                    r#"{{"b":{},"10":{},"9":{}}}"#,
+                    deep("1"),
+                    deep("2"),
+                    deep("3")
+                ),
+                "9",
+            ),
+            (
+                format!(
+                    r#"{{"x":{},"09":{},"4294967295":{}}}"#,
+                    deep("1"),
+                    deep("2"),
+                    deep("3")
+                ),
+                "x",
+            ),
+        ] {
+            let v = crate::canonical::parse_input(&text).unwrap();
+            assert_eq!(
+                to_canonical(&v),
+                Err(Error::DepthLimit {
+                    path: depth_path(key)
+                }),
+                "{text}"
+            );
+        }
+        // Built in code, an object keeps the order its members were given in.
+        let deep = (0..65).fold(Value::Null, |v, _| Value::Array(vec![v]));
+        let v = Value::object([("z", deep.clone()), ("y", deep)]);
+        assert_eq!(
+            to_canonical(&v),
+            Err(Error::DepthLimit {
+                path: depth_path("z")
+            })
+        );
+        // Where a running budget runs out depends on the order too: of 10,001 nodes, the
+        // container walked second takes the count past the limit (it counts its children on
+        // entry), whichever it is.
+        let big = Value::Array(vec![Value::Null; 9_996]);
+        let small = Value::Array(vec![Value::Null, Value::Null]);
+        let v = Value::object([("b", big.clone()), ("a", small.clone())]);
+        assert_eq!(
+            to_canonical(&v),
+            Err(Error::NodeLimit { path: "$.a".into() })
+        );
+        let v = Value::object([("a", small), ("b", big)]);
+        assert_eq!(
+            to_canonical(&v),
+            Err(Error::NodeLimit { path: "$.b".into() })
+        );
     }
 
     #[test]

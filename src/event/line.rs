@@ -1098,7 +1098,7 @@ mod tests {
             .prop_map(Value::Number),
             prop::sample::select(texts.to_vec()).prop_map(Value::str),
             Just(Value::Array(Vec::new())),
-            Just(Value::Object(BTreeMap::new())),
+            Just(Value::Object(Default::default())),
             prop::sample::select(texts.to_vec())
                 .prop_map(|t| Value::Array(vec![Value::str(t), Value::str(t)])),
             prop::sample::select(texts.to_vec())
@@ -1232,7 +1232,7 @@ mod tests {
                         .map(|(a, b)| (a.clone(), b.clone()))
                         .collect(),
                 ];
-                Value::Object(all[k % all.len()].clone())
+                Value::Object(all[k % all.len()].clone().into())
             }
         }
     }

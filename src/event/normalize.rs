@@ -158,7 +158,7 @@ fn subject(ctx: &Ctx, s: &Value, repository: String) -> Result<Value, Error> {
             .map_err(|e| ctx.field(e))?;
         out.insert("record_path".into(), Value::String(p));
     }
-    Ok(Value::Object(out))
+    Ok(Value::Object(out.into()))
 }
 
 fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
@@ -180,7 +180,7 @@ fn action(ctx: &Ctx, a: &Value) -> Result<Value, Error> {
         "mutation".into(),
         boolean(ctx, a.get("mutation"), "action event action mutation")?,
     );
-    Ok(Value::Object(out))
+    Ok(Value::Object(out.into()))
 }
 
 fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
@@ -209,7 +209,7 @@ fn learning(ctx: &Ctx, l: &Value) -> Result<Value, Error> {
     if let Some(c) = confidence {
         out.insert("confidence".into(), c);
     }
-    Ok(Value::Object(out))
+    Ok(Value::Object(out.into()))
 }
 
 fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
@@ -252,7 +252,7 @@ fn evidence(ctx: &Ctx, list: &[Value]) -> Result<Option<Value>, Error> {
             .map_err(|e| ctx.field(e))?;
             out.insert("snapshot_id".into(), Value::String(s));
         }
-        let entry = Value::Object(out);
+        let entry = Value::Object(out.into());
         let key = canonical::to_canonical(&entry).map_err(|e| ctx.field(e))?;
         entries.push((key, entry));
     }
@@ -316,7 +316,7 @@ fn attributes(ctx: &Ctx, attrs: &BTreeMap<String, Value>) -> Result<Value, Error
         };
         out.insert(key, value);
     }
-    Ok(Value::Object(out))
+    Ok(Value::Object(out.into()))
 }
 
 fn privacy_block(ctx: &Ctx, p: Option<&Value>) -> Result<Value, Error> {
@@ -369,7 +369,7 @@ fn privacy_block(ctx: &Ctx, p: Option<&Value>) -> Result<Value, Error> {
 /// The semantic value of a snake_case record-shaped object, normalized in the
 /// reference's order. Returns it with its canonical JSON.
 pub(super) fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), Error> {
-    let empty = Value::Object(BTreeMap::new());
+    let empty = Value::Object(Default::default());
     let producer_v = rec.get("producer").unwrap_or(&empty);
     let subject_v = rec.get("subject").unwrap_or(&empty);
     let producer_repo = repository(ctx, producer_v)?;
@@ -432,7 +432,7 @@ pub(super) fn semantic_value(ctx: &Ctx, rec: &Value) -> Result<(Value, String), 
         "privacy".to_owned(),
         privacy_block(ctx, rec.get("privacy"))?,
     );
-    let semantic = Value::Object(sem);
+    let semantic = Value::Object(sem.into());
     let json = canonical::to_canonical(&semantic).map_err(|e| ctx.field(e))?;
     Ok((semantic, json))
 }

@@ -193,7 +193,7 @@ fn snake_record(input: &Value) -> Value {
             ],
         ),
     );
-    Value::Object(out)
+    Value::Object(out.into())
 }
 
 /// `createActionEvent`: builds and validates a record from a writer input object with

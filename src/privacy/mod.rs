@@ -124,12 +124,11 @@ pub enum Error {
         /// The field as the reference names it, e.g. `action event producer job`.
         label: String,
     },
-    /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` ("Invalid URL")
-    /// escape here; no conformance vector pins that text, so the message names the field.
-    /// Besides unparsable run URLs this is also what [`machine_text`] returns where the
+    /// The WHATWG parser refused a URL. The reference lets Node's `TypeError` escape here, whose
+    /// message is `Invalid URL`; ours starts with that text and then names the field. Besides unparsable run URLs this is also what [`machine_text`] returns where the
     /// reference's confidential-identifier scan throws: for an IPv6 literal with a zone id (`fe80::1%eth0`), which
     /// Node's `net.isIP` accepts and `new URL` refuses.
-    #[error("{label} must be a valid URL")]
+    #[error("Invalid URL: {label} must be a valid URL")]
     InvalidUrl {
         /// The field as the reference names it, e.g. `action event producer job`.
         label: String,
@@ -946,7 +945,7 @@ mod tests {
             ),
             (
                 Error::InvalidUrl { label: label() },
-                "action event producer job must be a valid URL",
+                "Invalid URL: action event producer job must be a valid URL",
             ),
         ];
         for (error, message) in cases {

@@ -114,6 +114,7 @@
 //! | 6to4-private-ipv4 | iana:2002::/16 | 6to4 of a private IPv4 (`2002:a00:1::1`) |
 //! | ipv4-embedded-private | iana:::ffff:0:0/96 | IPv4-mapped, -compatible and -translated forms of private IPv4 (`::ffff:0:a00:1`) |
 //! | site-local-ipv6 | iana:fec0::/10 | deprecated site-local |
+//! | confidential-producer-part | ledger:producer-part-confidential | the reference's own confidential scan on each producer part before they are joined ([`PRODUCER_PART_RULE`], applied by the writer, not in [`RULES`]) |
 //!
 //! Not in the table, on purpose: families whose every value needs a character ledger text cannot
 //! hold (space, `=`, `~`, `?`, `&`, `%`: Azure storage and SAS keys, Azure AD client secrets,
@@ -1026,6 +1027,32 @@ fn is_site_local(a: Ipv6Addr) -> bool {
     a.segments()[0] & 0xffc0 == 0xfec0
 }
 
+/// A strict-only rule outside [`RULES`]: not a shape of one text, but the reference's own scan
+/// applied where the reference cannot see a value, by the caller that can
+/// ([`PRODUCER_PART_RULE`]). Its refusals name its id like any other strict rule.
+#[derive(Clone, Copy, Debug)]
+pub struct CallerRule {
+    /// As [`Rule::family`].
+    pub family: &'static str,
+    /// As [`Rule::id`]; the source `ledger:` marks a rule of this project.
+    pub id: &'static str,
+}
+
+/// The reference's confidential-identifier scan on each producer part (workflow, component,
+/// step, invocation) before the parts are joined into `<component>.<step>.<invocation>`: the
+/// reference scans only the joined text, in which `localhost` or `x.home.` no longer matches
+/// (`localhost.run-review.default`), so it stores them.
+pub const PRODUCER_PART_RULE: CallerRule = CallerRule {
+    family: "confidential-producer-part",
+    id: "ledger:producer-part-confidential",
+};
+
+/// Whether `id` names a strict-only rule: one of [`RULES`] or [`PRODUCER_PART_RULE`]. A
+/// refusal that names one is the strict profile's own; any other refusal is the reference's.
+pub fn is_strict_rule_id(id: &str) -> bool {
+    id == PRODUCER_PART_RULE.id || RULES.iter().any(|r| r.id == id)
+}
+
 /// A strict hit at one place of a value. It never contains the text that matched: `path` names
 /// where it is, `family` and `rule` what it is.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -1047,6 +1074,16 @@ impl Finding {
         Finding {
             path,
             key,
+            family: rule.family,
+            rule: rule.id,
+        }
+    }
+
+    /// A hit of a [`CallerRule`] on the text named `path`.
+    pub fn of(path: String, rule: &CallerRule) -> Finding {
+        Finding {
+            path,
+            key: false,
             family: rule.family,
             rule: rule.id,
         }
@@ -2093,7 +2130,7 @@ mod tests {
                     inner,
                     0..5,
                 )
-                .prop_map(Value::Object),
+                .prop_map(|m| Value::Object(m.into())),
             ]
         });
         let mut runner =

@@ -18,7 +18,8 @@ use crate::store::{self, CommitId, Store};
 
 /// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
 /// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
-/// The batch must first pass `options.privacy` ([`check_privacy`]); nothing is written if not.
+/// The batch must also pass `options.privacy` ([`check_privacy`], after the checks against the
+/// tip); nothing is written if not.
 pub fn publish_batch(
     store: &Store,
     batch: &Batch,
@@ -32,8 +33,8 @@ pub fn publish_batch(
 /// remote, read its tip, fetch it, build on it and push with a lease on that tip. Either way a
 /// moved ref means planning again on the new tip (re-validated against it), within
 /// `options.max_attempts`; a refusal by a remote's pre-receive hook is final
-/// ([`Error::RemoteRefused`]). The batch must first pass `options.privacy`
-/// ([`check_privacy`]); nothing is written, fetched or pushed if not.
+/// ([`Error::RemoteRefused`]). The batch must also pass `options.privacy`
+/// ([`check_privacy`], after the checks against the tip); nothing is written or pushed if not.
 pub fn publish_batch_to(
     store: &Store,
     batch: &Batch,
@@ -57,7 +58,6 @@ pub(super) fn land_batch(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
-    check_privacy(batch, options.privacy)?;
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
@@ -97,7 +97,10 @@ pub(super) enum Built<'b> {
     Commit(Plan<'b>, CommitId),
 }
 
-/// Plans `batch` against `tip` and, when it adds anything, writes its commit on `tip`.
+/// Plans `batch` against `tip`, applies the privacy profile, and, when the batch adds
+/// anything, writes its commit on `tip`. The profile's own rules come after every check of the
+/// reference (the batch's, then the plan's against the tip), so a batch the reference refuses
+/// is refused for the reference's reason under either profile.
 pub(super) fn build_on<'b>(
     store: &Store,
     batch: &'b Batch,
@@ -107,6 +110,7 @@ pub(super) fn build_on<'b>(
 ) -> Result<Built<'b>, Error> {
     let snap = store.snapshot(tip)?;
     let plan = plan(batch, &snap, options.layout)?;
+    check_privacy(batch, options.privacy)?;
     if plan.additions.is_empty() {
         return Ok(Built::Unchanged(Publication {
             manifest: plan.manifest,

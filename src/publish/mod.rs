@@ -9,13 +9,23 @@
 //! # What is checked, in order
 //!
 //! 1. **Source** ([`read_source`]): the expected path list or the traversal limits, no links.
-//! 2. **Batch** ([`validate_batch`]): per file (path, sizes, lines, canonical events, canonical
-//!    bytes, path from identity), then the batch (unique ids, acyclic, one date per run,
-//!    complete and deterministically packed sets, expected provenance). Nothing is read from the
-//!    repository before this passes.
-//! 3. **Privacy** ([`check_privacy`]): the profile's rules beyond the reference's.
-//! 4. **Against the tip** (planning): event identity and causal history, binding files,
+//! 2. **Batch** ([`validate_batch`]). Nothing is read from the repository before this passes.
+//!    1. per file, in path order: the path is a shard path; at most 2 MiB, 16 MiB in all; at
+//!       most 2,048 lines; a final newline;
+//!    2. per file: every line a canonical event; at most 1,024 events per file, 262,144 in all;
+//!    3. per file: non-empty, no event id twice, one producer, the causal-order bytes, and the
+//!       path recomputed from the identity and partition date;
+//!    4. the whole batch: no event id in two files, then an acyclic causal union;
+//!    5. one partition date per producer run;
+//!    6. per identity, one unnumbered file or a complete numbered set that re-packs to the same
+//!       paths and bytes;
+//!    7. last, the expected producer ([`Options::expected_producer`]) of each shard: a batch
+//!       with a fault of 4 to 6 reports that fault, not a provenance mismatch.
+//! 3. **Against the tip** (planning): event identity and causal history, binding files,
 //!    payloads (identical or replay-equivalent). Repeated on each new tip after a lost race.
+//! 4. **Privacy** ([`check_privacy`]): the profile's rules beyond the reference's, after every
+//!    check of the reference, so that a batch the reference refuses is refused for the
+//!    reference's reason under either profile, and a strict refusal names a strict-only rule.
 //! 5. **The commit**: the store refuses a path conflict or a malformed tree on the way.
 //!
 //! The first failure is returned; error texts follow the reference importer's.
@@ -48,7 +58,8 @@
 //!   events (a job that recorded nothing) makes no commit and reports `empty`. A sealed spool
 //!   already published whole is answered without validating its events (the replay fast path).
 //! - Under the default privacy profile (`strict`), a batch with an event that the strict rules
-//!   refuse is refused before the repository is read ([`Error::StrictPrivacy`]).
+//!   refuse is refused once every check of the reference has passed, before anything is
+//!   written ([`Error::StrictPrivacy`]).
 //!
 //! # Memory: bounded by one source
 //!

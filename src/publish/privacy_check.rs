@@ -1,9 +1,10 @@
 //! The privacy gate: under the `strict` profile (the default), a batch holding an event that the
-//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, before the repository is
-//! read, naming the shard, the event, the field and the rule (never the value). The reference's
-//! own rules were already applied when each event was parsed, and the strict rules ran on each
-//! record then too (on all cores, [`Batch::strict`]); the first refusal in shard order is
-//! reported.
+//! strict rules refuse ([`crate::privacy::strict`]) is refused whole, after every check of the
+//! reference (the batch's and those against the tip) and before anything is written, naming the
+//! shard, the event, the field and the rule (never the value). The strict rules ran on each
+//! record when the lines were parsed (on all cores, [`Batch::strict`]); only the report waits,
+//! so that a batch the reference refuses is refused for the reference's reason. The first
+//! refusal in shard order is reported.
 
 use super::validate::Batch;
 use super::*;
@@ -80,9 +81,9 @@ mod tests {
         assert_eq!(events, 5091);
     }
 
-    /// A batch with one strict hit is refused before the repository is touched, whatever the
-    /// rest of the batch, whether it comes from shard files or a sealed spool; `--privacy
-    /// reference` publishes it.
+    /// A batch with one strict hit is refused before anything is written, whatever the rest of
+    /// the batch, whether it comes from shard files or a sealed spool; `--privacy reference`
+    /// publishes it.
     #[test]
     fn a_strict_hit_refuses_the_batch_and_reference_publishes_it() {
         let (_dir, store) = crate::tests::scratch_store();
@@ -154,5 +155,36 @@ mod tests {
             "{withheld}"
         );
         assert!(!withheld.to_string().contains("hf_ABCD"));
+    }
+
+    /// The strict rules come after the checks against the ledger: a batch that conflicts with
+    /// what the ledger holds is refused for the conflict under both profiles, although strict
+    /// would refuse one of its events (the reference's reason comes first).
+    #[test]
+    fn a_conflict_with_the_ledger_comes_before_a_strict_hit() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let first = tempfile::tempdir().unwrap();
+        crate::tests::sealed_spool_with_learning_signals(first.path(), &["x1"]);
+        let mut reference = Options::new(sig());
+        reference.privacy = Profile::Reference;
+        publish(&store, &first.path().join("out"), &reference).unwrap();
+        // The same producer run again: item 1 with another signal (a strict hit), and item 2.
+        let second = tempfile::tempdir().unwrap();
+        crate::tests::sealed_spool_with_learning_signals(
+            second.path(),
+            &["hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh", "x2"],
+        );
+        let tip = store.tip("refs/heads/main").unwrap();
+        let refusal = |privacy| {
+            let mut options = Options::new(sig());
+            options.privacy = privacy;
+            publish(&store, &second.path().join("out"), &options)
+                .unwrap_err()
+                .to_string()
+        };
+        let conflict = refusal(Profile::Reference);
+        assert!(conflict.contains("conflict"), "{conflict}");
+        assert_eq!(refusal(Profile::Strict), conflict);
+        assert_eq!(store.tip("refs/heads/main").unwrap(), tip);
     }
 }

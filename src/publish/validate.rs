@@ -1,4 +1,5 @@
-//! Validating a whole batch before the repository is read, in the reference importer's order.
+//! Validating a whole batch before the repository is read, in the reference importer's order
+//! (the first failure is returned, with the reference's message).
 //!
 //! Per file, in path order:
 //! 1. the path is a shard path; at most 2 MiB, 16 MiB in all; at most 2,048 lines (the number of
@@ -8,11 +9,16 @@
 //!    and the path recomputed from the first event's identity and the partition date equals the
 //!    file's path.
 //!
-//! Then for the batch: no event id twice across files and an acyclic causal union; one producer
-//! run, one partition date; per full identity, either exactly one unnumbered file or a complete,
-//! numbered set (`-part-NNNNNN-of-NNNNNN`, indices 1..count) that re-packs to exactly the same
-//! paths and bytes; and, when asked, the expected producer provenance (`repository`, `sha`,
-//! `workflow`, `job`, `run_id`, `run_attempt`; the component is not checked).
+//! Then for the whole batch:
+//! 4. no event id twice across files, then an acyclic causal union;
+//! 5. one producer run, one partition date;
+//! 6. per full identity, either exactly one unnumbered file or a complete, numbered set
+//!    (`-part-NNNNNN-of-NNNNNN`, indices 1..count) that re-packs to exactly the same paths and
+//!    bytes;
+//! 7. last, when asked, the expected producer provenance of each shard in path order
+//!    (`repository`, `sha`, `workflow`, `job`, `run_id`, `run_attempt`; the component is not
+//!    checked). A batch that also has a fault of steps 4 to 6 reports that fault, as the
+//!    reference does.
 //!
 //! Shards packed from a sealed spool were validated when the spool was read, in causal order and
 //! deterministically packed; the checks that would re-derive that from their bytes are skipped.
@@ -181,9 +187,6 @@ fn validate_pending(
                 expected: expected_path,
             });
         }
-        if let Some(x) = expected {
-            check_provenance(&identity, x)?;
-        }
         identities.push(identity);
         shards.push(Shard::new(f.path, events, f.content));
     }
@@ -257,6 +260,13 @@ fn validate_pending(
             return Err(Error::NotDeterministic);
         }
     }
+
+    // Last, as the reference does: a batch fault is reported before a provenance mismatch.
+    if let Some(x) = expected {
+        for identity in &identities {
+            check_provenance(identity, x)?;
+        }
+    }
     Ok(Batch {
         shards,
         identities,
@@ -287,4 +297,124 @@ fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Erro
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::record;
+
+    /// A `review.item` event (identity `item`) of the writer tests' job, with the environment
+    /// changed as given and an optional parent.
+    fn event(changes: &[(&str, &str)], item: u32, parent: Option<&Digest>) -> Event {
+        let mut env = crate::tests::job_env();
+        for (k, v) in changes {
+            env.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let parent = parent
+            .map(|p| format!(r#","parentEventId":"{p}""#))
+            .unwrap_or_default();
+        let text = format!(
+            r#"{{"phase":"review.item","status":"started","component":"review-runner","identity":{{"item":{item}}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":1}},"retryable":true,"mutation":false{parent}}}"#
+        );
+        let input = record::phase_action_input(&canonical::parse(&text).unwrap()).unwrap();
+        record::build_action_event(&input, &env, crate::time::Timestamp::from_millis(0)).unwrap()
+    }
+
+    /// The shard file of `events` on `date`; `part` renames it to a numbered part.
+    fn file(events: Vec<Event>, date: &str, part: Option<&str>) -> SourceFile {
+        let identity = events[0].shard_identity(date).normalized().unwrap();
+        let shard = shard::single(&identity, events).unwrap();
+        let path = match part {
+            Some(suffix) => shard.path.replace(".jsonl", suffix),
+            None => shard.path,
+        };
+        SourceFile {
+            path,
+            content: shard.content.to_string(),
+        }
+    }
+
+    /// The provenance of `e`'s producer with the run id off by one.
+    fn off_by_one(e: &Event) -> ExpectedProducer {
+        let id = e.shard_identity(DATE).normalized().unwrap();
+        ExpectedProducer {
+            repository: id.repository,
+            sha: id.sha,
+            workflow: id.workflow,
+            job: id.job,
+            run_id: (id.run_id.parse::<u64>().unwrap() + 1).to_string(),
+            run_attempt: id.run_attempt,
+        }
+    }
+
+    const DATE: &str = "2026-01-15";
+
+    fn sorted(mut files: Vec<SourceFile>) -> Vec<SourceFile> {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
+    }
+
+    /// A batch fault is reported before a provenance mismatch, as the reference checks the whole
+    /// batch first: an event id in two producers' shards, one run under two partition dates, an
+    /// incomplete numbered set and a cycle across files, each with the expected run id off by
+    /// one. Alone, the mismatch is reported.
+    #[test]
+    fn batch_faults_come_before_the_expected_producer() {
+        let first = event(&[], 1, None);
+        let expected = off_by_one(&first);
+        let other_sha = [("GITHUB_SHA", "fedcba9876543210fedcba9876543210fedcba98")];
+        let twin = event(&other_sha, 1, None);
+        assert_eq!(
+            twin.event_id, first.event_id,
+            "the sha is not in the event key"
+        );
+        let duplicate = sorted(vec![
+            file(vec![first.clone()], DATE, None),
+            file(vec![twin], DATE, None),
+        ]);
+        let split = sorted(vec![
+            file(vec![first.clone()], DATE, None),
+            file(vec![event(&[], 2, None)], "2026-01-16", None),
+        ]);
+        let incomplete = vec![file(
+            vec![first.clone()],
+            DATE,
+            Some("-part-000001-of-000002.jsonl"),
+        )];
+        let other_job = [("GITHUB_JOB", "publish")];
+        let id2 = event(&other_job, 2, None).event_id;
+        let one = event(&[], 1, Some(&id2));
+        let two = event(&other_job, 2, Some(&one.event_id));
+        assert_eq!((&one.event_id, &two.event_id), (&first.event_id, &id2));
+        let cycle = sorted(vec![
+            file(vec![one], DATE, None),
+            file(vec![two], DATE, None),
+        ]);
+        for (files, message) in [
+            (
+                duplicate,
+                format!(
+                    "action event shard batch contains duplicate event: {}",
+                    first.event_id
+                ),
+            ),
+            (
+                split,
+                "action event shard batch splits one producer run across partition dates".into(),
+            ),
+            (incomplete, "action event shard batch is incomplete".into()),
+            (cycle, "action event shard contains a causal cycle".into()),
+        ] {
+            let err = validate_batch(&files, Some(&expected)).unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
+        let alone = vec![file(vec![first], DATE, None)];
+        assert_eq!(
+            validate_batch(&alone, Some(&expected))
+                .unwrap_err()
+                .to_string(),
+            "action event shard producer provenance mismatch for run_id: expected 1234567891, got 1234567890"
+        );
+    }
 }

@@ -1,23 +1,30 @@
 //! The conformance harness: runs every golden vector produced by the reference implementation.
 //!
-//! Reads every `*.json` vector file in `$CONFORMANCE_DIR` (default `testdata/conformance`; the
-//! hand-written `empty.json` there covers jobs that recorded nothing) and
+//! Reads every `*.json` vector file in `$CONFORMANCE_DIR` (default `testdata/conformance`: the
+//! hand-picked vectors, the hand-written `empty.json` for jobs that recorded nothing, and the
+//! random `fuzz-*.json` cases) and
 //! dispatches each case by its shape: identity (`fn`/`args`), event writer (`call`), finalize /
-//! direct shard write (`category`), import (`steps`). Ends by printing
-//! `conformance: N passed, M failed, K skipped` (over both privacy profiles, each also on its
-//! own line) and fails when M > 0. A case is skipped only when its input is one of the listed
-//! JavaScript-only value kinds ([`JS_ONLY_KINDS`]: a `$special` with no JSON meaning, such as
-//! `undefined` or `bigint`, or a string with a lone UTF-16 surrogate); each skip is listed by
-//! id with the reason. Anything else the harness does not know (a `$special` kind, an identity
-//! `fn`, an event writer `api`, a case shape) is a failure, so that a malformed or new vector
-//! cannot pass silently. Error cases must fail for the same reason: our message must contain
-//! the reference message (with `<ROOT>`-style placeholders resolved to paths).
+//! direct shard write (`category`), import (`steps`). Inputs are read with their objects' key
+//! order ([`read_ordered`]): the reference walks keys in JavaScript's property order, so with
+//! several faults the order decides which one is reported. Ends by printing
+//! `conformance: N passed, M failed, K skipped, S strict-only refusals` (over both privacy
+//! profiles, each also on its own line) and fails when M > 0. A case is skipped only when its
+//! input is one of the listed JavaScript-only value kinds ([`JS_ONLY_KINDS`]: a `$special` with
+//! no JSON meaning, such as `undefined` or `bigint`, or a string with a lone UTF-16 surrogate);
+//! each skip is listed by id with the reason. Anything else the harness does not know (a
+//! `$special` kind, an identity `fn`, an event writer `api`, a case shape) is a failure, so that
+//! a malformed or new vector cannot pass silently. Error cases must fail for the same reason:
+//! our message must contain the reference message (with `<ROOT>`-style placeholders resolved to
+//! paths).
 //!
 //! The vectors describe the reference, so every case runs twice: under the `reference` privacy
-//! profile, and under the default `strict` profile (writers, sealing and publishing with their
-//! default options; accepted direct-write events checked against the strict rules), where a
-//! case the reference accepts must still pass: the strict rules must not refuse any value of
-//! the reference's own vectors.
+//! profile, which must give exactly the reference's outcome, and under the default `strict`
+//! profile (writers, sealing and publishing with their default options; accepted direct-write
+//! events checked against the strict rules). Strict applies its own rules after every check of
+//! the reference, so where the reference refuses, strict must refuse with the reference's
+//! message too. Where the reference accepts and strict refuses, the case is a *strict-only
+//! refusal*, counted apart and listed by id with the rule, when the message names a strict-only
+//! rule id ([`crate::privacy::strict::is_strict_rule_id`]); any other difference fails.
 
 #![cfg(test)]
 
@@ -43,6 +50,27 @@ enum Outcome {
     Pass,
     Fail(String),
     Skip(String),
+    /// The reference accepted and the strict profile refused by one of its own rules (named):
+    /// expected, and counted apart.
+    StrictOnly(String),
+}
+
+/// The outcome of a refusal where the reference accepted: a strict-only refusal when the
+/// profile is strict and the message names a strict-only rule id
+/// ([`privacy::strict::is_strict_rule_id`]), a failure otherwise.
+fn refused_where_accepted(message: String, profile: Profile) -> Outcome {
+    match strict_rule_named(&message) {
+        Some(rule) if profile == Profile::Strict => Outcome::StrictOnly(rule),
+        _ => Outcome::Fail(format!("refused ({message}), reference accepted")),
+    }
+}
+
+/// The strict-only rule id a refusal names as `(<id>)`, if any.
+fn strict_rule_named(message: &str) -> Option<String> {
+    let re = regex::Regex::new(r"\(([a-z0-9-]+:[^\s()]+)\)").expect("regex");
+    re.captures_iter(message)
+        .map(|c| c[1].to_owned())
+        .find(|id| crate::privacy::strict::is_strict_rule_id(id))
 }
 
 /// The `$special` kinds of the vectors that stand for JavaScript values with no JSON meaning:
@@ -90,68 +118,89 @@ fn unusable(u: Unusable) -> Outcome {
     }
 }
 
-/// Converts a vector value to a ledger value.
-fn to_value(j: &Json) -> Result<Value, Unusable> {
+/// Converts a vector value, read with its key order ([`read_ordered`]), to a ledger value. The
+/// order matters: the reference walks an object's keys in JavaScript's property order, which
+/// decides which of several faults it reports.
+fn to_value(j: &Value) -> Result<Value, Unusable> {
     Ok(match j {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => Value::Number(n.as_f64().ok_or("number")?),
-        Json::String(s) => Value::String(s.clone()),
-        Json::Array(a) => Value::Array(a.iter().map(to_value).collect::<Result<_, _>>()?),
-        Json::Object(o) => match o.get("$special").and_then(Json::as_str) {
-            None => Value::Object(
-                o.iter()
-                    .map(|(k, v)| Ok((k.clone(), to_value(v)?)))
-                    .collect::<Result<_, Unusable>>()?,
-            ),
-            Some(kind) => special(kind, o)?,
+        Value::Array(a) => Value::Array(a.iter().map(to_value).collect::<Result<_, _>>()?),
+        Value::Object(o) => match o.get("$special").and_then(Value::as_str) {
+            None => {
+                let members = match o.js_order() {
+                    Some(members) => members,
+                    None => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+                };
+                Value::Object(
+                    members
+                        .into_iter()
+                        .map(|(k, v)| Ok((k.to_owned(), to_value(v)?)))
+                        .collect::<Result<_, Unusable>>()?,
+                )
+            }
+            Some(kind) => special(kind, j)?,
         },
+        scalar => scalar.clone(),
     })
 }
 
-fn utf16(units: &Json) -> Result<String, Unusable> {
+/// A vector value with its key order: the vector files are read twice, by `serde_json` to find
+/// things (it sorts keys) and by the ledger's own reader, which keeps them.
+fn read_ordered(text: &str) -> Value {
+    canonical::parse_document(text).expect("vector JSON")
+}
+
+/// [`to_value`] of a value found through `serde_json` (where key order does not matter: the
+/// events a reference output holds).
+fn json_to_value(j: &Json) -> Result<Value, Unusable> {
+    to_value(&read_ordered(&j.to_string()))
+}
+
+fn utf16(units: Option<&Value>) -> Result<String, Unusable> {
     let units: Vec<u16> = units
-        .as_array()
+        .and_then(Value::as_array)
         .ok_or("utf16 units")?
         .iter()
-        .map(|u| u.as_u64().unwrap_or(0) as u16)
+        .map(|u| u.as_f64().unwrap_or(0.0) as u16)
         .collect();
     String::from_utf16(&units)
         .map_err(|_| Unusable::JsOnly("lone UTF-16 surrogate (JS-only string)".to_owned()))
 }
 
-fn special(kind: &str, o: &serde_json::Map<String, Json>) -> Result<Value, Unusable> {
-    let count = || o.get("count").and_then(Json::as_u64).unwrap_or(0) as usize;
-    let depth = || o.get("depth").and_then(Json::as_u64).unwrap_or(0) as usize;
+fn special(kind: &str, o: &Value) -> Result<Value, Unusable> {
+    let field = |k: &str| o.get(k).unwrap_or(&Value::Null);
+    let count = || field("count").as_f64().unwrap_or(0.0) as usize;
+    let depth = || field("depth").as_f64().unwrap_or(0.0) as usize;
     Ok(match kind {
         "negative_zero" => Value::Number(-0.0),
         "nan" => Value::Number(f64::NAN),
         "infinity" => Value::Number(f64::INFINITY),
         "negative_infinity" => Value::Number(f64::NEG_INFINITY),
-        "string_utf16" => Value::String(utf16(&o["units"])?),
-        "string_repeat" => Value::String(o["text"].as_str().unwrap_or("").repeat(count())),
-        "array_fill" => Value::Array(vec![to_value(&o["value"])?; count()]),
+        "string_utf16" => Value::String(utf16(o.get("units"))?),
+        "string_repeat" => Value::String(field("text").as_str().unwrap_or("").repeat(count())),
+        "array_fill" => Value::Array(vec![to_value(field("value"))?; count()]),
         "nested_arrays" => {
-            let mut v = to_value(&o["leaf"])?;
+            let mut v = to_value(field("leaf"))?;
             for _ in 0..depth() {
                 v = Value::Array(vec![v]);
             }
             v
         }
         "nested_objects" => {
-            let key = o["key"].as_str().unwrap_or("key").to_owned();
-            let mut v = to_value(&o["leaf"])?;
+            let key = field("key").as_str().unwrap_or("key").to_owned();
+            let mut v = to_value(field("leaf"))?;
             for _ in 0..depth() {
                 v = Value::object([(key.clone(), v)]);
             }
             v
         }
         "object_entries" => {
-            let mut map = BTreeMap::new();
-            for entry in o["entries"].as_array().ok_or("entries")? {
-                let key = match &entry[0] {
-                    Json::String(s) => s.clone(),
-                    Json::Object(k) => utf16(&k["utf16"]).map_err(|e| match e {
+            // Entries in insertion order, as the reference built the object.
+            let mut members = Vec::new();
+            for entry in field("entries").as_array().ok_or("entries")? {
+                let pair = entry.as_array().ok_or("entry")?;
+                let key = match pair.first() {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(k @ Value::Object(_)) => utf16(k.get("utf16")).map_err(|e| match e {
                         Unusable::JsOnly(_) => Unusable::JsOnly(
                             "object key with a lone UTF-16 surrogate (JS-only)".to_owned(),
                         ),
@@ -159,9 +208,9 @@ fn special(kind: &str, o: &serde_json::Map<String, Json>) -> Result<Value, Unusa
                     })?,
                     _ => return Err("object key".into()),
                 };
-                map.insert(key, to_value(&entry[1])?);
+                members.push((key, to_value(pair.get(1).unwrap_or(&Value::Null))?));
             }
-            Value::Object(map)
+            Value::Object(members.into_iter().collect())
         }
         other if JS_ONLY_KINDS.contains(&other) => {
             return Err(Unusable::JsOnly(format!(
@@ -200,9 +249,10 @@ fn expect_error(ours: String, expected: &Json, subst: &[(&str, String)]) -> Outc
 // ---------------------------------------------------------------------------------------------
 // identity.json
 
-fn run_identity(case: &Json) -> Outcome {
-    let args: Vec<Value> = match case["args"]
-        .as_array()
+fn run_identity(case: &Json, ordered: &Value) -> Outcome {
+    let args: Vec<Value> = match ordered
+        .get("args")
+        .and_then(Value::as_array)
         .map(|a| a.iter().map(to_value).collect::<Result<Vec<_>, _>>())
     {
         Some(Ok(a)) => a,
@@ -287,8 +337,14 @@ enum CallError {
     Refused(String),
 }
 
-fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>, CallError> {
-    let input = to_value(&call["input"]).map_err(CallError::Input)?;
+/// Runs one writer call; `input` is the call's `input`, read with its key order.
+fn run_call(
+    root: &Path,
+    call: &Json,
+    input: &Value,
+    profile: Profile,
+) -> Result<Option<Event>, CallError> {
+    let input = to_value(input).map_err(CallError::Input)?;
     let env: record::Environment = call["env"]
         .as_object()
         .into_iter()
@@ -306,16 +362,21 @@ fn run_call(root: &Path, call: &Json, profile: Profile) -> Result<Option<Event>,
     record(root, &input, &env, now, &options).map_err(|e| CallError::Refused(e.to_string()))
 }
 
-fn run_events(case: &Json, profile: Profile) -> Outcome {
+fn run_events(case: &Json, ordered: &Value, profile: Profile) -> Outcome {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = crate::writer::files::absolute_root(tmp.path()).expect("root");
+    fn input(call: Option<&Value>) -> &Value {
+        call.and_then(|c| c.get("input")).unwrap_or(&Value::Null)
+    }
+    let priors = ordered.get("prior_calls").and_then(Value::as_array);
     for (i, prior) in items(&case["prior_calls"]).enumerate() {
-        if let Err(e) = run_call(&root, prior, profile) {
+        let ordered_prior = priors.and_then(|p| p.get(i));
+        if let Err(e) = run_call(&root, prior, input(ordered_prior), profile) {
             return Outcome::Fail(format!("prior call {i} failed: {e}"));
         }
     }
     let before = read_tree(&root);
-    let result = run_call(&root, &case["call"], profile);
+    let result = run_call(&root, &case["call"], input(ordered.get("call")), profile);
     let after = read_tree(&root);
     let expected = &case["expected"];
     let root_text = root.display().to_string();
@@ -327,7 +388,7 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
             match (&event, want.is_null()) {
                 (None, true) => {}
                 (Some(ev), false) => {
-                    let theirs = match to_value(want).map(|v| canonical::to_canonical(&v)) {
+                    let theirs = match json_to_value(want).map(|v| canonical::to_canonical(&v)) {
                         Ok(Ok(t)) => t,
                         _ => return Outcome::Fail("bad returned_event".into()),
                     };
@@ -383,9 +444,7 @@ fn run_events(case: &Json, profile: Profile) -> Outcome {
             Outcome::Pass
         }
         (Ok(_), false) => Outcome::Fail("recorded, reference refused".into()),
-        (Err(CallError::Refused(e)), true) => {
-            Outcome::Fail(format!("refused ({e}), reference accepted"))
-        }
+        (Err(CallError::Refused(e)), true) => refused_where_accepted(e, profile),
     }
 }
 
@@ -501,7 +560,12 @@ fn run_finalize(case: &Json, profile: Profile) -> Outcome {
             &options,
         ) {
             Ok(r) => r,
-            Err(e) => return Outcome::Fail(format!("flush {i}: {e}")),
+            Err(e) => {
+                return match refused_where_accepted(e.to_string(), profile) {
+                    Outcome::Fail(m) => Outcome::Fail(format!("flush {i}: {m}")),
+                    other => other,
+                };
+            }
         };
         let want: Vec<String> = items(flush)
             .map(|p| p.as_str().unwrap_or("").to_owned())
@@ -558,7 +622,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
     let result = (|| -> Result<shard::Shard, String> {
         let mut events = Vec::new();
         for (i, e) in items(&input["events"]).enumerate() {
-            let v = to_value(e).map_err(|u| u.to_string())?;
+            let v = json_to_value(e).map_err(|u| u.to_string())?;
             let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
             profile
                 .check(&v)
@@ -587,7 +651,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
         }
         (Err(e), false) => expect_error(e, expected, &[]),
         (Ok(_), false) => Outcome::Fail("accepted, reference refused".into()),
-        (Err(e), true) => Outcome::Fail(format!("refused ({e}), reference accepted")),
+        (Err(e), true) => refused_where_accepted(e, profile),
     }
 }
 
@@ -826,7 +890,13 @@ fn run_import(
                     p.manifest.to_json()
                 ));
             }
-            (Err(e), true) => return fail(format!("refused ({e}), reference accepted")),
+            // The later steps build on this one: a strict-only refusal ends the case.
+            (Err(e), true) => {
+                return match refused_where_accepted(e.to_string(), profile) {
+                    Outcome::Fail(m) => fail(m),
+                    other => other,
+                };
+            }
         }
     }
     Outcome::Pass
@@ -850,19 +920,27 @@ fn conformance_vectors() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    let mut cases: Vec<(String, Json)> = Vec::new();
+    // Each case three ways: its file, the case found through `serde_json`, and the case with its
+    // key order ([`read_ordered`]).
+    let mut cases: Vec<(String, Json, Value)> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).expect("vector file");
         let doc: Json = serde_json::from_str(&text).expect("vector JSON");
+        let ordered = read_ordered(&text);
+        let ordered = ordered
+            .get("cases")
+            .and_then(Value::as_array)
+            .unwrap_or_default();
         let name = f.file_name().expect("name").to_string_lossy().into_owned();
-        for c in items(&doc["cases"]) {
-            cases.push((name.clone(), c.clone()));
+        for (i, c) in items(&doc["cases"]).enumerate() {
+            let o = ordered.get(i).cloned().unwrap_or(Value::Null);
+            cases.push((name.clone(), c.clone(), o));
         }
     }
     let finalize_outputs: HashMap<String, Vec<Json>> = cases
         .iter()
-        .filter(|(_, c)| c["category"] == "finalize")
-        .map(|(_, c)| {
+        .filter(|(_, c, _)| c["category"] == "finalize")
+        .map(|(_, c, _)| {
             (
                 c["id"].as_str().unwrap_or("").to_owned(),
                 c["expected"]["output_files"]
@@ -873,13 +951,13 @@ fn conformance_vectors() {
         })
         .collect();
     assert!(!cases.is_empty(), "no vectors in {}", dir.display());
-    let (mut all_passed, mut all_failed, mut all_skipped) = (0, 0, 0);
+    let mut all = Tally::default();
     for profile in [Profile::Reference, Profile::Strict] {
-        let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-        for (file, case) in &cases {
+        let mut tally = Tally::default();
+        for (file, case, ordered) in &cases {
             let id = case["id"].as_str().unwrap_or("?");
             let outcome = if case.get("fn").is_some() {
-                run_identity(case)
+                run_identity(case, ordered)
             } else if case.get("steps").is_some() {
                 // Both layouts: the reference's bytes, and fanout differing only by binding
                 // paths and the layout record.
@@ -892,31 +970,60 @@ fn conformance_vectors() {
             } else if case["category"] == "direct_write" {
                 run_direct_write(case, profile)
             } else if case.get("call").is_some() {
-                run_events(case, profile)
+                run_events(case, ordered, profile)
             } else {
                 Outcome::Fail("unknown case shape".into())
             };
             match outcome {
-                Outcome::Pass => passed += 1,
+                Outcome::Pass => tally.passed += 1,
                 Outcome::Fail(m) => {
-                    failed += 1;
+                    tally.failed += 1;
                     println!("FAIL ({profile}) {file} {id}: {m}");
                 }
                 Outcome::Skip(reason) => {
-                    skipped += 1;
+                    tally.skipped += 1;
                     println!("skip ({profile}) {file} {id}: {reason}");
+                }
+                Outcome::StrictOnly(rule) => {
+                    tally.strict_only += 1;
+                    println!("strict-only ({profile}) {file} {id}: refused by {rule}");
                 }
             }
         }
-        println!("conformance ({profile}): {passed} passed, {failed} failed, {skipped} skipped");
-        (all_passed, all_failed, all_skipped) = (
-            all_passed + passed,
-            all_failed + failed,
-            all_skipped + skipped,
-        );
+        println!("conformance ({profile}): {tally}");
+        all.add(&tally);
     }
-    println!("conformance: {all_passed} passed, {all_failed} failed, {all_skipped} skipped");
-    assert_eq!(all_failed, 0, "conformance failures (see FAIL lines above)");
+    println!("conformance: {all}");
+    assert_eq!(all.failed, 0, "conformance failures (see FAIL lines above)");
+}
+
+/// Counts of a conformance run.
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    /// Cases the reference accepts and the strict profile refuses by a strict-only rule.
+    strict_only: usize,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+        self.strict_only += other.strict_only;
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} skipped, {} strict-only refusals",
+            self.passed, self.failed, self.skipped, self.strict_only
+        )
+    }
 }
 
 /// What the harness does not know fails; only the listed JavaScript-only kinds skip.
@@ -925,6 +1032,7 @@ fn unknown_vector_shapes_fail_and_only_javascript_kinds_skip() {
     let fails = |o: Outcome| matches!(o, Outcome::Fail(_));
     let skips = |o: Outcome| matches!(o, Outcome::Skip(_));
     let case = |text: &str| -> Json { serde_json::from_str(text).unwrap() };
+    let run_identity = |c: &Json| run_identity(c, &read_ordered(&c.to_string()));
     let ok = r#""expected":{"ok":true,"output":"x"}"#;
     assert!(fails(run_identity(&case(&format!(
         r#"{{"fn":"actionSomethingNew","args":[{{}}],{ok}}}"#
@@ -946,7 +1054,37 @@ fn unknown_vector_shapes_fail_and_only_javascript_kinds_skip() {
     for profile in [Profile::Reference, Profile::Strict] {
         for api in [r#""api":"recordSomethingNew","#, ""] {
             let text = format!(r#"{{"call":{{{api}"input":{{}}}},"expected":{{"ok":false}}}}"#);
-            assert!(fails(run_events(&case(&text), profile)), "{text}");
+            let c = case(&text);
+            let ordered = read_ordered(&text);
+            assert!(fails(run_events(&c, &ordered, profile)), "{text}");
         }
+    }
+}
+
+/// A refusal where the reference accepted is a strict-only refusal only under strict and only
+/// when it names a strict-only rule id; anything else fails.
+#[test]
+fn strict_only_refusals_must_name_a_strict_rule() {
+    let strict_only = |o: Outcome| matches!(o, Outcome::StrictOnly(_));
+    let fails = |o: Outcome| matches!(o, Outcome::Fail(_));
+    let by_rule = "action event $.producer.job matches ipv4-embedded-private (iana:::ffff:0:0/96), which the strict privacy profile refuses".to_owned();
+    let by_part = "action event producer part component matches confidential-producer-part (ledger:producer-part-confidential), which the strict privacy profile refuses".to_owned();
+    assert!(strict_only(refused_where_accepted(
+        by_rule.clone(),
+        Profile::Strict
+    )));
+    assert!(strict_only(refused_where_accepted(
+        by_part,
+        Profile::Strict
+    )));
+    assert!(fails(refused_where_accepted(by_rule, Profile::Reference)));
+    for other in [
+        "action event producer component contains a confidential identifier",
+        "action event $.x matches something (gitleaks:no-such-rule)",
+    ] {
+        assert!(fails(refused_where_accepted(
+            other.to_owned(),
+            Profile::Strict
+        )));
     }
 }

@@ -237,7 +237,7 @@ fn mutate(b: &Base, name: &str) -> Edits {
         "secret_in_attribute" => forge_line(b, b.single(), |m| {
             let mut attrs = match m.get("attributes") {
                 Some(Value::Object(a)) => a.clone(),
-                _ => BTreeMap::new(),
+                _ => Default::default(),
             };
             attrs.insert("model".into(), Value::str("alice@example.com"));
             m.insert("attributes".into(), Value::Object(attrs));

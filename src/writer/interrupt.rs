@@ -200,7 +200,7 @@ fn subject_identity(e: &Recorded) -> Value {
             out.insert(to.to_owned(), v.clone());
         }
     }
-    Value::Object(out)
+    Value::Object(out.into())
 }
 
 fn lifecycle_key(e: &Recorded) -> String {

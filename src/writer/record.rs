@@ -23,8 +23,39 @@
 //! create-only partition marker, then the create-only event file; an existing file must be
 //! replay-equal (then the existing event is returned) or the write is a conflict. Nothing is
 //! written unless the event is valid and the partition date is known, and, under the default
-//! strict privacy profile ([`Options::privacy`]), free of the families of
-//! [`privacy::strict::RULES`] ([`check_privacy`]).
+//! strict privacy profile ([`Options::privacy`]), free of the strict-only rules
+//! ([`check_privacy`]), which run after every check of the reference.
+//!
+//! # Check order
+//!
+//! A call is checked in the reference's order and the first failure is returned, with the
+//! reference's message under both profiles (the strict profile's own rules come last):
+//!
+//! 1. recording enabled, else nothing happens (`Ok(None)`);
+//! 2. for the phase API, the phase, the status and the reason code against their vocabularies,
+//!    then the identity is present;
+//! 3. the event is built ([`build_action_event`]):
+//!    1. a mutation names its `idempotencyIdentity`;
+//!    2. the producer from the environment ([`producer_from_env`]): the repository, the
+//!       workflow, step and invocation as machine identifiers, the sha, job and run id, the run
+//!       attempt, the component as a machine identifier; the parts are joined, and are not
+//!       scanned on their own (the reference does not);
+//!    3. the identity derivations (the order in [`crate::identity`]): the operation id (subject
+//!       repository, operation scope, operation identity), the attempt id, the event key (its
+//!       scope, then the key identity), the idempotency key;
+//!    4. the event's own field rules, in the order of [`event::create`], where the composed
+//!       producer component is machine text like the producer's other fields;
+//! 4. the partition date;
+//! 5. the spool: the seal, the partition marker (it must hold the same date), an existing event
+//!    file (replay-equal, else a conflict);
+//! 6. the strict profile's own rules ([`check_privacy`]; none under
+//!    [`Profile::Reference`]): a refusal names a strict-only rule id;
+//! 7. under the producer's lock, step 5 again and the writes: the seal, the partition marker
+//!    (created when missing), then the create-only event file (an existing one must be
+//!    replay-equal).
+//!
+//! Under the reference profile steps 5 and 6 are skipped (step 7 makes the same checks);
+//! under strict, step 5 reads only, without the lock, so a strict refusal writes nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,12 +226,6 @@ pub enum Error {
     /// A producer identifier ([`machine_identifier`]) has no allowed character left.
     #[error("workflow action identifier is required")]
     IdentifierRequired,
-    /// The named producer variable holds a confidential identifier (e-mail, IP address,
-    /// token...). Checked on each part before composition, which is stricter than the reference.
-    #[error(
-        "{0} contains a confidential identifier (refused even where the reference would hide it inside a composed producer identifier)"
-    )]
-    ConfidentialIdentifier(&'static str),
     /// A partition date (the variable or the marker named) is not exactly a `YYYY-MM-DD`
     /// calendar date.
     #[error("{0} must be YYYY-MM-DD")]
@@ -296,11 +321,19 @@ pub struct Options {
 }
 
 /// The strict pass of `profile` over an event built from `input` and `env`
-/// ([`build_action_event`]): every string and key of the record, and each producer part on its
-/// own, before and after it became a machine identifier, because joining the parts into
-/// `<component>.<step>.<invocation>` can hide a shape (`0::` followed by `.run-review`) and
-/// cutting a long part to a prefix plus hash can hide a token that is still partly stored. [`Error::StrictPrivacy`] names the field path (or the input the
-/// part comes from), the family and the rule; [`Profile::Reference`] accepts everything.
+/// ([`build_action_event`]), after every check of the reference passed:
+///
+/// 1. every string and key of the record against [`privacy::strict::RULES`];
+/// 2. each producer part (the workflow, the component, the step, the invocation) on its own,
+///    as given and as a machine identifier: the strict table, then the reference's
+///    confidential scan ([`privacy::strict::PRODUCER_PART_RULE`]). Joining the parts into
+///    `<component>.<step>.<invocation>` can hide a shape from the scan of the composed text
+///    (`localhost` becomes `localhost.run-review.default`, `0::` followed by `.run-review`),
+///    and cutting a long part to a prefix plus hash can hide a token that is still partly
+///    stored.
+///
+/// [`Error::StrictPrivacy`] names the field path (or the input the part comes from), the family
+/// and the rule, a strict-only rule id; [`Profile::Reference`] accepts everything.
 pub fn check_privacy(
     event: &Event,
     input: &Value,
@@ -324,12 +357,20 @@ pub fn check_privacy(
             64,
         ),
     ] {
+        let path = format!("producer part {name}");
+        let part = machine_identifier(source, max)?;
         // The source too: a long value is cut to a prefix plus a hash, and a cut token is
         // still a leaked one.
-        for text in [source, machine_identifier(source, max)?.as_str()] {
+        for text in [source, part.as_str()] {
             profile
-                .check_text(text, &format!("producer part {name}"))
+                .check_text(text, &path)
                 .map_err(Error::StrictPrivacy)?;
+        }
+        if privacy::contains_confidential_identifier(&part) {
+            return Err(Error::StrictPrivacy(privacy::strict::Finding::of(
+                path,
+                &privacy::strict::PRODUCER_PART_RULE,
+            )));
         }
     }
     Ok(())
@@ -400,19 +441,6 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
         .filter(|n| *n >= 1)
         .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))?;
     let component = machine_identifier(component, 120)?;
-    // Stricter than the reference: each part is scanned on its own, because once composed into
-    // `<component>.<step>.<invocation>` a private host such as `::1` or `http://127.1` no longer
-    // matches any pattern and would be stored verbatim.
-    for (name, part) in [
-        ("GITHUB_WORKFLOW", workflow.as_str()),
-        ("component", component.as_str()),
-        ("GITHUB_ACTION", step.as_str()),
-        ("CLAWSWEEPER_ACTION_LEDGER_INVOCATION", invocation.as_str()),
-    ] {
-        if privacy::contains_confidential_identifier(part) {
-            return Err(Error::ConfidentialIdentifier(name));
-        }
-    }
     let component = format!("{component}.{step}.{invocation}");
     Ok(Value::object([
         ("component", Value::String(component)),
@@ -586,8 +614,8 @@ pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
     let mut generic: BTreeMap<String, Value> = BTreeMap::new();
     generic.insert("scope".into(), Value::str(&phase));
     generic.insert("type".into(), Value::str(&phase));
-    generic.insert("identity".into(), Value::Object(key_identity));
-    generic.insert("action".into(), Value::Object(action));
+    generic.insert("identity".into(), Value::Object(key_identity.into()));
+    generic.insert("action".into(), Value::Object(action.into()));
     if let Some(op) = input.get("operation").filter(|v| v.is_truthy()) {
         generic.insert("operation".into(), op.clone());
     }
@@ -610,7 +638,7 @@ pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
             generic.insert(k.into(), v.clone());
         }
     }
-    Ok(Value::Object(generic))
+    Ok(Value::Object(generic.into()))
 }
 
 /// The event a generic-API input describes, without writing it (derivations in the module
@@ -742,16 +770,17 @@ pub fn build_action_event(
         writer.insert("occurredAt".into(), v.clone());
     }
     Ok(event::create(
-        &Value::Object(writer),
+        &Value::Object(writer.into()),
         &now.to_iso_millis(),
         None,
     )?)
 }
 
-/// `recordWorkflowActionEvent`: builds the event, applies the privacy profile
-/// ([`check_privacy`]), resolves the partition date, then writes (seal check, partition marker,
-/// create-only event file). Returns the persisted event (the existing one on an exact replay),
-/// or `Ok(None)` when recording is disabled.
+/// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
+/// (seal check, partition marker, create-only event file), applying the privacy profile
+/// ([`check_privacy`]) after every check of the reference and before anything is written.
+/// Returns the persisted event (the existing one on an exact replay), or `Ok(None)` when
+/// recording is disabled.
 pub fn record_action(
     root: &Path,
     input: &Value,
@@ -774,6 +803,8 @@ pub enum Outcome {
 
 /// [`record_action`], also saying whether the event was written now or already recorded.
 ///
+/// The checks come in the order of the module docs (# Check order).
+///
 /// # Errors
 /// As [`record_action`].
 pub fn record_action_outcome(
@@ -787,10 +818,28 @@ pub fn record_action_outcome(
         return Ok(None);
     }
     let candidate = build_action_event(input, env, now)?;
-    check_privacy(&candidate, input, env, options.privacy)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
+    if options.privacy != Profile::Reference {
+        // The reference's checks of what the spool holds, read-only and before the lock, so
+        // that a strict refusal leaves the spool untouched; they run again under the lock.
+        check_spool(&root, &candidate, &date)?;
+        check_privacy(&candidate, input, env, options.privacy)?;
+    }
     write_event(&root, &candidate, &date, now).map(Some)
+}
+
+/// Step 5 of the module's check order without the lock and without writing: the seal, the
+/// partition marker and an existing event file.
+fn check_spool(root: &Root, candidate: &Event, date: &str) -> Result<(), Error> {
+    let producer_digest = spool::producer_digest(candidate.producer());
+    check_not_sealed(root, candidate, &producer_digest)?;
+    check_marker(root, &producer_digest, date)?;
+    let rel = spool::event_relative_path(candidate);
+    match read_event_file(root, &rel)? {
+        Some(existing) => compare_existing(root.display_path(&rel), existing, candidate).map(drop),
+        None => Ok(()),
+    }
 }
 
 /// Writes a built event into the spool at `root` on partition `date` under its producer's lock
@@ -902,40 +951,45 @@ fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result
 
 /// `ensureWorkflowPartitionDateValue`: create-only marker `YYYY-MM-DD\n`; an existing marker
 /// must hold the same date.
-fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
-    let rel = spool::marker_relative_path(producer);
-    let check = |text: String| -> Result<(), Error> {
-        let recorded =
-            partition_calendar_date(privacy::js_trim(&text), "action event partition marker")?;
-        if recorded != date {
-            return Err(Error::MarkerConflict {
-                recorded,
-                expected: date.to_owned(),
-            });
-        }
-        Ok(())
-    };
-    if let Some(text) = root.read_text(
-        &rel,
+/// The partition marker of `producer`, when there is one, must hold `date`; reads only.
+fn check_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
+    match read_marker(root, producer)? {
+        Some(text) => marker_holds(&text, date),
+        None => Ok(()),
+    }
+}
+
+fn read_marker(root: &Root, producer: &Digest) -> Result<Option<String>, Error> {
+    Ok(root.read_text(
+        &spool::marker_relative_path(producer),
         spool::MAX_MARKER_BYTES,
         "action event partition marker",
-    )? {
-        return check(text);
+    )?)
+}
+
+fn marker_holds(text: &str, date: &str) -> Result<(), Error> {
+    let recorded =
+        partition_calendar_date(privacy::js_trim(text), "action event partition marker")?;
+    if recorded != date {
+        return Err(Error::MarkerConflict {
+            recorded,
+            expected: date.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
+    if let Some(text) = read_marker(root, producer)? {
+        return marker_holds(&text, date);
     }
     match root.write_create_only(
-        &rel,
+        &spool::marker_relative_path(producer),
         format!("{date}\n").as_bytes(),
         "action event partition marker",
     )? {
         Written::Created => Ok(()),
-        Written::Exists => check(
-            root.read_text(
-                &rel,
-                spool::MAX_MARKER_BYTES,
-                "action event partition marker",
-            )?
-            .unwrap_or_default(),
-        ),
+        Written::Exists => marker_holds(&read_marker(root, producer)?.unwrap_or_default(), date),
     }
 }
 
@@ -963,7 +1017,7 @@ mod tests {
         } else {
             let child = m
                 .entry(path[0].to_owned())
-                .or_insert_with(|| Value::Object(BTreeMap::new()));
+                .or_insert_with(|| Value::Object(Default::default()));
             set(child, &path[1..], x);
         }
     }
@@ -993,7 +1047,7 @@ mod tests {
                 ("signal".to_owned(), Value::str("s")),
             ]);
             l.insert(k.to_owned(), Value::str(v));
-            Value::Object(l)
+            Value::Object(l.into())
         }
         fn ev(k: &str, v: &str) -> Value {
             Value::Array(vec![Value::object([
@@ -1257,17 +1311,30 @@ mod tests {
 
     /// Every secret-shaped or private-host value of testdata/privacy/rejected.jsonl is refused in
     /// every durable text field; where the reference first hashes the value into an identifier,
-    /// the value must at least never appear in the record.
+    /// the value must at least never appear in the record. The parts joined into the producer
+    /// component (component, step, invocation) are scanned by the reference only once joined,
+    /// where a shape can vanish (`http://127.1.run-review.default`), so there the strict
+    /// profile's scan of each part ([`privacy::strict::PRODUCER_PART_RULE`]) must refuse it.
     #[test]
     fn privacy_corpus_is_rejected_everywhere() {
         let rejected = corpus("rejected.jsonl");
         assert!(rejected.len() >= 200, "{}", rejected.len());
         let mut leaks = Vec::new();
+        let joined = [
+            "component",
+            "GITHUB_ACTION",
+            "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+        ];
         for (family, value) in &rejected {
             let escaped = canonical::to_canonical_unchecked(&Value::str(value));
             let escaped = &escaped[1..escaped.len() - 1];
             for (name, place) in places() {
-                match (build(&place, value), &place) {
+                let built = if joined.contains(&name) {
+                    build_with(&place, value, Profile::Strict)
+                } else {
+                    build(&place, value)
+                };
+                match (built, &place) {
                     (Err(_), _) => {}
                     (Ok(e), Place::Hashed(_)) if !e.json.contains(escaped) => {}
                     (Ok(_), _) => leaks.push(format!("{family} {value:?} accepted in {name}")),
@@ -1421,6 +1488,163 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// Records the generic-API `input` with `env` into a fresh spool under `profile`: the
+    /// result, and the number of entries the spool root holds afterwards.
+    fn record_in_fresh_spool(
+        input: &Value,
+        env: &Environment,
+        profile: Profile,
+    ) -> (Result<Option<Event>, Error>, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let result = record_action(
+            dir.path(),
+            input,
+            env,
+            crate::time::Timestamp::from_millis(NOW),
+            &Options { privacy: profile },
+        );
+        (result, std::fs::read_dir(dir.path()).unwrap().count())
+    }
+
+    /// A producer part that the reference's scan flags only on its own (the reference scans the
+    /// composed component, where it no longer matches) is stored by the reference profile and
+    /// refused by strict, by its own rule, with nothing written.
+    #[test]
+    fn producer_parts_the_reference_stores_are_refused_only_by_strict() {
+        let with_component = |component: &str| {
+            let mut input = base_input();
+            set(&mut input, &["component"], Value::str(component));
+            phase_action_input(&input).unwrap()
+        };
+        let base_input = || phase_action_input(&base_input()).unwrap();
+        let cases = [
+            ("component", with_component("localhost"), base_env()),
+            ("component", with_component("x.home."), base_env()),
+            ("component", with_component("ci.internal"), base_env()),
+            ("component", with_component("build.lan"), base_env()),
+            ("GITHUB_ACTION", base_input(), {
+                let mut env = base_env();
+                env.insert("GITHUB_ACTION".into(), "localhost".into());
+                env
+            }),
+            ("CLAWSWEEPER_ACTION_LEDGER_INVOCATION", base_input(), {
+                let mut env = base_env();
+                env.insert(
+                    "CLAWSWEEPER_ACTION_LEDGER_INVOCATION".into(),
+                    "intranet.example".into(),
+                );
+                env
+            }),
+        ];
+        for (part, input, env) in cases {
+            let (stored, _) = record_in_fresh_spool(&input, &env, Profile::Reference);
+            let stored = stored
+                .unwrap_or_else(|e| panic!("{part} {input} {env:?}: {e}"))
+                .unwrap();
+            assert!(
+                !privacy::contains_confidential_identifier(
+                    stored
+                        .producer()
+                        .get("component")
+                        .unwrap()
+                        .as_str()
+                        .unwrap()
+                ),
+                "{part}"
+            );
+            let (refused, entries) = record_in_fresh_spool(&input, &env, Profile::Strict);
+            let Err(Error::StrictPrivacy(finding)) = refused else {
+                panic!("{part}: {refused:?}")
+            };
+            assert_eq!(
+                finding.rule,
+                privacy::strict::PRODUCER_PART_RULE.id,
+                "{part}"
+            );
+            assert_eq!(finding.path, format!("producer part {part}"));
+            assert!(privacy::strict::is_strict_rule_id(finding.rule));
+            assert_eq!(entries, 0, "{part}: nothing is written");
+        }
+    }
+
+    /// Where the reference refuses, both profiles refuse with its message: the composed
+    /// component is checked where the reference checks it, so an earlier fault of the reference
+    /// (a scope, the producer sha) is the one reported.
+    #[test]
+    fn refusals_carry_the_references_reason_under_both_profiles() {
+        let mut with_c_at_d = base_input();
+        set(&mut with_c_at_d, &["component"], Value::str("c@d"));
+        let c_at_d = phase_action_input(&with_c_at_d).unwrap();
+        let mut sha_env = base_env();
+        sha_env.insert("GITHUB_SHA".into(), "x@y".into());
+        let mut scope = c_at_d.clone();
+        set(&mut scope, &["scope"], Value::str("a/b"));
+        let cases: [(&Value, &Environment, &str); 3] = [
+            (
+                &c_at_d,
+                &base_env(),
+                "action event producer component contains a confidential identifier",
+            ),
+            (
+                &c_at_d,
+                &sha_env,
+                "action event producer sha contains a confidential identifier",
+            ),
+            (
+                &scope,
+                &base_env(),
+                "action event scope must be machine-readable text",
+            ),
+        ];
+        for (input, env, message) in cases {
+            for profile in [Profile::Reference, Profile::Strict] {
+                let err = record_in_fresh_spool(input, env, profile).0.unwrap_err();
+                assert!(
+                    err.to_string().starts_with(message),
+                    "{profile}: {err} (want {message})"
+                );
+            }
+        }
+    }
+
+    /// Strict runs after the spool's checks: a conflicting event is reported as a conflict
+    /// under both profiles, even when strict would refuse the new event.
+    #[test]
+    fn strict_comes_after_the_spools_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let reference = Options {
+            privacy: Profile::Reference,
+        };
+        let now = crate::time::Timestamp::from_millis(NOW);
+        record_phase(dir.path(), &base_input(), &base_env(), now, &reference)
+            .unwrap()
+            .unwrap();
+        // The learning is not in the event key: the same event id, another event.
+        let mut changed = base_input();
+        set(
+            &mut changed,
+            &["learning"],
+            Value::object([
+                ("category", Value::str("c")),
+                (
+                    "signal",
+                    Value::str("AIzaSyA-1234567890abcdefghijklmnopqrstu"),
+                ),
+            ]),
+        );
+        for profile in [Profile::Reference, Profile::Strict] {
+            let err = record_phase(
+                dir.path(),
+                &changed,
+                &base_env(),
+                now,
+                &Options { privacy: profile },
+            )
+            .unwrap_err();
+            assert!(matches!(err, Error::Conflict { .. }), "{profile}: {err}");
+        }
     }
 
     #[test]

@@ -282,8 +282,9 @@ fn check_privacy(spool: &Spool, runs: &[ProducerRun], profile: Profile) -> Resul
 /// goes into the lock files only.
 ///
 /// Under [`Profile::Strict`] (`options.privacy`) every event is checked against
-/// [`privacy::strict::RULES`] first, and one hit refuses the whole spool before anything is
-/// written ([`Error::StrictPrivacy`]).
+/// [`privacy::strict::RULES`] after the reference's checks (of the spool, then of the seals and
+/// shards already written), and one hit refuses the whole spool before anything is written
+/// ([`Error::StrictPrivacy`]).
 ///
 /// What remains if the process dies: seals and shards already written (create-only, complete),
 /// lock files whose owner is dead (the next writer reclaims them at once).
@@ -320,7 +321,12 @@ pub fn seal(
         &format!("{}/_finalizations", spool::SPOOL_DIR),
         spool::MAX_ENTRIES,
     )?;
-    // Checked on the events read under the locks: exactly what would be sealed.
+    // Checked on the events read under the locks: exactly what would be sealed. The
+    // reference's checks of what is already there come first, so that a spool the reference
+    // refuses is refused for its reason under either profile.
+    if options.privacy == Profile::Strict {
+        check_existing(spool, output, &runs)?;
+    }
     check_privacy(spool, &runs, options.privacy)?;
     let report = write_sealed(spool, output, &runs)?;
     lock::release_all(guards)?;
@@ -369,17 +375,56 @@ fn write_sealed(
     Ok(report)
 }
 
+/// The checks [`write_sealed`] makes of files that already exist, without writing: an existing
+/// seal must be the run's, an existing shard identical or replay-equivalent.
+fn check_existing(spool: &Spool, output: Option<&Root>, runs: &[ProducerRun]) -> Result<(), Error> {
+    for run in runs {
+        if let Some(text) = read_seal(spool, run)? {
+            check_seal_text(spool, run, &text)?;
+        }
+        let Some(out) = output else { continue };
+        for s in run.shards()? {
+            if let Some(existing) =
+                out.read_text(&s.path, shard::MAX_BYTES as u64, "action event shard")?
+                && !shard::existing_is_equivalent(&existing, &s)?
+            {
+                return Err(Error::ShardConflict {
+                    path: out.display_path(&s.path),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_existing_seal(spool: &Spool, run: &ProducerRun) -> Result<(), Error> {
-    let rel = run.seal_relative_path();
-    let path = spool.handle().display_path(&rel);
-    let existing =
-        spool
-            .handle()
-            .read_text(&rel, MAX_SEAL_BYTES, "action event producer finalization")?;
-    match existing {
-        Some(text) if text == run.seal => Ok(()),
-        Some(text) if is_valid_seal(&text, &run.producer) => Err(Error::LateEvents(path)),
-        _ => Err(Error::InvalidSeal(path)),
+    match read_seal(spool, run)? {
+        Some(text) => check_seal_text(spool, run, &text),
+        None => Err(Error::InvalidSeal(
+            spool.handle().display_path(&run.seal_relative_path()),
+        )),
+    }
+}
+
+/// The text of `run`'s seal file, if there is one.
+fn read_seal(spool: &Spool, run: &ProducerRun) -> Result<Option<String>, Error> {
+    Ok(spool.handle().read_text(
+        &run.seal_relative_path(),
+        MAX_SEAL_BYTES,
+        "action event producer finalization",
+    )?)
+}
+
+/// An existing seal `text` must be exactly `run`'s seal: a valid seal of the producer with
+/// other contents means events came after it ([`Error::LateEvents`]).
+fn check_seal_text(spool: &Spool, run: &ProducerRun, text: &str) -> Result<(), Error> {
+    let path = || spool.handle().display_path(&run.seal_relative_path());
+    if text == run.seal {
+        Ok(())
+    } else if is_valid_seal(text, &run.producer) {
+        Err(Error::LateEvents(path()))
+    } else {
+        Err(Error::InvalidSeal(path()))
     }
 }
 
@@ -415,18 +460,13 @@ pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
 pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     let runs = plan(spool)?;
     for run in &runs {
-        let existing = spool.handle().read_text(
-            &run.seal_relative_path(),
-            MAX_SEAL_BYTES,
-            "action event producer finalization",
-        )?;
-        if existing.is_none() {
+        let Some(text) = read_seal(spool, run)? else {
             return Err(Error::Unsealed {
                 root: spool.root().to_owned(),
                 producer: run.identity.producer.clone(),
             });
-        }
-        check_existing_seal(spool, run)?;
+        };
+        check_seal_text(spool, run, &text)?;
     }
     // A seal whose producer has no events left means a whole producer's events were removed.
     let dir = format!("{}/_finalizations", spool::SPOOL_DIR);
@@ -871,5 +911,41 @@ mod tests {
             seal(&spool, None, now, &reference).unwrap().already_sealed,
             1
         );
+    }
+
+    /// The strict rules come after the reference's checks of what is already written: a
+    /// broken output shard is reported as the reference reports it under both profiles,
+    /// although strict would refuse the spool's event too.
+    #[test]
+    fn a_broken_output_shard_comes_before_a_strict_hit() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::tests::sealed_spool_with_learning_signal(
+            dir.path(),
+            "hf_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh",
+        );
+        let out_dir = dir.path().join("out");
+        let shard = walkdir::WalkDir::new(&out_dir)
+            .into_iter()
+            .map(Result::unwrap)
+            .find(|e| e.file_type().is_file())
+            .unwrap();
+        std::fs::write(shard.path(), "{}\n").unwrap();
+        let spool = Spool::open(dir.path()).unwrap();
+        let out = Root::open(&out_dir, "output").unwrap();
+        let refusal = |privacy| {
+            let options = Options {
+                privacy,
+                ..Default::default()
+            };
+            seal(&spool, Some(&out), Timestamp::from_millis(0), &options)
+                .unwrap_err()
+                .to_string()
+        };
+        let reference = refusal(Profile::Reference);
+        assert!(
+            reference.contains("shard content is not canonical"),
+            "{reference}"
+        );
+        assert_eq!(refusal(Profile::Strict), reference);
     }
 }
