@@ -140,8 +140,9 @@ kib() { # FIELD: serve's /proc status line, in KiB (null when unreadable)
   v=$(awk -v f="$1:" '$1 == f {print $2}' "/proc/$server_pid/status" 2>/dev/null || true)
   echo "${v:-null}"
 }
-now_ns() { date +%s%N; }
-ms_since() { awk -v a="$1" -v b="$(now_ns)" 'BEGIN {printf "%.1f", (b - a) / 1e6}'; }
+# The clock in microseconds, read without starting a process (bash 5's $EPOCHREALTIME).
+now_us() { local t=$EPOCHREALTIME; echo "${t/[.,]/}"; }
+ms_since() { local b; b=$(now_us); awk -v a="$1" -v b="$b" 'BEGIN {printf "%.1f", (b - a) / 1e3}'; }
 stats_ms() { # milliseconds, one a line, on stdin: {"min","median","max"}
   sort -n | awk '{a[NR] = $1} END {printf "{\"min\":%s,\"median\":%s,\"max\":%s}", a[1], a[int((NR + 1) / 2)], a[NR]}'
 }
@@ -150,8 +151,8 @@ time_cmd() { # LABEL COMMAND...: runs it $repeat times; ms stats on stdout, last
   shift
   : >"$work/times"
   for i in $(seq "$repeat"); do
-    t=$(now_ns)
     rc=0
+    t=$(now_us)
     "$@" >"$work/cmd.out" 2>"$work/cmd.err" || rc=$?
     ms_since "$t" >>"$work/times"
     echo >>"$work/times"
@@ -161,11 +162,12 @@ time_cmd() { # LABEL COMMAND...: runs it $repeat times; ms stats on stdout, last
   done
   stats_ms <"$work/times"
 }
-http_sweep() { # one HTTP sweep: prints "MS BODY"
-  local body t
-  t=$(now_ns)
-  body=$(curl -sS --max-time 3600 -H "Authorization: Bearer $cron" "$url/api/cron/outcome-sweep")
-  echo "$(ms_since "$t") $body"
+http_sweep() { # one HTTP sweep: prints "MS BODY", MS from the request to the whole answer
+  local s
+  s=$(curl -sS --max-time 3600 -o "$work/sweep.json" -w '%{time_total}' \
+    -H "Authorization: Bearer $cron" "$url/api/cron/outcome-sweep") \
+    || { echo "bench-serve-scale: the HTTP sweep failed" >&2; exit 2; }
+  echo "$(awk -v s="$s" 'BEGIN {printf "%.1f", s * 1000}') $(tr -d '\n' <"$work/sweep.json" 2>/dev/null)"
 }
 repo_bytes() { du -sb "$repo" | cut -f1; }
 packs() { find "$repo/objects/pack" -name '*.pack' 2>/dev/null | wc -l; }
@@ -210,7 +212,7 @@ done
 # Sweeps with nothing stale: HTTP on the long-running serve, then the CLI.
 : >"$work/times"
 for _ in $(seq "$repeat"); do
-  read -r ms body < <(http_sweep)
+  out=$(http_sweep); ms=${out%% *}; body=${out#* }
   echo "$ms" >>"$work/times"
 done
 echo "{\"mode\":\"sweep\",\"via\":\"http\",\"actions\":$total,\"stale\":0,\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times"),\"swept\":$(json_num rows_swept "$body"),\"rss_kib\":$(kib VmRSS),\"peak_rss_kib\":$(kib VmHWM)}"
@@ -224,7 +226,7 @@ make_stale "$stale"
 total=$(( total + stale ))
 start_server
 curl -sS --max-time 600 -o /dev/null "$url/healthz" || true
-read -r ms body < <(http_sweep)
+out=$(http_sweep); ms=${out%% *}; body=${out#* }
 echo "{\"mode\":\"sweep\",\"via\":\"http\",\"actions\":$total,\"stale\":$stale,\"runs\":1,\"ms\":{\"min\":$ms,\"median\":$ms,\"max\":$ms},\"swept\":$(json_num rows_swept "$body")}"
 stop_server
 make_stale "$stale"
@@ -308,14 +310,18 @@ for r in $(seq "$max_rounds"); do
   [ "$pg_total" -gt "$before" ] || { echo "bench-serve-scale: a PostgreSQL round added no row" >&2; exit 2; }
 done
 # Its sweep: the same rule (pending, created before the timeout) as one UPDATE.
-pg_sweep() { # prints the server's time of the statement in ms
-  psql_ -At -c '\timing on' -c "UPDATE action_records SET outcome_status = 'lost_confirmation', outcome_at = now() WHERE outcome_status = 'pending' AND created_at < now() - interval '15 minutes'" \
-    | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+pg_sweep() { # prints the statement's time in ms (psql's \timing) and the rows it updated
+  runuser -u postgres -- psql -h "$pg" -U postgres -X -v ON_ERROR_STOP=1 -At -c '\timing on' \
+    -c "UPDATE action_records SET outcome_status = 'lost_confirmation', outcome_at = now() WHERE outcome_status = 'pending' AND created_at < now() - interval '15 minutes'" \
+    | awk '/^UPDATE / {n = $2} /^Time: / {t = $2} END {print t, n}'
 }
 : >"$work/times"
-for _ in $(seq "$repeat"); do pg_sweep >>"$work/times"; done
-echo "{\"mode\":\"postgresql sweep\",\"actions\":$pg_total,\"stale\":0,\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times")}"
+for _ in $(seq "$repeat"); do
+  out=$(pg_sweep); ms=${out%% *}; swept=${out#* }
+  echo "$ms" >>"$work/times"
+done
+echo "{\"mode\":\"postgresql sweep\",\"actions\":$pg_total,\"stale\":0,\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times"),\"swept\":${swept:-null}}"
 psql_ -c "INSERT INTO action_records (action_id, agent_id, created_by, act_content_hash, status, execution_protocol, created_at)
   SELECT 'stale_' || i, 'bench-agent', 'bench', 'sha256:x', 'running', 1, now() - interval '2 hours' FROM generate_series(1, $stale) i"
-ms=$(pg_sweep)
-echo "{\"mode\":\"postgresql sweep\",\"actions\":$(( pg_total + stale )),\"stale\":$stale,\"runs\":1,\"ms\":{\"min\":$ms,\"median\":$ms,\"max\":$ms}}"
+out=$(pg_sweep); ms=${out%% *}; swept=${out#* }
+echo "{\"mode\":\"postgresql sweep\",\"actions\":$(( pg_total + stale )),\"stale\":$stale,\"runs\":1,\"ms\":{\"min\":$ms,\"median\":$ms,\"max\":$ms},\"swept\":${swept:-null}}"
