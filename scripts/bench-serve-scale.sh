@@ -27,15 +27,17 @@
 # processes. The default run (1,000,000 actions) takes hours.
 #
 # Usage: scripts/bench-serve-scale.sh [--actions N] [--round N] [--clients N] [--stale N]
-#                                     [--repeat N] [--bin PATH] [--no-postgres]
+#                                     [--repeat N] [--bin PATH] [--keep-repo DIR] [--no-postgres]
 #   or the same through the environment: ACTIONS=1000000 ROUND=20000 CLIENTS=64 STALE=1000
-#   REPEAT=3 BIN=path/to/action-ledger NO_POSTGRES=1 scripts/bench-serve-scale.sh
+#   REPEAT=3 BIN=path/to/action-ledger KEEP_REPO=dir NO_POSTGRES=1 scripts/bench-serve-scale.sh
 #   --actions  actions in the history at the end (default 1,000,000)
 #   --round    actions per round (default 20,000; rounded up to a multiple of the clients)
 #   --clients  concurrent clients (default 64)
 #   --stale    stale actions of the second sweep (default 1,000)
 #   --repeat   runs of each repeatable timing (default 3)
 #   --bin      the action-ledger binary to measure (default: build this checkout, release)
+#   --keep-repo  move the final repository to DIR (which must not exist) instead of removing it,
+#              to profile or time it further
 #   --no-postgres  skip PostgreSQL
 # Small example: scripts/bench-serve-scale.sh --actions 20000 --round 5000 --clients 32
 set -euo pipefail
@@ -47,6 +49,7 @@ stale=${STALE:-1000}
 repeat=${REPEAT:-3}
 bin=${BIN:-}
 no_postgres=${NO_POSTGRES:-}
+keep_repo=${KEEP_REPO:-}
 usage() { sed -n '/^# Usage:/,/^# Small example/s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
     --stale) stale=${2:?}; shift 2 ;;
     --repeat) repeat=${2:?}; shift 2 ;;
     --bin) bin=${2:?}; shift 2 ;;
+    --keep-repo) keep_repo=${2:?}; shift 2 ;;
     --no-postgres) no_postgres=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench-serve-scale: unknown argument $1" >&2; usage >&2; exit 2 ;;
@@ -71,6 +75,10 @@ if [ -z "$bin" ]; then
   bin=${CARGO_TARGET_DIR:-$here/target}/release/action-ledger
 fi
 [ -x "$bin" ] || { echo "bench-serve-scale: no binary at $bin" >&2; exit 2; }
+if [ -n "$keep_repo" ]; then
+  [ ! -e "$keep_repo" ] || { echo "bench-serve-scale: --keep-repo $keep_repo exists" >&2; exit 2; }
+  keep_repo=$(cd "$(dirname "$keep_repo")" && pwd)/$(basename "$keep_repo")
+fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 # Cycles per client in a round; the round is rounded up to a multiple of the clients.
 per_client=$(( (round + clients - 1) / clients ))
@@ -245,6 +253,11 @@ verify_summary=$(grep '"type":"summary"' "$work/cmd.out" | tail -1 || true)
 cat_file_blobs() { git --git-dir "$repo" cat-file --batch <"$work/blobs"; }
 cat_ms=$(time_cmd "git cat-file" cat_file_blobs)
 ratio=$(awk -v a="$(json_num median "$verify_ms")" -v b="$(json_num median "$cat_ms")" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+if [ -n "$keep_repo" ]; then
+  mv "$repo" "$keep_repo"
+  repo=$keep_repo
+  echo "bench-serve-scale: the repository is kept in $keep_repo" >&2
+fi
 echo "{\"mode\":\"verify\",\"actions\":$total,\"runs\":$repeat,\"ms\":$verify_ms,\"summary\":${verify_summary:-null},\"cat_file_blobs\":$(wc -l <"$work/blobs"),\"cat_file_ms\":$cat_ms,\"ratio_verify_to_cat_file\":$ratio,\"repo_bytes\":$(repo_bytes),\"packs\":$(packs)}"
 
 # PostgreSQL row-lock claim, in rounds of the same size up to the same table size.
