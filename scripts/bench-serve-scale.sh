@@ -90,6 +90,7 @@ chmod 755 "$work"
 load=$work/bench_serve
 rustc -O --edition 2024 -o "$load" "$here/scripts/bench_serve.rs"
 server_pid=
+job_pid=
 pg=
 stop_server() { # bounded: TERM, then KILL after 60 s
   [ -n "$server_pid" ] || return 0
@@ -99,7 +100,22 @@ stop_server() { # bounded: TERM, then KILL after 60 s
   wait "$server_pid" 2>/dev/null || true
   server_pid=
 }
+# OUT ERR COMMAND...: runs COMMAND in the background and waits for it, so that a signal's trap
+# runs at once (not after the round) and the cleanup can end it.
+in_bg() {
+  local out=$1 err=$2 rc=0
+  shift 2
+  "$@" >"$out" 2>"$err" &
+  job_pid=$!
+  wait "$job_pid" || rc=$?
+  job_pid=
+  return "$rc"
+}
 cleanup() {
+  if [ -n "$job_pid" ]; then
+    kill -TERM "$job_pid" 2>/dev/null || true
+    wait "$job_pid" 2>/dev/null || true
+  fi
   stop_server
   if [ -n "$pg" ]; then
     runuser -u postgres -- pg_ctl -D "$pg" stop -m immediate >/dev/null 2>&1 || true
@@ -185,7 +201,8 @@ make_stale() { # N: creates N actions two hours back, left pending (serve with i
   for c in 64 50 40 32 25 20 16 10 8 5 4 2 1; do [ $(( n % c )) -eq 0 ] && break; done
   past=$(date -u -d '-2 hours' +%Y-%m-%dT%H:%M:%SZ)
   start_server "$past"
-  result=$("$load" "$url" "$key" "$c" $(( n / c )) pending)
+  in_bg "$work/load.out" "$work/load.err" "$load" "$url" "$key" "$c" $(( n / c )) pending
+  result=$(cat "$work/load.out")
   stop_server
   [ "$(json_num actions "$result")" = "$n" ] \
     || { echo "bench-serve-scale: creating $n stale actions failed: $result" >&2; exit 2; }
@@ -202,7 +219,8 @@ for r in $(seq "$max_rounds"); do
   remaining=$(( actions - total ))
   [ "$remaining" -gt 0 ] || break
   n=$(( remaining < round ? (remaining + clients - 1) / clients : per_client ))
-  result=$("$load" "$url" "$key" "$clients" "$n")
+  in_bg "$work/load.out" "$work/load.err" "$load" "$url" "$key" "$clients" "$n"
+  result=$(cat "$work/load.out")
   created=$(json_num actions "$result")
   [ -n "$first_action" ] || first_action=$(json_str first_action_id "$result")
   total=$(( total + created ))
@@ -304,8 +322,10 @@ for r in $(seq "$max_rounds"); do
   [ "$remaining" -gt 0 ] || break
   n=$(( remaining < round ? (remaining + clients - 1) / clients : per_client ))
   rm -f "$pg"/pgbench_log.*
-  if ! (cd "$pg" && runuser -u postgres -- pgbench -h "$pg" -U postgres -n -c "$clients" -j 2 -t "$n" \
-      -f "$pg/cycle.sql" -r -l --log-prefix="$pg/pgbench_log" postgres >"$pg/pgbench.out" 2>&1); then
+  if ! in_bg "$pg/pgbench.out" "$pg/pgbench.err" runuser -u postgres -- env -C "$pg" pgbench -h "$pg" \
+      -U postgres -n -c "$clients" -j 2 -t "$n" -f "$pg/cycle.sql" -r -l --log-prefix="$pg/pgbench_log" \
+      postgres; then
+    cat "$pg/pgbench.err" >>"$pg/pgbench.out"
     echo "bench-serve-scale: SKIP PostgreSQL: pgbench failed ($(tail -1 "$pg/pgbench.out"))"
     exit 0
   fi
