@@ -7,13 +7,14 @@
 #   - per round ("mode":"serve"): actions so far, ops/s, claim and cycle p50/p99 (ms), errors,
 #     repository bytes (du of the git directory), bytes per action added in the round, packs
 #     and loose objects, and serve's resident memory (VmRSS) and peak (VmHWM) in KiB;
-#   - then, on the final repository ("mode":"sweep", "action show", "verify"; each the median,
-#     min and max of REPEAT runs in ms, except a stale sweep, which runs once):
+#   - then, on the final repository ("mode":"get action", "sweep", "action show", "verify"; each
+#     the median, min and max of REPEAT runs in ms, except a stale sweep, which runs once):
+#       GET /api/actions/ID of the oldest action on the long-running serve;
 #       a sweep with nothing stale, over HTTP (GET /api/cron/outcome-sweep on the long-running
 #       serve) and with the CLI (`action-ledger sweep`);
 #       a sweep with STALE stale actions, over HTTP and with the CLI (each on its own STALE
 #       actions, created through `serve` with its clock ($ACTION_LEDGER_NOW) two hours back and
-#       left pending; the HTTP one on a fresh `serve`);
+#       left pending; the HTTP one on a fresh `serve`, after one GET);
 #       `action show` of the oldest action; `verify` of the whole repository beside `git
 #       cat-file --batch` of every blob in it (the ratio verify / cat-file);
 #   - PostgreSQL's row-lock claim (the cycle of scripts/bench-serve.sh through pgbench, with an
@@ -24,7 +25,8 @@
 #     line.
 # Everything listens on 127.0.0.1 (PostgreSQL on a Unix socket) and lives in one temporary
 # directory ($TMPDIR; a 1M-action repository may take tens of GB), removed on exit with its
-# processes. The default run (1,000,000 actions) takes hours.
+# processes. The default run (1,000,000 actions) takes hours. HTTP times are curl's (request
+# to the whole answer); CLI times are the whole process, start included.
 #
 # Usage: scripts/bench-serve-scale.sh [--actions N] [--round N] [--clients N] [--stale N]
 #                                     [--repeat N] [--bin PATH] [--keep-repo DIR] [--no-postgres]
@@ -33,7 +35,7 @@
 #   --actions  actions in the history at the end (default 1,000,000)
 #   --round    actions per round (default 20,000; rounded up to a multiple of the clients)
 #   --clients  concurrent clients (default 64)
-#   --stale    stale actions of the second sweep (default 1,000)
+#   --stale    stale actions of each stale sweep (default 1,000)
 #   --repeat   runs of each repeatable timing (default 3)
 #   --bin      the action-ledger binary to measure (default: build this checkout, release)
 #   --keep-repo  move the final repository to DIR (which must not exist) instead of removing it,
@@ -87,8 +89,6 @@ max_rounds=$(( (actions + round - 1) / round ))
 
 work=$(mktemp -d)
 chmod 755 "$work"
-load=$work/bench_serve
-rustc -O --edition 2024 -o "$load" "$here/scripts/bench_serve.rs"
 server_pid=
 job_pid=
 pg=
@@ -124,6 +124,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# The load generator of scripts/bench-serve.sh, one std-only Rust file compiled on its own.
+load=$work/bench_serve
+rustc -O --edition 2024 -o "$load" "$here/scripts/bench_serve.rs"
 unset ACTION_LEDGER_NOW ACTION_LEDGER_API_KEY ACTION_LEDGER_CRON_SECRET SOURCE_DATE_EPOCH
 key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 cron=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -193,6 +196,13 @@ http_sweep() { # one HTTP sweep: prints "MS BODY", MS from the request to the wh
     || { echo "bench-serve-scale: the HTTP sweep failed" >&2; exit 2; }
   echo "$(awk -v s="$s" 'BEGIN {printf "%.1f", s * 1000}') $(tr -d '\n' <"$work/sweep.json" 2>/dev/null)"
 }
+http_get_action() { # ID: one GET /api/actions/ID; prints the ms from the request to the whole answer
+  local s
+  s=$(curl -sS --max-time 600 -o /dev/null -w '%{time_total} %{http_code}' -H "x-api-key: $key" \
+    "$url/api/actions/$1") || { echo "bench-serve-scale: GET /api/actions/$1 failed" >&2; exit 2; }
+  [ "${s#* }" = 200 ] || echo "bench-serve-scale: GET /api/actions/$1 answered ${s#* }" >&2
+  awk -v s="${s%% *}" 'BEGIN {printf "%.1f\n", s * 1000}'
+}
 repo_bytes() { du -sb "$repo" | cut -f1; }
 packs() { find "$repo/objects/pack" -name '*.pack' 2>/dev/null | wc -l; }
 loose() { find "$repo/objects" -path '*/objects/[0-9a-f][0-9a-f]/*' -type f 2>/dev/null | wc -l; }
@@ -222,6 +232,7 @@ for r in $(seq "$max_rounds"); do
   in_bg "$work/load.out" "$work/load.err" "$load" "$url" "$key" "$clients" "$n"
   result=$(cat "$work/load.out")
   created=$(json_num actions "$result")
+  [ "$created" != null ] || created=0
   [ -n "$first_action" ] || first_action=$(json_str first_action_id "$result")
   total=$(( total + created ))
   bytes=$(repo_bytes)
@@ -234,6 +245,11 @@ for r in $(seq "$max_rounds"); do
   fi
 done
 [ -n "$first_action" ] || { echo "bench-serve-scale: no action id from the load generator" >&2; exit 2; }
+
+# A point read on the long-running serve: GET of the oldest action.
+: >"$work/times"
+for _ in $(seq "$repeat"); do http_get_action "$first_action" >>"$work/times"; done
+echo "{\"mode\":\"get action\",\"via\":\"http\",\"actions\":$total,\"action_id\":\"$first_action\",\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times")}"
 
 # Sweeps with nothing stale: HTTP on the long-running serve, then the CLI.
 : >"$work/times"
@@ -251,7 +267,7 @@ echo "{\"mode\":\"sweep\",\"via\":\"cli\",\"actions\":$total,\"stale\":0,\"runs\
 make_stale "$stale"
 total=$(( total + stale ))
 start_server
-curl -sS --max-time 600 -o /dev/null "$url/healthz" || true
+http_get_action "$first_action" >/dev/null # warm: the fresh serve reads the tip once
 out=$(http_sweep); ms=${out%% *}; body=${out#* }
 echo "{\"mode\":\"sweep\",\"via\":\"http\",\"actions\":$total,\"stale\":$stale,\"runs\":1,\"ms\":{\"min\":$ms,\"median\":$ms,\"max\":$ms},\"swept\":$(json_num rows_swept "$body")}"
 stop_server
