@@ -5,10 +5,13 @@
 //! `POST /api/guard?record=true` (a fresh idempotency key), `PATCH /api/actions/{id}` (the
 //! claim), `POST /api/actions/{id}/outcome` (`completed`). Every answer must be the expected
 //! one (200 and `claimed:true`); anything else is counted as an error. Prints one JSON object:
-//! cycles, operations per second committed, and p50/p99 latencies per request kind in
-//! milliseconds.
+//! cycles, actions created, operations per second committed, p50/p99 latencies per request kind
+//! in milliseconds, and the first action created by the first client (`first_action_id`).
 //!
-//! Usage: `bench_serve URL API_KEY CLIENTS CYCLES`
+//! With `pending` (used by `scripts/bench-serve-scale.sh` to make stale actions), each
+//! "cycle" is the guard alone: the action is created and left with its outcome pending.
+//!
+//! Usage: `bench_serve URL API_KEY CLIENTS CYCLES [pending]`
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -93,9 +96,11 @@ struct Stats {
     cycle: Vec<f64>,
     errors: usize,
     first_error: Option<String>,
+    first_action: Option<String>,
+    created: usize,
 }
 
-fn client(host: &str, key: &str, id: usize, cycles: usize, run: &str) -> Stats {
+fn client(host: &str, key: &str, id: usize, cycles: usize, run: &str, pending: bool) -> Stats {
     let mut stats = Stats::default();
     let mut conn = match Conn::open(host, key) {
         Ok(c) => c,
@@ -129,6 +134,12 @@ fn client(host: &str, key: &str, id: usize, cycles: usize, run: &str) -> Stats {
             continue;
         };
         let action_id = action_id.to_owned();
+        stats.first_action.get_or_insert_with(|| action_id.clone());
+        stats.created += 1;
+        if pending {
+            stats.cycle.push(cycle.elapsed().as_secs_f64() * 1000.0);
+            continue;
+        }
         let claim = format!(
             r#"{{"claim_execution":true,"attempt_id":"attempt-{run}-{id}-{n}","agent_id":"bench-agent","act":{act}}}"#
         );
@@ -168,8 +179,9 @@ fn client(host: &str, key: &str, id: usize, cycles: usize, run: &str) -> Stats {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 5 {
-        eprintln!("usage: bench_serve URL API_KEY CLIENTS CYCLES");
+    let pending = args.len() == 6 && args[5] == "pending";
+    if args.len() != 5 && !pending {
+        eprintln!("usage: bench_serve URL API_KEY CLIENTS CYCLES [pending]");
         std::process::exit(2);
     }
     let host = args[1]
@@ -190,7 +202,7 @@ fn main() {
     let handles: Vec<_> = (0..clients)
         .map(|id| {
             let (host, key, run) = (host.clone(), key.clone(), run.clone());
-            std::thread::spawn(move || client(&host, &key, id, cycles, &run))
+            std::thread::spawn(move || client(&host, &key, id, cycles, &run, pending))
         })
         .collect();
     let mut all = Stats::default();
@@ -201,8 +213,12 @@ fn main() {
         all.outcome.extend(s.outcome);
         all.cycle.extend(s.cycle);
         all.errors += s.errors;
+        all.created += s.created;
         if all.first_error.is_none() {
             all.first_error = s.first_error;
+        }
+        if all.first_action.is_none() {
+            all.first_action = s.first_action;
         }
     }
     let secs = start.elapsed().as_secs_f64();
@@ -223,15 +239,17 @@ fn main() {
         )
     };
     println!(
-        "{{\"clients\":{clients},\"cycles\":{},\"seconds\":{secs:.2},\"cycles_per_s\":{:.0},\"ops_per_s\":{:.0},\"guard_ms\":{},\"claim_ms\":{},\"outcome_ms\":{},\"cycle_ms\":{},\"errors\":{},\"first_error\":{:?}}}",
+        "{{\"clients\":{clients},\"cycles\":{},\"actions\":{},\"seconds\":{secs:.2},\"cycles_per_s\":{:.0},\"ops_per_s\":{:.0},\"guard_ms\":{},\"claim_ms\":{},\"outcome_ms\":{},\"cycle_ms\":{},\"errors\":{},\"first_error\":{:?},\"first_action_id\":{:?}}}",
         all.outcome.len(),
-        all.outcome.len() as f64 / secs,
+        all.created,
+        all.cycle.len() as f64 / secs,
         ops as f64 / secs,
         p(&all.guard),
         p(&all.claim),
         p(&all.outcome),
         p(&all.cycle),
         all.errors,
-        all.first_error.unwrap_or_default()
+        all.first_error.unwrap_or_default(),
+        all.first_action.unwrap_or_default()
     );
 }
