@@ -34,7 +34,7 @@ cleanup() {
   [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
-export SOURCE_DATE_EPOCH=1773100800 GIT_TERMINAL_PROMPT=0 ACTION_LEDGER_AGENT_ID=agent-1
+export SOURCE_DATE_EPOCH=1773100800 GIT_TERMINAL_PROMPT=0 ACTION_LEDGER_AGENT_ID=agent-1 ACTION_LEDGER_PRINCIPAL=principal-1
 export GIT_CONFIG_NOSYSTEM=1 HOME="$work/home" # no credential helper of this machine's user
 mkdir -p "$HOME" "$work/out"
 fail() { echo "e2e-remote: FAIL: $*" >&2; exit 1; }
@@ -141,9 +141,9 @@ writers() { # label, url, server git dir (a local path, for the checks); credent
     || fail "$label: action create: $(last_err "$label-create")"
   al "$label-claim-create" -q action create --remote "$url" --repo "$c/creator.git" --id "act_${label}_claim" --guard-decision gd_claim -- true \
     || fail "$label: action create: $(last_err "$label-claim-create")"
-  al "$label-claim" -q action claim --json --remote "$url" --repo "$c/claimer.git" "act_${label}_claim" --attempt "attempt-$label" -- true \
+  al "$label-claim" -q action claim --json --remote "$url" --repo "$c/claimer.git" "act_${label}_claim" --attempt "attempt-$label-0000000000" -- true \
     || fail "$label: action claim: $(last_err "$label-claim")"
-  al "$label-outcome" -q action outcome --remote "$url" --repo "$c/claimer.git" "act_${label}_claim" --attempt "attempt-$label" --status completed \
+  al "$label-outcome" -q action outcome --remote "$url" --repo "$c/claimer.git" "act_${label}_claim" --attempt "attempt-$label-0000000000" completed \
     || fail "$label: action outcome: $(last_err "$label-outcome")"
   server_has "$srv" "$(record_path "act_${label}_claim")/outcome.json" '"status":"completed"' \
     || fail "$label: action outcome did not land on the server"
@@ -189,8 +189,8 @@ def call(m, p, b):
 act = {"kind": "shell", "command": "true"}
 assert call("POST", "/api/actions", {"action_id": aid, "action_type": "b", "agent_id": "agent-1", "act": act,
     "client_capabilities": ["execution_claims"]}) == 201
-assert call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": "attempt-serve", "agent_id": "agent-1", "act": act}) == 200
-assert call("POST", f"/api/actions/{aid}/outcome", {"status": "completed", "attempt_id": "attempt-serve"}) == 200
+assert call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": "attempt-serve-0000000000", "agent_id": "agent-1", "act": act}) == 200
+assert call("POST", f"/api/actions/{aid}/outcome", {"status": "completed", "attempt_id": "attempt-serve-0000000000"}) == 200
 PY
   kill -TERM "$serve_pid"
   wait "$serve_pid" || fail "$label: serve --remote did not stop cleanly: $(cat "$work/out/$label-serve.err")"
