@@ -105,9 +105,23 @@ impl Cause {
             "kex_exchange_identification",
             "network is unreachable",
             "no route to host",
-            "protocol error: bad pack header",
-            "invalid packet",
+            // A stream that stopped midway: git notices a missing part of the protocol.
             "protocol error",
+            "invalid packet",
+            "bad packet",
+            "bad band",
+            "expected flush",
+            "expected 'acknowledgments'",
+            "expected 'packfile'",
+            "end of file",
+            "index-pack failed",
+            "invalid index-pack output",
+            "did not receive expected object",
+            "unable to read",
+            "short read",
+            // `fetch` runs right after `ls-remote` saw the ref (and the hook denies deletions):
+            // a ref missing from the answer is an answer cut short.
+            "couldn't find remote ref",
         ]) {
             Cause::Network
         } else {
@@ -767,6 +781,8 @@ mod tests {
                 Cause::Network,
             ),
             ("fatal: the remote end hung up unexpectedly", Cause::Network),
+            ("fatal: expected flush after ref listing", Cause::Network),
+            ("fatal: expected 'packfile'", Cause::Network),
             (
                 "error: RPC failed; curl 28 Operation too slow. Less than 1 bytes/sec",
                 Cause::Network,
