@@ -344,12 +344,15 @@ stop_proxy() { kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/n
 
 run_faults() {
   [ -n "$http_port" ] || start_http || { echo "e2e-remote: SKIP faults: lighttpd is not installed and cannot be (apt-get as root)"; return 0; }
-  local srv=$work/http/srv/server.git t=$SECONDS
-  local direct="http://127.0.0.1:$http_port/git/server.git"
+  # A repository of its own, so that the cut points fall on one publication's exchange and not
+  # on the fetch of everything the http suite published before.
+  local srv=$work/http/srv/faults.git t=$SECONDS
+  local direct="http://127.0.0.1:$http_port/git/faults.git"
+  new_server "$srv"
   export "${cred_helper[@]}"
   # The bytes of one whole publication (ls-remote, fetch of the tip, push) through the proxy.
   start_proxy pass "$work/proxy.stats"
-  al fault-measure -q publish --json --repo "$work/fault-measure.git" --remote "http://127.0.0.1:$proxy_port/git/server.git" "$work/small/spool-0000" \
+  al fault-measure -q publish --json --repo "$work/fault-measure.git" --remote "http://127.0.0.1:$proxy_port/git/faults.git" "$work/small/spool-0000" \
     || fail "a publish through the passing proxy: $(last_err fault-measure)"
   stop_proxy
   local total
@@ -368,7 +371,7 @@ run_faults() {
     before=$(git -C "$srv" rev-parse main)
     start_proxy "$fault" "$work/proxy.stats"
     set +e
-    ACTION_LEDGER_REMOTE_TIMEOUT=3 "$bin" publish --json --repo "$work/fault-$i.git" --remote "http://127.0.0.1:$proxy_port/git/server.git" "$spool" \
+    ACTION_LEDGER_REMOTE_TIMEOUT=3 "$bin" publish --json --repo "$work/fault-$i.git" --remote "http://127.0.0.1:$proxy_port/git/faults.git" "$spool" \
       >"$work/out/fault-$i.out" 2>"$work/out/fault-$i.err"
     rc=$?
     set -e
