@@ -50,6 +50,12 @@ step "crash: SIGKILL every other writer at random moments (bounded)"
 scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain
 step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
+step "smart HTTP (lighttpd + git http-backend, basic auth) and ssh (sshd) remotes with the hook; wire faults (bounded)"
+scripts/e2e-remote.sh all 24
+step "actionlint on every workflow and the reusable action (skips when it cannot be installed)"
+scripts/lint-workflows.sh
+step "static musl build of the release binary (skips when the target is not installed)"
+scripts/build-musl.sh
 step "hostile HTTP against serve while well-behaved clients run (bounded)"
 scripts/e2e-hostile.sh 1 8
 step "fuzzing: each cargo-fuzz target 10 s (skips without nightly or cargo-fuzz)"

@@ -7,9 +7,11 @@
 #   does not), GITHUB_ACTION per step (`__run`, `__run_2`, ... or the step's id);
 # - a fresh GITHUB_ENV file per step, applied to the later steps (NAME=value and NAME<<EOF);
 # - `if: always()` steps run after a failed step, other steps are skipped;
-# - the job's `env:` values that come from secrets are given by this script (LEDGER_REMOTE is
-#   a local bare server repository with `hooks install`; pushes go through its hook);
-# - `uses:` steps are not run (the checkout is a workspace with the job's own scripts,
+# - the job's `env:` values that come from secrets, and LEDGER_REMOTE, are given by this script
+#   (LEDGER_REMOTE is a local bare server repository with `hooks install`; pushes go through
+#   its hook);
+# - `uses:` steps are not run (the install step: action-ledger is on the runner's PATH; the
+#   checkout: a workspace with the job's own scripts,
 #   ci/build.sh and ci/review.sh, whose exit codes each scenario chooses).
 # Scenarios: a job that succeeds; a job whose build fails, so it records nothing (its publish
 # step must publish nothing and succeed); a job whose review fails (its open start is closed by
@@ -75,10 +77,11 @@ def resolve(mapping, where):
     out = {}
     for key, value in (mapping or {}).items():
         value = str(value)
-        if "${{" in value:
-            if key not in supplied:
-                sys.exit(f"{where}: env {key} needs a value from the simulator ({value})")
+        # The simulator's own values replace secrets and the example's server address.
+        if key in supplied:
             value = supplied[key]
+        elif "${{" in value:
+            sys.exit(f"{where}: env {key} needs a value from the simulator ({value})")
         out[key] = value
     return out
 
@@ -164,7 +167,7 @@ job() {
     GITHUB_EVENT_NAME=workflow_dispatch GITHUB_JOB="$name" GITHUB_RUN_ID="$run_id" \
     GITHUB_RUN_NUMBER="$run_id" GITHUB_RUN_ATTEMPT=1 \
     python3 "$work/runner.py" "$work/workflows.json" "$workflow" "$name" "$dir/state.json" \
-    "$from" "$to" "LEDGER_REMOTE=$server" >>"$dir/log" 2>&1
+    "$from" "$to" "LEDGER_REMOTE=$server" "LEDGER_TOKEN=unused-by-a-path-remote" >>"$dir/log" 2>&1
 }
 tip() { git -C "$server" rev-parse -q --verify refs/heads/main || echo none; }
 steps_of() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))[sys.argv[2]]["jobs"][sys.argv[3]]["steps"]))' "$work/workflows.json" "$1" "$2"; }
@@ -222,7 +225,7 @@ if got != expected:
 for e in events:
     p = e["producer"]
     assert p["repository"] == "example-org/widgets" and p["workflow"] == "review.yml", p
-    assert p["job"] == "review" and p["component"] == "review-runner.__run_4.initial", p
+    assert p["job"] == "review" and p["component"] == "review-runner.__run_3.initial", p
 PY
 [ "$(git -C "$work/fresh" rev-list --count HEAD)" = 6 ] || fail "expected one commit per publishing job (6): $(git -C "$work/fresh" log --oneline)"
 ok "a fresh clone verifies clean and holds each run's events in one commit per job, none from the job that recorded nothing"

@@ -172,6 +172,7 @@ fn dispatch(
                 Some(url) => crate::publish::Target::Remote {
                     url: settings::absolute_url(&url),
                     ref_name: remote_ref.unwrap_or_else(|| ref_name.clone()),
+                    timeout: settings::remote_timeout(env)?,
                 },
                 None => crate::publish::Target::Local,
             };

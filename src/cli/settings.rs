@@ -10,7 +10,9 @@
 //! - `ACTION_LEDGER_NOW`: the clock of the finality records and of `serve`
 //!   (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`);
 //! - `ACTION_LEDGER_AGENT_ID`, `ACTION_LEDGER_PRINCIPAL`: the binding's agent and principal
-//!   when `--agent` / `--principal` are absent.
+//!   when `--agent` / `--principal` are absent;
+//! - `ACTION_LEDGER_REMOTE_TIMEOUT`: the time limit in seconds of each `git` run against
+//!   `--remote` (default [`DEFAULT_REMOTE_TIMEOUT_SECS`]; `0`: no limit).
 //!
 //! `record` reads the writer's own variables (`CLAWSWEEPER_ACTION_LEDGER_*`, `GITHUB_*`)
 //! through the map it is given; `serve` reads its keys and cron secret in `cmd::serve`.
@@ -65,6 +67,29 @@ pub(super) fn signature(env: &Env) -> Result<Signature, Failure> {
     })
 }
 
+/// The time limit of each `git ls-remote`, `fetch` and `push` against `--remote` when
+/// `ACTION_LEDGER_REMOTE_TIMEOUT` is unset: long enough for a large push on a slow link, short
+/// enough that a stalled server does not hold a CI job until the job's own limit.
+pub(super) const DEFAULT_REMOTE_TIMEOUT_SECS: u64 = 600;
+
+/// `ACTION_LEDGER_REMOTE_TIMEOUT` (whole seconds; `0`: no limit), else
+/// [`DEFAULT_REMOTE_TIMEOUT_SECS`].
+pub(super) fn remote_timeout(env: &Env) -> Result<Option<std::time::Duration>, Failure> {
+    let secs = match env
+        .get("ACTION_LEDGER_REMOTE_TIMEOUT")
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+    {
+        None => DEFAULT_REMOTE_TIMEOUT_SECS,
+        Some(s) => s.parse::<u64>().map_err(|_| {
+            Failure::input(format!(
+                "ACTION_LEDGER_REMOTE_TIMEOUT must be a whole number of seconds (0: no limit), got {s}"
+            ))
+        })?,
+    };
+    Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
+}
+
 /// A remote given as a local path is made absolute: git runs in the cache repository.
 pub(super) fn absolute_url(url: &str) -> String {
     let looks_local = !(url.contains("://") || (url.contains('@') && url.contains(':')));
@@ -101,23 +126,26 @@ pub(super) fn finality_now(env: &Env) -> Result<Timestamp, Failure> {
 pub(super) fn finality_options(env: &Env, state: &StateRepo) -> Result<finality::Options, Failure> {
     let mut options = finality::Options::new(signature(env)?);
     options.ref_name = state.ref_name.clone();
-    options.target = state_target(state);
+    options.target = state_target(env, state)?;
     Ok(options)
 }
 
 /// Where a state command reads and writes: the local ref of `--ref`, or `--remote`'s ref
 /// (`--remote-ref`, default the value of `--ref`).
-pub(super) fn state_target(state: &StateRepo) -> Target {
-    match &state.remote {
+/// (`--remote-ref`, default the value of `--ref`), each `git` run bounded by
+/// [`remote_timeout()`].
+pub(super) fn state_target(env: &Env, state: &StateRepo) -> Result<Target, Failure> {
+    Ok(match &state.remote {
         Some(url) => Target::Remote {
             url: absolute_url(url),
             ref_name: state
                 .remote_ref
                 .clone()
                 .unwrap_or_else(|| state.ref_name.clone()),
+            timeout: remote_timeout(env)?,
         },
         None => Target::Local,
-    }
+    })
 }
 
 /// Opens the existing state repository of `--repo` (exit 2 when it cannot be opened); with

@@ -136,12 +136,22 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] store::Error),
     /// The remote state repository could not be read, fetched or pushed to (`--remote`):
-    /// nothing was recorded.
-    #[error("{0}; nothing was recorded")]
+    /// nothing was recorded, unless a push broke after the server applied it
+    /// ([`may_have_landed`](store::remote::Error::may_have_landed)).
+    #[error("{}; {}", .0, remote_left(.0))]
     Remote(#[from] store::remote::Error),
     /// The remote refused the push (its pre-receive hook's lines): final, nothing was recorded.
     #[error("the remote refused the push:\n{0}")]
     RemoteRefused(String),
+}
+
+/// What a failed remote step left on the remote.
+fn remote_left(e: &store::remote::Error) -> &'static str {
+    if e.may_have_landed() {
+        "the remote holds either its old state or this whole record"
+    } else {
+        "nothing was recorded"
+    }
 }
 
 impl Error {

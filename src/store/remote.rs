@@ -7,6 +7,16 @@
 //! hook (`hooks/pre-receive`) may still refuse the push; that refusal is reported with the
 //! hook's own lines.
 //!
+//! Credentials never need to be in the URL: `git` runs with the caller's environment and
+//! configuration, so a credential helper, `GIT_ASKPASS`, an `http.extraHeader` (also through
+//! `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`) or an ssh key work as they do
+//! for `git push`. A URL that does carry a user or a password is shown with them replaced by
+//! `***` in every message ([`redact()`]), and so is any URL in git's own lines. A failure is
+//! classified from git's messages ([`Cause`]: authentication, network, server) and its message
+//! says what to do. Each `git` run may be given a time limit ([`Target::Remote::timeout`]);
+//! past it, `git` and the helpers it started are killed and the step fails with
+//! [`Error::TimedOut`].
+//!
 //! [`transact()`] is the write loop of every writer that may land on a remote (publication,
 //! compaction, the finality operations of the CLI and the group commits of `serve`): on a
 //! [`Target::Local`] it is [`store::transact()`](crate::store::transact()) itself; on a
@@ -16,15 +26,144 @@
 //! round trip with the server's hook costs far more than a local ref update) and builds again,
 //! within [`Policy::max_attempts`]; a refusal by the server's hook is final
 //! ([`WriteError::Refused`]). There is no held-lock state on a remote: the server's ref lock
-//! shows as a rejected lease, i.e. a moved ref.
+//! shows as a rejected lease, i.e. a moved ref. A push whose connection broke may have landed
+//! or not; the remote holds either the old tip or the whole commit, and running the writer
+//! again converges (a replayed publication is unchanged).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::store::transact::{Landed, Policy, Step, TransactError};
 use crate::store::{self, CommitId, Store};
 
-/// Why a transport step failed.
+/// What kind of failure a `git` transport step met, as its messages tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The server did not accept the credentials git offered (or none were offered).
+    Authentication,
+    /// The connection could not be made, was reset, or stalled.
+    Network,
+    /// The server answered with an error (HTTP 5xx, a failed `receive-pack`).
+    Server,
+    /// Anything else (a missing repository, a malformed URL): git's own lines say.
+    Other,
+}
+
+impl Cause {
+    /// Classifies git's error output. Authentication is checked first: an HTTP 401 or 403 is
+    /// also a server answer, and what the user must fix is the credential.
+    pub fn of(stderr: &str) -> Cause {
+        let text = stderr.to_ascii_lowercase();
+        let any = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+        if any(&[
+            "authentication failed",
+            "could not read username",
+            "could not read password",
+            "returned error: 401",
+            "returned error: 403",
+            "http 401",
+            "http 403",
+            "permission denied (publickey",
+            "invalid username or password",
+            "invalid credentials",
+        ]) {
+            Cause::Authentication
+        } else if any(&[
+            "returned error: 5",
+            "http 5",
+            "internal server error",
+            "bad gateway",
+            "service unavailable",
+            "unpack failed",
+            "unpacker error",
+            "remote: fatal",
+        ]) {
+            Cause::Server
+        } else if any(&[
+            "could not resolve",
+            "failed to connect",
+            "couldn't connect",
+            "connection refused",
+            "connection reset",
+            "connection timed out",
+            "operation timed out",
+            "operation too slow",
+            "timed out",
+            "hung up unexpectedly",
+            "early eof",
+            "unexpected disconnect",
+            "empty reply from server",
+            "transfer closed",
+            "broken pipe",
+            "recv failure",
+            "send failure",
+            "rpc failed",
+            "ssh: connect to host",
+            "connection closed by",
+            "kex_exchange_identification",
+            "network is unreachable",
+            "no route to host",
+            // A stream that stopped midway: git notices a missing part of the protocol.
+            "protocol error",
+            "invalid packet",
+            "bad packet",
+            "bad band",
+            "expected flush",
+            "expected 'acknowledgments'",
+            "expected 'packfile'",
+            "end of file",
+            "index-pack failed",
+            "invalid index-pack output",
+            "did not receive expected object",
+            "unable to read",
+            "short read",
+            // `fetch` runs right after `ls-remote` saw the ref (and the hook denies deletions):
+            // a ref missing from the answer is an answer cut short.
+            "couldn't find remote ref",
+        ]) {
+            Cause::Network
+        } else {
+            Cause::Other
+        }
+    }
+
+    /// What the user should do about a failure of this kind (empty for [`Cause::Other`]).
+    pub fn advice(self) -> &'static str {
+        match self {
+            Cause::Authentication => {
+                "authentication failed: the server did not accept the credentials git offered; \
+                 give git a token that may push to this repository (a credential helper, \
+                 GIT_ASKPASS or http.extraHeader; an ssh key for ssh URLs), then run the same \
+                 command again"
+            }
+            Cause::Network => {
+                "network failure: the connection could not be made, broke or stalled; a push \
+                 either landed whole or not at all, so run the same command again once the \
+                 server is reachable"
+            }
+            Cause::Server => {
+                "server error: the server failed to handle the request; run the same command \
+                 again later, and tell the server's operator if it persists"
+            }
+            Cause::Other => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cause::Authentication => "authentication",
+            Cause::Network => "network",
+            Cause::Server => "server",
+            Cause::Other => "other",
+        })
+    }
+}
+
+/// Why a transport step failed. Every URL in it (and in git's lines) is [`redact()`]ed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `git` could not be started.
@@ -32,30 +171,269 @@ pub enum Error {
     Spawn {
         /// The step (`ls-remote`, `fetch`, `push`).
         action: &'static str,
-        /// The remote.
+        /// The remote, redacted.
         url: String,
         /// The I/O error.
         #[source]
         source: std::io::Error,
     },
-    #[error("git {action} {url} failed: {stderr}")]
     /// `git` failed for another reason than a moved ref or a refusal.
+    #[error("git {action} {url} failed: {}", failure_text(*.cause, .stderr))]
     Failed {
         /// The step.
         action: &'static str,
-        /// The remote.
+        /// The remote, redacted.
         url: String,
-        /// What git printed.
+        /// What kind of failure git's lines show.
+        cause: Cause,
+        /// What git printed, redacted.
         stderr: String,
+    },
+    /// `git` ran past its time limit and was stopped, with the helpers it started.
+    #[error(
+        "git {action} {url} did not finish within {} s and was stopped: {}; or raise the \
+         remote timeout (ACTION_LEDGER_REMOTE_TIMEOUT for the command-line tool)",
+        .limit.as_secs_f64(),
+        Cause::Network.advice()
+    )]
+    TimedOut {
+        /// The step.
+        action: &'static str,
+        /// The remote, redacted.
+        url: String,
+        /// The limit it ran past.
+        limit: Duration,
     },
     #[error("git ls-remote {url} printed an unexpected line: {line}")]
     /// `git ls-remote` printed a line that is not `<id>\t<ref>`.
     Unparsable {
-        /// The remote.
+        /// The remote, redacted.
         url: String,
         /// The line.
         line: String,
     },
+}
+
+impl Error {
+    /// The kind of failure: [`Cause::Network`] for a time limit, [`Cause::Other`] for a git
+    /// that cannot be started or an unparsable answer.
+    pub fn cause(&self) -> Cause {
+        match self {
+            Error::Failed { cause, .. } => *cause,
+            Error::TimedOut { .. } => Cause::Network,
+            Error::Spawn { .. } | Error::Unparsable { .. } => Cause::Other,
+        }
+    }
+
+    /// Whether the remote may hold the commit all the same: a push whose connection broke,
+    /// stalled or got an error answer may have been applied by the server before the answer
+    /// was lost (the remote then holds the whole commit; running the writer again tells).
+    /// Every other step, and a push the server did not authenticate, changed nothing.
+    pub fn may_have_landed(&self) -> bool {
+        match self {
+            Error::Failed {
+                action: "push",
+                cause,
+                ..
+            } => *cause != Cause::Authentication,
+            Error::TimedOut { action: "push", .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// git's lines, led by what to do about them when the cause is known.
+fn failure_text(cause: Cause, stderr: &str) -> String {
+    match cause {
+        Cause::Other => stderr.to_owned(),
+        _ => format!("{}\n{stderr}", cause.advice()),
+    }
+}
+
+/// `text` with the user and password of every URL in it replaced by `***`
+/// (`https://user:token@host/x` becomes `https://***@host/x`): a token given in a URL must
+/// not reach a message, a log or a JSON answer. An ssh URL's user (`ssh://git@host/x`) is not a
+/// secret and stays; its password, if any, does not.
+pub fn redact(text: &str) -> String {
+    static URL_USERINFO: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = URL_USERINFO.get_or_init(|| {
+        regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*)://([^/?#@\s'\x22]*)@").expect("valid regex")
+    });
+    re.replace_all(text, |caps: &regex::Captures<'_>| {
+        let scheme = &caps[1];
+        let userinfo = &caps[2];
+        let keep_user =
+            scheme.eq_ignore_ascii_case("ssh") || scheme.eq_ignore_ascii_case("git+ssh");
+        match userinfo.split_once(':') {
+            Some((user, _)) if keep_user => format!("{scheme}://{user}:***@"),
+            None if keep_user => format!("{scheme}://{userinfo}@"),
+            _ => format!("{scheme}://***@"),
+        }
+    })
+    .into_owned()
+}
+
+fn git(git_dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("--git-dir")
+        .arg(git_dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C");
+    cmd
+}
+
+/// Runs `cmd` to the end, or until `limit` passes: then `git` and everything it started (its
+/// own process group: `git-remote-http`, `ssh`) are killed.
+fn run(
+    mut cmd: Command,
+    action: &'static str,
+    url: &str,
+    limit: Option<Duration>,
+) -> Result<Output, Error> {
+    let spawn_error = |source| Error::Spawn {
+        action,
+        url: redact(url),
+        source,
+    };
+    let Some(limit) = limit else {
+        return cmd.stdin(Stdio::null()).output().map_err(spawn_error);
+    };
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_error)?;
+    // Both pipes are drained while git runs, so that a chatty git never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Ok(None) | Err(_) => {
+                if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                // The readers end now: every writer of the pipes was in the killed group.
+                let _ = (stdout.join(), stderr.join());
+                return Err(Error::TimedOut {
+                    action,
+                    url: redact(url),
+                    limit,
+                });
+            }
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+fn stderr_of(out: &Output) -> String {
+    redact(String::from_utf8_lossy(&out.stderr).trim())
+}
+
+fn failed(action: &'static str, url: &str, out: &Output) -> Error {
+    let stderr = stderr_of(out);
+    Error::Failed {
+        action,
+        url: redact(url),
+        cause: Cause::of(&stderr),
+        stderr,
+    }
+}
+
+/// The commit `ref_name` names on the remote, `None` when the ref does not exist. `timeout`
+/// bounds the `git ls-remote` run.
+pub fn remote_tip(
+    git_dir: &Path,
+    url: &str,
+    ref_name: &str,
+    timeout: Option<Duration>,
+) -> Result<Option<CommitId>, Error> {
+    let out = run(
+        git(git_dir, &["ls-remote", "--", url, ref_name]),
+        "ls-remote",
+        url,
+        timeout,
+    )?;
+    if !out.status.success() {
+        return Err(failed("ls-remote", url, &out));
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let (id, name) = line.split_once('\t').ok_or_else(|| Error::Unparsable {
+            url: redact(url),
+            line: line.to_owned(),
+        })?;
+        if name == ref_name {
+            return CommitId::from_hex(id)
+                .map(Some)
+                .map_err(|_| Error::Unparsable {
+                    url: redact(url),
+                    line: line.to_owned(),
+                });
+        }
+    }
+    Ok(None)
+}
+
+/// Brings the objects of `ref_name` from the remote into the local repository (kept under
+/// `refs/action-ledger/remote` so they are not garbage). `timeout` bounds the `git fetch` run.
+pub fn fetch(
+    git_dir: &Path,
+    url: &str,
+    ref_name: &str,
+    timeout: Option<Duration>,
+) -> Result<(), Error> {
+    let spec = format!("+{ref_name}:refs/action-ledger/remote");
+    let out = run(
+        git(
+            git_dir,
+            &["fetch", "--quiet", "--no-tags", "--", url, &spec],
+        ),
+        "fetch",
+        url,
+        timeout,
+    )?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(failed("fetch", url, &out))
+    }
 }
 
 /// What a push achieved.
@@ -69,90 +447,16 @@ pub enum PushOutcome {
     Refused(String),
 }
 
-fn git(git_dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.arg("--git-dir")
-        .arg(git_dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C");
-    cmd
-}
-
-fn run(mut cmd: Command, action: &'static str, url: &str) -> Result<Output, Error> {
-    cmd.output().map_err(|source| Error::Spawn {
-        action,
-        url: url.to_owned(),
-        source,
-    })
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).trim().to_owned()
-}
-
-/// The commit `ref_name` names on the remote, `None` when the ref does not exist.
-pub fn remote_tip(git_dir: &Path, url: &str, ref_name: &str) -> Result<Option<CommitId>, Error> {
-    let out = run(
-        git(git_dir, &["ls-remote", "--", url, ref_name]),
-        "ls-remote",
-        url,
-    )?;
-    if !out.status.success() {
-        return Err(Error::Failed {
-            action: "ls-remote",
-            url: url.to_owned(),
-            stderr: stderr_of(&out),
-        });
-    }
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let (id, name) = line.split_once('\t').ok_or_else(|| Error::Unparsable {
-            url: url.to_owned(),
-            line: line.to_owned(),
-        })?;
-        if name == ref_name {
-            return CommitId::from_hex(id)
-                .map(Some)
-                .map_err(|_| Error::Unparsable {
-                    url: url.to_owned(),
-                    line: line.to_owned(),
-                });
-        }
-    }
-    Ok(None)
-}
-
-/// Brings the objects of `ref_name` from the remote into the local repository (kept under
-/// `refs/action-ledger/remote` so they are not garbage).
-pub fn fetch(git_dir: &Path, url: &str, ref_name: &str) -> Result<(), Error> {
-    let spec = format!("+{ref_name}:refs/action-ledger/remote");
-    let out = run(
-        git(
-            git_dir,
-            &["fetch", "--quiet", "--no-tags", "--", url, &spec],
-        ),
-        "fetch",
-        url,
-    )?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Failed {
-            action: "fetch",
-            url: url.to_owned(),
-            stderr: stderr_of(&out),
-        })
-    }
-}
-
 /// Pushes `commit` to `ref_name` on the remote if the remote ref still holds `expected`
-/// (`None`: must not exist), atomically.
+/// (`None`: must not exist), atomically. `timeout` bounds the `git push` run (and the
+/// `git ls-remote` that tells a lost race from a refusal).
 pub fn push(
     git_dir: &Path,
     url: &str,
     ref_name: &str,
     commit: CommitId,
     expected: Option<CommitId>,
+    timeout: Option<Duration>,
 ) -> Result<PushOutcome, Error> {
     let lease = format!(
         "--force-with-lease={ref_name}:{}",
@@ -174,6 +478,7 @@ pub fn push(
         ),
         "push",
         url,
+        timeout,
     )?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     // Porcelain status lines: `<flag>\t<from>:<to>\t<summary> (<reason>)`; `!` is a refusal.
@@ -193,7 +498,9 @@ pub fn push(
         // The server checks the lease first and takes its ref lock later: a publisher that lost
         // the race in between is told "atomic transaction failed" or "cannot lock ref". Whether
         // the ref moved is what decides between a retry and a refusal.
-        Some(_) if remote_tip(git_dir, url, ref_name)? != expected => Ok(PushOutcome::Moved),
+        Some(_) if remote_tip(git_dir, url, ref_name, timeout)? != expected => {
+            Ok(PushOutcome::Moved)
+        }
         Some(l) => {
             let remote_lines: Vec<&str> = stderr
                 .lines()
@@ -209,7 +516,8 @@ pub fn push(
         }
         None => Err(Error::Failed {
             action: "push",
-            url: url.to_owned(),
+            url: redact(url),
+            cause: Cause::of(&stderr),
             stderr,
         }),
     }
@@ -226,15 +534,19 @@ pub enum Target {
         url: String,
         /// The full ref name on the remote.
         ref_name: String,
+        /// The time limit of each `git` run (`ls-remote`, `fetch`, `push`); `None` waits as
+        /// long as git does.
+        timeout: Option<Duration>,
     },
 }
 
 impl Target {
-    /// The ref this target moves, as people read it: `local_ref` itself, or `<url> <ref>`.
+    /// The ref this target moves, as people read it: `local_ref` itself, or `<url> <ref>` with
+    /// the URL [`redact()`]ed.
     pub fn describe(&self, local_ref: &str) -> String {
         match self {
             Target::Local => local_ref.to_owned(),
-            Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
+            Target::Remote { url, ref_name, .. } => format!("{} {ref_name}", redact(url)),
         }
     }
 
@@ -247,13 +559,17 @@ impl Target {
     pub fn tip(&self, store: &Store, local_ref: &str) -> Result<Option<CommitId>, TipError> {
         match self {
             Target::Local => store.tip(local_ref).map_err(TipError::Store),
-            Target::Remote { url, ref_name } => {
+            Target::Remote {
+                url,
+                ref_name,
+                timeout,
+            } => {
                 let git_dir = store.git_dir();
-                let tip = remote_tip(git_dir, url, ref_name)?;
+                let tip = remote_tip(git_dir, url, ref_name, *timeout)?;
                 if let Some(commit) = tip
                     && store.snapshot(Some(commit)).is_err()
                 {
-                    fetch(git_dir, url, ref_name)?;
+                    fetch(git_dir, url, ref_name, *timeout)?;
                 }
                 Ok(tip)
             }
@@ -368,9 +684,13 @@ fn land<T, E>(
     policy: &Policy<'_>,
     mut build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
 ) -> Result<Landed<T>, WriteError<E>> {
-    let (url, ref_name) = match target {
+    let (url, ref_name, timeout) = match target {
         Target::Local => return store::transact(store, policy, build).map_err(WriteError::from),
-        Target::Remote { url, ref_name } => (url, ref_name),
+        Target::Remote {
+            url,
+            ref_name,
+            timeout,
+        } => (url, ref_name, *timeout),
     };
     let mut attempts = 0u32;
     loop {
@@ -386,7 +706,9 @@ fn land<T, E>(
             }
             Step::Commit { commit, value, .. } => (commit, value),
         };
-        match push(store.git_dir(), url, ref_name, commit, tip).map_err(WriteError::Transport)? {
+        match push(store.git_dir(), url, ref_name, commit, tip, timeout)
+            .map_err(WriteError::Transport)?
+        {
             PushOutcome::Landed => {
                 return Ok(Landed {
                     value,
@@ -421,6 +743,147 @@ mod tests {
         roll_up: true,
     };
 
+    /// git's messages for each kind of failure (as git 2.39 to 2.47 print them over HTTP, ssh
+    /// and `git://`) are classified, and the advice names the way out.
+    #[test]
+    fn failures_are_classified_from_gits_lines() {
+        for (line, cause) in [
+            (
+                "fatal: Authentication failed for 'http://127.0.0.1:1/x.git/'",
+                Cause::Authentication,
+            ),
+            (
+                "fatal: could not read Username for 'https://h': terminal prompts disabled",
+                Cause::Authentication,
+            ),
+            (
+                "fatal: unable to access 'http://h/x.git/': The requested URL returned error: 403",
+                Cause::Authentication,
+            ),
+            (
+                "git@h: Permission denied (publickey).\nfatal: Could not read from remote repository.",
+                Cause::Authentication,
+            ),
+            (
+                "fatal: unable to access 'http://h/x.git/': The requested URL returned error: 500",
+                Cause::Server,
+            ),
+            (
+                "error: RPC failed; HTTP 502 curl 22 The requested URL returned error: 502",
+                Cause::Server,
+            ),
+            (
+                "fatal: unable to access 'http://h/': Failed to connect to h port 1: Connection refused",
+                Cause::Network,
+            ),
+            (
+                "error: RPC failed; curl 18 transfer closed with outstanding read data remaining",
+                Cause::Network,
+            ),
+            ("fatal: the remote end hung up unexpectedly", Cause::Network),
+            ("fatal: expected flush after ref listing", Cause::Network),
+            ("fatal: expected 'packfile'", Cause::Network),
+            (
+                "error: RPC failed; curl 28 Operation too slow. Less than 1 bytes/sec",
+                Cause::Network,
+            ),
+            (
+                "ssh: connect to host h port 22: Connection refused",
+                Cause::Network,
+            ),
+            (
+                "fatal: '/x/missing.git' does not appear to be a git repository",
+                Cause::Other,
+            ),
+        ] {
+            assert_eq!(Cause::of(line), cause, "{line}");
+        }
+        assert!(Cause::Authentication.advice().contains("GIT_ASKPASS"));
+        assert!(
+            Cause::Network
+                .advice()
+                .contains("run the same command again")
+        );
+        let e = Error::Failed {
+            action: "push",
+            url: "http://h/x.git".into(),
+            cause: Cause::Server,
+            stderr: "error: 500".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "git push http://h/x.git failed: {}\nerror: 500",
+                Cause::Server.advice()
+            )
+        );
+    }
+
+    /// The user and password of a URL never reach a message; an ssh user (not a secret) does,
+    /// its password does not; text without credentials is unchanged.
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        for (text, shown) in [
+            (
+                "https://x-access-token:ghs_SECRET@git.example.org/o/r.git",
+                "https://***@git.example.org/o/r.git",
+            ),
+            (
+                "fatal: unable to access 'http://tok3n@127.0.0.1:80/x.git/': 401",
+                "fatal: unable to access 'http://***@127.0.0.1:80/x.git/': 401",
+            ),
+            ("ssh://git@host:22/x.git", "ssh://git@host:22/x.git"),
+            ("ssh://git:pw@host/x.git", "ssh://git:***@host/x.git"),
+            (
+                "git@host:o/r.git and /srv/a@b/x.git",
+                "git@host:o/r.git and /srv/a@b/x.git",
+            ),
+            (
+                "a: http://h/x.git b: HTTP://u:p@h/",
+                "a: http://h/x.git b: HTTP://***@h/",
+            ),
+        ] {
+            assert_eq!(redact(text), shown, "{text}");
+        }
+        let target = Target::Remote {
+            url: "https://u:SECRET@h/x.git".into(),
+            ref_name: MAIN.into(),
+            timeout: None,
+        };
+        assert!(!target.describe(MAIN).contains("SECRET"));
+    }
+
+    /// A git run past its limit is stopped with everything it started (a helper holding the
+    /// output pipes open included), and reported as a time-out, a network cause.
+    #[test]
+    fn a_run_past_its_limit_is_stopped_with_its_helpers() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 600 & sleep 600"]);
+        let e = run(
+            cmd,
+            "push",
+            "https://u:SECRET@h/x.git",
+            Some(Duration::from_millis(200)),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::TimedOut { action: "push", .. }), "{e:?}");
+        assert_eq!(e.cause(), Cause::Network);
+        let text = e.to_string();
+        assert!(
+            !text.contains("SECRET") && text.contains("ACTION_LEDGER_REMOTE_TIMEOUT"),
+            "{text}"
+        );
+        // Within its limit, a run's output and status come back whole.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let out = run(cmd, "fetch", "h", Some(Duration::from_secs(60))).unwrap();
+        assert_eq!(
+            (out.stdout.as_slice(), out.stderr.as_slice()),
+            (&b"out\n"[..], &b"err\n"[..])
+        );
+        assert_eq!(out.status.code(), Some(3));
+    }
+
     /// A bare remote and two caches (two machines) that write to it.
     fn setup() -> (tempfile::TempDir, Target, Store, Store) {
         let tmp = tempfile::tempdir().unwrap();
@@ -431,6 +894,7 @@ mod tests {
         let target = Target::Remote {
             url: remote.display().to_string(),
             ref_name: MAIN.to_owned(),
+            timeout: Some(Duration::from_secs(60)),
         };
         (tmp, target, a, b)
     }
@@ -525,6 +989,7 @@ mod tests {
         let missing = Target::Remote {
             url: tmp.path().join("missing.git").display().to_string(),
             ref_name: MAIN.to_owned(),
+            timeout: None,
         };
         assert!(matches!(
             transact(&a, &missing, &POLICY, adding(&a, "x")),

@@ -81,7 +81,7 @@ pub(in crate::cli) fn run(
         ActionCommand::Claim(a) => claim(out, env, now, a),
         ActionCommand::Outcome(a) => outcome(out, env, now, a),
         ActionCommand::Close(a) => close(out, env, now, a),
-        ActionCommand::Show(a) => show(out, now, a),
+        ActionCommand::Show(a) => show(out, env, now, a),
     }
 }
 
@@ -275,15 +275,20 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
 }
 
 /// Runs `action show`.
-fn show(out: &mut Printer, now: Timestamp, a: ShowArgs) -> Result<(), Failure> {
+fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(), Failure> {
     let ShowArgs {
         state,
         action_id,
         json,
     } = a;
     let store = open_state(&state)?;
-    let st = finality::show_at(&store, &state_target(&state), &state.ref_name, &action_id)
-        .map_err(|e| finality_failure(out, json, "show", &action_id, &e))?;
+    let st = finality::show_at(
+        &store,
+        &state_target(env, &state)?,
+        &state.ref_name,
+        &action_id,
+    )
+    .map_err(|e| finality_failure(out, json, "show", &action_id, &e))?;
     if json {
         out.data(&line(&state_value(&st, now)));
         return Ok(());

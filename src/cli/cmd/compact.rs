@@ -17,9 +17,15 @@ fn compact_failure(e: crate::compact::Error) -> Failure {
         E::Contention { .. } | E::RefLocked { .. } | E::RemoteRefused(_) => 1,
         _ => 2,
     };
+    let left = match &e {
+        E::Remote(r) if r.may_have_landed() => {
+            "the remote holds either its old tip or the failed step's whole commit"
+        }
+        _ => "the ledger ref was not changed by the failed step",
+    };
     Failure {
         code,
-        message: format!("{e}; the ledger ref was not changed by the failed step"),
+        message: format!("{e}; {left}"),
     }
 }
 
@@ -87,7 +93,7 @@ pub(in crate::cli) fn run(
     let mut options = crate::compact::Options::new(signature(env)?, now_secs);
     options.ref_name = state.ref_name.clone();
     options.retention_days = retention_days;
-    options.target = state_target(state);
+    options.target = state_target(env, state)?;
     // The ref as people read it: `--ref`, or `<url> <ref>` with --remote.
     let shown_ref = options.target.describe(&state.ref_name);
     let store = open_state(state)?;

@@ -40,18 +40,27 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
         E::Layout(layout::Error::Mismatch { .. } | layout::Error::UnknownRecord) => 1,
         _ => 2,
     };
+    // A push whose connection broke may have landed: the remote holds its old tip or this
+    // whole publication, and running the command again tells (a landed one is unchanged).
+    let remote = matches!(&e, E::Remote(r) if r.may_have_landed());
+    let source = source.display();
     Failure {
         code,
-        message: if earlier == 0 {
-            format!("{}: {e}; the ledger ref was not changed", source.display())
-        } else {
-            format!(
-                "{}: {e}; this source was not published (the {earlier} source(s) before it were)",
-                source.display()
-            )
+        message: match (remote, earlier) {
+            (true, 0) => format!("{source}: {e}; {REMOTE_EITHER}"),
+            (true, _) => format!(
+                "{source}: {e}; {REMOTE_EITHER}, and the {earlier} source(s) before it were published"
+            ),
+            (false, 0) => format!("{source}: {e}; the ledger ref was not changed"),
+            (false, _) => format!(
+                "{source}: {e}; this source was not published (the {earlier} source(s) before it were)"
+            ),
         },
     }
 }
+
+/// What a transport failure leaves on the remote.
+const REMOTE_EITHER: &str = "the remote holds either its old tip or this whole publication";
 
 /// What `publish` prints on stdout, one line per source.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -153,10 +162,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             }
         };
         landed |= publication.status == Status::Created;
-        let shown_ref = match target {
-            publish::Target::Local => ref_name.to_owned(),
-            publish::Target::Remote { url, ref_name } => format!("{url} {ref_name}"),
-        };
+        let shown_ref = target.describe(ref_name);
         meter.suspend(|| print_publication(out, source, &shown_ref, shape, &publication));
         meter.advance(1, 0);
     }

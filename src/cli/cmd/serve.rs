@@ -11,7 +11,7 @@ use crate::finality;
 
 use crate::cli::Env;
 use crate::cli::output::{Failure, Printer, line};
-use crate::cli::settings::{absolute_url, serve_clock, signature};
+use crate::cli::settings::{absolute_url, remote_timeout, serve_clock, signature};
 
 use crate::cli::args::ServeArgs;
 
@@ -75,6 +75,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         Some(url) => finality::batch::Target::Remote {
             url: absolute_url(url),
             ref_name: a.remote_ref.clone().unwrap_or_else(|| a.ref_name.clone()),
+            timeout: remote_timeout(env)?,
         },
         None => finality::batch::Target::Local,
     };

@@ -1084,6 +1084,7 @@ async fn an_unreachable_remote_is_unavailable_never_a_conflict() {
     let s = server_with(None, |dir| Target::Remote {
         url: dir.join("no-such-remote.git").display().to_string(),
         ref_name: "refs/heads/main".into(),
+        timeout: None,
     });
     let g = s
         .patch("/api/actions/act_x", BOT, &claim_body(A1, ACT))
