@@ -91,7 +91,8 @@ work=$(mktemp -d)
 chmod 755 "$work"
 server_pid=
 job_pid=
-pg=
+# shellcheck source=scripts/pg-start.sh
+. "$here/scripts/pg-start.sh"
 stop_server() { # bounded: TERM, then KILL after 60 s
   [ -n "$server_pid" ] || return 0
   kill -TERM "$server_pid" 2>/dev/null || true
@@ -117,9 +118,7 @@ cleanup() {
     wait "$job_pid" 2>/dev/null || true
   fi
   stop_server
-  if [ -n "$pg" ]; then
-    runuser -u postgres -- pg_ctl -D "$pg" stop -m immediate >/dev/null 2>&1 || true
-  fi
+  pg_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -299,29 +298,8 @@ if [ -n "$no_postgres" ]; then
   echo "bench-serve-scale: SKIP PostgreSQL: --no-postgres"
   exit 0
 fi
-pg_bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1 || true)
-if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/postgres" ] || ! id postgres >/dev/null 2>&1 \
-   || ! command -v runuser >/dev/null || ! PATH="$pg_bin:$PATH" command -v pgbench >/dev/null; then
-  echo "bench-serve-scale: SKIP PostgreSQL: no PostgreSQL server binaries (or no postgres user, runuser or pgbench) on this machine"
-  exit 0
-fi
-export PATH="$pg_bin:$PATH"
-pg="$work/pg"
-mkdir "$pg" && chown postgres "$pg"
-if ! runuser -u postgres -- initdb -D "$pg" -A trust -U postgres >"$work/pg.log" 2>&1 \
-  || ! runuser -u postgres -- pg_ctl -D "$pg" -l "$pg/server.log" -w \
-       -o "-k $pg -c listen_addresses= -c max_connections=$((clients + 10))" start >>"$work/pg.log" 2>&1; then
-  echo "bench-serve-scale: SKIP PostgreSQL: cannot start a local server ($(tail -1 "$work/pg.log"))"
-  pg=
-  exit 0
-fi
-psql_() { runuser -u postgres -- psql -h "$pg" -U postgres -q -X -v ON_ERROR_STOP=1 "$@"; }
-psql_ -c "CREATE TABLE action_records (
-  action_id text PRIMARY KEY, agent_id text NOT NULL, created_by text NOT NULL,
-  act_content_hash text, status text NOT NULL, outcome_status text NOT NULL DEFAULT 'pending',
-  outcome_at timestamptz, execution_protocol int, execution_claimed_at timestamptz,
-  execution_attempt_id text, created_at timestamptz NOT NULL DEFAULT now());
-CREATE INDEX action_records_pending ON action_records (created_at) WHERE outcome_status = 'pending';"
+pg_start "$work/pg" $((clients + 10)) bench-serve-scale || exit 0
+pg_create_actions pending
 cat >"$pg/cycle.sql" <<'SQL'
 \set n random(1, 9000000000000000)
 INSERT INTO action_records (action_id, agent_id, created_by, act_content_hash, status, execution_protocol) VALUES ('act_' || :client_id || '_' || :n, 'bench-agent', 'bench', 'sha256:x', 'running', 1);

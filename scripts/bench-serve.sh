@@ -25,10 +25,11 @@ load=$work/bench_serve
 rustc -O --edition 2024 -o "$load" "$here/scripts/bench_serve.rs"
 chmod 755 "$work"
 server_pid=
-pg=
+# shellcheck source=scripts/pg-start.sh
+. "$here/scripts/pg-start.sh"
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
-  [ -n "$pg" ] && runuser -u postgres -- pg_ctl -D "$pg" stop -m immediate >/dev/null 2>&1 || true
+  pg_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -60,27 +61,8 @@ serve_run "group commit" 256 "$cycles"
 serve_run "one commit per operation" 1 "$single_cycles"
 
 # PostgreSQL row-lock claim, when a server can be run here.
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
-if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/postgres" ] || ! id postgres >/dev/null 2>&1 || ! command -v runuser >/dev/null; then
-  echo "bench-serve: SKIP PostgreSQL: no PostgreSQL server binaries (or no postgres user) on this machine"
-  exit 0
-fi
-export PATH="$pg_bin:$PATH"
-pg="$work/pg"
-mkdir "$pg" && chown postgres "$pg"
-if ! runuser -u postgres -- initdb -D "$pg" -A trust -U postgres >"$work/pg.log" 2>&1 \
-  || ! runuser -u postgres -- pg_ctl -D "$pg" -l "$pg/server.log" -w \
-       -o "-k $pg -c listen_addresses= -c max_connections=$((clients + 10))" start >>"$work/pg.log" 2>&1; then
-  echo "bench-serve: SKIP PostgreSQL: cannot start a local server ($(tail -1 "$work/pg.log"))"
-  pg=
-  exit 0
-fi
-psql_() { runuser -u postgres -- psql -h "$pg" -U postgres -q -v ON_ERROR_STOP=1 "$@"; }
-psql_ -c "CREATE TABLE action_records (
-  action_id text PRIMARY KEY, agent_id text NOT NULL, created_by text NOT NULL,
-  act_content_hash text, status text NOT NULL, outcome_status text NOT NULL DEFAULT 'pending',
-  outcome_at timestamptz, execution_protocol int, execution_claimed_at timestamptz,
-  execution_attempt_id text, created_at timestamptz NOT NULL DEFAULT now());"
+pg_start "$work/pg" $((clients + 10)) bench-serve || exit 0
+pg_create_actions
 cat >"$pg/cycle.sql" <<'SQL'
 \set n random(1, 9000000000000000)
 INSERT INTO action_records (action_id, agent_id, created_by, act_content_hash, status, execution_protocol) VALUES ('act_' || :client_id || '_' || :n, 'bench-agent', 'bench', 'sha256:x', 'running', 1);
