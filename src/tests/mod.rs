@@ -1,8 +1,10 @@
-//! Cross-module tests: the conformance vectors under `testdata/`, the canonical limits end to
-//! end, property tests (`prop_*`), model-based tests (`model_*`) and the replay of the fuzzers'
-//! regression inputs (`fuzz_regressions`).
+//! Cross-module tests: the conformance vectors under `testdata/`, the repositories of earlier
+//! releases (`compat`), the canonical limits end to end, property tests (`prop_*`),
+//! model-based tests (`model_*`) and the replay of the fuzzers' regression inputs
+//! (`fuzz_regressions`).
 
 pub(crate) mod boundary;
+pub(crate) mod compat;
 pub(crate) mod conformance;
 pub(crate) mod fuzz_regressions;
 pub(crate) mod model_finality;
