@@ -610,13 +610,13 @@ ok "a job that succeeds records its events and publishes them through the hook (
 before=$(tip)
 if job review review 1002 0 end 1 0; then fail "job 1002 should have failed at its build step"; fi
 grep -q "step $last\.[0-9]*\] run: Seal and publish the ledger" "$work/runs/1002/log" || fail "job 1002 did not run the action's publish step: $(cat "$work/runs/1002/log")"
-grep -q "step $last[].].*failed" "$work/runs/1002/log" && fail "job 1002's publish step failed: $(cat "$work/runs/1002/log")"
+grep -q "step ${last}[].].*failed" "$work/runs/1002/log" && fail "job 1002's publish step failed: $(cat "$work/runs/1002/log")"
 [ "$(tip)" = "$before" ] || fail "job 1002 recorded nothing but moved the ledger ref"
 ok "a job that records nothing (its build failed) seals and publishes nothing, and its final step succeeds"
 
 if job review review 1003 0 end 0 1; then fail "job 1003 should have failed at its review step"; fi
 grep -q "step $last\.[0-9]*\] run: Seal and publish the ledger" "$work/runs/1003/log" || fail "job 1003 did not run the action's publish step: $(cat "$work/runs/1003/log")"
-grep -q "step $last[].].*failed" "$work/runs/1003/log" && fail "job 1003's publish step failed: $(cat "$work/runs/1003/log")"
+grep -q "step ${last}[].].*failed" "$work/runs/1003/log" && fail "job 1003's publish step failed: $(cat "$work/runs/1003/log")"
 ok "a job whose review fails still publishes (the seal closes its open start)"
 
 # Four jobs run to their last step, then their publish steps start together.
