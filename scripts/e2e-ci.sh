@@ -747,6 +747,7 @@ grep -qx "::error::$asset does not match the release's SHA256SUMS" "$work/runs/3
 grep -q "step 1\.0\] failed" "$work/runs/3003/log" || fail "job 3003's install step did not fail: $(cat "$work/runs/3003/log")"
 grep -q "step 1\.1\] run:" "$work/runs/3003/log" && fail "job 3003 ran the setup after a failed install: $(cat "$work/runs/3003/log")"
 [ -z "$(find "$work/toolcache-b" -type f 2>/dev/null)" ] || fail "job 3003 installed something: $(find "$work/toolcache-b" -type f)"
+[ -z "$(ls -A "$work/runs/3003/temp/tmp")" ] || fail "job 3003 left its download outside RUNNER_TEMP: $(ls -A "$work/runs/3003/temp/tmp")"
 python3 -c 'import json,sys; sys.exit(any("toolcache" in d for d in json.load(open(sys.argv[1]))["path"]))' "$work/runs/3003/state.json" \
   || fail "job 3003 added a tool cache directory to GITHUB_PATH"
 [ "$(tip)" = "$before" ] || fail "job 3003 published something"
