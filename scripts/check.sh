@@ -44,7 +44,7 @@ step "execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
 step "serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
-step "the README's GitHub Actions workflows, run verbatim in a simulated runner against a hooked server"
+step "the README's GitHub Actions workflows and the action's steps, run verbatim in a simulated runner (the install's download from a local release) against a hooked server"
 scripts/e2e-ci.sh
 step "crash: SIGKILL every other writer at random moments (bounded)"
 scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain
