@@ -158,7 +158,7 @@ pub fn failure_event(source: &Event, wall: Timestamp) -> Result<Event, record::E
         ("idempotencyKeySha256", Value::str(idempotency.as_str())),
         ("type", Value::str(FAILURE_TYPE)),
         ("producer", producer),
-        ("subject", get("subject")),
+        ("subject", camel_subject(&get("subject"))),
         (
             "action",
             Value::object([
@@ -204,6 +204,30 @@ pub fn failure_event(source: &Event, wall: Timestamp) -> Result<Event, record::E
         &wall.to_iso_millis(),
         recorded_at.as_str(),
     )?)
+}
+
+/// The persisted (snake_case) subject in the writer-input shape (camelCase keys), so that the
+/// failure's subject is the source's, field for field.
+fn camel_subject(subject: &Value) -> Value {
+    let Value::Object(members) = subject else {
+        return subject.clone();
+    };
+    let camel = |k: &str| {
+        let mut out = String::new();
+        let mut upper = false;
+        for c in k.chars() {
+            if c == '_' {
+                upper = true;
+            } else if upper {
+                out.extend(c.to_uppercase());
+                upper = false;
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    Value::object(members.iter().map(|(k, v)| (camel(k), v.clone())))
 }
 
 /// Writes the `projection.failed` event for `source` into the spool at `root` (under the

@@ -289,7 +289,14 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
         .into_iter()
         .filter(|(k, _)| !k.starts_with(&format!("{}/", live::outbox::DIR)))
         .collect();
-    super::compare_trees("spool", &ours, &map_files(&expected["spool_files"]))?;
+    let theirs = map_files(&expected["spool_files"]);
+    super::compare_trees("spool", &ours, &theirs).map_err(|e| {
+        let differing = ours.iter().filter(|(k, v)| theirs.get(*k) != Some(*v)).last();
+        match differing {
+            Some((k, v)) => format!("{e}\n    ours:   {v}    theirs: {}", theirs.get(k).map_or("-", |t| t)),
+            None => e,
+        }
+    })?;
     super::compare_trees(
         "output",
         &read_tree(&out_path),
