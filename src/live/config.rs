@@ -241,12 +241,42 @@ mod tests {
             (&[(SESSION_ID, "")], E::PartialCredentials),
             (&[(AGENT_TOKEN, "  ")], E::PartialCredentials),
             (&[(WORK_STATE_URL, "")], E::MissingWorkState),
-            (&[(WORK_STATE_URL, "http://cf.example/api/agent/interactive-sessions/s-1/work-state")], E::WorkStateUrl),
-            (&[(WORK_STATE_URL, "https://u:p@cf.example/api/agent/interactive-sessions/s-1/work-state")], E::WorkStateUrl),
-            (&[(WORK_STATE_URL, "https://cf.example/api/agent/interactive-sessions/s-1/work-state?a=1")], E::WorkStateUrl),
-            (&[(WORK_STATE_URL, "https://cf.example/api/agent/interactive-sessions/s-1/work-state#f")], E::WorkStateUrl),
+            (
+                &[(
+                    WORK_STATE_URL,
+                    "http://cf.example/api/agent/interactive-sessions/s-1/work-state",
+                )],
+                E::WorkStateUrl,
+            ),
+            (
+                &[(
+                    WORK_STATE_URL,
+                    "https://u:p@cf.example/api/agent/interactive-sessions/s-1/work-state",
+                )],
+                E::WorkStateUrl,
+            ),
+            (
+                &[(
+                    WORK_STATE_URL,
+                    "https://cf.example/api/agent/interactive-sessions/s-1/work-state?a=1",
+                )],
+                E::WorkStateUrl,
+            ),
+            (
+                &[(
+                    WORK_STATE_URL,
+                    "https://cf.example/api/agent/interactive-sessions/s-1/work-state#f",
+                )],
+                E::WorkStateUrl,
+            ),
             (&[(WORK_STATE_URL, "not a url")], E::WorkStateUrl),
-            (&[(WORK_STATE_URL, "https://cf.example/api/agent/interactive-sessions/s-2/work-state")], E::WorkStateSession),
+            (
+                &[(
+                    WORK_STATE_URL,
+                    "https://cf.example/api/agent/interactive-sessions/s-2/work-state",
+                )],
+                E::WorkStateSession,
+            ),
             (&[(URL, "")], E::BaseUrl),
             (&[(URL, "http://cf.example")], E::BaseUrl),
             (&[(URL, "https://cf.example/other")], E::BaseMismatch),
@@ -263,7 +293,10 @@ mod tests {
         e.remove(URL);
         assert_eq!(verdict(&e), Verdict::Invalid(E::BaseMismatch));
         assert!(matches!(with(&[(TIMEOUT_MS, "1e3")]), Verdict::Valid(c) if c.timeout_ms == 1000));
-        assert!(matches!(with(&[(URL, "HTTPS://CF.example/")]), Verdict::Valid(_)));
+        assert!(matches!(
+            with(&[(URL, "HTTPS://CF.example/")]),
+            Verdict::Valid(_)
+        ));
     }
 
     #[test]
@@ -279,7 +312,10 @@ mod tests {
     #[test]
     fn encodes_like_javascript() {
         assert_eq!(encode_uri_component("sess 1/x"), "sess%201%2Fx");
-        assert_eq!(encode_uri_component("a-b_c.d!e~f*g'h(i)j"), "a-b_c.d!e~f*g'h(i)j");
+        assert_eq!(
+            encode_uri_component("a-b_c.d!e~f*g'h(i)j"),
+            "a-b_c.d!e~f*g'h(i)j"
+        );
         assert_eq!(encode_uri_component("é"), "%C3%A9");
     }
 }

@@ -106,13 +106,17 @@ impl Projector {
             let certs = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| ClientError::Certificates(e.to_string()))?;
             if certs.is_empty() {
-                return Err(ClientError::Certificates("no certificate in the bundle".into()));
+                return Err(ClientError::Certificates(
+                    "no certificate in the bundle".into(),
+                ));
             }
             for c in certs {
                 builder = builder.add_root_certificate(c);
             }
         }
-        let client = builder.build().map_err(|e| ClientError::Build(e.to_string()))?;
+        let client = builder
+            .build()
+            .map_err(|e| ClientError::Build(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -168,8 +172,11 @@ impl Projector {
                 let queues = self.queues.clone();
                 let results = results.clone();
                 let client = self.client.clone();
-                let (endpoint, bearer, timeout_ms) =
-                    (config.endpoint.clone(), config.token.bearer(), config.timeout_ms);
+                let (endpoint, bearer, timeout_ms) = (
+                    config.endpoint.clone(),
+                    config.token.bearer(),
+                    config.timeout_ms,
+                );
                 let body = body.clone();
                 let root_key = root_key.to_owned();
                 set.spawn(async move {
@@ -263,7 +270,8 @@ fn source_of(root: &Root, entry: &Entry, body: &str) -> Result<Event, super::Err
         .and_then(|p| p.get("event"))
         .ok_or_else(|| malformed("no payload.event"))?;
     let line = crate::canonical::to_canonical_unchecked(event);
-    Event::parse_line(&line, "outbox request").map_err(|_| malformed("payload.event is not an event"))
+    Event::parse_line(&line, "outbox request")
+        .map_err(|_| malformed("payload.event is not an event"))
 }
 
 /// Settles every unsettled request of the outbox at `root` (its key `root_key` for the queue
@@ -283,15 +291,21 @@ pub fn drain(
     let mut report = DrainReport::default();
     let mut to_post: Vec<(Entry, Event, String)> = Vec::new();
     let settle = |report: &mut DrainReport, entry: &Entry, source: &Event, f: Failure| {
-        report.log.push(format!("live CrabFleet projection failed: {f}"));
+        report
+            .log
+            .push(format!("live CrabFleet projection failed: {f}"));
         match super::record_failure(root, source, wall()) {
             Ok(_) => {
                 report.failed += 1;
                 if let Err(e) = outbox::mark_failed(root, entry) {
-                    report.log.push(format!("cannot mark {}: {e}", entry.event_id));
+                    report
+                        .log
+                        .push(format!("cannot mark {}: {e}", entry.event_id));
                 }
             }
-            Err(e) => report.log.push(format!("cannot record projection failure: {e}")),
+            Err(e) => report
+                .log
+                .push(format!("cannot record projection failure: {e}")),
         }
     };
     for entry in outbox::entries(root)? {

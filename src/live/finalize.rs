@@ -72,11 +72,14 @@ pub fn finalize(
     options: &seal::Options,
     drain: &Drain<'_>,
 ) -> Result<(SealReport, DrainReport), Error> {
-    let timeout_ok = drain.flush_timeout_ms.is_none_or(|t| {
-        t.fract() == 0.0 && (1.0..=MAX_TIMEOUT_MS as f64).contains(&t)
-    });
+    let timeout_ok = drain
+        .flush_timeout_ms
+        .is_none_or(|t| t.fract() == 0.0 && (1.0..=MAX_TIMEOUT_MS as f64).contains(&t));
     if timeout_ok && !has_unsettled(spool.handle())? {
-        return Ok((seal::seal(spool, output, now, options)?, DrainReport::default()));
+        return Ok((
+            seal::seal(spool, output, now, options)?,
+            DrainReport::default(),
+        ));
     }
     let pass1 = seal::seal(
         spool,

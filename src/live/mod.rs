@@ -148,7 +148,11 @@ pub fn failure_event(source: &Event, wall: Timestamp) -> Result<Event, record::E
         ("destination", Value::str(DESTINATION)),
     ]))?;
     let seq = get("phase_seq").as_safe_integer().unwrap_or(0);
-    let phase_seq = if seq >= MAX_SAFE_INTEGER { seq } else { seq + 1 };
+    let phase_seq = if seq >= MAX_SAFE_INTEGER {
+        seq
+    } else {
+        seq + 1
+    };
     let input = Value::object([
         ("eventKey", Value::String(event_key)),
         ("operationId", get("operation_id")),

@@ -88,7 +88,11 @@ pub fn enqueue(root: &Root, event: &Event) -> Result<Entry, Error> {
             .flatten()
             .any(|(name, _)| name.starts_with(&format!("{seq:010}.")));
         if !taken {
-            match root.write_create_only(&entry.path("request"), body.as_bytes(), "outbox request")? {
+            match root.write_create_only(
+                &entry.path("request"),
+                body.as_bytes(),
+                "outbox request",
+            )? {
                 Written::Created => return Ok(entry),
                 Written::Exists => {}
             }
@@ -153,7 +157,11 @@ pub fn state(root: &Root, entry: &Entry) -> Result<State, Error> {
 
 /// Claims `entry` for posting by process `pid`; `false` when another process claimed it.
 pub fn claim(root: &Root, entry: &Entry, pid: u32) -> Result<bool, Error> {
-    let w = root.write_create_only(&entry.path("sending"), pid.to_string().as_bytes(), "outbox claim")?;
+    let w = root.write_create_only(
+        &entry.path("sending"),
+        pid.to_string().as_bytes(),
+        "outbox claim",
+    )?;
     Ok(w == Written::Created)
 }
 

@@ -122,8 +122,10 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
     let port = server.as_ref().map_or(0, |s| s.port);
     let spool_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let root_path = crate::writer::files::absolute_root(spool_dir.path()).map_err(|e| e.to_string())?;
-    let out_path = crate::writer::files::absolute_root(out_dir.path()).map_err(|e| e.to_string())?;
+    let root_path =
+        crate::writer::files::absolute_root(spool_dir.path()).map_err(|e| e.to_string())?;
+    let out_path =
+        crate::writer::files::absolute_root(out_dir.path()).map_err(|e| e.to_string())?;
     let subst = |s: &str| {
         s.replace("{PORT}", &port.to_string())
             .replace("{CLOSED_PORT}", &closed_port.to_string())
@@ -138,7 +140,8 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
     let projector = live::deliver::Projector::new(server.as_ref().map(|s| s.ca_pem.as_slice()))
         .map_err(|e| e.to_string())?;
     let pid = std::process::id();
-    let root = Root::open(&root_path, crate::writer::spool::ROOT_LABEL).map_err(|e| e.to_string())?;
+    let root =
+        Root::open(&root_path, crate::writer::spool::ROOT_LABEL).map_err(|e| e.to_string())?;
     let ordered_steps = ordered.get("steps").and_then(Value::as_array);
     let mut last_verdict = Verdict::Disabled;
     let mut first_env: Option<record::Environment> = None;
@@ -153,7 +156,8 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
                     .and_then(|s| s.get("input"))
                     .ok_or("record step without input")?;
                 let input = to_value(input).map_err(|e| e.to_string())?;
-                let now = Timestamp::from_millis(super::epoch_ms(step["now"].as_str().unwrap_or("")));
+                let now =
+                    Timestamp::from_millis(super::epoch_ms(step["now"].as_str().unwrap_or("")));
                 let options = record::Options { privacy: profile };
                 let result = match step["api"].as_str() {
                     Some("recordWorkflowPhaseEvent") => {
@@ -198,7 +202,9 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
                             other => other,
                         });
                     }
-                    (Ok(_), Some(_)) => return Err(format!("step {i}: recorded, reference refused")),
+                    (Ok(_), Some(_)) => {
+                        return Err(format!("step {i}: recorded, reference refused"));
+                    }
                 }
                 last_verdict = verdict;
             }
@@ -207,7 +213,8 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
                     .as_str()
                     .and_then(interrupt::Reason::parse)
                     .ok_or("interrupt reasonCode")?;
-                let now = Timestamp::from_millis(super::epoch_ms(step["now"].as_str().unwrap_or("")));
+                let now =
+                    Timestamp::from_millis(super::epoch_ms(step["now"].as_str().unwrap_or("")));
                 let written = interrupt::interrupt_open_attempts_events(&root_path, reason, now)
                     .map_err(|e| format!("step {i}: {e}"))?;
                 if Some(written.len() as u64) != step["returned"].as_u64() {
@@ -233,7 +240,8 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
             }
             Some("flush") => {
                 let spool = Spool::open(&root_path).map_err(|e| e.to_string())?;
-                let out = Root::open(&out_path, seal::OUTPUT_ROOT_LABEL).map_err(|e| e.to_string())?;
+                let out =
+                    Root::open(&out_path, seal::OUTPUT_ROOT_LABEL).map_err(|e| e.to_string())?;
                 let verdict = live::config::verdict(&env);
                 let drain = live::finalize::Drain {
                     verdict: &verdict,
@@ -291,9 +299,15 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
         .collect();
     let theirs = map_files(&expected["spool_files"]);
     super::compare_trees("spool", &ours, &theirs).map_err(|e| {
-        let differing = ours.iter().filter(|(k, v)| theirs.get(*k) != Some(*v)).last();
+        let differing = ours
+            .iter()
+            .filter(|(k, v)| theirs.get(*k) != Some(*v))
+            .last();
         match differing {
-            Some((k, v)) => format!("{e}\n    ours:   {v}    theirs: {}", theirs.get(k).map_or("-", |t| t)),
+            Some((k, v)) => format!(
+                "{e}\n    ours:   {v}    theirs: {}",
+                theirs.get(k).map_or("-", |t| t)
+            ),
             None => e,
         }
     })?;
