@@ -73,6 +73,9 @@ pub enum Failure {
     Interrupted,
 }
 
+/// One delivery's outcome.
+type Outcome = Result<(), Failure>;
+
 #[derive(Default)]
 struct Queues {
     per_root: HashMap<String, usize>,
@@ -139,7 +142,7 @@ impl Projector {
         bodies: &[String],
         deadline: Duration,
     ) -> Vec<Result<(), Failure>> {
-        let results: Arc<Mutex<Vec<Option<Result<(), Failure>>>>> =
+        let results: Arc<Mutex<Vec<Option<Outcome>>>> =
             Arc::new(Mutex::new(vec![None; bodies.len()]));
         self.runtime.block_on(async {
             let mut set = tokio::task::JoinSet::new();

@@ -23,9 +23,11 @@ pub(crate) enum Answer {
     /// Read the request, never answer.
     Hang,
     /// Read the request, then close the connection without answering.
+    #[allow(dead_code)] // for the delivery tests that are not written yet
     Reset,
 }
 
+#[allow(dead_code)] // for the delivery tests that are not written yet
 impl Answer {
     pub(crate) fn status(status: u16) -> Answer {
         Answer::Status {
@@ -65,6 +67,7 @@ pub(crate) struct StandIn {
     /// The CA certificate (PEM) to trust.
     pub ca_pem: Vec<u8>,
     pub requests: Arc<Mutex<Vec<Captured>>>,
+    #[allow(dead_code)] // for the saturation test that is not written yet
     pub max_in_flight: Arc<AtomicUsize>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -90,6 +93,8 @@ fn tls_config() -> (Arc<rustls::ServerConfig>, Vec<u8>) {
     let leaf_cert = leaf
         .signed_by(&leaf_key, &ca_cert, &ca_key)
         .expect("leaf cert");
+    // The ring provider: the one the client side (reqwest) is built with too.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

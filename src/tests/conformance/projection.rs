@@ -299,10 +299,7 @@ fn run_inner(case: &Json, ordered: &Value, profile: Profile) -> Result<Outcome, 
         .collect();
     let theirs = map_files(&expected["spool_files"]);
     super::compare_trees("spool", &ours, &theirs).map_err(|e| {
-        let differing = ours
-            .iter()
-            .filter(|(k, v)| theirs.get(*k) != Some(*v))
-            .last();
+        let differing = ours.iter().rfind(|(k, v)| theirs.get(*k) != Some(*v));
         match differing {
             Some((k, v)) => format!(
                 "{e}\n    ours:   {v}    theirs: {}",
