@@ -118,6 +118,7 @@ pub mod finality;
 pub mod finding;
 pub mod identity;
 pub mod ledger;
+pub mod live;
 pub mod log;
 pub mod privacy;
 pub mod process;

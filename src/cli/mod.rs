@@ -135,7 +135,7 @@ fn dispatch(
                 (false, true) => cmd::seal::Shape::Paths,
                 (false, false) => cmd::seal::Shape::Summary,
             };
-            cmd::seal::run(out, output, shape, interrupt, privacy.profile, &spools)
+            cmd::seal::run(out, env, output, shape, interrupt, privacy.profile, &spools)
         }
         Command::Maintain { repo, all, json } => cmd::maintain::run(out, &repo, all, json),
         Command::Verify {

@@ -261,6 +261,20 @@ pub(super) fn seal_output_root(env: &Env) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The live-projection client: trusts the CA certificates of the file `SSL_CERT_FILE` names,
+/// when set, beside the bundled web roots.
+pub(super) fn crabfleet_projector(env: &Env) -> Result<crate::live::deliver::Projector, Failure> {
+    let pem = match env.get("SSL_CERT_FILE").filter(|s| !s.trim().is_empty()) {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| Failure::input(format!("SSL_CERT_FILE {path}: {e}")))?,
+        ),
+        None => None,
+    };
+    crate::live::deliver::Projector::new(pem.as_deref())
+        .map_err(|e| Failure::input(format!("SSL_CERT_FILE: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,8 @@ use crate::writer::record;
 use crate::writer::seal;
 use crate::writer::spool::{self, Spool};
 
+mod projection;
+
 enum Outcome {
     Pass,
     Fail(String),
@@ -956,7 +958,9 @@ fn conformance_vectors() {
         let mut tally = Tally::default();
         for (file, case, ordered) in &cases {
             let id = case["id"].as_str().unwrap_or("?");
-            let outcome = if case.get("fn").is_some() {
+            let outcome = if file.starts_with("projection_") {
+                projection::run(case, ordered, profile)
+            } else if case.get("fn").is_some() {
                 run_identity(case, ordered)
             } else if case.get("steps").is_some() {
                 // Both layouts: the reference's bytes, and fanout differing only by binding

@@ -6,6 +6,7 @@
 pub(crate) mod boundary;
 pub(crate) mod compat;
 pub(crate) mod conformance;
+pub(crate) mod crabfleet;
 pub(crate) mod fuzz_regressions;
 pub(crate) mod model_finality;
 pub(crate) mod model_ledger;

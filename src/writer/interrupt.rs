@@ -505,6 +505,16 @@ pub fn interrupt_open_attempts(
     reason: Reason,
     now: Timestamp,
 ) -> Result<usize, Error> {
+    interrupt_open_attempts_events(root, reason, now).map(|written| written.len())
+}
+
+/// [`interrupt_open_attempts`], returning the terminal events written (in writing order), so
+/// that live projection can post them as the reference does.
+pub fn interrupt_open_attempts_events(
+    root: &Path,
+    reason: Reason,
+    now: Timestamp,
+) -> Result<Vec<Event>, Error> {
     let spool = Spool::open(root)?;
     let mut producers: Vec<(String, Value)> = Vec::new();
     for e in spool.read_all()?.into_iter().map(Recorded::new) {
@@ -514,7 +524,7 @@ pub fn interrupt_open_attempts(
         }
     }
     producers.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut written = 0;
+    let mut written = Vec::new();
     for (key, producer) in producers {
         // Under the producer's lock: no writer of this producer runs between
         // reading its events and writing the terminal events.
@@ -550,8 +560,8 @@ pub fn interrupt_open_attempts(
                 .partition_date(&digest)?
                 .ok_or_else(|| Error::MissingMarker(digest.clone()))?;
             let event = record::write_event_locked(spool.handle(), &candidate, &date)?;
-            current.push(Recorded::new(event));
-            written += 1;
+            current.push(Recorded::new(event.clone()));
+            written.push(event);
         }
         lock::release_all(guards)?;
     }

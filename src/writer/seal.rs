@@ -249,6 +249,25 @@ pub struct Options {
     /// The privacy profile (default [`Profile::Strict`]): under strict, a spool with an event
     /// that [`privacy::strict::RULES`] refuses is not sealed at all ([`Error::StrictPrivacy`]).
     pub privacy: Profile,
+    /// Pass 1 of two-pass finalization (ledger-runtime §7.2 step 1b): leave out the producers
+    /// whose events are all `projection.failed` (default `false`: seal every producer).
+    pub skip_projection_failure_only: bool,
+}
+
+/// Whether every event of `run` is a live-projection failure (§7.2 step 1b).
+pub fn is_projection_failure_only(run: &ProducerRun) -> bool {
+    run.events
+        .iter()
+        .all(|e| e.event_type() == crate::live::FAILURE_TYPE)
+}
+
+/// [`plan`], without the producers [`Options::skip_projection_failure_only`] leaves out.
+fn plan_selected(spool: &Spool, options: &Options) -> Result<Vec<ProducerRun>, Error> {
+    let mut runs = plan(spool)?;
+    if options.skip_projection_failure_only {
+        runs.retain(|r| !is_projection_failure_only(r));
+    }
+    Ok(runs)
 }
 
 /// The first event of `runs` that `profile` refuses beyond the reference's rules (under
@@ -295,7 +314,7 @@ pub fn seal(
     options: &Options,
 ) -> Result<SealReport, Error> {
     let mut names = spool.event_names()?;
-    let mut runs = plan(spool)?;
+    let mut runs = plan_selected(spool, options)?;
     let mut producers: Vec<Value> = Vec::new();
     let guards = loop {
         for r in &runs {
@@ -309,7 +328,7 @@ pub fn seal(
             break guards;
         }
         names = now;
-        runs = plan(spool)?;
+        runs = plan_selected(spool, options)?;
         if runs.iter().all(|r| producers.contains(&r.producer)) {
             break guards;
         }

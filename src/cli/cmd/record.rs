@@ -13,7 +13,7 @@ use crate::writer::record;
 
 use crate::cli::Env;
 use crate::cli::output::{Failure, Printer};
-use crate::cli::settings::system_now;
+use crate::cli::settings::{self, system_now};
 
 /// Runs `record`.
 pub(in crate::cli) fn run(
@@ -65,6 +65,7 @@ pub(in crate::cli) fn run(
     match result {
         Ok(Some((event, outcome))) => {
             out.data(&event.json);
+            project(out, env, &root, &event);
             out.note(&match outcome {
                 record::Outcome::Recorded => format!(
                     "recorded {} {} in {}",
@@ -93,5 +94,63 @@ pub(in crate::cli) fn run(
             },
             message: format!("{source}: {e}; nothing was recorded"),
         }),
+    }
+}
+
+/// Live projection of a durable event (crate::live): an invalid configuration records a
+/// `projection.failed` event; a valid one queues the request in the outbox and drains the
+/// outbox within the per-request timeout. Never fails the command: problems are notes.
+fn project(out: &mut Printer, env: &Env, root: &std::path::Path, event: &crate::event::Event) {
+    let verdict = crate::live::config::verdict(env);
+    if verdict == crate::live::config::Verdict::Disabled {
+        return;
+    }
+    let Ok(handle) = crate::writer::files::Root::open(root, crate::writer::spool::ROOT_LABEL)
+    else {
+        out.note("live projection: cannot open the spool root");
+        return;
+    };
+    match crate::live::after_record(&handle, event, &verdict, system_now()) {
+        Ok(crate::live::Queued::Request(_)) => {}
+        Ok(crate::live::Queued::ConfigFailure(Ok(()))) => {
+            out.note(
+                "live CrabFleet projection failed: invalid CrabFleet projection configuration",
+            );
+            return;
+        }
+        Ok(other) => {
+            out.note(&format!("live projection: {other:?}"));
+            return;
+        }
+        Err(e) => {
+            out.note(&format!("live projection: {e}"));
+            return;
+        }
+    }
+    let crate::live::config::Verdict::Valid(config) = &verdict else {
+        return;
+    };
+    let projector = match settings::crabfleet_projector(env) {
+        Ok(p) => p,
+        Err(e) => {
+            out.note(&format!("live projection: {}", e.message));
+            return;
+        }
+    };
+    let budget = std::time::Duration::from_millis(config.timeout_ms);
+    match crate::live::deliver::drain(
+        Some(&projector),
+        &handle,
+        &verdict,
+        budget,
+        std::process::id(),
+        &system_now,
+    ) {
+        Ok(report) => {
+            for line in &report.log {
+                out.note(line);
+            }
+        }
+        Err(e) => out.note(&format!("live projection: {e}")),
     }
 }

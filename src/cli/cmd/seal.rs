@@ -45,6 +45,7 @@ pub(in crate::cli) enum Shape {
 
 pub(in crate::cli) fn run(
     out: &mut Printer,
+    env: &crate::cli::Env,
     output: Option<PathBuf>,
     shape: Shape,
     interrupt: Option<crate::writer::interrupt::Reason>,
@@ -83,7 +84,23 @@ pub(in crate::cli) fn run(
                 reason.code()
             ));
         }
-        let report = seal::seal(
+        // Two-pass finalization around the live-projection drain (crate::live::finalize);
+        // with no outbox request to settle it is the one ordinary seal.
+        let verdict = crate::live::config::verdict(env);
+        let projector = match &verdict {
+            crate::live::config::Verdict::Valid(_) => {
+                Some(crate::cli::settings::crabfleet_projector(env)?)
+            }
+            _ => None,
+        };
+        let drain = crate::live::finalize::Drain {
+            verdict: &verdict,
+            projector: projector.as_ref(),
+            flush_timeout_ms: None,
+            pid: std::process::id(),
+            wall: &system_now,
+        };
+        let (report, drained) = crate::live::finalize::finalize(
             &spool,
             output_root.as_ref(),
             system_now(),
@@ -91,8 +108,15 @@ pub(in crate::cli) fn run(
                 privacy: profile,
                 ..seal::Options::default()
             },
+            &drain,
         )
-        .map_err(seal_failure)?;
+        .map_err(|e| match e {
+            crate::live::finalize::Error::Seal(e) => seal_failure(e),
+            other => Failure::input(format!("{}: {other}", root.display())),
+        })?;
+        for line in &drained.log {
+            out.note(line);
+        }
         meter.advance(1, 0);
         let summary = if report.sealed + report.already_sealed == 0 {
             format!(

@@ -1,0 +1,359 @@
+//! Delivery: the HTTP client, the bounded queue and the drain of a spool's outbox.
+//!
+//! Limits (ledger-runtime §9): at most [`MAX_IN_FLIGHT`] requests run at once per
+//! [`Projector`] (one per process); requests that cannot start wait in a queue of at most
+//! [`MAX_QUEUED_PER_ROOT`] per spool root, [`MAX_QUEUED_ROOTS`] roots and [`MAX_QUEUED_TOTAL`] in
+//! all; a request refused by a cap fails at once (`queue limit <n> reached`; a new root past the
+//! root cap gets the total's message, as in the reference). A waiting request fails once it has
+//! waited its per-request timeout; a running one is aborted at its timeout. One deadline bounds
+//! a whole drain: what has not settled by then fails, so nothing waits forever.
+//!
+//! The client is `reqwest` on rustls with the bundled web roots plus the extra CA certificates
+//! the caller passes (the CLI reads `SSL_CERT_FILE`); it ignores proxy variables (the library
+//! reads no environment) and follows redirects (a same-origin 307 is posted again with the
+//! token, as `fetch` does).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::event::Event;
+use crate::time::Timestamp;
+use crate::writer::files::Root;
+
+use super::config::{Config, Verdict};
+use super::outbox::{self, Entry, State};
+
+/// Requests running at once.
+pub const MAX_IN_FLIGHT: usize = 4;
+/// Requests waiting per spool root.
+pub const MAX_QUEUED_PER_ROOT: usize = 64;
+/// Spool roots with waiting requests.
+pub const MAX_QUEUED_ROOTS: usize = 64;
+/// Requests waiting in all.
+pub const MAX_QUEUED_TOTAL: usize = 256;
+
+/// The client could not be built. Holds no secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The extra CA certificates are not a PEM bundle of certificates.
+    #[error("invalid extra CA certificates: {0}")]
+    Certificates(String),
+    /// The TLS client or its runtime could not be built.
+    #[error("cannot build the CrabFleet client: {0}")]
+    Build(String),
+}
+
+/// Why one delivery failed: the reference's log messages. None holds the token, a header or a
+/// response body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// A non-2xx answer.
+    #[error("CrabFleet action event append failed ({0})")]
+    Status(u16),
+    /// No answer: connection refused or reset, TLS failure, too many redirects.
+    #[error("fetch failed")]
+    Transport,
+    /// The per-request timeout ran out, running or waiting, in milliseconds.
+    #[error("CrabFleet action event append timed out after {0}ms")]
+    Timeout(u64),
+    /// The drain's deadline ran out first.
+    #[error("CrabFleet projection flush deadline reached")]
+    Deadline,
+    /// A queue cap refused the request.
+    #[error("queue limit {0} reached")]
+    QueueLimit(usize),
+    /// The configuration is invalid (or projection is no longer configured at drain time).
+    #[error("invalid CrabFleet projection configuration")]
+    Config,
+    /// The request was claimed by a process that died before settling it: it is not posted again.
+    #[error("CrabFleet projection interrupted")]
+    Interrupted,
+}
+
+/// One delivery's outcome.
+type Outcome = Result<(), Failure>;
+
+#[derive(Default)]
+struct Queues {
+    per_root: HashMap<String, usize>,
+    total: usize,
+}
+
+/// The process-wide projector: one client, one set of slots and queue caps shared by every
+/// root it drains (several threads may drain different roots at once).
+pub struct Projector {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+    slots: Arc<Semaphore>,
+    queues: Arc<Mutex<Queues>>,
+}
+
+impl std::fmt::Debug for Projector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Projector").finish_non_exhaustive()
+    }
+}
+
+impl Projector {
+    /// A projector trusting the bundled web roots and the certificates of `extra_ca_pem` (a
+    /// PEM bundle, such as the file `SSL_CERT_FILE` names).
+    pub fn new(extra_ca_pem: Option<&[u8]>) -> Result<Projector, ClientError> {
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::limited(20));
+        if let Some(pem) = extra_ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ClientError::Certificates(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(ClientError::Certificates(
+                    "no certificate in the bundle".into(),
+                ));
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| ClientError::Build(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Build(e.to_string()))?;
+        Ok(Projector {
+            client,
+            runtime,
+            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            queues: Arc::new(Mutex::new(Queues::default())),
+        })
+    }
+
+    /// Posts `bodies` (in order, for the spool root `root_key`) under `config`, all within
+    /// `deadline`; returns each one's outcome in the same order.
+    pub fn post_all(
+        &self,
+        root_key: &str,
+        config: &Config,
+        bodies: &[String],
+        deadline: Duration,
+    ) -> Vec<Result<(), Failure>> {
+        let results: Arc<Mutex<Vec<Option<Outcome>>>> =
+            Arc::new(Mutex::new(vec![None; bodies.len()]));
+        self.runtime.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, body) in bodies.iter().enumerate() {
+                let permit = match self.slots.clone().try_acquire_owned() {
+                    Ok(p) => Some(p),
+                    Err(_) => {
+                        let mut q = self.queues.lock().expect("queue lock");
+                        let waiting = q.per_root.get(root_key).copied().unwrap_or(0);
+                        let refusal = if waiting >= MAX_QUEUED_PER_ROOT {
+                            Some(MAX_QUEUED_PER_ROOT)
+                        } else if q.total >= MAX_QUEUED_TOTAL
+                            || (waiting == 0 && q.per_root.len() >= MAX_QUEUED_ROOTS)
+                        {
+                            Some(MAX_QUEUED_TOTAL)
+                        } else {
+                            None
+                        };
+                        if let Some(limit) = refusal {
+                            results.lock().expect("results")[i] =
+                                Some(Err(Failure::QueueLimit(limit)));
+                            continue;
+                        }
+                        *q.per_root.entry(root_key.to_owned()).or_insert(0) += 1;
+                        q.total += 1;
+                        None
+                    }
+                };
+                let slots = self.slots.clone();
+                let queues = self.queues.clone();
+                let results = results.clone();
+                let client = self.client.clone();
+                let (endpoint, bearer, timeout_ms) = (
+                    config.endpoint.clone(),
+                    config.token.bearer(),
+                    config.timeout_ms,
+                );
+                let body = body.clone();
+                let root_key = root_key.to_owned();
+                set.spawn(async move {
+                    let timeout = Duration::from_millis(timeout_ms);
+                    let permit = match permit {
+                        Some(p) => Some(p),
+                        None => {
+                            let got = tokio::time::timeout(timeout, slots.acquire_owned()).await;
+                            let mut q = queues.lock().expect("queue lock");
+                            q.total -= 1;
+                            if let Some(n) = q.per_root.get_mut(&root_key) {
+                                *n -= 1;
+                                if *n == 0 {
+                                    q.per_root.remove(&root_key);
+                                }
+                            }
+                            got.ok().and_then(Result::ok)
+                        }
+                    };
+                    let outcome = match permit {
+                        None => Err(Failure::Timeout(timeout_ms)),
+                        Some(_permit) => post(&client, &endpoint, &bearer, body, timeout).await,
+                    };
+                    results.lock().expect("results")[i] = Some(outcome.map_err(|f| match f {
+                        Failure::Timeout(_) => Failure::Timeout(timeout_ms),
+                        other => other,
+                    }));
+                });
+            }
+            let all = async { while set.join_next().await.is_some() {} };
+            if tokio::time::timeout(deadline, all).await.is_err() {
+                set.abort_all();
+                while set.join_next().await.is_some() {}
+            }
+        });
+        let mut results = results.lock().expect("results");
+        results
+            .iter_mut()
+            .map(|r| r.take().unwrap_or(Err(Failure::Deadline)))
+            .collect()
+    }
+}
+
+/// One POST: any 2xx succeeds (the body is not read).
+async fn post(
+    client: &reqwest::Client,
+    endpoint: &str,
+    bearer: &str,
+    body: String,
+    timeout: Duration,
+) -> Result<(), Failure> {
+    let sent = client
+        .post(endpoint)
+        .header("authorization", bearer)
+        .header("content-type", "application/json")
+        .body(body)
+        .timeout(timeout)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => Ok(()),
+        Ok(r) => Err(Failure::Status(r.status().as_u16())),
+        Err(e) if e.is_timeout() => Err(Failure::Timeout(timeout.as_millis() as u64)),
+        Err(_) => Err(Failure::Transport),
+    }
+}
+
+/// What one drain did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Requests answered 2xx now.
+    pub delivered: usize,
+    /// Requests whose `projection.failed` event was recorded now.
+    pub failed: usize,
+    /// Requests another live process is posting (left to it).
+    pub busy: usize,
+    /// One line per failure (the reference's log messages; never the token), and per failure
+    /// that could not be recorded.
+    pub log: Vec<String>,
+}
+
+/// The source event a request body carries (`payload.event`).
+fn source_of(root: &Root, entry: &Entry, body: &str) -> Result<Event, super::Error> {
+    let malformed = |what: &str| super::Error::Outbox {
+        path: root.display_path(&entry.path("request")),
+        what: what.to_owned(),
+    };
+    let v = crate::canonical::parse(body).map_err(|_| malformed("not JSON"))?;
+    let event = v
+        .get("payload")
+        .and_then(|p| p.get("event"))
+        .ok_or_else(|| malformed("no payload.event"))?;
+    let line = crate::canonical::to_canonical_unchecked(event);
+    Event::parse_line(&line, "outbox request")
+        .map_err(|_| malformed("payload.event is not an event"))
+}
+
+/// Settles every unsettled request of the outbox at `root` (its key `root_key` for the queue
+/// caps) under `verdict`, within `deadline`: pending requests are claimed (process `pid`) and
+/// posted; a 2xx marks the request delivered; any failure records `projection.failed`
+/// (`recorded_at` from `wall()` at that moment) and marks it failed. A request claimed by a
+/// dead process is not posted again: its failure is recorded. Failures to record a failure are
+/// only logged (in the report), as in the reference.
+pub fn drain(
+    projector: Option<&Projector>,
+    root: &Root,
+    verdict: &Verdict,
+    deadline: Duration,
+    pid: u32,
+    wall: &dyn Fn() -> Timestamp,
+) -> Result<DrainReport, super::Error> {
+    let mut report = DrainReport::default();
+    let mut to_post: Vec<(Entry, Event, String)> = Vec::new();
+    let settle = |report: &mut DrainReport, entry: &Entry, source: &Event, f: Failure| {
+        report
+            .log
+            .push(format!("live CrabFleet projection failed: {f}"));
+        match super::record_failure(root, source, wall()) {
+            Ok(_) => {
+                report.failed += 1;
+                if let Err(e) = outbox::mark_failed(root, entry) {
+                    report
+                        .log
+                        .push(format!("cannot mark {}: {e}", entry.event_id));
+                }
+            }
+            Err(e) => report
+                .log
+                .push(format!("cannot record projection failure: {e}")),
+        }
+    };
+    for entry in outbox::entries(root)? {
+        let state = outbox::state(root, &entry)?;
+        let body = match state {
+            State::Done => continue,
+            State::Sending(p) if p != pid && crate::process::pid_alive(p) => {
+                report.busy += 1;
+                continue;
+            }
+            _ => outbox::body(root, &entry)?,
+        };
+        let source = source_of(root, &entry, &body)?;
+        if let State::Sending(_) = state {
+            settle(&mut report, &entry, &source, Failure::Interrupted);
+            continue;
+        }
+        match (verdict, projector) {
+            (Verdict::Valid(_), Some(_)) => {
+                if outbox::claim(root, &entry, pid)? {
+                    to_post.push((entry, source, body));
+                } else {
+                    report.busy += 1;
+                }
+            }
+            _ => {
+                if outbox::claim(root, &entry, pid)? {
+                    settle(&mut report, &entry, &source, Failure::Config);
+                }
+            }
+        }
+    }
+    if let (Verdict::Valid(config), Some(projector)) = (verdict, projector) {
+        let bodies: Vec<String> = to_post.iter().map(|(_, _, b)| b.clone()).collect();
+        let key = root.path().display().to_string();
+        let outcomes = projector.post_all(&key, config, &bodies, deadline);
+        for ((entry, source, _), outcome) in to_post.iter().zip(outcomes) {
+            match outcome {
+                Ok(()) => {
+                    outbox::mark_delivered(root, entry)?;
+                    report.delivered += 1;
+                }
+                Err(f) => settle(&mut report, entry, source, f),
+            }
+        }
+    }
+    Ok(report)
+}
