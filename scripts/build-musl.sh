@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the static Linux binary the release workflow ships (x86_64-unknown-linux-musl) and
-# checks that it is static and runs. The target's standard library comes from rustup; when it
-# is not installed and cannot be (rustup's server unreachable), one SKIP line says so.
+# checks that it is static and runs. The target's standard library comes from rustup and the C
+# compiler for the crates with C parts (ring, under rustls) from the distribution's musl-tools;
+# when either is missing and cannot be installed, one SKIP line says so.
 # usage: scripts/build-musl.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +14,17 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
     exit 0
   fi
 fi
+if ! command -v musl-gcc >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    timeout 300 apt-get install -y -qq musl-tools >/dev/null 2>&1 ||
+      { timeout 120 apt-get update -qq >/dev/null 2>&1 && timeout 300 apt-get install -y -qq musl-tools >/dev/null 2>&1; } || true
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && command -v apt-get >/dev/null 2>&1; then
+    timeout 300 sudo -n apt-get install -y -qq musl-tools >/dev/null 2>&1 || true
+  fi
+  command -v musl-gcc >/dev/null 2>&1 ||
+    { echo "build-musl: SKIP: musl-gcc (Debian package musl-tools) is not installed and cannot be installed here"; exit 0; }
+fi
+export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-musl-gcc}
 cd "$here"
 cargo build --release --locked --quiet --target "$target"
 bin=${CARGO_TARGET_DIR:-$here/target}/$target/release/action-ledger
