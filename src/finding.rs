@@ -94,6 +94,19 @@ pub enum Rule {
     FinalityLifecycleMismatch,
     /// An outcome naming an attempt that does not hold the action's claim.
     FinalityAttemptMismatch,
+    /// A finality layout record (`finality/v1/layout.json`) this version does not write.
+    FinalityLayoutRecordInvalid,
+    /// A finality record at the path the other layout gives it: a repository never mixes
+    /// layouts (`maintain` migrates a `flat` repository in one commit).
+    FinalityLayoutMixed,
+    /// An action the sweep may reconcile (no outcome, a lifecycle the sweep closes) without
+    /// its pending-index entry (`nibble` layout).
+    FinalityPendingMissing,
+    /// A pending-index entry whose action does not exist, has an outcome, or is in a lifecycle
+    /// the sweep leaves alone.
+    FinalityPendingExtra,
+    /// A pending-index entry whose time is not its action's `created_at`.
+    FinalityPendingTime,
     /// An entry under `ledger/v1/` or `finality/v1/` (or one of those directories itself, or
     /// `ledger` or `finality`) that is neither a plain file of mode `100644` nor a directory: a
     /// symbolic link (`120000`), an executable file (`100755`), a submodule (`160000`) or
@@ -179,6 +192,11 @@ impl Rule {
             Rule::FinalityClaimMismatch => "finality-claim-mismatch",
             Rule::FinalityLifecycleMismatch => "finality-lifecycle-mismatch",
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
+            Rule::FinalityLayoutRecordInvalid => "finality-layout-record-invalid",
+            Rule::FinalityLayoutMixed => "finality-layout-mixed",
+            Rule::FinalityPendingMissing => "finality-pending-missing",
+            Rule::FinalityPendingExtra => "finality-pending-extra",
+            Rule::FinalityPendingTime => "finality-pending-time",
             Rule::EntryMode => "entry-mode",
             Rule::TreeDuplicateEntry => "tree-duplicate-entry",
             Rule::TreeFileDirectoryConflict => "tree-file-directory-conflict",

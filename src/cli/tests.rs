@@ -2092,10 +2092,11 @@ fn assert_remote_verifies(tmp: &Path) {
 /// The record file `kind` of action `id` on the remote's refs/heads/main, if any.
 fn remote_record(remote: &Path, id: &str, kind: &str) -> Option<String> {
     let id = crate::finality::ActionId::parse(id).unwrap();
-    let path = format!("{}/{kind}.json", id.dir());
     let store = Store::open(remote).unwrap();
     let tip = store.tip("refs/heads/main").unwrap();
     let snap = store.snapshot(tip).unwrap();
+    let layout = crate::finality::layout::detect(&snap).unwrap().layout;
+    let path = format!("{}/{kind}.json", layout.action_dir(&id));
     snap.read(&path, u64::MAX)
         .unwrap()
         .map(|b| String::from_utf8(b).unwrap())

@@ -15,7 +15,7 @@
 //! caller was not granted anything and must not be told it lost a race.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::ApprovalDecision;
 use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_claim};
@@ -25,10 +25,11 @@ use super::outcome::{outcome_line, prepare_close, prepare_report};
 use super::sweep::{cutoff, is_stale};
 use super::write::Written;
 use super::{
-    ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Lifecycle, MAX_TEXT_UNITS, NewAction,
-    Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept, classify,
-    clean_text, timeout_minutes,
+    ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Layout, Lifecycle, MAX_TEXT_UNITS,
+    NewAction, Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept,
+    clean_text, pending, timeout_minutes,
 };
+use crate::finding::Rule;
 use crate::identity::Digest;
 use crate::store::{self, CommitId, Snapshot, Store};
 use crate::time::Timestamp;
@@ -54,28 +55,54 @@ pub enum BatchError {
     },
 }
 
-/// The tip's tree plus the records staged by the operations planned before.
+/// The tip's tree plus the records staged by the operations planned before (and the pending
+/// index entries they add or remove), in the tip's layout.
 pub struct Overlay<'s> {
     snap: Snapshot<'s>,
+    layout: Layout,
+    fresh: bool,
     staged: BTreeMap<String, Vec<u8>>,
-    order: Vec<String>,
+    removed: BTreeSet<String>,
+    log: Vec<Edit>,
     lines: Vec<String>,
     read_staged: Cell<bool>,
 }
 
+/// One change of an overlay, kept to roll a refused operation back.
+enum Edit {
+    /// A path staged.
+    Staged(String),
+    /// A path staged earlier, unstaged again (with its bytes).
+    Unstaged(String, Vec<u8>),
+    /// A path of the tip removed.
+    Removed(String),
+}
+
 impl<'s> Overlay<'s> {
-    /// An empty overlay on `snap`.
-    pub fn new(snap: Snapshot<'s>) -> Overlay<'s> {
-        Overlay {
+    /// An empty overlay on `snap`, in its layout ([`detect`](super::layout::detect)).
+    ///
+    /// # Errors
+    /// [`Error::Layout`] for an unknown layout record, [`Error::Store`].
+    pub fn new(snap: Snapshot<'s>) -> Result<Overlay<'s>, Error> {
+        let detected = super::layout::detect(&snap)?;
+        Ok(Overlay {
             snap,
+            layout: detected.layout,
+            fresh: detected.fresh,
             staged: BTreeMap::new(),
-            order: Vec::new(),
+            removed: BTreeSet::new(),
+            log: Vec::new(),
             lines: Vec::new(),
             read_staged: Cell::new(false),
-        }
+        })
     }
 
-    /// The record at `path`: staged, else the tip's; `None` when absent.
+    /// The layout of the tip (and of everything staged).
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The record at `path`: staged, else the tip's unless removed; `None` when absent.
     ///
     /// # Errors
     /// [`Error::Corrupt`] for an entry that is not a file within
@@ -86,6 +113,10 @@ impl<'s> Overlay<'s> {
             self.read_staged.set(true);
             return Ok(Some(bytes.clone()));
         }
+        if self.removed.contains(path) {
+            self.read_staged.set(true);
+            return Ok(None);
+        }
         super::state::read_record(&self.snap, path)
     }
 
@@ -94,8 +125,16 @@ impl<'s> Overlay<'s> {
     /// # Errors
     /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
     pub fn state(&self, id: &ActionId) -> Result<Option<State>, Error> {
+        self.state_without(id, &BTreeSet::new())
+    }
+
+    /// [`Overlay::state`] as if the records at `hidden` were absent.
+    fn state_without(&self, id: &ActionId, hidden: &BTreeSet<&str>) -> Result<Option<State>, Error> {
         super::state::state_from(id, |kind| {
-            let path = id.path(kind);
+            let path = self.layout.record_path(id, kind);
+            if hidden.contains(path.as_str()) {
+                return Ok(None);
+            }
             Ok(self.read(&path)?.map(|b| (path, b)))
         })
     }
@@ -105,7 +144,7 @@ impl<'s> Overlay<'s> {
     /// # Errors
     /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
     pub fn decision(&self, id: &decision::DecisionId) -> Result<Option<Decision>, Error> {
-        let path = decision::path(id);
+        let path = self.layout.decision_path(id);
         match self.read(&path)? {
             None => Ok(None),
             Some(bytes) => decision::parse(&bytes, id)
@@ -119,18 +158,19 @@ impl<'s> Overlay<'s> {
 
     /// The actions on the tip or staged whose directory holds no outcome record, by id, and
     /// the number of action directories seen (directories whose name or prefix is not valid
-    /// are left to `verify`). The tip is walked without listing it: the files of one action
-    /// directory come one after another, so memory follows the undecided actions, not the
-    /// repository. The walk goes one bucket (`<h>/`) at a time and asks `stop` before each:
-    /// `None` when it said to stop.
+    /// are left to `verify`): the `flat` layout's sweep, which has no index. The tip is walked
+    /// without listing it: the files of one action directory come one after another, so
+    /// memory follows the undecided actions, not the repository. The walk goes one bucket
+    /// (`<h>/`) at a time and asks `stop` before each: `None` when it said to stop.
     fn undecided_actions(
         &self,
         stop: &dyn Fn() -> bool,
     ) -> Result<Option<(Vec<ActionId>, usize)>, Error> {
         use super::RecordKind::Outcome;
+        let layout = self.layout;
         let mut staged: BTreeMap<ActionId, bool> = BTreeMap::new();
-        for path in &self.order {
-            if let Some((id, kind)) = classify(path) {
+        for path in self.staged.keys() {
+            if let Some((id, kind)) = layout.classify(path) {
                 *staged.entry(id).or_default() |= kind == Outcome;
             }
         }
@@ -156,7 +196,7 @@ impl<'s> Overlay<'s> {
             // The action whose files the walk is in, and whether one of them is its outcome.
             let mut current: Option<(ActionId, bool)> = None;
             self.snap.for_each_file(&dir, |path| {
-                let Some((id, kind)) = classify(path) else {
+                let Some((id, kind)) = layout.classify(path) else {
                     return;
                 };
                 match &mut current {
@@ -184,25 +224,127 @@ impl<'s> Overlay<'s> {
 
     /// Stages a new record; `line` describes it in the commit message.
     fn stage(&mut self, path: String, bytes: Vec<u8>, line: String) {
-        self.order.push(path.clone());
-        self.staged.insert(path, bytes);
+        self.stage_quietly(path, bytes);
         self.lines.push(line);
     }
 
-    fn mark(&self) -> (usize, usize) {
-        (self.order.len(), self.lines.len())
+    /// Stages a file without a line of its own (an index entry).
+    fn stage_quietly(&mut self, path: String, bytes: Vec<u8>) {
+        self.log.push(Edit::Staged(path.clone()));
+        self.staged.insert(path, bytes);
     }
 
-    fn rollback(&mut self, (paths, lines): (usize, usize)) {
-        for path in self.order.drain(paths..) {
-            self.staged.remove(&path);
+    /// Removes a file: unstages it when staged, else removes the tip's.
+    fn remove(&mut self, path: String) {
+        match self.staged.remove(&path) {
+            Some(bytes) => self.log.push(Edit::Unstaged(path, bytes)),
+            None => {
+                self.removed.insert(path.clone());
+                self.log.push(Edit::Removed(path));
+            }
+        }
+    }
+
+    /// Whether `path` exists on the tip plus what is staged.
+    fn exists(&self, path: &str) -> Result<bool, Error> {
+        if self.staged.contains_key(path) {
+            return Ok(true);
+        }
+        if self.removed.contains(path) {
+            return Ok(false);
+        }
+        Ok(self.snap.exists(path)?)
+    }
+
+    fn mark(&self) -> (usize, usize) {
+        (self.log.len(), self.lines.len())
+    }
+
+    fn rollback(&mut self, (edits, lines): (usize, usize)) {
+        while self.log.len() > edits {
+            match self.log.pop() {
+                Some(Edit::Staged(p)) => {
+                    self.staged.remove(&p);
+                }
+                Some(Edit::Unstaged(p, b)) => {
+                    self.staged.insert(p, b);
+                }
+                Some(Edit::Removed(p)) => {
+                    self.removed.remove(&p);
+                }
+                None => break,
+            }
         }
         self.lines.truncate(lines);
     }
 
-    /// Whether nothing is staged.
+    /// Brings the pending index up to date with the records staged since `mark` (one
+    /// operation's): for each action they touch, the entry its state before called for must be
+    /// there (else the index is bad and nothing is built on it), and the entry its state after
+    /// calls for replaces it. A no-op in a layout without the index.
+    ///
+    /// # Errors
+    /// [`Error::PendingIndex`] when the index disagrees with the action's records before the
+    /// operation; read errors.
+    fn keep_index(&mut self, mark: usize) -> Result<(), Error> {
+        if !self.layout.has_pending_index() {
+            return Ok(());
+        }
+        let new_paths: BTreeSet<String> = self.log[mark..]
+            .iter()
+            .filter_map(|e| match e {
+                Edit::Staged(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
+        let ids: BTreeSet<ActionId> = new_paths
+            .iter()
+            .filter_map(|p| self.layout.classify(p).map(|(id, _)| id))
+            .collect();
+        let hidden: BTreeSet<&str> = new_paths.iter().map(String::as_str).collect();
+        for id in ids {
+            let before = self.state_without(&id, &hidden)?;
+            let after = self.state(&id)?;
+            let entry = |s: &Option<State>| {
+                s.as_ref()
+                    .filter(|s| pending::indexed(s))
+                    .map(|s| pending::entry_path(&id, s.action.created_at))
+            };
+            let (was, will) = (entry(&before), entry(&after));
+            // The entry the records before the operation call for, checked where it would be.
+            if let Some(s) = before.as_ref().or(after.as_ref()) {
+                let p = pending::entry_path(&id, s.action.created_at);
+                let present = self.exists(&p)?;
+                if was.is_some() && !present {
+                    return Err(Error::PendingIndex {
+                        rule: Rule::FinalityPendingMissing,
+                        path: p,
+                        detail: format!("action {id} is pending and has no entry"),
+                    });
+                }
+                if was.is_none() && present {
+                    return Err(Error::PendingIndex {
+                        rule: Rule::FinalityPendingExtra,
+                        path: p,
+                        detail: format!("action {id} is not pending and has an entry"),
+                    });
+                }
+            }
+            if was != will {
+                if let Some(p) = was {
+                    self.remove(p);
+                }
+                if let Some(p) = will {
+                    self.stage_quietly(p, Vec::new());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether nothing is staged or removed.
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.staged.is_empty() && self.removed.is_empty()
     }
 }
 
@@ -240,7 +382,7 @@ pub fn decide(ov: &mut Overlay<'_>, d: &Decision) -> Result<(), Error> {
             reason: "must be redacted and at most 4000 characters".into(),
         });
     }
-    let path = decision::path(&d.decision_id);
+    let path = ov.layout.decision_path(&d.decision_id);
     let bytes = d.to_bytes();
     match ov.read(&path)? {
         Some(existing) if existing == bytes => Ok(()),
@@ -283,7 +425,7 @@ pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result
     let exists = || Error::ActionExists {
         action_id: id.clone(),
     };
-    match ov.read(&id.path(super::RecordKind::Action)) {
+    match ov.read(&ov.layout.record_path(id, super::RecordKind::Action)) {
         Ok(None) => {}
         Ok(Some(existing)) => {
             // The creation time is the retry's own clock, not part of the binding.
@@ -316,7 +458,7 @@ pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result
         approval: None,
     };
     ov.stage(
-        action.action_id.path(super::RecordKind::Action),
+        ov.layout.record_path(&action.action_id, super::RecordKind::Action),
         bytes,
         format!("create action {} ({})", action.action_id, action.lifecycle),
     );
@@ -359,7 +501,7 @@ pub fn claim(
     let claim =
         plan_claim(&state, &input, principal, request.verified, now).ok_or_else(conflict)?;
     ov.stage(
-        id.path(super::RecordKind::Claim),
+        ov.layout.record_path(&id, super::RecordKind::Claim),
         claim.to_bytes(),
         claim_line(&claim),
     );
@@ -445,7 +587,7 @@ fn stage_outcome(
     now: Timestamp,
 ) -> Reported {
     ov.stage(
-        outcome.action_id.path(super::RecordKind::Outcome),
+        ov.layout.record_path(&outcome.action_id, super::RecordKind::Outcome),
         outcome.to_bytes(),
         outcome_line(&outcome),
     );
@@ -496,7 +638,7 @@ pub fn approve(
         decided_at: now,
     };
     ov.stage(
-        id.path(super::RecordKind::Approval),
+        ov.layout.record_path(&id, super::RecordKind::Approval),
         approval.to_bytes(),
         format!("{decision} {id} by {}", approval.decided_by),
     );
@@ -517,22 +659,26 @@ pub struct SweepScan {
     pub scanned: usize,
 }
 
-/// The scan half of the sweep: every action directory of the view (the tip plus what is
-/// staged), those holding an outcome record skipped unread, the others read and kept when they
-/// are stale at `now` (as [`super::sweep`](fn@super::sweep) decides). It stages nothing.
+/// The scan half of the sweep: the actions of the view (the tip plus what is staged) that are
+/// stale at `now` (as [`super::sweep`](fn@super::sweep) decides). It stages nothing.
 ///
-/// Its cost grows with the actions in the repository, so `serve` runs it on a read view beside
-/// the writer and hands only the candidates to [`sweep_candidates`] in a batch: a writer that
-/// scanned would hold every other request for the whole scan. Candidates stay candidates as the
-/// clock moves on (the cutoff only grows), and an action created after the view was read is
-/// newer than any cutoff, so a scan of an older tip misses nothing the sweep should close.
+/// In the `nibble` layout it reads only the pending index's entries created before the cutoff
+/// ([`pending::entries_before`]) and the records of those actions: its cost is what is
+/// pending and old, not what exists. Each entry read is checked against its action's records,
+/// and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it
+/// walks every action directory, those holding an outcome record skipped unread.
 ///
-/// `stop` is asked before each of the 256 buckets and each undecided action read; the scan
-/// returns `None` as soon as it says to stop (`serve` stopping: a scan of a large repository
-/// takes minutes, and a stop must not wait for it).
+/// `serve` runs it on a read view beside the writer and hands only the candidates to
+/// [`sweep_candidates`] in a batch. Candidates stay candidates as the clock moves on (the
+/// cutoff only grows), and an action created after the view was read is newer than any cutoff,
+/// so a scan of an older tip misses nothing the sweep should close.
+///
+/// `stop` is asked before each bucket and each action read; the scan returns `None` as soon as
+/// it says to stop (`serve` stopping: a flat scan of a large repository takes minutes, and a
+/// stop must not wait for it).
 ///
 /// # Errors
-/// Read errors.
+/// Read errors; [`Error::PendingIndex`].
 pub fn sweep_scan(
     ov: &Overlay<'_>,
     timeout: f64,
@@ -541,6 +687,59 @@ pub fn sweep_scan(
 ) -> Result<Option<SweepScan>, Error> {
     let cutoff = cutoff(timeout_minutes(timeout), now);
     let mut scan = SweepScan::default();
+    if ov.layout.has_pending_index() {
+        let Some(entries) = pending::entries_before(&ov.snap, cutoff, stop)? else {
+            return Ok(None);
+        };
+        scan.scanned = entries.len();
+        for (id, at, path) in entries {
+            if stop() {
+                return Ok(None);
+            }
+            // Removed earlier in this batch: its action was closed.
+            if ov.removed.contains(&path) {
+                continue;
+            }
+            let bad = |rule, detail: String| Error::PendingIndex {
+                rule,
+                path: path.clone(),
+                detail,
+            };
+            let state = match ov.state(&id) {
+                Ok(Some(state)) => state,
+                Ok(None) => {
+                    return Err(bad(
+                        Rule::FinalityPendingExtra,
+                        format!("action {id} does not exist"),
+                    ));
+                }
+                Err(Error::Corrupt { .. }) => {
+                    scan.skipped.push(ov.layout.action_dir(&id));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if !pending::indexed(&state) {
+                return Err(bad(
+                    Rule::FinalityPendingExtra,
+                    format!("action {id} is not pending"),
+                ));
+            }
+            if state.action.created_at != at {
+                return Err(bad(
+                    Rule::FinalityPendingTime,
+                    format!(
+                        "action {id} was created at {}",
+                        super::format_time(state.action.created_at)
+                    ),
+                ));
+            }
+            if is_stale(&state, cutoff) {
+                scan.candidates.push(id);
+            }
+        }
+        return Ok(Some(scan));
+    }
     let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
         return Ok(None);
     };
@@ -555,7 +754,7 @@ pub fn sweep_scan(
                     scan.candidates.push(id);
                 }
             }
-            Ok(None) | Err(Error::Corrupt { .. }) => scan.skipped.push(id.dir()),
+            Ok(None) | Err(Error::Corrupt { .. }) => scan.skipped.push(ov.layout.action_dir(&id)),
             Err(e) => return Err(e),
         }
     }
@@ -600,7 +799,7 @@ pub fn sweep_candidates(
             lifecycle: outcome.lifecycle,
         });
         ov.stage(
-            id.path(super::RecordKind::Outcome),
+            ov.layout.record_path(id, super::RecordKind::Outcome),
             outcome.to_bytes(),
             format!("sweep {id} to lost_confirmation (timeout {minutes} min)"),
         );
@@ -654,7 +853,7 @@ pub fn read_at_target<T>(
             field: "remote",
             reason: e.to_string(),
         })?;
-    let ov = Overlay::new(store.snapshot(tip)?);
+    let ov = Overlay::new(store.snapshot(tip)?)?;
     read(&ov)
 }
 
@@ -786,13 +985,15 @@ fn plan_and_land<R>(
         tried = attempt;
         planned = None;
         let now = clock();
-        let mut ov = Overlay::new(store.snapshot(tip)?);
+        let mut ov = Overlay::new(store.snapshot(tip)?)?;
         let mut results = Vec::with_capacity(n);
         let mut writers = 0;
         for op in ops.iter_mut() {
             let mark = ov.mark();
             ov.read_staged.set(false);
-            let r = op(&mut ov, now);
+            // The operation's records, then the index entries they call for (one planner
+            // writes both, so every writer keeps the index the same way).
+            let r = op(&mut ov, now).and_then(|v| ov.keep_index(mark.0).map(|()| v));
             if r.is_err() {
                 ov.rollback(mark);
             }
@@ -807,10 +1008,12 @@ fn plan_and_land<R>(
         let message = if ov.lines.len() == 1 {
             format!("finality: {}\n", ov.lines[0])
         } else {
-            let mut m = format!(
-                "finality: {} record(s) of {writers} operation(s)\n\n",
-                ov.order.len()
-            );
+            let records = ov
+                .staged
+                .keys()
+                .filter(|p| !p.starts_with(pending::PENDING))
+                .count();
+            let mut m = format!("finality: {records} record(s) of {writers} operation(s)\n\n");
             for line in &ov.lines {
                 m.push_str("- ");
                 m.push_str(line);
@@ -818,16 +1021,23 @@ fn plan_and_land<R>(
             }
             m
         };
-        let files: Vec<(String, Vec<u8>)> = ov
+        let mut files: Vec<(String, Vec<u8>)> = ov
             .staged
             .iter()
             .map(|(p, b)| (p.clone(), b.clone()))
             .collect();
+        // The first records of a new repository carry its layout record.
+        if ov.fresh
+            && let Some(record) = ov.layout.record()
+        {
+            files.push((super::layout::RECORD_PATH.to_owned(), record.into_bytes()));
+        }
+        let removals: Vec<String> = ov.removed.iter().cloned().collect();
         drop(ov);
         planned = Some(results);
         let mut sig = options.signature.clone();
         sig.time_seconds = now.epoch_seconds();
-        let commit = store.write_commit(tip, &files, &message, &sig)?;
+        let commit = store.write_commit_with(tip, &files, &removals, false, &message, &sig)?;
         Ok(store::Step::Commit {
             commit,
             reflog: message.lines().next().unwrap_or("finality").to_owned(),
@@ -935,9 +1145,10 @@ mod tests {
         assert!(
             !snap
                 .exists(
-                    &ActionId::parse("act_a")
-                        .unwrap()
-                        .path(super::super::RecordKind::Action)
+                    &crate::finality::Layout::DEFAULT.record_path(
+                        &ActionId::parse("act_a").unwrap(),
+                        super::super::RecordKind::Action
+                    )
                 )
                 .unwrap()
         );
@@ -977,7 +1188,7 @@ mod tests {
         plant_unparsable_action(&store, "act_bad");
         let later = T0.saturating_add_millis(20 * 60_000);
         let tip = store.tip("refs/heads/main").unwrap();
-        let view = Overlay::new(store.snapshot(tip).unwrap());
+        let view = Overlay::new(store.snapshot(tip).unwrap()).unwrap();
         let scan = sweep_scan(&view, 15.0, later, &|| false).unwrap().unwrap();
         // Told to stop, before any bucket or after some: no scan.
         assert_eq!(sweep_scan(&view, 15.0, later, &|| true).unwrap(), None);
@@ -1196,25 +1407,25 @@ mod tests {
         let files = vec![
             // An approval of an action that never waited for one, after its outcome.
             (
-                id("act_open").path(super::super::RecordKind::Approval),
+                crate::finality::Layout::DEFAULT.record_path(&id("act_open"), crate::finality::RecordKind::Approval),
                 approval("act_open").to_bytes(),
             ),
             // A claim of an action that was never approved.
             (
-                unapproved.action_id.path(super::super::RecordKind::Action),
+                crate::finality::Layout::DEFAULT.record_path(&unapproved.action_id, crate::finality::RecordKind::Action),
                 unapproved.to_bytes(),
             ),
             (
-                unapproved.action_id.path(super::super::RecordKind::Claim),
+                crate::finality::Layout::DEFAULT.record_path(&unapproved.action_id, crate::finality::RecordKind::Claim),
                 unapproved_claim.to_bytes(),
             ),
             // An action whose verdict is not its decision's.
             (
-                decision::path(&disagreeing.decision_id),
+                crate::finality::Layout::DEFAULT.decision_path(&disagreeing.decision_id),
                 disagreeing.to_bytes(),
             ),
             (
-                id("act_misbound").path(super::super::RecordKind::Action),
+                crate::finality::Layout::DEFAULT.record_path(&id("act_misbound"), crate::finality::RecordKind::Action),
                 misbound.to_action(T0).unwrap().to_bytes(),
             ),
             // A decision at the wrong path.

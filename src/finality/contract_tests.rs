@@ -235,7 +235,7 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
         "plant" | "plant_claim" => {
             let id = ActionId::parse(action).unwrap();
             let (path, bytes) = if op == "plant" {
-                let path = field("path").unwrap().replace("{dir}", &id.dir());
+                let path = field("path").unwrap().replace("{dir}", &crate::finality::Layout::DEFAULT.action_dir(&id));
                 (path, field("text").unwrap().into_bytes())
             } else {
                 let st = show(store, ref_name, action)?;
@@ -246,7 +246,7 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                     claimed_at: now,
                     guard_decision_id: "gd_1".into(),
                 };
-                (id.path(RecordKind::Claim), c.to_bytes())
+                (crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Claim), c.to_bytes())
             };
             let tip = store.tip(ref_name)?;
             let commit =

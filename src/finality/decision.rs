@@ -2,8 +2,10 @@
 //! at
 //!
 //! ```text
-//! finality/v1/decisions/<sha256(decision_id)[0:2]>/<decision_id>.json
+//! finality/v1/decisions/<fan-out of sha256(decision_id)>/<decision_id>.json
 //! ```
+//!
+//! (the fan-out is the layout's, [`Layout::decision_path`](super::layout::Layout::decision_path))
 //!
 //! and the action created from it names that id as its `guard_decision_id` (the reference's
 //! `guard_decisions` table, of which only what a claim and an audit need is kept: the verdict,
@@ -23,34 +25,15 @@ use super::records::{
 use super::redaction::{Security, clean_text};
 use super::status::Verdict;
 use crate::canonical::Value;
-use crate::identity::Digest;
 use crate::time::Timestamp;
 
-/// Directory of the decision records.
-pub const DECISIONS: &str = "finality/v1/decisions";
+pub use super::layout::DECISIONS;
 
 /// `schema` of a decision record.
 pub const DECISION_SCHEMA: &str = "action-ledger.finality-decision";
 
 /// A decision id: the same shape as an action id (`^[A-Za-z0-9_-]{1,128}$`).
 pub type DecisionId = ActionId;
-
-/// The path of the record of decision `id`.
-pub fn path(id: &DecisionId) -> String {
-    format!(
-        "{DECISIONS}/{}/{}.json",
-        Digest::of(id.as_str()).prefix(2),
-        id.as_str()
-    )
-}
-
-/// The decision id a path under [`DECISIONS`] names, when it is exactly the path [`path`] gives.
-pub fn classify(path_: &str) -> Option<DecisionId> {
-    let rest = path_.strip_prefix(DECISIONS)?.strip_prefix('/')?;
-    let (prefix, file) = rest.split_once('/')?;
-    let id = DecisionId::parse(file.strip_suffix(".json")?)?;
-    (Digest::of(id.as_str()).prefix(2) == prefix).then_some(id)
-}
 
 /// One guard decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,13 +198,8 @@ mod tests {
     }
 
     #[test]
-    fn paths_and_round_trip() {
+    fn round_trip() {
         let d = decision();
-        let p = path(&d.decision_id);
-        assert_eq!(classify(&p), Some(d.decision_id.clone()));
-        assert_eq!(classify(&p.replace(".json", ".txt")), None);
-        let wrong_prefix = p.replacen(&p[DECISIONS.len() + 1..DECISIONS.len() + 3], "zz", 1);
-        assert_eq!(classify(&wrong_prefix), None);
         assert_eq!(parse(&d.to_bytes(), &d.decision_id).unwrap(), d);
         let other = DecisionId::parse("gd_other").unwrap();
         assert!(parse(&d.to_bytes(), &other).is_err());

@@ -132,6 +132,23 @@ pub enum Error {
         /// The ledger ref.
         ref_name: String,
     },
+    /// The repository's finality layout record is not one this version knows.
+    #[error(transparent)]
+    Layout(#[from] super::layout::LayoutError),
+    /// The pending index disagrees with the records of an action the operation touches: the
+    /// repository was damaged or written by another tool. Nothing was written.
+    #[error(
+        "the pending index disagrees with the records at {path} ({rule}: {detail}); nothing was \
+         written: run `action-ledger verify` and repair the repository before writing"
+    )]
+    PendingIndex {
+        /// The rule broken (`finality-pending-missing`, `-extra` or `-time`).
+        rule: crate::finding::Rule,
+        /// The entry's path.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The state repository could not be read or written.
     #[error(transparent)]
     Store(#[from] store::Error),
@@ -174,6 +191,8 @@ impl Error {
             Error::Corrupt { .. } => "CORRUPT_RECORD",
             Error::Contention { .. } => "CONTENTION",
             Error::RefLocked { .. } => "REF_LOCKED",
+            Error::Layout(_) => "LAYOUT_INVALID",
+            Error::PendingIndex { .. } => "PENDING_INDEX_INVALID",
             Error::Store(_) => "STORE_ERROR",
             Error::Remote(_) => "REMOTE_UNAVAILABLE",
             Error::RemoteRefused(_) => "REMOTE_REFUSED",

@@ -122,8 +122,11 @@ pub mod create;
 pub mod decision;
 pub mod error;
 pub mod ids;
+pub mod layout;
+pub mod migrate;
 pub mod outcome;
 pub mod paths;
+pub mod pending;
 pub mod records;
 pub mod redaction;
 pub mod state;
@@ -143,7 +146,8 @@ pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use outcome::{OutcomeReport, Reported, close, report_outcome};
-pub use paths::{ACTIONS, ROOT, RecordKind, classify};
+pub use layout::{Detected, Layout, LayoutError};
+pub use paths::{ACTIONS, ROOT, RecordKind};
 pub use records::{
     ACTION_SCHEMA, Action, CLAIM_SCHEMA, Claim, EXECUTION_CLAIMS, MAX_PROGRESS_BYTES,
     MAX_RECORD_BYTES, MAX_TEXT_UNITS, OUTCOME_SCHEMA, Outcome, RecordError, SCHEMA_VERSION,

@@ -1,35 +1,11 @@
-//! Where the records live: every path under `finality/v1/`, built from an action id and a record
-//! kind, and read back from a path ([`classify`]).
-//!
-//! ```text
-//! finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json
-//! ```
-//!
-//! The fan-out directory is the first two hex digits of the SHA-256 of the id text, so no tree
-//! holds more than a few thousand entries; a directory under the wrong prefix is not an action
-//! directory (`verify` reports it as an unknown path). Guard decision records have their own
-//! directory ([`super::decision::DECISIONS`]).
+//! The record files of an action directory ([`RecordKind`]) and the root of the finality tree.
+//! Where an action directory lives depends on the repository's layout
+//! ([`Layout::action_dir`](super::layout::Layout::action_dir), [`super::layout`]).
 
-use super::ids::ActionId;
-use crate::identity::Digest;
+pub use super::layout::ACTIONS;
 
 /// Root of all finality records in the state repository.
 pub const ROOT: &str = "finality/v1";
-/// Directory of the per-action directories.
-pub const ACTIONS: &str = "finality/v1/actions";
-
-impl ActionId {
-    /// `finality/v1/actions/<sha256(id)[0:2]>/<id>`.
-    pub fn dir(&self) -> String {
-        let id = self.as_str();
-        format!("{ACTIONS}/{}/{id}", Digest::of(id).prefix(2))
-    }
-
-    /// The path of one of the action's records.
-    pub fn path(&self, kind: RecordKind) -> String {
-        format!("{}/{}", self.dir(), kind.file_name())
-    }
-}
 
 /// The record files of an action directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,7 +31,7 @@ impl RecordKind {
         }
     }
 
-    fn from_file_name(name: &str) -> Option<RecordKind> {
+    pub(super) fn from_file_name(name: &str) -> Option<RecordKind> {
         match name {
             "action.json" => Some(RecordKind::Action),
             "claim.json" => Some(RecordKind::Claim),
@@ -66,40 +42,13 @@ impl RecordKind {
     }
 }
 
-/// Splits a path under [`ACTIONS`] into its action id and record kind; `None` for any other
-/// shape, an invalid id, or a prefix directory that is not `sha256(id)[0:2]`.
-pub fn classify(path: &str) -> Option<(ActionId, RecordKind)> {
-    let rest = path.strip_prefix(ACTIONS)?.strip_prefix('/')?;
-    let mut parts = rest.split('/');
-    let (prefix, id, file) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let id = ActionId::parse(id)?;
-    let kind = RecordKind::from_file_name(file)?;
-    (Digest::of(id.as_str()).prefix(2) == prefix).then_some((id, kind))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::finality::test_support::*;
     use crate::finality::*;
 
     #[test]
-    fn paths_and_ids() {
-        let id = ActionId::parse("act_case").unwrap();
-        assert_eq!(id.dir(), "finality/v1/actions/7d/act_case");
-        assert_eq!(
-            classify("finality/v1/actions/7d/act_case/claim.json"),
-            Some((id.clone(), RecordKind::Claim))
-        );
-        assert_eq!(classify("finality/v1/actions/00/act_case/claim.json"), None);
-        assert_eq!(classify("finality/v1/actions/7d/act_case/other.json"), None);
-        assert_eq!(
-            classify("finality/v1/actions/7d/act_case/x/claim.json"),
-            None
-        );
+    fn ids_and_times() {
         for bad in ["", ".", "..", "a/b", "a.b", &"x".repeat(129)] {
             assert!(ActionId::parse(bad).is_none(), "{bad:?}");
         }

@@ -202,13 +202,27 @@ impl OutcomeView {
     }
 }
 
-/// Reads the state of `id` from a snapshot; `None` when there is no `action.json`.
+/// Reads the state of `id` from a snapshot, in the snapshot's layout
+/// ([`detect`](super::layout::detect)); `None` when there is no `action.json`.
 ///
 /// # Errors
-/// [`Error::Corrupt`] for an invalid record, [`Error::Store`] when the repository cannot be read.
+/// [`Error::Layout`] for an unknown layout record, [`Error::Corrupt`] for an invalid record, [`Error::Store`] when the repository cannot be read.
 pub fn read_state(snap: &Snapshot<'_>, id: &ActionId) -> Result<Option<State>, Error> {
+    let layout = super::layout::detect(snap)?.layout;
+    read_state_in(snap, layout, id)
+}
+
+/// [`read_state`] in a layout the caller has read already.
+///
+/// # Errors
+/// As [`read_state`].
+pub fn read_state_in(
+    snap: &Snapshot<'_>,
+    layout: super::Layout,
+    id: &ActionId,
+) -> Result<Option<State>, Error> {
     state_from(id, |kind| {
-        let path = id.path(kind);
+        let path = layout.record_path(id, kind);
         Ok(read_record(snap, &path)?.map(|b| (path, b)))
     })
 }

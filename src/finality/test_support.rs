@@ -72,7 +72,10 @@ pub(crate) fn repo_with_action() -> (tempfile::TempDir, Store, Options, Written<
 /// parses (replacing the action's own when there is one).
 pub(crate) fn plant_unparsable_action(store: &Store, id: &str) {
     let tip = store.tip("refs/heads/main").unwrap();
-    let path = ActionId::parse(id).unwrap().path(RecordKind::Action);
+    let layout = crate::finality::layout::detect(&store.snapshot(tip).unwrap())
+        .unwrap()
+        .layout;
+    let path = layout.record_path(&ActionId::parse(id).unwrap(), RecordKind::Action);
     let commit = store
         .write_commit_with(tip, &[(path, b"{}\n".to_vec())], &[], true, "plant", &sig())
         .unwrap();

@@ -4,12 +4,14 @@
 //! can write from the action's lifecycle, nothing holds an unredacted secret, and a push never
 //! changes or removes a record (create-only).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{self, ApprovalDecision};
 use super::decision;
 use super::ids::ActionId;
-use super::paths::{ROOT, RecordKind, classify};
+use super::layout::{self, Detected, Layout, LayoutError};
+use super::paths::{ROOT, RecordKind};
+use super::pending;
 use super::records::RecordError;
 use super::records::{
     Action, MAX_RECORD_BYTES, MAX_TEXT_UNITS, Outcome, parse_action, parse_claim, parse_outcome,
@@ -20,6 +22,7 @@ use crate::finding::{Finding, Rule};
 use crate::identity::Digest;
 use crate::privacy;
 use crate::store::{self, Change, CommitId, Snapshot, Store};
+use crate::time::Timestamp;
 
 fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
     Finding {
@@ -29,45 +32,248 @@ fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
     }
 }
 
-/// Checks the finality records of a whole snapshot: every path under
-/// `finality/v1/` is an action record at the path its id gives; each action directory has a
-/// valid `action.json`; its `claim.json` (at most one, by construction) matches the action's
-/// binding and the action was claimable; its `outcome.json` (at most one) has a status and a
-/// lifecycle the closure table, the legacy mapping or the sweep can produce from the action's
-/// initial lifecycle, names the claim's attempt when it names one, and holds no unredacted
-/// secret.
+/// The layout a snapshot records; an unknown record is a finding, and the rest is then checked
+/// as `nibble` (the only layout with a record).
+fn layout_of(
+    snap: &Snapshot<'_>,
+    findings: &mut Vec<Finding>,
+) -> Result<Detected, store::Error> {
+    match layout::detect(snap) {
+        Ok(d) => Ok(d),
+        Err(LayoutError::UnknownRecord) => {
+            findings.push(finding(
+                layout::RECORD_PATH,
+                Rule::FinalityLayoutRecordInvalid,
+                "not the canonical nibble layout record",
+            ));
+            Ok(Detected {
+                layout: Layout::Nibble,
+                fresh: false,
+            })
+        }
+        Err(LayoutError::Store(e)) => Err(e),
+    }
+}
+
+/// What a path under `finality/v1/` is, in `layout`.
+enum PathKind {
+    /// The layout record.
+    LayoutRecord,
+    /// An action record.
+    Record(ActionId, RecordKind),
+    /// A decision record path (checked by [`verify_decision`]).
+    Decision,
+    /// A pending-index entry.
+    Entry(ActionId, Timestamp),
+    /// Not a path of this layout: the finding.
+    Bad(Finding),
+}
+
+fn path_kind(layout: Layout, path: &str) -> PathKind {
+    let under = |dir: &str| {
+        path.strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+    };
+    let mixed = |what: &str| {
+        PathKind::Bad(finding(
+            path,
+            Rule::FinalityLayoutMixed,
+            format!(
+                "{what} at the {} layout's path in a {} repository",
+                layout.other().name(),
+                layout.name()
+            ),
+        ))
+    };
+    if path == layout::RECORD_PATH {
+        return PathKind::LayoutRecord;
+    }
+    if under(layout::DECISIONS) {
+        return if layout.classify_decision(path).is_some() {
+            PathKind::Decision
+        } else if layout.other().classify_decision(path).is_some() {
+            mixed("a decision record")
+        } else {
+            PathKind::Decision
+        };
+    }
+    if under(pending::PENDING) {
+        return match pending::parse_entry(path) {
+            Some(_) if !layout.has_pending_index() => mixed("a pending-index entry"),
+            Some((id, at)) => PathKind::Entry(id, at),
+            None => PathKind::Bad(finding(
+                path,
+                Rule::FinalityUnknownPath,
+                "not finality/v1/pending/<YYYY-MM-DD>/<HH>/<created_at ms>.<id>",
+            )),
+        };
+    }
+    match layout.classify(path) {
+        Some((id, kind)) => PathKind::Record(id, kind),
+        None if layout.other().classify(path).is_some() => mixed("an action record"),
+        None => PathKind::Bad(finding(
+            path,
+            Rule::FinalityUnknownPath,
+            format!(
+                "not an action record of the {} layout \
+                 (finality/v1/actions/<fan-out of sha256(id)>/<id>/{{action,claim,outcome,approval}}.json)",
+                layout.name()
+            ),
+        )),
+    }
+}
+
+/// What the pending index must hold for one action, as its records say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// No valid `action.json`: the index is not checked against it (the record is reported).
+    Invalid,
+    /// No `action.json`: no entry may name the action.
+    Absent,
+    /// An action created at `created_at`; `pending` when it must have an entry.
+    Action {
+        /// Its `created_at`.
+        created_at: Timestamp,
+        /// Whether it is indexed ([`pending::indexed`]).
+        pending: bool,
+    },
+}
+
+/// The index findings of one action: `entries` are the entries naming it (time, path);
+/// `complete` when they are all of them (a whole snapshot), else only those a push added, and
+/// the expected entry is looked up.
+fn index_findings(
+    snap: &Snapshot<'_>,
+    id: &ActionId,
+    expect: Expect,
+    entries: &[(Timestamp, String)],
+    complete: bool,
+) -> Result<Vec<Finding>, store::Error> {
+    let mut out = Vec::new();
+    match expect {
+        Expect::Invalid => {}
+        Expect::Absent => {
+            for (_, p) in entries {
+                out.push(finding(
+                    p,
+                    Rule::FinalityPendingExtra,
+                    format!("an entry for action {id}, which does not exist"),
+                ));
+            }
+        }
+        Expect::Action {
+            created_at,
+            pending: indexed,
+        } => {
+            let expected = pending::entry_path(id, created_at);
+            for (at, p) in entries {
+                if !indexed {
+                    out.push(finding(
+                        p,
+                        Rule::FinalityPendingExtra,
+                        format!("action {id} has an outcome or a lifecycle the sweep skips"),
+                    ));
+                } else if *at != created_at {
+                    out.push(finding(
+                        p,
+                        Rule::FinalityPendingTime,
+                        format!(
+                            "action {id} was created at {}",
+                            super::format_time(created_at)
+                        ),
+                    ));
+                }
+            }
+            let present = if complete {
+                entries.iter().any(|(_, p)| *p == expected)
+            } else {
+                snap.exists(&expected)?
+            };
+            let listed = entries.iter().any(|(_, p)| *p == expected);
+            if indexed && !present && entries.is_empty() {
+                out.push(finding(
+                    &expected,
+                    Rule::FinalityPendingMissing,
+                    format!("action {id} is pending and has no entry"),
+                ));
+            }
+            if !indexed && present && !listed {
+                out.push(finding(
+                    &expected,
+                    Rule::FinalityPendingExtra,
+                    format!("action {id} has an outcome or a lifecycle the sweep skips"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Checks that an index entry is an empty file.
+fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store::Error> {
+    match snap.read(path, 0) {
+        Ok(_) => Ok(None),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => Ok(Some(finding(
+            path,
+            Rule::FinalityRecordInvalid,
+            "a pending-index entry is an empty file",
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks the finality records of a whole snapshot: the layout record is one this version
+/// writes; every path under `finality/v1/` is a record at the path the repository's layout
+/// gives its id (a path of the other layout is `finality-layout-mixed`); each action directory
+/// has a valid `action.json`; its `claim.json` (at most one, by construction) matches the
+/// action's binding and the action was claimable; its `outcome.json` (at most one) has a status
+/// and a lifecycle the closure table, the legacy mapping or the sweep can produce from the
+/// action's initial lifecycle, names the claim's attempt when it names one, and holds no
+/// unredacted secret. In the `nibble` layout the pending index agrees with the records in both
+/// directions (`finality-pending-missing`, `-extra`, `-time`).
 ///
 /// # Errors
 /// [`store::Error`] when the snapshot cannot be read.
 pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
     let mut findings = Vec::new();
+    let layout = layout_of(snap, &mut findings)?.layout;
     let mut dirs = BTreeSet::new();
+    let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
     for path in snap.list_files(ROOT)? {
-        if path.starts_with(decision::DECISIONS) {
-            findings.extend(verify_decision(snap, &path)?);
-            continue;
-        }
-        match classify(&path) {
-            Some((id, _)) => {
+        match path_kind(layout, &path) {
+            PathKind::LayoutRecord => {}
+            PathKind::Decision => findings.extend(verify_decision(snap, layout, &path)?),
+            PathKind::Record(id, _) => {
                 dirs.insert(id);
             }
-            None => findings.push(finding(
-                &path,
-                Rule::FinalityUnknownPath,
-                "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
-            )),
+            PathKind::Entry(id, at) => {
+                findings.extend(entry_file(snap, &path)?);
+                entries.entry(id).or_default().push((at, path));
+            }
+            PathKind::Bad(f) => findings.push(f),
         }
     }
     for id in &dirs {
-        findings.extend(verify_action(snap, id)?);
+        let (f, expect) = check_action(snap, layout, id)?;
+        findings.extend(f);
+        if layout.has_pending_index() {
+            let named = entries.remove(id).unwrap_or_default();
+            findings.extend(index_findings(snap, id, expect, &named, true)?);
+        }
+    }
+    for (id, named) in entries {
+        findings.extend(index_findings(snap, &id, Expect::Absent, &named, true)?);
     }
     Ok(findings)
 }
 
 /// Checks the finality part of a push from `old` to `new`: nothing under
-/// `finality/v1/` was modified or deleted, every added path is a known record, every touched
-/// action directory is valid at `new` ([`verify_action`]), and no claim was added to an action
-/// whose outcome was already set at `old`.
+/// `finality/v1/` was modified or deleted (pending-index entries excepted: the index follows
+/// the records), every added path is a known record of the repository's layout, every touched
+/// action directory is valid at `new` ([`verify_action`]) and agrees with the index there, and
+/// no claim was added to an action whose outcome was already set at `old`. A push that
+/// changes the layout is a migration: it must keep every record's bytes
+/// ([`super::migrate::check_migration`]) and `new` must verify whole.
 ///
 /// # Errors
 /// [`store::Error`] when a revision cannot be read.
@@ -77,9 +283,20 @@ pub fn verify_range(
     new: CommitId,
 ) -> Result<Vec<Finding>, store::Error> {
     let mut findings = Vec::new();
+    let snap = store.snapshot(Some(new))?;
+    let before = store.snapshot(old)?;
+    let layout = layout_of(&snap, &mut findings)?.layout;
+    let mut ignored = Vec::new();
+    let old_layout = layout_of(&before, &mut ignored)?;
+    if !old_layout.fresh && old_layout.layout != layout {
+        let mut out = super::migrate::check_migration(&before, old_layout.layout, &snap, layout)?;
+        out.extend(verify(&snap)?);
+        return Ok(out);
+    }
     let mut touched = BTreeSet::new();
     let mut claims = Vec::new();
     let mut decisions = Vec::new();
+    let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
     for change in store.diff(old, new, ROOT)? {
         match change {
             Change::Modified(p) => findings.push(finding(
@@ -87,39 +304,50 @@ pub fn verify_range(
                 Rule::Modified,
                 "an existing finality record was changed",
             )),
-            Change::Deleted(p) => findings.push(finding(
-                &p,
-                Rule::Deleted,
-                "an existing finality record was deleted",
-            )),
-            Change::Added(p) if p.starts_with(decision::DECISIONS) => decisions.push(p),
-            Change::Added(p) => match classify(&p) {
-                Some((id, kind)) => {
+            Change::Deleted(p) => match path_kind(layout, &p) {
+                // The index follows the records: the records decide (below) whether it may go.
+                PathKind::Entry(id, _) => {
+                    touched.insert(id);
+                }
+                _ => findings.push(finding(
+                    &p,
+                    Rule::Deleted,
+                    "an existing finality record was deleted",
+                )),
+            },
+            Change::Added(p) => match path_kind(layout, &p) {
+                PathKind::LayoutRecord => {}
+                PathKind::Decision => decisions.push(p),
+                PathKind::Record(id, kind) => {
                     if matches!(kind, RecordKind::Claim | RecordKind::Approval) {
                         claims.push((id.clone(), kind));
                     }
                     touched.insert(id);
                 }
-                None => findings.push(finding(
-                    &p,
-                    Rule::FinalityUnknownPath,
-                    "not finality/v1/actions/<sha256(id)[0:2]>/<id>/{action,claim,outcome,approval}.json",
-                )),
+                PathKind::Entry(id, at) => {
+                    findings.extend(entry_file(&snap, &p)?);
+                    touched.insert(id.clone());
+                    entries.entry(id).or_default().push((at, p));
+                }
+                PathKind::Bad(f) => findings.push(f),
             },
         }
     }
-    let snap = store.snapshot(Some(new))?;
     for path in &decisions {
-        findings.extend(verify_decision(&snap, path)?);
+        findings.extend(verify_decision(&snap, layout, path)?);
     }
     for id in &touched {
-        findings.extend(verify_action(&snap, id)?);
+        let (f, expect) = check_action(&snap, layout, id)?;
+        findings.extend(f);
+        if layout.has_pending_index() {
+            let named = entries.remove(id).unwrap_or_default();
+            findings.extend(index_findings(&snap, id, expect, &named, false)?);
+        }
     }
     if !claims.is_empty() {
-        let before = store.snapshot(old)?;
         for (id, kind) in claims {
             if before
-                .exists(&id.path(RecordKind::Outcome))
+                .exists(&layout.record_path(&id, RecordKind::Outcome))
                 .unwrap_or(false)
             {
                 let (rule, detail) = match kind {
@@ -132,22 +360,34 @@ pub fn verify_range(
                         "approved or denied after the outcome was set",
                     ),
                 };
-                findings.push(finding(&id.path(kind), rule, detail));
+                findings.push(finding(&layout.record_path(&id, kind), rule, detail));
             }
         }
     }
     Ok(findings)
 }
 
-/// Checks one action directory (see [`verify`]).
+/// Checks one action directory (see [`verify`]) in the snapshot's layout.
 ///
 /// # Errors
 /// [`store::Error`] when the snapshot cannot be read.
 pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>, store::Error> {
+    let mut findings = Vec::new();
+    let layout = layout_of(snap, &mut findings)?.layout;
+    findings.extend(check_action(snap, layout, id)?.0);
+    Ok(findings)
+}
+
+/// [`verify_action`] in `layout`, with what the index must hold for the action.
+fn check_action(
+    snap: &Snapshot<'_>,
+    layout: Layout,
+    id: &ActionId,
+) -> Result<(Vec<Finding>, Expect), store::Error> {
     let mut out = Vec::new();
     // (present, bytes when readable as a file within the size limit)
     let mut load = |kind: RecordKind| -> Result<(bool, Option<Vec<u8>>), store::Error> {
-        let path = id.path(kind);
+        let path = layout.record_path(id, kind);
         match snap.read(&path, MAX_RECORD_BYTES) {
             Ok(bytes) => Ok((bytes.is_some(), bytes)),
             Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
@@ -166,11 +406,11 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
     let (outcome_present, outcome_bytes) = load(RecordKind::Outcome)?;
     let (approval_present, approval_bytes) = load(RecordKind::Approval)?;
     let (action_path, claim_path, outcome_path) = (
-        id.path(RecordKind::Action),
-        id.path(RecordKind::Claim),
-        id.path(RecordKind::Outcome),
+        layout.record_path(id, RecordKind::Action),
+        layout.record_path(id, RecordKind::Claim),
+        layout.record_path(id, RecordKind::Outcome),
     );
-    let approval_path = id.path(RecordKind::Approval);
+    let approval_path = layout.record_path(id, RecordKind::Approval);
     if !action_present {
         for (path, present) in [
             (&claim_path, claim_present),
@@ -185,7 +425,7 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
                 ));
             }
         }
-        return Ok(out);
+        return Ok((out, Expect::Absent));
     }
     let action = parsed(
         &mut out,
@@ -208,7 +448,7 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         approval_bytes.map(|b| approval::parse_approval(&b, id)),
     );
     let Some((action, action_sha)) = action else {
-        return Ok(out);
+        return Ok((out, Expect::Invalid));
     };
     if approval.is_some() && action.lifecycle != Lifecycle::PendingApproval {
         out.push(finding(
@@ -228,7 +468,7 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
         .as_deref()
         .and_then(ActionId::parse)
     {
-        let path = decision::path(&decision_id);
+        let path = layout.decision_path(&decision_id);
         if let Ok(Some(bytes)) = snap.read(&path, MAX_RECORD_BYTES)
             && let Ok(d) = decision::parse(&bytes, &decision_id)
         {
@@ -320,17 +560,39 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
             ));
         }
     }
-    Ok(out)
+    let expect = if (outcome_present && outcome.is_none()) || (approval_present && approval.is_none())
+    {
+        Expect::Invalid
+    } else {
+        let lifecycle = match (&outcome, &approval) {
+            (Some(o), _) => o.lifecycle,
+            (None, Some(a)) => a.decision.lifecycle(),
+            (None, None) => action.lifecycle,
+        };
+        Expect::Action {
+            created_at: action.created_at,
+            pending: outcome.is_none() && !lifecycle.is_sweep_excluded(),
+        }
+    };
+    Ok((out, expect))
 }
 
 /// Checks one path under the decisions directory: a decision record at the path its id gives,
 /// valid and redacted.
-fn verify_decision(snap: &Snapshot<'_>, path: &str) -> Result<Vec<Finding>, store::Error> {
-    let Some(id) = decision::classify(path) else {
+fn verify_decision(
+    snap: &Snapshot<'_>,
+    layout: Layout,
+    path: &str,
+) -> Result<Vec<Finding>, store::Error> {
+    let Some(id) = layout.classify_decision(path) else {
         return Ok(vec![finding(
             path,
             Rule::FinalityUnknownPath,
-            "not finality/v1/decisions/<sha256(id)[0:2]>/<id>.json",
+            format!(
+                "not a decision record of the {} layout \
+                 (finality/v1/decisions/<fan-out of sha256(id)>/<id>.json)",
+                layout.name()
+            ),
         )]);
     };
     let bytes = match snap.read(path, MAX_RECORD_BYTES) {
@@ -472,9 +734,9 @@ mod tests {
             claimed_at: at(BASE),
             guard_decision_id: "gd_1".into(),
         };
-        let rewritten = edit(vec![(id.path(RecordKind::Claim), other.to_bytes())], vec![]);
+        let rewritten = edit(vec![(crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Claim), other.to_bytes())], vec![]);
         assert_eq!(rules(Some(done), rewritten), vec!["modified"]);
-        let deleted = edit(vec![], vec![id.path(RecordKind::Outcome)]);
+        let deleted = edit(vec![], vec![crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Outcome)]);
         assert_eq!(rules(Some(done), deleted), vec!["deleted"]);
         let stray = edit(vec![(format!("{ROOT}/notes.txt"), b"x\n".to_vec())], vec![]);
         assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
@@ -494,7 +756,7 @@ mod tests {
         let claimed_late = store
             .write_commit(
                 Some(before),
-                &[(late.path(RecordKind::Claim), c.to_bytes())],
+                &[(crate::finality::Layout::DEFAULT.record_path(&late, crate::finality::RecordKind::Claim), c.to_bytes())],
                 "late",
                 &sig(),
             )

@@ -110,7 +110,35 @@ impl Store {
             &self.snapshot(base)?,
             files,
             removals,
+            &[],
             replace,
+            message,
+            sig,
+        )
+    }
+
+    /// Like [`Store::write_commit`], and also moves each file `from` → `to` of `moves`: the
+    /// file goes from `from` and the same blob (same id, never read or written again) appears
+    /// at `to`. For a layout migration, which changes where records live and never their bytes.
+    ///
+    /// # Errors
+    /// As [`Store::write_commit`]; a `from` that is not a file is [`Error::NotAFile`], a `to`
+    /// that exists or that `files` also writes is [`Error::Conflict`] or
+    /// [`Error::DuplicatePath`].
+    pub fn write_commit_moving<B: AsRef<[u8]> + Sync>(
+        &self,
+        base: Option<CommitId>,
+        files: &[(String, B)],
+        moves: &[(String, String)],
+        message: &str,
+        sig: &Signature,
+    ) -> Result<CommitId, Error> {
+        self.write_commit_in(
+            &self.snapshot(base)?,
+            files,
+            &[],
+            moves,
+            false,
             message,
             sig,
         )
@@ -129,14 +157,16 @@ impl Store {
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
-        self.write_commit_in(base_view, files, &[], false, message, sig)
+        self.write_commit_in(base_view, files, &[], &[], false, message, sig)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write_commit_in<B: AsRef<[u8]> + Sync>(
         &self,
         base_view: &Snapshot<'_>,
         files: &[(String, B)],
         removals: &[String],
+        moves: &[(String, String)],
         replace: bool,
         message: &str,
         sig: &Signature,
@@ -226,6 +256,23 @@ impl Store {
             }
         }
 
+        // Moves: the blob found at `from` goes to `to` as it is.
+        let mut moved: Vec<(&str, &str, ObjectId)> = Vec::with_capacity(moves.len());
+        for (from, to) in moves {
+            validate_write_path(to)?;
+            if batch.contains_key(to.as_str()) || batch.contains_key(from.as_str()) {
+                return Err(Error::DuplicatePath { path: to.clone() });
+            }
+            let id = match base_view.lookup_for_write(from)? {
+                Some(entry) if is_file(entry.kind) => entry.id,
+                _ => return Err(Error::NotAFile { path: from.clone() }),
+            };
+            if base_view.lookup_for_write(to)?.is_some() {
+                return Err(Error::Conflict { path: to.clone() });
+            }
+            moved.push((from, to, id));
+        }
+
         // Write: blobs, the trees on changed paths, the commit. Few objects stay loose (each
         // fsynced); more go into one pack with its index (pack.rs), which is faster and far
         // smaller from a handful of objects on.
@@ -233,6 +280,7 @@ impl Store {
             .iter()
             .map(|(path, _, _)| *path)
             .chain(removals.iter().map(String::as_str))
+            .chain(moved.iter().flat_map(|(from, to, _)| [*from, *to]))
             .map(|path| path.rsplit_once('/').map_or("", |(dir, _)| dir))
             .collect();
         dirs.sort_unstable();
@@ -252,6 +300,10 @@ impl Store {
             changes.push((path, Change::Upsert(*id)));
         }
         changes.extend(removals.iter().map(|p| (p.as_str(), Change::Remove)));
+        for (from, to, id) in &moved {
+            changes.push((from, Change::Remove));
+            changes.push((to, Change::Upsert(*id)));
+        }
         changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut buf = Vec::new();
         let tree = match self.write_changed_tree(

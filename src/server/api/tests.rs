@@ -359,7 +359,8 @@ async fn guard_records_decides_replays_and_folds_claims() {
     let store = Store::open(&s.repo).unwrap();
     let tip = store.tip("refs/heads/main").unwrap();
     let snap = store.snapshot(tip).unwrap();
-    let path = crate::finality::decision::path(&DecisionId::parse(&decision_id).unwrap());
+    let layout = crate::finality::layout::detect(&snap).unwrap().layout;
+    let path = layout.decision_path(&DecisionId::parse(&decision_id).unwrap());
     assert!(snap.exists(&path).unwrap());
 
     // Verdicts from the policy; a blocked or approval-bound action is born so.

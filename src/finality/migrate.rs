@@ -1,0 +1,212 @@
+//! The migration of a `flat` repository to the `nibble` layout (`action-ledger maintain`): one
+//! commit that moves every action record and decision record to the path the new layout gives
+//! it, keeping its blob (same id, so the same bytes), writes the layout record and builds the
+//! pending index. The migration refuses a repository that does not verify, checks its own
+//! commit ([`check_migration`] and a whole [`verify`](super::verify())) before moving the ref,
+//! and lands it with one compare-and-swap: a kill leaves the old tip or the new one. A
+//! repository already in `nibble`, or with no finality records yet, is left as it is.
+
+use std::collections::BTreeMap;
+
+use super::error::Error;
+use super::layout::{self, ACTIONS, DECISIONS, Layout};
+use super::pending;
+use super::state::read_state_in;
+use crate::finding::{Finding, Rule};
+use crate::store::{self, BlobId, CommitId, Signature, Snapshot, Store};
+
+/// What [`migrate`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Migrated {
+    /// The repository already has the layout: nothing written.
+    AlreadyCurrent(Layout),
+    /// No finality records: nothing to move (the first write records the new layout).
+    Empty,
+    /// One commit moved the records.
+    Moved {
+        /// The new tip.
+        commit: CommitId,
+        /// Record files moved (action records and decisions), bytes unchanged.
+        records: usize,
+        /// Pending-index entries written.
+        pending: usize,
+    },
+}
+
+/// Errors of [`migrate`].
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    /// The repository does not verify: a migration would carry the damage into the new layout.
+    #[error(
+        "the finality records do not verify ({count} finding(s), first: {first}); nothing was \
+         migrated: run `action-ledger verify` and repair the repository first"
+    )]
+    Unverified {
+        /// Findings.
+        count: usize,
+        /// The first, as `rule path: detail`.
+        first: String,
+    },
+    /// The migration commit did not verify (a bug): the ref was not moved.
+    #[error(
+        "the migration commit did not verify ({first}); the ref was not moved and nothing changed"
+    )]
+    Unsound {
+        /// The first finding.
+        first: String,
+    },
+    /// Another writer moved the ref during the migration: nothing changed; run it again.
+    #[error("{ref_name} moved during the migration; nothing changed: run maintain again")]
+    Moved {
+        /// The ref.
+        ref_name: String,
+    },
+    /// A finality read failed.
+    #[error(transparent)]
+    Finality(#[from] Error),
+    /// The repository could not be read or written.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+fn describe(f: &Finding) -> String {
+    format!("{} {}: {}", f.rule.code(), f.path, f.detail)
+}
+
+/// Every record file (action records and decisions) of `snap` in `layout`, by its path in
+/// `to`, with its path in `layout` and its blob.
+fn records_by_target(
+    snap: &Snapshot<'_>,
+    from: Layout,
+    to: Layout,
+) -> Result<BTreeMap<String, (String, BlobId)>, store::Error> {
+    let mut out = BTreeMap::new();
+    for dir in [ACTIONS, DECISIONS] {
+        snap.for_each_file_id(dir, |path, blob| {
+            let target = if let Some((id, kind)) = from.classify(path) {
+                Some(to.record_path(&id, kind))
+            } else {
+                from.classify_decision(path)
+                    .map(|id| to.decision_path(&id))
+            };
+            if let Some(t) = target {
+                out.insert(t, (path.to_owned(), blob));
+            }
+        })?;
+    }
+    Ok(out)
+}
+
+/// Checks that `after` (in layout `to`) holds exactly the records of `before` (in layout
+/// `from`), each with the same blob at its new path: the rule of a layout change, applied by
+/// `verify --range` and the hook to a push that changes the layout. Findings are `deleted`
+/// for a record the migration lost and `modified` for one whose bytes changed (added records
+/// are reported by `verify` of `after`).
+///
+/// # Errors
+/// [`store::Error`] when a snapshot cannot be read.
+pub fn check_migration(
+    before: &Snapshot<'_>,
+    from: Layout,
+    after: &Snapshot<'_>,
+    to: Layout,
+) -> Result<Vec<Finding>, store::Error> {
+    let mut out = Vec::new();
+    let old = records_by_target(before, from, to)?;
+    for (target, (source, blob)) in old {
+        match after.file_id(&target)? {
+            Some(b) if b == blob => {}
+            Some(_) => out.push(Finding {
+                path: target,
+                rule: Rule::Modified,
+                detail: format!("the layout change altered the bytes of {source}"),
+            }),
+            None => out.push(Finding {
+                path: source,
+                rule: Rule::Deleted,
+                detail: format!("the layout change lost this record (expected at {target})"),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// Migrates the finality records at the tip of the local ref `ref_name` to the `nibble` layout
+/// in one commit signed by `sig` (see the module docs), moving the ref from the tip read with
+/// one compare-and-swap.
+///
+/// # Errors
+/// [`MigrateError::Unverified`] when the repository does not verify,
+/// [`MigrateError::Unsound`] when the commit does not verify, [`MigrateError::Moved`] when the
+/// ref moved meanwhile, read and write errors.
+pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrated, MigrateError> {
+    let tip = store.tip(ref_name)?;
+    let snap = store.snapshot(tip)?;
+    let detected = layout::detect(&snap).map_err(Error::from)?;
+    if detected.fresh {
+        return Ok(Migrated::Empty);
+    }
+    if detected.layout == Layout::Nibble {
+        return Ok(Migrated::AlreadyCurrent(Layout::Nibble));
+    }
+    let findings = super::verify(&snap)?;
+    if let Some(first) = findings.first() {
+        return Err(MigrateError::Unverified {
+            count: findings.len(),
+            first: describe(first),
+        });
+    }
+    let (from, to) = (Layout::Flat, Layout::Nibble);
+    let records = records_by_target(&snap, from, to)?;
+    let mut moves = Vec::with_capacity(records.len());
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut ids = Vec::new();
+    for (target, (source, _)) in &records {
+        if let Some((id, super::RecordKind::Action)) = to.classify(target) {
+            ids.push(id);
+        }
+        moves.push((source.clone(), target.clone()));
+    }
+    for id in &ids {
+        if let Some(state) = read_state_in(&snap, from, id)?
+            && pending::indexed(&state)
+        {
+            files.push((pending::entry_path(id, state.action.created_at), Vec::new()));
+        }
+    }
+    let entries = files.len();
+    files.push((
+        layout::RECORD_PATH.to_owned(),
+        to.record().unwrap_or_default().into_bytes(),
+    ));
+    let message = format!(
+        "finality: migrate to the {} layout\n\n{} record(s) moved with their bytes unchanged; \
+         {entries} pending-index entr{}\n",
+        to.name(),
+        records.len(),
+        if entries == 1 { "y" } else { "ies" }
+    );
+    let commit = store.write_commit_moving(tip, &files, &moves, &message, sig)?;
+    let after = store.snapshot(Some(commit))?;
+    let mut problems = check_migration(&snap, from, &after, to)?;
+    problems.extend(super::verify(&after)?);
+    if let Some(first) = problems.first() {
+        return Err(MigrateError::Unsound {
+            first: describe(first),
+        });
+    }
+    match store.update_ref(ref_name, tip, commit, "finality: migrate to the nibble layout") {
+        Ok(()) => {}
+        Err(store::Error::RefMoved { .. }) => {
+            return Err(MigrateError::Moved {
+                ref_name: ref_name.to_owned(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Migrated::Moved {
+        commit,
+        records: records.len(),
+        pending: entries,
+    })
+}
