@@ -232,11 +232,28 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             act_content_hash(s.get("act")).map_or(Value::Null, Value::str),
         )])),
         "scrub" => ok(Value::object([("act", scrub_act(s.get("act").unwrap()))])),
-        "plant" | "plant_claim" => {
+        "plant" | "plant_claim" | "unplant" => {
             let id = ActionId::parse(action).unwrap();
-            let (path, bytes) = if op == "plant" {
-                let path = field("path").unwrap().replace("{dir}", &crate::finality::Layout::DEFAULT.action_dir(&id));
-                (path, field("text").unwrap().into_bytes())
+            let tip = store.tip(ref_name)?;
+            let detected = crate::finality::layout::detect(&store.snapshot(tip)?).unwrap();
+            let layout = detected.layout;
+            let before = crate::finality::read_state(&store.snapshot(tip)?, &id)
+                .ok()
+                .flatten();
+            let entry = |st: &Option<State>| {
+                st.as_ref()
+                    .map(|st| pending::entry_path(&id, st.action.created_at))
+            };
+            let fill = |p: String| {
+                p.replace("{dir}", &layout.action_dir(&id))
+                    .replace("{entry}", &entry(&before).unwrap_or_default())
+            };
+            let mut files = Vec::new();
+            let mut removals = Vec::new();
+            if op == "unplant" {
+                removals.push(fill(field("path").unwrap()));
+            } else if op == "plant" {
+                files.push((fill(field("path").unwrap()), field("text").unwrap().into_bytes()));
             } else {
                 let st = show(store, ref_name, action)?;
                 let c = Claim {
@@ -246,12 +263,35 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                     claimed_at: now,
                     guard_decision_id: "gd_1".into(),
                 };
-                (crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Claim), c.to_bytes())
-            };
-            let tip = store.tip(ref_name)?;
-            let commit =
-                store.write_commit_with(tip, &[(path, bytes)], &[], true, "plant", &sig())?;
+                files.push((layout.record_path(&id, RecordKind::Claim), c.to_bytes()));
+            }
+            if detected.fresh
+                && let Some(record) = layout.record()
+            {
+                files.push((crate::finality::layout::RECORD_PATH.into(), record.into_bytes()));
+            }
+            let commit = store.write_commit_with(tip, &files, &removals, true, "plant", &sig())?;
             store.update_ref(ref_name, tip, commit, "plant")?;
+            // The index follows the planted records, as a writer keeps it, unless the step
+            // tampers with the index itself.
+            if layout.has_pending_index() && s.get("raw").is_none() && op != "unplant" {
+                let snap = store.snapshot(Some(commit))?;
+                if let Ok(after) = crate::finality::read_state(&snap, &id) {
+                    let want = after
+                        .as_ref()
+                        .filter(|st| pending::indexed(st))
+                        .map(|st| pending::entry_path(&id, st.action.created_at));
+                    let had = entry(&before).filter(|p| snap.exists(p).unwrap_or(false));
+                    if want != had {
+                        let put: Vec<(String, Vec<u8>)> =
+                            want.into_iter().map(|p| (p, Vec::new())).collect();
+                        let drop: Vec<String> = had.into_iter().collect();
+                        let fixed =
+                            store.write_commit_with(Some(commit), &put, &drop, true, "index", &sig())?;
+                        store.update_ref(ref_name, Some(commit), fixed, "index")?;
+                    }
+                }
+            }
             ok(Value::Null)
         }
         "verify" => {
@@ -344,7 +384,7 @@ fn contract_cases() {
             .any(|s| {
                 s.get("op")
                     .and_then(Value::as_str)
-                    .is_some_and(|o| o.starts_with("plant"))
+                    .is_some_and(|o| o.starts_with("plant") || o == "unplant")
             });
         if !planted && let Ok(Some(tip)) = store.tip("refs/heads/main") {
             let snap = store.snapshot(Some(tip)).unwrap();
