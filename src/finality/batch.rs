@@ -129,7 +129,11 @@ impl<'s> Overlay<'s> {
     }
 
     /// [`Overlay::state`] as if the records at `hidden` were absent.
-    fn state_without(&self, id: &ActionId, hidden: &BTreeSet<&str>) -> Result<Option<State>, Error> {
+    fn state_without(
+        &self,
+        id: &ActionId,
+        hidden: &BTreeSet<&str>,
+    ) -> Result<Option<State>, Error> {
         super::state::state_from(id, |kind| {
             let path = self.layout.record_path(id, kind);
             if hidden.contains(path.as_str()) {
@@ -458,7 +462,8 @@ pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result
         approval: None,
     };
     ov.stage(
-        ov.layout.record_path(&action.action_id, super::RecordKind::Action),
+        ov.layout
+            .record_path(&action.action_id, super::RecordKind::Action),
         bytes,
         format!("create action {} ({})", action.action_id, action.lifecycle),
     );
@@ -587,7 +592,8 @@ fn stage_outcome(
     now: Timestamp,
 ) -> Reported {
     ov.stage(
-        ov.layout.record_path(&outcome.action_id, super::RecordKind::Outcome),
+        ov.layout
+            .record_path(&outcome.action_id, super::RecordKind::Outcome),
         outcome.to_bytes(),
         outcome_line(&outcome),
     );
@@ -1144,12 +1150,10 @@ mod tests {
         let snap = store.snapshot(landed.commit).unwrap();
         assert!(
             !snap
-                .exists(
-                    &crate::finality::Layout::DEFAULT.record_path(
-                        &ActionId::parse("act_a").unwrap(),
-                        super::super::RecordKind::Action
-                    )
-                )
+                .exists(&crate::finality::Layout::DEFAULT.record_path(
+                    &ActionId::parse("act_a").unwrap(),
+                    super::super::RecordKind::Action
+                ))
                 .unwrap()
         );
         assert!(crate::finality::verify(&snap).unwrap().is_empty());
@@ -1409,16 +1413,19 @@ mod tests {
         let files = vec![
             // An approval of an action that never waited for one, after its outcome.
             (
-                crate::finality::Layout::DEFAULT.record_path(&id("act_open"), crate::finality::RecordKind::Approval),
+                crate::finality::Layout::DEFAULT
+                    .record_path(&id("act_open"), crate::finality::RecordKind::Approval),
                 approval("act_open").to_bytes(),
             ),
             // A claim of an action that was never approved.
             (
-                crate::finality::Layout::DEFAULT.record_path(&unapproved.action_id, crate::finality::RecordKind::Action),
+                crate::finality::Layout::DEFAULT
+                    .record_path(&unapproved.action_id, crate::finality::RecordKind::Action),
                 unapproved.to_bytes(),
             ),
             (
-                crate::finality::Layout::DEFAULT.record_path(&unapproved.action_id, crate::finality::RecordKind::Claim),
+                crate::finality::Layout::DEFAULT
+                    .record_path(&unapproved.action_id, crate::finality::RecordKind::Claim),
                 unapproved_claim.to_bytes(),
             ),
             // An action whose verdict is not its decision's.
@@ -1427,7 +1434,8 @@ mod tests {
                 disagreeing.to_bytes(),
             ),
             (
-                crate::finality::Layout::DEFAULT.record_path(&id("act_misbound"), crate::finality::RecordKind::Action),
+                crate::finality::Layout::DEFAULT
+                    .record_path(&id("act_misbound"), crate::finality::RecordKind::Action),
                 misbound.to_action(T0).unwrap().to_bytes(),
             ),
             // A decision at the wrong path.

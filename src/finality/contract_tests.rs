@@ -253,7 +253,10 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             if op == "unplant" {
                 removals.push(fill(field("path").unwrap()));
             } else if op == "plant" {
-                files.push((fill(field("path").unwrap()), field("text").unwrap().into_bytes()));
+                files.push((
+                    fill(field("path").unwrap()),
+                    field("text").unwrap().into_bytes(),
+                ));
             } else {
                 let st = show(store, ref_name, action)?;
                 let c = Claim {
@@ -268,7 +271,10 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             if detected.fresh
                 && let Some(record) = layout.record()
             {
-                files.push((crate::finality::layout::RECORD_PATH.into(), record.into_bytes()));
+                files.push((
+                    crate::finality::layout::RECORD_PATH.into(),
+                    record.into_bytes(),
+                ));
             }
             let commit = store.write_commit_with(tip, &files, &removals, true, "plant", &sig())?;
             store.update_ref(ref_name, tip, commit, "plant")?;
@@ -286,8 +292,14 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                         let put: Vec<(String, Vec<u8>)> =
                             want.into_iter().map(|p| (p, Vec::new())).collect();
                         let drop: Vec<String> = had.into_iter().collect();
-                        let fixed =
-                            store.write_commit_with(Some(commit), &put, &drop, true, "index", &sig())?;
+                        let fixed = store.write_commit_with(
+                            Some(commit),
+                            &put,
+                            &drop,
+                            true,
+                            "index",
+                            &sig(),
+                        )?;
                         store.update_ref(ref_name, Some(commit), fixed, "index")?;
                     }
                 }

@@ -153,7 +153,11 @@ impl Layout {
 
     /// The path of the record of decision `id`: `finality/v1/decisions/<fan-out>/<id>.json`.
     pub fn decision_path(self, id: &DecisionId) -> String {
-        format!("{DECISIONS}/{}/{}.json", self.fanout(id.as_str()), id.as_str())
+        format!(
+            "{DECISIONS}/{}/{}.json",
+            self.fanout(id.as_str()),
+            id.as_str()
+        )
     }
 
     /// The fan-out directory components this layout puts above an id.

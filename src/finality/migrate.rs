@@ -86,8 +86,7 @@ fn records_by_target(
             let target = if let Some((id, kind)) = from.classify(path) {
                 Some(to.record_path(&id, kind))
             } else {
-                from.classify_decision(path)
-                    .map(|id| to.decision_path(&id))
+                from.classify_decision(path).map(|id| to.decision_path(&id))
             };
             if let Some(t) = target {
                 out.insert(t, (path.to_owned(), blob));
@@ -195,7 +194,12 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
             first: describe(first),
         });
     }
-    match store.update_ref(ref_name, tip, commit, "finality: migrate to the nibble layout") {
+    match store.update_ref(
+        ref_name,
+        tip,
+        commit,
+        "finality: migrate to the nibble layout",
+    ) {
         Ok(()) => {}
         Err(store::Error::RefMoved { .. }) => {
             return Err(MigrateError::Moved {

@@ -34,10 +34,7 @@ fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
 
 /// The layout a snapshot records; an unknown record is a finding, and the rest is then checked
 /// as `nibble` (the only layout with a record).
-fn layout_of(
-    snap: &Snapshot<'_>,
-    findings: &mut Vec<Finding>,
-) -> Result<Detected, store::Error> {
+fn layout_of(snap: &Snapshot<'_>, findings: &mut Vec<Finding>) -> Result<Detected, store::Error> {
     match layout::detect(snap) {
         Ok(d) => Ok(d),
         Err(LayoutError::UnknownRecord) => {
@@ -560,20 +557,20 @@ fn check_action(
             ));
         }
     }
-    let expect = if (outcome_present && outcome.is_none()) || (approval_present && approval.is_none())
-    {
-        Expect::Invalid
-    } else {
-        let lifecycle = match (&outcome, &approval) {
-            (Some(o), _) => o.lifecycle,
-            (None, Some(a)) => a.decision.lifecycle(),
-            (None, None) => action.lifecycle,
+    let expect =
+        if (outcome_present && outcome.is_none()) || (approval_present && approval.is_none()) {
+            Expect::Invalid
+        } else {
+            let lifecycle = match (&outcome, &approval) {
+                (Some(o), _) => o.lifecycle,
+                (None, Some(a)) => a.decision.lifecycle(),
+                (None, None) => action.lifecycle,
+            };
+            Expect::Action {
+                created_at: action.created_at,
+                pending: outcome.is_none() && !lifecycle.is_sweep_excluded(),
+            }
         };
-        Expect::Action {
-            created_at: action.created_at,
-            pending: outcome.is_none() && !lifecycle.is_sweep_excluded(),
-        }
-    };
     Ok((out, expect))
 }
 
@@ -734,9 +731,22 @@ mod tests {
             claimed_at: at(BASE),
             guard_decision_id: "gd_1".into(),
         };
-        let rewritten = edit(vec![(crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Claim), other.to_bytes())], vec![]);
+        let rewritten = edit(
+            vec![(
+                crate::finality::Layout::DEFAULT
+                    .record_path(&id, crate::finality::RecordKind::Claim),
+                other.to_bytes(),
+            )],
+            vec![],
+        );
         assert_eq!(rules(Some(done), rewritten), vec!["modified"]);
-        let deleted = edit(vec![], vec![crate::finality::Layout::DEFAULT.record_path(&id, crate::finality::RecordKind::Outcome)]);
+        let deleted = edit(
+            vec![],
+            vec![
+                crate::finality::Layout::DEFAULT
+                    .record_path(&id, crate::finality::RecordKind::Outcome),
+            ],
+        );
         assert_eq!(rules(Some(done), deleted), vec!["deleted"]);
         let stray = edit(vec![(format!("{ROOT}/notes.txt"), b"x\n".to_vec())], vec![]);
         assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
@@ -756,7 +766,11 @@ mod tests {
         let claimed_late = store
             .write_commit(
                 Some(before),
-                &[(crate::finality::Layout::DEFAULT.record_path(&late, crate::finality::RecordKind::Claim), c.to_bytes())],
+                &[(
+                    crate::finality::Layout::DEFAULT
+                        .record_path(&late, crate::finality::RecordKind::Claim),
+                    c.to_bytes(),
+                )],
                 "late",
                 &sig(),
             )
