@@ -252,22 +252,29 @@ pub(super) enum Command {
         #[arg(required = true)]
         sources: Vec<PathBuf>,
     },
-    /// Consolidate the state repository's packs (safe beside readers and publishers).
+    /// Migrate the finality records to the current layout, and consolidate the state
+    /// repository's packs (safe beside readers and publishers).
     ///
-    /// Each publication rolls the smallest packs up into one (as `git repack --geometric=2`),
-    /// but never more than 262,144 objects, so that a publication costs in proportion to its
-    /// own size; past that, packs accumulate one per publication until `maintain` runs the
-    /// roll-up without the bound. Run it from a scheduled job. Prints what was merged.
+    /// A repository whose finality records are in the old `flat` layout (one 256-way fan-out
+    /// level) is first moved to the `nibble` layout in one verified commit that changes no
+    /// record's bytes and adds the pending index; the ref moves with one compare-and-swap, so
+    /// a kill leaves the old layout or the new one. Then each publication's roll-up of the
+    /// smallest packs (as `git repack --geometric=2`, never more than 262,144 objects per
+    /// publication) runs without the bound. Run it from a scheduled job. Prints what was done.
     Maintain {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
+        /// The ledger ref whose finality records are migrated.
+        #[arg(long = "ref", default_value = "refs/heads/main")]
+        ref_name: String,
         /// Merge every pack into one (packs with a `.keep` file excepted), not only the small
         /// ones.
         #[arg(long)]
         all: bool,
-        /// One JSON object: `{"type":"maintain","busy","packs_before","packs_merged",
-        /// "packs_after","objects_written","bytes_written"}`.
+        /// One JSON object: `{"type":"maintain","layout","migrated","records_moved",
+        /// "pending_entries","commit","busy","packs_before","packs_merged","packs_after",
+        /// "objects_written","bytes_written"}` (`commit` is null when nothing was migrated).
         #[arg(long)]
         json: bool,
     },

@@ -137,7 +137,12 @@ fn dispatch(
             };
             cmd::seal::run(out, env, output, shape, interrupt, privacy.profile, &spools)
         }
-        Command::Maintain { repo, all, json } => cmd::maintain::run(out, &repo, all, json),
+        Command::Maintain {
+            repo,
+            ref_name,
+            all,
+            json,
+        } => cmd::maintain::run(out, env, &repo, &ref_name, all, json),
         Command::Verify {
             repo,
             rev,

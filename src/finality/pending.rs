@@ -63,6 +63,9 @@ pub fn parse_entry(path: &str) -> Option<(ActionId, Timestamp)> {
     (entry_path(&id, at) == path).then_some((id, at))
 }
 
+/// One pending-index entry: the action, its creation time and the entry's path.
+pub type Entry = (ActionId, Timestamp, String);
+
 /// The entries created before `cutoff`, oldest first, with their paths, reading only the
 /// buckets that can hold such entries (and, of those, the names). `stop` is asked before each
 /// bucket; `None` when it said to stop. Names that are not entries are left to `verify`.
@@ -73,7 +76,7 @@ pub fn entries_before(
     snap: &Snapshot<'_>,
     cutoff: Timestamp,
     stop: &dyn Fn() -> bool,
-) -> Result<Option<Vec<(ActionId, Timestamp, String)>>, store::Error> {
+) -> Result<Option<Vec<Entry>>, store::Error> {
     let t = format_time(cutoff);
     let (last_day, last_hour) = (&t[..10], &t[11..13]);
     let mut out = Vec::new();

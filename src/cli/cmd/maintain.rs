@@ -1,4 +1,8 @@
-//! `maintain`: the heavier pack consolidation, on demand.
+//! `maintain`: the finality layout's migration and the heavier pack consolidation, on demand.
+//!
+//! A repository whose finality records are in the `flat` layout is first migrated to `nibble`
+//! ([`finality::migrate`]): one verified commit, records' bytes unchanged, one
+//! compare-and-swap. The consolidation then packs what the migration wrote with the rest.
 //!
 //! Every landed commit (a publication, a compaction, a finality operation, a batch of `serve`)
 //! rolls the smallest packs up geometrically, but never more than a bounded number of objects
@@ -10,14 +14,19 @@
 use std::path::Path;
 
 use crate::canonical::Value;
+use crate::finality::{self, migrate::Migrated};
 use crate::store::{Rollup, Store};
 
-use crate::cli::output::{Failure, Printer, line};
+use crate::cli::Env;
+use crate::cli::output::{Failure, Printer, commit_value, line};
+use crate::cli::settings::signature;
 
 /// Runs `maintain`.
 pub(in crate::cli) fn run(
     out: &mut Printer,
+    env: &Env,
     repo: &Path,
+    ref_name: &str,
     all: bool,
     json: bool,
 ) -> Result<(), Failure> {
@@ -26,6 +35,37 @@ pub(in crate::cli) fn run(
         message: format!("cannot maintain {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| failed(&e))?;
+    let migrated = finality::migrate::migrate(&store, ref_name, &signature(env)?).map_err(|e| {
+        let code = match e {
+            finality::migrate::MigrateError::Moved { .. } => 1,
+            _ => 2,
+        };
+        Failure {
+            code,
+            message: format!("cannot maintain {}: {e}", repo.display()),
+        }
+    })?;
+    let (layout, commit, records, entries) = match &migrated {
+        Migrated::AlreadyCurrent(l) => (Value::str(l.name()), None, 0, 0),
+        Migrated::Empty => (Value::Null, None, 0, 0),
+        Migrated::Moved {
+            commit,
+            records,
+            pending,
+        } => (
+            Value::str(finality::Layout::Nibble.name()),
+            Some(*commit),
+            *records,
+            *pending,
+        ),
+    };
+    if !json && let Migrated::Moved { commit, .. } = &migrated {
+        out.data(&format!(
+            "migrated the finality records to the nibble layout at {commit}: {records} \
+                 record(s) moved with their bytes unchanged, {entries} pending-index entr{}",
+            if entries == 1 { "y" } else { "ies" }
+        ));
+    }
     let rollup = if all {
         Rollup::All
     } else {
@@ -43,6 +83,11 @@ pub(in crate::cli) fn run(
         out.data(&line(&Value::Object(
             [
                 ("type", Value::String("maintain".into())),
+                ("layout", layout),
+                ("migrated", Value::Bool(commit.is_some())),
+                ("records_moved", Value::from(records as i64)),
+                ("pending_entries", Value::from(entries as i64)),
+                ("commit", commit_value(commit)),
                 ("busy", Value::Bool(done.busy)),
                 ("packs_before", Value::from(done.packs_before as i64)),
                 ("packs_merged", Value::from(done.merged as i64)),
