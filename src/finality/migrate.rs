@@ -75,7 +75,7 @@ fn describe(f: &Finding) -> String {
 
 /// Every record file (action records and decisions) of `snap` in `layout`, by its path in
 /// `to`, with its path in `layout` and its blob.
-fn records_by_target(
+pub(crate) fn records_by_target(
     snap: &Snapshot<'_>,
     from: Layout,
     to: Layout,

@@ -87,3 +87,48 @@ pub(crate) fn plant_unparsable_action(store: &Store, id: &str) {
 pub(crate) fn at(s: &str) -> Timestamp {
     parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
 }
+
+/// Rewrites the tip of `refs/heads/main` into the `flat` layout, the layout of repositories
+/// written before layouts were versioned: every record moves (bytes unchanged) to its flat
+/// path, and the layout record and the pending index go. Panics when there is nothing to move.
+pub(crate) fn flatten(store: &Store) {
+    use crate::finality::layout::{self, Layout};
+    let tip = store.tip("refs/heads/main").unwrap();
+    let snap = store.snapshot(tip).unwrap();
+    let moves: Vec<(String, String)> =
+        crate::finality::migrate::records_by_target(&snap, Layout::Nibble, Layout::Flat)
+            .unwrap()
+            .into_iter()
+            .map(|(to, (from, _))| (from, to))
+            .collect();
+    assert!(!moves.is_empty(), "no finality records to flatten");
+    let mut removals = vec![layout::RECORD_PATH.to_owned()];
+    snap.for_each_file(crate::finality::pending::PENDING, |p| {
+        removals.push(p.to_owned())
+    })
+    .unwrap();
+    let none: &[(String, Vec<u8>)] = &[];
+    let moved = store
+        .write_commit_moving(tip, none, &moves, "test: flat layout", &sig())
+        .unwrap();
+    let flat = store
+        .write_commit_with(
+            Some(moved),
+            none,
+            &removals,
+            false,
+            "test: flat layout",
+            &sig(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", tip, flat, "test")
+        .unwrap();
+    let detected = layout::detect(&store.snapshot(Some(flat)).unwrap()).unwrap();
+    assert_eq!(detected.layout, Layout::Flat);
+    assert!(
+        crate::finality::verify(&store.snapshot(Some(flat)).unwrap())
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -11,6 +11,11 @@
 //! same agent, a permissive verdict or an operator approval at most 15 minutes old), the
 //! one-shot outcome with its closure table, the legacy close of a running action, the sweep of
 //! pending outcomes created more than the timeout ago, and the single operator decision.
+//!
+//! The sequences run on a new repository (the `nibble` layout and its pending index), and on
+//! one in the `flat` layout of repositories written before layouts were versioned, where a
+//! `Migrate` step (what `maintain` runs) can move the records to `nibble` at any point: the
+//! answers before and after it must follow the same model.
 #![cfg(test)]
 
 use std::collections::BTreeMap;
@@ -20,6 +25,8 @@ use proptest::prelude::*;
 
 use crate::canonical::Value;
 use crate::finality::batch::{self, Op as BatchOp, Target};
+use crate::finality::layout::{self, Layout};
+use crate::finality::migrate;
 use crate::finality::test_support::{default_act, new_action, options, repo};
 use crate::finality::*;
 use crate::store::Store;
@@ -75,6 +82,8 @@ enum Step {
         a: usize,
         claimers: usize,
     },
+    /// `maintain`'s layout migration.
+    Migrate,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -101,6 +110,11 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(minutes, extra_ms)| Step::Advance { minutes, extra_ms }),
         1 => (a, 2usize..5).prop_map(|(a, claimers)| Step::Race { a, claimers }),
     ]
+}
+
+/// The steps of a sequence on a `flat` repository: those of [`step`], and the migration.
+fn step_or_migrate() -> impl Strategy<Value = Step> {
+    prop_oneof![12 => step(), 1 => Just(Step::Migrate)]
 }
 
 /// The model of one action.
@@ -155,6 +169,8 @@ struct Model {
     now: i64,
     actions: BTreeMap<usize, Action>,
     attempts: u64,
+    /// The repository is in the `flat` layout (it holds records and was not migrated).
+    flat: bool,
 }
 
 impl Model {
@@ -399,6 +415,38 @@ fn run_step(
         Step::Advance { minutes, extra_ms } => {
             model.now += minutes * MINUTE + extra_ms;
         }
+        Step::Migrate => {
+            let got = migrate::migrate(store, REF, &crate::finality::test_support::sig())
+                .map_err(|e| TestCaseError::fail(format!("migrate: {e}")))?;
+            if model.flat {
+                prop_assert!(matches!(got, migrate::Migrated::Moved { .. }), "{:?}", got);
+                model.flat = false;
+            } else {
+                prop_assert!(
+                    matches!(
+                        got,
+                        migrate::Migrated::AlreadyCurrent(Layout::Nibble)
+                            | migrate::Migrated::Empty
+                    ),
+                    "{:?}",
+                    got
+                );
+            }
+        }
+    }
+    let detected = layout::detect(
+        &store
+            .snapshot(store.tip(REF).expect("tip"))
+            .expect("snapshot"),
+    )
+    .map_err(|e| TestCaseError::fail(format!("layout: {e}")))?;
+    if !detected.fresh {
+        let want = if model.flat {
+            Layout::Flat
+        } else {
+            Layout::Nibble
+        };
+        prop_assert_eq!(detected.layout, want, "after {:?}", step);
     }
     Ok(())
 }
@@ -516,6 +564,36 @@ proptest! {
         let (dir, store) = repo();
         let path = dir.path().join("state.git");
         let mut model = Model { now: T0, ..Model::default() };
+        for s in &steps {
+            run_step(&store, &path, &mut model, s)?;
+            compare_states(&store, &model, s)?;
+        }
+        compare_cli(&path, &model)?;
+    }
+
+    #[test]
+    fn finality_matches_its_model_across_a_migration(
+        steps in prop::collection::vec(step_or_migrate(), 1..32),
+    ) {
+        let (dir, store) = repo();
+        let path = dir.path().join("state.git");
+        // A terminal action outside the model's four makes the repository `flat` once
+        // flattened; no sweep or claim of the sequence can touch it.
+        let (seed, opts) = ("act_seed", options(REF));
+        let t0 = Timestamp::from_millis(T0);
+        create_action(&store, &opts, &new_action(seed), t0).expect("seed created");
+        claim(&store, &opts, seed, &crate::finality::test_support::request("attempt-seed"), t0)
+            .expect("seed claimed");
+        let done = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        report_outcome(&store, &opts, seed, &done, t0).expect("seed completed");
+        crate::finality::test_support::flatten(&store);
+        let mut model = Model { now: T0, flat: true, ..Model::default() };
         for s in &steps {
             run_step(&store, &path, &mut model, s)?;
             compare_states(&store, &model, s)?;
