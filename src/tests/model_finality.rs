@@ -582,7 +582,7 @@ proptest! {
         let (seed, opts) = ("act_seed", options(REF));
         let t0 = Timestamp::from_millis(T0);
         create_action(&store, &opts, &new_action(seed), t0).expect("seed created");
-        claim(&store, &opts, seed, &crate::finality::test_support::request("attempt-seed"), t0)
+        claim(&store, &opts, seed, &crate::finality::test_support::request("attempt-seed-00000001"), t0)
             .expect("seed claimed");
         let done = OutcomeReport {
             status: "completed".into(),
