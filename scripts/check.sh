@@ -47,7 +47,7 @@ scripts/e2e-serve.sh
 step "the README's GitHub Actions workflows and the action's steps, run verbatim in a simulated runner (the install's download from a local release) against a hooked server"
 scripts/e2e-ci.sh
 step "crash: SIGKILL every other writer at random moments (bounded)"
-scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain
+scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate
 step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 step "smart HTTP (lighttpd + git http-backend, basic auth) and ssh (sshd) remotes with the hook; wire faults (bounded)"

@@ -26,6 +26,10 @@
 #   maintain     `maintain --all` consolidating the packs while a publisher lands beside it;
 #                no object is lost (fsck, verify, the replay), and the packs of a killed
 #                consolidation are merged by the next one
+#   migrate      `maintain` moving a `flat` repository (the 0.1.0 compatibility fixture and 300
+#                more actions) to the `nibble` layout; the ref holds the old layout or the new
+#                one, never a mix, verify is clean, and the retry migrates with every action
+#                shown as before
 #
 # A kill inside a ref update can leave `<ref>.lock` behind (as with git); the next writer
 # reclaims it when the killed writer had noted itself as its owner, and otherwise refuses with a
@@ -41,7 +45,7 @@ runs=${1:-200}
 shift || true
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(publish)
-[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain)
+[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -126,9 +130,11 @@ report() { # what the mode checked
   killed=0 finished=0 stale_locks=0
 }
 
-# finality/v1/actions/<sha256(id)[0:2]>/<id>/<file>: the file's text at main, or nothing.
+# finality/v1/actions/<h0>/…/<h5>/<id>/<file> (the nibble layout; h is the hex SHA-256 of the
+# id): the file's text at main, or nothing.
+nibbles() { printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|'; }
 record() { # repo, id, file
-  git -C "$1" cat-file -p "main:finality/v1/actions/$(printf %s "$2" | sha256sum | cut -c1-2)/$2/$3" 2>/dev/null || true
+  git -C "$1" cat-file -p "main:finality/v1/actions/$(nibbles "$2")/$2/$3" 2>/dev/null || true
 }
 field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
@@ -412,7 +418,8 @@ lines = [l.split() for l in open(log_path)]
 # One `git cat-file --batch` for every record the log names (a process per record made the
 # audit most of a run's time).
 def path(aid, kind):
-    return f"main:finality/v1/actions/{hashlib.sha256(aid.encode()).hexdigest()[:2]}/{aid}/{FILE[kind]}"
+    h = hashlib.sha256(aid.encode()).hexdigest()
+    return f"main:finality/v1/actions/{'/'.join(h[:6])}/{aid}/{FILE[kind]}"
 paths = sorted({path(l[2], l[1]) for l in lines})
 out = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input="".join(p + "\n" for p in paths).encode(),
                      capture_output=True, check=True).stdout
@@ -563,12 +570,56 @@ mode_maintain() {
   report "$debris_seen kills left temporary pack files (removed by the next pack written); fsck, verify and every replay passed; $events events, none lost; one pack after the final maintain"
 }
 
+mode_migrate() {
+  local w=$work/migrate tmpl old=0 new=0
+  mkdir -p "$w"
+  tmpl=$w/template.git
+  git init -q --bare --initial-branch=main "$tmpl"
+  git -C "$tmpl" fast-import --quiet <"$here/testdata/compat/0.1.0/repo.fi"
+  # More records than the fixture's, so that most kills fall inside the migration; a third of
+  # them keep their outcome pending (pending-index entries), the rest complete.
+  for i in $(seq 1 300); do
+    "$bin" -q action create --repo "$tmpl" --id "act_mig_$i" --guard-decision "gd_mig_$i" -- true >/dev/null
+    if [ $((i % 3)) -ne 0 ]; then
+      "$bin" -q action claim --repo "$tmpl" "act_mig_$i" --attempt "crash-attempt-mig-$(printf %06d "$i")" -- true >/dev/null
+      "$bin" -q action outcome --repo "$tmpl" "act_mig_$i" completed --attempt "crash-attempt-mig-$(printf %06d "$i")" >/dev/null
+    fi
+  done
+  git -C "$tmpl" cat-file -e main:finality/v1/layout.json 2>/dev/null && fail setup "the template is not flat"
+  local ids=(act_mig_1 act_mig_3 act_mig_299 act_mig_300) shown_before
+  shown_before=$(for id in "${ids[@]}"; do ACTION_LEDGER_NOW=2026-03-11T00:00:00Z "$bin" -q action show --repo "$tmpl" --json "$id"; done)
+  cp -a "$tmpl" "$w/calibrate.git"
+  calibrate "$bin" -q maintain --repo "$w/calibrate.git"
+  for i in $(seq 1 "$runs"); do
+    local repo=$w/run.git before after shown
+    rm -rf "$repo"
+    cp -a "$tmpl" "$repo"
+    before=$(git -C "$repo" rev-parse main)
+    kill_at_random "$bin" -q maintain --repo "$repo"
+    check_repo "$i" "$before" 1 "$repo"
+    after=$(git -C "$repo" rev-parse main)
+    if [ "$after" = "$before" ]; then
+      old=$((old + 1))
+    else
+      new=$((new + 1))
+      git -C "$repo" cat-file -e main:finality/v1/layout.json || fail "$i" "the ref moved without the layout record"
+    fi
+    "$bin" -q maintain --repo "$repo" >/dev/null 2>"$work/err" || fail "$i" "the retry of maintain failed: $(cat "$work/err")"
+    git -C "$repo" cat-file -e main:finality/v1/layout.json || fail "$i" "no layout record after the retry"
+    [ "$(git -C "$repo" rev-list --count "$before..main")" -eq 1 ] || fail "$i" "the migration took more than one commit"
+    "$bin" -q verify --repo "$repo" >/dev/null || fail "$i" "verify after the retry"
+    shown=$(for id in "${ids[@]}"; do ACTION_LEDGER_NOW=2026-03-11T00:00:00Z "$bin" -q action show --repo "$repo" --json "$id"; done)
+    [ "$shown" = "$shown_before" ] || fail "$i" "action show differs after the migration"
+  done
+  report "the ref held the old layout after $old kills and the migrated one after $new, never a mix; fsck and verify clean after each; every retry migrated in one commit and showed the same actions"
+}
+
 for mode in "${modes[@]}"; do
   case "$mode" in
-    publish | seal | compact | create | claim | outcome | sweep | serve | maintain) "mode_$mode" ;;
+    publish | seal | compact | create | claim | outcome | sweep | serve | maintain | migrate) "mode_$mode" ;;
     run-wrapper) mode_run_wrapper ;;
     run-child) mode_run_child ;;
-    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain all)" >&2; exit 2 ;;
+    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate all)" >&2; exit 2 ;;
   esac
 done
 echo "crash: ${modes[*]}: $runs runs each, all passed"

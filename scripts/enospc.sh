@@ -158,7 +158,9 @@ op_create() {
 retry_claim() {
   [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && git -C "$repo" cat-file -p "main:$(claim_path)" | grep -q enospc-attempt-0000001; }
 }
-claim_path() { echo "finality/v1/actions/$(printf %s act_claim | sha256sum | cut -c1-2)/act_claim/claim.json"; }
+# The nibble layout: finality/v1/actions/<h0>/…/<h5>/<id> (h is the hex SHA-256 of the id).
+action_dir() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|')/$1"; }
+claim_path() { echo "$(action_dir act_claim)/claim.json"; }
 op_claim() {
   base=$work/claim-base.git repo=$work/claim.git
   "$bin" -q action create --repo "$base" --id act_claim --guard-decision gd_claim -- true >/dev/null
@@ -238,7 +240,7 @@ EOF
       python3 "$work/client.py" "$url" retry >/dev/null 2>"$work/client.err" || fail "$kind at call $n" "the retry: $(cat "$work/client.err")"
       serve_stop "$kind at call $n, the retry"
       local p
-      p=finality/v1/actions/$(printf %s act_serve | sha256sum | cut -c1-2)/act_serve
+      p=$(action_dir act_serve)
       git -C "$repo" cat-file -p "main:$p/claim.json" | grep -q enospc-attempt-serve-1 || fail "$kind at call $n" "no claim after the retry"
       git -C "$repo" cat-file -p "main:$p/outcome.json" | grep -q '"status":"completed"' || fail "$kind at call $n" "no outcome after the retry"
       points=$((points + 1))

@@ -6,7 +6,8 @@
 //! repository as a `git fast-import` stream (`repo.fi`), the ids its refs must get (`refs.txt`),
 //! and what that release printed for `log --json` (`log.jsonl`) and for `action show --json` of
 //! each action (`actions.jsonl`, with the clock pinned at [`SHOW_AT`]). This build must give the
-//! same refs, a clean `verify`, and the same bytes. A fixture is never regenerated: when one
+//! same refs, a clean `verify`, and the same bytes, both as written and after `maintain` has
+//! migrated it to the current finality layout. A fixture is never regenerated: when one
 //! stops passing, the change broke a format that users' repositories hold.
 
 use crate::cli::{Env, run};
@@ -111,31 +112,52 @@ fn earlier_releases_repositories_verify_and_read_the_same() {
             "{name}: the imported refs differ from refs.txt"
         );
 
-        let env = Env::new();
-        let (code, out, err) = cli(&env, &["verify", "--repo", repo_arg]);
-        assert_eq!(code, 0, "{name}: verify is not clean:\n{out}{err}");
+        // Read as written, then again after `maintain` moved the finality records to the
+        // current layout: the migration changes where records live, never what they say.
+        for stage in ["as written", "after maintain"] {
+            if stage == "after maintain" {
+                let (code, out, err) =
+                    cli(&Env::new(), &["maintain", "--repo", repo_arg, "--json"]);
+                assert_eq!(code, 0, "{name}: maintain failed: {err}");
+                let done: serde_json::Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(done["layout"], "nibble", "{name}: {out}");
+                let (_, again, _) = cli(&Env::new(), &["maintain", "--repo", repo_arg, "--json"]);
+                let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+                assert_eq!(
+                    again["migrated"], false,
+                    "{name}: a second maintain migrated again"
+                );
+            }
+            let env = Env::new();
+            let (code, out, err) = cli(&env, &["verify", "--repo", repo_arg]);
+            assert_eq!(code, 0, "{name} {stage}: verify is not clean:\n{out}{err}");
 
-        let (code, log, err) = cli(&env, &["-q", "log", "--repo", repo_arg, "--json"]);
-        assert_eq!(code, 0, "{name}: log failed: {err}");
-        let want = read("log.jsonl");
-        assert!(
-            log == want,
-            "{name}: log --json differs from log.jsonl at {}",
-            first_difference(&log, &want)
-        );
-
-        let env = Env::from([("ACTION_LEDGER_NOW".to_owned(), SHOW_AT.to_owned())]);
-        let want = read("actions.jsonl");
-        assert!(!want.is_empty(), "{name}: actions.jsonl is empty");
-        for line in want.lines() {
-            let shown: serde_json::Value = serde_json::from_str(line).unwrap();
-            let id = shown["action"]["action_id"].as_str().unwrap();
-            let (code, out, err) = cli(
-                &env,
-                &["-q", "action", "show", "--repo", repo_arg, "--json", id],
+            let (code, log, err) = cli(&env, &["-q", "log", "--repo", repo_arg, "--json"]);
+            assert_eq!(code, 0, "{name} {stage}: log failed: {err}");
+            let want = read("log.jsonl");
+            assert!(
+                log == want,
+                "{name} {stage}: log --json differs from log.jsonl at {}",
+                first_difference(&log, &want)
             );
-            assert_eq!(code, 0, "{name}: action show {id} failed: {err}");
-            assert_eq!(out.trim_end(), line, "{name}: action show {id} differs");
+
+            let env = Env::from([("ACTION_LEDGER_NOW".to_owned(), SHOW_AT.to_owned())]);
+            let want = read("actions.jsonl");
+            assert!(!want.is_empty(), "{name}: actions.jsonl is empty");
+            for line in want.lines() {
+                let shown: serde_json::Value = serde_json::from_str(line).unwrap();
+                let id = shown["action"]["action_id"].as_str().unwrap();
+                let (code, out, err) = cli(
+                    &env,
+                    &["-q", "action", "show", "--repo", repo_arg, "--json", id],
+                );
+                assert_eq!(code, 0, "{name} {stage}: action show {id} failed: {err}");
+                assert_eq!(
+                    out.trim_end(),
+                    line,
+                    "{name} {stage}: action show {id} differs"
+                );
+            }
         }
     }
 }
