@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Out of space and I/O errors in every writer: `publish`, `compact`, `action create`,
-# `action claim` and `serve` (create, claim, outcome over HTTP).
+# `action claim`, `serve` (create, claim, outcome over HTTP) and `maintain`'s migration of a
+# `flat` repository (the 0.1.0 compatibility fixture) to the `nibble` layout.
 #
 # 1. Injection (runs anywhere): an LD_PRELOAD shim (scripts/enospc/shim.c, compiled here with
 #    gcc into a temporary directory) fails the Nth write/pwrite/writev/fsync/fdatasync/rename/
@@ -19,13 +20,13 @@
 #    ENOSPC, the ref is unchanged, and once space is freed the retry completes.
 #
 # usage: scripts/enospc.sh [STEP] [OP...]   (STEP: test every STEP-th injection point, default 1;
-#        OPs: publish compact create claim serve tmpfs, default all)
+#        OPs: publish compact create claim serve migrate tmpfs, default all)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 step=${1:-1}
 shift || true
 ops=("$@")
-[ ${#ops[@]} -gt 0 ] || ops=(publish compact create claim serve tmpfs)
+[ ${#ops[@]} -gt 0 ] || ops=(publish compact create claim serve migrate tmpfs)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -167,6 +168,18 @@ op_claim() {
   local cmd=("$bin" -q action claim --repo @REPO@ act_claim --attempt enospc-attempt-0000001 -- true)
   unharmed "${cmd[@]}"
   retry_ok=retry_claim sweep_faults "${cmd[@]}"
+}
+
+# maintain on a `flat` repository: the ref keeps the old layout (exit 2 naming the cause) or
+# holds the whole migration; the retry migrates to the unharmed tree.
+op_migrate() {
+  base=$work/migrate-base.git repo=$work/migrate.git
+  git init -q --bare --initial-branch=main "$base"
+  git -C "$base" fast-import --quiet <"$here/testdata/compat/0.1.0/repo.fi"
+  local cmd=("$bin" -q maintain --repo @REPO@)
+  unharmed "${cmd[@]}"
+  git -C "$work/unharmed.git" cat-file -e main:finality/v1/layout.json || fail setup "the unharmed maintain did not migrate"
+  retry_ok=retry_exit_0 sweep_faults "${cmd[@]}"
 }
 
 # serve: one server per injection point, under the shim from its start; a client creates, claims
@@ -322,8 +335,8 @@ op_tmpfs() {
 
 for op in "${ops[@]}"; do
   case "$op" in
-    publish | compact | create | claim | serve | tmpfs) "op_$op" ;;
-    *) echo "enospc: unknown operation $op (publish compact create claim serve tmpfs)" >&2; exit 2 ;;
+    publish | compact | create | claim | serve | migrate | tmpfs) "op_$op" ;;
+    *) echo "enospc: unknown operation $op (publish compact create claim serve migrate tmpfs)" >&2; exit 2 ;;
   esac
 done
 echo "enospc: ${ops[*]}: all passed"

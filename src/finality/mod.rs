@@ -9,17 +9,27 @@
 //! # Records and paths
 //!
 //! ```text
-//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/action.json    the binding
-//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/claim.json     the one claim
-//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/outcome.json   the one outcome
-//! finality/v1/actions/<sha256(action_id)[0:2]>/<action_id>/approval.json  an operator's decision
-//! finality/v1/decisions/<sha256(decision_id)[0:2]>/<decision_id>.json      a guard decision
+//! finality/v1/layout.json                                   the layout record (nibble)
+//! finality/v1/actions/<fan-out>/<action_id>/action.json     the binding
+//! finality/v1/actions/<fan-out>/<action_id>/claim.json      the one claim
+//! finality/v1/actions/<fan-out>/<action_id>/outcome.json    the one outcome
+//! finality/v1/actions/<fan-out>/<action_id>/approval.json   an operator's decision
+//! finality/v1/decisions/<fan-out>/<decision_id>.json        a guard decision
+//! finality/v1/pending/<YYYY-MM-DD>/<HH>/<ms>.<action_id>    a pending outcome (nibble)
 //! ```
 //!
-//! The two-hex-digit fan-out keeps every tree small. Each file is canonical JSON plus `"\n"`
+//! The fan-out depends on the repository's [`layout`]: six one-hex-digit levels of the id's
+//! SHA-256 in `nibble` (new repositories), one two-hex-digit level in `flat` (repositories
+//! written before layouts were versioned, read and written as they are until `maintain`
+//! migrates them, see [`migrate`]). The module docs of [`layout`] weigh the options and give
+//! the bytes one operation rewrites at each size. `nibble` also keeps the [`pending`] index:
+//! one empty file per action whose outcome can still be swept, named by its creation time,
+//! added and removed in the same commit as the records it indexes, so that a sweep reads only
+//! the hours old enough. Each record file is canonical JSON plus `"\n"`
 //! with a `schema` and `schema_version` ([`records`] gives the byte format and the keys of each,
-//! [`approval`] and [`decision`] the two written by `serve`). A file is written once and never
-//! changed or removed; `verify --range` and the pre-receive hook refuse a push that does.
+//! [`approval`] and [`decision`] the two written by `serve`). A record file is written once and
+//! never changed or removed (only a migration moves it, with its bytes); `verify --range` and the
+//! pre-receive hook refuse a push that does. Pending-index entries come and go with the outcomes.
 //!
 //! The reference keeps two mutable columns on one row: the lifecycle `status` (`running`,
 //! `pending`, `pending_approval`, `blocked`, `completed`, `failed`, `cancelled`, and the
@@ -105,7 +115,8 @@
 //! # Modules
 //!
 //! [`ids`] (action and attempt ids), [`status`] (lifecycles, outcome statuses, verdicts),
-//! [`paths`] (where each record lives), [`records`] (the byte format and its parsers),
+//! [`paths`] and [`layout`] (where each record lives), [`pending`] (the index of pending
+//! outcomes), [`migrate`] (flat to nibble), [`records`] (the byte format and its parsers),
 //! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
 //! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),

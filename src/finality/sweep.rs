@@ -2,6 +2,10 @@
 //! gets outcome `lost_confirmation`, in one commit for all of them. Its outcome file is written
 //! under the same create-only rule as a report, so a report and the sweep race to exactly one
 //! winner.
+//!
+//! What it reads depends on the layout: in `nibble` only the pending index's hours that can
+//! hold an entry older than the cutoff, then those actions ([`super::pending`]), so a sweep of a
+//! million closed actions reads a few small trees; in `flat`, every action directory.
 
 use std::collections::BTreeSet;
 
