@@ -214,3 +214,151 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         pending: entries,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finality::test_support::*;
+    use crate::finality::{
+        ActionId, OutcomeReport, RecordKind, claim, create_action, report_outcome, show,
+        verify_range,
+    };
+
+    const REF: &str = "refs/heads/main";
+
+    /// A `flat` repository with a pending action, a claimed one and a completed one.
+    fn flat_repo() -> (tempfile::TempDir, Store) {
+        let (dir, store) = repo();
+        let opts = options(REF);
+        for id in ["act_pending", "act_claimed", "act_done"] {
+            create_action(&store, &opts, &new_action(id), at(BASE)).unwrap();
+        }
+        for (id, attempt) in [
+            ("act_claimed", "attempt-claimed-000001"),
+            ("act_done", "attempt-done-00000001"),
+        ] {
+            claim(&store, &opts, id, &request(attempt), at(BASE)).unwrap();
+        }
+        let done = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        report_outcome(&store, &opts, "act_done", &done, at(BASE)).unwrap();
+        flatten(&store);
+        (dir, store)
+    }
+
+    #[test]
+    fn a_flat_repository_migrates_in_one_commit_with_every_record_unchanged() {
+        let (_dir, store) = flat_repo();
+        let before = store.tip(REF).unwrap();
+        let states: Vec<_> = ["act_pending", "act_claimed", "act_done"]
+            .iter()
+            .map(|id| show(&store, REF, id).unwrap())
+            .collect();
+        let Migrated::Moved {
+            commit,
+            records,
+            pending,
+        } = migrate(&store, REF, &sig()).unwrap()
+        else {
+            panic!("not migrated")
+        };
+        assert_eq!(store.tip(REF).unwrap(), Some(commit));
+        // 3 action.json, 2 claim.json, 1 outcome.json.
+        assert_eq!(records, 6);
+        // The two whose outcome is pending.
+        assert_eq!(pending, 2);
+        let (old, new) = (
+            store.snapshot(before).unwrap(),
+            store.snapshot(Some(commit)).unwrap(),
+        );
+        assert!(
+            check_migration(&old, Layout::Flat, &new, Layout::Nibble)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(super::super::verify(&new).unwrap().is_empty());
+        assert!(verify_range(&store, before, commit).unwrap().is_empty());
+        assert_eq!(layout::detect(&new).unwrap().layout, Layout::Nibble);
+        for (id, was) in ["act_pending", "act_claimed", "act_done"]
+            .iter()
+            .zip(&states)
+        {
+            assert_eq!(&show(&store, REF, id).unwrap(), was, "{id}");
+        }
+        // Once migrated, there is nothing more to do.
+        assert_eq!(
+            migrate(&store, REF, &sig()).unwrap(),
+            Migrated::AlreadyCurrent(Layout::Nibble)
+        );
+        assert_eq!(store.tip(REF).unwrap(), Some(commit));
+    }
+
+    #[test]
+    fn a_new_or_empty_repository_is_left_as_it_is() {
+        let (_dir, store) = repo();
+        assert_eq!(migrate(&store, REF, &sig()).unwrap(), Migrated::Empty);
+        assert_eq!(store.tip(REF).unwrap(), None);
+        let (_dir, store, _, created) = repo_with_action();
+        assert_eq!(
+            migrate(&store, REF, &sig()).unwrap(),
+            Migrated::AlreadyCurrent(Layout::Nibble)
+        );
+        assert_eq!(store.tip(REF).unwrap(), created.commit);
+    }
+
+    #[test]
+    fn a_repository_that_does_not_verify_is_not_migrated() {
+        let (_dir, store) = flat_repo();
+        plant_unparsable_action(&store, "act_pending");
+        let before = store.tip(REF).unwrap();
+        let err = migrate(&store, REF, &sig()).unwrap_err();
+        assert!(matches!(err, MigrateError::Unverified { .. }), "{err}");
+        assert!(
+            err.to_string().contains("run `action-ledger verify`"),
+            "{err}"
+        );
+        assert_eq!(store.tip(REF).unwrap(), before);
+    }
+
+    #[test]
+    fn a_layout_change_that_alters_or_loses_a_record_is_refused_by_verify_range() {
+        let (_dir, store) = flat_repo();
+        let before = store.tip(REF).unwrap();
+        let Migrated::Moved { commit, .. } = migrate(&store, REF, &sig()).unwrap() else {
+            panic!("not migrated")
+        };
+        let id = ActionId::parse("act_done").unwrap();
+        let outcome = Layout::Nibble.record_path(&id, RecordKind::Outcome);
+        let claim_path = Layout::Nibble.record_path(&id, RecordKind::Claim);
+        let none: &[(String, Vec<u8>)] = &[];
+        // Altered bytes.
+        let altered = store
+            .write_commit_with(
+                Some(commit),
+                &[(outcome.clone(), b"{}\n".to_vec())],
+                &[],
+                true,
+                "alter",
+                &sig(),
+            )
+            .unwrap();
+        let found = verify_range(&store, before, altered).unwrap();
+        assert!(
+            found
+                .iter()
+                .any(|f| f.rule == Rule::Modified && f.path == outcome),
+            "{found:?}"
+        );
+        // A lost record.
+        let lost = store
+            .write_commit_with(Some(commit), none, &[claim_path], false, "lose", &sig())
+            .unwrap();
+        let found = verify_range(&store, before, lost).unwrap();
+        assert!(found.iter().any(|f| f.rule == Rule::Deleted), "{found:?}");
+    }
+}
