@@ -2479,3 +2479,47 @@ fn remote_refusals_are_reported_like_publish() {
         .join("\n")
     );
 }
+
+#[test]
+fn maintain_migrates_a_flat_repository_once() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    create_command(tmp, repo, "act_one", "gd_1", &["true"]);
+    create_command(tmp, repo, "act_two", "gd_2", &["true"]);
+    let store = crate::store::Store::open(&tmp.join("state.git")).unwrap();
+    crate::finality::test_support::flatten(&store);
+    let show = || {
+        run_finality(
+            tmp,
+            T0,
+            &["action", "show", "--repo", repo, "--json", "act_two"],
+        )
+    };
+    let before = show();
+    insta::assert_snapshot!(
+        "maintain_migrates",
+        run_finality(tmp, T0, &["maintain", "--repo", repo])
+    );
+    assert_eq!(
+        show(),
+        before,
+        "the migration changed what action show prints"
+    );
+    insta::assert_snapshot!(
+        "maintain_json_after_migration",
+        run_finality(tmp, T0, &["maintain", "--repo", repo, "--json"])
+    );
+    // A repository whose records do not verify is not migrated.
+    let store =
+        crate::store::Store::open_or_init_bare(&tmp.join("bad.git"), "refs/heads/main").unwrap();
+    let opts = crate::finality::test_support::options("refs/heads/main");
+    let action = crate::finality::test_support::new_action("act_bad");
+    let at = crate::finality::test_support::at(T0);
+    crate::finality::create_action(&store, &opts, &action, at).unwrap();
+    crate::finality::test_support::flatten(&store);
+    crate::finality::test_support::plant_unparsable_action(&store, "act_bad");
+    insta::assert_snapshot!(
+        "maintain_refuses_an_unverified_repository",
+        run_finality(tmp, T0, &["maintain", "--repo", "[TMP]/bad.git"])
+    );
+}
