@@ -277,6 +277,29 @@ fn source_of(root: &Root, entry: &Entry, body: &str) -> Result<Event, super::Err
         .map_err(|_| malformed("payload.event is not an event"))
 }
 
+/// The durable event a reserved `entry` names (`event_path`), when it was written and is the
+/// event the intent was made for.
+fn reserved_event(
+    root: &Root,
+    entry: &Entry,
+    event_path: &str,
+) -> Result<Option<Event>, super::Error> {
+    let text = root.read_text(
+        event_path,
+        crate::writer::spool::MAX_EVENT_FILE_BYTES,
+        "action event",
+    )?;
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let event =
+        Event::parse_line(text.trim_end(), "action event").map_err(|_| super::Error::Outbox {
+            path: root.display_path(event_path),
+            what: "the reserved event is not an event".into(),
+        })?;
+    Ok((event.event_id.as_str() == entry.event_id).then_some(event))
+}
+
 /// Settles every unsettled request of the outbox at `root` (its key `root_key` for the queue
 /// caps) under `verdict`, within `deadline`: pending requests are claimed (process `pid`) and
 /// posted; a 2xx marks the request delivered; any failure records `projection.failed`
@@ -312,9 +335,29 @@ pub fn drain(
         }
     };
     for entry in outbox::entries(root)? {
-        let state = outbox::state(root, &entry)?;
+        let mut state = outbox::state(root, &entry)?;
+        if let State::Reserved(intent) = &state {
+            if intent.pid == pid || crate::process::pid_alive(intent.pid) {
+                // Its writer is still on its way to the request (or the failure).
+                report.busy += 1;
+                continue;
+            }
+            // The writer died between its intent and the request: the event decides.
+            let Some(event) = reserved_event(root, &entry, &intent.event_path)? else {
+                outbox::void(root, &entry)?;
+                continue;
+            };
+            if intent.failure {
+                if outbox::claim(root, &entry, pid)? {
+                    settle(&mut report, &entry, &event, Failure::Config);
+                }
+                continue;
+            }
+            outbox::fulfil(root, &entry, &event)?;
+            state = outbox::state(root, &entry)?;
+        }
         let body = match state {
-            State::Done => continue,
+            State::Done | State::Reserved(_) => continue,
             State::Sending(p) if p != pid && crate::process::pid_alive(p) => {
                 report.busy += 1;
                 continue;
