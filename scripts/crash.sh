@@ -26,6 +26,10 @@
 #   maintain     `maintain --all` consolidating the packs while a publisher lands beside it;
 #                no object is lost (fsck, verify, the replay), and the packs of a killed
 #                consolidation are merged by the next one
+#   projection   `record` and `seal` delivering live-projection requests to an HTTPS CrabFleet
+#                stand-in (scripts/crash-projection.py), killed at random until RUNS of them
+#                died mid-run: counted at the stand-in, no request is lost (every event was
+#                answered 2xx or has its projection.failed event) and none is delivered twice
 #
 # A kill inside a ref update can leave `<ref>.lock` behind (as with git); the next writer
 # reclaims it when the killed writer had noted itself as its owner, and otherwise refuses with a
@@ -41,7 +45,7 @@ runs=${1:-200}
 shift || true
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(publish)
-[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain)
+[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain projection)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -563,12 +567,19 @@ mode_maintain() {
   report "$debris_seen kills left temporary pack files (removed by the next pack written); fsck, verify and every replay passed; $events events, none lost; one pack after the final maintain"
 }
 
+mode_projection() {
+  local out
+  out=$(python3 "$here/scripts/crash-projection.py" "$bin" "$runs" "$work/projection") || { keep=1; fail end "lost or duplicated deliveries (or a failed unharmed run): $out"; }
+  echo "crash: projection: $out"
+  echo "crash: projection: every event was answered 2xx by the stand-in or has its projection.failed event (0 lost), none was received twice (0 duplicated), every outbox entry is settled"
+}
+
 for mode in "${modes[@]}"; do
   case "$mode" in
-    publish | seal | compact | create | claim | outcome | sweep | serve | maintain) "mode_$mode" ;;
+    publish | seal | compact | create | claim | outcome | sweep | serve | maintain | projection) "mode_$mode" ;;
     run-wrapper) mode_run_wrapper ;;
     run-child) mode_run_child ;;
-    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain all)" >&2; exit 2 ;;
+    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain projection all)" >&2; exit 2 ;;
   esac
 done
 echo "crash: ${modes[*]}: $runs runs each, all passed"
