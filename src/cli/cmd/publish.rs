@@ -159,7 +159,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             Err(e) => {
                 let failure = match e {
                     SourceError::Publish(e) => {
-                        publish_failure(source, if landed { i } else { 0 }, e)
+                        publish_failure(source, if landed { i } else { 0 }, *e)
                     }
                     SourceError::Other(f) => f,
                 };
@@ -182,14 +182,14 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
 /// Why one source was not published.
 enum SourceError {
     /// The publication (or its spool input's seals) failed.
-    Publish(publish::Error),
+    Publish(Box<publish::Error>),
     /// Live projection's finalization failed otherwise (its settings, the outbox).
     Other(Failure),
 }
 
 impl From<publish::Error> for SourceError {
     fn from(e: publish::Error) -> Self {
-        SourceError::Publish(e)
+        SourceError::Publish(Box::new(e))
     }
 }
 
