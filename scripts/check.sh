@@ -48,6 +48,8 @@ step "the README's GitHub Actions workflows and the action's steps, run verbatim
 scripts/e2e-ci.sh
 step "crash: SIGKILL every other writer at random moments (bounded)"
 scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate
+step "crash: SIGKILL record and seal while they deliver to an HTTPS CrabFleet stand-in, 1,000 kills: 0 lost, 0 duplicated (bounded)"
+scripts/crash.sh 1000 projection
 step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 step "smart HTTP (lighttpd + git http-backend, basic auth) and ssh (sshd) remotes with the hook; wire faults (bounded)"

@@ -30,6 +30,10 @@
 #                more actions) to the `nibble` layout; the ref holds the old layout or the new
 #                one, never a mix, verify is clean, and the retry migrates with every action
 #                shown as before
+#   projection   `record` and `seal` delivering live-projection requests to an HTTPS CrabFleet
+#                stand-in (scripts/crash-projection.py), killed at random until RUNS of them
+#                died mid-run: counted at the stand-in, no request is lost (every event was
+#                answered 2xx or has its projection.failed event) and none is delivered twice
 #
 # A kill inside a ref update can leave `<ref>.lock` behind (as with git); the next writer
 # reclaims it when the killed writer had noted itself as its owner, and otherwise refuses with a
@@ -45,7 +49,7 @@ runs=${1:-200}
 shift || true
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(publish)
-[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate)
+[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -614,12 +618,19 @@ mode_migrate() {
   report "the ref held the old layout after $old kills and the migrated one after $new, never a mix; fsck and verify clean after each; every retry migrated in one commit and showed the same actions"
 }
 
+mode_projection() {
+  local out
+  out=$(python3 "$here/scripts/crash-projection.py" "$bin" "$runs" "$work/projection") || { keep=1; fail end "lost or duplicated deliveries (or a failed unharmed run): $out"; }
+  echo "crash: projection: $out"
+  echo "crash: projection: every event was answered 2xx by the stand-in or has its projection.failed event (0 lost), none was received twice (0 duplicated), every outbox entry is settled"
+}
+
 for mode in "${modes[@]}"; do
   case "$mode" in
-    publish | seal | compact | create | claim | outcome | sweep | serve | maintain | migrate) "mode_$mode" ;;
+    publish | seal | compact | create | claim | outcome | sweep | serve | maintain | migrate | projection) "mode_$mode" ;;
     run-wrapper) mode_run_wrapper ;;
     run-child) mode_run_child ;;
-    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate all)" >&2; exit 2 ;;
+    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection all)" >&2; exit 2 ;;
   esac
 done
 echo "crash: ${modes[*]}: $runs runs each, all passed"

@@ -12,7 +12,10 @@
 //! - `ACTION_LEDGER_AGENT_ID`, `ACTION_LEDGER_PRINCIPAL`: the binding's agent and principal
 //!   when `--agent` / `--principal` are absent;
 //! - `ACTION_LEDGER_REMOTE_TIMEOUT`: the time limit in seconds of each `git` run against
-//!   `--remote` (default [`DEFAULT_REMOTE_TIMEOUT_SECS`]; `0`: no limit).
+//!   `--remote` (default [`DEFAULT_REMOTE_TIMEOUT_SECS`]; `0`: no limit);
+//! - `CLAWSWEEPER_CRABFLEET_*` and `SSL_CERT_FILE`: live projection ([`LiveDrain`]), and
+//!   `ACTION_LEDGER_CRABFLEET_FLUSH_TIMEOUT_MS` ([`FLUSH_TIMEOUT_VAR`]): the drain deadline of
+//!   `seal` and of `publish`'s spool input.
 //!
 //! `record` reads the writer's own variables (`CLAWSWEEPER_ACTION_LEDGER_*`, `GITHUB_*`)
 //! through the map it is given; `serve` reads its keys and cron secret in `cmd::serve`.
@@ -259,6 +262,53 @@ pub(super) fn seal_output_root(env: &Env) -> Option<PathBuf> {
     env.get("CLAWSWEEPER_ACTION_LEDGER_OUTPUT_ROOT")
         .filter(|s| !s.trim().is_empty())
         .map(PathBuf::from)
+}
+
+/// The drain deadline of two-pass finalization (`seal`, `publish`'s spool input), in
+/// milliseconds: parsed as JavaScript's `Number`, an integer in 1..=60000 (else the
+/// finalization fails after pass 1, as the reference's option does); unset or blank: the default
+/// ([`crate::live::finalize::DEFAULT_FLUSH_TIMEOUT_MS`]).
+pub(super) const FLUSH_TIMEOUT_VAR: &str = "ACTION_LEDGER_CRABFLEET_FLUSH_TIMEOUT_MS";
+
+/// What two-pass finalization drains with, resolved from the environment once per command:
+/// the configuration verdict, the client when the configuration is valid, and the deadline.
+pub(super) struct LiveDrain {
+    verdict: crate::live::config::Verdict,
+    projector: Option<crate::live::deliver::Projector>,
+    flush_timeout_ms: Option<f64>,
+}
+
+impl LiveDrain {
+    /// Reads the `CLAWSWEEPER_CRABFLEET_*` variables, `SSL_CERT_FILE` (only for a valid
+    /// configuration) and [`FLUSH_TIMEOUT_VAR`].
+    pub(super) fn from_env(env: &Env) -> Result<LiveDrain, Failure> {
+        let verdict = crate::live::config::verdict(env);
+        let projector = match &verdict {
+            crate::live::config::Verdict::Valid(_) => Some(crabfleet_projector(env)?),
+            _ => None,
+        };
+        let flush_timeout_ms = env
+            .get(FLUSH_TIMEOUT_VAR)
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| crate::privacy::js_number(s));
+        Ok(LiveDrain {
+            verdict,
+            projector,
+            flush_timeout_ms,
+        })
+    }
+
+    /// The drain's parameters for [`crate::live::finalize`] (this process's pid, the system
+    /// clock for failures' `recorded_at`).
+    pub(super) fn drain(&self) -> crate::live::finalize::Drain<'_> {
+        crate::live::finalize::Drain {
+            verdict: &self.verdict,
+            projector: self.projector.as_ref(),
+            flush_timeout_ms: self.flush_timeout_ms,
+            pid: std::process::id(),
+            wall: &system_now,
+        }
+    }
 }
 
 /// The live-projection client: trusts the CA certificates of the file `SSL_CERT_FILE` names,

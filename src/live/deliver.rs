@@ -4,7 +4,9 @@
 //! [`Projector`] (one per process); requests that cannot start wait in a queue of at most
 //! [`MAX_QUEUED_PER_ROOT`] per spool root, [`MAX_QUEUED_ROOTS`] roots and [`MAX_QUEUED_TOTAL`] in
 //! all; a request refused by a cap fails at once (`queue limit <n> reached`; a new root past the
-//! root cap gets the total's message, as in the reference). A waiting request fails once it has
+//! root cap gets the total's message, as in the reference). A freed slot goes to the waiting
+//! request whose root has the fewest running requests, the earliest among equals (fair
+//! admission: a root with a long queue does not starve another). A waiting request fails once it has
 //! waited its per-request timeout; a running one is aborted at its timeout. One deadline bounds
 //! a whole drain: what has not settled by then fails, so nothing waits forever.
 //!
@@ -16,8 +18,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::sync::Semaphore;
 
 use crate::event::Event;
 use crate::time::Timestamp;
@@ -76,10 +76,105 @@ pub enum Failure {
 /// One delivery's outcome.
 type Outcome = Result<(), Failure>;
 
+/// The process-wide slots and queues: requests running per root and in all, and the requests
+/// waiting for a slot in arrival order.
 #[derive(Default)]
-struct Queues {
-    per_root: HashMap<String, usize>,
-    total: usize,
+struct Sched {
+    active_total: usize,
+    active: HashMap<String, usize>,
+    waiting_total: usize,
+    waiting: HashMap<String, usize>,
+    waiters: std::collections::VecDeque<Waiter>,
+    next_id: u64,
+}
+
+/// A request waiting for a slot: [`release`] sends it its [`Slot`].
+struct Waiter {
+    id: u64,
+    root: String,
+    grant: tokio::sync::oneshot::Sender<Slot>,
+}
+
+fn bump(map: &mut HashMap<String, usize>, root: &str, up: bool) {
+    if up {
+        *map.entry(root.to_owned()).or_insert(0) += 1;
+    } else if let Some(n) = map.get_mut(root) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(root);
+        }
+    }
+}
+
+/// A running request's slot, released when dropped (also when its task is aborted, or when it
+/// is dropped unreceived in a channel): the slot then goes to the waiting request whose root has
+/// the fewest running requests, the earliest among equals (fair admission across roots).
+struct Slot {
+    sched: Arc<Mutex<Sched>>,
+    root: String,
+    armed: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.armed {
+            release(&self.sched, &self.root);
+        }
+    }
+}
+
+fn release(sched: &Arc<Mutex<Sched>>, root: &str) {
+    let mut s = sched.lock().expect("sched lock");
+    s.active_total -= 1;
+    bump(&mut s.active, root, false);
+    while s.active_total < MAX_IN_FLIGHT {
+        let Some(pos) = (0..s.waiters.len())
+            .min_by_key(|&i| (s.active.get(&s.waiters[i].root).copied().unwrap_or(0), i))
+        else {
+            break;
+        };
+        let w = s.waiters.remove(pos).expect("a waiter at pos");
+        s.waiting_total -= 1;
+        bump(&mut s.waiting, &w.root, false);
+        s.active_total += 1;
+        bump(&mut s.active, &w.root, true);
+        let slot = Slot {
+            sched: sched.clone(),
+            root: w.root.clone(),
+            armed: true,
+        };
+        if let Err(mut back) = w.grant.send(slot) {
+            // The waiter is gone (timed out or aborted): undo, try the next one.
+            back.armed = false;
+            s.active_total -= 1;
+            bump(&mut s.active, &w.root, false);
+        }
+    }
+}
+
+/// A waiting request's place in the queue, given up when dropped (timed out or aborted)
+/// unless it was granted a slot meanwhile.
+struct Place {
+    sched: Arc<Mutex<Sched>>,
+    id: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut s = self.sched.lock().expect("sched lock");
+        if let Some(pos) = s.waiters.iter().position(|w| w.id == self.id) {
+            let w = s.waiters.remove(pos).expect("a waiter at pos");
+            s.waiting_total -= 1;
+            bump(&mut s.waiting, &w.root, false);
+        }
+    }
+}
+
+/// How a request starts: at once, after waiting, or refused by a cap.
+enum Admission {
+    Run(Slot),
+    Wait(Place, tokio::sync::oneshot::Receiver<Slot>),
+    Refused(usize),
 }
 
 /// The process-wide projector: one client, one set of slots and queue caps shared by every
@@ -87,8 +182,7 @@ struct Queues {
 pub struct Projector {
     client: reqwest::Client,
     runtime: tokio::runtime::Runtime,
-    slots: Arc<Semaphore>,
-    queues: Arc<Mutex<Queues>>,
+    sched: Arc<Mutex<Sched>>,
 }
 
 impl std::fmt::Debug for Projector {
@@ -128,9 +222,52 @@ impl Projector {
         Ok(Projector {
             client,
             runtime,
-            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
-            queues: Arc::new(Mutex::new(Queues::default())),
+            sched: Arc::new(Mutex::new(Sched::default())),
         })
+    }
+
+    /// Requests waiting for a slot now, in all roots.
+    pub fn waiting(&self) -> usize {
+        self.sched.lock().expect("sched lock").waiting_total
+    }
+
+    /// Admits one request of `root`: a free slot when no request waits, else a place in the
+    /// queue within the caps.
+    fn admit(&self, root: &str) -> Admission {
+        let mut s = self.sched.lock().expect("sched lock");
+        if s.active_total < MAX_IN_FLIGHT && s.waiters.is_empty() {
+            s.active_total += 1;
+            bump(&mut s.active, root, true);
+            return Admission::Run(Slot {
+                sched: self.sched.clone(),
+                root: root.to_owned(),
+                armed: true,
+            });
+        }
+        let waiting = s.waiting.get(root).copied().unwrap_or(0);
+        if waiting >= MAX_QUEUED_PER_ROOT {
+            return Admission::Refused(MAX_QUEUED_PER_ROOT);
+        }
+        if s.waiting_total >= MAX_QUEUED_TOTAL
+            || (waiting == 0 && s.waiting.len() >= MAX_QUEUED_ROOTS)
+        {
+            return Admission::Refused(MAX_QUEUED_TOTAL);
+        }
+        let (grant, receive) = tokio::sync::oneshot::channel();
+        let id = s.next_id;
+        s.next_id += 1;
+        s.waiters.push_back(Waiter {
+            id,
+            root: root.to_owned(),
+            grant,
+        });
+        s.waiting_total += 1;
+        bump(&mut s.waiting, root, true);
+        let place = Place {
+            sched: self.sched.clone(),
+            id,
+        };
+        Admission::Wait(place, receive)
     }
 
     /// Posts `bodies` (in order, for the spool root `root_key`) under `config`, all within
@@ -147,32 +284,13 @@ impl Projector {
         self.runtime.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             for (i, body) in bodies.iter().enumerate() {
-                let permit = match self.slots.clone().try_acquire_owned() {
-                    Ok(p) => Some(p),
-                    Err(_) => {
-                        let mut q = self.queues.lock().expect("queue lock");
-                        let waiting = q.per_root.get(root_key).copied().unwrap_or(0);
-                        let refusal = if waiting >= MAX_QUEUED_PER_ROOT {
-                            Some(MAX_QUEUED_PER_ROOT)
-                        } else if q.total >= MAX_QUEUED_TOTAL
-                            || (waiting == 0 && q.per_root.len() >= MAX_QUEUED_ROOTS)
-                        {
-                            Some(MAX_QUEUED_TOTAL)
-                        } else {
-                            None
-                        };
-                        if let Some(limit) = refusal {
-                            results.lock().expect("results")[i] =
-                                Some(Err(Failure::QueueLimit(limit)));
-                            continue;
-                        }
-                        *q.per_root.entry(root_key.to_owned()).or_insert(0) += 1;
-                        q.total += 1;
-                        None
+                let admission = match self.admit(root_key) {
+                    Admission::Refused(limit) => {
+                        results.lock().expect("results")[i] = Some(Err(Failure::QueueLimit(limit)));
+                        continue;
                     }
+                    other => other,
                 };
-                let slots = self.slots.clone();
-                let queues = self.queues.clone();
                 let results = results.clone();
                 let client = self.client.clone();
                 let (endpoint, bearer, timeout_ms) = (
@@ -181,23 +299,16 @@ impl Projector {
                     config.timeout_ms,
                 );
                 let body = body.clone();
-                let root_key = root_key.to_owned();
                 set.spawn(async move {
                     let timeout = Duration::from_millis(timeout_ms);
-                    let permit = match permit {
-                        Some(p) => Some(p),
-                        None => {
-                            let got = tokio::time::timeout(timeout, slots.acquire_owned()).await;
-                            let mut q = queues.lock().expect("queue lock");
-                            q.total -= 1;
-                            if let Some(n) = q.per_root.get_mut(&root_key) {
-                                *n -= 1;
-                                if *n == 0 {
-                                    q.per_root.remove(&root_key);
-                                }
-                            }
+                    let permit = match admission {
+                        Admission::Run(slot) => Some(slot),
+                        Admission::Wait(place, receive) => {
+                            let got = tokio::time::timeout(timeout, receive).await;
+                            drop(place);
                             got.ok().and_then(Result::ok)
                         }
+                        Admission::Refused(_) => unreachable!("refusals are settled above"),
                     };
                     let outcome = match permit {
                         None => Err(Failure::Timeout(timeout_ms)),
@@ -277,6 +388,29 @@ fn source_of(root: &Root, entry: &Entry, body: &str) -> Result<Event, super::Err
         .map_err(|_| malformed("payload.event is not an event"))
 }
 
+/// The durable event a reserved `entry` names (`event_path`), when it was written and is the
+/// event the intent was made for.
+fn reserved_event(
+    root: &Root,
+    entry: &Entry,
+    event_path: &str,
+) -> Result<Option<Event>, super::Error> {
+    let text = root.read_text(
+        event_path,
+        crate::writer::spool::MAX_EVENT_FILE_BYTES,
+        "action event",
+    )?;
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let event =
+        Event::parse_line(text.trim_end(), "action event").map_err(|_| super::Error::Outbox {
+            path: root.display_path(event_path),
+            what: "the reserved event is not an event".into(),
+        })?;
+    Ok((event.event_id.as_str() == entry.event_id).then_some(event))
+}
+
 /// Settles every unsettled request of the outbox at `root` (its key `root_key` for the queue
 /// caps) under `verdict`, within `deadline`: pending requests are claimed (process `pid`) and
 /// posted; a 2xx marks the request delivered; any failure records `projection.failed`
@@ -312,9 +446,29 @@ pub fn drain(
         }
     };
     for entry in outbox::entries(root)? {
-        let state = outbox::state(root, &entry)?;
+        let mut state = outbox::state(root, &entry)?;
+        if let State::Reserved(intent) = &state {
+            if intent.pid == pid || crate::process::pid_alive(intent.pid) {
+                // Its writer is still on its way to the request (or the failure).
+                report.busy += 1;
+                continue;
+            }
+            // The writer died between its intent and the request: the event decides.
+            let Some(event) = reserved_event(root, &entry, &intent.event_path)? else {
+                outbox::void(root, &entry)?;
+                continue;
+            };
+            if intent.failure {
+                if outbox::claim(root, &entry, pid)? {
+                    settle(&mut report, &entry, &event, Failure::Config);
+                }
+                continue;
+            }
+            outbox::fulfil(root, &entry, &event)?;
+            state = outbox::state(root, &entry)?;
+        }
         let body = match state {
-            State::Done => continue,
+            State::Done | State::Reserved(_) => continue,
             State::Sending(p) if p != pid && crate::process::pid_alive(p) => {
                 report.busy += 1;
                 continue;

@@ -63,8 +63,18 @@ pub fn has_unsettled(root: &Root) -> Result<bool, super::Error> {
     Ok(false)
 }
 
-/// Finalizes `spool` in two passes around the drain (module docs); returns the combined seal
-/// report (pass 2's shard paths, which include pass 1's) and the drain's report.
+/// What pass 1 does with the producers that do not hold only `projection.failed` events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass1 {
+    /// `seal`: seal them and write their shards.
+    Seal,
+    /// The publisher's spool input: they must already be sealed; nothing is written.
+    RequireSealed,
+}
+
+/// Finalizes `spool` in two passes around the drain (module docs), as `seal` does; returns the
+/// combined seal report (pass 2's shard paths, which include pass 1's) and the drain's report.
+/// With nothing to drain it is one [`seal::seal`].
 pub fn finalize(
     spool: &Spool,
     output: Option<&Root>,
@@ -72,24 +82,54 @@ pub fn finalize(
     options: &seal::Options,
     drain: &Drain<'_>,
 ) -> Result<(SealReport, DrainReport), Error> {
+    two_pass(spool, output, now, options, drain, Pass1::Seal)
+}
+
+/// Two-pass finalization of the publisher's spool input (`publish SPOOL`), the same
+/// procedure as [`finalize`] except for pass 1: the spool must already be sealed (by `seal`)
+/// except for the producers holding only `projection.failed` events, so pass 1 checks the
+/// seals and writes nothing ([`seal::Error::Unsealed`] or [`seal::Error::LateEvents`]
+/// otherwise, as publishing an unsealed spool); then the outbox is drained under the deadline
+/// and pass 2 seals the failure producers, so the publication carries every failure. No
+/// shard file is written (the publisher packs the shards from the sealed spool).
+pub fn finalize_sealed(
+    spool: &Spool,
+    now: Timestamp,
+    options: &seal::Options,
+    drain: &Drain<'_>,
+) -> Result<(SealReport, DrainReport), Error> {
+    two_pass(spool, None, now, options, drain, Pass1::RequireSealed)
+}
+
+/// The one implementation behind [`finalize`] and [`finalize_sealed`].
+fn two_pass(
+    spool: &Spool,
+    output: Option<&Root>,
+    now: Timestamp,
+    options: &seal::Options,
+    drain: &Drain<'_>,
+    mode: Pass1,
+) -> Result<(SealReport, DrainReport), Error> {
     let timeout_ok = drain
         .flush_timeout_ms
         .is_none_or(|t| t.fract() == 0.0 && (1.0..=MAX_TIMEOUT_MS as f64).contains(&t));
-    if timeout_ok && !has_unsettled(spool.handle())? {
+    if mode == Pass1::Seal && timeout_ok && !has_unsettled(spool.handle())? {
         return Ok((
             seal::seal(spool, output, now, options)?,
             DrainReport::default(),
         ));
     }
-    let pass1 = seal::seal(
-        spool,
-        output,
-        now,
-        &seal::Options {
-            skip_projection_failure_only: true,
-            ..options.clone()
-        },
-    )?;
+    let pass1_options = seal::Options {
+        skip_projection_failure_only: true,
+        ..options.clone()
+    };
+    let pass1 = match mode {
+        Pass1::Seal => seal::seal(spool, output, now, &pass1_options)?,
+        Pass1::RequireSealed => {
+            seal::sealed_runs_selected(spool, &pass1_options)?;
+            SealReport::default()
+        }
+    };
     if !timeout_ok {
         return Err(Error::FlushTimeout);
     }

@@ -276,13 +276,53 @@ pub fn after_record(
     verdict: &config::Verdict,
     wall: Timestamp,
 ) -> Result<Queued, Error> {
+    after_record_reserved(root, event, verdict, wall, None)
+}
+
+/// The outbox entry to reserve for `candidate` just before it is written
+/// ([`outbox::reserve`]; `None` when projection is off), so that a kill between the durable
+/// event and its request (or its configuration failure) is settled by the next drain.
+pub fn before_record(
+    root: &Root,
+    candidate: &Event,
+    verdict: &config::Verdict,
+    pid: u32,
+) -> Result<Option<outbox::Entry>, Error> {
+    let failure = match verdict {
+        config::Verdict::Disabled => return Ok(None),
+        config::Verdict::Invalid(_) => true,
+        config::Verdict::Valid(_) => false,
+    };
+    outbox::reserve(root, candidate, pid, failure).map(Some)
+}
+
+/// [`after_record`] for an event whose outbox entry was reserved by [`before_record`]: the
+/// request is written under that entry, or the configuration failure is recorded and the
+/// entry marked failed.
+pub fn after_record_reserved(
+    root: &Root,
+    event: &Event,
+    verdict: &config::Verdict,
+    wall: Timestamp,
+    reserved: Option<&outbox::Entry>,
+) -> Result<Queued, Error> {
     match verdict {
         config::Verdict::Disabled => Ok(Queued::Disabled),
-        config::Verdict::Invalid(_) => Ok(Queued::ConfigFailure(
-            record_failure(root, event, wall)
-                .map(drop)
-                .map_err(|e| e.to_string()),
-        )),
-        config::Verdict::Valid(_) => outbox::enqueue(root, event).map(Queued::Request),
+        config::Verdict::Invalid(_) => {
+            let recorded = record_failure(root, event, wall).map(drop);
+            let marked = match (&recorded, reserved) {
+                (Ok(()), Some(entry)) => outbox::mark_failed(root, entry),
+                _ => Ok(()),
+            };
+            Ok(Queued::ConfigFailure(
+                recorded.and(marked).map_err(|e| e.to_string()),
+            ))
+        }
+        config::Verdict::Valid(_) => match reserved {
+            Some(entry) => {
+                outbox::fulfil(root, entry, event).map(|()| Queued::Request(entry.clone()))
+            }
+            None => outbox::enqueue(root, event).map(Queued::Request),
+        },
     }
 }

@@ -23,11 +23,9 @@ pub(crate) enum Answer {
     /// Read the request, never answer.
     Hang,
     /// Read the request, then close the connection without answering.
-    #[allow(dead_code)] // for the delivery tests that are not written yet
     Reset,
 }
 
-#[allow(dead_code)] // for the delivery tests that are not written yet
 impl Answer {
     pub(crate) fn status(status: u16) -> Answer {
         Answer::Status {
@@ -67,7 +65,6 @@ pub(crate) struct StandIn {
     /// The CA certificate (PEM) to trust.
     pub ca_pem: Vec<u8>,
     pub requests: Arc<Mutex<Vec<Captured>>>,
-    #[allow(dead_code)] // for the saturation test that is not written yet
     pub max_in_flight: Arc<AtomicUsize>,
     runtime: Option<tokio::runtime::Runtime>,
 }

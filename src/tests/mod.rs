@@ -8,6 +8,7 @@ pub(crate) mod compat;
 pub(crate) mod conformance;
 pub(crate) mod crabfleet;
 pub(crate) mod fuzz_regressions;
+pub(crate) mod live_delivery;
 pub(crate) mod model_finality;
 pub(crate) mod model_ledger;
 pub(crate) mod prop_identity;

@@ -566,10 +566,27 @@ pub fn record_phase_outcome(
     now: Timestamp,
     options: &Options,
 ) -> Result<Option<(Event, Outcome)>, Error> {
+    record_phase_outcome_with(root, input, env, now, options, &mut |_, _| {})
+}
+
+/// [`record_phase_outcome`], calling `before_write` with the opened spool root and the checked
+/// candidate just before it is written (live projection reserves its outbox entry there, so a
+/// kill between the event and its request leaves a trace, [`crate::live::outbox`]).
+///
+/// # Errors
+/// As [`record_phase`].
+pub fn record_phase_outcome_with(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now: Timestamp,
+    options: &Options,
+    before_write: &mut dyn FnMut(&Root, &Event),
+) -> Result<Option<(Event, Outcome)>, Error> {
     match phase_action_input(input) {
         // The reference hashes `identity: undefined` only when recording is enabled.
         Err(Error::MissingIdentity(_)) if !enabled(env) => Ok(None),
-        generic => record_action_outcome(root, &generic?, env, now, options),
+        generic => record_action_outcome_with(root, &generic?, env, now, options, before_write),
     }
 }
 
@@ -814,6 +831,21 @@ pub fn record_action_outcome(
     now: Timestamp,
     options: &Options,
 ) -> Result<Option<(Event, Outcome)>, Error> {
+    record_action_outcome_with(root, input, env, now, options, &mut |_, _| {})
+}
+
+/// [`record_action_outcome`] with a `before_write` hook, as [`record_phase_outcome_with`].
+///
+/// # Errors
+/// As [`record_action`].
+pub fn record_action_outcome_with(
+    root: &Path,
+    input: &Value,
+    env: &Environment,
+    now: Timestamp,
+    options: &Options,
+    before_write: &mut dyn FnMut(&Root, &Event),
+) -> Result<Option<(Event, Outcome)>, Error> {
     if !enabled(env) {
         return Ok(None);
     }
@@ -826,6 +858,7 @@ pub fn record_action_outcome(
         check_spool(&root, &candidate, &date)?;
         check_privacy(&candidate, input, env, options.privacy)?;
     }
+    before_write(&root, &candidate);
     write_event(&root, &candidate, &date, now).map(Some)
 }
 

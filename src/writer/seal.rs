@@ -477,8 +477,18 @@ pub fn is_valid_seal(text: &str, producer: &Value) -> bool {
 /// The producer runs of a spool that must already be sealed: every producer needs a seal equal
 /// to the one its current events produce (else [`Error::Unsealed`] or [`Error::LateEvents`]).
 pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
-    let runs = plan(spool)?;
-    for run in &runs {
+    sealed_runs_selected(spool, &Options::default())
+}
+
+/// [`sealed_runs`] for the producers `options` selects: with
+/// [`Options::skip_projection_failure_only`], the producers whose events are all
+/// `projection.failed` may be unsealed (pass 1 of the publisher's two-pass finalization,
+/// [`crate::live::finalize::finalize_sealed`]); only the selected runs are returned.
+pub fn sealed_runs_selected(spool: &Spool, options: &Options) -> Result<Vec<ProducerRun>, Error> {
+    let all = plan(spool)?;
+    let selected =
+        |r: &ProducerRun| !(options.skip_projection_failure_only && is_projection_failure_only(r));
+    for run in all.iter().filter(|r| selected(r)) {
         let Some(text) = read_seal(spool, run)? else {
             return Err(Error::Unsealed {
                 root: spool.root().to_owned(),
@@ -497,11 +507,11 @@ pub fn sealed_runs(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
         let Some(digest) = name.strip_suffix(".json").and_then(Digest::parse) else {
             continue;
         };
-        if !runs.iter().any(|r| r.producer_digest == digest) {
+        if !all.iter().any(|r| r.producer_digest == digest) {
             return Err(Error::OrphanSeal(spool.root().join(&dir).join(name)));
         }
     }
-    Ok(runs)
+    Ok(all.into_iter().filter(|r| selected(r)).collect())
 }
 
 #[cfg(test)]

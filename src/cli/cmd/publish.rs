@@ -149,11 +149,20 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     let mut landed = false;
     let meter = out.meter();
     meter.begin("sources", Some(sources.len() as u64));
+    // Live projection's drain, resolved at the first spool source with an outbox.
+    let mut live = None;
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
-        let publication = match publish::publish_to(&store, root, &options, target) {
+        let published = finalize_spool_input(out, env, &mut live, root, profile)
+            .and_then(|()| publish::publish_to(&store, root, &options, target).map_err(Into::into));
+        let publication = match published {
             Ok(p) => p,
             Err(e) => {
-                let failure = publish_failure(source, if landed { i } else { 0 }, e);
+                let failure = match e {
+                    SourceError::Publish(e) => {
+                        publish_failure(source, if landed { i } else { 0 }, *e)
+                    }
+                    SourceError::Other(f) => f,
+                };
                 if created {
                     drop(store);
                     discard_new_repository(repo, was_empty_dir, &new_parents);
@@ -168,6 +177,66 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     }
     meter.end();
     Ok(())
+}
+
+/// Why one source was not published.
+enum SourceError {
+    /// The publication (or its spool input's seals) failed.
+    Publish(Box<publish::Error>),
+    /// Live projection's finalization failed otherwise (its settings, the outbox).
+    Other(Failure),
+}
+
+impl From<publish::Error> for SourceError {
+    fn from(e: publish::Error) -> Self {
+        SourceError::Publish(Box::new(e))
+    }
+}
+
+/// Two-pass finalization of a spool source whose outbox holds live-projection requests
+/// ([`crate::live::finalize::finalize_sealed`], the procedure `seal` runs): the spool must be
+/// sealed apart from its projection-failure-only producers; the outbox is drained under the
+/// deadline and those producers are sealed, so the publication carries every failure. A
+/// source without an outbox (projection never used) is left exactly as it is.
+fn finalize_spool_input(
+    out: &mut Printer,
+    env: &Env,
+    live: &mut Option<crate::cli::settings::LiveDrain>,
+    root: &Path,
+    profile: Profile,
+) -> Result<(), SourceError> {
+    use crate::writer::spool::{self, Spool};
+    let outbox = root.join(crate::live::outbox::DIR);
+    if !root.join(spool::SPOOL_DIR).is_dir() || !outbox.is_dir() {
+        return Ok(());
+    }
+    let spool = Spool::open(root).map_err(|e| publish::Error::Seal(e.into()))?;
+    if live.is_none() {
+        *live = Some(crate::cli::settings::LiveDrain::from_env(env).map_err(SourceError::Other)?);
+    }
+    let drain = live.as_ref().expect("resolved above").drain();
+    let options = seal::Options {
+        privacy: profile,
+        ..seal::Options::default()
+    };
+    match crate::live::finalize::finalize_sealed(
+        &spool,
+        crate::cli::settings::system_now(),
+        &options,
+        &drain,
+    ) {
+        Ok((_, drained)) => {
+            for line in &drained.log {
+                out.note(line);
+            }
+            Ok(())
+        }
+        Err(crate::live::finalize::Error::Seal(e)) => Err(publish::Error::Seal(e).into()),
+        Err(other) => Err(SourceError::Other(Failure::input(format!(
+            "{}: {other}; the ledger ref was not changed by this source",
+            root.display()
+        )))),
+    }
 }
 
 /// Removes the repository that this `publish` created at `repo` when a publication failed and

@@ -53,19 +53,46 @@ pub(in crate::cli) fn run(
         .map_err(|e| Failure::input(format!("{source}: {e}")))?;
     let now = system_now();
     let options = record::Options { privacy: profile };
+    // Live projection reserves its outbox entry just before the event is written
+    // (crate::live::outbox), so a kill between the event and its request leaves a trace.
+    let verdict = crate::live::config::verdict(env);
+    let mut reserved = None;
+    let mut notes = Vec::new();
+    let mut before_write = |handle: &crate::writer::files::Root,
+                            candidate: &crate::event::Event| {
+        match crate::live::before_record(handle, candidate, &verdict, std::process::id()) {
+            Ok(entry) => reserved = entry,
+            Err(e) => notes.push(format!("live projection: {e}")),
+        }
+    };
     let result = match (value.get("phase"), value.get("scope")) {
-        (Some(_), None) => record::record_phase_outcome(&root, &value, env, now, &options),
-        (None, Some(_)) => record::record_action_outcome(&root, &value, env, now, &options),
+        (Some(_), None) => {
+            record::record_phase_outcome_with(&root, &value, env, now, &options, &mut before_write)
+        }
+        (None, Some(_)) => {
+            record::record_action_outcome_with(&root, &value, env, now, &options, &mut before_write)
+        }
         _ => {
             return Err(Failure::input(format!(
                 "{source}: the input must have either `phase` (phase API) or `scope` (action API)"
             )));
         }
     };
+    for note in &notes {
+        out.note(note);
+    }
+    if result.is_err()
+        && let Some(entry) = &reserved
+        && let Ok(handle) =
+            crate::writer::files::Root::open(&root, crate::writer::spool::ROOT_LABEL)
+        && let Err(e) = crate::live::outbox::void(&handle, entry)
+    {
+        out.note(&format!("live projection: {e}"));
+    }
     match result {
         Ok(Some((event, outcome))) => {
             out.data(&event.json);
-            project(out, env, &root, &event);
+            project(out, env, &root, &event, &verdict, reserved.as_ref());
             out.note(&match outcome {
                 record::Outcome::Recorded => format!(
                     "recorded {} {} in {}",
@@ -100,9 +127,15 @@ pub(in crate::cli) fn run(
 /// Live projection of a durable event (crate::live): an invalid configuration records a
 /// `projection.failed` event; a valid one queues the request in the outbox and drains the
 /// outbox within the per-request timeout. Never fails the command: problems are notes.
-fn project(out: &mut Printer, env: &Env, root: &std::path::Path, event: &crate::event::Event) {
-    let verdict = crate::live::config::verdict(env);
-    if verdict == crate::live::config::Verdict::Disabled {
+fn project(
+    out: &mut Printer,
+    env: &Env,
+    root: &std::path::Path,
+    event: &crate::event::Event,
+    verdict: &crate::live::config::Verdict,
+    reserved: Option<&crate::live::outbox::Entry>,
+) {
+    if *verdict == crate::live::config::Verdict::Disabled {
         return;
     }
     let Ok(handle) = crate::writer::files::Root::open(root, crate::writer::spool::ROOT_LABEL)
@@ -110,7 +143,7 @@ fn project(out: &mut Printer, env: &Env, root: &std::path::Path, event: &crate::
         out.note("live projection: cannot open the spool root");
         return;
     };
-    match crate::live::after_record(&handle, event, &verdict, system_now()) {
+    match crate::live::after_record_reserved(&handle, event, verdict, system_now(), reserved) {
         Ok(crate::live::Queued::Request(_)) => {}
         Ok(crate::live::Queued::ConfigFailure(Ok(()))) => {
             out.note(
@@ -127,7 +160,7 @@ fn project(out: &mut Printer, env: &Env, root: &std::path::Path, event: &crate::
             return;
         }
     }
-    let crate::live::config::Verdict::Valid(config) = &verdict else {
+    let crate::live::config::Verdict::Valid(config) = verdict else {
         return;
     };
     let projector = match settings::crabfleet_projector(env) {
@@ -141,7 +174,7 @@ fn project(out: &mut Printer, env: &Env, root: &std::path::Path, event: &crate::
     match crate::live::deliver::drain(
         Some(&projector),
         &handle,
-        &verdict,
+        verdict,
         budget,
         std::process::id(),
         &system_now,

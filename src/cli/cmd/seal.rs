@@ -65,6 +65,8 @@ pub(in crate::cli) fn run(
         ),
         None => None,
     };
+    // Live projection's drain (crate::live::finalize), resolved once for every spool.
+    let live = crate::cli::settings::LiveDrain::from_env(env)?;
     let meter = out.meter();
     meter.begin("spools", Some(spools.len() as u64));
     for (root, spool) in spools.iter().zip(opened) {
@@ -86,20 +88,6 @@ pub(in crate::cli) fn run(
         }
         // Two-pass finalization around the live-projection drain (crate::live::finalize);
         // with no outbox request to settle it is the one ordinary seal.
-        let verdict = crate::live::config::verdict(env);
-        let projector = match &verdict {
-            crate::live::config::Verdict::Valid(_) => {
-                Some(crate::cli::settings::crabfleet_projector(env)?)
-            }
-            _ => None,
-        };
-        let drain = crate::live::finalize::Drain {
-            verdict: &verdict,
-            projector: projector.as_ref(),
-            flush_timeout_ms: None,
-            pid: std::process::id(),
-            wall: &system_now,
-        };
         let (report, drained) = crate::live::finalize::finalize(
             &spool,
             output_root.as_ref(),
@@ -108,7 +96,7 @@ pub(in crate::cli) fn run(
                 privacy: profile,
                 ..seal::Options::default()
             },
-            &drain,
+            &live.drain(),
         )
         .map_err(|e| match e {
             crate::live::finalize::Error::Seal(e) => seal_failure(e),
