@@ -93,11 +93,23 @@ const JS_ONLY_KINDS: &[(&str, &str)] = &[
     ("set", "a Set is a class instance, which JSON cannot hold"),
     ("array_subclass", "an array class instance has no JSON form"),
     ("sparse_array", "a sparse array (holes) has no JSON form"),
-    ("decorated_array", "an array with extra own properties has no JSON form"),
+    (
+        "decorated_array",
+        "an array with extra own properties has no JSON form",
+    ),
     ("accessor_property", "an accessor property has no JSON form"),
-    ("getter_property", "an accessor (getter) property has no JSON form"),
-    ("setter_property", "an accessor (setter) property has no JSON form"),
-    ("non_enumerable_property", "a non-enumerable property has no JSON form"),
+    (
+        "getter_property",
+        "an accessor (getter) property has no JSON form",
+    ),
+    (
+        "setter_property",
+        "an accessor (setter) property has no JSON form",
+    ),
+    (
+        "non_enumerable_property",
+        "a non-enumerable property has no JSON form",
+    ),
     ("symbol_key", "a symbol key has no JSON form"),
 ];
 
