@@ -849,8 +849,9 @@ fn write_failure(e: store::remote::WriteError<Error>, ref_name: &str) -> Error {
     match e {
         WriteError::Build(e) => e,
         WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
-        WriteError::RefLocked { .. } => Error::RefLocked {
+        WriteError::RefLocked { lock, .. } => Error::RefLocked {
             ref_name: ref_name.to_owned(),
+            lock,
         },
         WriteError::Store(e) => e.into(),
         WriteError::Transport(e) => e.into(),
