@@ -54,6 +54,10 @@ step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 step "smart HTTP (lighttpd + git http-backend, basic auth) and ssh (sshd) remotes with the hook; wire faults (bounded)"
 scripts/e2e-remote.sh all 24
+step "no credential of a remote URL in any output or cache repository: every --remote command, serve, every failure path"
+scripts/e2e-secrets.sh
+step "git maintenance (prune-packed, repack, gc, pack-refs, commit-graph, maintenance tasks) beside every writer (bounded)"
+scripts/e2e-maintenance.sh 6
 step "actionlint on every workflow and the reusable action (skips when it cannot be installed)"
 scripts/lint-workflows.sh
 step "static musl build of the release binary (skips when the target is not installed)"

@@ -69,6 +69,23 @@ fn incarnation_prefix(pid: u32) -> Option<String> {
     crate::process::process_incarnation(pid).map(|d| d.as_str()[..12].to_owned())
 }
 
+/// What to do about an I/O error of writing to disk, by its cause: "free space" only when space
+/// (`ENOSPC`, or a quota: `EDQUOT`) is the cause; permissions for `EACCES`/`EPERM`/`EROFS`; a path
+/// removed meanwhile for `ENOENT`; the file system otherwise.
+pub fn io_advice(e: &std::io::Error) -> &'static str {
+    use rustix::io::Errno;
+    let is = |errno: Errno| e.raw_os_error() == Some(errno.raw_os_error());
+    if is(Errno::NOSPC) || is(Errno::DQUOT) {
+        "free space on that file system (or raise the quota) and run again"
+    } else if is(Errno::ACCESS) || is(Errno::PERM) || is(Errno::ROFS) {
+        "check that this user may write there"
+    } else if e.kind() == std::io::ErrorKind::NotFound {
+        "a path on the way was removed meanwhile; run again, and check what deletes files in the repository"
+    } else {
+        "check the file system"
+    }
+}
+
 /// Writes `parts` to the new file `tmp` and fsyncs it. The caller renames it into place and then
 /// fsyncs the directory ([`sync_dir`]).
 ///
@@ -189,6 +206,32 @@ fn owner_of(name: &str) -> Option<(u32, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "free space" is advised only when space is the cause; a path removed meanwhile (git's
+    /// maintenance removing an empty fan-out directory) or another failure says something else.
+    #[test]
+    fn io_advice_says_free_space_only_for_space() {
+        use rustix::io::Errno;
+        let of = |errno: Errno| io_advice(&std::io::Error::from_raw_os_error(errno.raw_os_error()));
+        assert!(of(Errno::NOSPC).contains("free space"));
+        assert!(of(Errno::DQUOT).contains("free space"));
+        for other in [
+            Errno::NOENT,
+            Errno::IO,
+            Errno::ACCESS,
+            Errno::ROFS,
+            Errno::NOTDIR,
+        ] {
+            assert!(!of(other).contains("free space"), "{other:?}");
+        }
+        assert!(of(Errno::NOENT).contains("removed meanwhile"));
+        assert!(of(Errno::ACCESS).contains("may write"));
+        let e = crate::store::Error::Sync {
+            path: "objects/ab".into(),
+            source: std::io::Error::from_raw_os_error(Errno::NOENT.raw_os_error()),
+        };
+        assert!(!e.to_string().contains("free space"), "{e}");
+    }
 
     #[test]
     fn temp_names_carry_their_owner() {

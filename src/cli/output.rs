@@ -85,19 +85,22 @@ impl<'a> Printer<'a> {
         }
     }
 
-    /// One line of summary on stderr, unless `-q`.
+    /// One line of summary on stderr, unless `-q`; a remote's credentials in it are redacted
+    /// ([`redact`](store::remote::redact)).
     pub(super) fn note(&mut self, line: &str) {
         if !self.quiet && !self.records_on_stderr {
-            let _ = writeln!(self.stderr, "{line}");
+            let _ = writeln!(self.stderr, "{}", store::remote::redact(line));
         }
     }
 
     /// The exit code of a command's result: its failure's message goes to stderr as
-    /// `error: …`; a data write that failed (other than a closed pipe) makes it at least 2.
+    /// `error: …`, a remote's credentials in it redacted ([`redact`](store::remote::redact));
+    /// a data write that failed (other than a closed pipe) makes it at least 2.
     pub(super) fn finish(mut self, result: Result<(), Failure>) -> i32 {
         let code = match result {
             Ok(()) => 0,
             Err(Failure { code, message }) => {
+                let message = store::remote::redact(&message);
                 if self.records_on_stderr && !message.is_empty() {
                     let record = Value::object([
                         ("type", Value::str("error")),

@@ -2523,3 +2523,66 @@ fn maintain_migrates_a_flat_repository_once() {
         run_finality(tmp, T0, &["maintain", "--repo", "[TMP]/bad.git"])
     );
 }
+
+/// A ref update takes the locks git's takes: with `packed-refs.lock` present (git's
+/// `pack-refs` at work) `publish` and `action create` land at once on a packed ref, as
+/// `git update-ref` would (the ref's own lock: `store::refs` tests).
+#[test]
+fn writers_take_exactly_the_ref_lock_git_takes() {
+    let tmp = &temp_root();
+    fixture_spool(&tmp.join("one"));
+    run_cli(tmp, &["seal", "[TMP]/one"]);
+    let create = |id: &str| {
+        run_cli(
+            tmp,
+            &[
+                "action",
+                "create",
+                "--repo",
+                "[TMP]/state.git",
+                "--id",
+                id,
+                "--guard-decision",
+                "gd_l",
+                "--agent",
+                "a",
+                "--principal",
+                "p",
+            ],
+        )
+    };
+    std::fs::create_dir_all(tmp.join("state.git")).unwrap();
+    let repo = tmp.join("state.git");
+    let out = std::process::Command::new("git")
+        .args(["init", "-q", "--bare", "--initial-branch=main"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = create("act_first");
+    assert!(text.starts_with("exit: 0"), "{text}");
+    // The ref packed, and then packed-refs.lock held: neither matters to a loose update.
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&repo)
+        .args(["pack-refs", "--all"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!repo.join("refs/heads/main").exists(), "packed");
+    std::fs::write(repo.join("packed-refs.lock"), "").unwrap();
+    let started = std::time::Instant::now();
+    let text = run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/one"]);
+    assert!(text.starts_with("exit: 0"), "{text}");
+    let text = create("act_second");
+    assert!(text.starts_with("exit: 0"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "no wait for a lock git does not take"
+    );
+    assert!(
+        repo.join("packed-refs.lock").exists(),
+        "git's lock is git's"
+    );
+    std::fs::remove_file(repo.join("packed-refs.lock")).unwrap();
+}

@@ -846,19 +846,18 @@ pub struct Landed {
 ///
 /// # Errors
 /// [`Error::ClaimUnavailable`]-free read errors: [`Error::Corrupt`], [`Error::Store`];
-/// [`Error::InvalidInput`] (field `remote`) when the remote cannot be read.
+/// [`Error::Remote`] when the remote cannot be asked or fetched: an unavailable dependency,
+/// never invalid input.
 pub fn read_at_target<T>(
     store: &Store,
     options: &Options,
     target: &Target,
     read: impl FnOnce(&Overlay<'_>) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let tip = target
-        .tip(store, &options.ref_name)
-        .map_err(|e| Error::InvalidInput {
-            field: "remote",
-            reason: e.to_string(),
-        })?;
+    let tip = target.tip(store, &options.ref_name).map_err(|e| match e {
+        crate::store::remote::TipError::Transport(e) => Error::Remote(e),
+        crate::store::remote::TipError::Store(e) => Error::Store(e),
+    })?;
     let ov = Overlay::new(store.snapshot(tip)?)?;
     read(&ov)
 }
@@ -1066,8 +1065,9 @@ fn write_failure(e: store::remote::WriteError<Error>, ref_name: &str) -> Error {
     match e {
         WriteError::Build(e) => e,
         WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
-        WriteError::RefLocked { .. } => Error::RefLocked {
+        WriteError::RefLocked { lock, .. } => Error::RefLocked {
             ref_name: ref_name.to_owned(),
+            lock,
         },
         WriteError::Store(e) => e.into(),
         WriteError::Transport(e) => e.into(),

@@ -126,11 +126,14 @@ pub enum Error {
     },
     /// The ref lock was held for longer than [`Options::lock_wait`](super::Options::lock_wait).
     #[error(
-        "the ref lock of {ref_name} is held and was not released in time; if no writer is running, remove {ref_name}.lock"
+        "the ref lock of {ref_name} ({}) is held and was not released in time; retry later; if no action-ledger or git process writes to this repository (check with `fuser {}` or `ps`), remove that file",
+        lock.display(), lock.display()
     )]
     RefLocked {
         /// The ledger ref.
         ref_name: String,
+        /// The lock file that is held, by its real path.
+        lock: std::path::PathBuf,
     },
     /// The repository's finality layout record is not one this version knows.
     #[error(transparent)]

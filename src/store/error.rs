@@ -195,7 +195,10 @@ pub enum Error {
         path: String,
     },
     /// Flushing a written file or directory to disk failed; the operation did not complete.
-    #[error("could not flush {path} to disk ({source}): free space or check the file system")]
+    #[error(
+        "could not flush {path} to disk ({source}): {}",
+        crate::durable::io_advice(source)
+    )]
     Sync {
         /// The file or directory that could not be fsynced.
         path: PathBuf,

@@ -109,7 +109,7 @@ pub enum Error {
     /// An object could not be hashed or compressed.
     #[error("cannot compress an object for the pack: {0}")]
     Compress(String),
-    #[error("cannot write pack files in {}: {source}; check permissions and free space", dir.display())]
+    #[error("cannot write pack files in {}: {source}; {}", dir.display(), crate::durable::io_advice(source))]
     /// Writing, syncing or renaming a pack file failed.
     Io {
         /// The pack directory.

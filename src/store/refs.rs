@@ -3,13 +3,12 @@
 //! prove a dead writer's left-over lock stale (see the store's module docs).
 //!
 //! Only full ref names under `refs/` are accepted; symbolic refs are neither read nor written.
-//! Loose and packed refs are both read and swapped (gix's transaction locks `packed-refs` when it
-//! must rewrite it).
+//! Loose and packed refs are both read; an update writes the loose ref under `<ref>.lock`, the
+//! one lock git's `update-ref` takes for it (`packed-refs` is read, never locked or rewritten).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::refs::{FullName, Target};
 
 use super::error::git_err;
@@ -47,17 +46,22 @@ impl Store {
 
     /// The commit point: move `ref_name` from `expected` to `new` as a compare-and-swap.
     ///
-    /// `expected = Some(old)` requires the ref to hold `old` (`PreviousValue::MustExistAndMatch`);
-    /// `None` requires it not to exist (`PreviousValue::MustNotExist`). The check happens while
-    /// the ref's lock is held, and the lock is waited for at most [`REF_LOCK_TIMEOUT`]. If the ref already
-    /// holds `new`, the call succeeds without change. `log_message` goes to the reflog (newlines are
-    /// replaced by spaces), written as the committer of `new`, when the repository keeps reflogs.
-    /// The ref file is fsynced before returning.
+    /// `expected = Some(old)` requires the ref to hold `old`; `None` requires it not to exist.
+    /// The update takes exactly the lock git's `update-ref` takes for it: `<ref>.lock` beside the
+    /// loose ref, waited for at most [`REF_LOCK_TIMEOUT`], and never `packed-refs.lock` (a
+    /// ref that is only packed is read from `packed-refs` and written loose, as git does; git's
+    /// `pack-refs` holding `packed-refs.lock` meanwhile blocks nothing). The value is checked
+    /// while the lock is held. If the ref holds `new` and `expected` is `new`, the call succeeds
+    /// without change.
+    /// `log_message` goes to the reflog (newlines are replaced by spaces), written as the
+    /// committer of `new`, when the repository keeps reflogs (`core.logAllRefUpdates`, or a
+    /// reflog that exists). The lock file is fsynced before it is renamed into the ref, and the
+    /// ref's directories after.
     ///
     /// # Errors
     /// - [`Error::RefMoved`] with the actual value when the ref does not hold `expected`; the ref
     ///   is unchanged.
-    /// - [`Error::RefLocked`] when another writer holds the ref's (or `packed-refs`') lock and
+    /// - [`Error::RefLocked`], naming the lock file, when another writer holds `<ref>.lock` and
     ///   it is not provably stale (a stale one is removed and the update tried once more).
     /// - [`Error::InvalidRefName`], [`Error::MissingObject`]/[`Error::NotACommit`] when `new` is
     ///   not a commit in the repository, [`Error::SymbolicRef`], [`Error::Git`], [`Error::Sync`].
@@ -68,66 +72,136 @@ impl Store {
         new: CommitId,
         log_message: &str,
     ) -> Result<(), Error> {
-        let name = full_name(ref_name)?;
+        full_name(ref_name)?;
         let new_commit = self.find_commit(new)?;
         let committer = new_commit
             .committer()
             .map_err(git_err("read committer of", new))?;
-        let previous = match expected {
-            Some(old) => PreviousValue::MustExistAndMatch(Target::Object(old.0)),
-            None => PreviousValue::MustNotExist,
-        };
-        let message = log_message.replace(['\n', '\r'], " ");
-        let edit = RefEdit::update(name, Target::Object(new.0), previous, message);
+        let base = self.repo.common_dir().to_owned();
+        let ref_path = base.join(ref_name);
+        let lock_path = self.ref_lock_path(ref_name);
         let lock_fail = gix::lock::acquire::Fail::AfterDurationWithBackoff(REF_LOCK_TIMEOUT);
         let mut reclaimed = false;
-        let prepared = loop {
-            match self
-                .repo
-                .refs
-                .transaction()
-                .prepare(Some(edit.clone()), lock_fail, lock_fail)
-            {
-                Ok(prepared) => break prepared,
-                Err(err) => match self.classify_prepare_error(err, ref_name, expected) {
-                    Error::RefLocked { .. }
-                        if !reclaimed && self.reclaim_stale_ref_lock(ref_name) =>
-                    {
-                        reclaimed = true;
+        let mut lock = loop {
+            match gix::lock::File::acquire_to_update_resource(
+                &ref_path,
+                lock_fail,
+                Some(base.clone()),
+                0,
+            ) {
+                Ok(lock) => break lock,
+                Err(err) => {
+                    let held = err.iter_errors().any(|cause| {
+                        cause
+                            .downcast_ref::<std::io::Error>()
+                            .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+                    });
+                    if !held {
+                        return Err(git_err("lock ref", ref_name)(err));
                     }
-                    other => return Err(other),
-                },
+                    if !reclaimed && self.reclaim_stale_ref_lock(ref_name) {
+                        reclaimed = true;
+                        continue;
+                    }
+                    return Err(Error::RefLocked {
+                        ref_name: ref_name.to_owned(),
+                        lock: lock_path,
+                    });
+                }
             }
         };
-        // gix wrote the new value into `<ref>.lock` during prepare without fsyncing it; make it
-        // durable before the rename makes it the ref (crate::durable). The lock is also flocked
-        // while we hold it, which is how a later writer proves a left-over lock stale. A swap to
-        // the value the ref already holds writes no lock: nothing to sync.
-        let lock = self.ref_lock_path(ref_name);
-        let held = match hold_lock_file(&lock) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            other => other.map(Some),
+        // Read while the lock is held: loose first, then packed-refs (read, not locked).
+        let actual = self.tip(ref_name)?;
+        if actual != expected {
+            return Err(Error::RefMoved {
+                ref_name: ref_name.to_owned(),
+                expected,
+                actual,
+            });
+        }
+        if actual == Some(new) {
+            return Ok(()); // nothing to write; dropping the lock removes it
+        }
+        let sync_error = |source| Error::Sync {
+            path: lock_path.clone(),
+            source,
         };
-        let held = match held {
-            Ok(held) => held,
-            Err(source) => {
-                drop(prepared); // rolls the lock back
-                return Err(Error::Sync { path: lock, source });
-            }
-        };
+        {
+            use std::io::Write as _;
+            lock.write_all(format!("{}\n", new.to_hex()).as_bytes())
+                .map_err(sync_error)?;
+        }
+        // Make the value durable before the rename makes it the ref (crate::durable). The lock
+        // is also flocked while we hold it, which is how a later writer proves a left-over lock
+        // stale.
+        let held = hold_lock_file(&lock_path).map_err(sync_error)?;
         let owner = self.lock_owner_path(ref_name);
-        if let Some(file) = &held {
-            // Advisory: lets a later writer prove this lock stale if we die holding it.
-            let _ = write_lock_owner(&owner, file);
-        }
-        let committed = prepared
-            .commit(Some(committer))
-            .map_err(git_err("update ref", ref_name));
-        if held.is_some() {
-            let _ = std::fs::remove_file(&owner);
-        }
+        // Advisory: lets a later writer prove this lock stale if we die holding it.
+        let _ = write_lock_owner(&owner, &held);
+        let message = log_message.replace(['\n', '\r'], " ");
+        let logged = self.append_reflog(ref_name, actual, new, committer, &message);
+        let committed = logged.and_then(|()| {
+            lock.commit().map(|_| ()).map_err(|e| Error::Sync {
+                path: lock_path.clone(),
+                source: e.error,
+            })
+        });
+        let _ = std::fs::remove_file(&owner);
+        drop(held);
         committed?;
         self.sync_ref_dirs(ref_name)
+    }
+
+    /// Appends the reflog entry of an update of `ref_name` from `old` to `new` by `committer`, as
+    /// git does: when `core.logAllRefUpdates` says so (`always`; `true`, the default of
+    /// repositories with a work tree, for `refs/heads/`, `refs/remotes/` and `refs/notes/`) or
+    /// the reflog exists already.
+    fn append_reflog(
+        &self,
+        ref_name: &str,
+        old: Option<CommitId>,
+        new: CommitId,
+        committer: gix::actor::SignatureRef<'_>,
+        message: &str,
+    ) -> Result<(), Error> {
+        use gix::refs::store::WriteReflog;
+        let create = match self.repo.refs.write_reflog {
+            WriteReflog::Disable => return Ok(()),
+            WriteReflog::Always => true,
+            WriteReflog::Normal => ["refs/heads/", "refs/remotes/", "refs/notes/"]
+                .iter()
+                .any(|p| ref_name.starts_with(p)),
+        };
+        let path = self.repo.common_dir().join("logs").join(ref_name);
+        let io = |source| Error::Sync {
+            path: path.clone(),
+            source,
+        };
+        if create && let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut file = match std::fs::OpenOptions::new()
+            .append(true)
+            .create(create)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(()),
+            Err(e) => return Err(io(e)),
+        };
+        let mut line = format!(
+            "{} {} ",
+            old.map_or_else(|| "0".repeat(new.to_hex().len()), |c| c.to_hex()),
+            new.to_hex()
+        )
+        .into_bytes();
+        committer.trim().write_to(&mut line).map_err(io)?;
+        if !message.is_empty() {
+            line.push(b'\t');
+            line.extend_from_slice(message.as_bytes());
+        }
+        line.push(b'\n');
+        std::io::Write::write_all(&mut file, &line).map_err(io)
     }
 
     /// Where a writer of this crate notes that it owns `<ref>.lock`: `action-ledger/ref-locks/`
@@ -163,54 +237,6 @@ impl Store {
                 result => return result,
             }
         }
-    }
-
-    /// Turn a failed `prepare` into a typed error: a moved ref, a held lock, or anything else.
-    fn classify_prepare_error(
-        &self,
-        err: gix::Error,
-        ref_name: &str,
-        expected: Option<CommitId>,
-    ) -> Error {
-        use gix::refs::file::transaction::prepare::{MustNotExist, ReferenceOutOfDate};
-        let moved = |actual: &Target| match actual {
-            Target::Object(id) => Error::RefMoved {
-                ref_name: ref_name.to_owned(),
-                expected,
-                actual: Some(CommitId(*id)),
-            },
-            Target::Symbolic(target) => Error::SymbolicRef {
-                ref_name: ref_name.to_owned(),
-                target: target.as_bstr().to_string(),
-            },
-        };
-        for cause in err.iter_errors() {
-            if let Some(out_of_date) = cause.downcast_ref::<ReferenceOutOfDate>() {
-                return moved(&out_of_date.actual);
-            }
-            if let Some(exists) = cause.downcast_ref::<MustNotExist>() {
-                return moved(&exists.actual);
-            }
-            // gix-lock reports a lock file that exists as `AlreadyExists`, after the bounded wait.
-            if cause
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
-            {
-                return Error::RefLocked {
-                    ref_name: ref_name.to_owned(),
-                    lock: self.ref_lock_path(ref_name),
-                };
-            }
-        }
-        // `MustExistAndMatch` on an absent ref is reported as "not found", without a type.
-        if expected.is_some() && err.is_not_found() && matches!(self.tip(ref_name), Ok(None)) {
-            return Error::RefMoved {
-                ref_name: ref_name.to_owned(),
-                expected,
-                actual: None,
-            };
-        }
-        git_err("prepare update of ref", ref_name)(err)
     }
 
     /// The lock file git and gix create beside a loose ref while they update it.
@@ -526,5 +552,66 @@ mod tests {
         let c2 = publish(&store, &[("b", "2")]);
         assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
         assert_fsck_clean(&repo);
+    }
+
+    /// `packed-refs.lock` (git's `pack-refs` at work) blocks no update, as it blocks none of
+    /// git's: a loose ref, a ref only in `packed-refs`, a ref created; a stale expected value is
+    /// still refused, and the lock is left alone.
+    #[test]
+    fn packed_refs_lock_blocks_no_update_git_would_make() {
+        let (_tmp, repo, store, c1, c2, _lock) = tip_and_next();
+        let packed_lock = repo.join("packed-refs.lock");
+        std::fs::write(&packed_lock, "").unwrap();
+        // A loose ref.
+        store
+            .update_ref(MAIN, Some(c1), c2, "m")
+            .expect("loose ref");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c2.to_hex());
+        // A new ref.
+        store
+            .update_ref("refs/heads/other", None, c1, "m")
+            .expect("new ref");
+        // A ref only in packed-refs (packed while no lock was there).
+        std::fs::remove_file(&packed_lock).unwrap();
+        git(&repo, &["pack-refs", "--all"]);
+        assert!(!repo.join("refs/heads/main").exists(), "packed");
+        std::fs::write(&packed_lock, "").unwrap();
+        let store = Store::open(&repo).unwrap();
+        let c3 = commit_on(&store, c2, &[("c", "3")], "m");
+        assert!(matches!(
+            store.update_ref(MAIN, Some(c1), c3, "m"),
+            Err(Error::RefMoved { actual: Some(a), .. }) if a == c2
+        ));
+        store
+            .update_ref(MAIN, Some(c2), c3, "m")
+            .expect("packed ref");
+        assert_eq!(git(&repo, &["rev-parse", MAIN]), c3.to_hex());
+        assert!(packed_lock.exists(), "git's lock is git's");
+        std::fs::remove_file(&packed_lock).unwrap();
+        assert_fsck_clean(&repo);
+    }
+
+    /// The reflog gets git's line when the repository keeps reflogs, and none when it does not.
+    #[test]
+    fn the_reflog_is_written_as_git_writes_it() {
+        let (_tmp, repo, store, c1, c2, _lock) = tip_and_next();
+        let log = repo.join("logs/refs/heads/main");
+        let before = std::fs::read_to_string(&log).unwrap_or_default();
+        git(&repo, &["config", "core.logAllRefUpdates", "always"]);
+        let store2 = Store::open(&repo).unwrap();
+        store2.update_ref(MAIN, Some(c1), c2, "one\ntwo").unwrap();
+        let after = std::fs::read_to_string(&log).unwrap();
+        let line = after.strip_prefix(before.as_str()).unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "{} {} action-ledger <ledger@invalid> 1700000000 +0000\t",
+                c1.to_hex(),
+                c2.to_hex()
+            )),
+            "{line}"
+        );
+        assert!(line.ends_with("\tone two\n"), "{line}");
+        assert!(git(&repo, &["reflog", "show", MAIN]).contains("one two"));
+        drop(store);
     }
 }

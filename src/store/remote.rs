@@ -250,16 +250,29 @@ fn failure_text(cause: Cause, stderr: &str) -> String {
     }
 }
 
-/// `text` with the user and password of every URL in it replaced by `***`
-/// (`https://user:token@host/x` becomes `https://***@host/x`): a token given in a URL must
-/// not reach a message, a log or a JSON answer. An ssh URL's user (`ssh://git@host/x`) is not a
-/// secret and stays; its password, if any, does not.
+/// `text` with the credentials of every URL in it replaced by `***`: the user and password
+/// (`https://user:token@host/x` becomes `https://***@host/x`) and the value of every
+/// credential-shaped query parameter (a name containing `token`, `secret`, `password`,
+/// `passwd`, `pwd`, `key`, `sig`, `signature`, `credential`, `auth` or `session`:
+/// `?access_token=abc&ref=x` becomes `?access_token=***&ref=x`). A token given in a URL must not
+/// reach a message, a log, a JSON answer or a file. An ssh URL's user (`ssh://git@host/x`) is
+/// not a secret and stays; its password, if any, does not.
+///
+/// This is the one redaction of the crate: every writer of messages that may hold a remote's
+/// URL (errors, progress, `--json`, the server's log) goes through it.
 pub fn redact(text: &str) -> String {
     static URL_USERINFO: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static QUERY_CREDENTIAL: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = URL_USERINFO.get_or_init(|| {
         regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*)://([^/?#@\s'\x22]*)@").expect("valid regex")
     });
-    re.replace_all(text, |caps: &regex::Captures<'_>| {
+    let query = QUERY_CREDENTIAL.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)([?&;][a-z0-9_.\-\[\]]*(?:token|secret|password|passwd|pwd|key|sig|signature|credential|auth|session)[a-z0-9_.\-\[\]]*)=[^&#;\s'\x22]*",
+        )
+        .expect("valid regex")
+    });
+    let text = re.replace_all(text, |caps: &regex::Captures<'_>| {
         let scheme = &caps[1];
         let userinfo = &caps[2];
         let keep_user =
@@ -269,8 +282,8 @@ pub fn redact(text: &str) -> String {
             None if keep_user => format!("{scheme}://{userinfo}@"),
             _ => format!("{scheme}://***@"),
         }
-    })
-    .into_owned()
+    });
+    query.replace_all(&text, "$1=***").into_owned()
 }
 
 fn git(git_dir: &Path, args: &[&str]) -> Command {
@@ -423,7 +436,16 @@ pub fn fetch(
     let out = run(
         git(
             git_dir,
-            &["fetch", "--quiet", "--no-tags", "--", url, &spec],
+            // FETCH_HEAD would keep the URL (a query's credentials too) in the cache repository.
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--",
+                url,
+                &spec,
+            ],
         ),
         "fetch",
         url,
@@ -842,6 +864,32 @@ mod tests {
                 "a: http://h/x.git b: HTTP://u:p@h/",
                 "a: http://h/x.git b: HTTP://***@h/",
             ),
+            // A token as the user alone (GitHub's personal access tokens are given so).
+            (
+                "https://ghp_SECRET@github.com/o/r.git",
+                "https://***@github.com/o/r.git",
+            ),
+            // Credential-shaped query parameters, also where git appended its own path.
+            (
+                "https://h/r.git?access_token=SECRET&ref=main",
+                "https://h/r.git?access_token=***&ref=main",
+            ),
+            (
+                "fatal: unable to access 'https://h/r.git?private_token=SECRET/': 401",
+                "fatal: unable to access 'https://h/r.git?private_token=***': 401",
+            ),
+            (
+                "https://s3/x?X-Amz-Credential=AKIA1&X-Amz-Signature=SECRET&X-Amz-Security-Token=T&a=1",
+                "https://s3/x?X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Security-Token=***&a=1",
+            ),
+            (
+                "https://h/r.git?sig=SECRET;api_key=SECRET2#frag",
+                "https://h/r.git?sig=***;api_key=***#frag",
+            ),
+            (
+                "https://h/r.git?ref=main&page=2",
+                "https://h/r.git?ref=main&page=2",
+            ),
         ] {
             assert_eq!(redact(text), shown, "{text}");
         }
@@ -882,6 +930,47 @@ mod tests {
             (&b"out\n"[..], &b"err\n"[..])
         );
         assert_eq!(out.status.code(), Some(3));
+    }
+
+    /// A URL whose query carries a credential (a directory named so, for `file://`) is fetched
+    /// from without leaving it anywhere in the cache repository (git's FETCH_HEAD would keep
+    /// the URL), and failures name it redacted.
+    #[test]
+    fn a_fetch_leaves_no_credential_of_its_url_in_the_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote_dir = tmp.path().join("remote.git?access_token=SECRET43");
+        let remote = Store::open_or_init_bare(&remote_dir, MAIN).unwrap();
+        let c = remote
+            .write_commit(None, &files(&[("a", "x\n")]), "m\n", &sig())
+            .unwrap();
+        remote.update_ref(MAIN, None, c, "m").unwrap();
+        let cache_dir = tmp.path().join("cache.git");
+        let cache = Store::open_or_init_bare(&cache_dir, MAIN).unwrap();
+        let url = format!("file://{}", remote_dir.display());
+        assert_eq!(
+            remote_tip(cache.git_dir(), &url, MAIN, None).unwrap(),
+            Some(c)
+        );
+        fetch(cache.git_dir(), &url, MAIN, None).unwrap();
+        let mut stack = vec![cache_dir.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let bytes = std::fs::read(&path).unwrap();
+                    assert!(
+                        !bytes.windows(8).any(|w| w == b"SECRET43"),
+                        "{} holds the credential",
+                        path.display()
+                    );
+                }
+            }
+        }
+        let missing = format!("{url}-missing");
+        let e = fetch(cache.git_dir(), &missing, MAIN, None).unwrap_err();
+        assert!(!e.to_string().contains("SECRET43"), "{e}");
     }
 
     /// A bare remote and two caches (two machines) that write to it.

@@ -542,6 +542,13 @@ impl Store {
     /// Writes `objects` as loose object files following [`crate::durable`]: each is written to a
     /// temporary file in its fan-out directory and fsynced, then renamed into place; then the
     /// fan-out directories (and `objects/` when a fan-out directory was created) are fsynced.
+    ///
+    /// Git's maintenance runs beside writers (`prune-packed`, `repack -d`, `gc`, `maintenance
+    /// run`) and removes fan-out directories it finds empty, also the one this writer has just
+    /// created and not filled yet. A directory that vanishes like that is created again and the
+    /// object written again ([`LOOSE_DIR_ATTEMPTS`] times); a fan-out directory removed after
+    /// the object was renamed into it means git packed the object first (only packed objects
+    /// are pruned), which is checked before it is taken as written.
     fn write_loose_objects(
         &self,
         objects: &[(ObjectId, gix::objs::Kind, Vec<u8>)],
@@ -556,32 +563,70 @@ impl Store {
                 path: dir.clone(),
                 source,
             };
-            match std::fs::create_dir(&dir) {
-                Ok(()) => created_dir = true,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io(e)),
-            }
             let data = crate::store::pack::loose_object(*kind, bytes)
                 .map_err(|e| Error::Pack(Box::new(e)))?;
-            let tmp = dir.join(durable::temp_name("obj"));
-            let result = durable::write_synced(&tmp, &[&data])
-                .and_then(|()| std::fs::rename(&tmp, dir.join(&hex[2..])));
-            if let Err(e) = result {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(io(e));
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match write_loose_object(&dir, &hex[2..], &data) {
+                    Ok(created) => {
+                        created_dir |= created;
+                        break;
+                    }
+                    Err(e) if vanished(&e) && attempt < LOOSE_DIR_ATTEMPTS => continue,
+                    Err(e) => return Err(io(e)),
+                }
             }
-            dirs.push(dir);
+            dirs.push((dir, *id));
         }
         dirs.sort_unstable();
-        dirs.dedup();
-        for dir in &dirs {
-            sync_dir(dir)?;
+        dirs.dedup_by(|a, b| a.0 == b.0);
+        for (dir, id) in &dirs {
+            match durable::sync_dir(dir) {
+                Ok(()) => {}
+                // Removed after the rename: git packed the object and pruned the loose copy.
+                Err(e) if vanished(&e) && self.repo.has_object(id) => {}
+                Err(source) => {
+                    return Err(Error::Sync {
+                        path: dir.clone(),
+                        source,
+                    });
+                }
+            }
         }
         if created_dir {
             sync_dir(&root)?;
         }
         Ok(())
     }
+}
+
+/// How many times a loose object is written again when git's maintenance removes its fan-out
+/// directory meanwhile.
+const LOOSE_DIR_ATTEMPTS: u32 = 50;
+
+/// Whether `e` says a path (a fan-out directory) is gone.
+fn vanished(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
+}
+
+/// Writes one loose object file `name` with `data` into the fan-out directory `dir` (created
+/// when absent): a temporary file written and fsynced, renamed into place. Returns whether the
+/// directory was created. The temporary file is removed on failure.
+fn write_loose_object(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<bool> {
+    let created = match std::fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
+    let tmp = dir.join(durable::temp_name("obj"));
+    let result =
+        durable::write_synced(&tmp, &[data]).and_then(|()| std::fs::rename(&tmp, dir.join(name)));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(created)
 }
 
 #[cfg(test)]
@@ -624,6 +669,61 @@ mod tests {
                 )
             })
             .unwrap()
+    }
+
+    /// Git's maintenance (`prune-packed`, `gc`) removes every empty fan-out directory it meets,
+    /// also one a writer has just created: a thread doing that in a tight loop on the fan-out
+    /// directory of the blob about to be written, beside 150 commits of loose objects, fails none
+    /// of them.
+    #[test]
+    fn loose_writes_survive_fan_out_directories_removed_by_git_maintenance() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let (_tmp, _repo, store) = new_store();
+        let objects = store.objects_dir();
+        let stop = Arc::new(AtomicBool::new(false));
+        let target: Arc<Mutex<Option<PathBuf>>> = Arc::default();
+        let pruner = {
+            let (stop, target) = (stop.clone(), target.clone());
+            std::thread::spawn(move || {
+                let mut removed = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let dir = target.lock().unwrap().clone();
+                    // rmdir fails on a directory with files: only an empty one goes, as in git.
+                    if let Some(dir) = dir
+                        && std::fs::remove_dir(&dir).is_ok()
+                    {
+                        removed += 1;
+                    }
+                }
+                removed
+            })
+        };
+        let mut base = None;
+        for i in 0..150 {
+            let bytes = format!("bytes {i}");
+            let blob = gix::objs::compute_hash(
+                gix::hash::Kind::Sha1,
+                gix::objs::Kind::Blob,
+                bytes.as_bytes(),
+            )
+            .unwrap()
+            .to_hex()
+            .to_string();
+            *target.lock().unwrap() = Some(objects.join(&blob[..2]));
+            let commit = store
+                .write_commit(base, &files(&[(format!("f/{i}"), bytes)]), "m", &sig())
+                .unwrap_or_else(|e| panic!("commit {i}: {e}"));
+            base = Some(commit);
+        }
+        stop.store(true, Ordering::Relaxed);
+        let removed = pruner.join().unwrap();
+        eprintln!("fan-out directories removed beside the writer: {removed}");
+        let snap = store.snapshot(base).unwrap();
+        assert_eq!(
+            snap.read("f/149", 100).unwrap().as_deref(),
+            Some(&b"bytes 149"[..])
+        );
     }
 
     /// Paths over names that sort differently as files and as trees ("a" < "a-b" < "a.b" <

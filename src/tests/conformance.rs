@@ -75,20 +75,51 @@ fn strict_rule_named(message: &str) -> Option<String> {
         .find(|id| crate::privacy::strict::is_strict_rule_id(id))
 }
 
-/// The `$special` kinds of the vectors that stand for JavaScript values with no JSON meaning:
-/// the ledger cannot be handed them, so cases using them are skipped.
-const JS_ONLY_KINDS: &[&str] = &[
-    "array_subclass",
-    "bigint",
-    "decorated_array",
-    "function",
-    "getter_property",
-    "map",
-    "non_enumerable_property",
-    "sparse_array",
-    "symbol",
-    "undefined",
+/// The `$special` kinds of the vectors that stand for JavaScript values with no JSON meaning,
+/// each with the reason its cases are skipped: the ledger cannot be handed them. The list covers
+/// every kind the mission names among refused identity inputs (non-JSON values: `undefined`,
+/// functions, symbols, bigints; cycles; dates, maps and other class instances; array subclasses;
+/// sparse or decorated arrays; accessor or non-enumerable properties; symbol keys). A kind not
+/// listed here fails as a malformed vector.
+const JS_ONLY_KINDS: &[(&str, &str)] = &[
+    ("undefined", "`undefined` is a non-JSON value"),
+    ("function", "a function is a non-JSON value"),
+    ("symbol", "a symbol is a non-JSON value"),
+    ("bigint", "a bigint is a non-JSON value"),
+    ("cycle", "a cycle cannot be written in JSON"),
+    ("date", "a Date is a class instance, which JSON cannot hold"),
+    ("class_instance", "a class instance has no JSON form"),
+    ("map", "a Map is a class instance, which JSON cannot hold"),
+    ("set", "a Set is a class instance, which JSON cannot hold"),
+    ("array_subclass", "an array class instance has no JSON form"),
+    ("sparse_array", "a sparse array (holes) has no JSON form"),
+    (
+        "decorated_array",
+        "an array with extra own properties has no JSON form",
+    ),
+    ("accessor_property", "an accessor property has no JSON form"),
+    (
+        "getter_property",
+        "an accessor (getter) property has no JSON form",
+    ),
+    (
+        "setter_property",
+        "an accessor (setter) property has no JSON form",
+    ),
+    (
+        "non_enumerable_property",
+        "a non-enumerable property has no JSON form",
+    ),
+    ("symbol_key", "a symbol key has no JSON form"),
 ];
+
+/// The skip reason of a listed JavaScript-only `$special` kind; none for any other kind.
+fn js_only_reason(kind: &str) -> Option<&'static str> {
+    JS_ONLY_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, reason)| *reason)
+}
 
 /// The elements of `v` when it is an array; none when the vector leaves it out.
 fn items(v: &Json) -> impl Iterator<Item = &Json> {
@@ -214,9 +245,10 @@ fn special(kind: &str, o: &Value) -> Result<Value, Unusable> {
             }
             Value::Object(members.into_iter().collect())
         }
-        other if JS_ONLY_KINDS.contains(&other) => {
+        other if js_only_reason(other).is_some() => {
+            let reason = js_only_reason(other).unwrap_or_default();
             return Err(Unusable::JsOnly(format!(
-                "JavaScript-only value kind `{other}`"
+                "JavaScript-only value kind `{other}`: {reason}"
             )));
         }
         other => {
@@ -1044,13 +1076,42 @@ fn unknown_vector_shapes_fail_and_only_javascript_kinds_skip() {
     assert!(fails(run_identity(&case(&format!(
         r#"{{"args":[{{}}],{ok}}}"#
     )))));
-    assert!(fails(run_identity(&case(&format!(
-        r#"{{"fn":"actionLedgerJson","args":[{{"$special":"weak_ref"}}],{ok}}}"#
-    )))));
-    for kind in JS_ONLY_KINDS {
-        assert!(skips(run_identity(&case(&format!(
-            r#"{{"fn":"actionLedgerJson","args":[{{"$special":"{kind}"}}],{ok}}}"#
+    for unknown in ["future_kind", "dates", "Undefined", ""] {
+        assert!(fails(run_identity(&case(&format!(
+            r#"{{"fn":"actionLedgerJson","args":[{{"$special":"{unknown}"}}],{ok}}}"#
         )))));
+    }
+    // Every kind the mission lists among refused identity inputs skips, with its reason, and
+    // also when it sits deep inside an act.
+    for kind in [
+        "undefined",
+        "function",
+        "symbol",
+        "bigint",
+        "cycle",
+        "date",
+        "class_instance",
+        "map",
+        "array_subclass",
+        "sparse_array",
+        "decorated_array",
+        "accessor_property",
+        "getter_property",
+        "non_enumerable_property",
+        "symbol_key",
+    ] {
+        let reason = js_only_reason(kind).expect("listed");
+        for arg in [
+            format!(r#"{{"$special":"{kind}"}}"#),
+            format!(r#"{{"a":[1,{{"b":{{"$special":"{kind}"}}}}]}}"#),
+        ] {
+            match run_identity(&case(&format!(
+                r#"{{"fn":"actionLedgerJson","args":[{arg}],{ok}}}"#
+            ))) {
+                Outcome::Skip(why) => assert!(why.contains(reason), "{kind}: {why}"),
+                _ => panic!("{kind} must skip"),
+            }
+        }
     }
     assert!(skips(run_identity(&case(&format!(
         r#"{{"fn":"actionLedgerJson","args":[{{"$special":"string_utf16","units":[55296]}}],{ok}}}"#

@@ -32,7 +32,10 @@ pub(in crate::cli) fn finality_failure(
             ("command", Value::str(command)),
             ("action_id", Value::str(action_id)),
             ("code", Value::str(e.code())),
-            ("error", Value::str(e.to_string())),
+            (
+                "error",
+                Value::str(crate::store::remote::redact(&e.to_string())),
+            ),
         ];
         if let Some(s) = e.current_status() {
             v.push(("current_status", Value::str(s)));
@@ -384,7 +387,10 @@ pub(in crate::cli) fn print_claim(
             ("action_id", Value::str(action_id)),
             ("attempt_id", Value::str(attempt)),
             ("code", Value::str(e.code())),
-            ("error", Value::str(e.to_string())),
+            (
+                "error",
+                Value::str(crate::store::remote::redact(&e.to_string())),
+            ),
         ]),
     };
     if json {

@@ -273,7 +273,10 @@ fn report(
                 ("command", Value::str("outcome")),
                 ("action_id", Value::str(request.action_id)),
                 ("code", Value::str(e.code())),
-                ("error", Value::str(e.to_string())),
+                (
+                    "error",
+                    Value::str(crate::store::remote::redact(&e.to_string())),
+                ),
             ]),
         };
         let _ = writeln!(out.stderr, "{}", line(&v));

@@ -99,10 +99,12 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         client_timeout: std::time::Duration::from_secs(30),
         clock: serve_clock(env)?,
         // Straight to file descriptor 2: `main` holds the lock of `std::io::stderr` for the whole
-        // run, so `eprintln!` from the server's threads would wait for it forever.
+        // run, so `eprintln!` from the server's threads would wait for it forever. Every line is
+        // redacted here, whatever wrote it: no credential of a remote URL reaches the log.
         log: std::sync::Arc::new(move |line: &str| {
             if !quiet {
                 use std::os::fd::AsFd as _;
+                let line = crate::store::remote::redact(line);
                 let _ =
                     rustix::io::write(std::io::stderr().as_fd(), format!("{line}\n").as_bytes());
             }

@@ -16,7 +16,7 @@ use super::App;
 use super::actions::security_value;
 use super::extract::{ActionPath, Caller, JsonObject};
 use super::reads::{action_view, answer_action, decision_of};
-use super::respond::{answer, error_with, reply_or, validation};
+use super::respond::{STORE_UNAVAILABLE, answer, error_with, reply_or, validation, with_internal};
 use crate::canonical::Value;
 use crate::finality::batch::{self, BatchError, Overlay};
 use crate::finality::{self, ActionId, ClaimRequest, Verdict};
@@ -62,15 +62,19 @@ fn claim_error(e: &finality::Error, action_id: &str) -> Response {
     }
 }
 
+/// 503 `EXECUTION_CLAIM_UNAVAILABLE`: the store failed; `reason` goes to the server's log only.
 fn claim_unavailable(reason: &str, action_id: &str) -> Response {
-    error_with(
-        503,
-        "The execution claim could not be recorded; nothing was granted. Read the action back before retrying with a new attempt id.",
-        [
-            ("code", Value::str("EXECUTION_CLAIM_UNAVAILABLE")),
-            ("action_id", Value::str(action_id)),
-            ("reason", Value::str(reason)),
-        ],
+    with_internal(
+        error_with(
+            503,
+            "The execution claim could not be recorded; nothing was granted. Read the action back before retrying with a new attempt id.",
+            [
+                ("code", Value::str("EXECUTION_CLAIM_UNAVAILABLE")),
+                ("action_id", Value::str(action_id)),
+                ("reason", Value::str(STORE_UNAVAILABLE)),
+            ],
+        ),
+        reason,
     )
 }
 

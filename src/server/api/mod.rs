@@ -152,5 +152,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
         .fallback(respond::not_found)
         .method_not_allowed_fallback(respond::method_not_allowed)
+        .layer(axum::middleware::map_response_with_state(
+            app.clone(),
+            respond::log_internal,
+        ))
         .with_state(app)
 }

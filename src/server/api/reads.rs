@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use super::App;
 use super::extract::{ActionPath, Caller};
-use super::respond::{error, error_with, json, unavailable};
+use super::respond::{error, error_with, json, unavailable, with_internal};
 use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
 use crate::finality::decision::{Decision, DecisionId};
@@ -170,10 +170,13 @@ pub(super) async fn healthz(State(app): State<Arc<App>>) -> Response {
                 ("ref", Value::str(app.settings.options.ref_name.as_str())),
             ]),
         ),
-        Err(e) => error_with(
-            503,
-            "Repository unreadable",
-            [("reason", Value::str(e.to_string()))],
+        Err(e) => with_internal(
+            error_with(
+                503,
+                "Repository unreadable",
+                [("reason", Value::str(super::respond::STORE_UNAVAILABLE))],
+            ),
+            &e.to_string(),
         ),
     }
 }

@@ -57,14 +57,53 @@ pub(super) fn validation(details: Vec<String>) -> Response {
     )
 }
 
+/// What a client is told when the store (the repository or the remote) fails: that it is
+/// unavailable and to retry later, never why in the server's terms.
+pub(super) const STORE_UNAVAILABLE: &str =
+    "the ledger store is unavailable; retry later (the server's log has the details)";
+
+/// Why an answer failed, in the server's terms (paths, remote URLs, git's lines): attached to
+/// the response for [`log_internal`] to write to the server's log, never sent to the client.
+#[derive(Clone, Debug)]
+pub(super) struct Internal(pub(super) String);
+
+/// `response` carrying `reason` for the server's log ([`Internal`]).
+pub(super) fn with_internal(mut response: Response, reason: &str) -> Response {
+    response
+        .extensions_mut()
+        .insert(Internal(reason.to_owned()));
+    response
+}
+
+/// Writes the [`Internal`] reason of an answer to the server's log, redacted
+/// ([`redact`](crate::store::remote::redact)), and drops it from the response.
+pub(super) async fn log_internal(
+    axum::extract::State(app): axum::extract::State<std::sync::Arc<super::App>>,
+    mut response: Response,
+) -> Response {
+    if let Some(Internal(reason)) = response.extensions_mut().remove::<Internal>() {
+        (app.settings.log)(&format!(
+            "answered {}: {}",
+            response.status().as_u16(),
+            crate::store::remote::redact(&reason)
+        ));
+    }
+    response
+}
+
+/// 503 `LEDGER_UNAVAILABLE`: the store could not be read or written. The client is told to
+/// retry later ([`STORE_UNAVAILABLE`]); `reason` goes to the server's log only.
 pub(super) fn unavailable(reason: &str) -> Response {
-    error_with(
-        503,
-        "The ledger could not be written; nothing was recorded. Retry later.",
-        [
-            ("code", Value::str("LEDGER_UNAVAILABLE")),
-            ("reason", Value::str(reason)),
-        ],
+    with_internal(
+        error_with(
+            503,
+            "The ledger could not be written; nothing was recorded. Retry later.",
+            [
+                ("code", Value::str("LEDGER_UNAVAILABLE")),
+                ("reason", Value::str(STORE_UNAVAILABLE)),
+            ],
+        ),
+        reason,
     )
 }
 
@@ -81,6 +120,8 @@ pub(super) fn finality_error(e: &finality::Error) -> Response {
             "This action id is taken by another principal's action",
             [("code", Value::str(e.code()))],
         ),
+        // The remote's hook refused the server's push: its lines are the store's business.
+        E::RemoteRefused(_) => unavailable(&e.to_string()),
         e if e.is_refusal() => error_with(409, e.to_string(), [("code", Value::str(e.code()))]),
         other => unavailable(&other.to_string()),
     }

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 
 use super::App;
-use super::respond::{answer, error, error_with};
+use super::respond::{STORE_UNAVAILABLE, answer, error, error_with, with_internal};
 use crate::canonical::Value;
 use crate::finality::{
     self,
@@ -43,7 +43,9 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
                         ));
                     }
                 }
-                Err(e) => (app.settings.log)(&format!("sweep failed: {e}")),
+                Err(e) => {
+                    (app.settings.log)(&crate::store::remote::redact(&format!("sweep failed: {e}")))
+                }
             }
         }
     }))
@@ -119,8 +121,46 @@ pub(super) async fn cron_sweep(State(app): State<Arc<App>>, headers: HeaderMap) 
     if !auth::ct_eq(&auth::sha256(presented), &want) || presented.is_empty() {
         return error(401, "Unauthorized");
     }
+    // Every failure is 500 "Sweep failed", as the reference answers. A store that cannot be read
+    // or written (the repository, the remote) is said to be unavailable, with what to do (retry
+    // later), never as the caller's error and never in the server's terms: the details go to the
+    // server's log.
     match run_sweep(&app).await {
         Ok(a) => answer(a),
-        Err(e) => error_with(500, "Sweep failed", [("reason", Value::str(e.to_string()))]),
+        Err(BatchError::Refused(e)) if !is_unavailable(&e) => error_with(
+            500,
+            "Sweep failed",
+            [
+                ("code", Value::str(e.code())),
+                ("reason", Value::str(e.to_string())),
+            ],
+        ),
+        Err(e) => with_internal(
+            error_with(
+                500,
+                "Sweep failed",
+                [
+                    ("code", Value::str("LEDGER_UNAVAILABLE")),
+                    ("reason", Value::str(STORE_UNAVAILABLE)),
+                ],
+            ),
+            &e.to_string(),
+        ),
     }
+}
+
+/// Whether a finality error says the store (the repository or the remote) could not be read
+/// or written, rather than anything about the request.
+fn is_unavailable(e: &finality::Error) -> bool {
+    use finality::Error as E;
+    matches!(
+        e,
+        E::Store(_)
+            | E::Remote(_)
+            | E::RemoteRefused(_)
+            | E::Contention { .. }
+            | E::RefLocked { .. }
+            | E::Corrupt { .. }
+            | E::ClaimUnavailable { .. }
+    )
 }

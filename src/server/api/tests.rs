@@ -963,13 +963,11 @@ async fn a_stopping_server_abandons_the_sweep_and_sweeps_nothing() {
     s.app.as_ref().unwrap().stop();
     let ok = [("authorization", "Bearer cron-secret")];
     let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
-    // The cron endpoint answers every failure with 500 "Sweep failed", as the reference does.
+    // The cron endpoint answers every failure with 500 "Sweep failed", as the reference does;
+    // the client is told to retry later, the server's log says why.
     assert_eq!(g.status, 500, "{:?}", g.body);
-    assert!(
-        g.str("reason").contains("the server is stopping"),
-        "{:?}",
-        g.body
-    );
+    assert_eq!(g.str("code"), "LEDGER_UNAVAILABLE", "{:?}", g.body);
+    assert!(g.str("reason").contains("retry later"), "{:?}", g.body);
     assert_eq!(store.tip("refs/heads/main").unwrap(), before);
     for id in &ids {
         assert_eq!(status(&s, id).await, ("running".into(), "pending".into()));
@@ -1097,6 +1095,82 @@ async fn an_unreachable_remote_is_unavailable_never_a_conflict() {
     let g = s.guard(BOT, "build", ACT, "").await;
     assert_eq!(g.status, 503);
     assert_eq!(s.get("/api/actions/act_x", BOT).await.status, 503);
+}
+
+/// A remote that is down (a path that is no repository, an https URL with a token that cannot
+/// be reached) is described to clients as an unavailable store to retry later, on every route
+/// that reads or writes it (reads, creation, guard with record, claim, close, outcome, cron
+/// sweep): never its URL or path, its credential, or git's lines, and never as invalid input.
+/// Those go to the server's log, redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_remote_is_described_without_the_servers_internals() {
+    for remote in [
+        "PATH/no-such-remote.git",
+        "https://x-access-token:ghs_SECRET43@127.0.0.1:9/o/r.git",
+    ] {
+        let log: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let lines = log.clone();
+        let s = server_custom(
+            Some("cron-secret"),
+            |dir| Target::Remote {
+                url: remote.replace("PATH", &dir.display().to_string()),
+                ref_name: "refs/heads/main".into(),
+                timeout: Some(std::time::Duration::from_secs(10)),
+            },
+            move |st| {
+                st.log = Arc::new(move |l: &str| lines.lock().unwrap().push(l.to_owned()));
+            },
+        );
+        let cron = [("authorization", "Bearer cron-secret")];
+        let answers = [
+            s.get("/api/actions/act_x", BOT).await,
+            s.get("/api/actions/act_x/outcome", BOT).await,
+            s.post("/api/actions", BOT, guard_body("build", ACT, ""))
+                .await,
+            s.guard(BOT, "build", ACT, "").await,
+            s.patch("/api/actions/act_x", BOT, claim_body(A1, ACT))
+                .await,
+            s.patch("/api/actions/act_x", BOT, r#"{"status":"cancelled"}"#)
+                .await,
+            s.post(
+                "/api/actions/act_x/outcome",
+                BOT,
+                r#"{"status":"completed"}"#,
+            )
+            .await,
+            call_raw(&s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await,
+            s.get("/healthz", BOT).await,
+        ];
+        for g in answers {
+            let text = crate::canonical::to_canonical_unchecked(&g.body);
+            assert!(
+                g.status == 503 || (g.status == 500 && text.contains("Sweep failed")),
+                "{remote}: {} {text}",
+                g.status
+            );
+            for leak in [
+                "SECRET43",
+                "no-such-remote",
+                "127.0.0.1",
+                "x-access-token",
+                "ls-remote",
+                "fatal",
+                "git ",
+                "/tmp",
+                "invalid remote",
+                "INVALID_INPUT",
+            ] {
+                assert!(!text.contains(leak), "{remote}: {leak} in {text}");
+            }
+            assert!(text.contains("retry later"), "{remote}: {text}");
+        }
+        let logged = log.lock().unwrap().join("\n");
+        assert!(
+            logged.contains("ls-remote"),
+            "{remote}: the log says why: {logged}"
+        );
+        assert!(!logged.contains("SECRET43"), "{logged}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
