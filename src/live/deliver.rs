@@ -445,6 +445,9 @@ pub fn drain(
                 .push(format!("cannot record projection failure: {e}")),
         }
     };
+    // A writer killed mid-write left its staging file (`*.<pid>.<uuid>.tmp`); nothing reads
+    // one, and a live writer's is kept. Best effort: debris must not stop a drain.
+    let _ = root.remove_dead_staging(outbox::DIR, outbox::MAX_ENTRIES);
     for entry in outbox::entries(root)? {
         let mut state = outbox::state(root, &entry)?;
         if let State::Reserved(intent) = &state {

@@ -526,6 +526,52 @@ fn an_intent_of_a_dead_writer_is_settled_from_the_spool() {
     assert!(all_settled(&root));
 }
 
+/// A drain clears the staging files that killed writers left in the outbox (their pid is not
+/// running), keeps a live writer's, and settles the requests beside them as usual.
+#[test]
+fn a_drain_clears_dead_writers_staging_files() {
+    let stand = StandIn::start(responder(|| Answer::status(200)));
+    let verdict = config::verdict(&env_for(stand.port, 5_000));
+    let (_dir, root, events) = spool_with(2, &verdict);
+    let dir = root.path().join(outbox::DIR);
+    let uuid = "0b8e0a3c-5f1e-4c3b-9d2a-7e6f5a4b3c2d";
+    let dead = 2_000_000_000u32;
+    let stem = |i: usize| format!("{:010}.{}", i, events[i].event_id.as_str());
+    let debris = [
+        format!("{}.request.{dead}.{uuid}.tmp", stem(0)),
+        format!("{}.sending.{dead}.{uuid}.tmp", stem(1)),
+        format!("{}.delivered.{dead}.{uuid}.reclaim", stem(1)),
+    ];
+    let live = format!("{}.failed.{}.{uuid}.tmp", stem(0), std::process::id());
+    let not_staging = "notes.tmp".to_owned();
+    for name in debris.iter().chain([&live, &not_staging]) {
+        std::fs::write(dir.join(name), b"partial").unwrap();
+    }
+    let projector = Projector::new(Some(&stand.ca_pem)).unwrap();
+    let report = deliver::drain(
+        Some(&projector),
+        &root,
+        &verdict,
+        Duration::from_secs(10),
+        std::process::id(),
+        &wall,
+    )
+    .unwrap();
+    assert_eq!(report.delivered, 2);
+    for name in &debris {
+        assert!(!dir.join(name).exists(), "{name} was left");
+    }
+    assert!(
+        dir.join(&live).exists(),
+        "a live writer's staging file was removed"
+    );
+    assert!(
+        dir.join(&not_staging).exists(),
+        "a file that is no staging name was removed"
+    );
+    assert!(all_settled(&root));
+}
+
 /// Fair admission: with root `a` running 4 requests and 4 more waiting, a request of root `b`
 /// that arrives after them gets the first freed slot (its root runs none), so it is posted in
 /// the second wave and not after all of `a`'s (first come, first served would post it ninth).
