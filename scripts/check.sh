@@ -50,6 +50,8 @@ step "crash: SIGKILL every other writer at random moments (bounded)"
 scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate
 step "crash: SIGKILL record and seal while they deliver to an HTTPS CrabFleet stand-in, 1,000 kills: 0 lost, 0 duplicated (bounded)"
 scripts/crash.sh 1000 projection
+step "live projection end to end: seal and publish SPOOL against a dead CrabFleet (hang, black hole, refused, 503) within the drain deadline + 1 s; log and verify of the published failures"
+python3 scripts/e2e-projection.py "$BIN"
 step "out of space and I/O errors at every write, fsync and rename (bounded)"
 scripts/enospc.sh 5
 step "smart HTTP (lighttpd + git http-backend, basic auth) and ssh (sshd) remotes with the hook; wire faults (bounded)"

@@ -24,7 +24,7 @@ posts it). From that state, one copy each:
 - the hang copy is published too; `log` of each repository shows every `projection.failed`
   event, and `verify` of each is clean.
 
-usage: e2e-projection.py BIN WORKDIR
+usage: e2e-projection.py BIN [WORKDIR]   (without WORKDIR: a temporary one, removed at the end)
 Prints a line per case with its wall time; exits 1 on the first broken expectation.
 """
 import glob
@@ -36,10 +36,12 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
-BIN, WORK = sys.argv[1], sys.argv[2]
+BIN = sys.argv[1]
+WORK = sys.argv[2] if len(sys.argv) > 2 else None
 EVENTS = 12
 DEADLINE_MS = 3000
 TIMEOUT_MS = 20000
@@ -303,4 +305,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if WORK is None:
+        with tempfile.TemporaryDirectory(prefix="e2e-projection-") as tmp:
+            WORK = os.path.join(tmp, "work")
+            main()
+    else:
+        main()
