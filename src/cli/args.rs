@@ -232,6 +232,12 @@ pub(super) enum Command {
         /// The ref on the remote (default: the value of --ref).
         #[arg(long)]
         remote_ref: Option<String>,
+        /// Build on the remote ref even though it no longer descends from the tip this cache last
+        /// confirmed there (its history was rewritten, e.g. by a force push). Without it such a
+        /// remote is refused (exit 1) naming both commits; check the new history first (`verify
+        /// --range CONFIRMED..TIP` on a clone of the remote). The new tip becomes the confirmed one.
+        #[arg(long, requires = "remote")]
+        accept_rewritten_remote: bool,
         /// Attempts when the ref moves under a publication (re-validated and rebuilt on the new
         /// tip each time, with jittered exponential backoff); then exit 1, ref unchanged.
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -466,6 +472,12 @@ pub(super) struct StateRepo {
     /// The ref on the remote (default: the value of --ref).
     #[arg(long, requires = "remote")]
     pub(super) remote_ref: Option<String>,
+    /// Build on the remote ref even though it no longer descends from the tip this cache last
+    /// confirmed there (its history was rewritten, e.g. by a force push). Without it such a
+    /// remote is refused (exit 1) naming both commits; check the new history first (`verify
+    /// --range CONFIRMED..TIP` on a clone of the remote). The new tip becomes the confirmed one.
+    #[arg(long, requires = "remote")]
+    pub(super) accept_rewritten_remote: bool,
 }
 
 /// Who acts, and on what: the binding a claim is checked against.
@@ -659,6 +671,12 @@ pub(super) struct ServeArgs {
     /// The ref on the remote (default: the value of --ref).
     #[arg(long, requires = "remote")]
     pub(super) remote_ref: Option<String>,
+    /// Build on the remote ref even though it no longer descends from the tip this cache last
+    /// confirmed there (its history was rewritten, e.g. by a force push). Without it such a
+    /// remote is refused (exit 1) naming both commits; check the new history first (`verify
+    /// --range CONFIRMED..TIP` on a clone of the remote). The new tip becomes the confirmed one.
+    #[arg(long, requires = "remote")]
+    pub(super) accept_rewritten_remote: bool,
     /// The address to listen on (`127.0.0.1:0` takes a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
     pub(super) listen: String,

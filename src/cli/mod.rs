@@ -172,6 +172,7 @@ fn dispatch(
             manifest,
             privacy,
             sources,
+            accept_rewritten_remote,
         } => {
             let target = match remote {
                 Some(url) => crate::publish::Target::Remote {
@@ -199,6 +200,7 @@ fn dispatch(
                     },
                     profile: privacy.profile,
                     sources: &sources,
+                    accept_rewritten_remote,
                 },
             )
         }

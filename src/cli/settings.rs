@@ -152,19 +152,49 @@ pub(super) fn state_target(env: &Env, state: &StateRepo) -> Result<Target, Failu
 }
 
 /// Opens the existing state repository of `--repo` (exit 2 when it cannot be opened); with
-/// `--remote` it is only a cache of objects, created bare when absent.
-pub(super) fn open_state(state: &StateRepo) -> Result<Store, Failure> {
+/// `--remote` it is only a cache of objects, created bare when absent. With
+/// `--accept-rewritten-remote`, the remote's tip as it is now becomes the confirmed one
+/// ([`store::remote::accept_rewritten`](crate::store::remote::accept_rewritten)).
+pub(super) fn open_state(env: &Env, state: &StateRepo) -> Result<Store, Failure> {
     let opened = if state.remote.is_some() {
         Store::open_or_init_bare(&state.repo, &state.ref_name)
     } else {
         Store::open(&state.repo)
     };
-    opened.map_err(|e| {
+    let store = opened.map_err(|e| {
         Failure::input(format!(
             "cannot open state repository {}: {e}",
             state.repo.display()
         ))
-    })
+    })?;
+    accept_if_asked(env, state, &store)?;
+    Ok(store)
+}
+
+/// With `--accept-rewritten-remote`, the remote's tip as it is now becomes the confirmed one in
+/// `store` ([`accept_rewritten`]); without it, nothing.
+pub(super) fn accept_if_asked(env: &Env, state: &StateRepo, store: &Store) -> Result<(), Failure> {
+    if state.accept_rewritten_remote {
+        accept_rewritten(store, &state_target(env, state)?, &state.ref_name)?;
+    }
+    Ok(())
+}
+
+/// Accepts the remote ref of `target` as it is now (`--accept-rewritten-remote`); exit 2 when
+/// the remote cannot be read or the record written.
+pub(super) fn accept_rewritten(
+    store: &Store,
+    target: &Target,
+    local_ref: &str,
+) -> Result<(), Failure> {
+    crate::store::remote::accept_rewritten(store, target, local_ref)
+        .map(|_| ())
+        .map_err(|e| {
+            Failure::input(format!(
+                "cannot accept the tip of {}: {e}",
+                target.describe(local_ref)
+            ))
+        })
 }
 
 /// Random bytes from the kernel's generator.

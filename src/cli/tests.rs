@@ -2586,3 +2586,116 @@ fn writers_take_exactly_the_ref_lock_git_takes() {
     );
     std::fs::remove_file(repo.join("packed-refs.lock")).unwrap();
 }
+
+/// Every writer through `--remote` (publish, action create/claim/outcome/close, run, sweep,
+/// compact) refuses, with exit 1 and both commits named, to build on a remote ref that no
+/// longer descends from the tip its cache last confirmed there (here: a force push of an
+/// unrelated commit, then a rewind); the remote is left as it is. `--accept-rewritten-remote`
+/// builds on it, and the writers after it need no flag.
+#[test]
+fn a_rewritten_remote_is_refused_by_every_remote_writer() {
+    let tmp = &temp_root();
+    let remote = tmp.join("remote.git");
+    fixture_job(&tmp.join("job"));
+    bare_remote(&remote, None);
+    let via = |now: &str, args: &[&str]| {
+        let extra = ["--remote", "[TMP]/remote.git", "--repo", "[TMP]/cache.git"];
+        run_finality(tmp, now, &before_command(args, &extra))
+    };
+    let published = run_cli(
+        tmp,
+        &[
+            "-q",
+            "publish",
+            "--remote",
+            "[TMP]/remote.git",
+            "--repo",
+            "[TMP]/cache.git",
+            "[TMP]/job",
+        ],
+    );
+    assert!(published.starts_with("exit: 0"), "{published}");
+    let mut run_args = action_create(&[], "act_rr", "gd_rr");
+    run_args.extend_from_slice(&["--", "true"]);
+    for args in [action_create(&[], "act_r", "gd_r"), run_args] {
+        let out = via(T0, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    let git_dir = remote.to_str().unwrap();
+    let tree = rev_parse(&remote, "refs/heads/main^{tree}");
+    let unrelated = git_ok(&[
+        "-c",
+        "user.name=someone",
+        "-c",
+        "user.email=someone@invalid",
+        "--git-dir",
+        git_dir,
+        "commit-tree",
+        tree.trim(),
+        "-m",
+        "force-pushed",
+    ]);
+    let parent = rev_parse(&remote, "refs/heads/main~1");
+    let ids = regex::Regex::new(r"[0-9a-f]{40}").unwrap();
+    for (what, new) in [("unrelated", unrelated.trim()), ("rewind", parent.trim())] {
+        git_ok(&["--git-dir", git_dir, "update-ref", "refs/heads/main", new]);
+        // Commit ids are shown as [COMMIT] (the store's unit test checks both are named).
+        let shown = |out: String| ids.replace_all(&out, "[COMMIT]").into_owned();
+        let outputs = [
+            run_cli(
+                tmp,
+                &[
+                    "publish",
+                    "--remote",
+                    "[TMP]/remote.git",
+                    "--repo",
+                    "[TMP]/cache.git",
+                    "[TMP]/job",
+                ],
+            ),
+            via(T0, &action_create(&[], "act_new", "gd_n")),
+            via(T0, &action_create(&["--json"], "act_new", "gd_n")),
+            via(
+                T0,
+                &[
+                    "action",
+                    "claim",
+                    "act_r",
+                    "--attempt",
+                    "attempt-rewritten-0",
+                ],
+            ),
+            via(T0, &["action", "close", "act_r", "cancelled"]),
+            via(
+                T0,
+                &["action", "outcome", "act_rr", "failed", "--error", "boom"],
+            ),
+            via(T0, &["run", "--action", "act_r", "--", "true"]),
+            via(LATER, &["sweep"]),
+            via(
+                LATER,
+                &["compact", "--now", "2026-05-01", "--retention-days", "1"],
+            ),
+        ]
+        .map(shown);
+        insta::assert_snapshot!(format!("remote_rewritten_{what}"), outputs.join("\n"));
+        assert_eq!(
+            rev_parse(&remote, "refs/heads/main").trim(),
+            new,
+            "{what}: a refused writer moved the remote"
+        );
+    }
+    // Accepted once: built on, and the next writer needs no flag.
+    let accepted = via(
+        T0,
+        &action_create(&["--accept-rewritten-remote"], "act_after", "gd_a"),
+    );
+    assert!(accepted.starts_with("exit: 0"), "{accepted}");
+    assert_eq!(
+        rev_parse(&remote, "refs/heads/main~1").trim(),
+        parent.trim(),
+        "the accepted tip is the new commit's parent"
+    );
+    let next = via(T0, &action_create(&[], "act_next", "gd_x"));
+    assert!(next.starts_with("exit: 0"), "{next}");
+}

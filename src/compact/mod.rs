@@ -108,6 +108,10 @@ pub enum Error {
     /// The remote refused the push (its pre-receive hook's lines): final.
     #[error("the remote refused the compaction:\n{0}")]
     RemoteRefused(String),
+    /// The remote ref's history was rewritten since this cache last confirmed it: nothing was
+    /// compacted.
+    #[error(transparent)]
+    RemoteRewritten(store::remote::Rewritten),
 }
 
 /// Knobs of a compaction; the clock is an input (`now_seconds`), never read here.
@@ -282,6 +286,7 @@ pub fn compact_observed(
             WriteError::Store(e) => e.into(),
             WriteError::Transport(e) => e.into(),
             WriteError::Refused(why) => Error::RemoteRefused(why),
+            WriteError::Rewritten(r) => Error::RemoteRewritten(r),
         })?;
         result.attempts += out.attempts;
         let (tip, plan) = out.value;

@@ -1072,6 +1072,7 @@ fn write_failure(e: store::remote::WriteError<Error>, ref_name: &str) -> Error {
         WriteError::Store(e) => e.into(),
         WriteError::Transport(e) => e.into(),
         WriteError::Refused(why) => Error::RemoteRefused(why),
+        WriteError::Rewritten(r) => Error::RemoteRewritten(r),
     }
 }
 

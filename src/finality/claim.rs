@@ -286,8 +286,12 @@ pub fn claim(
         batch::claim(ov, action_id, request, now)
     })
     .map_err(|e| match e {
-        // A refusal by the remote's hook is final and reported as such, like a publication's.
-        Error::ClaimConflict { .. } | Error::RemoteRefused(_) | Error::ClaimUnavailable { .. } => e,
+        // A refusal by the remote's hook, or a remote whose history was rewritten, is final and
+        // reported as such, like a publication's.
+        Error::ClaimConflict { .. }
+        | Error::RemoteRefused(_)
+        | Error::RemoteRewritten(_)
+        | Error::ClaimUnavailable { .. } => e,
         other => Error::ClaimUnavailable {
             action_id: action_id.to_owned(),
             reason: other.to_string(),

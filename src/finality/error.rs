@@ -163,6 +163,10 @@ pub enum Error {
     /// The remote refused the push (its pre-receive hook's lines): final, nothing was recorded.
     #[error("the remote refused the push:\n{0}")]
     RemoteRefused(String),
+    /// The remote ref's history was rewritten since this cache last confirmed it: nothing was
+    /// recorded.
+    #[error(transparent)]
+    RemoteRewritten(store::remote::Rewritten),
 }
 
 /// What a failed remote step left on the remote.
@@ -199,6 +203,7 @@ impl Error {
             Error::Store(_) => "STORE_ERROR",
             Error::Remote(_) => "REMOTE_UNAVAILABLE",
             Error::RemoteRefused(_) => "REMOTE_REFUSED",
+            Error::RemoteRewritten(_) => "REMOTE_REWRITTEN",
         }
     }
 
@@ -227,6 +232,7 @@ impl Error {
                 | Error::ActionExists { .. }
                 | Error::Contention { .. }
                 | Error::RemoteRefused(_)
+                | Error::RemoteRewritten(_)
         )
     }
 }

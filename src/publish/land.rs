@@ -81,6 +81,7 @@ pub(super) fn land_batch(
         WriteError::Store(e) => e.into(),
         WriteError::Transport(e) => Error::Remote(e),
         WriteError::Refused(why) => Error::RemoteRefused(why),
+        WriteError::Rewritten(r) => Error::RemoteRewritten(r),
     })?;
     Ok(match (out.value, out.commit) {
         (Ok(publication), _) => publication,

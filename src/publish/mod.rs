@@ -324,6 +324,10 @@ pub enum Error {
     /// The remote refused the push (its pre-receive hook's lines).
     #[error("the remote refused the publication:\n{0}")]
     RemoteRefused(String),
+    /// The remote ref's history was rewritten since this cache last confirmed it: nothing was
+    /// published.
+    #[error(transparent)]
+    RemoteRewritten(crate::store::remote::Rewritten),
     /// The ref lock stayed held for the whole lock budget.
     #[error(
         "the ref lock {} is held and was not released within about 5 s; if no publisher is running, remove it (ref {ref_name})",

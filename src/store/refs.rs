@@ -152,6 +152,31 @@ impl Store {
         self.sync_ref_dirs(ref_name)
     }
 
+    /// Deletes `ref_name` (loose and packed, with its reflog) when it exists; an absent ref is
+    /// left absent. For the crate's own bookkeeping refs (never a ledger ref, which is only
+    /// ever moved forward by compare-and-swap).
+    ///
+    /// # Errors
+    /// [`Error::InvalidRefName`], [`Error::Git`] when git's ref transaction fails.
+    pub fn delete_ref(&self, ref_name: &str) -> Result<(), Error> {
+        use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+        let name = full_name(ref_name)?;
+        if self.tip(ref_name)?.is_none() {
+            return Ok(());
+        }
+        self.repo
+            .edit_reference(RefEdit {
+                change: Change::Delete {
+                    expected: PreviousValue::Any,
+                    log: RefLog::AndReference,
+                },
+                name,
+                deref: false,
+            })
+            .map_err(|e| git_err("delete", ref_name)(e.into()))?;
+        Ok(())
+    }
+
     /// Appends the reflog entry of an update of `ref_name` from `old` to `new` by `committer`, as
     /// git does: when `core.logAllRefUpdates` says so (`always`; `true`, the default of
     /// repositories with a work tree, for `refs/heads/`, `refs/remotes/` and `refs/notes/`) or

@@ -29,6 +29,19 @@
 //! shows as a rejected lease, i.e. a moved ref. A push whose connection broke may have landed
 //! or not; the remote holds either the old tip or the whole commit, and running the writer
 //! again converges (a replayed publication is unchanged).
+//!
+//! # A rewritten remote
+//!
+//! A host without our hook lets anyone force-push the ledger ref. Building on such a tip would
+//! silently drop whatever the old history held, so the cache remembers the last tip it built on
+//! or landed, per remote and ref ([`confirmed_ref()`]: a ref of the cache named by a hash of the
+//! [`redact()`]ed URL and the remote ref, so a rotated token keeps it and no credential is in
+//! it). Each attempt checks that the remote tip descends from it (after the fetch, with the
+//! objects local) and otherwise fails with [`WriteError::Rewritten`] before the build step runs.
+//! Another writer's fast-forward is no rewrite. [`accept_rewritten()`] (the CLI's
+//! `--accept-rewritten-remote`) makes the remote's tip as it is now the remembered one after the
+//! user checked it. A cache that remembers nothing (a fresh CI job) cannot tell: branch
+//! protection on the host is the guard there.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -653,6 +666,133 @@ pub enum WriteError<E> {
     /// git's status line and the hook's lines. Final: building again would be refused again.
     #[error("the remote refused the push:\n{0}")]
     Refused(String),
+    /// The remote ref no longer descends from the tip this cache last confirmed there: its
+    /// history was rewritten. Nothing was built or pushed.
+    #[error(transparent)]
+    Rewritten(Rewritten),
+}
+
+/// A remote ref whose history was rewritten under this writer: it holds `tip` (or nothing),
+/// which does not descend from `confirmed`, the tip this cache last built on or landed there.
+/// Building on it would silently drop whatever the old history held that the new one lacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{remote} was rewritten: it holds {}, which does not descend from {confirmed}, the tip this \
+     cache last confirmed there; nothing was written. Check the new history against the old one \
+     on a clone of the remote (`action-ledger verify --range {confirmed}..{}` shows what the \
+     new tip holds on top of the old one, and `git log {}..{confirmed}` what it dropped); to \
+     build on it anyway, run again with --accept-rewritten-remote",
+    tip.map_or_else(|| "no commit (the ref was deleted)".to_owned(), |t| t.to_string()),
+    tip.map_or_else(|| "TIP".to_owned(), |t| t.to_string()),
+    tip.map_or_else(|| "TIP".to_owned(), |t| t.to_string()),
+)]
+pub struct Rewritten {
+    /// The remote and its ref, as people read them (the URL [`redact()`]ed).
+    pub remote: String,
+    /// The tip this cache last confirmed on the remote ref.
+    pub confirmed: CommitId,
+    /// What the remote ref holds now (`None`: it was deleted).
+    pub tip: Option<CommitId>,
+}
+
+/// The ref of the cache repository that holds the tip last confirmed on `ref_name` of `url`:
+/// `refs/action-ledger/confirmed/<sha256 of the redacted URL, a newline and the ref>`. The URL
+/// is redacted first, so a rotated token keeps the record and no credential reaches a ref name.
+pub fn confirmed_ref(url: &str, ref_name: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let key = Sha256::digest(format!("{}\n{ref_name}", redact(url)).as_bytes());
+    format!("refs/action-ledger/confirmed/{}", hex::encode(key))
+}
+
+/// Checks that the remote `tip` descends from `confirmed` (none confirmed yet: anything goes).
+fn check_descends(
+    store: &Store,
+    confirmed: Option<CommitId>,
+    tip: Option<CommitId>,
+    remote: impl FnOnce() -> String,
+) -> Result<(), WriteErrorKind> {
+    let Some(confirmed) = confirmed else {
+        return Ok(());
+    };
+    let descends = match tip {
+        None => false,
+        Some(t) => store
+            .is_ancestor(confirmed, t)
+            .map_err(WriteErrorKind::Store)?,
+    };
+    if descends {
+        return Ok(());
+    }
+    Err(WriteErrorKind::Rewritten(Rewritten {
+        remote: remote(),
+        confirmed,
+        tip,
+    }))
+}
+
+/// Records `commit` as the tip confirmed under `confirmed_ref`. Best effort: the commit has
+/// landed (or was built on) whatever happens here; a record that cannot be written leaves the
+/// older one, which `commit` descends from.
+fn confirm(store: &Store, confirmed_ref: &str, commit: CommitId) {
+    let current = store.tip(confirmed_ref).ok().flatten();
+    if current == Some(commit) {
+        return;
+    }
+    let _ = store.update_ref(
+        confirmed_ref,
+        current,
+        commit,
+        "action-ledger: confirmed remote tip",
+    );
+}
+
+/// Accepts the remote ref of `target` as it is now (the CLI's `--accept-rewritten-remote`):
+/// its tip becomes the confirmed one, whether or not it descends from the tip confirmed before,
+/// and the next writer builds on it. The user has checked the rewritten history. A remote ref
+/// that does not exist clears the record. Returns the accepted tip; a [`Target::Local`] is
+/// left alone (`None`).
+///
+/// # Errors
+/// [`TipError::Transport`] when the remote cannot be asked or fetched; [`TipError::Store`]
+/// when the record cannot be written.
+pub fn accept_rewritten(
+    store: &Store,
+    target: &Target,
+    local_ref: &str,
+) -> Result<Option<CommitId>, TipError> {
+    let Target::Remote { url, ref_name, .. } = target else {
+        return Ok(None);
+    };
+    let record = confirmed_ref(url, ref_name);
+    let tip = target.tip(store, local_ref)?;
+    let current = store.tip(&record).map_err(TipError::Store)?;
+    match tip {
+        Some(t) => store
+            .update_ref(
+                &record,
+                current,
+                t,
+                "action-ledger: accepted rewritten remote",
+            )
+            .map_err(TipError::Store)?,
+        None => store.delete_ref(&record).map_err(TipError::Store)?,
+    }
+    Ok(tip)
+}
+
+/// The failures of [`check_descends`], before they take the caller's build error type.
+enum WriteErrorKind {
+    Store(store::Error),
+    Rewritten(Rewritten),
+}
+
+impl<E> From<WriteErrorKind> for WriteError<E> {
+    fn from(e: WriteErrorKind) -> Self {
+        match e {
+            WriteErrorKind::Store(e) => WriteError::Store(e),
+            WriteErrorKind::Rewritten(r) => WriteError::Rewritten(r),
+        }
+    }
 }
 
 impl<E> From<TransactError<E>> for WriteError<E> {
@@ -714,12 +854,18 @@ fn land<T, E>(
             timeout,
         } => (url, ref_name, *timeout),
     };
+    let confirmed = confirmed_ref(url, ref_name);
     let mut attempts = 0u32;
     loop {
         attempts += 1;
         let tip = target.tip(store, policy.ref_name)?;
+        let baseline = store.tip(&confirmed).map_err(WriteError::Store)?;
+        check_descends(store, baseline, tip, || target.describe(policy.ref_name))?;
         let (commit, value) = match build(tip, attempts).map_err(WriteError::Build)? {
             Step::Settled(value) => {
+                if let Some(tip) = tip {
+                    confirm(store, &confirmed, tip);
+                }
                 return Ok(Landed {
                     value,
                     commit: None,
@@ -732,6 +878,7 @@ fn land<T, E>(
             .map_err(WriteError::Transport)?
         {
             PushOutcome::Landed => {
+                confirm(store, &confirmed, commit);
                 return Ok(Landed {
                     value,
                     commit: Some(commit),
@@ -1034,6 +1181,124 @@ mod tests {
         // The caches' own refs never moved.
         assert_eq!(a.tip(MAIN).unwrap(), None);
         assert_eq!(b.tip(MAIN).unwrap(), None);
+    }
+
+    /// Every way a remote ref can stop descending from the tip a cache last confirmed there
+    /// (an unrelated history, a rewind to an ancestor, an amended tip, a deleted ref) is refused
+    /// before anything is built, naming both commits, and leaves the remote as it was; another
+    /// writer's fast-forward is built on as before.
+    #[test]
+    fn a_rewritten_remote_is_refused_until_accepted() {
+        let (tmp, target, a, b) = setup();
+        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
+        let one = transact(&a, &target, &POLICY, adding(&a, "one"))
+            .unwrap()
+            .commit
+            .unwrap();
+        let two = transact(&a, &target, &POLICY, adding(&a, "two"))
+            .unwrap()
+            .commit
+            .unwrap();
+        // Another writer's fast-forward is no rewrite.
+        let three = transact(&b, &target, &POLICY, adding(&b, "three"))
+            .unwrap()
+            .commit
+            .unwrap();
+        let confirmed = transact(&a, &target, &POLICY, adding(&a, "four"))
+            .unwrap()
+            .commit
+            .unwrap();
+        assert_eq!(remote.parents(confirmed).unwrap(), vec![three]);
+        let force = |new: Option<CommitId>| {
+            let current = remote.tip(MAIN).unwrap();
+            match new {
+                Some(n) => remote.update_ref(MAIN, current, n, "force").unwrap(),
+                None => remote.delete_ref(MAIN).unwrap(),
+            }
+        };
+        let unrelated = remote
+            .write_commit(None, &files(&[("other", "y\n")]), "other\n", &sig())
+            .unwrap();
+        let amended = remote
+            .write_commit(
+                Some(three),
+                &files(&[("amended", "z\n")]),
+                "amended\n",
+                &sig(),
+            )
+            .unwrap();
+        for (what, tip) in [
+            ("an unrelated history", Some(unrelated)),
+            ("a rewind to an ancestor", Some(one)),
+            ("an amended tip", Some(amended)),
+            ("a deleted ref", None),
+        ] {
+            force(tip);
+            let mut built = false;
+            let err = transact(&a, &target, &POLICY, |t, n| {
+                built = true;
+                adding(&a, "five")(t, n)
+            })
+            .unwrap_err();
+            let WriteError::Rewritten(r) = &err else {
+                panic!("{what}: {err}");
+            };
+            assert_eq!((r.confirmed, r.tip), (confirmed, tip), "{what}");
+            assert!(!built, "{what}: a build ran on a rewritten remote");
+            assert_eq!(remote.tip(MAIN).unwrap(), tip, "{what}: the remote moved");
+            let shown = err.to_string();
+            assert!(shown.contains(&confirmed.to_string()), "{what}: {shown}");
+            if let Some(t) = tip {
+                assert!(shown.contains(&t.to_string()), "{what}: {shown}");
+            }
+            assert!(
+                shown.contains("--accept-rewritten-remote"),
+                "{what}: {shown}"
+            );
+        }
+        // A cache that never confirmed a tip there (b confirmed `three`, an ancestor of
+        // nothing now) is refused too; a fresh cache is not.
+        assert!(matches!(
+            transact(&b, &target, &POLICY, adding(&b, "six")),
+            Err(WriteError::Rewritten(_))
+        ));
+        let fresh = Store::open_or_init_bare(&tmp.path().join("fresh.git"), MAIN).unwrap();
+        force(Some(amended));
+        transact(&fresh, &target, &POLICY, adding(&fresh, "seven")).unwrap();
+        // Accepted: the tip as it is now is confirmed and built on; the next write needs no
+        // acceptance.
+        assert_eq!(
+            accept_rewritten(&a, &target, MAIN).unwrap(),
+            remote.tip(MAIN).unwrap()
+        );
+        let accepted = remote.tip(MAIN).unwrap();
+        let landed = transact(&a, &target, &POLICY, adding(&a, "eight")).unwrap();
+        assert_eq!(landed.value, accepted);
+        transact(&a, &target, &POLICY, adding(&a, "nine")).unwrap();
+        // Accepting a deleted ref clears the record: the next write creates the ref.
+        force(None);
+        assert_eq!(accept_rewritten(&a, &target, MAIN).unwrap(), None);
+        let created = transact(&a, &target, &POLICY, adding(&a, "ten")).unwrap();
+        assert_eq!(created.value, None);
+        let _ = two;
+    }
+
+    /// The record of a confirmed tip is keyed by the redacted URL and the ref: a rotated token
+    /// keeps it, another ref or host does not share it, and no credential is in its name.
+    #[test]
+    fn the_confirmed_record_survives_a_rotated_token() {
+        let one = confirmed_ref("https://x-access-token:OLD@h/o/r.git", MAIN);
+        assert_eq!(
+            one,
+            confirmed_ref("https://x-access-token:NEW@h/o/r.git", MAIN)
+        );
+        assert_eq!(
+            confirmed_ref("https://h/o/r.git?access_token=OLD", MAIN),
+            confirmed_ref("https://h/o/r.git?access_token=NEW", MAIN)
+        );
+        assert_ne!(one, confirmed_ref("https://h/o/r.git", "refs/heads/other"));
+        assert_ne!(one, confirmed_ref("https://h2/o/r.git", MAIN));
+        assert!(!one.contains("OLD") && one.starts_with("refs/action-ledger/confirmed/"));
     }
 
     /// A refusal by the remote's hook is final (one attempt), carries the hook's lines without

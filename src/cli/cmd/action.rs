@@ -14,7 +14,8 @@ use crate::cli::Env;
 use crate::cli::args::{ActionCommand, ClaimArgs, CloseArgs, CreateArgs, OutcomeArgs, ShowArgs};
 use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
 use crate::cli::settings::{
-    finality_now, finality_options, new_action_id, open_state, state_target, uuid_v4,
+    accept_if_asked, finality_now, finality_options, new_action_id, open_state, state_target,
+    uuid_v4,
 };
 use crate::time::Timestamp;
 
@@ -136,6 +137,7 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
             state.repo.display()
         ))
     })?;
+    accept_if_asked(env, &state, &store)?;
     let written = finality::create_action(&store, &options, &input, now)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
     let st = finality::show_at(&store, &options.target, &state.ref_name, &id)
@@ -195,7 +197,7 @@ fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(
         verified: binding.verified,
     };
     let result = finality_options(env, &state).and_then(|options| {
-        let store = open_state(&state).map_err(|f| Failure {
+        let store = open_state(env, &state).map_err(|f| Failure {
             code: 2,
             message: f.message,
         })?;
@@ -246,7 +248,7 @@ fn outcome(out: &mut Printer, env: &Env, now: Timestamp, a: OutcomeArgs) -> Resu
         attempt_id: attempt,
     };
     let options = finality_options(env, &state)?;
-    let store = open_state(&state)?;
+    let store = open_state(env, &state)?;
     let written = finality::report_outcome(&store, &options, &action_id, &report, now)
         .map_err(|e| finality_failure(out, json, "outcome", &action_id, &e))?;
     print_reported(out, json, &written);
@@ -263,7 +265,7 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         json,
     } = a;
     let options = finality_options(env, &state)?;
-    let store = open_state(&state)?;
+    let store = open_state(env, &state)?;
     let written = finality::close(
         &store,
         &options,
@@ -284,7 +286,7 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
         action_id,
         json,
     } = a;
-    let store = open_state(&state)?;
+    let store = open_state(env, &state)?;
     let st = finality::show_at(
         &store,
         &state_target(env, &state)?,

@@ -14,7 +14,10 @@ use crate::cli::settings::{compact_now, open_state, signature, state_target};
 fn compact_failure(e: crate::compact::Error) -> Failure {
     use crate::compact::Error as E;
     let code = match &e {
-        E::Contention { .. } | E::RefLocked { .. } | E::RemoteRefused(_) => 1,
+        E::Contention { .. }
+        | E::RefLocked { .. }
+        | E::RemoteRefused(_)
+        | E::RemoteRewritten(_) => 1,
         _ => 2,
     };
     let left = match &e {
@@ -96,7 +99,7 @@ pub(in crate::cli) fn run(
     options.target = state_target(env, state)?;
     // The ref as people read it: `--ref`, or `<url> <ref>` with --remote.
     let shown_ref = options.target.describe(&state.ref_name);
-    let store = open_state(state)?;
+    let store = open_state(env, state)?;
     let (status, months, refused, commits, tip, attempts, remaining) = if dry_run {
         let tip = options
             .target

@@ -32,6 +32,7 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
         | E::HistoryCycle(_)
         | E::Provenance { .. }
         | E::RemoteRefused(_)
+        | E::RemoteRewritten(_)
         | E::StrictPrivacy { .. }
         | E::Contention { .. } => 1,
         E::Seal(
@@ -91,6 +92,8 @@ pub(in crate::cli) struct Request<'a> {
     pub(in crate::cli) profile: Profile,
     /// The sources, published in this order.
     pub(in crate::cli) sources: &'a [PathBuf],
+    /// `--accept-rewritten-remote`: the remote's tip as it is now becomes the confirmed one.
+    pub(in crate::cli) accept_rewritten_remote: bool,
 }
 
 /// Runs `publish`.
@@ -104,6 +107,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         shape,
         profile,
         sources,
+        accept_rewritten_remote,
     } = *request;
     // A publish's peak memory is what a CI job must budget for: large buffers are returned to
     // the system when freed, not kept in the worker threads' heap arenas.
@@ -145,6 +149,15 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
                 repo.display()
             ))
         })?;
+    if accept_rewritten_remote
+        && let Err(failure) = crate::cli::settings::accept_rewritten(&store, target, ref_name)
+    {
+        if created {
+            drop(store);
+            discard_new_repository(repo, was_empty_dir, &new_parents);
+        }
+        return Err(failure);
+    }
     // Whether an earlier source of this run moved the ref (else a failure changed nothing).
     let mut landed = false;
     let meter = out.meter();

@@ -108,7 +108,7 @@ fn claim(out: &mut Printer, env: &Env, request: &Request) -> Result<Claimed, Fai
     };
     let now = finality_now(env)?;
     let options = finality_options(env, state)?;
-    let claimed = match open_state(state) {
+    let claimed = match open_state(env, state) {
         Ok(store) => {
             finality::claim(&store, &options, action_id, &claim_request, now).map(|w| (store, w))
         }

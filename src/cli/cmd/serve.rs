@@ -121,6 +121,16 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         .enable_all()
         .build()
         .map_err(|e| Failure::input(format!("cannot start the async runtime: {e}")))?;
+    if a.accept_rewritten_remote {
+        let store =
+            crate::store::Store::open_or_init_bare(&settings.repo, &a.ref_name).map_err(|e| {
+                Failure::input(format!(
+                    "cannot open state repository {}: {e}",
+                    settings.repo.display()
+                ))
+            })?;
+        super::super::settings::accept_rewritten(&store, &settings.target, &a.ref_name)?;
+    }
     // Opening the repository and starting the writer are Git work: done here, before serving.
     let started = server::start(settings).map_err(Failure::input)?;
     let url = format!("http://{bound}");

@@ -23,7 +23,7 @@ pub(in crate::cli) fn run(
 ) -> Result<(), Failure> {
     let now = finality_now(env)?;
     let options = finality_options(env, state)?;
-    let store = open_state(state)?;
+    let store = open_state(env, state)?;
     let written = finality::sweep(&store, &options, f64::from(timeout_minutes), now)
         .map_err(|e| finality_failure(out, json, "sweep", "", &e))?;
     let r = &written.value;

@@ -121,7 +121,7 @@ pub(super) fn finality_error(e: &finality::Error) -> Response {
             [("code", Value::str(e.code()))],
         ),
         // The remote's hook refused the server's push: its lines are the store's business.
-        E::RemoteRefused(_) => unavailable(&e.to_string()),
+        E::RemoteRefused(_) | E::RemoteRewritten(_) => unavailable(&e.to_string()),
         e if e.is_refusal() => error_with(409, e.to_string(), [("code", Value::str(e.code()))]),
         other => unavailable(&other.to_string()),
     }

@@ -158,6 +158,7 @@ fn is_unavailable(e: &finality::Error) -> bool {
         E::Store(_)
             | E::Remote(_)
             | E::RemoteRefused(_)
+            | E::RemoteRewritten(_)
             | E::Contention { .. }
             | E::RefLocked { .. }
             | E::Corrupt { .. }

@@ -1097,6 +1097,75 @@ async fn an_unreachable_remote_is_unavailable_never_a_conflict() {
     assert_eq!(s.get("/api/actions/act_x", BOT).await.status, 503);
 }
 
+/// A remote whose history was rewritten under a running server (a force push of an unrelated
+/// commit) is not built on: every write answers 503 "retry later" without the commits or the
+/// remote's path, and the server's log names both commits; the remote keeps the rewritten tip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_remote_is_not_built_on_by_serve() {
+    let log: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let lines = log.clone();
+    let remote_dir: Arc<std::sync::Mutex<Option<std::path::PathBuf>>> = Arc::default();
+    let seen = remote_dir.clone();
+    let s = server_custom(
+        None,
+        |dir| {
+            let remote = dir.join("remote.git");
+            Store::open_or_init_bare(&remote, "refs/heads/main").unwrap();
+            *seen.lock().unwrap() = Some(remote.clone());
+            Target::Remote {
+                url: remote.display().to_string(),
+                ref_name: "refs/heads/main".into(),
+                timeout: Some(std::time::Duration::from_secs(30)),
+            }
+        },
+        move |st| {
+            st.log = Arc::new(move |l: &str| lines.lock().unwrap().push(l.to_owned()));
+        },
+    );
+    let remote = remote_dir.lock().unwrap().clone().unwrap();
+    let created = s.guard(BOT, "build", ACT, "").await;
+    assert_eq!(created.status, 200, "{:?}", created.body);
+    let store = Store::open(&remote).unwrap();
+    let confirmed = store.tip("refs/heads/main").unwrap().unwrap();
+    let unrelated = store
+        .write_commit(
+            None,
+            &[("other".to_owned(), b"x\n".to_vec())],
+            "force-pushed\n",
+            &crate::store::Signature {
+                name: "someone".into(),
+                email: "someone@invalid".into(),
+                time_seconds: 1_700_000_000,
+            },
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(confirmed), unrelated, "force")
+        .unwrap();
+    let answers = [
+        s.guard(BOT, "build", ACT, "").await,
+        s.post("/api/actions", BOT, guard_body("deploy", ACT, ""))
+            .await,
+    ];
+    for g in answers {
+        let text = crate::canonical::to_canonical_unchecked(&g.body);
+        assert_eq!(g.status, 503, "{text}");
+        assert_eq!(g.str("code"), "LEDGER_UNAVAILABLE", "{text}");
+        for hidden in [confirmed.to_string(), unrelated.to_string()] {
+            assert!(!text.contains(&hidden), "{text}");
+        }
+        assert!(!text.contains(&remote.display().to_string()), "{text}");
+    }
+    assert_eq!(store.tip("refs/heads/main").unwrap(), Some(unrelated));
+    let logged = log.lock().unwrap().join("\n");
+    assert!(
+        logged.contains("was rewritten")
+            && logged.contains(&confirmed.to_string())
+            && logged.contains(&unrelated.to_string()),
+        "{logged}"
+    );
+}
+
 /// A remote that is down (a path that is no repository, an https URL with a token that cannot
 /// be reached) is described to clients as an unavailable store to retry later, on every route
 /// that reads or writes it (reads, creation, guard with record, claim, close, outcome, cron
