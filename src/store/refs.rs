@@ -173,7 +173,7 @@ impl Store {
                 name,
                 deref: false,
             })
-            .map_err(|e| git_err("delete", ref_name)(e.into()))?;
+            .map_err(|e| git_err("delete", ref_name)(e))?;
         Ok(())
     }
 
