@@ -35,7 +35,12 @@
 //!
 //! # Modules
 //!
-//! Lower modules never depend on higher ones; the list goes from the bottom up.
+//! The list goes from the bottom up: a module uses those above it. Where one still reaches up,
+//! it is named here until the edge is removed: `privacy::strict` walks [`event`] records;
+//! [`durable`] and [`store`] use each other; [`view`] and [`publish`] share the tree reader;
+//! [`publish`] runs [`verify`]'s rules before it lands; [`verify`] checks compacted months
+//! ([`compact`]) and finality records ([`finality`]); [`compact`] reads through [`log`];
+//! [`writer`] hands each recorded event to [`live`].
 //!
 //! - [`canonical`]: canonical JSON, the value model, encoder, strict parser and limits.
 //! - [`identity`]: content-derived identities: repository normalization, slugs, digests.
@@ -52,6 +57,8 @@
 //! - [`writer`]: the writer side, without Git: [`writer::files`] (handle-relative files),
 //!   [`writer::lock`], [`writer::spool`], [`writer::record`], [`writer::interrupt`],
 //!   [`writer::seal`].
+//! - [`live`]: live projection: each recorded event posted to CrabFleet through a durable
+//!   outbox beside the spool; a failed delivery becomes a `projection.failed` event.
 //! - [`store`]: all Git access: objects, trees, [`store::pack`] writing, refs with
 //!   compare-and-swap, snapshots, history, and the `git` transport in [`store::remote`].
 //! - [`view`]: the ledger as readers see it, compacted shards present with their bytes.

@@ -27,6 +27,7 @@ use crate::event::Event;
 use crate::ledger::segment::Month;
 use crate::ledger::shard;
 use crate::store;
+use crate::time::CalendarDate;
 use crate::verify::{self, Rule};
 use crate::view::{self, View};
 
@@ -70,27 +71,28 @@ pub struct Filter {
     pub event_types: Vec<String>,
     /// `producer.component` equals this.
     pub producer: Option<String>,
-    /// Partition date on or after this `YYYY-MM-DD`.
-    pub since: Option<String>,
-    /// Partition date on or before this `YYYY-MM-DD`.
-    pub until: Option<String>,
+    /// Partition date on or after this one.
+    pub since: Option<CalendarDate>,
+    /// Partition date on or before this one.
+    pub until: Option<CalendarDate>,
 }
 
 impl Filter {
+    /// Whether the partition date `date` (`YYYY-MM-DD`) is within `since..=until`; a date that
+    /// is not one is outside any bound (and inside no bound at all).
     fn date_in_range(&self, date: &str) -> bool {
-        self.since.as_deref().is_none_or(|s| date >= s)
-            && self.until.as_deref().is_none_or(|u| date <= u)
+        if self.since.is_none() && self.until.is_none() {
+            return true;
+        }
+        CalendarDate::parse(date)
+            .is_some_and(|d| self.since.is_none_or(|s| d >= s) && self.until.is_none_or(|u| d <= u))
     }
 
+    /// Whether `month` may hold a date within `since..=until`.
     fn month_in_range(&self, month: Month) -> bool {
-        let m = month.to_string();
-        self.since
-            .as_deref()
-            .is_none_or(|s| m.as_str() >= &s[..7.min(s.len())])
-            && self
-                .until
-                .as_deref()
-                .is_none_or(|u| m.as_str() <= &u[..7.min(u.len())])
+        let month_of = |d: CalendarDate| (d.year(), d.month());
+        let m = (u32::from(month.year), u32::from(month.month));
+        self.since.is_none_or(|s| m >= month_of(s)) && self.until.is_none_or(|u| m <= month_of(u))
     }
 
     /// Whether the event `v` matches the field criteria (not the dates).
@@ -514,6 +516,33 @@ fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Date bounds are dates, not strings: a partition date that is not one (non-ASCII, short)
+    /// is outside every bound without a panic, and months compare by year first.
+    #[test]
+    fn date_bounds_compare_dates() {
+        let f = Filter {
+            since: CalendarDate::parse("2025-12-31"),
+            until: CalendarDate::parse("2026-01-01"),
+            ..Filter::default()
+        };
+        for (date, inside) in [
+            ("2025-12-31", true),
+            ("2026-01-01", true),
+            ("2025-12-30", false),
+            ("2026-01-02", false),
+            ("2026-0\u{e9}-01", false),
+            ("2026", false),
+            ("", false),
+        ] {
+            assert_eq!(f.date_in_range(date), inside, "{date}");
+        }
+        assert!(Filter::default().date_in_range("not a date"));
+        let month = |year, month| Month { year, month };
+        assert!(f.month_in_range(month(2025, 12)) && f.month_in_range(month(2026, 1)));
+        assert!(!f.month_in_range(month(2025, 11)) && !f.month_in_range(month(2026, 2)));
+        assert!(!f.month_in_range(month(2024, 12)) && !f.month_in_range(month(2027, 1)));
+    }
+
     use super::*;
     use crate::store::{CommitId, Signature, Store};
     use std::path::PathBuf;
@@ -645,22 +674,22 @@ mod tests {
             ),
             (
                 Filter {
-                    since: Some("2026-03-10".into()),
-                    until: Some("2026-03-10".into()),
+                    since: CalendarDate::parse("2026-03-10"),
+                    until: CalendarDate::parse("2026-03-10"),
                     ..Filter::default()
                 },
                 Box::new(|_| true),
             ),
             (
                 Filter {
-                    since: Some("2026-03-11".into()),
+                    since: CalendarDate::parse("2026-03-11"),
                     ..Filter::default()
                 },
                 Box::new(|_| false),
             ),
             (
                 Filter {
-                    until: Some("2026-03-09".into()),
+                    until: CalendarDate::parse("2026-03-09"),
                     ..Filter::default()
                 },
                 Box::new(|_| false),

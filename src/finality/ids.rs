@@ -1,6 +1,7 @@
 //! Identifiers of the finality records: action ids (also the directory name of an action and
-//! the name of a guard decision record), attempt ids (the single-use nonce of a claim) and agent
-//! ids (who may claim). Each is a newtype so a public signature says which id it takes; the
+//! the name of a guard decision record) and attempt ids (the single-use nonce of a claim); agent
+//! ids, principals and guard decision ids are checked strings ([`MAX_ID_UNITS`]). Each id type
+//! is a newtype so a public signature says which id it takes; the
 //! parsers accept exactly the shapes below and nothing else, so an id is always a safe single
 //! path component.
 

@@ -40,7 +40,8 @@ string_enum! {
         Running = "running",
         /// Open.
         Pending = "pending",
-        /// Waiting for an operator (approvals are out of scope; only the sweep touches it).
+        /// Waiting for an operator's approval or denial (`serve`'s approve and deny routes; the
+        /// CLI never approves).
         PendingApproval = "pending_approval",
         /// Created from a `block` verdict.
         Blocked = "blocked",

@@ -99,7 +99,8 @@
 //!
 //! `source.rs` (reading sources), `limits.rs`, `validate.rs` (batch checks), `privacy_check.rs`,
 //! `plan.rs` (checks against a tip, the commit message), `land.rs` (local landing),
-//! `remote.rs` (remote landing), `replay.rs` (the unchanged-replay fast path).
+//! `replay.rs` (the unchanged-replay fast path). Remote landing is the store's
+//! ([`crate::store::remote`]).
 
 mod land;
 pub mod limits;

@@ -25,10 +25,10 @@
 //! no backslash ([`Error::UnsafeRelative`]).
 //!
 //! Why our own code: capability crates such as `cap-std` open paths beneath a directory handle,
-//! but they do not offer the create-only write (staging file, `fsync`, `renameat2` with
-//! `RENAME_NOREPLACE`, directory `fsync`) nor the claim-and-remove that the lock and spool
-//! formats need, and they would add a second file abstraction next to `rustix`, which this module
-//! uses directly for the few system calls involved.
+//! but they do not offer the create-only write (staging file, `fsync`, `linkat` of the staging
+//! file to the final name, which fails if it exists, directory `fsync`) nor the claim-and-remove
+//! that the lock and spool formats need, and they would add a second file abstraction next to
+//! `rustix`, which this module uses directly for the few system calls involved.
 
 use std::fs;
 use std::io::{Read, Write};

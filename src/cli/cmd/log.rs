@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::store::{self, Store};
+use crate::time::CalendarDate;
 
 use crate::cli::output::{Failure, Printer};
 
@@ -54,13 +55,12 @@ pub(in crate::cli) fn filter(
             other => Ok(other),
         }
     };
-    let date = |flag: &str, v: Option<String>| -> Result<Option<String>, Failure> {
-        match v {
-            Some(d) if crate::identity::calendar_date(&d, flag).is_err() || d.len() != 10 => Err(
-                Failure::input(format!("{flag} {d}: give a date as YYYY-MM-DD")),
-            ),
-            other => Ok(other),
-        }
+    let date = |flag: &str, v: Option<String>| -> Result<Option<CalendarDate>, Failure> {
+        v.map(|d| {
+            CalendarDate::parse(&d)
+                .ok_or_else(|| Failure::input(format!("{flag} {d}: give a date as YYYY-MM-DD")))
+        })
+        .transpose()
     };
     Ok(crate::log::Filter {
         repository,
