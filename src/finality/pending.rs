@@ -7,7 +7,7 @@
 //!
 //! The day and hour are those of `created_at` in UTC. An entry exists exactly when its action
 //! is [`indexed`]: it has no outcome and its lifecycle is not one the sweep leaves alone
-//! (`completed`, `failed`, `cancelled`, `blocked`; see [`super::sweep`]). The entry's time is
+//! (`completed`, `failed`, `cancelled`, `blocked`; see [`mod@super::sweep`]). The entry's time is
 //! the action's `created_at`. Entries are empty files (every entry shares the empty blob), and
 //! git keeps no empty trees, so a bucket whose actions all closed disappears: the index holds
 //! what is pending, not what exists.
