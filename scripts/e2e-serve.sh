@@ -9,6 +9,8 @@
 #   - a wrong key is answered 401;
 #   - a require_approval action is approved by an operator while run_governed waits, then
 #     claimed and completed;
+#   - idempotency keys: a blocked create_action raises GuardBlockedError on its replay too; a
+#     key reused for another act is answered 422; the same request again replays;
 #   - the cron sweep: 401 without the secret, 503 on a server without one, 200 sweeping a stale
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
@@ -92,7 +94,7 @@ ok "listening on $a_url (stderr line and --json line)"
 
 cat >"$work/cases.py" <<'EOF'
 import hashlib, json, os, sys, threading, time, urllib.request, urllib.error
-from dashclaw import DashClaw, DashClawError, ExecutionClaimError
+from dashclaw import DashClaw, DashClawError, ExecutionClaimError, GuardBlockedError
 
 url, bot_key, ops_key = sys.argv[1], os.environ["BOT_KEY"], os.environ["OPS_KEY"]
 case = sys.argv[2]
@@ -226,6 +228,30 @@ if case == "sdk":
     a = dc.get_action(aid)["action"]
     assert a["approved_by"] == "ops" and a["status"] == "completed" and a["approval_grant_used_at"], a
     ok("require_approval: an operator approves while the SDK waits; it claims, runs and completes")
+
+    # A replayed blocked creation is blocked again; a key reused for another request is refused
+    # (422), never answered with the first action.
+    drop = {"kind": "sql", "command": "DROP TABLE prod"}
+    for attempt in range(2):
+        try:
+            dc.create_action("drop-prod", "drop it", act=drop, idempotency_key="k-c")
+            raise AssertionError(f"blocked creation returned (attempt {attempt})")
+        except GuardBlockedError:
+            pass
+    first = dc.create_action("list-files", "look", act={"kind": "shell", "command": "ls /tmp"},
+                             client_capabilities=["execution_claims"], idempotency_key="order-42")
+    try:
+        dc.create_action("delete-data", "look", act={"kind": "shell", "command": "rm -rf /srv/data"},
+                         client_capabilities=["execution_claims"], idempotency_key="order-42")
+        raise AssertionError("a reused key was answered")
+    except GuardBlockedError:
+        raise
+    except DashClawError as e:
+        assert e.status == 422, e.status
+    again = dc.create_action("list-files", "look", act={"kind": "shell", "command": "ls /tmp"},
+                             client_capabilities=["execution_claims"], idempotency_key="order-42")
+    assert again["action_id"] == first["action_id"] and again["idempotent_replay"] is True, again
+    ok("idempotency keys: a blocked creation replays as blocked, a reused key is 422, a retry replays")
 
 elif case == "sweep":
     sweep_url = sys.argv[3]

@@ -831,6 +831,103 @@ fn action_create_retry_is_idempotent() {
     assert_eq!(tip(), first, "no commit");
 }
 
+/// Issue 43, items 2 and 3 through the CLI, whose idempotency key is `--id`: an id retried
+/// with another binding (agent, principal, act, no act, guard decision, verdict, containment
+/// ref, lifecycle, identity verification, protocol) is `ACTION_EXISTS` with exit 1 and writes
+/// nothing, as `serve` refuses it; a retried blocked creation answers what the first did (exit
+/// 0, the same action and lifecycle, `created: false`).
+#[test]
+fn action_create_id_binds_every_field_and_replays_a_blocked_creation() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let base = [
+        "--guard-decision",
+        "gd_1",
+        "--verdict",
+        "allow_contained",
+        "--containment-ref",
+        "ctr_9",
+    ];
+    let create = |id: &str, flags: &[&str], command: &[&str]| {
+        let mut args = vec!["action", "create", "--repo", repo, "--id", id, "--json"];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend_from_slice(command);
+        run_finality(tmp, T1, &args)
+    };
+    let prod = ["./deploy.sh", "prod"];
+    assert!(create("act_bound", &base, &prod).starts_with("exit: 0"));
+    let tip = || {
+        let store = Store::open(&tmp.join("state.git")).unwrap();
+        store.tip("refs/heads/main").unwrap()
+    };
+    let first = tip();
+    let with = |extra: &[&'static str]| {
+        let mut flags = base.to_vec();
+        flags.extend_from_slice(extra);
+        flags
+    };
+    let differing: [(&str, Vec<&str>, &[&str]); 10] = [
+        ("agent", with(&["--agent", "other-bot"]), &prod),
+        ("principal", with(&["--principal", "other-key"]), &prod),
+        ("act", base.to_vec(), &["rm", "-rf", "/srv/data"]),
+        ("no act", base.to_vec(), &[]),
+        (
+            "guard decision",
+            vec![
+                "--guard-decision",
+                "gd_2",
+                "--verdict",
+                "allow_contained",
+                "--containment-ref",
+                "ctr_9",
+            ],
+            &prod,
+        ),
+        ("verdict", vec!["--guard-decision", "gd_1"], &prod),
+        (
+            "containment ref",
+            vec![
+                "--guard-decision",
+                "gd_1",
+                "--verdict",
+                "allow_contained",
+                "--containment-ref",
+                "ctr_8",
+            ],
+            &prod,
+        ),
+        ("lifecycle", with(&["--lifecycle", "pending"]), &prod),
+        ("verified", with(&["--verified"]), &prod),
+        ("legacy", with(&["--legacy"]), &prod),
+    ];
+    for (what, flags, command) in differing {
+        let out = create("act_bound", &flags, command);
+        assert!(
+            out.starts_with("exit: 1") && out.contains(r#""code":"ACTION_EXISTS""#),
+            "{what}: {out}"
+        );
+    }
+    assert_eq!(tip(), first, "nothing written");
+    assert!(create("act_bound", &base, &prod).contains(r#""created":false"#));
+
+    let blocked = ["--guard-decision", "gd_b", "--verdict", "block"];
+    let answer = create("act_blocked", &blocked, &prod);
+    let after = tip();
+    let again = create("act_blocked", &blocked, &prod);
+    // The stored action as printed: `{"action":{…}` up to the claim.
+    let action = |out: &str| {
+        let start = out.find(r#"{"action":{"#).expect("an action");
+        let end = out.find(r#","claim":"#).expect("a claim");
+        out[start..end].to_owned()
+    };
+    assert!(answer.starts_with("exit: 0"), "{answer}");
+    assert!(again.starts_with("exit: 0"), "{again}");
+    assert!(again.contains(r#""created":false"#) && again.contains(r#""lifecycle":"blocked""#));
+    assert_eq!(action(&again), action(&answer), "the first record");
+    assert_eq!(tip(), after, "nothing written");
+}
+
 /// An outcome recorded by a clock behind the creator's: `elapsed_ms` is 0, not negative, and
 /// `action outcome`, `action show` and their `--json` say that the clocks disagreed.
 #[test]

@@ -49,7 +49,11 @@
 //!   when the creator advertised the `execution_claims` capability. The initial lifecycle comes
 //!   from the verdict (`require_approval` → `pending_approval`, `block` → `blocked`, otherwise
 //!   `running`). A retry with the same binding returns the first record and writes nothing
-//!   (idempotent creation); a different binding under a taken id is refused.
+//!   (idempotent creation); a different binding under a taken id is refused
+//!   ([`Error::ActionExists`]), never answered with the first record. An action id is the
+//!   idempotency key of its creation: the CLI's `--id`, or in `serve` the id derived from the
+//!   principal and the request's `idempotency_key`, where a replay answers what the first
+//!   request answered and a reused key is refused (the `server` module docs give the rule).
 //! - **Claim** ([`claim`](fn@claim)). A claim presents a fresh attempt id (`^[A-Za-z0-9_-]{16,128}$`),
 //!   the agent, the authenticated principal and the act. It is granted only when the agent,
 //!   principal and act hash equal the binding's, the lifecycle is `running`, there is no claim

@@ -28,6 +28,22 @@
 //!   and operator approvals, so `action show`, `verify` and the pre-receive hook read what the
 //!   server wrote.
 //!
+//! # Idempotency keys
+//!
+//! `POST /api/actions` and `POST /api/guard?record=true` take an `idempotency_key`, scoped to
+//! the authenticated principal; both name the same action for it. A request under a key (or an
+//! explicit `action_id`) already used is compared with the binding the ledger stored for the
+//! first request: `action_type`, `agent_id`, principal, act hash, protocol (`execution_claims`),
+//! `allow_contained` for a contained action, and the initial `status`. The same binding is a
+//! replay: nothing is written or decided again, and the answer is the first one's status and
+//! body shape (201, 202 or 403 for a creation, the stored decision for the guard) with
+//! `idempotent_replay: true`. Another binding is refused and never answered with the stored
+//! action or its verdict: 422 `IDEMPOTENCY_KEY_REUSED` under a key (the IETF `Idempotency-Key`
+//! draft's status for a key reused with another payload), 409 `ACTION_EXISTS` under an explicit
+//! id (as `action create --id` refuses it). A request refused before it wrote anything (400,
+//! 401, 503) left nothing under its key, so its retry may create. [`api::actions`] gives the
+//! rule in full.
+//!
 //! The library reads neither the clock nor the environment: [`Settings`] carries everything,
 //! including a [`Clock`] that tests drive.
 

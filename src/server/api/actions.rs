@@ -3,9 +3,36 @@
 //! into a recorded guard call.
 //!
 //! An action's id is the client's `action_id`, or derived from the principal and the
-//! `idempotency_key` ([`idempotent_action_id`]), or random. A replay of a creation under the
-//! same id by the same principal answers the existing action with `idempotent_replay: true`
-//! and writes nothing; another principal's id is a 409.
+//! `idempotency_key` ([`idempotent_action_id`]), or random.
+//!
+//! # The idempotency rule
+//!
+//! The two routes that create (`POST /api/actions`, and `POST /api/guard?record=true`) take an
+//! `idempotency_key`; they share one id space, so a key names one action whichever route used it
+//! first. A request under a taken id is compared with what the ledger stored for the first one
+//! (its *binding*): the `action_type` (in the guard decision record), the `agent_id`, the
+//! principal, the act's hash, `execution_claims` among the capabilities (the protocol),
+//! `allow_contained` among them when the stored action is contained, and the initial `status`.
+//!
+//! - **Same binding**: a replay. Nothing is written and nothing is decided again; the answer is
+//!   the first request's status and body shape, from the stored decision (its verdict even if
+//!   the policy changed since), with `idempotent_replay: true`: `POST /api/actions` answers 201,
+//!   202 or 403 (`error: "Action blocked by policy"`) as the first did, the guard 200 with the
+//!   stored decision. A folded claim is not replayed as a new claim: if the action's claim holds
+//!   the same `attempt_id`, the replay reports that claim (`claimed: true`, its `claimed_at`,
+//!   no write); any other attempt id is a new claim and loses to the existing one.
+//! - **Another binding under the same key**: 422 `IDEMPOTENCY_KEY_REUSED`, with `details` naming
+//!   the fields that differ; nothing is written, no decision is answered. 422 is what the IETF
+//!   `Idempotency-Key` draft prescribes for a key reused with another payload (it keeps 409 for
+//!   a request still in flight, which the serialised writer never has), and it keeps the case
+//!   apart from 409 `ACTION_EXISTS`.
+//! - **Another binding under an explicit `action_id`**, or an id taken by another principal:
+//!   409 `ACTION_EXISTS`, as `action create --id` refuses it.
+//!
+//! What the ledger does not store (`declared_goal`, other capabilities, free-form fields) is
+//! not compared: it cannot tell them apart. A request refused before anything is written (400
+//! validation, 401, 5xx when the store is unavailable) stored nothing, so a retry under the same
+//! key is a first request and may create.
 
 use std::sync::Arc;
 
@@ -236,25 +263,100 @@ fn decision_value(d: &Decision) -> Vec<(&'static str, Value)> {
     v
 }
 
-/// A replayed action's decision: its record when there is one, else what the action says.
-fn replayed_decision(ov: &Overlay<'_>, state: &ActionState) -> Decision {
-    decision_of(ov, state).unwrap_or_else(|| Decision {
-        decision_id: state
-            .action
-            .guard_decision_id
-            .as_deref()
-            .and_then(DecisionId::parse)
-            .unwrap_or_else(|| state.action.action_id.clone()),
-        verdict: state.action.guard_verdict,
-        rule: None,
-        reason: None,
-        action_type: None,
-        agent_id: Some(state.action.agent_id.clone()),
-        principal: state.action.created_by.clone(),
-        act_content_hash: state.action.act_content_hash.clone(),
-        containment_ref: state.action.containment_ref.clone(),
-        decided_at: state.action.created_at,
-    })
+/// How a request under a taken action id stands to the action there (see the module docs).
+enum Taken {
+    /// The same binding: answer as the first request was answered, from its decision.
+    Replay(Decision),
+    /// Another binding under the same idempotency key: what differs.
+    KeyReused(Vec<String>),
+}
+
+/// What of `intent`'s binding differs from the stored `state`, whose decision record is
+/// `decision`; empty for a replay.
+fn binding_differences(
+    state: &ActionState,
+    decision: Option<&Decision>,
+    intent: &Intent,
+) -> Vec<String> {
+    let a = &state.action;
+    let mut out = Vec::new();
+    let mut differs = |field: &str| {
+        out.push(format!(
+            "{field} differs from the request that first used this id"
+        ));
+    };
+    match decision {
+        Some(d) if d.action_type.as_deref() == Some(intent.action_type.as_str()) => {}
+        Some(_) => differs("action_type"),
+        // Not created through this server: there is no decision to compare the type with.
+        None => differs("action_type"),
+    }
+    if intent.agent_id.as_deref().unwrap_or_default() != a.agent_id {
+        differs("agent_id");
+    }
+    let hash = finality::act_content_hash(intent.act.as_ref().map(finality::scrub_act).as_ref());
+    if hash != a.act_content_hash {
+        differs("act");
+    }
+    let declares = |c: &str| intent.capabilities.iter().any(|x| x == c);
+    if declares(finality::EXECUTION_CLAIMS) != (a.execution_protocol == Some(1)) {
+        differs("client_capabilities (execution_claims)");
+    }
+    // A client that does not declare allow_contained can never hold a contained action.
+    if a.guard_verdict == Verdict::AllowContained && !declares("allow_contained") {
+        differs("client_capabilities (allow_contained)");
+    }
+    let lifecycle = intent
+        .status
+        .filter(|_| a.guard_verdict.is_permissive())
+        .unwrap_or_else(|| a.guard_verdict.initial_lifecycle());
+    if lifecycle != a.lifecycle {
+        differs("status");
+    }
+    out
+}
+
+/// Compares a request with the action `existing` under its id: a replay, a reused key, or
+/// [`finality::Error::ActionExists`] (an explicit id, or another principal's action).
+fn taken(
+    ov: &Overlay<'_>,
+    existing: &ActionState,
+    intent: &Intent,
+    principal: &str,
+) -> Result<Taken, finality::Error> {
+    let exists = || finality::Error::ActionExists {
+        action_id: existing.action.action_id.clone(),
+    };
+    if existing.action.created_by != principal {
+        return Err(exists());
+    }
+    let decision = decision_of(ov, existing);
+    let differences = binding_differences(existing, decision.as_ref(), intent);
+    match decision {
+        Some(d) if differences.is_empty() => Ok(Taken::Replay(d)),
+        _ if intent.action_id.is_some() || intent.idempotency_key.is_none() => Err(exists()),
+        _ => Ok(Taken::KeyReused(differences)),
+    }
+}
+
+/// 422 `IDEMPOTENCY_KEY_REUSED`: the key was first used for another request.
+fn key_reused(differences: Vec<String>) -> Answer {
+    Answer::new(
+        422,
+        Value::object([
+            (
+                "error",
+                Value::str(
+                    "This idempotency key was first used for a different request; send a new key for a new request",
+                ),
+            ),
+            ("code", Value::str("IDEMPOTENCY_KEY_REUSED")),
+            (
+                "details",
+                Value::Array(differences.into_iter().map(Value::String).collect()),
+            ),
+        ]),
+    )
 }
 
 fn new_action(intent: &Intent, d: &Decision, id: ActionId, principal: &str) -> NewAction {
@@ -360,17 +462,17 @@ pub(super) async fn guard(
                 let d = record_decision(ov, &decision, now)?;
                 return Ok(Answer::new(200, Value::object(decision_value(&d))));
             };
+            let mut replayed = false;
             let state = match ov.state(action_id)? {
-                Some(existing) => {
-                    if existing.action.created_by != principal {
-                        return Err(finality::Error::ActionExists {
-                            action_id: action_id.clone(),
-                        });
+                Some(existing) => match taken(ov, &existing, &intent, &principal)? {
+                    Taken::Replay(d) => {
+                        fields = decision_value(&d);
+                        fields.push(("idempotent_replay", Value::Bool(true)));
+                        replayed = true;
+                        existing
                     }
-                    fields = decision_value(&replayed_decision(ov, &existing));
-                    fields.push(("idempotent_replay", Value::Bool(true)));
-                    existing
-                }
+                    Taken::KeyReused(differences) => return Ok(key_reused(differences)),
+                },
                 None => {
                     let (d, state) =
                         record_action(ov, &decision, &intent, action_id, &principal, now)?;
@@ -394,7 +496,15 @@ pub(super) async fn guard(
                 };
                 let reason = batch::claim_refusal(&state, &request, now).map(|r| r.as_str());
                 fields.push(("attempt_id", Value::str(fold.attempt_id.as_str())));
-                match batch::claim(ov, action_id.as_str(), &request, now) {
+                // A replay whose attempt holds the claim reports it; nothing is granted again.
+                let own_claim = state
+                    .claim
+                    .as_ref()
+                    .filter(|c| replayed && c.attempt_id.as_str() == fold.attempt_id);
+                match own_claim.map_or_else(
+                    || batch::claim(ov, action_id.as_str(), &request, now),
+                    |c| Ok(c.clone()),
+                ) {
                     Ok(c) => {
                         fields.push(("claimed", Value::Bool(true)));
                         fields.push((
@@ -436,6 +546,33 @@ pub(super) fn security_value(security: &finality::Security, critical: usize) -> 
     Value::Object(m)
 }
 
+/// The answer of a creation, the same for its replays (marked `idempotent_replay`): 403 for a
+/// blocked action, 202 for one awaiting approval, 201 otherwise.
+fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
+    let action_id = Value::str(state.action.action_id.as_str());
+    let mut fields = vec![("action", action_view(state, Some(d)))];
+    let status = match d.verdict {
+        Verdict::Block => {
+            fields.push(("error", Value::str("Action blocked by policy")));
+            403
+        }
+        Verdict::RequireApproval => 202,
+        _ => 201,
+    };
+    fields.push(("action_id", action_id));
+    fields.push(("decision", Value::object(decision_value(d))));
+    if d.verdict != Verdict::Block {
+        fields.push((
+            "security",
+            security_value(&finality::Security::default(), 0),
+        ));
+    }
+    if replayed {
+        fields.push(("idempotent_replay", Value::Bool(true)));
+    }
+    Answer::new(status, Value::object(fields))
+}
+
 pub(super) async fn create(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -450,53 +587,18 @@ pub(super) async fn create(
     let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            if let Some(existing) = ov.state(&action_id)? {
-                if existing.action.created_by != principal {
-                    return Err(finality::Error::ActionExists {
-                        action_id: action_id.clone(),
-                    });
+            let (d, state, replayed) = match ov.state(&action_id)? {
+                Some(existing) => match taken(ov, &existing, &intent, &principal)? {
+                    Taken::Replay(d) => (d, existing, true),
+                    Taken::KeyReused(differences) => return Ok(key_reused(differences)),
+                },
+                None => {
+                    let (d, state) =
+                        record_action(ov, &decision, &intent, &action_id, &principal, now)?;
+                    (d, state, false)
                 }
-                let d = replayed_decision(ov, &existing);
-                return Ok(Answer::new(
-                    200,
-                    Value::object([
-                        ("action", action_view(&existing, Some(&d))),
-                        ("action_id", Value::str(action_id.as_str())),
-                        ("idempotent_replay", Value::Bool(true)),
-                    ]),
-                ));
-            }
-            let (d, state) = record_action(ov, &decision, &intent, &action_id, &principal, now)?;
-            let view = action_view(&state, Some(&d));
-            let decision = Value::object(decision_value(&d));
-            if d.verdict == Verdict::Block {
-                return Ok(Answer::new(
-                    403,
-                    Value::object([
-                        ("error", Value::str("Action blocked by policy")),
-                        ("action", view),
-                        ("action_id", Value::str(action_id.as_str())),
-                        ("decision", decision),
-                    ]),
-                ));
-            }
-            let status = if d.verdict == Verdict::RequireApproval {
-                202
-            } else {
-                201
             };
-            Ok(Answer::new(
-                status,
-                Value::object([
-                    ("action", view),
-                    ("action_id", Value::str(action_id.as_str())),
-                    ("decision", decision),
-                    (
-                        "security",
-                        security_value(&finality::Security::default(), 0),
-                    ),
-                ]),
-            ))
+            Ok(created_answer(&d, &state, replayed))
         },
     );
     reply_or(app.writer.submit(op).await, |_| None)

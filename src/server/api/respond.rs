@@ -117,7 +117,7 @@ pub(super) fn finality_error(e: &finality::Error) -> Response {
         E::NotFound { .. } => error(404, "Action not found"),
         E::ActionExists { .. } => error_with(
             409,
-            "This action id is taken by another principal's action",
+            "This action id is taken by an action with another binding (or another principal's); choose another id",
             [("code", Value::str(e.code()))],
         ),
         // The remote's hook refused the server's push: its lines are the store's business.
