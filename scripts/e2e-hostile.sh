@@ -185,7 +185,10 @@ def replay_attack():
     s, b = call("POST", "/api/actions", body); expect("first creation", s, (201, 200))
     aid = json.loads(b)["action_id"]
     other = {"kind": "shell", "command": "rm -rf /"}
-    s, b = call("POST", "/api/actions", {**body, "act": other}); expect("replay with another act", s, (200,))
+    # A key reused with another act is refused (422), never answered with the stored action.
+    s, b = call("POST", "/api/actions", {**body, "act": other}); expect("key reused with another act", s, (422,))
+    if "action_id" in json.loads(b): problem("a refused key reuse named an action")
+    s, b = call("POST", "/api/actions", body); expect("replay of the same request", s, (201,))
     if json.loads(b)["action_id"] != aid: problem("a replay named another action")
     s, b = call("PATCH", f"/api/actions/{aid}", {"claim_execution": True, "attempt_id": "attempt-hostile-replay1", "agent_id": "agent-1", "act": other})
     expect("claim with the replay's other act", s, (409,))
