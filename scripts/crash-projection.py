@@ -35,6 +35,9 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True  # the checkout stays as it was (check.sh checks)
+import crabfleet_tls  # noqa: E402
+
 BIN, WANTED, WORK = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 RECORDS_PER_SPOOL = 60
 PARALLEL = 3
@@ -42,25 +45,7 @@ rng = random.Random(int(os.environ.get("CRASH_SEED", "44")))
 
 
 def certificates():
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    d = os.path.join(WORK, "tls")
-    os.makedirs(d)
-    ca, ca_key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
-    leaf, leaf_key, csr = (os.path.join(d, n) for n in ("leaf.pem", "leaf.key", "leaf.csr"))
-    ext = os.path.join(d, "leaf.ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
-                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
-    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=crash stand-in CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
-    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", leaf_key, "-out", csr, "-subj", "/CN=127.0.0.1")
-    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", leaf, "-days", "2", "-extfile", ext)
-    return ca, leaf, leaf_key
+    return crabfleet_tls.certificates(os.path.join(WORK, "tls"), "crash stand-in CA")
 
 
 lock = threading.Lock()

@@ -40,6 +40,9 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # the checkout stays as it was (check.sh checks)
+import crabfleet_tls  # noqa: E402
+
 BIN = sys.argv[1]
 WORK = sys.argv[2] if len(sys.argv) > 2 else None
 EVENTS = 12
@@ -53,25 +56,7 @@ def fail(msg):
 
 
 def certificates():
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-    d = os.path.join(WORK, "tls")
-    os.makedirs(d)
-    ca, ca_key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
-    leaf, leaf_key, csr = (os.path.join(d, n) for n in ("leaf.pem", "leaf.key", "leaf.csr"))
-    ext = os.path.join(d, "leaf.ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
-                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
-    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=e2e stand-in CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign")
-    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", leaf_key, "-out", csr, "-subj", "/CN=127.0.0.1")
-    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", leaf, "-days", "2", "-extfile", ext)
-    return ca, leaf, leaf_key
+    return crabfleet_tls.certificates(os.path.join(WORK, "tls"), "e2e stand-in CA")
 
 
 received = []
