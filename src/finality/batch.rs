@@ -676,8 +676,8 @@ pub struct SweepScan {
 /// those no longer pending.
 ///
 /// In the `nibble` layout it reads the names of the pending index's entries
-/// ([`pending::all_entries`]) and the records of only the actions that timed out: its cost is
-/// what is pending, not what exists. Each entry read is checked against its action's records,
+/// ([`pending::all_entries`]) and the records of only the actions seen for the first time or
+/// timed out: its cost is what is pending, not what exists. Each entry read is checked against its action's records,
 /// and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it
 /// walks every action directory, those holding an outcome record skipped unread.
 ///
@@ -716,8 +716,11 @@ pub fn sweep_scan(
                 continue;
             }
             pending_ids.insert(id.clone());
-            let seen = observations.observe(&id, now);
-            if !timed_out(seen, now, minutes) {
+            // An entry is read when first seen and when timed out, so a bad index is refused
+            // as soon as it is seen, and never built on.
+            let first = observations.first_seen(&id).is_none();
+            let due = timed_out(observations.observe(&id, now), now, minutes);
+            if !due && !first {
                 scan.waiting += 1;
                 scan.clock_skew.extend(notice(&id, "created_at", at, now));
                 continue;
@@ -757,7 +760,11 @@ pub fn sweep_scan(
                 ));
             }
             scan.clock_skew.extend(notices(&state, now));
-            scan.candidates.push(id);
+            if due {
+                scan.candidates.push(id);
+            } else {
+                scan.waiting += 1;
+            }
         }
     } else {
         let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
@@ -1227,16 +1234,21 @@ mod tests {
         let later = T0.saturating_add_millis(20 * 60_000);
         let tip = store.tip("refs/heads/main").unwrap();
         let view = Overlay::new(store.snapshot(tip).unwrap()).unwrap();
-        let scan = sweep_scan(&view, 15.0, later, &|| false).unwrap().unwrap();
+        // The sweeper created the three: it times them from their creation.
+        let mut seen = Observations::new();
+        for id in ["act_a", "act_b", "act_c"] {
+            seen.witness(ActionId::parse(id).unwrap(), T0);
+        }
+        let scan = sweep_scan(&view, 15.0, later, &mut seen, &|| false).unwrap().unwrap();
         // Told to stop, before any bucket or after some: no scan.
-        assert_eq!(sweep_scan(&view, 15.0, later, &|| true).unwrap(), None);
+        assert_eq!(sweep_scan(&view, 15.0, later, &mut seen, &|| true).unwrap(), None);
         let asked = std::cell::Cell::new(0);
         let stop_after_one = || {
             asked.set(asked.get() + 1);
             asked.get() > 1
         };
         assert_eq!(
-            sweep_scan(&view, 15.0, later, &stop_after_one).unwrap(),
+            sweep_scan(&view, 15.0, later, &mut seen, &stop_after_one).unwrap(),
             None
         );
         let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();

@@ -123,9 +123,9 @@ pub(super) fn is_sweepable(state: &super::State) -> bool {
 }
 
 /// The sweep's rule: an action first seen pending at `seen` (the sweeper's clock) has timed out
-/// at `now` (the same clock) when at least `minutes` have elapsed since.
+/// at `now` (the same clock) when more than `minutes` have elapsed since.
 pub fn timed_out(seen: Timestamp, now: Timestamp, minutes: u32) -> bool {
-    now.millis_since(seen) >= i64::from(minutes) * 60_000
+    now.millis_since(seen) > i64::from(minutes) * 60_000
 }
 
 /// A record time well ahead of the sweeper's clock: a writer's clock is ahead of the sweeper's
@@ -435,5 +435,198 @@ mod tests {
             .snapshot(store.tip("refs/heads/main").unwrap())
             .unwrap();
         assert_eq!(verify(&snap).unwrap(), Vec::new());
+    }
+
+    const MIN: i64 = 60_000;
+
+    fn ids(r: &SweepReport) -> Vec<&str> {
+        r.swept.iter().map(|s| s.action_id.as_str()).collect()
+    }
+
+    /// Creates and claims `id` on the writer's clock at `t`.
+    fn created_and_claimed(store: &Store, opts: &Options, id: &str, t: Timestamp) {
+        create_action(store, opts, &new_action(id), t).unwrap();
+        claim(store, opts, id, &request("attempt-0000000001"), t).unwrap();
+    }
+
+    /// The rule itself: strictly more than the timeout since the sighting, on one clock.
+    #[test]
+    fn timed_out_is_strictly_after_the_timeout_on_one_clock() {
+        let seen = at(BASE);
+        assert!(!timed_out(seen, seen, 15));
+        assert!(!timed_out(seen, seen.saturating_add_millis(15 * MIN), 15));
+        assert!(timed_out(seen, seen.saturating_add_millis(15 * MIN + 1), 15));
+        // A sighting in the future (the clock stepped back) has not timed out.
+        assert!(!timed_out(seen, seen.saturating_sub_millis(60 * MIN), 15));
+    }
+
+    /// A sweeper whose clock is 2 h ahead of the creator's: its first sweep only sees the claim,
+    /// seconds old; the creator's real report then lands; an action left pending is swept only
+    /// once the timeout has passed on the sweeper's clock since it first saw it. Both layouts.
+    #[test]
+    fn a_sweeper_ahead_never_sweeps_a_fresh_claim() {
+        for flat in [false, true] {
+            let (_dir, store) = repo();
+            let opts = options("refs/heads/main");
+            let a_now = at(BASE);
+            created_and_claimed(&store, &opts, "act_fresh", a_now);
+            created_and_claimed(&store, &opts, "act_left", a_now);
+            if flat {
+                flatten(&store);
+            }
+            let b_now = a_now.saturating_add_millis(120 * MIN + 10_000);
+            let mut b = Observations::new();
+            let r = sweep(&store, &opts, 15.0, b_now, &mut b).unwrap();
+            assert!(r.value.swept.is_empty(), "flat {flat}: {:?}", r.value);
+            assert_eq!((r.value.waiting, r.commit), (2, None), "flat {flat}");
+            // Records from the sweeper's past: no skew it could see.
+            assert_eq!(r.value.clock_skew, Vec::new(), "flat {flat}");
+            assert_eq!(b.len(), 2);
+            // The creator's real report, seconds later on its clock: accepted.
+            let done = OutcomeReport {
+                status: "completed".into(),
+                ..OutcomeReport::default()
+            };
+            report_outcome(&store, &opts, "act_fresh", &done, a_now.saturating_add_millis(5_000))
+                .unwrap();
+            // Fifteen minutes on the sweeper's clock: not yet (strictly more is the rule).
+            let r = sweep(&store, &opts, 15.0, b_now.saturating_add_millis(15 * MIN), &mut b)
+                .unwrap();
+            assert!(r.value.swept.is_empty(), "flat {flat}");
+            assert_eq!(r.value.waiting, 1, "flat {flat}");
+            // The closed action is forgotten.
+            assert_eq!(b.len(), 1);
+            let later = b_now.saturating_add_millis(15 * MIN + 1);
+            let r = sweep(&store, &opts, 15.0, later, &mut b).unwrap();
+            assert_eq!(ids(&r.value), ["act_left"], "flat {flat}");
+            // Forgotten by the next sweep, which finds it closed.
+            sweep(&store, &opts, 15.0, later, &mut b).unwrap();
+            assert!(b.is_empty(), "flat {flat}");
+            let st = show(&store, "refs/heads/main", "act_left").unwrap();
+            assert_eq!(st.outcome_status(), OutcomeStatus::LostConfirmation);
+        }
+    }
+
+    /// A sweeper whose clock is 2 h behind: it says the records are from its future (creation
+    /// and claim), never acts on it, and sweeps one timeout after its first sighting on its own
+    /// clock; the outcome it writes precedes the creation, and reads of it carry `clock_skew`.
+    #[test]
+    fn a_sweeper_behind_reports_the_future_and_times_on_its_own_clock() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        created_and_claimed(&store, &opts, "act_late", at(BASE));
+        let c_now = at(BASE).saturating_sub_millis(120 * MIN);
+        let mut c = Observations::new();
+        let r = sweep(&store, &opts, 15.0, c_now, &mut c).unwrap().value;
+        assert!(r.swept.is_empty());
+        assert_eq!(r.waiting, 1);
+        // Unread yet (not timed out): the index's creation time is what it can see.
+        assert_eq!(
+            r.clock_skew,
+            [ClockNotice {
+                action_id: ActionId::parse("act_late").unwrap(),
+                time: "created_at",
+                at: at(BASE),
+                ahead_ms: 120 * MIN,
+            }]
+        );
+        let c_later = c_now.saturating_add_millis(16 * MIN);
+        let r = sweep(&store, &opts, 15.0, c_later, &mut c).unwrap().value;
+        assert_eq!(ids(&r), ["act_late"]);
+        let times: Vec<_> = r.clock_skew.iter().map(|n| (n.time, n.ahead_ms)).collect();
+        assert_eq!(
+            times,
+            [("created_at", 104 * MIN), ("claimed_at", 104 * MIN)]
+        );
+        let view = show(&store, "refs/heads/main", "act_late")
+            .unwrap()
+            .view(c_later);
+        let skew = view.clock_skew.expect("the outcome precedes the creation");
+        assert_eq!(skew.ms, 104 * MIN);
+    }
+
+    /// Equal clocks: an action the sweeper created is timed from its creation (the reference's
+    /// rule); one it did not create waits one timeout from its first sighting.
+    #[test]
+    fn equal_clocks_keep_the_reference_rule_for_witnessed_actions() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action("act_mine"), at(BASE)).unwrap();
+        create_action(&store, &opts, &new_action("act_theirs"), at(BASE)).unwrap();
+        let mut seen = witnessed("act_mine", at(BASE));
+        let t1 = at(BASE).saturating_add_millis(16 * MIN);
+        let r = sweep(&store, &opts, 15.0, t1, &mut seen).unwrap().value;
+        assert_eq!(ids(&r), ["act_mine"]);
+        assert_eq!((r.waiting, r.clock_skew.len()), (1, 0));
+        assert_eq!(
+            seen.first_seen(&ActionId::parse("act_theirs").unwrap()),
+            Some(t1)
+        );
+        let r = sweep(&store, &opts, 15.0, t1.saturating_add_millis(15 * MIN + 1), &mut seen)
+            .unwrap()
+            .value;
+        assert_eq!(ids(&r), ["act_theirs"]);
+    }
+
+    /// Lost sightings (a restart, a removed file) delay the sweep by one timeout and never
+    /// advance it; a sighting in the sweeper's future (its clock stepped back) is moved to its
+    /// present.
+    #[test]
+    fn lost_or_future_sightings_only_delay() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        create_action(&store, &opts, &new_action("act_x"), at(BASE)).unwrap();
+        let t1 = at(BASE).saturating_add_millis(MIN);
+        let mut seen = Observations::new();
+        sweep(&store, &opts, 15.0, t1, &mut seen).unwrap();
+        // Restarted: the memory is gone.
+        let mut seen = Observations::new();
+        let t2 = t1.saturating_add_millis(16 * MIN);
+        let r = sweep(&store, &opts, 15.0, t2, &mut seen).unwrap().value;
+        assert!(r.swept.is_empty());
+        // A remembered sighting an hour in the future.
+        let id = ActionId::parse("act_x").unwrap();
+        let mut seen = witnessed("act_x", t2.saturating_add_millis(60 * MIN));
+        let r = sweep(&store, &opts, 15.0, t2, &mut seen).unwrap().value;
+        assert!(r.swept.is_empty());
+        assert_eq!(seen.first_seen(&id), Some(t2));
+        let r = sweep(&store, &opts, 15.0, t2.saturating_add_millis(15 * MIN + 1), &mut seen)
+            .unwrap()
+            .value;
+        assert_eq!(ids(&r), ["act_x"]);
+    }
+
+    /// The sightings' bytes round-trip; every broken rule is refused by name.
+    #[test]
+    fn observations_round_trip_and_refuse_bad_bytes() {
+        let mut o = witnessed("act_a", at(BASE));
+        o.witness(ActionId::parse("act_b").unwrap(), at(BASE).saturating_add_millis(1));
+        let bytes = o.to_bytes();
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            "{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"act_a\":\"2026-03-01T12:00:00.000Z\",\"act_b\":\"2026-03-01T12:00:00.001Z\"}}\n"
+        );
+        assert_eq!(Observations::parse(&bytes).unwrap(), o);
+        for (bad, why) in [
+            (&b"\xff"[..], "not UTF-8"),
+            (b"{", "not JSON"),
+            (b"[]", "not an object"),
+            (b"{\"schema\":\"x\",\"schema_version\":1,\"seen\":{}}", "schema must"),
+            (
+                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1}",
+                "seen must be an object",
+            ),
+            (
+                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"a b\":\"2026-03-01T12:00:00.000Z\"}}",
+                "not an action id",
+            ),
+            (
+                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"act_a\":\"soon\"}}",
+                "not a time",
+            ),
+        ] {
+            let e = Observations::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
     }
 }
