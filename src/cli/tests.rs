@@ -2236,7 +2236,10 @@ fn finality_commands_write_through_a_remote() {
     // sees it pending (on its own clock), its second, more than the timeout later, sweeps it.
     on("creator", T0, &action_create(&[], "act_stale", "gd_s"));
     let first = on("sweeper", T1, &["sweep", "--json"]);
-    assert!(first.contains(r#""swept":0"#) && first.contains(r#""waiting":1"#), "{first}");
+    assert!(
+        first.contains(r#""swept":0"#) && first.contains(r#""waiting":1"#),
+        "{first}"
+    );
     insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
     assert!(
         remote_record(&remote, "act_stale", "outcome")
@@ -2618,7 +2621,15 @@ fn sweep_times_actions_on_its_own_clock() {
         let out = on(
             "a",
             T0,
-            &["action", "claim", id, "--attempt", attempt.as_str(), "--", "true"],
+            &[
+                "action",
+                "claim",
+                id,
+                "--attempt",
+                attempt.as_str(),
+                "--",
+                "true",
+            ],
         );
         assert!(out.starts_with("exit: 0"), "{out}");
     }
@@ -2628,21 +2639,37 @@ fn sweep_times_actions_on_its_own_clock() {
     const BEHIND_16: &str = "2026-03-01T10:16:00.000Z";
     // B, 2 h ahead: sees two pending actions, sweeps nothing, reports no skew (the records are
     // from its past).
-    insta::assert_snapshot!("sweep_clock_ahead_first", on("b", AHEAD, &["sweep", "--json"]));
+    insta::assert_snapshot!(
+        "sweep_clock_ahead_first",
+        on("b", AHEAD, &["sweep", "--json"])
+    );
     // A's real report, seconds after the claim on A's clock: accepted.
     let reported = on(
         "a",
         T1,
-        &["action", "outcome", "act_fresh", "completed", "--attempt", "attempt-a-act_fresh"],
+        &[
+            "action",
+            "outcome",
+            "act_fresh",
+            "completed",
+            "--attempt",
+            "attempt-a-act_fresh",
+        ],
     );
     assert!(reported.starts_with("exit: 0"), "{reported}");
     // C, 2 h behind: the records are from its future; said, and not acted on.
-    insta::assert_snapshot!("sweep_clock_behind_first", on("c", BEHIND, &["sweep", "--json"]));
+    insta::assert_snapshot!(
+        "sweep_clock_behind_first",
+        on("c", BEHIND, &["sweep", "--json"])
+    );
     // Exactly the timeout after B's first sighting: still not (strictly more is the rule).
     let again = on("b", AHEAD_15, &["sweep", "--json"]);
     assert!(again.contains(r#""swept":0"#), "{again}");
     // C, 16 min later on its own clock: sweeps act_left, and still names the skew.
-    insta::assert_snapshot!("sweep_clock_behind_second", on("c", BEHIND_16, &["sweep", "--json"]));
+    insta::assert_snapshot!(
+        "sweep_clock_behind_second",
+        on("c", BEHIND_16, &["sweep", "--json"])
+    );
     assert!(
         remote_record(&remote, "act_left", "outcome")
             .unwrap()
@@ -2668,12 +2695,19 @@ fn sweep_times_actions_on_its_own_clock() {
     // A local repository: `action create` here is witnessed, so one sweep after the timeout
     // sweeps (the reference's rule for one writer); removing the sightings delays it.
     let repo = "[TMP]/state.git";
-    let out = run_finality(tmp, T0, &action_create(&["--repo", repo], "act_local", "gd_2"));
+    let out = run_finality(
+        tmp,
+        T0,
+        &action_create(&["--repo", repo], "act_local", "gd_2"),
+    );
     assert!(out.starts_with("exit: 0"), "{out}");
     let state_dir = tmp.join("state.git/action-ledger");
     std::fs::remove_dir_all(&state_dir).unwrap();
     let lost = run_finality(tmp, LATER, &["sweep", "--json", "--repo", repo]);
-    assert!(lost.contains(r#""swept":0"#) && lost.contains(r#""waiting":1"#), "{lost}");
+    assert!(
+        lost.contains(r#""swept":0"#) && lost.contains(r#""waiting":1"#),
+        "{lost}"
+    );
     // A file that cannot be read is ignored with a note: sweeps wait, never advance.
     for entry in std::fs::read_dir(&state_dir).unwrap() {
         std::fs::write(entry.unwrap().path(), b"{not json").unwrap();

@@ -1239,9 +1239,14 @@ mod tests {
         for id in ["act_a", "act_b", "act_c"] {
             seen.witness(ActionId::parse(id).unwrap(), T0);
         }
-        let scan = sweep_scan(&view, 15.0, later, &mut seen, &|| false).unwrap().unwrap();
+        let scan = sweep_scan(&view, 15.0, later, &mut seen, &|| false)
+            .unwrap()
+            .unwrap();
         // Told to stop, before any bucket or after some: no scan.
-        assert_eq!(sweep_scan(&view, 15.0, later, &mut seen, &|| true).unwrap(), None);
+        assert_eq!(
+            sweep_scan(&view, 15.0, later, &mut seen, &|| true).unwrap(),
+            None
+        );
         let asked = std::cell::Cell::new(0);
         let stop_after_one = || {
             asked.set(asked.get() + 1);

@@ -112,9 +112,9 @@ fn entries(
         let mut hours = snap.entry_names(&day_dir)?;
         hours.sort_unstable();
         for hour in hours {
-            if last.is_some_and(|(last_day, last_hour)| {
-                day == last_day && hour.as_str() > last_hour
-            }) {
+            if last
+                .is_some_and(|(last_day, last_hour)| day == last_day && hour.as_str() > last_hour)
+            {
                 break;
             }
             let dir = format!("{day_dir}/{hour}");

@@ -191,7 +191,10 @@ pub(super) fn notices(state: &super::State, now: Timestamp) -> Vec<ClockNotice> 
     [
         Some(("created_at", state.action.created_at)),
         state.claim.as_ref().map(|c| ("claimed_at", c.claimed_at)),
-        state.approval.as_ref().map(|a| ("decided_at", a.decided_at)),
+        state
+            .approval
+            .as_ref()
+            .map(|a| ("decided_at", a.decided_at)),
         state.outcome.as_ref().map(|o| ("outcome_at", o.outcome_at)),
     ]
     .into_iter()
@@ -301,7 +304,9 @@ impl Observations {
         if m.get("schema").and_then(Value::as_str) != Some(OBSERVATIONS_SCHEMA)
             || m.get("schema_version").and_then(Value::as_f64) != Some(1.0)
         {
-            return Err(bad("schema must be action-ledger.sweep-observations version 1"));
+            return Err(bad(
+                "schema must be action-ledger.sweep-observations version 1",
+            ));
         }
         let seen = m
             .get("seen")
@@ -455,7 +460,11 @@ mod tests {
         let seen = at(BASE);
         assert!(!timed_out(seen, seen, 15));
         assert!(!timed_out(seen, seen.saturating_add_millis(15 * MIN), 15));
-        assert!(timed_out(seen, seen.saturating_add_millis(15 * MIN + 1), 15));
+        assert!(timed_out(
+            seen,
+            seen.saturating_add_millis(15 * MIN + 1),
+            15
+        ));
         // A sighting in the future (the clock stepped back) has not timed out.
         assert!(!timed_out(seen, seen.saturating_sub_millis(60 * MIN), 15));
     }
@@ -487,11 +496,23 @@ mod tests {
                 status: "completed".into(),
                 ..OutcomeReport::default()
             };
-            report_outcome(&store, &opts, "act_fresh", &done, a_now.saturating_add_millis(5_000))
-                .unwrap();
+            report_outcome(
+                &store,
+                &opts,
+                "act_fresh",
+                &done,
+                a_now.saturating_add_millis(5_000),
+            )
+            .unwrap();
             // Fifteen minutes on the sweeper's clock: not yet (strictly more is the rule).
-            let r = sweep(&store, &opts, 15.0, b_now.saturating_add_millis(15 * MIN), &mut b)
-                .unwrap();
+            let r = sweep(
+                &store,
+                &opts,
+                15.0,
+                b_now.saturating_add_millis(15 * MIN),
+                &mut b,
+            )
+            .unwrap();
             assert!(r.value.swept.is_empty(), "flat {flat}");
             assert_eq!(r.value.waiting, 1, "flat {flat}");
             // The closed action is forgotten.
@@ -520,16 +541,26 @@ mod tests {
         let r = sweep(&store, &opts, 15.0, c_now, &mut c).unwrap().value;
         assert!(r.swept.is_empty());
         assert_eq!(r.waiting, 1);
-        // Unread yet (not timed out): the index's creation time is what it can see.
-        assert_eq!(
-            r.clock_skew,
-            [ClockNotice {
-                action_id: ActionId::parse("act_late").unwrap(),
-                time: "created_at",
-                at: at(BASE),
-                ahead_ms: 120 * MIN,
-            }]
-        );
+        // Read at its first sighting: the creation and the claim are from its future.
+        let notice = |time| ClockNotice {
+            action_id: ActionId::parse("act_late").unwrap(),
+            time,
+            at: at(BASE),
+            ahead_ms: 120 * MIN,
+        };
+        assert_eq!(r.clock_skew, [notice("created_at"), notice("claimed_at")]);
+        // Seen before and not timed out: unread, the index's creation time is what it sees.
+        let r = sweep(
+            &store,
+            &opts,
+            15.0,
+            c_now.saturating_add_millis(MIN),
+            &mut c,
+        )
+        .unwrap()
+        .value;
+        let times: Vec<_> = r.clock_skew.iter().map(|n| (n.time, n.ahead_ms)).collect();
+        assert_eq!(times, [("created_at", 119 * MIN)]);
         let c_later = c_now.saturating_add_millis(16 * MIN);
         let r = sweep(&store, &opts, 15.0, c_later, &mut c).unwrap().value;
         assert_eq!(ids(&r), ["act_late"]);
@@ -562,9 +593,15 @@ mod tests {
             seen.first_seen(&ActionId::parse("act_theirs").unwrap()),
             Some(t1)
         );
-        let r = sweep(&store, &opts, 15.0, t1.saturating_add_millis(15 * MIN + 1), &mut seen)
-            .unwrap()
-            .value;
+        let r = sweep(
+            &store,
+            &opts,
+            15.0,
+            t1.saturating_add_millis(15 * MIN + 1),
+            &mut seen,
+        )
+        .unwrap()
+        .value;
         assert_eq!(ids(&r), ["act_theirs"]);
     }
 
@@ -590,9 +627,15 @@ mod tests {
         let r = sweep(&store, &opts, 15.0, t2, &mut seen).unwrap().value;
         assert!(r.swept.is_empty());
         assert_eq!(seen.first_seen(&id), Some(t2));
-        let r = sweep(&store, &opts, 15.0, t2.saturating_add_millis(15 * MIN + 1), &mut seen)
-            .unwrap()
-            .value;
+        let r = sweep(
+            &store,
+            &opts,
+            15.0,
+            t2.saturating_add_millis(15 * MIN + 1),
+            &mut seen,
+        )
+        .unwrap()
+        .value;
         assert_eq!(ids(&r), ["act_x"]);
     }
 
@@ -600,7 +643,10 @@ mod tests {
     #[test]
     fn observations_round_trip_and_refuse_bad_bytes() {
         let mut o = witnessed("act_a", at(BASE));
-        o.witness(ActionId::parse("act_b").unwrap(), at(BASE).saturating_add_millis(1));
+        o.witness(
+            ActionId::parse("act_b").unwrap(),
+            at(BASE).saturating_add_millis(1),
+        );
         let bytes = o.to_bytes();
         assert_eq!(
             String::from_utf8(bytes.clone()).unwrap(),

@@ -1333,16 +1333,18 @@ async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
         s
     };
     let (a, b, c) = (on(0, None), on(120, None), on(-120, Some(log.clone())));
-    let cron = [("authorization", "Bearer cron-secret")];
-    let sweep = |s: &Server| call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]);
-    let claimed = |s: &Server| async move {
+    async fn sweep(s: &Server) -> Got {
+        let cron = [("authorization", "Bearer cron-secret")];
+        call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await
+    }
+    async fn claimed(s: &Server) -> String {
         let id = recorded(s, "build", ACT, "").await;
         let g = s
             .patch(format!("/api/actions/{id}"), BOT, claim_body(A1, ACT))
             .await;
         assert_eq!(g.status, 200, "{:?}", g.body);
         id
-    };
+    }
     let a_fresh = claimed(&a).await;
     let a_left = claimed(&a).await;
     let c_fresh = claimed(&c).await;
@@ -1353,7 +1355,10 @@ async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
             .iter()
             .map(|n| {
                 (
-                    n.get("action_id").and_then(Value::as_str).unwrap().to_owned(),
+                    n.get("action_id")
+                        .and_then(Value::as_str)
+                        .unwrap()
+                        .to_owned(),
                     n.get("time").and_then(Value::as_str).unwrap().to_owned(),
                 )
             })
@@ -1362,7 +1367,10 @@ async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
     };
     // B, ahead of everyone: three pending claims, all seconds old on their writers' clocks.
     let g = sweep(&b).await;
-    assert_eq!((g.status, swept(&g), waiting(&g)), (200, Some(0.0), Some(3.0)));
+    assert_eq!(
+        (g.status, swept(&g), waiting(&g)),
+        (200, Some(0.0), Some(3.0))
+    );
     assert_eq!(skew(&g), []);
     // A, ahead of C: C's claim is not stale for it either.
     let g = sweep(&a).await;
@@ -1372,8 +1380,11 @@ async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
     assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(3.0)));
     let mut named = skew(&g);
     named.sort();
+    // First sightings are read: the claims' times are named too.
     let mut want = vec![
+        (a_fresh.clone(), "claimed_at".to_owned()),
         (a_fresh.clone(), "created_at".to_owned()),
+        (a_left.clone(), "claimed_at".to_owned()),
         (a_left.clone(), "created_at".to_owned()),
     ];
     want.sort();
