@@ -8,7 +8,7 @@
 //!
 //! The day and hour are those of `created_at` in UTC. An entry exists exactly when its action
 //! is [`indexed`]: it has no outcome and its lifecycle is not one the sweep leaves alone
-//! (`completed`, `failed`, `cancelled`, `blocked`; see [`super::sweep`]). The entry's time is
+//! (`completed`, `failed`, `cancelled`, `blocked`; see [`super::sweep`](mod@super::sweep)). The entry's time is
 //! the action's `created_at`. Entries are empty files (every entry shares the empty blob), and
 //! git keeps no empty trees, so a bucket whose actions all closed disappears: the index holds
 //! what is pending, not what exists.
@@ -83,7 +83,7 @@ pub fn entries_before(
 
 /// Every entry, oldest first, with its path (the names only: no record is read). The sweep
 /// reads them all, because it times an action from when it first saw it on its own clock, not
-/// from its `created_at` ([`super::sweep`]). As [`entries_before`] otherwise.
+/// from its `created_at` ([`super::sweep`](mod@super::sweep)). As [`entries_before`] otherwise.
 ///
 /// # Errors
 /// [`store::Error`] when the snapshot cannot be read.

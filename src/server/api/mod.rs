@@ -80,7 +80,7 @@ pub struct App {
     /// Set when the server stops taking connections: a sweep's scan then gives up.
     stopping: std::sync::atomic::AtomicBool,
     /// When, on this server's clock, it first saw each pending action: the sweep times actions
-    /// from it, never from another writer's `created_at` ([`crate::finality::sweep`]). Kept in
+    /// from it, never from another writer's `created_at` ([`crate::finality::sweep`](mod@crate::finality::sweep)). Kept in
     /// memory: a restart forgets it, which delays sweeps by one timeout and never advances one.
     observations: std::sync::Mutex<crate::finality::Observations>,
 }

@@ -5,7 +5,7 @@
 //!
 //! The timeout is measured on this server's clock from when it first saw an action pending (at
 //! creation for the actions it created), never from another writer's `created_at`
-//! ([`crate::finality::sweep`]): servers whose clocks disagree can share one remote. Record
+//! ([`crate::finality::sweep`](mod@crate::finality::sweep)): servers whose clocks disagree can share one remote. Record
 //! times well ahead of this clock are logged and answered (`clock_skew`), never acted on.
 
 use std::sync::Arc;
