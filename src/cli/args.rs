@@ -307,16 +307,23 @@ pub(super) enum Command {
     /// completed, failed, cancelled or blocked are skipped. A report and the sweep race to
     /// exactly one outcome; the sweep never grants authority to run again. Run it from a
     /// scheduled job (the reference sweeps every 15 minutes).
+    ///
+    /// The timeout is measured on this machine's clock only, from when a sweep here first saw
+    /// the action pending (from its creation when `action create` ran here), so another
+    /// writer's clock, ahead or behind, cannot make a fresh action stale: the first sweep to see
+    /// another writer's action only remembers it (in the repository's git directory). Record
+    /// times more than a minute ahead of this clock are reported as clock skew.
     Sweep {
         #[command(flatten)]
         state: StateRepo,
-        /// Minutes after creation before a pending outcome is stale (measured from
-        /// `created_at`, as in the reference; 1 to 1440).
+        /// Minutes a pending outcome must have been pending on this clock (since its creation
+        /// here, or since a sweep here first saw it) before it is stale (1 to 1440).
         #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
               value_parser = clap::value_parser!(u32).range(1..=1440))]
         timeout_minutes: u32,
-        /// JSON Lines: one `swept` object per action (`sweep_lost` where another writer set the
-        /// outcome first), then a `sweep` summary.
+        /// JSON Lines: one `clock_skew` object per record time from this clock's future, one
+        /// `swept` object per action (`sweep_lost` where another writer set the outcome first),
+        /// then a `sweep` summary (with `waiting`: pending, not yet timed out here).
         #[arg(long)]
         json: bool,
     },
@@ -695,7 +702,8 @@ pub(super) struct ServeArgs {
     /// works).
     #[arg(long, default_value_t = 15)]
     pub(super) sweep_every: u32,
-    /// Minutes after creation before a pending outcome is stale.
+    /// Minutes a pending outcome must have been pending on this server's clock (since its
+    /// creation here, or since this server first saw it) before it is stale.
     #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
           value_parser = clap::value_parser!(u32).range(1..=1440))]
     pub(super) timeout_minutes: u32,

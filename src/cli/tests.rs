@@ -2329,8 +2329,14 @@ fn finality_commands_write_through_a_remote() {
             .unwrap()
             .contains("attempt-of-the-runner")
     );
-    // A stale action swept from another cache.
+    // A stale action swept from another cache. That cache never saw it: its first sweep only
+    // sees it pending (on its own clock), its second, more than the timeout later, sweeps it.
     on("creator", T0, &action_create(&[], "act_stale", "gd_s"));
+    let first = on("sweeper", T1, &["sweep", "--json"]);
+    assert!(
+        first.contains(r#""swept":0"#) && first.contains(r#""waiting":1"#),
+        "{first}"
+    );
     insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
     assert!(
         remote_record(&remote, "act_stale", "outcome")
@@ -2527,7 +2533,11 @@ fn remote_refusals_are_reported_like_publish() {
                     "true"
                 ]
             ),
-            via(hooked, LATER, &["sweep"]),
+            {
+                // The hooked cache's first sweep only sees act_h pending (two-phase sweep).
+                via(hooked, T0, &["sweep"]);
+                via(hooked, LATER, &["sweep"])
+            },
             via(
                 hooked,
                 LATER,
@@ -2795,4 +2805,125 @@ fn a_rewritten_remote_is_refused_by_every_remote_writer() {
     );
     let next = via(T0, &action_create(&[], "act_next", "gd_x"));
     assert!(next.starts_with("exit: 0"), "{next}");
+}
+
+/// Issue 43 item 1: writers sharing one remote with clocks 2 h apart. A sweeper whose clock is
+/// ahead never sweeps a claim made seconds ago (its first sweep only sees it, and the real
+/// outcome report lands); one whose clock is behind says the records are from its future
+/// (`clock_skew`, in `--json` too) and sweeps one timeout after its first sighting on its own
+/// clock. The sightings live in each cache's git directory, under a name that holds no URL.
+#[test]
+fn sweep_times_actions_on_its_own_clock() {
+    let tmp = &temp_root();
+    let remote = tmp.join("remote.git");
+    bare_remote(&remote, None);
+    let on = |cache: &str, now: &str, args: &[&str]| {
+        let repo = format!("[TMP]/{cache}.git");
+        let extra = ["--remote", "[TMP]/remote.git", "--repo", repo.as_str()];
+        run_finality(tmp, now, &before_command(args, &extra))
+    };
+    for id in ["act_fresh", "act_left"] {
+        let mut args = action_create(&[], id, "gd_1");
+        args.extend_from_slice(&["--", "true"]);
+        let out = on("a", T0, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        let attempt = format!("attempt-a-{id}");
+        let out = on(
+            "a",
+            T0,
+            &[
+                "action",
+                "claim",
+                id,
+                "--attempt",
+                attempt.as_str(),
+                "--",
+                "true",
+            ],
+        );
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    const AHEAD: &str = "2026-03-01T14:00:05.000Z";
+    const AHEAD_15: &str = "2026-03-01T14:15:05.000Z";
+    const BEHIND: &str = "2026-03-01T10:00:00.000Z";
+    const BEHIND_16: &str = "2026-03-01T10:16:00.000Z";
+    // B, 2 h ahead: sees two pending actions, sweeps nothing, reports no skew (the records are
+    // from its past).
+    insta::assert_snapshot!(
+        "sweep_clock_ahead_first",
+        on("b", AHEAD, &["sweep", "--json"])
+    );
+    // A's real report, seconds after the claim on A's clock: accepted.
+    let reported = on(
+        "a",
+        T1,
+        &[
+            "action",
+            "outcome",
+            "act_fresh",
+            "completed",
+            "--attempt",
+            "attempt-a-act_fresh",
+        ],
+    );
+    assert!(reported.starts_with("exit: 0"), "{reported}");
+    // C, 2 h behind: the records are from its future; said, and not acted on.
+    insta::assert_snapshot!(
+        "sweep_clock_behind_first",
+        on("c", BEHIND, &["sweep", "--json"])
+    );
+    // Exactly the timeout after B's first sighting: still not (strictly more is the rule).
+    let again = on("b", AHEAD_15, &["sweep", "--json"]);
+    assert!(again.contains(r#""swept":0"#), "{again}");
+    // C, 16 min later on its own clock: sweeps act_left, and still names the skew.
+    insta::assert_snapshot!(
+        "sweep_clock_behind_second",
+        on("c", BEHIND_16, &["sweep", "--json"])
+    );
+    assert!(
+        remote_record(&remote, "act_left", "outcome")
+            .unwrap()
+            .contains("lost_confirmation")
+    );
+    assert!(
+        remote_record(&remote, "act_fresh", "outcome")
+            .unwrap()
+            .contains(r#""status":"completed""#)
+    );
+    // The sighting files: in each cache's git directory, named by a digest, without the URL.
+    for cache in ["b", "c"] {
+        let dir = tmp.join(format!("{cache}.git/action-ledger"));
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("sweep-observations-"))
+            .collect();
+        assert_eq!(names.len(), 1, "{cache}: {names:?}");
+        let text = std::fs::read_to_string(dir.join(&names[0])).unwrap();
+        assert!(!text.contains("remote.git"), "{text}");
+    }
+    // A local repository: `action create` here is witnessed, so one sweep after the timeout
+    // sweeps (the reference's rule for one writer); removing the sightings delays it.
+    let repo = "[TMP]/state.git";
+    let out = run_finality(
+        tmp,
+        T0,
+        &action_create(&["--repo", repo], "act_local", "gd_2"),
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let state_dir = tmp.join("state.git/action-ledger");
+    std::fs::remove_dir_all(&state_dir).unwrap();
+    let lost = run_finality(tmp, LATER, &["sweep", "--json", "--repo", repo]);
+    assert!(
+        lost.contains(r#""swept":0"#) && lost.contains(r#""waiting":1"#),
+        "{lost}"
+    );
+    // A file that cannot be read is ignored with a note: sweeps wait, never advance.
+    for entry in std::fs::read_dir(&state_dir).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"{not json").unwrap();
+    }
+    insta::assert_snapshot!(
+        "sweep_observations_unreadable",
+        run_finality(tmp, "2026-03-01T13:16:00.000Z", &["sweep", "--repo", repo])
+    );
 }

@@ -77,12 +77,21 @@
 //! - **Legacy close** ([`close`]). Closing a `running` action to `completed`, `failed`,
 //!   `cancelled` or `blocked` also sets the implicit outcome (`completed`, or `failed` for the
 //!   others) in the same `outcome.json`.
-//! - **Sweep** ([`sweep`](fn@sweep)). Every action whose outcome is pending, created more than the
-//!   timeout ago (default 15 minutes, 1 to 1440) and whose lifecycle is not `completed`,
-//!   `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation` in one commit: the
-//!   effect may or may not have happened, and someone must reconcile it. An open lifecycle
-//!   becomes `unknown`. The sweep never grants execution; it and a late report race to exactly
-//!   one outcome under the same create-only rule, and the loser is told the winner's status.
+//! - **Sweep** ([`sweep`](fn@sweep)). Every action whose outcome is pending, whose lifecycle is
+//!   not `completed`, `failed`, `cancelled` or `blocked`, and whose timeout (default 15 minutes,
+//!   1 to 1440) has passed gets outcome `lost_confirmation` in one commit: the effect may or may
+//!   not have happened, and someone must reconcile it. An open lifecycle becomes `unknown`. The
+//!   sweep never grants execution; it and a late report race to exactly one outcome under the
+//!   same create-only rule, and the loser is told the winner's status.
+//! - **Clocks** ([`sweep`](mod@sweep) has the details). Every writer stamps records with its own
+//!   clock, and the clocks of writers sharing a ref may disagree by any amount. The timeout is
+//!   therefore measured on the sweeper's clock alone, from when the sweeper first saw the action
+//!   pending ([`Observations`]: the action's creation when the sweeper's process created it),
+//!   never by comparing another writer's `created_at` with the sweeper's clock. No offset,
+//!   ahead or behind, makes a claim stale before the timeout has passed on the clock that
+//!   created it; a sweeper with no memory of an action waits one more timeout. Record times
+//!   more than a minute ahead of the sweeper's clock are reported ([`ClockNotice`]), never
+//!   acted on; an outcome stamped before its action's creation is shown with `clock_skew`.
 //! - **Approvals** ([`approval`]). An operator approves or denies an action born
 //!   `pending_approval`, once; an approval is the action's own single-use grant, consumed by the
 //!   one claim it allows.
@@ -174,8 +183,8 @@ pub use state::{
 };
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
-    DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept,
-    sweep, timeout_minutes,
+    ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, Observations, ObservationsError,
+    SKEW_NOTICE_MS, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
 };
 pub use verify::{verify, verify_action, verify_range};
 pub use write::{Options, Written};

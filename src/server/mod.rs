@@ -104,7 +104,8 @@ pub struct Settings {
     /// The cron secret (`Authorization: Bearer …` of the sweep endpoint); `None`: the endpoint
     /// answers 503.
     pub cron_secret: Option<String>,
-    /// Minutes after creation before a pending outcome is swept (1–1440).
+    /// Minutes a pending outcome must stay pending on this server's clock, from its creation here
+    /// or from when this server first saw it, before it is swept (1–1440).
     pub timeout_minutes: u32,
     /// Sweep on a timer this often; `None`: never.
     pub sweep_every: Option<Duration>,

@@ -171,6 +171,9 @@ struct Model {
     attempts: u64,
     /// The repository is in the `flat` layout (it holds records and was not migrated).
     flat: bool,
+    /// The sweeper's sightings: one writer whose clock is right, which witnesses the actions
+    /// it creates, so the sweep times them from their creation.
+    observations: Observations,
 }
 
 impl Model {
@@ -214,6 +217,11 @@ fn run_step(
             input.verdict = verdict(v);
             input.agent_id = agent(other_agent).to_owned();
             let got = create_action(store, &opts, &input, now);
+            if got.is_ok() {
+                model
+                    .observations
+                    .witness(ActionId::parse(id).expect("an id"), now);
+            }
             let expect_ok = match model.actions.get(&a) {
                 None => {
                     model.actions.insert(
@@ -362,7 +370,7 @@ fn run_step(
             }
         }
         Step::Sweep => {
-            let got = sweep(store, &opts, 15.0, now);
+            let got = sweep(store, &opts, 15.0, now, &mut model.observations);
             let report = match got {
                 Ok(w) => w.value,
                 Err(e) => return Err(TestCaseError::fail(format!("sweep failed: {e}"))),

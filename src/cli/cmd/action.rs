@@ -140,6 +140,14 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
     accept_if_asked(env, &state, &store)?;
     let written = finality::create_action(&store, &options, &input, now)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+    super::sweep::witness(
+        out,
+        &store,
+        &state.ref_name,
+        &options.target,
+        &written.value.action_id,
+        now,
+    );
     let st = finality::show_at(&store, &options.target, &state.ref_name, &id)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
     if json {

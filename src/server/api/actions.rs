@@ -455,6 +455,7 @@ pub(super) async fn guard(
     let principal = caller.principal.clone();
     let action_id =
         record.then(|| target_action_id(&intent, &principal, app.settings.clock.as_ref()));
+    let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let mut fields: Vec<(&'static str, Value)>;
@@ -535,6 +536,9 @@ pub(super) async fn guard(
         },
     );
     let reply = app.writer.submit(op).await;
+    if let (Ok(_), Some(id)) = (&reply, &witnessed) {
+        app.witness(id);
+    }
     reply_or(reply, |_| None)
 }
 
@@ -585,6 +589,7 @@ pub(super) async fn create(
     let decision = decide(&app, &intent, &caller.principal);
     let principal = caller.principal.clone();
     let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
+    let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let (d, state, replayed) = match ov.state(&action_id)? {
@@ -601,5 +606,9 @@ pub(super) async fn create(
             Ok(created_answer(&d, &state, replayed))
         },
     );
-    reply_or(app.writer.submit(op).await, |_| None)
+    let reply = app.writer.submit(op).await;
+    if reply.is_ok() {
+        app.witness(&witnessed);
+    }
+    reply_or(reply, |_| None)
 }

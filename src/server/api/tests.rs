@@ -1681,3 +1681,123 @@ async fn a_claim_is_checked_against_the_current_policy() {
         .await;
     assert_eq!(g.status, 200);
 }
+
+/// Issue 43 item 1, through `serve`: three servers share one remote, B's clock 2 h ahead of
+/// A's, C's 2 h behind. No cron sweep closes a claim made seconds ago on another server: B and
+/// A only see the fresh claims (A's and C's), C says A's records are from its future
+/// (`clock_skew`, and in its log) and acts on nothing, and both real outcome reports land. An
+/// action left pending is swept by B once the timeout has passed on B's clock since B first saw
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
+    let shared = tempfile::tempdir().unwrap();
+    let remote = shared.path().join("remote.git");
+    Store::open_or_init_bare(&remote, "refs/heads/main").unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let on = |offset_min: i64, log: Option<Arc<std::sync::Mutex<Vec<String>>>>| {
+        let url = remote.display().to_string();
+        let s = server_custom(
+            Some("cron-secret"),
+            move |_| Target::Remote {
+                url,
+                ref_name: "refs/heads/main".into(),
+                timeout: Some(std::time::Duration::from_secs(10)),
+            },
+            move |st| {
+                if let Some(lines) = log {
+                    st.log = Arc::new(move |l: &str| lines.lock().unwrap().push(l.to_owned()));
+                }
+            },
+        );
+        s.clock.store(T0 + offset_min * 60_000, Ordering::SeqCst);
+        s
+    };
+    let (a, b, c) = (on(0, None), on(120, None), on(-120, Some(log.clone())));
+    async fn sweep(s: &Server) -> Got {
+        let cron = [("authorization", "Bearer cron-secret")];
+        call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await
+    }
+    async fn claimed(s: &Server) -> String {
+        let id = recorded(s, "build", ACT, "").await;
+        let g = s
+            .patch(format!("/api/actions/{id}"), BOT, claim_body(A1, ACT))
+            .await;
+        assert_eq!(g.status, 200, "{:?}", g.body);
+        id
+    }
+    let a_fresh = claimed(&a).await;
+    let a_left = claimed(&a).await;
+    let c_fresh = claimed(&c).await;
+    let swept = |g: &Got| g.body.get("rows_swept").and_then(Value::as_f64);
+    let waiting = |g: &Got| g.body.get("waiting").and_then(Value::as_f64);
+    let skew = |g: &Got| match g.body.get("clock_skew") {
+        Some(Value::Array(v)) => v
+            .iter()
+            .map(|n| {
+                (
+                    n.get("action_id")
+                        .and_then(Value::as_str)
+                        .unwrap()
+                        .to_owned(),
+                    n.get("time").and_then(Value::as_str).unwrap().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    // B, ahead of everyone: three pending claims, all seconds old on their writers' clocks.
+    let g = sweep(&b).await;
+    assert_eq!(
+        (g.status, swept(&g), waiting(&g)),
+        (200, Some(0.0), Some(3.0))
+    );
+    assert_eq!(skew(&g), []);
+    // A, ahead of C: C's claim is not stale for it either.
+    let g = sweep(&a).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(3.0)));
+    // C, behind A: A's two actions are from its future; said, in the answer and the log.
+    let g = sweep(&c).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(3.0)));
+    let mut named = skew(&g);
+    named.sort();
+    // First sightings are read: the claims' times are named too.
+    let mut want = vec![
+        (a_fresh.clone(), "claimed_at".to_owned()),
+        (a_fresh.clone(), "created_at".to_owned()),
+        (a_left.clone(), "claimed_at".to_owned()),
+        (a_left.clone(), "created_at".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(named, want);
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("clock skew") && l.contains(&a_fresh)),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    // Both real reports land.
+    let done = format!(r#"{{"status":"completed","attempt_id":"{A1}"}}"#);
+    for (s, id) in [(&a, &a_fresh), (&c, &c_fresh)] {
+        let g = s
+            .post(format!("/api/actions/{id}/outcome"), BOT, &done)
+            .await;
+        assert_eq!(g.status, 200, "{id}: {:?}", g.body);
+    }
+    // Exactly the timeout later on B's clock: not yet; one millisecond more: a_left is swept.
+    b.clock.fetch_add(15 * 60_000, Ordering::SeqCst);
+    let g = sweep(&b).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(1.0)));
+    b.clock.fetch_add(1, Ordering::SeqCst);
+    let g = sweep(&b).await;
+    assert_eq!(swept(&g), Some(1.0));
+    assert_eq!(
+        g.body.get("swept"),
+        Some(&Value::Array(vec![Value::str(a_left.as_str())]))
+    );
+    assert_eq!(
+        status(&a, &a_left).await,
+        ("unknown".into(), "lost_confirmation".into())
+    );
+}
