@@ -157,7 +157,8 @@ mod tests {
                         status: "completed".into(),
                         ..OutcomeReport::default()
                     };
-                    report_outcome(&s, &opts, &id, &report, later).map(|w| w.value.outcome.status)
+                    report_outcome(&s, &opts, &id, &report, &Settler::Operator, later)
+                        .map(|w| w.value.outcome.status)
                 });
                 let w = scope.spawn(|| {
                     let s = Store::open(&path).unwrap();

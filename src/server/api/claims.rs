@@ -179,12 +179,13 @@ pub(super) async fn patch_action(
         return answer_action(&app, &id).await;
     };
     let action_id = id.clone();
+    let by = caller.settler();
     let critical = summary
         .as_deref()
         .map_or(0, |s| finality::mask_secrets(s).1);
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), now)?;
+            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), &by, now)?;
             let id = ActionId::parse(&action_id).expect("closed, so valid");
             let state = ov.state(&id)?.expect("closed, so present");
             Ok(Answer::new(

@@ -61,6 +61,18 @@ pub struct Caller {
     pub operator: bool,
 }
 
+impl Caller {
+    /// Who this caller settles as (an outcome, a close): an operator key settles any action,
+    /// another key only its principal's.
+    pub fn settler(&self) -> crate::finality::Settler {
+        if self.operator {
+            crate::finality::Settler::Operator
+        } else {
+            crate::finality::Settler::Principal(self.principal.clone())
+        }
+    }
+}
+
 impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = Response;
 
