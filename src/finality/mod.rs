@@ -150,7 +150,7 @@ mod contract_tests;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use act::{act_content_hash, check_act, scrub_act, shell_act};
+pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use create::{NewAction, create_action};

@@ -31,7 +31,7 @@ pub(super) async fn post_outcome(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, _): JsonObject,
 ) -> Response {
     let map = body.as_object().expect("an object");
     let text = |k: &str| -> Result<Option<String>, Response> {
