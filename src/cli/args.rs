@@ -538,9 +538,15 @@ pub(super) enum ActionCommand {
     /// failed lifecycle is LIFECYCLE_CONFLICT. An open lifecycle is closed: completed ->
     /// completed, partial and failed -> failed. Secrets and confidential identifiers in the
     /// summary, error and progress strings are replaced by `[REDACTED]` before storage.
+    ///
+    /// Only the principal that created (and so claimed) the action, or --operator, may report
+    /// it; for any other --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Outcome(OutcomeArgs),
     /// The legacy close: close a running action as completed, failed, cancelled or blocked,
     /// with the implicit outcome.
+    ///
+    /// Only the principal that created the action, or --operator, may close it; for any other
+    /// --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Close(CloseArgs),
     /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
     ///
@@ -628,6 +634,14 @@ pub(super) struct OutcomeArgs {
     /// The claiming attempt id, to bind the outcome to it (another one is ATTEMPT_MISMATCH).
     #[arg(long)]
     pub(super) attempt: Option<String>,
+    /// Who settles: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may settle it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.
     #[arg(long)]
     pub(super) json: bool,
@@ -645,6 +659,14 @@ pub(super) struct CloseArgs {
     /// A summary (redacted, truncated to 4000 characters).
     #[arg(long)]
     pub(super) summary: Option<String>,
+    /// Who settles: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may settle it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.
     #[arg(long)]
     pub(super) json: bool,

@@ -796,6 +796,140 @@ fn lossy_numbers_in_an_act_are_refused() {
     assert!(show.contains("claim:        -\n"), "{show}");
 }
 
+/// `action create --act` refuses every act the act hash cannot take one to one (exit 2, naming
+/// the path in the act, nothing written): NFC-equal keys at the root and nested, a key or
+/// string not in NFC, numbers written with more digits than a double holds (underflow, rounding
+/// to 1 and to 0.1). A claim must then present the created act: none or one that rounds to it
+/// is refused, the same act with its number written differently but exactly is granted.
+#[test]
+fn unhashable_acts_are_refused() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let create = |act: &str| {
+        let mut args = action_create(&["--repo", repo], "act_u", "gd_1");
+        args.extend_from_slice(&["--act", act]);
+        run_finality(tmp, T0, &args)
+    };
+    let mut out: Vec<String> = [
+        r#"{"kind":"shell","command":"ls","\u00e9":1,"e\u0301":2}"#,
+        r#"{"kind":"sql","statement":"DROP TABLE users","q":{"a":[{"\u212b":1,"\u00c5":2}]}}"#,
+        r#"{"kind":"shell","command":"rm cafe\u0301"}"#,
+        r#"{"kind":"shell","args":{"e\u0301":1}}"#,
+        r#"{"kind":"shell","n":1e-400}"#,
+        r#"{"kind":"shell","n":1.00000000000000000001}"#,
+        r#"{"kind":"shell","x":[0.10000000000000001]}"#,
+    ]
+    .into_iter()
+    .map(create)
+    .collect();
+    assert!(out.iter().all(|o| o.starts_with("exit: 2")), "{out:?}");
+    assert!(!tmp.join("state.git").exists(), "no repository created");
+    assert!(create(r#"{"kind":"shell","command":"ls","n":0}"#).starts_with("exit: 0"));
+    let claim = |attempt: &str, act: Option<&str>| {
+        let mut args = vec![
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_u",
+            "--attempt",
+            attempt,
+        ];
+        if let Some(act) = act {
+            args.extend_from_slice(&["--act", act]);
+        }
+        run_finality(tmp, T0, &args)
+    };
+    out.push(claim("attempt-0000000001", None));
+    out.push(claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":1e-400}"#),
+    ));
+    out.push(claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":0,"\u00e9":1,"e\u0301":2}"#),
+    ));
+    let granted = claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":0.0}"#),
+    );
+    assert!(granted.starts_with("exit: 0"), "{granted}");
+    insta::assert_snapshot!("act_unhashable", out.join("\n"));
+}
+
+/// Only the principal that created (and claimed) an action, or `--operator`, settles it:
+/// `outcome` and `close` by another `--principal` are NOT_FOUND exactly as for an unknown id;
+/// without a principal they are refused as invalid input; the owner's report then lands, and
+/// `--operator` reports or closes another principal's action.
+#[test]
+fn only_the_actions_principal_or_an_operator_settles_it() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let claimed = |id: &str| {
+        let args = action_create(&["--repo", repo], id, "gd_1");
+        assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+        let claim = [
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            id,
+            "--attempt",
+            "attempt-0000000001",
+        ];
+        assert!(run_finality(tmp, T0, &claim).starts_with("exit: 0"));
+    };
+    claimed("act_bot");
+    let settle = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", extra[0], "--repo", repo, id];
+        args.extend_from_slice(&extra[1..]);
+        run_finality(tmp, T1, &args)
+    };
+    let outcome = [
+        "outcome",
+        "--principal",
+        "eve",
+        "--json",
+        "failed",
+        "--error",
+        "boom",
+    ];
+    let close = ["close", "--principal", "eve", "--json", "cancelled"];
+    let mut out = Vec::new();
+    for args in [&outcome[..], &close[..]] {
+        let theirs = settle("act_bot", args);
+        let unknown = settle("act_nope", args);
+        assert_eq!(
+            theirs.replace("act_bot", "ID"),
+            unknown.replace("act_nope", "ID")
+        );
+        assert!(theirs.starts_with("exit: 1"), "{theirs}");
+        out.push(theirs);
+    }
+    let env = Env::from([
+        ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
+        ("ACTION_LEDGER_NOW".to_owned(), T1.to_owned()),
+    ]);
+    out.push(run_in(
+        tmp,
+        &env,
+        "",
+        &["action", "outcome", "--repo", repo, "act_bot", "completed"],
+    ));
+    out.push(settle("act_bot", &["outcome", "completed"]));
+    claimed("act_ops_report");
+    out.push(settle(
+        "act_ops_report",
+        &["outcome", "--operator", "failed", "--error", "stuck"],
+    ));
+    claimed("act_ops_close");
+    out.push(settle(
+        "act_ops_close",
+        &["close", "--operator", "cancelled"],
+    ));
+    insta::assert_snapshot!("action_settle_principals", out.join("\n"));
+}
+
 /// `action create --id X` retried later with the same binding exits 0, prints the id and
 /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
 #[test]

@@ -26,8 +26,8 @@ use super::sweep::{ClockNotice, Observations, is_sweepable, notice, notices, tim
 use super::write::Written;
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Layout, Lifecycle, MAX_TEXT_UNITS,
-    NewAction, Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept,
-    clean_text, pending, timeout_minutes,
+    NewAction, Options, Outcome, OutcomeReport, Reported, Security, Settler, State, SweepReport,
+    Swept, clean_text, pending, timeout_minutes,
 };
 use crate::finding::Rule;
 use crate::identity::Digest;
@@ -550,6 +550,7 @@ pub fn report(
     ov: &mut Overlay<'_>,
     action_id: &str,
     report: &OutcomeReport,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_report(report)?;
@@ -557,7 +558,11 @@ pub fn report(
         action_id: action_id.to_owned(),
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let state = ov.state(&id)?.ok_or_else(not_found)?;
+    // Another principal's action answers as an unknown id: no existence oracle.
+    let state = ov
+        .state(&id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, &id, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -571,13 +576,17 @@ pub fn close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
-    let state = ov.state(&p.id)?.ok_or_else(not_found)?;
+    let state = ov
+        .state(&p.id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -1226,7 +1235,13 @@ mod tests {
                     create(ov, &new_action(id), now)?;
                     claim(ov, id, &request(&format!("attempt-{id}-0000000001")), now)?;
                 }
-                report(ov, "act_b", &done("act_b", "completed"), now)?;
+                report(
+                    ov,
+                    "act_b",
+                    &done("act_b", "completed"),
+                    &Settler::Operator,
+                    now,
+                )?;
                 Ok(())
             }),
             T0,
@@ -1265,7 +1280,14 @@ mod tests {
         // Meanwhile act_c is reported and act_d created.
         land_one(
             Box::new(move |ov, now| {
-                report(ov, "act_c", &done("act_c", "failed"), now).map(|_| ())?;
+                report(
+                    ov,
+                    "act_c",
+                    &done("act_c", "failed"),
+                    &Settler::Operator,
+                    now,
+                )
+                .map(|_| ())?;
                 create(ov, &new_action("act_d"), now).map(|_| ())
             }),
             later,
@@ -1430,6 +1452,7 @@ mod tests {
                     status: "completed".into(),
                     ..OutcomeReport::default()
                 },
+                &Settler::Operator,
                 now,
             )?;
             Ok(())

@@ -188,7 +188,14 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                 progress: s.get("progress").cloned(),
                 attempt_id: field("attempt_id"),
             };
-            reported(report_outcome(store, &opts, action, &report, now))
+            reported(report_outcome(
+                store,
+                &opts,
+                action,
+                &report,
+                &Settler::Operator,
+                now,
+            ))
         }
         "close" => reported(close(
             store,
@@ -196,6 +203,7 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             action,
             &field("status").unwrap(),
             field("summary").as_deref(),
+            &Settler::Operator,
             now,
         )),
         "sweep" => {

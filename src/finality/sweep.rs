@@ -410,7 +410,8 @@ mod tests {
                         status: "completed".into(),
                         ..OutcomeReport::default()
                     };
-                    report_outcome(&s, &opts, &id, &report, later).map(|w| w.value.outcome.status)
+                    report_outcome(&s, &opts, &id, &report, &Settler::Operator, later)
+                        .map(|w| w.value.outcome.status)
                 });
                 let w = scope.spawn(|| {
                     let s = Store::open(&path).unwrap();
@@ -501,6 +502,7 @@ mod tests {
                 &opts,
                 "act_fresh",
                 &done,
+                &Settler::Principal("principal-a".into()),
                 a_now.saturating_add_millis(5_000),
             )
             .unwrap();

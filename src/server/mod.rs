@@ -44,6 +44,14 @@
 //! 401, 503) left nothing under its key, so its retry may create. [`api::actions`] gives the
 //! rule in full.
 //!
+//! # Who may settle an action
+//!
+//! An outcome (`POST /api/actions/{id}/outcome`) or a close (`PATCH /api/actions/{id}`) is
+//! accepted only from the key of the principal that created the action, or from an operator
+//! key. Any other key is answered 404 `NOT_FOUND`, as for an id that does not exist
+//! ([`finality::Settler`]). Acts the act hash cannot take one to one are refused with 400
+//! naming their path ([`finality::act::check_act`]).
+//!
 //! The library reads neither the clock nor the environment: [`Settings`] carries everything,
 //! including a [`Clock`] that tests drive.
 

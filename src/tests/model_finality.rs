@@ -335,7 +335,7 @@ fn run_step(
                 progress: (status == "partial").then(|| Value::object([("done", Value::from(1))])),
                 attempt_id: attempt_id.clone(),
             };
-            let got = report_outcome(store, &opts, ACTIONS[a].0, &report, now);
+            let got = report_outcome(store, &opts, ACTIONS[a].0, &report, &Settler::Operator, now);
             let expect = model.actions.get(&a).is_some_and(|m| {
                 m.outcome.is_none()
                     && matches!(m.lifecycle(), "running" | "pending")
@@ -354,7 +354,15 @@ fn run_step(
             }
         }
         Step::Close { a, status } => {
-            let got = close(store, &opts, ACTIONS[a].0, status, Some("model"), now);
+            let got = close(
+                store,
+                &opts,
+                ACTIONS[a].0,
+                status,
+                Some("model"),
+                &Settler::Operator,
+                now,
+            );
             let expect = model
                 .actions
                 .get(&a)
@@ -599,7 +607,7 @@ proptest! {
             progress: None,
             attempt_id: None,
         };
-        report_outcome(&store, &opts, seed, &done, t0).expect("seed completed");
+        report_outcome(&store, &opts, seed, &done, &Settler::Operator, t0).expect("seed completed");
         crate::finality::test_support::flatten(&store);
         let mut model = Model { now: T0, flat: true, ..Model::default() };
         for s in &steps {

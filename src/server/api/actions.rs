@@ -79,9 +79,19 @@ fn machine(v: &str, field: &str, details: &mut Vec<String>) -> Option<String> {
     }
 }
 
-fn parse_intent(body: &Value, create: bool) -> Result<Intent, Vec<String>> {
+/// The intent of a guard or create body (`text` is the body's text, for the act's number rule).
+/// An act the act hash cannot hash one to one ([`finality::check_act`],
+/// [`finality::check_act_text`]) is a field rule broken, here for the guard as for the
+/// creation: a decision about an act must name the act it was about.
+fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<String>> {
     let mut details = Vec::new();
     let map = body.as_object().expect("checked by object_body");
+    if let Some(act) = map.get("act").filter(|a| !matches!(a, Value::Null))
+        && let Err(e) =
+            finality::check_act(act).and_then(|()| finality::check_act_text(text, "/act"))
+    {
+        details.push(e.to_string());
+    }
     let action_type = match map.get("action_type") {
         Some(Value::String(s)) => machine(s, "action_type", &mut details),
         _ => {
@@ -439,11 +449,11 @@ pub(super) async fn guard(
     State(app): State<Arc<App>>,
     RawQuery(query): RawQuery,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, text): JsonObject,
 ) -> Response {
     let record = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .any(|(k, v)| k == "record" && (v == "true" || v == "1"));
-    let intent = match parse_intent(&body, false) {
+    let intent = match parse_intent(&body, &text, false) {
         Ok(i) => i,
         Err(details) => return validation(details),
     };
@@ -580,9 +590,9 @@ fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
 pub(super) async fn create(
     State(app): State<Arc<App>>,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, text): JsonObject,
 ) -> Response {
-    let intent = match parse_intent(&body, true) {
+    let intent = match parse_intent(&body, &text, true) {
         Ok(i) => i,
         Err(details) => return validation(details),
     };
