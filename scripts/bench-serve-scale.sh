@@ -14,7 +14,10 @@
 #       serve) and with the CLI (`action-ledger sweep`);
 #       a sweep with STALE stale actions, over HTTP and with the CLI (each on its own STALE
 #       actions, created through `serve` with its clock ($ACTION_LEDGER_NOW) two hours back and
-#       left pending; the HTTP one on a fresh `serve`, after one GET);
+#       left pending; the HTTP one on a fresh `serve`, after one GET). The creating `serve`
+#       keeps its sightings of them, two hours back on its clock, in the repository's sightings
+#       file, which the sweepers read: they time the actions from there, as a sweeper on the
+#       machine that created them does;
 #       `action show` of the oldest action; `verify` of the whole repository beside `git
 #       cat-file --batch` of every blob in it (the ratio verify / cat-file);
 #   - PostgreSQL's row-lock claim (the cycle of scripts/bench-serve.sh through pgbench, with an

@@ -21,8 +21,9 @@ use super::approval::ApprovalDecision;
 use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
+use super::observations::Observations;
 use super::outcome::{outcome_line, prepare_close, prepare_report};
-use super::sweep::{ClockNotice, Observations, is_sweepable, notice, notices, timed_out};
+use super::sweep::{ClockNotice, is_sweepable, notice, notices, timed_out};
 use super::write::Written;
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Layout, Lifecycle, MAX_TEXT_UNITS,

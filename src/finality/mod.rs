@@ -163,6 +163,7 @@ pub mod error;
 pub mod ids;
 pub mod layout;
 pub mod migrate;
+pub mod observations;
 pub mod outcome;
 pub mod paths;
 pub mod pending;
@@ -185,6 +186,7 @@ pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use layout::{Detected, Layout, LayoutError};
+pub use observations::{Observations, ObservationsError};
 pub use outcome::{OutcomeReport, Reported, Settler, close, report_outcome};
 pub use paths::{ACTIONS, ROOT, RecordKind};
 pub use records::{
@@ -198,8 +200,8 @@ pub use state::{
 };
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
-    ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, Observations, ObservationsError,
-    SKEW_NOTICE_MS, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
+    ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SKEW_NOTICE_MS, SWEEP_ERROR,
+    SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
 };
 pub use verify::{verify, verify_action, verify_range};
 pub use write::{Options, Written};

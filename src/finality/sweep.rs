@@ -35,9 +35,11 @@
 //!   sweeper's own clock between two sweeps (a manual set, a VM resumed) counts as elapsed time
 //!   and can close an action early by the size of the step; a backward step only delays (a
 //!   sighting in the sweeper's future is moved back to its present).
-//! - **Lost memory**: when the sighting is lost (`serve` restarted, the CLI's state file removed
-//!   or unreadable), the next sweep sees the action for the first time again: the sweep is
-//!   delayed by at most one timeout, never brought forward.
+//! - **Lost memory**: the sightings are kept in the repository's git directory
+//!   ([`super::observations`]), shared by the CLI and `serve` on that repository, and read again
+//!   after a restart. When one is lost anyway (the file removed or unreadable, `serve` killed
+//!   before it saved what it created since its last sweep), the next sweep sees the action for
+//!   the first time again: the sweep is delayed by at most one timeout, never brought forward.
 //!
 //! Alternatives weighed: trusting `created_at` plus a tolerated skew bound (wrong beyond the
 //! bound, and the bound has to cover the worst clock of any writer); timestamps from the git
@@ -49,15 +51,16 @@
 //! passed on the sweeper's clock, so a sweep of a million closed actions reads a few small
 //! trees; in `flat`, every action directory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::batch::{self, run};
 use super::error::Error;
 use super::ids::ActionId;
+use super::observations::Observations;
 use super::records::Outcome;
 use super::status::{Lifecycle, OutcomeStatus, Source};
 use super::write::{Options, Written};
-use crate::canonical::{self, Value};
+use crate::canonical::Value;
 use crate::store::Store;
 use crate::time::Timestamp;
 
@@ -201,128 +204,6 @@ pub(super) fn notices(state: &super::State, now: Timestamp) -> Vec<ClockNotice> 
     .flatten()
     .filter_map(|(time, at)| notice(id, time, at, now))
     .collect()
-}
-
-/// `schema` of a serialised [`Observations`].
-pub const OBSERVATIONS_SCHEMA: &str = "action-ledger.sweep-observations";
-
-/// Why serialised [`Observations`] could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "sweep observations are not valid ({reason}): remove the file; the next sweep observes again, delaying sweeps by one timeout"
-)]
-pub struct ObservationsError {
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// A sweeper's memory: when, on its own clock, it first saw each action pending. The sweep adds
-/// the actions it sees for the first time and forgets those no longer pending; an action is
-/// swept only once [`timed_out`] since its sighting. Lost or empty, it delays sweeps by one
-/// timeout and never advances one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Observations {
-    seen: BTreeMap<ActionId, Timestamp>,
-}
-
-impl Observations {
-    /// No sightings.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records that this sweeper's own process created (or saw) action `id` at `at` on the
-    /// sweeper's clock. An earlier sighting is kept.
-    pub fn witness(&mut self, id: ActionId, at: Timestamp) {
-        let e = self.seen.entry(id).or_insert(at);
-        *e = (*e).min(at);
-    }
-
-    /// The sighting of `id` at `now`: the remembered one, or `now` when there is none. A
-    /// remembered sighting in the sweeper's future (its clock stepped back) is moved to `now`.
-    pub fn observe(&mut self, id: &ActionId, now: Timestamp) -> Timestamp {
-        let e = self.seen.entry(id.clone()).or_insert(now);
-        *e = (*e).min(now);
-        *e
-    }
-
-    /// When `id` was first seen, if it was.
-    pub fn first_seen(&self, id: &ActionId) -> Option<Timestamp> {
-        self.seen.get(id).copied()
-    }
-
-    /// Forgets every action `keep` refuses (those no longer pending).
-    pub fn retain(&mut self, mut keep: impl FnMut(&ActionId) -> bool) {
-        self.seen.retain(|id, _| keep(id));
-    }
-
-    /// How many actions are remembered.
-    pub fn len(&self) -> usize {
-        self.seen.len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
-    }
-
-    /// Adds the sightings of `other`, keeping the earlier of two.
-    pub fn merge(&mut self, other: &Observations) {
-        for (id, at) in &other.seen {
-            self.witness(id.clone(), *at);
-        }
-    }
-
-    /// Canonical JSON plus `"\n"`: `{"schema","schema_version":1,"seen":{id: time}}`.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let seen = Value::object(
-            self.seen
-                .iter()
-                .map(|(id, at)| (id.as_str().to_owned(), Value::str(super::format_time(*at)))),
-        );
-        let v = Value::object([
-            ("schema", Value::str(OBSERVATIONS_SCHEMA)),
-            ("schema_version", Value::from(1)),
-            ("seen", seen),
-        ]);
-        let mut out = canonical::to_canonical_unchecked(&v).into_bytes();
-        out.push(b'\n');
-        out
-    }
-
-    /// Reads what [`Observations::to_bytes`] wrote.
-    ///
-    /// # Errors
-    /// [`ObservationsError`] naming the first rule broken.
-    pub fn parse(bytes: &[u8]) -> Result<Self, ObservationsError> {
-        let bad = |reason: &str| ObservationsError {
-            reason: reason.to_owned(),
-        };
-        let text = std::str::from_utf8(bytes).map_err(|_| bad("not UTF-8"))?;
-        let v = canonical::parse(text).map_err(|_| bad("not JSON"))?;
-        let m = v.as_object().ok_or_else(|| bad("not an object"))?;
-        if m.get("schema").and_then(Value::as_str) != Some(OBSERVATIONS_SCHEMA)
-            || m.get("schema_version").and_then(Value::as_f64) != Some(1.0)
-        {
-            return Err(bad(
-                "schema must be action-ledger.sweep-observations version 1",
-            ));
-        }
-        let seen = m
-            .get("seen")
-            .and_then(Value::as_object)
-            .ok_or_else(|| bad("seen must be an object"))?;
-        let mut out = Observations::new();
-        for (id, at) in seen {
-            let id = ActionId::parse(id).ok_or_else(|| bad("seen: a key is not an action id"))?;
-            let at = at
-                .as_str()
-                .and_then(super::parse_time)
-                .ok_or_else(|| bad("seen: a value is not a time"))?;
-            out.witness(id, at);
-        }
-        Ok(out)
-    }
 }
 
 /// The `lost_confirmation` outcome the sweep writes at `now` for action `id` in `lifecycle`:
@@ -639,42 +520,5 @@ mod tests {
         .unwrap()
         .value;
         assert_eq!(ids(&r), ["act_x"]);
-    }
-
-    /// The sightings' bytes round-trip; every broken rule is refused by name.
-    #[test]
-    fn observations_round_trip_and_refuse_bad_bytes() {
-        let mut o = witnessed("act_a", at(BASE));
-        o.witness(
-            ActionId::parse("act_b").unwrap(),
-            at(BASE).saturating_add_millis(1),
-        );
-        let bytes = o.to_bytes();
-        assert_eq!(
-            String::from_utf8(bytes.clone()).unwrap(),
-            "{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"act_a\":\"2026-03-01T12:00:00.000Z\",\"act_b\":\"2026-03-01T12:00:00.001Z\"}}\n"
-        );
-        assert_eq!(Observations::parse(&bytes).unwrap(), o);
-        for (bad, why) in [
-            (&b"\xff"[..], "not UTF-8"),
-            (b"{", "not JSON"),
-            (b"[]", "not an object"),
-            (b"{\"schema\":\"x\",\"schema_version\":1,\"seen\":{}}", "schema must"),
-            (
-                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1}",
-                "seen must be an object",
-            ),
-            (
-                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"a b\":\"2026-03-01T12:00:00.000Z\"}}",
-                "not an action id",
-            ),
-            (
-                b"{\"schema\":\"action-ledger.sweep-observations\",\"schema_version\":1,\"seen\":{\"act_a\":\"soon\"}}",
-                "not a time",
-            ),
-        ] {
-            let e = Observations::parse(bad).unwrap_err().to_string();
-            assert!(e.contains(why), "{e}");
-        }
     }
 }

@@ -134,8 +134,8 @@ pub(crate) fn flatten(store: &Store) {
 }
 
 /// Sweep observations that saw action `id` pending at `seen` (the sweeper created it).
-pub(crate) fn witnessed(id: &str, seen: Timestamp) -> crate::finality::sweep::Observations {
-    let mut o = crate::finality::sweep::Observations::new();
+pub(crate) fn witnessed(id: &str, seen: Timestamp) -> crate::finality::Observations {
+    let mut o = crate::finality::Observations::new();
     o.witness(crate::finality::ActionId::parse(id).unwrap(), seen);
     o
 }

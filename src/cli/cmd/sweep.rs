@@ -4,16 +4,14 @@
 //! The timeout is measured on this machine's clock from when a sweep here first saw the action
 //! pending, or from its creation when `action create` here created it
 //! ([`finality::sweep`](mod@finality::sweep)): the sightings are kept in the repository's git
-//! directory, one file per target (`action-ledger/sweep-observations-<hash>.json`), never in
+//! directory, one file per target, shared with `serve` ([`finality::observations`]), never in
 //! the ledger. Losing the file delays sweeps by one timeout. The sweep never grants authority to
 //! run again: "reconcile; never presume the effect did not happen".
 
 use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-
 use crate::canonical::Value;
-use crate::finality::{self, Observations};
+use crate::finality::{self, Observations, observations};
 use crate::store::Store;
 use crate::store::remote::Target;
 
@@ -130,52 +128,24 @@ pub(in crate::cli) fn run(
     Ok(())
 }
 
-/// Where this machine keeps its sweep sightings of `target` (and `ref_name`): a file in the
-/// repository's git directory named by a digest of the target, so a remote's URL is never
-/// written out.
-pub(in crate::cli) fn observations_path(store: &Store, ref_name: &str, target: &Target) -> PathBuf {
-    let key = match target {
-        Target::Local => format!("local\0{ref_name}"),
-        Target::Remote { url, ref_name, .. } => format!("remote\0{url}\0{ref_name}"),
-    };
-    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
-    store
-        .git_dir()
-        .join("action-ledger")
-        .join(format!("sweep-observations-{digest}.json"))
+/// Where this repository keeps its sightings for `target`.
+fn observations_path(store: &Store, ref_name: &str, target: &Target) -> PathBuf {
+    observations::file_path(store.git_dir(), ref_name, target)
 }
 
-/// The sightings at `path`; none when the file is absent, and none with a note when it cannot
-/// be read (sweeps are then delayed by one timeout, never brought forward).
-pub(in crate::cli) fn load_observations(out: &mut Printer, path: &std::path::Path) -> Observations {
-    match std::fs::read(path) {
-        Ok(bytes) => Observations::parse(&bytes).unwrap_or_else(|e| {
-            out.note(&format!("sweep observations ignored: {e}"));
-            Observations::new()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observations::new(),
-        Err(e) => {
-            out.note(&format!(
-                "sweep observations ignored: cannot read them ({}): sweeps wait one more timeout",
-                e.kind()
-            ));
-            Observations::new()
-        }
-    }
+/// The sightings at `path`; none, with a note, when they cannot be read (sweeps are then
+/// delayed by one timeout, never brought forward).
+fn load_observations(out: &mut Printer, path: &std::path::Path) -> Observations {
+    observations::load(path).unwrap_or_else(|e| {
+        out.note(&format!("sweep observations ignored: {e}"));
+        Observations::new()
+    })
 }
 
-/// Writes the sightings to `path` (atomically); a failure is a note, since a lost sighting only
-/// delays a sweep.
-pub(in crate::cli) fn save_observations(
-    out: &mut Printer,
-    path: &std::path::Path,
-    observations: &Observations,
-) {
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| crate::durable::replace_file(path, &observations.to_bytes(), None));
-    if let Err(e) = written {
+/// Writes the sightings to `path`; a failure is a note, since a lost sighting only delays a
+/// sweep.
+fn save_observations(out: &mut Printer, path: &std::path::Path, observations: &Observations) {
+    if let Err(e) = observations::save(path, observations) {
         out.note(&format!(
             "sweep observations not saved ({}: {}): the next sweep here waits one more timeout",
             e.kind(),

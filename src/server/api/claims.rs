@@ -207,7 +207,11 @@ pub(super) async fn patch_action(
             ))
         },
     );
-    reply_or(app.writer.submit(op).await, |e| match e {
+    let reply = app.writer.submit(op).await;
+    if reply.is_ok() {
+        app.forget(&id);
+    }
+    reply_or(reply, |e| match e {
         finality::Error::TerminalState { lifecycle, .. } => Some(error_with(
             409,
             "Action is in a terminal state and cannot be modified",

@@ -43,6 +43,7 @@
 //! leased push), and only then answers each request. An operation that refuses writes nothing
 //! and does not affect the others in its batch.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -52,6 +53,7 @@ use super::auth;
 use super::writer::{Handle, Writer};
 use super::{Error, Settings};
 use crate::finality::batch::Target;
+use crate::finality::{Observations, observations};
 use crate::store::Store;
 
 pub mod actions;
@@ -80,9 +82,13 @@ pub struct App {
     /// Set when the server stops taking connections: a sweep's scan then gives up.
     stopping: std::sync::atomic::AtomicBool,
     /// When, on this server's clock, it first saw each pending action: the sweep times actions
-    /// from it, never from another writer's `created_at` ([`crate::finality::sweep`](mod@crate::finality::sweep)). Kept in
-    /// memory: a restart forgets it, which delays sweeps by one timeout and never advances one.
-    observations: std::sync::Mutex<crate::finality::Observations>,
+    /// from it, never from another writer's `created_at`
+    /// ([`crate::finality::sweep`](mod@crate::finality::sweep)). Settled actions are forgotten.
+    observations: std::sync::Mutex<Observations>,
+    /// Where the sightings are kept between runs, shared with the CLI's `sweep` and `action
+    /// create` on the same repository and target ([`crate::finality::observations`]): read at
+    /// start and before each sweep, written after each sweep and when the server stops.
+    observations_file: PathBuf,
 }
 
 impl App {
@@ -99,7 +105,17 @@ impl App {
             Target::Local => &settings.options.ref_name,
             Target::Remote { ref_name, .. } => ref_name,
         };
-        drop(Store::open_or_init_bare(&settings.repo, head).map_err(repo_err)?);
+        let store = Store::open_or_init_bare(&settings.repo, head).map_err(repo_err)?;
+        let observations_file = observations::file_path(
+            store.git_dir(),
+            &settings.options.ref_name,
+            &settings.target,
+        );
+        drop(store);
+        let seen = observations::load(&observations_file).unwrap_or_else(|e| {
+            (settings.log)(&format!("sweep observations ignored: {e}"));
+            Observations::new()
+        });
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
@@ -121,16 +137,20 @@ impl App {
                 writer,
                 cron_digest,
                 stopping: std::sync::atomic::AtomicBool::new(false),
-                observations: std::sync::Mutex::new(crate::finality::Observations::new()),
+                observations: std::sync::Mutex::new(seen),
+                observations_file,
             }),
             handle,
         ))
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
+    /// Keeps the sweep's sightings for the next run.
     pub fn stop(&self) {
         self.stopping
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        let seen = self.observations().clone();
+        self.save_observations(&seen);
     }
 
     /// Whether [`App::stop`] was called.
@@ -139,7 +159,7 @@ impl App {
     }
 
     /// The sweep's memory of pending actions (a poisoned lock still holds valid sightings).
-    fn observations(&self) -> std::sync::MutexGuard<'_, crate::finality::Observations> {
+    fn observations(&self) -> std::sync::MutexGuard<'_, Observations> {
         self.observations
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -150,6 +170,36 @@ impl App {
     fn witness(&self, id: &crate::finality::ActionId) {
         let now = self.settings.clock.now();
         self.observations().witness(id.clone(), now);
+    }
+
+    /// Forgets action `id`, which this server settled (it can no longer be swept), so that the
+    /// sightings hold what is pending, not everything the server created.
+    fn forget(&self, id: &str) {
+        if let Some(id) = crate::finality::ActionId::parse(id) {
+            self.observations().forget(&id);
+        }
+    }
+
+    /// Adds the kept sightings (another process's, the CLI's) to `seen`; an unreadable file is
+    /// logged and ignored (a delay, never an early sweep).
+    fn merge_saved_observations(&self, seen: &mut Observations) {
+        match observations::load(&self.observations_file) {
+            Ok(saved) => seen.merge(&saved),
+            Err(e) => (self.settings.log)(&format!("sweep observations ignored: {e}")),
+        }
+    }
+
+    /// Keeps `seen` for the next run and for the CLI; a failure is logged (a lost sighting only
+    /// delays a sweep).
+    fn save_observations(&self, seen: &Observations) {
+        if let Err(e) = observations::save(&self.observations_file, seen) {
+            (self.settings.log)(&format!(
+                "sweep observations not saved ({}: {}): after a restart, sweeps wait one more \
+                 timeout",
+                e.kind(),
+                crate::durable::io_advice(&e)
+            ));
+        }
     }
 }
 

@@ -78,7 +78,11 @@ pub(super) async fn post_outcome(
             ))
         },
     );
-    reply_or(app.writer.submit(op).await, |e| {
+    let reply = app.writer.submit(op).await;
+    if reply.is_ok() {
+        app.forget(&id);
+    }
+    reply_or(reply, |e| {
         use finality::Error as E;
         Some(match e {
             E::InvalidStatus { .. } => error_with(

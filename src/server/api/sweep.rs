@@ -66,7 +66,12 @@ pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
     let watch = app.clone();
     let scan = super::reads::read(app, move |ov, now| {
         let mut observations = watch.observations();
-        batch::sweep_scan(ov, minutes, now, &mut observations, &|| watch.is_stopping())
+        watch.merge_saved_observations(&mut observations);
+        let scan = batch::sweep_scan(ov, minutes, now, &mut observations, &|| watch.is_stopping());
+        let seen = observations.clone();
+        drop(observations);
+        watch.save_observations(&seen);
+        scan
     })
     .await?;
     let Some(scan) = scan else {

@@ -2005,3 +2005,76 @@ async fn only_the_claimant_or_an_operator_settles_an_action() {
     let g = s.patch(format!("/api/actions/{id}"), BOT, cancel).await;
     assert_eq!(g.status, 200, "{:?}", g.body);
 }
+
+/// Issue 43 item 1, the sightings' life: `serve` keeps them in the repository's sightings file
+/// (the one the CLI's `sweep` uses), so a restart does not delay a sweep by one timeout; a
+/// settled action is forgotten; a sighting another process wrote between two sweeps is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_sightings_outlive_a_restart_and_are_shared() {
+    let shared = tempfile::tempdir().unwrap();
+    let repo = shared.path().join("state.git");
+    let on = |at: i64| {
+        let repo = repo.clone();
+        let s = server_custom(
+            Some("cron-secret"),
+            |_| Target::Local,
+            move |st| {
+                st.repo = repo;
+            },
+        );
+        s.clock.store(at, Ordering::SeqCst);
+        s
+    };
+    async fn sweep(s: &Server) -> Got {
+        let cron = [("authorization", "Bearer cron-secret")];
+        call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await
+    }
+    let stop = |s: Server| {
+        s.app.as_ref().unwrap().stop();
+        drop(s);
+    };
+    let file = crate::finality::observations::file_path(&repo, "refs/heads/main", &Target::Local);
+    let minute = 60_000;
+    let a = on(T0);
+    let left = recorded(&a, "build", ACT, "").await;
+    let settled = recorded(&a, "build", r#"{"kind":"shell","command":"make"}"#, "").await;
+    let g = a
+        .patch(
+            format!("/api/actions/{settled}"),
+            BOT,
+            r#"{"status":"completed"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    stop(a);
+    let seen = crate::finality::observations::load(&file).unwrap();
+    let id = |s: &str| finality::ActionId::parse(s).unwrap();
+    assert_eq!(
+        seen.first_seen(&id(&left)),
+        Some(Timestamp::from_millis(T0))
+    );
+    assert_eq!(seen.len(), 1, "the settled action is forgotten");
+
+    // Restarted 16 minutes later: the creation was remembered, so the sweep closes it now.
+    let b = on(T0 + 16 * minute);
+    let g = sweep(&b).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(
+        g.body.get("swept"),
+        Some(&Value::Array(vec![Value::str(left.as_str())]))
+    );
+
+    // Another server on the repository creates an action and stops; b has never seen it, but
+    // its next sweep reads the other's sighting and closes it once a timeout has passed.
+    let c = on(T0 + 17 * minute);
+    let other = recorded(&c, "build", r#"{"kind":"shell","command":"ls"}"#, "").await;
+    stop(c);
+    b.clock.store(T0 + 33 * minute, Ordering::SeqCst);
+    let g = sweep(&b).await;
+    assert_eq!(
+        g.body.get("swept"),
+        Some(&Value::Array(vec![Value::str(other.as_str())])),
+        "{:?}",
+        g.body
+    );
+}
