@@ -224,6 +224,7 @@ pub async fn serve(
     if let Some(s) = sweeper {
         s.abort();
     }
+    app.save_sightings();
     drop(app);
     // The router's clones of the app are gone with the connections: the queue closes and the
     // writer finishes its last batch.

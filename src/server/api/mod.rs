@@ -87,7 +87,7 @@ pub struct App {
     observations: std::sync::Mutex<Observations>,
     /// Where the sightings are kept between runs, shared with the CLI's `sweep` and `action
     /// create` on the same repository and target ([`crate::finality::observations`]): read at
-    /// start and before each sweep, written after each sweep and when the server stops.
+    /// start and before each sweep, written after each sweep and when the server has stopped.
     observations_file: PathBuf,
 }
 
@@ -145,10 +145,15 @@ impl App {
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
-    /// Keeps the sweep's sightings for the next run.
     pub fn stop(&self) {
         self.stopping
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps the sweep's sightings for the next run (once the last request has been answered):
+    /// what this server created since its last sweep is then timed from its creation after a
+    /// restart too. A failure is logged.
+    pub fn save_sightings(&self) {
         let seen = self.observations().clone();
         self.save_observations(&seen);
     }

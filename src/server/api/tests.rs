@@ -2030,7 +2030,7 @@ async fn sweep_sightings_outlive_a_restart_and_are_shared() {
         call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await
     }
     let stop = |s: Server| {
-        s.app.as_ref().unwrap().stop();
+        s.app.as_ref().unwrap().save_sightings();
         drop(s);
     };
     let file = crate::finality::observations::file_path(&repo, "refs/heads/main", &Target::Local);
