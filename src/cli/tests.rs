@@ -2796,3 +2796,165 @@ fn a_rewritten_remote_is_refused_by_every_remote_writer() {
     let next = via(T0, &action_create(&[], "act_next", "gd_x"));
     assert!(next.starts_with("exit: 0"), "{next}");
 }
+
+// ---- Issue 43 item 12: leftovers (ledger ref, log vs verify, --range, duplicates, debris).
+
+/// `git --git-dir REPO ARGS` with a fixed identity and no user configuration; its stdout.
+fn git_in(repo: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@invalid")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A test signature.
+fn tester() -> Signature {
+    Signature {
+        name: "tester".into(),
+        email: "tester@invalid".into(),
+        time_seconds: 1_768_480_496,
+    }
+}
+
+/// The day1 job published to `refs/heads/main` of `[TMP]/state.git`, then a second commit on
+/// main that adds only a file outside the ledger; returns the store.
+fn published_twice(tmp: &Path) -> Store {
+    fixture_job(&tmp.join("job"));
+    let out = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let next = store
+        .write_commit_with(
+            Some(tip),
+            &[("NOTES".to_owned(), b"not ledger data\n".to_vec())],
+            &[],
+            true,
+            "notes",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(tip), next, "notes")
+        .unwrap();
+    store
+}
+
+/// Item 1: without --rev, `verify` and `log` read the ledger ref (`--ref`, default
+/// refs/heads/main, the ref `publish --ref` writes), not `HEAD`, even when `HEAD` names another
+/// branch; a ledger ref that does not exist is an error naming it and the refs there are.
+#[test]
+fn verify_and_log_read_the_ledger_ref_not_head() {
+    let tmp = &temp_root();
+    let store = published_twice(tmp);
+    let scratch = store
+        .write_commit_with(
+            None,
+            &[("README".to_owned(), b"scratch\n".to_vec())],
+            &[],
+            true,
+            "scratch",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/scratch", None, scratch, "scratch")
+        .unwrap();
+    git_in(
+        &tmp.join("state.git"),
+        &["symbolic-ref", "HEAD", "refs/heads/scratch"],
+    );
+    let repo = ["--repo", "[TMP]/state.git"];
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(repo);
+        run_cli(tmp, &all)
+    };
+    let outputs = [
+        cli(&["verify"]),
+        cli(&["log", "--type", "repair.plan"]),
+        cli(&["verify", "--ref", "refs/heads/main"]),
+        // HEAD still works when asked for by name.
+        cli(&["verify", "--rev", "HEAD"]),
+        cli(&["verify", "--ref", "refs/heads/ledger"]),
+        cli(&["log", "--ref", "refs/heads/ledger"]),
+        cli(&["log", "--rev", "refs/heads/next"]),
+        cli(&["verify", "--ref", "refs/heads/main", "--rev", "HEAD"]),
+    ];
+    insta::assert_snapshot!("item12_ledger_ref_not_head", outputs.join("\n"));
+    assert!(outputs[0].starts_with("exit: 0"), "{}", outputs[0]);
+    assert!(
+        outputs[0].contains("verified refs/heads/main") && !outputs[0].contains(" 0 shard(s)"),
+        "{}",
+        outputs[0]
+    );
+    assert!(outputs[1].contains("repair.plan"), "{}", outputs[1]);
+    for missing in &outputs[4..7] {
+        assert!(missing.starts_with("exit: 2"), "{missing}");
+        assert!(missing.contains("refs/heads/main"), "{missing}");
+    }
+}
+
+/// Item 3: `--range` reads as git reads it: an empty side is HEAD, `~`/`^` and tags resolve
+/// as `git rev-parse` resolves them, `A...B` and forms without one `..` are refused with what
+/// to write instead, an unknown name is an error naming it.
+#[test]
+fn verify_range_reads_revisions_as_git_does() {
+    let tmp = &temp_root();
+    let store = published_twice(tmp);
+    let first = store.resolve("main~1").unwrap().to_hex();
+    git_in(&tmp.join("state.git"), &["tag", "v1", &first]);
+    let zero = "0".repeat(40);
+    let members = [
+        "..HEAD".to_owned(),
+        "HEAD~1..".to_owned(),
+        "..main~1".to_owned(),
+        "HEAD~1..HEAD".to_owned(),
+        "main^..main".to_owned(),
+        format!("{zero}..v1"),
+        "v1..main".to_owned(),
+        "main~1...main".to_owned(),
+        "v1..nope".to_owned(),
+        "HEAD".to_owned(),
+        "v1..main..main".to_owned(),
+    ];
+    let mut outputs = Vec::new();
+    for range in &members {
+        let out = run_cli(
+            tmp,
+            &["verify", "--repo", "[TMP]/state.git", "--range", range],
+        );
+        outputs.push(format!("=== --range {range}\n{out}"));
+    }
+    insta::assert_snapshot!("item12_verify_range_members", outputs.join("\n"));
+    let code = |i: usize| outputs[i].lines().nth(1).unwrap_or("").to_owned();
+    assert_eq!(code(0), "exit: 0", "..HEAD is HEAD..HEAD: nothing pushed");
+    assert!(outputs[0].contains(": 0 shard(s)"), "{}", outputs[0]);
+    assert_eq!(code(1), "exit: 0");
+    assert_eq!(code(2), "exit: 1", "HEAD..main~1 goes backwards");
+    assert!(outputs[2].contains("not-descendant"), "{}", outputs[2]);
+    assert_eq!(code(5), "exit: 0");
+    assert!(!outputs[5].contains(": 0 shard(s)"), "{}", outputs[5]);
+    for refused in [7, 8, 9, 10] {
+        assert_eq!(code(refused), "exit: 2", "{}", outputs[refused]);
+    }
+    assert!(
+        outputs[7].contains("symmetric difference"),
+        "{}",
+        outputs[7]
+    );
+    assert!(outputs[8].contains("nope"), "{}", outputs[8]);
+}

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::time::CalendarDate;
 
 use crate::cli::output::{Failure, Printer};
@@ -80,7 +80,7 @@ pub(in crate::cli) fn filter(
 pub(in crate::cli) fn run(
     out: &mut Printer,
     repo: &Path,
-    rev: &str,
+    read: &crate::cli::cmd::verify::Read<'_>,
     json: bool,
     order: crate::log::Order,
     filter: &crate::log::Filter,
@@ -90,14 +90,22 @@ pub(in crate::cli) fn run(
         message: format!("cannot read the log of {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
-    let commit = match store.resolve(rev) {
+    let rev = read.name();
+    // Nothing published to the repository yet (it holds no ref at all): an empty log, not an
+    // error. A ref missing beside others is one: the log of a mistyped ref is not empty.
+    let empty = store.ref_names(1).map_err(|e| unreadable(&e))?.is_empty();
+    let commit = match read.resolve(&store) {
         Ok(commit) => commit,
-        // Nothing published yet: an empty log, not an error.
-        Err(e @ store::Error::NoLedger { .. }) => {
-            out.note(&format!("log of {rev}: {e}; nothing to show"));
+        Err(f) if empty => {
+            out.note(&format!("log of {rev}: {}; nothing to show", f.message));
             return Ok(());
         }
-        Err(e) => return Err(unreadable(&e)),
+        Err(f) => {
+            return Err(Failure {
+                code: 2,
+                message: format!("cannot read the log of {}: {}", repo.display(), f.message),
+            });
+        }
     };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);
