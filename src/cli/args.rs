@@ -416,7 +416,8 @@ pub(super) enum Command {
     /// ids), and a summary on stderr. With --operation, the operation's events are grouped by
     /// attempt, attempts in causal order (an attempt after the one its first event's parent is
     /// in, else by time), each attempt's events in causal order. It streams shard by shard; every shard passes `verify`'s checks of a
-    /// shard on its own before any of its events is printed (else exit 2, naming the shard and
+    /// shard, on its own and in its set (its path, parts, entry mode and bindings), before any
+    /// of its events is printed (else exit 2, naming the shard and
     /// the rule). Filters combine. Before anything is published to the repository (it holds no
     /// ref at all), it prints nothing and exits 0; a ref that does not exist in a repository
     /// that holds other refs is an error naming it and them (exit 2).

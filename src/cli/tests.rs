@@ -2958,3 +2958,44 @@ fn verify_range_reads_revisions_as_git_does() {
     );
     assert!(outputs[8].contains("nope"), "{}", outputs[8]);
 }
+
+/// Item 2: `log` stops (exit 2) at a shard `verify` refuses for its set, here a shard moved to
+/// a path its events' identity does not give, naming the shard and verify's rule
+/// (`shard-path`); none of its events is printed.
+#[test]
+fn log_refuses_a_shard_that_verify_refuses_for_its_set() {
+    let tmp = &temp_root();
+    fixture_job(&tmp.join("job"));
+    let out = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let first = snap.list_files(crate::ledger::shard::EVENTS_ROOT).unwrap()[0].clone();
+    let bytes = snap.read(&first, u64::MAX).unwrap().unwrap();
+    let moved = first.replace("/2026/03/10/", "/2026/03/09/");
+    assert_ne!(moved, first);
+    let bad = store
+        .write_commit_with(
+            Some(tip),
+            &[(moved, bytes)],
+            std::slice::from_ref(&first),
+            true,
+            "moved",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(tip), bad, "moved")
+        .unwrap();
+    let log = run_cli(tmp, &["log", "--repo", "[TMP]/state.git"]);
+    let verify = run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"]);
+    insta::assert_snapshot!("item12_log_moved_shard", format!("{log}\n{verify}"));
+    assert!(log.starts_with("exit: 2"), "{log}");
+    assert!(log.contains("shard-path"), "{log}");
+    assert!(log.contains("--- stdout\n--- stderr"), "{log}");
+    assert!(verify.contains("shard-path"), "{verify}");
+}

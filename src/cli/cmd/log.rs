@@ -1,8 +1,10 @@
 //! `log`: the ledger's events in canonical order, filtered.
 //!
-//! Before anything is published to the ref, the log is empty (exit 0). A shard that fails
-//! `verify`'s checks of a shard on its own stops the log (exit 2) before any of its events is
-//! printed. A closed stdout pipe stops the walk early.
+//! It reads the ledger ref of `--ref` (the ref `publish --ref` writes) unless `--rev` names a
+//! revision. Before anything is published to the repository (it holds no ref), the log is
+//! empty (exit 0); a ref that does not exist beside others is an error naming it (exit 2). A
+//! shard that fails `verify`'s checks of a shard, on its own or in its set, stops the log
+//! (exit 2) before any of its events is printed. A closed stdout pipe stops the walk early.
 
 use std::path::Path;
 

@@ -222,7 +222,7 @@ mod tests {
         // Only git's null id is a new ref: a short run of zeros is a revision.
         assert_eq!(ok("0000..b"), (Some("0000"), "b"));
         for bad in ["a...b", "...b", "a...", "a", "", "a..b..c"] {
-            let e = split_range(bad).err().expect(bad);
+            let e = split_range(bad).expect_err(bad);
             assert_eq!(e.code, 2, "{bad}");
             assert!(e.message.contains("--range"), "{bad}: {}", e.message);
         }
