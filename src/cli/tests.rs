@@ -2999,3 +2999,87 @@ fn log_refuses_a_shard_that_verify_refuses_for_its_set() {
     assert!(log.contains("--- stdout\n--- stderr"), "{log}");
     assert!(verify.contains("shard-path"), "{verify}");
 }
+
+/// Item 4: an action whose records are also at the other layout's place (two copies of one
+/// id) is refused by `action show`, naming both places, rather than one copy picked; so is
+/// one whose only copy is at the other layout's place (not reported NOT_FOUND), and a claim
+/// on either. `verify` reports the copy (`finality-layout-mixed`).
+#[test]
+fn action_show_refuses_an_action_present_twice() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let mut args = action_create(&["--repo", repo], "act_twice", "gd_1");
+    args.extend_from_slice(&["--", "echo", "hi"]);
+    let out = run_finality(tmp, T0, &args);
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let id = crate::finality::ActionId::parse("act_twice").unwrap();
+    let nibble = crate::finality::Layout::Nibble.action_dir(&id);
+    let flat = crate::finality::Layout::Flat.action_dir(&id);
+    let record = snap
+        .read(&format!("{nibble}/action.json"), u64::MAX)
+        .unwrap()
+        .unwrap();
+    let copy = (format!("{flat}/action.json"), record);
+    let twice = store
+        .write_commit_with(
+            Some(tip),
+            std::slice::from_ref(&copy),
+            &[],
+            true,
+            "copy",
+            &tester(),
+        )
+        .unwrap();
+    let moved = store
+        .write_commit_with(
+            Some(tip),
+            std::slice::from_ref(&copy),
+            &[format!("{nibble}/action.json")],
+            true,
+            "moved",
+            &tester(),
+        )
+        .unwrap();
+    let mut outputs = Vec::new();
+    for (name, commit) in [("twice", twice), ("moved", moved)] {
+        let at = store.tip("refs/heads/main").unwrap();
+        store
+            .update_ref("refs/heads/main", at, commit, name)
+            .unwrap();
+        let show = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_twice"]);
+        let json = run_finality(
+            tmp,
+            T1,
+            &["action", "show", "--json", "--repo", repo, "act_twice"],
+        );
+        let claim = run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "claim",
+                "--repo",
+                repo,
+                "act_twice",
+                "--",
+                "echo",
+                "hi",
+            ],
+        );
+        let verify = run_cli(tmp, &["-q", "verify", "--repo", repo]);
+        for out in [&show, &json, &claim] {
+            assert!(out.starts_with("exit: 2"), "{name}: {out}");
+            assert!(
+                out.contains(&flat) && out.contains(&nibble),
+                "{name}: {out}"
+            );
+        }
+        assert!(json.contains("\"code\":\"CORRUPT_RECORD\""), "{json}");
+        assert!(verify.contains("finality-layout-mixed"), "{name}: {verify}");
+        outputs.push(format!("=== {name}\n{show}\n{json}\n{claim}"));
+    }
+    insta::assert_snapshot!("item12_action_present_twice", outputs.join("\n"));
+}
