@@ -275,6 +275,12 @@ pub(super) enum Command {
     /// a kill leaves the old layout or the new one. Then each publication's roll-up of the
     /// smallest packs (as `git repack --geometric=2`, never more than 262,144 objects per
     /// publication) runs without the bound. Run it from a scheduled job. Prints what was done.
+    ///
+    /// First it removes what killed writers left and no live process owns: staging directories
+    /// beside the repository (`.NAME.init-*`, of a first publication killed while creating it)
+    /// and temporary files in it (`tmp_al_*`), naming each on stderr. A staging directory from
+    /// an older version (no process incarnation in its name) whose PID is alive is removed
+    /// only once it is an hour old.
     Maintain {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
@@ -288,7 +294,8 @@ pub(super) enum Command {
         all: bool,
         /// One JSON object: `{"type":"maintain","layout","migrated","records_moved",
         /// "pending_entries","commit","busy","packs_before","packs_merged","packs_after",
-        /// "objects_written","bytes_written"}` (`commit` is null when nothing was migrated).
+        /// "objects_written","bytes_written","debris_removed"}` (`commit` is null when nothing
+        /// was migrated; `debris_removed` lists the paths of killed writers' leftovers removed).
         #[arg(long)]
         json: bool,
     },

@@ -3083,3 +3083,40 @@ fn action_show_refuses_an_action_present_twice() {
     }
     insta::assert_snapshot!("item12_action_present_twice", outputs.join("\n"));
 }
+
+/// Item 5: what killed writers left is removed and named: `publish` removes the staging
+/// directory of a first publication killed while creating the repository; `maintain` removes
+/// such directories and the temporary files in the repository (`debris_removed` with --json).
+/// A live writer's are kept.
+#[test]
+fn killed_writers_debris_is_removed_and_named() {
+    let tmp = &temp_root();
+    fixture_job(&tmp.join("job"));
+    let dead = 4_194_305; // above the kernel's maximum PID: never alive
+    let staging = |n: u32| format!(".state.git.init-{dead}-0123456789ab-{n}");
+    std::fs::create_dir_all(tmp.join(staging(0)).join("objects")).unwrap();
+    let live = format!(
+        ".state.git.init-{}-{}-9",
+        std::process::id(),
+        crate::durable::own_incarnation()
+    );
+    std::fs::create_dir_all(tmp.join(&live)).unwrap();
+    let publish = run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/job"]);
+    assert!(publish.starts_with("exit: 0"), "{publish}");
+    assert!(!tmp.join(staging(0)).exists() && tmp.join(&live).exists());
+    // A second killed creation, and a loose object's temporary file of a killed writer.
+    std::fs::create_dir_all(tmp.join(staging(1))).unwrap();
+    let fanout = tmp.join("state.git/objects/ab");
+    std::fs::create_dir_all(&fanout).unwrap();
+    let temp = format!("{}{dead}_0123456789ab_0_obj", crate::durable::TEMP_PREFIX);
+    std::fs::write(fanout.join(&temp), b"x").unwrap();
+    let maintain = run_cli(tmp, &["maintain", "--json", "--repo", "[TMP]/state.git"]);
+    assert!(maintain.starts_with("exit: 0"), "{maintain}");
+    assert!(!tmp.join(staging(1)).exists() && !fanout.join(&temp).exists());
+    assert!(tmp.join(&live).exists(), "a live creator's staging is kept");
+    let again = run_cli(tmp, &["maintain", "--repo", "[TMP]/state.git"]);
+    insta::assert_snapshot!(
+        "item12_debris_removed",
+        [publish, maintain, again].join("\n")
+    );
+}
