@@ -156,7 +156,12 @@ writers() { # label, url, server git dir (a local path, for the checks); credent
 
   env ACTION_LEDGER_NOW="$stale" "$bin" -q action create --remote "$url" --repo "$c/creator.git" --id "act_${label}_stale" --guard-decision gd_st -- true \
     >/dev/null 2>"$work/out/$label-stale.err" || fail "$label: stale create: $(cat "$work/out/$label-stale.err")"
-  al "$label-sweep" -q sweep --json --remote "$url" --repo "$c/sweeper.git" || fail "$label: sweep: $(last_err "$label-sweep")"
+  # The sweeper's cache never saw the action: its first sweep only remembers it (the timeout is
+  # measured on the sweeper's clock from then), one more than the timeout later sweeps it.
+  al "$label-sweep-sees" -q sweep --json --remote "$url" --repo "$c/sweeper.git" || fail "$label: sweep: $(last_err "$label-sweep-sees")"
+  last_out "$label-sweep-sees" | grep -q '"swept":0' || fail "$label: a first sighting was swept: $(last_out "$label-sweep-sees")"
+  ACTION_LEDGER_NOW="$(date -u -d '+16 minutes' +%Y-%m-%dT%H:%M:%SZ)" \
+    al "$label-sweep" -q sweep --json --remote "$url" --repo "$c/sweeper.git" || fail "$label: sweep: $(last_err "$label-sweep")"
   last_out "$label-sweep" | grep -q "act_${label}_stale" || fail "$label: sweep did not sweep the stale action: $(last_out "$label-sweep")"
   server_has "$srv" "$(record_path "act_${label}_stale")/outcome.json" '"status":"lost_confirmation"' \
     || fail "$label: the sweep did not land on the server"

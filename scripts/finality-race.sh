@@ -188,7 +188,12 @@ echo "finality-race: ok: $remote_rounds rounds of $remote_claimers claimers on s
 git -C "$remote" cat-file -p "refs/heads/main:$(record act_remote_run)/outcome.json" | grep -q '"status":"completed"' \
   || fail "run --remote did not record completed on the remote"
 ACTION_LEDGER_NOW="$stale" "$bin" -q action create --remote "$remote" --repo "$work/creator.git" --id act_remote_stale --guard-decision gd_st -- true >/dev/null
+# The sweeper's cache never saw it: a first sweep remembers it, one 16 minutes later (on the
+# sweeper's clock) sweeps it.
 "$bin" -q sweep --json --remote "$remote" --repo "$work/sweeper.git" >"$work/remote-sweep.out" || fail "sweep --remote failed"
+grep -q '"swept":0' "$work/remote-sweep.out" || fail "sweep --remote swept a first sighting: $(cat "$work/remote-sweep.out")"
+ACTION_LEDGER_NOW="$(date -u -d '+16 minutes' +%Y-%m-%dT%H:%M:%SZ)" \
+  "$bin" -q sweep --json --remote "$remote" --repo "$work/sweeper.git" >"$work/remote-sweep.out" || fail "sweep --remote failed"
 grep -q '"type":"swept".*"action_id":"act_remote_stale"\|"action_id":"act_remote_stale".*"type":"swept"' "$work/remote-sweep.out" \
   || fail "sweep --remote did not sweep the stale action: $(cat "$work/remote-sweep.out")"
 git -C "$remote" cat-file -p "refs/heads/main:$(record act_remote_stale)/outcome.json" | grep -q '"status":"lost_confirmation"' \

@@ -58,7 +58,7 @@ pub(crate) use parser::parse_document;
 pub use parser::{
     MAX_INPUT_DEPTH, MAX_INPUT_NODES, parse, parse_canonical, parse_input, within_limits_by_length,
 };
-pub use rules::{find_lossy_number, is_credential_key, is_lossy_number};
+pub use rules::{find_inexact_number, find_lossy_number, is_credential_key, is_lossy_number};
 pub use value::{Object, Value};
 pub use writer::{
     check, to_canonical, to_canonical_unchecked, to_identity_canonical,

@@ -164,6 +164,97 @@ pub fn find_lossy_number(value: &Value) -> Option<String> {
     walk(value, &mut path).then_some(path)
 }
 
+/// The path (as [`find_lossy_number`] names it) of the first number, in key order, of the JSON
+/// value at `pointer` (a JSON Pointer, `""` for the whole document) in `text` whose text stands
+/// for another value than the canonical text of the double it reads as: `1e-400` reads as `0`,
+/// `1.00000000000000000001` as `1`, `0.10000000000000001` as `0.1`. Such a number shares its
+/// canonical text with every other text that rounds to the same double. Texts that only write
+/// the same value differently (`1.0`, `1E0`, `10e-1` for `1`) are exact. Numbers the lossy rule
+/// refuses ([`is_lossy_number`]) are left to it. `None` also when `text` is not JSON or has no
+/// value at `pointer`: parse it with [`super::parse`] first.
+pub fn find_inexact_number(text: &str, pointer: &str) -> Option<String> {
+    fn walk(value: &serde_json::Value, path: &mut String) -> bool {
+        match value {
+            serde_json::Value::Number(n) => is_inexact(n.as_str()),
+            serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                let found = walk(item, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            serde_json::Value::Object(map) => {
+                // Canonical key order whatever order the map keeps.
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                keys.into_iter().any(|k| {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(k);
+                    let found = walk(&map[k], path);
+                    if !found {
+                        path.truncate(len);
+                    }
+                    found
+                })
+            }
+            _ => false,
+        }
+    }
+    // `serde_json` with `arbitrary_precision` keeps each number's text.
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let doc = <serde_json::Value as serde::Deserialize>::deserialize(&mut de).ok()?;
+    let mut path = String::from("$");
+    walk(doc.pointer(pointer)?, &mut path).then_some(path)
+}
+
+/// Whether the JSON number `text` stands for another decimal value than the canonical text of
+/// the double it reads as (see [`find_inexact_number`]).
+fn is_inexact(text: &str) -> bool {
+    let Ok(n) = text.parse::<f64>() else {
+        return true;
+    };
+    if is_lossy_number(n) {
+        return false;
+    }
+    decimal(text) != decimal(&super::to_canonical_unchecked(&Value::Number(n)))
+}
+
+/// The exact value of JSON number text (the canonical writer's texts included) as sign,
+/// significant digits without leading or trailing zeros, and the power of ten of the last
+/// digit; zero is `(false, "", 0)`. Exponents beyond ±2^60 saturate: no double comes near.
+fn decimal(text: &str) -> (bool, String, i64) {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(i) => (&unsigned[..i], &unsigned[i + 1..]),
+        None => (unsigned, "0"),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    const BOUND: i64 = 1 << 60;
+    let exponent = exponent
+        .parse::<i64>()
+        .unwrap_or(if exponent.starts_with('-') {
+            -BOUND
+        } else {
+            BOUND
+        })
+        .clamp(-BOUND, BOUND);
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    let significant = digits.trim_end_matches('0');
+    if significant.is_empty() {
+        return (false, String::new(), 0);
+    }
+    let power = exponent - frac.len() as i64 + (digits.len() - significant.len()) as i64;
+    (negative, significant.to_owned(), power)
+}
+
 const CREDENTIAL_KEYS: &[&str] = &[
     "authorization",
     "cookie",
@@ -275,6 +366,45 @@ mod tests {
             find_lossy_number(&deep).unwrap(),
             format!("${}", "[0]".repeat(80))
         );
+    }
+
+    /// A number text that rounds to a double written otherwise is found, at any depth, under
+    /// the pointer only; texts that write the canonical value differently are exact.
+    #[test]
+    fn finds_numbers_whose_text_rounds() {
+        for (text, pointer, path) in [
+            (r#"{"n":1e-400}"#, "", Some("$.n")),
+            (r#"{"n":-1e-400}"#, "", None), // -0: the lossy rule's
+            (r#"{"n":1.00000000000000000001}"#, "", Some("$.n")),
+            (r#"{"n":0.10000000000000001}"#, "", Some("$.n")),
+            (r#"{"a":{"b":[0,2.5e-324]}}"#, "", Some("$.a.b[1]")),
+            (r#"{"n":4.9406564584124654e-324}"#, "", Some("$.n")),
+            (r#"{"n":1e400}"#, "", None), // Infinity: the lossy rule's
+            (r#"{"n":9007199254740993}"#, "", None), // beyond 2^53: the lossy rule's
+            (r#"{"n":123456789012345678}"#, "", None),
+            (r#"{"b":1e-999999999999999999999,"a":0.3}"#, "", Some("$.b")),
+            (
+                r#"{"act":{"x":[1,1e-400]},"other":1e-400}"#,
+                "/act",
+                Some("$.x[1]"),
+            ),
+            (r#"{"act":{"x":1},"other":1e-400}"#, "/act", None),
+            (r#"{"other":1e-400}"#, "/act", None),
+            (
+                r#"{"ok":[1.0,1E0,10e-1,0.1,100e-3,5e-324,1e-7,-2.5e-300,0e-999999,0.0,1.5E+2]}"#,
+                "",
+                None,
+            ),
+        ] {
+            assert_eq!(
+                find_inexact_number(text, pointer).as_deref(),
+                path,
+                "{text} at {pointer:?}"
+            );
+        }
+        assert_eq!(decimal("1.50e+2"), (false, "15".into(), 1));
+        assert_eq!(decimal("-0.00120"), (true, "12".into(), -4));
+        assert_eq!(decimal("0e5"), (false, String::new(), 0));
     }
 
     #[test]

@@ -322,16 +322,23 @@ pub(super) enum Command {
     /// completed, failed, cancelled or blocked are skipped. A report and the sweep race to
     /// exactly one outcome; the sweep never grants authority to run again. Run it from a
     /// scheduled job (the reference sweeps every 15 minutes).
+    ///
+    /// The timeout is measured on this machine's clock only, from when a sweep here first saw
+    /// the action pending (from its creation when `action create` ran here), so another
+    /// writer's clock, ahead or behind, cannot make a fresh action stale: the first sweep to see
+    /// another writer's action only remembers it (in the repository's git directory). Record
+    /// times more than a minute ahead of this clock are reported as clock skew.
     Sweep {
         #[command(flatten)]
         state: StateRepo,
-        /// Minutes after creation before a pending outcome is stale (measured from
-        /// `created_at`, as in the reference; 1 to 1440).
+        /// Minutes a pending outcome must have been pending on this clock (since its creation
+        /// here, or since a sweep here first saw it) before it is stale (1 to 1440).
         #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
               value_parser = clap::value_parser!(u32).range(1..=1440))]
         timeout_minutes: u32,
-        /// JSON Lines: one `swept` object per action (`sweep_lost` where another writer set the
-        /// outcome first), then a `sweep` summary.
+        /// JSON Lines: one `clock_skew` object per record time from this clock's future, one
+        /// `swept` object per action (`sweep_lost` where another writer set the outcome first),
+        /// then a `sweep` summary (with `waiting`: pending, not yet timed out here).
         #[arg(long)]
         json: bool,
     },
@@ -557,9 +564,15 @@ pub(super) enum ActionCommand {
     /// failed lifecycle is LIFECYCLE_CONFLICT. An open lifecycle is closed: completed ->
     /// completed, partial and failed -> failed. Secrets and confidential identifiers in the
     /// summary, error and progress strings are replaced by `[REDACTED]` before storage.
+    ///
+    /// Only the principal that created (and so claimed) the action, or --operator, may report
+    /// it; for any other --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Outcome(OutcomeArgs),
     /// The legacy close: close a running action as completed, failed, cancelled or blocked,
     /// with the implicit outcome.
+    ///
+    /// Only the principal that created the action, or --operator, may close it; for any other
+    /// --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Close(CloseArgs),
     /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
     ///
@@ -647,6 +660,14 @@ pub(super) struct OutcomeArgs {
     /// The claiming attempt id, to bind the outcome to it (another one is ATTEMPT_MISMATCH).
     #[arg(long)]
     pub(super) attempt: Option<String>,
+    /// Who settles: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may settle it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.
     #[arg(long)]
     pub(super) json: bool,
@@ -664,6 +685,14 @@ pub(super) struct CloseArgs {
     /// A summary (redacted, truncated to 4000 characters).
     #[arg(long)]
     pub(super) summary: Option<String>,
+    /// Who settles: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may settle it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.
     #[arg(long)]
     pub(super) json: bool,
@@ -721,7 +750,8 @@ pub(super) struct ServeArgs {
     /// works).
     #[arg(long, default_value_t = 15)]
     pub(super) sweep_every: u32,
-    /// Minutes after creation before a pending outcome is stale.
+    /// Minutes a pending outcome must have been pending on this server's clock (since its
+    /// creation here, or since this server first saw it) before it is stale.
     #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
           value_parser = clap::value_parser!(u32).range(1..=1440))]
     pub(super) timeout_minutes: u32,

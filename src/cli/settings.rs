@@ -246,7 +246,9 @@ impl Binding {
                 if !matches!(v, Value::Object(_)) {
                     return Err(Failure::input("--act must be a JSON object"));
                 }
-                if let Err(finality::Error::InvalidInput { reason, .. }) = finality::check_act(&v) {
+                if let Err(finality::Error::InvalidInput { reason, .. }) =
+                    finality::check_act(&v).and_then(|()| finality::check_act_text(text, ""))
+                {
                     return Err(Failure::input(format!("--act: {reason}")));
                 }
                 Ok(Some(v))

@@ -796,6 +796,140 @@ fn lossy_numbers_in_an_act_are_refused() {
     assert!(show.contains("claim:        -\n"), "{show}");
 }
 
+/// `action create --act` refuses every act the act hash cannot take one to one (exit 2, naming
+/// the path in the act, nothing written): NFC-equal keys at the root and nested, a key or
+/// string not in NFC, numbers written with more digits than a double holds (underflow, rounding
+/// to 1 and to 0.1). A claim must then present the created act: none or one that rounds to it
+/// is refused, the same act with its number written differently but exactly is granted.
+#[test]
+fn unhashable_acts_are_refused() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let create = |act: &str| {
+        let mut args = action_create(&["--repo", repo], "act_u", "gd_1");
+        args.extend_from_slice(&["--act", act]);
+        run_finality(tmp, T0, &args)
+    };
+    let mut out: Vec<String> = [
+        r#"{"kind":"shell","command":"ls","\u00e9":1,"e\u0301":2}"#,
+        r#"{"kind":"sql","statement":"DROP TABLE users","q":{"a":[{"\u212b":1,"\u00c5":2}]}}"#,
+        r#"{"kind":"shell","command":"rm cafe\u0301"}"#,
+        r#"{"kind":"shell","args":{"e\u0301":1}}"#,
+        r#"{"kind":"shell","n":1e-400}"#,
+        r#"{"kind":"shell","n":1.00000000000000000001}"#,
+        r#"{"kind":"shell","x":[0.10000000000000001]}"#,
+    ]
+    .into_iter()
+    .map(create)
+    .collect();
+    assert!(out.iter().all(|o| o.starts_with("exit: 2")), "{out:?}");
+    assert!(!tmp.join("state.git").exists(), "no repository created");
+    assert!(create(r#"{"kind":"shell","command":"ls","n":0}"#).starts_with("exit: 0"));
+    let claim = |attempt: &str, act: Option<&str>| {
+        let mut args = vec![
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            "act_u",
+            "--attempt",
+            attempt,
+        ];
+        if let Some(act) = act {
+            args.extend_from_slice(&["--act", act]);
+        }
+        run_finality(tmp, T0, &args)
+    };
+    out.push(claim("attempt-0000000001", None));
+    out.push(claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":1e-400}"#),
+    ));
+    out.push(claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":0,"\u00e9":1,"e\u0301":2}"#),
+    ));
+    let granted = claim(
+        "attempt-0000000001",
+        Some(r#"{"kind":"shell","command":"ls","n":0.0}"#),
+    );
+    assert!(granted.starts_with("exit: 0"), "{granted}");
+    insta::assert_snapshot!("act_unhashable", out.join("\n"));
+}
+
+/// Only the principal that created (and claimed) an action, or `--operator`, settles it:
+/// `outcome` and `close` by another `--principal` are NOT_FOUND exactly as for an unknown id;
+/// without a principal they are refused as invalid input; the owner's report then lands, and
+/// `--operator` reports or closes another principal's action.
+#[test]
+fn only_the_actions_principal_or_an_operator_settles_it() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let claimed = |id: &str| {
+        let args = action_create(&["--repo", repo], id, "gd_1");
+        assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+        let claim = [
+            "action",
+            "claim",
+            "--repo",
+            repo,
+            id,
+            "--attempt",
+            "attempt-0000000001",
+        ];
+        assert!(run_finality(tmp, T0, &claim).starts_with("exit: 0"));
+    };
+    claimed("act_bot");
+    let settle = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", extra[0], "--repo", repo, id];
+        args.extend_from_slice(&extra[1..]);
+        run_finality(tmp, T1, &args)
+    };
+    let outcome = [
+        "outcome",
+        "--principal",
+        "eve",
+        "--json",
+        "failed",
+        "--error",
+        "boom",
+    ];
+    let close = ["close", "--principal", "eve", "--json", "cancelled"];
+    let mut out = Vec::new();
+    for args in [&outcome[..], &close[..]] {
+        let theirs = settle("act_bot", args);
+        let unknown = settle("act_nope", args);
+        assert_eq!(
+            theirs.replace("act_bot", "ID"),
+            unknown.replace("act_nope", "ID")
+        );
+        assert!(theirs.starts_with("exit: 1"), "{theirs}");
+        out.push(theirs);
+    }
+    let env = Env::from([
+        ("SOURCE_DATE_EPOCH".to_owned(), "1772366400".to_owned()),
+        ("ACTION_LEDGER_NOW".to_owned(), T1.to_owned()),
+    ]);
+    out.push(run_in(
+        tmp,
+        &env,
+        "",
+        &["action", "outcome", "--repo", repo, "act_bot", "completed"],
+    ));
+    out.push(settle("act_bot", &["outcome", "completed"]));
+    claimed("act_ops_report");
+    out.push(settle(
+        "act_ops_report",
+        &["outcome", "--operator", "failed", "--error", "stuck"],
+    ));
+    claimed("act_ops_close");
+    out.push(settle(
+        "act_ops_close",
+        &["close", "--operator", "cancelled"],
+    ));
+    insta::assert_snapshot!("action_settle_principals", out.join("\n"));
+}
+
 /// `action create --id X` retried later with the same binding exits 0, prints the id and
 /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
 #[test]
@@ -2329,8 +2463,14 @@ fn finality_commands_write_through_a_remote() {
             .unwrap()
             .contains("attempt-of-the-runner")
     );
-    // A stale action swept from another cache.
+    // A stale action swept from another cache. That cache never saw it: its first sweep only
+    // sees it pending (on its own clock), its second, more than the timeout later, sweeps it.
     on("creator", T0, &action_create(&[], "act_stale", "gd_s"));
+    let first = on("sweeper", T1, &["sweep", "--json"]);
+    assert!(
+        first.contains(r#""swept":0"#) && first.contains(r#""waiting":1"#),
+        "{first}"
+    );
     insta::assert_snapshot!("remote_sweep", on("sweeper", LATER, &["sweep", "--json"]));
     assert!(
         remote_record(&remote, "act_stale", "outcome")
@@ -2527,7 +2667,11 @@ fn remote_refusals_are_reported_like_publish() {
                     "true"
                 ]
             ),
-            via(hooked, LATER, &["sweep"]),
+            {
+                // The hooked cache's first sweep only sees act_h pending (two-phase sweep).
+                via(hooked, T0, &["sweep"]);
+                via(hooked, LATER, &["sweep"])
+            },
             via(
                 hooked,
                 LATER,
@@ -2795,6 +2939,127 @@ fn a_rewritten_remote_is_refused_by_every_remote_writer() {
     );
     let next = via(T0, &action_create(&[], "act_next", "gd_x"));
     assert!(next.starts_with("exit: 0"), "{next}");
+}
+
+/// Issue 43 item 1: writers sharing one remote with clocks 2 h apart. A sweeper whose clock is
+/// ahead never sweeps a claim made seconds ago (its first sweep only sees it, and the real
+/// outcome report lands); one whose clock is behind says the records are from its future
+/// (`clock_skew`, in `--json` too) and sweeps one timeout after its first sighting on its own
+/// clock. The sightings live in each cache's git directory, under a name that holds no URL.
+#[test]
+fn sweep_times_actions_on_its_own_clock() {
+    let tmp = &temp_root();
+    let remote = tmp.join("remote.git");
+    bare_remote(&remote, None);
+    let on = |cache: &str, now: &str, args: &[&str]| {
+        let repo = format!("[TMP]/{cache}.git");
+        let extra = ["--remote", "[TMP]/remote.git", "--repo", repo.as_str()];
+        run_finality(tmp, now, &before_command(args, &extra))
+    };
+    for id in ["act_fresh", "act_left"] {
+        let mut args = action_create(&[], id, "gd_1");
+        args.extend_from_slice(&["--", "true"]);
+        let out = on("a", T0, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+        let attempt = format!("attempt-a-{id}");
+        let out = on(
+            "a",
+            T0,
+            &[
+                "action",
+                "claim",
+                id,
+                "--attempt",
+                attempt.as_str(),
+                "--",
+                "true",
+            ],
+        );
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    const AHEAD: &str = "2026-03-01T14:00:05.000Z";
+    const AHEAD_15: &str = "2026-03-01T14:15:05.000Z";
+    const BEHIND: &str = "2026-03-01T10:00:00.000Z";
+    const BEHIND_16: &str = "2026-03-01T10:16:00.000Z";
+    // B, 2 h ahead: sees two pending actions, sweeps nothing, reports no skew (the records are
+    // from its past).
+    insta::assert_snapshot!(
+        "sweep_clock_ahead_first",
+        on("b", AHEAD, &["sweep", "--json"])
+    );
+    // A's real report, seconds after the claim on A's clock: accepted.
+    let reported = on(
+        "a",
+        T1,
+        &[
+            "action",
+            "outcome",
+            "act_fresh",
+            "completed",
+            "--attempt",
+            "attempt-a-act_fresh",
+        ],
+    );
+    assert!(reported.starts_with("exit: 0"), "{reported}");
+    // C, 2 h behind: the records are from its future; said, and not acted on.
+    insta::assert_snapshot!(
+        "sweep_clock_behind_first",
+        on("c", BEHIND, &["sweep", "--json"])
+    );
+    // Exactly the timeout after B's first sighting: still not (strictly more is the rule).
+    let again = on("b", AHEAD_15, &["sweep", "--json"]);
+    assert!(again.contains(r#""swept":0"#), "{again}");
+    // C, 16 min later on its own clock: sweeps act_left, and still names the skew.
+    insta::assert_snapshot!(
+        "sweep_clock_behind_second",
+        on("c", BEHIND_16, &["sweep", "--json"])
+    );
+    assert!(
+        remote_record(&remote, "act_left", "outcome")
+            .unwrap()
+            .contains("lost_confirmation")
+    );
+    assert!(
+        remote_record(&remote, "act_fresh", "outcome")
+            .unwrap()
+            .contains(r#""status":"completed""#)
+    );
+    // The sighting files: in each cache's git directory, named by a digest, without the URL.
+    for cache in ["b", "c"] {
+        let dir = tmp.join(format!("{cache}.git/action-ledger"));
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("sweep-observations-"))
+            .collect();
+        assert_eq!(names.len(), 1, "{cache}: {names:?}");
+        let text = std::fs::read_to_string(dir.join(&names[0])).unwrap();
+        assert!(!text.contains("remote.git"), "{text}");
+    }
+    // A local repository: `action create` here is witnessed, so one sweep after the timeout
+    // sweeps (the reference's rule for one writer); removing the sightings delays it.
+    let repo = "[TMP]/state.git";
+    let out = run_finality(
+        tmp,
+        T0,
+        &action_create(&["--repo", repo], "act_local", "gd_2"),
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let state_dir = tmp.join("state.git/action-ledger");
+    std::fs::remove_dir_all(&state_dir).unwrap();
+    let lost = run_finality(tmp, LATER, &["sweep", "--json", "--repo", repo]);
+    assert!(
+        lost.contains(r#""swept":0"#) && lost.contains(r#""waiting":1"#),
+        "{lost}"
+    );
+    // A file that cannot be read is ignored with a note: sweeps wait, never advance.
+    for entry in std::fs::read_dir(&state_dir).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"{not json").unwrap();
+    }
+    insta::assert_snapshot!(
+        "sweep_observations_unreadable",
+        run_finality(tmp, "2026-03-01T13:16:00.000Z", &["sweep", "--repo", repo])
+    );
 }
 
 // ---- Issue 43 item 12: leftovers (ledger ref, log vs verify, --range, duplicates, debris).

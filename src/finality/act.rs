@@ -115,24 +115,146 @@ pub fn act_content_hash(act: Option<&Value>) -> Option<String> {
     ))
 }
 
-/// Refuses an act that holds a number canonical JSON cannot write exactly (the canonical
-/// module's lossy-number rule, [`canonical::is_lossy_number`]: `1e400`, `-1e400`, `-0`,
-/// integers beyond ±(2^53−1)). Such a number has no text of its own in the act's canonical
-/// form (`1e400` and `1e401` both become `Infinity`), so different acts would share one
-/// [`act_content_hash`] and an action created for one could be claimed with another.
+/// Refuses an act that [`act_content_hash`] cannot hash one to one: one whose hash would be
+/// missing or shared with a different act, so that an action created for one act could be
+/// claimed with another (or with none). In the order checked:
+///
+/// - an act that is not a JSON object (it has no hash, as a missing act has none);
+/// - a number canonical JSON cannot write exactly (the canonical module's lossy-number rule,
+///   [`canonical::is_lossy_number`]: `1e400`, `-1e400`, `-0`, integers beyond ±(2^53−1)):
+///   `1e400` and `1e401` both become `Infinity`;
+/// - then, walking keys in canonical order: nesting deeper than 100 levels (no hash); an
+///   object with two keys equal after NFC normalisation (`"é"` and `"e\u{301}"`: the hash
+///   would keep one); a key or string not in NFC (the hash normalises it, so `"café"` written
+///   with a combining accent would share the hash of the precomposed one).
+///
+/// A number written with more digits than a double holds (`1e-400` for `0`) reads as the same
+/// value as the shorter text, so it cannot be seen here: acts read from text are also checked
+/// by [`check_act_text`].
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for field `act`, naming the number's path in the act (`$.n`,
+/// [`Error::InvalidInput`] for field `act`, naming the path in the act (`$.n`,
 /// `$.request.retries`, `$.args[2]`).
 pub fn check_act(act: &Value) -> Result<(), Error> {
-    match canonical::find_lossy_number(act) {
+    let invalid = |reason: String| {
+        Err(Error::InvalidInput {
+            field: "act",
+            reason,
+        })
+    };
+    if !matches!(act, Value::Object(_)) {
+        return invalid(
+            "$ must be a JSON object: any other act has no hash, so it would match a claim \
+             without an act"
+                .into(),
+        );
+    }
+    if let Some(path) = canonical::find_lossy_number(act) {
+        return invalid(format!(
+            "{path} is a lossy number (not finite, -0, or an integer beyond ±(2^53−1)), \
+             which canonical JSON cannot write exactly, so the act cannot be hashed: \
+             send it as a string"
+        ));
+    }
+    let mut path = String::from("$");
+    match unhashable(act, 0, &mut path) {
+        Some(reason) => invalid(reason),
+        None => Ok(()),
+    }
+}
+
+/// The first fault of `value` (at `depth`, at `path`) that makes the act hash fail or normalise
+/// it into another act's text; see [`check_act`].
+fn unhashable(value: &Value, depth: usize, path: &mut String) -> Option<String> {
+    if depth > 100 {
+        return Some(format!(
+            "{path} is nested deeper than 100 levels, which the act hash does not write, so \
+             the act cannot be hashed"
+        ));
+    }
+    let not_nfc = |what: &str, s: &str, path: &str| {
+        format!(
+            "{what} {} at {path} is not in Unicode normalisation form C; the act hash \
+             normalises it to {}, so another act would share its hash: send it NFC-normalised",
+            escaped(s),
+            escaped(&s.nfc().collect::<String>())
+        )
+    };
+    match value {
+        Value::String(s) if !unicode_normalization::is_nfc(s) => {
+            Some(not_nfc("the string", s, path))
+        }
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let len = path.len();
+            let _ = std::fmt::Write::write_fmt(path, format_args!("[{i}]"));
+            let found = unhashable(item, depth + 1, path);
+            path.truncate(len);
+            found
+        }),
+        Value::Object(map) => {
+            let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+            for k in map.keys() {
+                if let Some(first) = seen.insert(k.nfc().collect(), k) {
+                    return Some(format!(
+                        "{path} has two keys equal after Unicode NFC normalisation ({} and {}), \
+                         which the act hash writes as one key, so the act cannot be hashed: \
+                         keep one",
+                        escaped(first),
+                        escaped(k)
+                    ));
+                }
+            }
+            map.iter().find_map(|(k, v)| {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                let found = if unicode_normalization::is_nfc(k) {
+                    unhashable(v, depth + 1, path)
+                } else {
+                    Some(not_nfc("the key", k, &path[..len]))
+                };
+                path.truncate(len);
+                found
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `s` as a JSON string with every character outside printable ASCII escaped (`"e\u0301"`),
+/// so a message shows which code points differ.
+fn escaped(s: &str) -> String {
+    let mut out = String::from("\"");
+    for unit in s.encode_utf16() {
+        match unit {
+            0x20..=0x7e if unit != u16::from(b'"') && unit != u16::from(b'\\') => {
+                out.push(char::from(unit as u8));
+            }
+            _ => out.push_str(&format!("\\u{unit:04x}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// [`check_act`]'s rule for number *text*, which a parsed [`Value`] no longer holds: refuses
+/// an act, the JSON value at `pointer` (a JSON Pointer: `""` for the whole text, `"/act"` for
+/// the member of a request body) in `text`, that holds a number written with more digits than
+/// a double holds (`1e-400` reads as `0`, `1.00000000000000000001` as `1`). Its hash would be
+/// the hash of every act whose number rounds the same way. Texts that only write the value
+/// differently (`1.0`, `1E0`) are exact. Call it on text that [`canonical::parse`] accepted.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for field `act`, naming the number's path in the act.
+pub fn check_act_text(text: &str, pointer: &str) -> Result<(), Error> {
+    match canonical::find_inexact_number(text, pointer) {
         None => Ok(()),
         Some(path) => Err(Error::InvalidInput {
             field: "act",
             reason: format!(
-                "{path} is a lossy number (not finite, -0, or an integer beyond ±(2^53−1)), \
-                 which canonical JSON cannot write exactly, so the act cannot be hashed: \
-                 send it as a string"
+                "{path} is written with more digits than a double holds, so it reads as the \
+                 same number as other texts and the act cannot be hashed one to one: send the \
+                 number as JavaScript writes it, or as a string"
             ),
         }),
     }
@@ -267,6 +389,104 @@ mod tests {
             check_act(&parse(r#"{"n":[0,0.1,-2.5e-300,9007199254740991]}"#)).ok(),
             Some(())
         );
+    }
+
+    /// Every act the hash cannot take one to one (no hash, or another act's hash) is refused by
+    /// create and claim before anything is read or written, naming its path; the refused act
+    /// does collide (or fails to hash), so each refusal guards a real ambiguity.
+    #[test]
+    fn acts_the_hash_cannot_take_one_to_one_are_refused_with_their_path() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let parse = |t: &str| canonical::parse(t).unwrap();
+        let deep = (0..101).fold(Value::from(1), |v, _| Value::Array(vec![v]));
+        let too_deep = format!(
+            "$.deep{} is nested deeper than 100 levels",
+            "[0]".repeat(100)
+        );
+        let cases: Vec<(Value, Option<Value>, &str)> = vec![
+            (
+                parse(r#"{"kind":"shell","command":"ls","\u00e9":1,"e\u0301":2}"#),
+                None,
+                r#"$ has two keys equal after Unicode NFC normalisation ("e\u0301" and "\u00e9")"#,
+            ),
+            (
+                parse(r#"{"kind":"sql","q":{"a":[{"\u212b":1,"\u00c5":2}]}}"#),
+                None,
+                r#"$.q.a[0] has two keys equal after Unicode NFC normalisation ("\u00c5" and "\u212b")"#,
+            ),
+            (
+                parse(r#"{"kind":"shell","command":"rm cafe\u0301"}"#),
+                Some(parse(r#"{"kind":"shell","command":"rm caf\u00e9"}"#)),
+                r#"the string "rm cafe\u0301" at $.command is not in Unicode normalisation form C; the act hash normalises it to "rm caf\u00e9""#,
+            ),
+            (
+                parse(r#"{"kind":"shell","args":[{"e\u0301":1}]}"#),
+                Some(parse(r#"{"kind":"shell","args":[{"\u00e9":1}]}"#)),
+                r#"the key "e\u0301" at $.args[0] is not in Unicode normalisation form C"#,
+            ),
+            (parse("[1,2]"), Some(Value::Null), "$ must be a JSON object"),
+            (
+                Value::str("ls"),
+                Some(Value::Null),
+                "$ must be a JSON object",
+            ),
+            (
+                Value::object([("kind", Value::str("shell")), ("deep", deep)]),
+                None,
+                &too_deep,
+            ),
+        ];
+        for (act, twin, want) in cases {
+            match twin {
+                None => assert_eq!(act_content_hash(Some(&act)), None, "{want}"),
+                Some(Value::Null) => assert_eq!(act_content_hash(Some(&act)), None, "{want}"),
+                Some(twin) => assert_eq!(
+                    act_content_hash(Some(&act)),
+                    act_content_hash(Some(&twin)),
+                    "{want}"
+                ),
+            }
+            let e = check_act(&act).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("invalid act: {want}")), "{e}");
+            let mut n = new_action("act_unhashable");
+            n.act = Some(act.clone());
+            let e = create_action(&store, &opts, &n, at(BASE)).unwrap_err();
+            assert_eq!(e.code(), "INVALID_INPUT", "{want}");
+            let mut r = request(ATTEMPT);
+            r.act = Some(act);
+            let e = claim(&store, &opts, "act_unhashable", &r, at(BASE)).unwrap_err();
+            assert_eq!(e.code(), "INVALID_INPUT", "{want}");
+        }
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            None,
+            "nothing written"
+        );
+        // Numbers written with more digits than a double holds read as another text's value.
+        for (text, path) in [
+            (r#"{"kind":"shell","n":1e-400}"#, "$.n"),
+            (r#"{"kind":"shell","n":1.00000000000000000001}"#, "$.n"),
+            (
+                r#"{"kind":"shell","x":[{"y":0.10000000000000001}]}"#,
+                "$.x[0].y",
+            ),
+        ] {
+            let e = check_act_text(text, "").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("invalid act: {path} is written with more digits")),
+                "{e}"
+            );
+            let body = format!(r#"{{"act":{text},"n":1e-400}}"#);
+            assert_eq!(check_act_text(&body, "/act").unwrap_err().to_string(), e);
+        }
+        for exact in [r#"{"n":0}"#, r#"{"n":0.0}"#, r#"{"n":1E0}"#, r#"{"n":0.1}"#] {
+            assert_eq!(check_act_text(exact, "").ok(), Some(()), "{exact}");
+        }
+        // NFC text, distinct keys, depth 100: hashed as before.
+        let ok = parse(r#"{"kind":"shell","command":"rm caf\u00e9","\u00c5":1,"A":2}"#);
+        assert_eq!(check_act(&ok).ok(), Some(()));
+        assert!(act_content_hash(Some(&ok)).is_some());
     }
 
     #[test]

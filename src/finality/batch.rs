@@ -22,12 +22,12 @@ use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_clai
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::outcome::{outcome_line, prepare_close, prepare_report};
-use super::sweep::{cutoff, is_stale};
+use super::sweep::{ClockNotice, Observations, is_sweepable, notice, notices, timed_out};
 use super::write::Written;
 use super::{
     ACTIONS, ActionId, Approval, Claim, ClaimRequest, Error, Layout, Lifecycle, MAX_TEXT_UNITS,
-    NewAction, Options, Outcome, OutcomeReport, Reported, Security, State, SweepReport, Swept,
-    clean_text, pending, timeout_minutes,
+    NewAction, Options, Outcome, OutcomeReport, Reported, Security, Settler, State, SweepReport,
+    Swept, clean_text, pending, timeout_minutes,
 };
 use crate::finding::Rule;
 use crate::identity::Digest;
@@ -551,6 +551,7 @@ pub fn report(
     ov: &mut Overlay<'_>,
     action_id: &str,
     report: &OutcomeReport,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_report(report)?;
@@ -558,7 +559,11 @@ pub fn report(
         action_id: action_id.to_owned(),
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let state = ov.state(&id)?.ok_or_else(not_found)?;
+    // Another principal's action answers as an unknown id: no existence oracle.
+    let state = ov
+        .state(&id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, &id, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -572,13 +577,17 @@ pub fn close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_close(action_id, status, summary)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
-    let state = ov.state(&p.id)?.ok_or_else(not_found)?;
+    let state = ov
+        .state(&p.id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(not_found)?;
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -654,31 +663,38 @@ pub fn approve(
 }
 
 /// The actions a stale-outcome sweep may reconcile, found by [`sweep_scan`]: each with no
-/// outcome record, created before the cutoff and in a lifecycle the sweep may close, when the
-/// view was read.
+/// outcome record, in a lifecycle the sweep may close, and first seen pending by the sweeper at
+/// least the timeout ago on its own clock, when the view was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SweepScan {
     /// The candidates, by id.
     pub candidates: Vec<ActionId>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
     pub skipped: Vec<String>,
-    /// Action directories seen, decided ones included.
+    /// Action directories (or, in `nibble`, pending-index entries) seen.
     pub scanned: usize,
+    /// Pending actions whose timeout has not passed yet on the sweeper's clock.
+    pub waiting: usize,
+    /// Record times well ahead of the sweeper's clock.
+    pub clock_skew: Vec<ClockNotice>,
 }
 
-/// The scan half of the sweep: the actions of the view (the tip plus what is staged) that are
-/// stale at `now` (as [`super::sweep`](fn@super::sweep) decides). It stages nothing.
+/// The scan half of the sweep: the actions of the view (the tip plus what is staged) that have
+/// timed out at `now` on the sweeper's clock since `observations` first saw them pending (as
+/// [`super::sweep`](fn@super::sweep) decides). It stages nothing. It adds the pending actions
+/// seen for the first time to `observations` (at `now`) and, when it ran to the end, drops
+/// those no longer pending.
 ///
-/// In the `nibble` layout it reads only the pending index's entries created before the cutoff
-/// ([`pending::entries_before`]) and the records of those actions: its cost is what is
-/// pending and old, not what exists. Each entry read is checked against its action's records,
+/// In the `nibble` layout it reads the names of the pending index's entries
+/// ([`pending::all_entries`]) and the records of only the actions seen for the first time or
+/// timed out: its cost is what is pending, not what exists. Each entry read is checked against its action's records,
 /// and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it
 /// walks every action directory, those holding an outcome record skipped unread.
 ///
 /// `serve` runs it on a read view beside the writer and hands only the candidates to
-/// [`sweep_candidates`] in a batch. Candidates stay candidates as the clock moves on (the
-/// cutoff only grows), and an action created after the view was read is newer than any cutoff,
-/// so a scan of an older tip misses nothing the sweep should close.
+/// [`sweep_candidates`] in a batch. Candidates stay candidates as the clock moves on, and an
+/// action created after the view was read has not been seen, so a scan of an older tip never
+/// closes anything early.
 ///
 /// `stop` is asked before each bucket and each action read; the scan returns `None` as soon as
 /// it says to stop (`serve` stopping: a flat scan of a large repository takes minutes, and a
@@ -690,12 +706,14 @@ pub fn sweep_scan(
     ov: &Overlay<'_>,
     timeout: f64,
     now: Timestamp,
+    observations: &mut Observations,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<SweepScan>, Error> {
-    let cutoff = cutoff(timeout_minutes(timeout), now);
+    let minutes = timeout_minutes(timeout);
     let mut scan = SweepScan::default();
+    let mut pending_ids: BTreeSet<ActionId> = BTreeSet::new();
     if ov.layout.has_pending_index() {
-        let Some(entries) = pending::entries_before(&ov.snap, cutoff, stop)? else {
+        let Some(entries) = pending::all_entries(&ov.snap, stop)? else {
             return Ok(None);
         };
         scan.scanned = entries.len();
@@ -705,6 +723,16 @@ pub fn sweep_scan(
             }
             // Removed earlier in this batch: its action was closed.
             if ov.removed.contains(&path) {
+                continue;
+            }
+            pending_ids.insert(id.clone());
+            // An entry is read when first seen and when timed out, so a bad index is refused
+            // as soon as it is seen, and never built on.
+            let first = observations.first_seen(&id).is_none();
+            let due = timed_out(observations.observe(&id, now), now, minutes);
+            if !due && !first {
+                scan.waiting += 1;
+                scan.clock_skew.extend(notice(&id, "created_at", at, now));
                 continue;
             }
             let bad = |rule, detail: String| Error::PendingIndex {
@@ -741,30 +769,44 @@ pub fn sweep_scan(
                     ),
                 ));
             }
-            if is_stale(&state, cutoff) {
+            scan.clock_skew.extend(notices(&state, now));
+            if due {
                 scan.candidates.push(id);
+            } else {
+                scan.waiting += 1;
             }
         }
-        return Ok(Some(scan));
-    }
-    let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
-        return Ok(None);
-    };
-    scan.scanned = scanned;
-    for id in undecided {
-        if stop() {
+    } else {
+        let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
             return Ok(None);
-        }
-        match ov.state(&id) {
-            Ok(Some(state)) => {
-                if is_stale(&state, cutoff) {
-                    scan.candidates.push(id);
-                }
+        };
+        scan.scanned = scanned;
+        for id in undecided {
+            if stop() {
+                return Ok(None);
             }
-            Ok(None) | Err(Error::Corrupt { .. }) => scan.skipped.push(ov.layout.action_dir(&id)),
-            Err(e) => return Err(e),
+            match ov.state(&id) {
+                Ok(Some(state)) => {
+                    if !is_sweepable(&state) {
+                        continue;
+                    }
+                    pending_ids.insert(id.clone());
+                    scan.clock_skew.extend(notices(&state, now));
+                    if timed_out(observations.observe(&id, now), now, minutes) {
+                        scan.candidates.push(id);
+                    } else {
+                        scan.waiting += 1;
+                    }
+                }
+                Ok(None) | Err(Error::Corrupt { .. }) => {
+                    scan.skipped.push(ov.layout.action_dir(&id));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
+    // Actions no longer pending are forgotten: the memory holds what is pending.
+    observations.retain(|id| pending_ids.contains(id));
     Ok(Some(scan))
 }
 
@@ -782,10 +824,11 @@ pub fn sweep_candidates(
     now: Timestamp,
 ) -> Result<SweepReport, Error> {
     let minutes = timeout_minutes(timeout);
-    let cutoff = cutoff(minutes, now);
     let mut report = SweepReport {
         timeout_minutes: minutes,
         skipped: scan.skipped.clone(),
+        waiting: scan.waiting,
+        clock_skew: scan.clock_skew.clone(),
         ..SweepReport::default()
     };
     for id in &scan.candidates {
@@ -794,7 +837,9 @@ pub fn sweep_candidates(
             Ok(None) | Err(Error::Corrupt { .. }) => continue,
             Err(e) => return Err(e),
         };
-        if !is_stale(&state, cutoff) {
+        // Timed out when scanned, and time only moves on: still stale unless a report or a
+        // close landed meanwhile.
+        if !is_sweepable(&state) {
             continue;
         }
         let outcome = super::sweep::sweep_outcome(id, state.lifecycle(), now);
@@ -819,9 +864,14 @@ pub fn sweep_candidates(
 ///
 /// # Errors
 /// Read errors.
-pub fn sweep(ov: &mut Overlay<'_>, timeout: f64, now: Timestamp) -> Result<SweepReport, Error> {
+pub fn sweep(
+    ov: &mut Overlay<'_>,
+    timeout: f64,
+    now: Timestamp,
+    observations: &mut Observations,
+) -> Result<SweepReport, Error> {
     // Never told to stop, the scan always returns one.
-    let scan = sweep_scan(ov, timeout, now, &|| false)?.unwrap_or_default();
+    let scan = sweep_scan(ov, timeout, now, observations, &|| false)?.unwrap_or_default();
     sweep_candidates(ov, &scan, timeout, now)
 }
 
@@ -1186,7 +1236,13 @@ mod tests {
                     create(ov, &new_action(id), now)?;
                     claim(ov, id, &request(&format!("attempt-{id}-0000000001")), now)?;
                 }
-                report(ov, "act_b", &done("act_b", "completed"), now)?;
+                report(
+                    ov,
+                    "act_b",
+                    &done("act_b", "completed"),
+                    &Settler::Operator,
+                    now,
+                )?;
                 Ok(())
             }),
             T0,
@@ -1195,16 +1251,26 @@ mod tests {
         let later = T0.saturating_add_millis(20 * 60_000);
         let tip = store.tip("refs/heads/main").unwrap();
         let view = Overlay::new(store.snapshot(tip).unwrap()).unwrap();
-        let scan = sweep_scan(&view, 15.0, later, &|| false).unwrap().unwrap();
+        // The sweeper created the three: it times them from their creation.
+        let mut seen = Observations::new();
+        for id in ["act_a", "act_b", "act_c"] {
+            seen.witness(ActionId::parse(id).unwrap(), T0);
+        }
+        let scan = sweep_scan(&view, 15.0, later, &mut seen, &|| false)
+            .unwrap()
+            .unwrap();
         // Told to stop, before any bucket or after some: no scan.
-        assert_eq!(sweep_scan(&view, 15.0, later, &|| true).unwrap(), None);
+        assert_eq!(
+            sweep_scan(&view, 15.0, later, &mut seen, &|| true).unwrap(),
+            None
+        );
         let asked = std::cell::Cell::new(0);
         let stop_after_one = || {
             asked.set(asked.get() + 1);
             asked.get() > 1
         };
         assert_eq!(
-            sweep_scan(&view, 15.0, later, &stop_after_one).unwrap(),
+            sweep_scan(&view, 15.0, later, &mut seen, &stop_after_one).unwrap(),
             None
         );
         let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();
@@ -1215,7 +1281,14 @@ mod tests {
         // Meanwhile act_c is reported and act_d created.
         land_one(
             Box::new(move |ov, now| {
-                report(ov, "act_c", &done("act_c", "failed"), now).map(|_| ())?;
+                report(
+                    ov,
+                    "act_c",
+                    &done("act_c", "failed"),
+                    &Settler::Operator,
+                    now,
+                )
+                .map(|_| ())?;
                 create(ov, &new_action("act_d"), now).map(|_| ())
             }),
             later,
@@ -1380,6 +1453,7 @@ mod tests {
                     status: "completed".into(),
                     ..OutcomeReport::default()
                 },
+                &Settler::Operator,
                 now,
             )?;
             Ok(())

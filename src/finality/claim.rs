@@ -76,7 +76,8 @@ impl ClaimRequest {
             attempt_id: attempt_id.to_owned(),
             agent_id,
             principal: principal.map(str::to_owned),
-            act: map.get("act").cloned(),
+            // `"act": null` is no act, as at creation.
+            act: map.get("act").filter(|a| **a != Value::Null).cloned(),
             verified,
         })
     }

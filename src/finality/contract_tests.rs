@@ -58,6 +58,13 @@ fn reported(r: Result<Written<Reported>, Error>) -> Result<Value, Error> {
     ok(Value::Object(m))
 }
 
+thread_local! {
+    /// The sweeper's sightings per repository: the harness is one writer whose clock is right,
+    /// which witnesses the actions it creates, so a sweep times them from their creation.
+    static SEEN: std::cell::RefCell<std::collections::HashMap<std::path::PathBuf, Observations>> =
+        std::cell::RefCell::default();
+}
+
 /// Runs one step; returns the result as a JSON value to match `expect` against.
 fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
     let op = s.get("op").and_then(Value::as_str).unwrap();
@@ -107,7 +114,14 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             if let Some(v) = with.get("lifecycle").and_then(Value::as_str) {
                 n.lifecycle = Some(Lifecycle::parse(v).unwrap());
             }
-            ok(create_action(store, &opts, &n, now)?.value.to_value())
+            let created = create_action(store, &opts, &n, now)?.value;
+            SEEN.with(|m| {
+                m.borrow_mut()
+                    .entry(path.to_owned())
+                    .or_default()
+                    .witness(created.action_id.clone(), now);
+            });
+            ok(created.to_value())
         }
         "claim" => {
             let mut r = request(attempt);
@@ -174,7 +188,14 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                 progress: s.get("progress").cloned(),
                 attempt_id: field("attempt_id"),
             };
-            reported(report_outcome(store, &opts, action, &report, now))
+            reported(report_outcome(
+                store,
+                &opts,
+                action,
+                &report,
+                &Settler::Operator,
+                now,
+            ))
         }
         "close" => reported(close(
             store,
@@ -182,11 +203,15 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             action,
             &field("status").unwrap(),
             field("summary").as_deref(),
+            &Settler::Operator,
             now,
         )),
         "sweep" => {
             let timeout = s.get("timeout").map_or(15.0, number);
-            let r = sweep(store, &opts, timeout, now)?.value;
+            let mut seen = SEEN.with(|m| m.borrow().get(path).cloned().unwrap_or_default());
+            let r = sweep(store, &opts, timeout, now, &mut seen);
+            SEEN.with(|m| m.borrow_mut().insert(path.to_owned(), seen));
+            let r = r?.value;
             ok(Value::object([
                 (
                     "swept",

@@ -246,7 +246,15 @@ mod tests {
             progress: None,
             attempt_id: None,
         };
-        report_outcome(&store, &opts, "act_done", &done, at(BASE)).unwrap();
+        report_outcome(
+            &store,
+            &opts,
+            "act_done",
+            &done,
+            &super::super::Settler::Operator,
+            at(BASE),
+        )
+        .unwrap();
         flatten(&store);
         (dir, store)
     }

@@ -74,15 +74,39 @@
 //!   closed: `completed` → `completed`, `partial`/`failed` → `failed`, `lost_confirmation` →
 //!   `unknown`; a `blocked`, `pending_approval`, `cancelled` or `failed` lifecycle refuses a
 //!   report. A report that names an attempt id must name the claim's.
+//! - **Who settles** ([`Settler`]). Only the action's own principal (the one that created it,
+//!   and so the only one that can claim it) or an operator reports its outcome or closes it.
+//!   Anyone else gets [`Error::NotFound`], the answer for an unknown id, so the refusal does not
+//!   reveal whether the action exists. The reference binds claims to the principal but not
+//!   outcomes; a ledger that lets any key settle any action would let one agent erase another's
+//!   real report.
+//! - **Acts must hash one to one** ([`act::check_act`], at creation, guard and claim). The act
+//!   hash is the only thing binding a claim to what was approved, so an act it cannot take one
+//!   to one is refused, naming its path: an act that is not an object (it has no hash), keys
+//!   equal after NFC normalisation, keys or strings not in NFC, nesting deeper than 100 levels,
+//!   lossy numbers (`1e400`, `-0`, integers beyond ±(2^53−1)) and number text with more digits
+//!   than a double holds (`1e-400`, `1.00000000000000000001`). The reference would hash the
+//!   non-NFC ones to their normalised form and the others to null; both let another act claim
+//!   the action. An action created with an act always has a hash, and its claim must present
+//!   an act with that hash.
 //! - **Legacy close** ([`close`]). Closing a `running` action to `completed`, `failed`,
 //!   `cancelled` or `blocked` also sets the implicit outcome (`completed`, or `failed` for the
 //!   others) in the same `outcome.json`.
-//! - **Sweep** ([`sweep`](fn@sweep)). Every action whose outcome is pending, created more than the
-//!   timeout ago (default 15 minutes, 1 to 1440) and whose lifecycle is not `completed`,
-//!   `failed`, `cancelled` or `blocked` gets outcome `lost_confirmation` in one commit: the
-//!   effect may or may not have happened, and someone must reconcile it. An open lifecycle
-//!   becomes `unknown`. The sweep never grants execution; it and a late report race to exactly
-//!   one outcome under the same create-only rule, and the loser is told the winner's status.
+//! - **Sweep** ([`sweep`](fn@sweep)). Every action whose outcome is pending, whose lifecycle is
+//!   not `completed`, `failed`, `cancelled` or `blocked`, and whose timeout (default 15 minutes,
+//!   1 to 1440) has passed gets outcome `lost_confirmation` in one commit: the effect may or may
+//!   not have happened, and someone must reconcile it. An open lifecycle becomes `unknown`. The
+//!   sweep never grants execution; it and a late report race to exactly one outcome under the
+//!   same create-only rule, and the loser is told the winner's status.
+//! - **Clocks** ([`sweep`](mod@sweep) has the details). Every writer stamps records with its own
+//!   clock, and the clocks of writers sharing a ref may disagree by any amount. The timeout is
+//!   therefore measured on the sweeper's clock alone, from when the sweeper first saw the action
+//!   pending ([`Observations`]: the action's creation when the sweeper's process created it),
+//!   never by comparing another writer's `created_at` with the sweeper's clock. No offset,
+//!   ahead or behind, makes a claim stale before the timeout has passed on the clock that
+//!   created it; a sweeper with no memory of an action waits one more timeout. Record times
+//!   more than a minute ahead of the sweeper's clock are reported ([`ClockNotice`]), never
+//!   acted on; an outcome stamped before its action's creation is shown with `clock_skew`.
 //! - **Approvals** ([`approval`]). An operator approves or denies an action born
 //!   `pending_approval`, once; an approval is the action's own single-use grant, consumed by the
 //!   one claim it allows.
@@ -154,14 +178,14 @@ mod contract_tests;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use act::{act_content_hash, check_act, scrub_act, shell_act};
+pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use layout::{Detected, Layout, LayoutError};
-pub use outcome::{OutcomeReport, Reported, close, report_outcome};
+pub use outcome::{OutcomeReport, Reported, Settler, close, report_outcome};
 pub use paths::{ACTIONS, ROOT, RecordKind};
 pub use records::{
     ACTION_SCHEMA, Action, CLAIM_SCHEMA, Claim, EXECUTION_CLAIMS, MAX_PROGRESS_BYTES,
@@ -174,8 +198,8 @@ pub use state::{
 };
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
-    DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept,
-    sweep, timeout_minutes,
+    ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, Observations, ObservationsError,
+    SKEW_NOTICE_MS, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
 };
 pub use verify::{verify, verify_action, verify_range};
 pub use write::{Options, Written};

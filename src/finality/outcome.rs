@@ -30,6 +30,30 @@ pub struct OutcomeReport {
     pub attempt_id: Option<String>,
 }
 
+/// Who settles an action (reports its outcome or closes it). Only the action's own principal,
+/// the one that created it and so the only one that can claim it, or an operator may: another
+/// principal is refused as for an unknown id ([`Error::NotFound`]), so the refusal does not
+/// reveal whether the action exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settler {
+    /// An authenticated principal (a key of `serve`, `--principal` of the CLI): it settles only
+    /// the actions it created.
+    Principal(String),
+    /// An operator (an operator key of `serve`, `--operator` of the CLI): it settles any action.
+    Operator,
+}
+
+impl Settler {
+    /// Whether this settler may report the outcome of, or close, `action`.
+    pub fn may_settle(&self, action: &super::Action) -> bool {
+        match self {
+            Settler::Operator => true,
+            // Trimmed as a claim's principal is, so whoever could claim may settle.
+            Settler::Principal(p) => crate::privacy::js_trim(p) == action.created_by,
+        }
+    }
+}
+
 /// What [`report_outcome`] and [`close`] landed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reported {
@@ -158,8 +182,8 @@ pub(super) fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, E
 
 /// Reports the outcome of an action: one commit adding `outcome.json`,
 /// landed only while the outcome is pending on the tip it was built on, closing an open
-/// lifecycle by the closure table. Any caller may report (as upstream); a report that names an
-/// attempt id must name the claim's.
+/// lifecycle by the closure table. Only the action's principal or an operator may report
+/// ([`Settler`]); a report that names an attempt id must name the claim's.
 ///
 /// # Errors
 /// Input, before anything is read: [`Error::InvalidStatus`] (anything but `completed`,
@@ -168,7 +192,8 @@ pub(super) fn prepare_report(report: &OutcomeReport) -> Result<PreparedReport, E
 /// nests deeper than 64 levels, holds more than 10,000 values or is over
 /// [`MAX_PROGRESS_BYTES`] — each named as such, with its path where it has one — confidential
 /// progress keys, a malformed attempt id). Refusals:
-/// [`Error::NotFound`], [`Error::OutcomeAlreadySet`] with the current status (also for the loser
+/// [`Error::NotFound`] (also when `by` may not settle the action, before any other refusal),
+/// [`Error::OutcomeAlreadySet`] with the current status (also for the loser
 /// of a race with another report or the sweep), [`Error::LifecycleConflict`] for a `blocked`,
 /// `pending_approval`, `cancelled` or `failed` lifecycle, [`Error::AttemptMismatch`]. Write
 /// path: [`Error::Contention`], [`Error::RefLocked`], [`Error::Store`], [`Error::Corrupt`].
@@ -177,12 +202,13 @@ pub fn report_outcome(
     options: &Options,
     action_id: &str,
     report: &OutcomeReport,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     // The report is refused before the tip is read.
     prepare_report(report)?;
     run(store, options, now, |ov, now| {
-        batch::report(ov, action_id, report, now)
+        batch::report(ov, action_id, report, by, now)
     })
 }
 
@@ -317,23 +343,25 @@ pub(super) fn prepare_close(
 /// to `completed`, `failed`, `cancelled` or `blocked` and, since its outcome is then still
 /// pending, sets the implicit outcome (`completed` → `completed`, the others → `failed`) in the
 /// same `outcome.json`. A report that landed first always wins: the lifecycle is then no longer
-/// `running`.
+/// `running`. Only the action's principal or an operator may close it ([`Settler`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for another status, [`Error::NotFound`], [`Error::TerminalState`] with
-/// the current lifecycle when it is not `running`; the write path's errors.
+/// [`Error::InvalidInput`] for another status, [`Error::NotFound`] (also when `by` may not
+/// settle the action, before any other refusal), [`Error::TerminalState`] with the current
+/// lifecycle when it is not `running`; the write path's errors.
 pub fn close(
     store: &Store,
     options: &Options,
     action_id: &str,
     status: &str,
     summary: Option<&str>,
+    by: &Settler,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     // The close is refused before the tip is read.
     prepare_close(action_id, status, summary)?;
     run(store, options, now, |ov, now| {
-        batch::close(ov, action_id, status, summary, now)
+        batch::close(ov, action_id, status, summary, by, now)
     })
 }
 
@@ -393,7 +421,8 @@ mod tests {
                 progress: Some(progress),
                 ..OutcomeReport::default()
             };
-            let e = report_outcome(&store, &opts, ACTION, &report, at(BASE)).unwrap_err();
+            let e = report_outcome(&store, &opts, ACTION, &report, &Settler::Operator, at(BASE))
+                .unwrap_err();
             assert_eq!((e.code(), e.to_string()), ("INVALID_OUTCOME", want));
         }
         assert_eq!(

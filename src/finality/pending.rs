@@ -1,5 +1,6 @@
 //! The pending index of the `nibble` layout: one empty file per action the sweep may reconcile,
-//! bucketed by creation time, so that a sweep reads only the entries old enough to be stale.
+//! bucketed by creation time, so that a sweep reads the names of what is pending, not the
+//! records of everything that exists.
 //!
 //! ```text
 //! finality/v1/pending/<YYYY-MM-DD>/<HH>/<created_at epoch ms, 13 digits>.<action_id>
@@ -77,20 +78,43 @@ pub fn entries_before(
     cutoff: Timestamp,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<Vec<Entry>>, store::Error> {
-    let t = format_time(cutoff);
-    let (last_day, last_hour) = (&t[..10], &t[11..13]);
+    entries(snap, Some(cutoff), stop)
+}
+
+/// Every entry, oldest first, with its path (the names only: no record is read). The sweep
+/// reads them all, because it times an action from when it first saw it on its own clock, not
+/// from its `created_at` ([`super::sweep`](mod@super::sweep)). As [`entries_before`] otherwise.
+///
+/// # Errors
+/// [`store::Error`] when the snapshot cannot be read.
+pub fn all_entries(
+    snap: &Snapshot<'_>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Entry>>, store::Error> {
+    entries(snap, None, stop)
+}
+
+fn entries(
+    snap: &Snapshot<'_>,
+    cutoff: Option<Timestamp>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Vec<Entry>>, store::Error> {
+    let last = cutoff.map(format_time);
+    let last = last.as_deref().map(|t| (&t[..10], &t[11..13]));
     let mut out = Vec::new();
     let mut days = snap.entry_names(PENDING)?;
     days.sort_unstable();
     for day in days {
-        if day.as_str() > last_day {
+        if last.is_some_and(|(last_day, _)| day.as_str() > last_day) {
             break;
         }
         let day_dir = format!("{PENDING}/{day}");
         let mut hours = snap.entry_names(&day_dir)?;
         hours.sort_unstable();
         for hour in hours {
-            if day == last_day && hour.as_str() > last_hour {
+            if last
+                .is_some_and(|(last_day, last_hour)| day == last_day && hour.as_str() > last_hour)
+            {
                 break;
             }
             let dir = format!("{day_dir}/{hour}");
@@ -102,7 +126,7 @@ pub fn entries_before(
             for name in names {
                 let path = format!("{dir}/{name}");
                 if let Some((id, at)) = parse_entry(&path)
-                    && at < cutoff
+                    && cutoff.is_none_or(|c| at < c)
                 {
                     out.push((id, at, path));
                 }

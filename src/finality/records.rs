@@ -683,6 +683,7 @@ mod tests {
             &opts,
             ACTION,
             &report,
+            &Settler::Operator,
             at(BASE).saturating_add_millis(9),
         )
         .unwrap();

@@ -132,3 +132,10 @@ pub(crate) fn flatten(store: &Store) {
             .is_empty()
     );
 }
+
+/// Sweep observations that saw action `id` pending at `seen` (the sweeper created it).
+pub(crate) fn witnessed(id: &str, seen: Timestamp) -> crate::finality::sweep::Observations {
+    let mut o = crate::finality::sweep::Observations::new();
+    o.witness(crate::finality::ActionId::parse(id).unwrap(), seen);
+    o
+}

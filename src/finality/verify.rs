@@ -703,7 +703,7 @@ mod tests {
             status: "completed".into(),
             ..OutcomeReport::default()
         };
-        report_outcome(&store, &opts, ACTION, &report, at(BASE)).unwrap();
+        report_outcome(&store, &opts, ACTION, &report, &Settler::Operator, at(BASE)).unwrap();
         let done = store.tip(ref_name).unwrap().unwrap();
         let rules = |old, new| -> Vec<&'static str> {
             let mut r: Vec<&str> = crate::verify::verify_range(&store, old, new)
@@ -752,7 +752,16 @@ mod tests {
         assert_eq!(rules(Some(done), stray), vec!["finality-unknown-path"]);
         // A claim added to an action whose outcome was set before the push.
         create_action(&store, &opts, &new_action("act_late"), at(BASE)).unwrap();
-        close(&store, &opts, "act_late", "completed", None, at(BASE)).unwrap();
+        close(
+            &store,
+            &opts,
+            "act_late",
+            "completed",
+            None,
+            &Settler::Operator,
+            at(BASE),
+        )
+        .unwrap();
         let before = store.tip(ref_name).unwrap().unwrap();
         let late = ActionId::parse("act_late").unwrap();
         let st = show(&store, ref_name, "act_late").unwrap();

@@ -44,6 +44,14 @@
 //! 401, 503) left nothing under its key, so its retry may create. [`api::actions`] gives the
 //! rule in full.
 //!
+//! # Who may settle an action
+//!
+//! An outcome (`POST /api/actions/{id}/outcome`) or a close (`PATCH /api/actions/{id}`) is
+//! accepted only from the key of the principal that created the action, or from an operator
+//! key. Any other key is answered 404 `NOT_FOUND`, as for an id that does not exist
+//! ([`finality::Settler`]). Acts the act hash cannot take one to one are refused with 400
+//! naming their path ([`finality::act::check_act`]).
+//!
 //! The library reads neither the clock nor the environment: [`Settings`] carries everything,
 //! including a [`Clock`] that tests drive.
 
@@ -104,7 +112,8 @@ pub struct Settings {
     /// The cron secret (`Authorization: Bearer …` of the sweep endpoint); `None`: the endpoint
     /// answers 503.
     pub cron_secret: Option<String>,
-    /// Minutes after creation before a pending outcome is swept (1–1440).
+    /// Minutes a pending outcome must stay pending on this server's clock, from its creation here
+    /// or from when this server first saw it, before it is swept (1–1440).
     pub timeout_minutes: u32,
     /// Sweep on a timer this often; `None`: never.
     pub sweep_every: Option<Duration>,

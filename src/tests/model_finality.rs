@@ -171,6 +171,9 @@ struct Model {
     attempts: u64,
     /// The repository is in the `flat` layout (it holds records and was not migrated).
     flat: bool,
+    /// The sweeper's sightings: one writer whose clock is right, which witnesses the actions
+    /// it creates, so the sweep times them from their creation.
+    observations: Observations,
 }
 
 impl Model {
@@ -214,6 +217,11 @@ fn run_step(
             input.verdict = verdict(v);
             input.agent_id = agent(other_agent).to_owned();
             let got = create_action(store, &opts, &input, now);
+            if got.is_ok() {
+                model
+                    .observations
+                    .witness(ActionId::parse(id).expect("an id"), now);
+            }
             let expect_ok = match model.actions.get(&a) {
                 None => {
                     model.actions.insert(
@@ -327,7 +335,7 @@ fn run_step(
                 progress: (status == "partial").then(|| Value::object([("done", Value::from(1))])),
                 attempt_id: attempt_id.clone(),
             };
-            let got = report_outcome(store, &opts, ACTIONS[a].0, &report, now);
+            let got = report_outcome(store, &opts, ACTIONS[a].0, &report, &Settler::Operator, now);
             let expect = model.actions.get(&a).is_some_and(|m| {
                 m.outcome.is_none()
                     && matches!(m.lifecycle(), "running" | "pending")
@@ -346,7 +354,15 @@ fn run_step(
             }
         }
         Step::Close { a, status } => {
-            let got = close(store, &opts, ACTIONS[a].0, status, Some("model"), now);
+            let got = close(
+                store,
+                &opts,
+                ACTIONS[a].0,
+                status,
+                Some("model"),
+                &Settler::Operator,
+                now,
+            );
             let expect = model
                 .actions
                 .get(&a)
@@ -362,7 +378,7 @@ fn run_step(
             }
         }
         Step::Sweep => {
-            let got = sweep(store, &opts, 15.0, now);
+            let got = sweep(store, &opts, 15.0, now, &mut model.observations);
             let report = match got {
                 Ok(w) => w.value,
                 Err(e) => return Err(TestCaseError::fail(format!("sweep failed: {e}"))),
@@ -591,7 +607,7 @@ proptest! {
             progress: None,
             attempt_id: None,
         };
-        report_outcome(&store, &opts, seed, &done, t0).expect("seed completed");
+        report_outcome(&store, &opts, seed, &done, &Settler::Operator, t0).expect("seed completed");
         crate::finality::test_support::flatten(&store);
         let mut model = Model { now: T0, flat: true, ..Model::default() };
         for s in &steps {

@@ -140,6 +140,14 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
     accept_if_asked(env, &state, &store)?;
     let written = finality::create_action(&store, &options, &input, now)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
+    super::sweep::witness(
+        out,
+        &store,
+        &state.ref_name,
+        &options.target,
+        &written.value.action_id,
+        now,
+    );
     let st = finality::show_at(&store, &options.target, &state.ref_name, &id)
         .map_err(|e| finality_failure(out, json, "create", &id, &e))?;
     if json {
@@ -235,8 +243,11 @@ fn outcome(out: &mut Printer, env: &Env, now: Timestamp, a: OutcomeArgs) -> Resu
         error,
         progress,
         attempt,
+        principal,
+        operator,
         json,
     } = a;
+    let by = settler(env, principal, operator)?;
     let progress = progress
         .map(|p| canonical::parse(&p).map_err(|e| Failure::input(format!("--progress: {e}"))))
         .transpose()?;
@@ -249,10 +260,32 @@ fn outcome(out: &mut Printer, env: &Env, now: Timestamp, a: OutcomeArgs) -> Resu
     };
     let options = finality_options(env, &state)?;
     let store = open_state(env, &state)?;
-    let written = finality::report_outcome(&store, &options, &action_id, &report, now)
+    let written = finality::report_outcome(&store, &options, &action_id, &report, &by, now)
         .map_err(|e| finality_failure(out, json, "outcome", &action_id, &e))?;
     print_reported(out, json, &written);
     Ok(())
+}
+
+/// Who settles (`outcome`, `close`): `--operator`, else `--principal` or
+/// `$ACTION_LEDGER_PRINCIPAL`; neither is invalid input (exit 2), never an anonymous settler.
+fn settler(
+    env: &Env,
+    principal: Option<String>,
+    operator: bool,
+) -> Result<finality::Settler, Failure> {
+    if operator {
+        return Ok(finality::Settler::Operator);
+    }
+    principal
+        .or_else(|| env.get("ACTION_LEDGER_PRINCIPAL").cloned())
+        .filter(|p| !p.trim().is_empty())
+        .map(finality::Settler::Principal)
+        .ok_or_else(|| {
+            Failure::input(
+                "--principal (or $ACTION_LEDGER_PRINCIPAL) or --operator is required: only the \
+                 action's principal or an operator may settle it",
+            )
+        })
 }
 
 /// Runs `action close`.
@@ -262,8 +295,11 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         action_id,
         status,
         summary,
+        principal,
+        operator,
         json,
     } = a;
+    let by = settler(env, principal, operator)?;
     let options = finality_options(env, &state)?;
     let store = open_state(env, &state)?;
     let written = finality::close(
@@ -272,6 +308,7 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         &action_id,
         &status,
         summary.as_deref(),
+        &by,
         now,
     )
     .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;

@@ -263,6 +263,8 @@ fn report(
         &claimed.options,
         request.action_id,
         &report,
+        // The claim was granted to this principal, so it is the action's own.
+        &finality::Settler::Principal(request.binding.principal(env).unwrap_or_default()),
         now,
     );
     if request.json {

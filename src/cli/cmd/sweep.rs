@@ -1,11 +1,21 @@
 //! `sweep`: every pending outcome older than the timeout becomes `lost_confirmation`, in one
 //! commit.
 //!
-//! The timeout is measured from the action's creation, as in the reference. The sweep never
-//! grants authority to run again: "reconcile; never presume the effect did not happen".
+//! The timeout is measured on this machine's clock from when a sweep here first saw the action
+//! pending, or from its creation when `action create` here created it
+//! ([`finality::sweep`](mod@finality::sweep)): the sightings are kept in the repository's git
+//! directory, one file per target (`action-ledger/sweep-observations-<hash>.json`), never in
+//! the ledger. Losing the file delays sweeps by one timeout. The sweep never grants authority to
+//! run again: "reconcile; never presume the effect did not happen".
+
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
 
 use crate::canonical::Value;
-use crate::finality;
+use crate::finality::{self, Observations};
+use crate::store::Store;
+use crate::store::remote::Target;
 
 use crate::cli::Env;
 use crate::cli::args::StateRepo;
@@ -24,9 +34,29 @@ pub(in crate::cli) fn run(
     let now = finality_now(env)?;
     let options = finality_options(env, state)?;
     let store = open_state(env, state)?;
-    let written = finality::sweep(&store, &options, f64::from(timeout_minutes), now)
-        .map_err(|e| finality_failure(out, json, "sweep", "", &e))?;
+    let path = observations_path(&store, &state.ref_name, &options.target);
+    let mut observations = load_observations(out, &path);
+    let swept = finality::sweep(
+        &store,
+        &options,
+        f64::from(timeout_minutes),
+        now,
+        &mut observations,
+    );
+    // The sightings of a failed sweep are still true: keep them.
+    save_observations(out, &path, &observations);
+    let written = swept.map_err(|e| finality_failure(out, json, "sweep", "", &e))?;
     let r = &written.value;
+    for n in &r.clock_skew {
+        if json {
+            let Value::Object(mut m) = n.to_value() else {
+                unreachable!("an object")
+            };
+            m.insert("type".into(), Value::str("clock_skew"));
+            out.data(&line(&Value::Object(m)));
+        }
+        out.note(&format!("clock skew: {n}"));
+    }
     for s in &r.swept {
         if json {
             out.data(&line(&Value::object([
@@ -74,9 +104,17 @@ pub(in crate::cli) fn run(
             ("swept", Value::from(r.swept.len() as i64)),
             ("lost", Value::from(r.lost.len() as i64)),
             ("skipped", Value::from(r.skipped.len() as i64)),
+            ("waiting", Value::from(r.waiting as i64)),
+            ("clock_skew", Value::from(r.clock_skew.len() as i64)),
             ("timeout_minutes", Value::from(i64::from(r.timeout_minutes))),
             ("commit", commit_value(written.commit)),
         ])));
+    }
+    if r.waiting > 0 {
+        out.note(&format!(
+            "{} pending outcome(s) not yet {} minute(s) old on this clock since first seen here",
+            r.waiting, r.timeout_minutes
+        ));
     }
     out.note(&format!(
         "swept {} pending outcome(s) older than {} minute(s) to lost_confirmation{}",
@@ -90,4 +128,74 @@ pub(in crate::cli) fn run(
             })
     ));
     Ok(())
+}
+
+/// Where this machine keeps its sweep sightings of `target` (and `ref_name`): a file in the
+/// repository's git directory named by a digest of the target, so a remote's URL is never
+/// written out.
+pub(in crate::cli) fn observations_path(store: &Store, ref_name: &str, target: &Target) -> PathBuf {
+    let key = match target {
+        Target::Local => format!("local\0{ref_name}"),
+        Target::Remote { url, ref_name, .. } => format!("remote\0{url}\0{ref_name}"),
+    };
+    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
+    store
+        .git_dir()
+        .join("action-ledger")
+        .join(format!("sweep-observations-{digest}.json"))
+}
+
+/// The sightings at `path`; none when the file is absent, and none with a note when it cannot
+/// be read (sweeps are then delayed by one timeout, never brought forward).
+pub(in crate::cli) fn load_observations(out: &mut Printer, path: &std::path::Path) -> Observations {
+    match std::fs::read(path) {
+        Ok(bytes) => Observations::parse(&bytes).unwrap_or_else(|e| {
+            out.note(&format!("sweep observations ignored: {e}"));
+            Observations::new()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Observations::new(),
+        Err(e) => {
+            out.note(&format!(
+                "sweep observations ignored: cannot read them ({}): sweeps wait one more timeout",
+                e.kind()
+            ));
+            Observations::new()
+        }
+    }
+}
+
+/// Writes the sightings to `path` (atomically); a failure is a note, since a lost sighting only
+/// delays a sweep.
+pub(in crate::cli) fn save_observations(
+    out: &mut Printer,
+    path: &std::path::Path,
+    observations: &Observations,
+) {
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| crate::durable::replace_file(path, &observations.to_bytes(), None));
+    if let Err(e) = written {
+        out.note(&format!(
+            "sweep observations not saved ({}: {}): the next sweep here waits one more timeout",
+            e.kind(),
+            crate::durable::io_advice(&e)
+        ));
+    }
+}
+
+/// Records that `action create` here created (or found) action `id` at `now` on this machine's
+/// clock, so that a sweep here times it from its creation.
+pub(in crate::cli) fn witness(
+    out: &mut Printer,
+    store: &Store,
+    ref_name: &str,
+    target: &Target,
+    id: &finality::ActionId,
+    now: crate::time::Timestamp,
+) {
+    let path = observations_path(store, ref_name, target);
+    let mut observations = load_observations(out, &path);
+    observations.witness(id.clone(), now);
+    save_observations(out, &path, &observations);
 }

@@ -79,9 +79,19 @@ fn machine(v: &str, field: &str, details: &mut Vec<String>) -> Option<String> {
     }
 }
 
-fn parse_intent(body: &Value, create: bool) -> Result<Intent, Vec<String>> {
+/// The intent of a guard or create body (`text` is the body's text, for the act's number rule).
+/// An act the act hash cannot hash one to one ([`finality::check_act`],
+/// [`finality::check_act_text`]) is a field rule broken, here for the guard as for the
+/// creation: a decision about an act must name the act it was about.
+fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<String>> {
     let mut details = Vec::new();
     let map = body.as_object().expect("checked by object_body");
+    if let Some(act) = map.get("act").filter(|a| !matches!(a, Value::Null))
+        && let Err(e) =
+            finality::check_act(act).and_then(|()| finality::check_act_text(text, "/act"))
+    {
+        details.push(e.to_string());
+    }
     let action_type = match map.get("action_type") {
         Some(Value::String(s)) => machine(s, "action_type", &mut details),
         _ => {
@@ -439,11 +449,11 @@ pub(super) async fn guard(
     State(app): State<Arc<App>>,
     RawQuery(query): RawQuery,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, text): JsonObject,
 ) -> Response {
     let record = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
         .any(|(k, v)| k == "record" && (v == "true" || v == "1"));
-    let intent = match parse_intent(&body, false) {
+    let intent = match parse_intent(&body, &text, false) {
         Ok(i) => i,
         Err(details) => return validation(details),
     };
@@ -455,6 +465,7 @@ pub(super) async fn guard(
     let principal = caller.principal.clone();
     let action_id =
         record.then(|| target_action_id(&intent, &principal, app.settings.clock.as_ref()));
+    let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let mut fields: Vec<(&'static str, Value)>;
@@ -535,6 +546,9 @@ pub(super) async fn guard(
         },
     );
     let reply = app.writer.submit(op).await;
+    if let (Ok(_), Some(id)) = (&reply, &witnessed) {
+        app.witness(id);
+    }
     reply_or(reply, |_| None)
 }
 
@@ -576,15 +590,16 @@ fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
 pub(super) async fn create(
     State(app): State<Arc<App>>,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, text): JsonObject,
 ) -> Response {
-    let intent = match parse_intent(&body, true) {
+    let intent = match parse_intent(&body, &text, true) {
         Ok(i) => i,
         Err(details) => return validation(details),
     };
     let decision = decide(&app, &intent, &caller.principal);
     let principal = caller.principal.clone();
     let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
+    let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let (d, state, replayed) = match ov.state(&action_id)? {
@@ -601,5 +616,9 @@ pub(super) async fn create(
             Ok(created_answer(&d, &state, replayed))
         },
     );
-    reply_or(app.writer.submit(op).await, |_| None)
+    let reply = app.writer.submit(op).await;
+    if reply.is_ok() {
+        app.witness(&witnessed);
+    }
+    reply_or(reply, |_| None)
 }

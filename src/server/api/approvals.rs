@@ -21,7 +21,7 @@ pub(super) async fn approve(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,
     Operator(caller): Operator,
-    JsonObject(body): JsonObject,
+    JsonObject(body, _): JsonObject,
 ) -> Response {
     let decision = match body.get("decision").and_then(Value::as_str) {
         Some("approve" | "allow") => ApprovalDecision::Approve,

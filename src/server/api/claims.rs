@@ -35,8 +35,8 @@ fn claim_error(e: &finality::Error, action_id: &str) -> Response {
             "Invalid execution claim",
             [("code", Value::str("INVALID_EXECUTION_CLAIM"))],
         ),
-        // An act with a lossy number cannot be hashed, so it cannot be compared with the act
-        // the action was created for: a body rule, like the attempt id's.
+        // An act that cannot be hashed one to one cannot be compared with the act the action
+        // was created for: a body rule, like the attempt id's.
         E::InvalidInput { .. } => error_with(
             400,
             "Invalid execution claim",
@@ -124,7 +124,7 @@ pub(super) async fn patch_action(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,
     caller: Caller,
-    JsonObject(body): JsonObject,
+    JsonObject(body, text): JsonObject,
 ) -> Response {
     let map = body.as_object().expect("an object");
     if map.contains_key("claim_execution") {
@@ -132,6 +132,13 @@ pub(super) async fn patch_action(
             Ok(r) => r,
             Err(e) => return claim_error(&e, &id),
         };
+        // The act's number text, which the parsed request no longer holds (its other rules are
+        // the claim's own).
+        if request.act.is_some()
+            && let Err(e) = finality::check_act_text(&text, "/act")
+        {
+            return claim_error(&e, &id);
+        }
         let action_id = id.clone();
         let policy = app.settings.policy.clone();
         let op = Box::new(
@@ -179,12 +186,13 @@ pub(super) async fn patch_action(
         return answer_action(&app, &id).await;
     };
     let action_id = id.clone();
+    let by = caller.settler();
     let critical = summary
         .as_deref()
         .map_or(0, |s| finality::mask_secrets(s).1);
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), now)?;
+            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), &by, now)?;
             let id = ActionId::parse(&action_id).expect("closed, so valid");
             let state = ov.state(&id)?.expect("closed, so present");
             Ok(Answer::new(

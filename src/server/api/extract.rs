@@ -61,6 +61,18 @@ pub struct Caller {
     pub operator: bool,
 }
 
+impl Caller {
+    /// Who this caller settles as (an outcome, a close): an operator key settles any action,
+    /// another key only its principal's.
+    pub fn settler(&self) -> crate::finality::Settler {
+        if self.operator {
+            crate::finality::Settler::Operator
+        } else {
+            crate::finality::Settler::Principal(self.principal.clone())
+        }
+    }
+}
+
 impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = Response;
 
@@ -88,21 +100,23 @@ impl FromRequestParts<Arc<App>> for Operator {
     }
 }
 
-/// A request body that is one JSON object (see the module doc for the refusals).
-pub struct JsonObject(pub Value);
+/// A request body that is one JSON object (see the module doc for the refusals), and its text:
+/// the value no longer holds how its numbers were written, which the act's rules need
+/// ([`check_act_text`](crate::finality::check_act_text)).
+pub struct JsonObject(pub Value, pub String);
 
 impl FromRequest<Arc<App>> for JsonObject {
     type Rejection = Response;
 
     async fn from_request(request: Request, app: &Arc<App>) -> Result<JsonObject, Response> {
         let (parts, body) = request.into_parts();
-        let body = read_json(app, &parts.headers, body).await?;
+        let (body, text) = read_json(app, &parts.headers, body).await?;
         if !matches!(body, Value::Object(_)) {
             return Err(validation(vec![
                 "request body must be a JSON object".into(),
             ]));
         }
-        Ok(JsonObject(body))
+        Ok(JsonObject(body, text))
     }
 }
 
@@ -151,7 +165,11 @@ fn is_json(content_type: &str) -> bool {
             .is_some_and(|sub| sub.ends_with("+json"))
 }
 
-async fn read_json(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, Response> {
+async fn read_json(
+    app: &App,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Value, String), Response> {
     if let Some(ct) = headers.get(header::CONTENT_TYPE)
         && !ct.to_str().is_ok_and(is_json)
     {
@@ -186,6 +204,6 @@ async fn read_json(app: &App, headers: &HeaderMap, body: Body) -> Result<Value, 
     };
     std::str::from_utf8(&bytes)
         .ok()
-        .and_then(|t| canonical::parse(t).ok())
+        .and_then(|t| canonical::parse(t).ok().map(|v| (v, t.to_owned())))
         .ok_or_else(|| error(400, "Invalid JSON body"))
 }

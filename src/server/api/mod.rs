@@ -79,6 +79,10 @@ pub struct App {
     cron_digest: Option<[u8; 32]>,
     /// Set when the server stops taking connections: a sweep's scan then gives up.
     stopping: std::sync::atomic::AtomicBool,
+    /// When, on this server's clock, it first saw each pending action: the sweep times actions
+    /// from it, never from another writer's `created_at` ([`crate::finality::sweep`](mod@crate::finality::sweep)). Kept in
+    /// memory: a restart forgets it, which delays sweeps by one timeout and never advances one.
+    observations: std::sync::Mutex<crate::finality::Observations>,
 }
 
 impl App {
@@ -117,6 +121,7 @@ impl App {
                 writer,
                 cron_digest,
                 stopping: std::sync::atomic::AtomicBool::new(false),
+                observations: std::sync::Mutex::new(crate::finality::Observations::new()),
             }),
             handle,
         ))
@@ -131,6 +136,20 @@ impl App {
     /// Whether [`App::stop`] was called.
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The sweep's memory of pending actions (a poisoned lock still holds valid sightings).
+    fn observations(&self) -> std::sync::MutexGuard<'_, crate::finality::Observations> {
+        self.observations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that this server's request created (or found) action `id`, now on its clock: the
+    /// sweep times the action from here.
+    fn witness(&self, id: &crate::finality::ActionId) {
+        let now = self.settings.clock.now();
+        self.observations().witness(id.clone(), now);
     }
 }
 

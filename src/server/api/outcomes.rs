@@ -30,8 +30,8 @@ fn secrets_in(v: &Value) -> usize {
 pub(super) async fn post_outcome(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,
-    _caller: Caller,
-    JsonObject(body): JsonObject,
+    caller: Caller,
+    JsonObject(body, _): JsonObject,
 ) -> Response {
     let map = body.as_object().expect("an object");
     let text = |k: &str| -> Result<Option<String>, Response> {
@@ -68,7 +68,7 @@ pub(super) async fn post_outcome(
     let action_id = id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let r = batch::report(ov, &action_id, &report, now)?;
+            let r = batch::report(ov, &action_id, &report, &caller.settler(), now)?;
             Ok(Answer::new(
                 200,
                 Value::object([

@@ -2,6 +2,11 @@
 //! Bearer <cron secret>`, compared by digest in constant time; 503 when no secret is
 //! configured) and the optional timer. Both scan for candidates on a read thread and land them
 //! through the writer like any other write.
+//!
+//! The timeout is measured on this server's clock from when it first saw an action pending (at
+//! creation for the actions it created), never from another writer's `created_at`
+//! ([`crate::finality::sweep`](mod@crate::finality::sweep)): servers whose clocks disagree can share one remote. Record
+//! times well ahead of this clock are logged and answered (`clock_skew`), never acted on.
 
 use std::sync::Arc;
 
@@ -60,7 +65,8 @@ pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
     let started = std::time::Instant::now();
     let watch = app.clone();
     let scan = super::reads::read(app, move |ov, now| {
-        batch::sweep_scan(ov, minutes, now, &|| watch.is_stopping())
+        let mut observations = watch.observations();
+        batch::sweep_scan(ov, minutes, now, &mut observations, &|| watch.is_stopping())
     })
     .await?;
     let Some(scan) = scan else {
@@ -68,6 +74,9 @@ pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
             reason: "the server is stopping: the sweep was abandoned".into(),
         });
     };
+    for n in &scan.clock_skew {
+        (app.settings.log)(&format!("sweep: clock skew: {n}"));
+    }
     let took = started.elapsed();
     if took >= crate::server::writer::SLOW {
         (app.settings.log)(&format!(
@@ -102,6 +111,17 @@ pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
                         ),
                     ),
                     ("skipped", Value::from(report.skipped.len() as i64)),
+                    ("waiting", Value::from(report.waiting as i64)),
+                    (
+                        "clock_skew",
+                        Value::Array(
+                            report
+                                .clock_skew
+                                .iter()
+                                .map(finality::ClockNotice::to_value)
+                                .collect(),
+                        ),
+                    ),
                 ]),
             ))
         },

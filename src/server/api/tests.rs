@@ -1681,3 +1681,327 @@ async fn a_claim_is_checked_against_the_current_policy() {
         .await;
     assert_eq!(g.status, 200);
 }
+
+/// Issue 43 item 1, through `serve`: three servers share one remote, B's clock 2 h ahead of
+/// A's, C's 2 h behind. No cron sweep closes a claim made seconds ago on another server: B and
+/// A only see the fresh claims (A's and C's), C says A's records are from its future
+/// (`clock_skew`, and in its log) and acts on nothing, and both real outcome reports land. An
+/// action left pending is swept by B once the timeout has passed on B's clock since B first saw
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_with_skewed_clocks_never_sweep_a_fresh_claim() {
+    let shared = tempfile::tempdir().unwrap();
+    let remote = shared.path().join("remote.git");
+    Store::open_or_init_bare(&remote, "refs/heads/main").unwrap();
+    let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let on = |offset_min: i64, log: Option<Arc<std::sync::Mutex<Vec<String>>>>| {
+        let url = remote.display().to_string();
+        let s = server_custom(
+            Some("cron-secret"),
+            move |_| Target::Remote {
+                url,
+                ref_name: "refs/heads/main".into(),
+                timeout: Some(std::time::Duration::from_secs(10)),
+            },
+            move |st| {
+                if let Some(lines) = log {
+                    st.log = Arc::new(move |l: &str| lines.lock().unwrap().push(l.to_owned()));
+                }
+            },
+        );
+        s.clock.store(T0 + offset_min * 60_000, Ordering::SeqCst);
+        s
+    };
+    let (a, b, c) = (on(0, None), on(120, None), on(-120, Some(log.clone())));
+    async fn sweep(s: &Server) -> Got {
+        let cron = [("authorization", "Bearer cron-secret")];
+        call_raw(s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await
+    }
+    async fn claimed(s: &Server) -> String {
+        let id = recorded(s, "build", ACT, "").await;
+        let g = s
+            .patch(format!("/api/actions/{id}"), BOT, claim_body(A1, ACT))
+            .await;
+        assert_eq!(g.status, 200, "{:?}", g.body);
+        id
+    }
+    let a_fresh = claimed(&a).await;
+    let a_left = claimed(&a).await;
+    let c_fresh = claimed(&c).await;
+    let swept = |g: &Got| g.body.get("rows_swept").and_then(Value::as_f64);
+    let waiting = |g: &Got| g.body.get("waiting").and_then(Value::as_f64);
+    let skew = |g: &Got| match g.body.get("clock_skew") {
+        Some(Value::Array(v)) => v
+            .iter()
+            .map(|n| {
+                (
+                    n.get("action_id")
+                        .and_then(Value::as_str)
+                        .unwrap()
+                        .to_owned(),
+                    n.get("time").and_then(Value::as_str).unwrap().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    // B, ahead of everyone: three pending claims, all seconds old on their writers' clocks.
+    let g = sweep(&b).await;
+    assert_eq!(
+        (g.status, swept(&g), waiting(&g)),
+        (200, Some(0.0), Some(3.0))
+    );
+    assert_eq!(skew(&g), []);
+    // A, ahead of C: C's claim is not stale for it either.
+    let g = sweep(&a).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(3.0)));
+    // C, behind A: A's two actions are from its future; said, in the answer and the log.
+    let g = sweep(&c).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(3.0)));
+    let mut named = skew(&g);
+    named.sort();
+    // First sightings are read: the claims' times are named too.
+    let mut want = vec![
+        (a_fresh.clone(), "claimed_at".to_owned()),
+        (a_fresh.clone(), "created_at".to_owned()),
+        (a_left.clone(), "claimed_at".to_owned()),
+        (a_left.clone(), "created_at".to_owned()),
+    ];
+    want.sort();
+    assert_eq!(named, want);
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("clock skew") && l.contains(&a_fresh)),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    // Both real reports land.
+    let done = format!(r#"{{"status":"completed","attempt_id":"{A1}"}}"#);
+    for (s, id) in [(&a, &a_fresh), (&c, &c_fresh)] {
+        let g = s
+            .post(format!("/api/actions/{id}/outcome"), BOT, &done)
+            .await;
+        assert_eq!(g.status, 200, "{id}: {:?}", g.body);
+    }
+    // Exactly the timeout later on B's clock: not yet; one millisecond more: a_left is swept.
+    b.clock.fetch_add(15 * 60_000, Ordering::SeqCst);
+    let g = sweep(&b).await;
+    assert_eq!((swept(&g), waiting(&g)), (Some(0.0), Some(1.0)));
+    b.clock.fetch_add(1, Ordering::SeqCst);
+    let g = sweep(&b).await;
+    assert_eq!(swept(&g), Some(1.0));
+    assert_eq!(
+        g.body.get("swept"),
+        Some(&Value::Array(vec![Value::str(a_left.as_str())]))
+    );
+    assert_eq!(
+        status(&a, &a_left).await,
+        ("unknown".into(), "lost_confirmation".into())
+    );
+}
+
+/// Acts the act hash cannot take one to one, as `(act, path named)`: keys equal after NFC
+/// normalisation (at the root and nested), a key or string not in NFC, numbers written with
+/// more digits than a double holds (underflow, rounding to 1, rounding to 0.1), overflow, and
+/// acts that are not objects.
+const UNHASHABLE: [(&str, &str); 11] = [
+    (
+        r#"{"kind":"shell","command":"ls","\u00e9":1,"e\u0301":2}"#,
+        "$ has two keys equal after Unicode NFC normalisation",
+    ),
+    (
+        r#"{"kind":"sql","statement":"DROP TABLE users","q":{"a":[{"\u212b":1,"\u00c5":2}]}}"#,
+        "$.q.a[0] has two keys equal",
+    ),
+    (
+        r#"{"kind":"shell","command":"rm cafe\u0301"}"#,
+        "at $.command is not in Unicode normalisation form C",
+    ),
+    (
+        r#"{"kind":"shell","args":{"e\u0301":1}}"#,
+        "at $.args is not in Unicode normalisation form C",
+    ),
+    (
+        r#"{"kind":"shell","n":1e-400}"#,
+        "$.n is written with more digits",
+    ),
+    (
+        r#"{"kind":"shell","n":1.00000000000000000001}"#,
+        "$.n is written with more digits",
+    ),
+    (
+        r#"{"kind":"shell","x":[0.10000000000000001]}"#,
+        "$.x[0] is written with more digits",
+    ),
+    (r#"{"kind":"shell","n":1e400}"#, "$.n is a lossy number"),
+    (r#"{"kind":"shell","n":-1e-400}"#, "$.n is a lossy number"),
+    (r#""ls""#, "$ must be a JSON object"),
+    ("[1,2]", "$ must be a JSON object"),
+];
+
+/// Every act the hash cannot take one to one is refused by `POST /api/actions` and by the guard
+/// (recorded or not) as a bad request naming its path, and nothing is written: no action is
+/// ever created with `act_content_hash: null` for an act it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unhashable_acts_are_refused_at_creation() {
+    let s = server();
+    for (act, path) in UNHASHABLE {
+        let body = guard_body("build", act, "");
+        for (uri, what) in [
+            ("/api/actions", "create"),
+            ("/api/guard?record=true", "recorded guard"),
+            ("/api/guard", "guard"),
+        ] {
+            let g = s.post(uri, BOT, &body).await;
+            let details = g.body.get("details").map(canonical::to_canonical_unchecked);
+            assert_eq!(
+                (g.status, g.str("error")),
+                (400, "Validation failed"),
+                "{what} {act}: {:?}",
+                g.body
+            );
+            assert!(
+                details.as_deref().is_some_and(|d| d.contains(path)),
+                "{what} {act}: {details:?}"
+            );
+        }
+    }
+    let tip = Store::open(&s.repo)
+        .unwrap()
+        .tip("refs/heads/main")
+        .unwrap();
+    assert_eq!(tip, None, "nothing was recorded");
+    // The same acts written exactly are created, with a hash.
+    let g = s
+        .post(
+            "/api/actions",
+            BOT,
+            guard_body(
+                "build",
+                r#"{"kind":"shell","n":0,"x":[0.1],"\u00e9":1}"#,
+                "",
+            ),
+        )
+        .await;
+    assert_eq!(g.status, 201, "{:?}", g.body);
+    assert!(
+        g.str_at("action", "act_content_hash")
+            .is_some_and(|h| h.starts_with("sha256:")),
+        "{:?}",
+        g.body
+    );
+}
+
+/// A claim must present the act the action was created for: no act, `null`, an act whose
+/// numbers round to the created one's, or one with NFC-equal keys is refused (409 or 400,
+/// never granted); the created act, its numbers written differently but exactly, is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_must_present_the_created_act() {
+    let s = server();
+    let id = recorded(&s, "build", r#"{"kind":"shell","command":"ls","n":0}"#, "").await;
+    let uri = format!("/api/actions/{id}");
+    let no_act = format!(r#"{{"claim_execution":true,"attempt_id":"{A1}","agent_id":"agent-1"}}"#);
+    assert_eq!(s.patch(&uri, BOT, &no_act).await.status, 409, "no act");
+    assert_eq!(
+        s.patch(&uri, BOT, claim_body(A1, "null")).await.status,
+        409,
+        "null act"
+    );
+    for act in [
+        r#"{"kind":"shell","command":"ls","n":1e-400}"#,
+        r#"{"kind":"shell","command":"ls","n":0,"\u00e9":1,"e\u0301":2}"#,
+        r#"{"kind":"shell","command":"ls","n":-1e-400}"#,
+        r#""ls""#,
+    ] {
+        let g = s.patch(&uri, BOT, claim_body(A1, act)).await;
+        assert_eq!(
+            (g.status, g.str("code")),
+            (400, "INVALID_EXECUTION_CLAIM"),
+            "{act}: {:?}",
+            g.body
+        );
+        assert!(
+            g.str("reason").starts_with("invalid act: $"),
+            "{:?}",
+            g.body
+        );
+    }
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            claim_body(A1, r#"{"kind":"shell","command":"ls","n":0.0e5}"#),
+        )
+        .await;
+    assert_eq!(
+        (g.status, g.body.get("claimed")),
+        (200, Some(&Value::Bool(true))),
+        "{:?}",
+        g.body
+    );
+}
+
+/// Only the claimant's principal (the action's creator) or an operator key settles an action:
+/// another key's outcome report and legacy close answer exactly as for an unknown id (404),
+/// so they reveal nothing; the owner's report then lands, and an operator may report or
+/// close any action.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_claimant_or_an_operator_settles_an_action() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    assert_eq!(s.patch(&uri, BOT, claim_body(A1, ACT)).await.status, 200);
+    let failed = r#"{"status":"failed","error_message":"boom"}"#;
+    let cancel = r#"{"status":"cancelled"}"#;
+    for missing in ["/api/actions/act_missing", "/api/actions/not%2Fan%2Fid"] {
+        let theirs = s.post(format!("{uri}/outcome"), OTHER, failed).await;
+        let unknown = s.post(format!("{missing}/outcome"), OTHER, failed).await;
+        assert_eq!(
+            (theirs.status, &theirs.body),
+            (404, &unknown.body),
+            "outcome"
+        );
+        let theirs = s.patch(&uri, OTHER, cancel).await;
+        let unknown = s.patch(missing, OTHER, cancel).await;
+        assert_eq!((theirs.status, &theirs.body), (404, &unknown.body), "close");
+    }
+    // An invalid report is refused the same way, before the action is looked at.
+    let bad = r#"{"status":"failed"}"#;
+    assert_eq!(
+        s.post(format!("{uri}/outcome"), OTHER, bad).await.body,
+        s.post("/api/actions/act_missing/outcome", OTHER, bad)
+            .await
+            .body
+    );
+    let g = s.get(format!("{uri}/outcome"), BOT).await;
+    assert_eq!(
+        g.str("status"),
+        "pending",
+        "nothing was settled: {:?}",
+        g.body
+    );
+    let g = s
+        .post(format!("{uri}/outcome"), BOT, r#"{"status":"completed"}"#)
+        .await;
+    assert_eq!(g.status, 200, "the owner's report lands: {:?}", g.body);
+    // An operator key settles another principal's actions: a report, a close.
+    for (what, settle) in [("report", true), ("close", false)] {
+        let id = recorded(&s, "build", ACT, "").await;
+        let uri = format!("/api/actions/{id}");
+        assert_eq!(s.patch(&uri, BOT, claim_body(A2, ACT)).await.status, 200);
+        let g = if settle {
+            s.post(format!("{uri}/outcome"), OPS, failed).await
+        } else {
+            s.patch(&uri, OPS, cancel).await
+        };
+        assert_eq!(g.status, 200, "{what}: {:?}", g.body);
+    }
+    // An unclaimed action is its creator's too.
+    let id = recorded(&s, "build", ACT, "").await;
+    let g = s.patch(format!("/api/actions/{id}"), OTHER, cancel).await;
+    assert_eq!(g.status, 404, "{:?}", g.body);
+    let g = s.patch(format!("/api/actions/{id}"), BOT, cancel).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+}
