@@ -3171,6 +3171,14 @@ fn verify_and_log_read_the_ledger_ref_not_head() {
         assert!(missing.starts_with("exit: 2"), "{missing}");
         assert!(missing.contains("refs/heads/main"), "{missing}");
     }
+    // Before anything is published the log is empty, but a --ref that is no ref name is still
+    // an error naming it.
+    let fresh = &temp_root();
+    Store::open_or_init_bare(&fresh.join("state.git"), "refs/heads/main").unwrap();
+    let empty = run_cli(fresh, &["log", "--repo", "[TMP]/state.git"]);
+    assert!(empty.starts_with("exit: 0"), "{empty}");
+    let bad = run_cli(fresh, &["log", "--repo", "[TMP]/state.git", "--ref", "main"]);
+    assert!(bad.starts_with("exit: 2") && bad.contains("main"), "{bad}");
 }
 
 /// Item 3: `--range` reads as git reads it: an empty side is HEAD, `~`/`^` and tags resolve

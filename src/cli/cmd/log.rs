@@ -98,16 +98,12 @@ pub(in crate::cli) fn run(
     let empty = store.ref_names(1).map_err(|e| unreadable(&e))?.is_empty();
     let commit = match read.resolve(&store) {
         Ok(commit) => commit,
-        Err(f) if empty => {
-            out.note(&format!("log of {rev}: {}; nothing to show", f.message));
+        Err(e @ crate::store::Error::NoLedger { .. }) if empty => {
+            let message = read.explain(&store, &e);
+            out.note(&format!("log of {rev}: {message}; nothing to show"));
             return Ok(());
         }
-        Err(f) => {
-            return Err(Failure {
-                code: 2,
-                message: format!("cannot read the log of {}: {}", repo.display(), f.message),
-            });
-        }
+        Err(e) => return Err(unreadable(&read.explain(&store, &e))),
     };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);

@@ -64,7 +64,11 @@ pub(in crate::cli) fn run(
         None => {
             let commit = read.resolve(&store).map_err(|e| Failure {
                 code: 2,
-                message: format!("cannot verify {}: {}", repo.display(), e.message),
+                message: format!(
+                    "cannot verify {}: {}",
+                    repo.display(),
+                    read.explain(&store, &e)
+                ),
             })?;
             let report = crate::verify::verify_revision_observed(&store, commit, &options, &meter)
                 .map_err(|e| unreadable(&e))?;
@@ -139,35 +143,40 @@ impl<'a> Read<'a> {
         }
     }
 
-    /// The commit read. When the ref it names does not exist, the error names it, says which
-    /// flag it came from, and lists a few refs the repository does hold.
-    pub(in crate::cli) fn resolve(&self, store: &Store) -> Result<CommitId, Failure> {
-        let resolved = match self {
+    /// The commit read.
+    ///
+    /// # Errors
+    /// As [`Store::resolve_ledger`] or [`Store::resolve`]; [`Read::explain`] words them.
+    pub(in crate::cli) fn resolve(&self, store: &Store) -> Result<CommitId, store::Error> {
+        match self {
             Read::Ledger(name) => store.resolve_ledger(name),
             Read::Rev(rev) => store.resolve(rev),
-        };
-        resolved.map_err(|e| {
-            let mut message = e.to_string();
-            if let store::Error::NoLedger { ref_name, .. } = &e {
-                if let Read::Ledger(_) = self {
-                    message.push_str(" (the ledger ref of --ref, which `publish --ref` writes)");
-                }
-                let others: Vec<String> = store
-                    .ref_names(6)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|n| n != ref_name)
-                    .take(5)
-                    .collect();
-                if !others.is_empty() {
-                    message.push_str(&format!(
-                        "; this repository holds {}: name the ledger with --ref or --rev",
-                        others.join(", ")
-                    ));
-                }
+        }
+    }
+
+    /// The text of a [`Read::resolve`] error: for a ref that does not exist, it names the ref,
+    /// says which flag it came from, and lists a few refs the repository does hold.
+    pub(in crate::cli) fn explain(&self, store: &Store, e: &store::Error) -> String {
+        let mut message = e.to_string();
+        if let store::Error::NoLedger { ref_name, .. } = e {
+            if let Read::Ledger(_) = self {
+                message.push_str(" (the ledger ref of --ref, which `publish --ref` writes)");
             }
-            Failure { code: 2, message }
-        })
+            let others: Vec<String> = store
+                .ref_names(6)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| n != ref_name)
+                .take(5)
+                .collect();
+            if !others.is_empty() {
+                message.push_str(&format!(
+                    "; this repository holds {}: name the ledger with --ref or --rev",
+                    others.join(", ")
+                ));
+            }
+        }
+        message
     }
 }
 
