@@ -3177,7 +3177,10 @@ fn verify_and_log_read_the_ledger_ref_not_head() {
     Store::open_or_init_bare(&fresh.join("state.git"), "refs/heads/main").unwrap();
     let empty = run_cli(fresh, &["log", "--repo", "[TMP]/state.git"]);
     assert!(empty.starts_with("exit: 0"), "{empty}");
-    let bad = run_cli(fresh, &["log", "--repo", "[TMP]/state.git", "--ref", "main"]);
+    let bad = run_cli(
+        fresh,
+        &["log", "--repo", "[TMP]/state.git", "--ref", "main"],
+    );
     assert!(bad.starts_with("exit: 2") && bad.contains("main"), "{bad}");
 }
 
