@@ -172,25 +172,37 @@ pub fn sync_tree(root: &Path) -> std::io::Result<()> {
 /// Removes the temporary files in `dir` that a writer of this crate left behind and that no live
 /// process owns: names made by [`temp_name`] whose PID is not alive, or names a different process
 /// incarnation than the one now holding that PID. Files of live writers, files of other tools
-/// (git's own `tmp_pack_*`) and anything unreadable are left alone. Returns how many were removed.
-pub fn remove_stale_temp_files(dir: &Path) -> usize {
+/// (git's own `tmp_pack_*`) and anything unreadable are left alone. Returns the paths removed.
+pub fn remove_stale_temp_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+        return Vec::new();
     };
-    let mut removed = 0;
+    let mut removed = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let Some((pid, incarnation)) = owner_of(name) else {
             continue;
         };
-        let alive = crate::process::pid_alive(pid)
-            && incarnation_prefix(pid).is_none_or(|now| now == incarnation);
-        if !alive && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+        if owner_gone(pid, incarnation) && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
         }
     }
     removed
+}
+
+/// Whether the writer that named a file with `pid` and the 12-hex-digit `incarnation` prefix
+/// ([`temp_name`]) is provably gone: no live process has that PID, or the one that has it is
+/// another incarnation (the PID was reused). A live process whose incarnation cannot be read
+/// is taken to be the writer.
+pub fn owner_gone(pid: u32, incarnation: &str) -> bool {
+    !(crate::process::pid_alive(pid)
+        && incarnation_prefix(pid).is_none_or(|now| now == incarnation))
+}
+
+/// This process's incarnation prefix (12 hex digits), as [`temp_name`] writes it.
+pub fn own_incarnation() -> &'static str {
+    own_incarnation_prefix()
 }
 
 /// `(pid, incarnation prefix)` of a name made by [`temp_name`].
@@ -260,7 +272,11 @@ mod tests {
         for name in [&live, &dead, &reused, &foreign] {
             std::fs::write(dir.path().join(name), b"x").unwrap();
         }
-        assert_eq!(remove_stale_temp_files(dir.path()), 2);
+        let mut removed = remove_stale_temp_files(dir.path());
+        removed.sort();
+        let mut gone = vec![dir.path().join(&dead), dir.path().join(&reused)];
+        gone.sort();
+        assert_eq!(removed, gone);
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

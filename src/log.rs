@@ -5,12 +5,15 @@
 //! shard sorts as its original path; every shard is read through [`crate::view`] (checked reads),
 //! so the output is the same before and after compaction.
 //!
-//! Every shard goes through the per-shard checks of `verify` ([`crate::verify::check_shard`]:
-//! size cap, UTF-8, canonical lines and newline rules, valid events in causal order, one
-//! producer) before any of its events is handed out: a shard that `verify` would refuse stops
-//! the log with [`Error::Shard`], and none of its events is printed. The checks run on all
-//! cores, a batch of shards at a time, while the events of the batch before are handed out in
-//! order.
+//! Every shard goes through `verify`'s own checks before any of its events is handed out
+//! ([`crate::verify::LogGate`]): on its own ([`crate::verify::check_shard`]: size cap, UTF-8,
+//! canonical lines and newline rules, valid events in causal order, one producer), its entry
+//! (a plain `100644` file), and its set against the ledger (the path its identity gives, complete
+//! and deterministically packed parts, the reservation, completion marker, producer-run and
+//! event bindings the publisher writes). A shard that `verify` would refuse stops the log with
+//! [`Error::Shard`], naming the shard and the rule, and none of its events is handed out. The
+//! shard checks run on all cores, a batch of whole sets at a time, while the events of the batch
+//! before are handed out in order.
 //!
 //! Memory: the paths of the hot shards, one month's manifest, a few segments and a batch of
 //! shards (about 1 MiB) at a time; events are handed to the caller one by one and not kept.
@@ -41,8 +44,8 @@ pub enum Error {
     /// A checked read of a shard, manifest or segment failed.
     #[error(transparent)]
     View(#[from] view::Error),
-    /// A shard that `verify` refuses on its own (the ledger is damaged): none of its events
-    /// was handed out.
+    /// A shard that `verify` refuses, on its own or in its set (the ledger is damaged): none of
+    /// its events was handed out.
     #[error(
         "shard {path} breaks {rule}: {detail}; none of its events was printed (run `action-ledger verify` for every finding)"
     )]
@@ -160,7 +163,8 @@ const BATCH_BYTES: usize = 1 << 20;
 
 /// Streams the matching events of the view's snapshot, in canonical order, to `sink`; the sink
 /// returns [`ControlFlow::Break`] to stop early (a closed pipe). Each shard is checked as
-/// `verify` checks it on its own before any of its events reaches the sink.
+/// `verify` checks it, on its own and in its set ([`verify::LogGate`]), before any of its
+/// events reaches the sink.
 ///
 /// # Errors
 /// [`Error::Shard`] for the first shard in order that fails the checks (the events of the
@@ -194,6 +198,7 @@ pub fn stream_observed(
         hot.entry(month).or_default();
     }
     progress.begin("shards", None);
+    let mut gate = verify::LogGate::new(view.snapshot()).map_err(from_verify)?;
     let mut stats = Stats::default();
     let mut batch: Vec<Read> = Vec::new();
     let mut bytes = 0usize;
@@ -223,11 +228,21 @@ pub fn stream_observed(
                 }
                 Err(e) => return Err(e.into()),
             };
-            bytes += text.as_ref().map_or(0, String::len);
-            batch.push(Read { date, path, text });
-            if bytes >= BATCH_BYTES {
+            // A batch ends between two sets only: the gate checks whole sets.
+            let full = bytes >= BATCH_BYTES
+                && batch
+                    .last()
+                    .is_some_and(|last| verify::set_key(&last.path) != verify::set_key(&path));
+            let size = text.as_ref().map_or(0, String::len);
+            if full {
                 bytes = 0;
-                let flow = hand_out(std::mem::take(&mut batch), filter, sink, &mut stats)?;
+                let flow = hand_out(
+                    &mut gate,
+                    std::mem::take(&mut batch),
+                    filter,
+                    sink,
+                    &mut stats,
+                )?;
                 progress.advance(
                     stats.shards as u64 - reported.0,
                     stats.events as u64 - reported.1,
@@ -238,10 +253,12 @@ pub fn stream_observed(
                     return Ok(stats);
                 }
             }
+            bytes += size;
+            batch.push(Read { date, path, text });
         }
     }
     // The last batch: the stream ends here whether or not the sink stopped it.
-    let _ = hand_out(batch, filter, sink, &mut stats)?;
+    let _ = hand_out(&mut gate, batch, filter, sink, &mut stats)?;
     progress.advance(
         stats.shards as u64 - reported.0,
         stats.events as u64 - reported.1,
@@ -257,10 +274,18 @@ struct Read {
     text: Result<String, shard::Error>,
 }
 
-/// Checks a batch of shards on all cores ([`verify::check_shard`], rayon; a long shard's lines
-/// are spread as well), then hands out their matching events in order, stopping at the first shard
-/// that fails.
+/// A verification error as a log error (it can only be the store's).
+fn from_verify(e: verify::Error) -> Error {
+    match e {
+        verify::Error::Store(e) => Error::Store(e),
+    }
+}
+
+/// Checks a batch of whole shard sets through `verify`'s gate ([`verify::LogGate`]: each shard
+/// on its own on all cores, its entry mode, its set against the ledger), then hands out their
+/// matching events in order, stopping at the first shard that fails.
 fn hand_out(
+    gate: &mut verify::LogGate<'_, '_>,
     batch: Vec<Read>,
     filter: &Filter,
     sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
@@ -268,26 +293,26 @@ fn hand_out(
 ) -> Result<ControlFlow<()>, Error> {
     use rayon::prelude::*;
     type Checked = Result<(Vec<Event>, Vec<Value>), (Rule, String)>;
+    let mut places = Vec::with_capacity(batch.len());
+    let mut shards = Vec::with_capacity(batch.len());
+    for r in batch {
+        places.push((r.date, r.path.clone()));
+        shards.push((r.path, r.text));
+    }
+    let gated = gate.check(shards).map_err(from_verify)?;
     // The trees are for the filter and the sink; the check itself builds none.
-    let checked: Vec<Checked> = batch
-        .par_iter()
-        .map(|read| match &read.text {
-            Err(e) => Err(verify::shard_refusal(e)),
-            Ok(text) => {
-                let check = verify::check_shard(&read.path, text);
-                match check.refused {
-                    Some(refusal) => Err(refusal),
-                    None => {
-                        let records = check.events.iter().map(Event::record).collect();
-                        Ok((check.events, records))
-                    }
-                }
-            }
+    let checked: Vec<Checked> = gated
+        .into_par_iter()
+        .map(|g| {
+            g.map(|events| {
+                let records = events.iter().map(Event::record).collect();
+                (events, records)
+            })
         })
         .collect();
-    for (read, checked) in batch.iter().zip(checked) {
+    for ((date, path), checked) in places.iter().zip(checked) {
         let (events, records) = checked.map_err(|(rule, detail)| Error::Shard {
-            path: read.path.clone(),
+            path: path.clone(),
             rule,
             detail,
         })?;
@@ -299,8 +324,8 @@ fn hand_out(
             }
             stats.matched += 1;
             let entry = Entry {
-                date: &read.date,
-                path: &read.path,
+                date,
+                path,
                 line: i + 1,
                 json: &event.json,
                 value: record,

@@ -162,20 +162,28 @@ pub(super) enum Command {
     /// `finality-claim-mismatch`, `deletion-unproven`) are documented in the library
     /// (`cargo doc`, `finding::Rule`). Warnings (`case-collision`: two sibling names equal
     /// after Unicode case folding and NFC) are printed like findings and leave the exit code
-    /// alone. Exit 0 clean, 1 findings, 2 unreadable (also: no ledger at that ref yet).
+    /// alone. Exit 0 clean, 1 findings, 2 unreadable (also: no ledger at that ref yet, named).
     Verify {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to verify: what `git rev-parse` takes (a commit id or its prefix, HEAD,
-        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
-        #[arg(long, default_value = "HEAD", conflicts_with = "range")]
-        rev: String,
-        /// Verify a push instead: `OLD..NEW`, each a revision as for --rev (OLD all zeros for
-        /// a new ref). NEW must descend from OLD, nothing under `ledger/v1/` or `finality/v1/`
-        /// may be modified or deleted (except shard files a compaction's manifest proves, and a
-        /// manifest replaced by a superset), and every touched set must be valid; only the
-        /// changed subtrees are read.
+        /// The ledger ref verified when neither --rev nor --range is given: the ref `publish
+        /// --ref` writes, read by that name (not through HEAD, which may name another branch).
+        /// A ref that does not exist is an error naming it (exit 2).
+        #[arg(long = "ref", default_value = "refs/heads/main", conflicts_with_all = ["rev", "range"])]
+        ref_name: String,
+        /// The revision to verify instead of the tip of --ref: what `git rev-parse` takes (a
+        /// commit id or its prefix, HEAD, a branch, tag or remote-tracking name such as
+        /// origin/main, with ~N or ^N).
+        #[arg(long, conflicts_with = "range")]
+        rev: Option<String>,
+        /// Verify a push instead: `OLD..NEW`, each a revision as for --rev, read as git reads
+        /// it (gitrevisions(7)): an empty side is HEAD (`..NEW` is `HEAD..NEW`), OLD of 40 zeros
+        /// is a new ref. `A...B` (a symmetric difference) is refused: a push is OLD..NEW. NEW
+        /// must descend from OLD, nothing under `ledger/v1/` or `finality/v1/` may be modified
+        /// or deleted (except shard files a compaction's manifest proves, and a manifest
+        /// replaced by a superset), and every touched set must be valid; only the changed
+        /// subtrees are read.
         #[arg(long)]
         range: Option<String>,
         /// One JSON object per finding plus a summary object on stdout:
@@ -267,6 +275,12 @@ pub(super) enum Command {
     /// a kill leaves the old layout or the new one. Then each publication's roll-up of the
     /// smallest packs (as `git repack --geometric=2`, never more than 262,144 objects per
     /// publication) runs without the bound. Run it from a scheduled job. Prints what was done.
+    ///
+    /// First it removes what killed writers left and no live process owns: staging directories
+    /// beside the repository (`.NAME.init-*`, of a first publication killed while creating it)
+    /// and temporary files in it (`tmp_al_*`), naming each on stderr. A staging directory from
+    /// an older version (no process incarnation in its name) whose PID is alive is removed
+    /// only once it is an hour old.
     Maintain {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
@@ -280,7 +294,8 @@ pub(super) enum Command {
         all: bool,
         /// One JSON object: `{"type":"maintain","layout","migrated","records_moved",
         /// "pending_entries","commit","busy","packs_before","packs_merged","packs_after",
-        /// "objects_written","bytes_written"}` (`commit` is null when nothing was migrated).
+        /// "objects_written","bytes_written","debris_removed"}` (`commit` is null when nothing
+        /// was migrated; `debris_removed` lists the paths of killed writers' leftovers removed).
         #[arg(long)]
         json: bool,
     },
@@ -415,17 +430,28 @@ pub(super) enum Command {
     /// ids), and a summary on stderr. With --operation, the operation's events are grouped by
     /// attempt, attempts in causal order (an attempt after the one its first event's parent is
     /// in, else by time), each attempt's events in causal order. It streams shard by shard; every shard passes `verify`'s checks of a
-    /// shard on its own before any of its events is printed (else exit 2, naming the shard and
-    /// the rule). Filters combine. Before anything is published to the ref, it prints nothing
-    /// and exits 0.
+    /// shard, on its own and in its set (its path, parts, entry mode and bindings), before any
+    /// of its events is printed (else exit 2, naming the shard and
+    /// the rule). Filters combine. Before anything is published to the repository (it holds no
+    /// ref at all), it prints nothing and exits 0; a ref that does not exist in a repository
+    /// that holds other refs is an error naming it and them (exit 2).
     Log {
         /// The state repository.
         #[arg(long, default_value = "./state.git")]
         repo: PathBuf,
-        /// The revision to read: what `git rev-parse` takes (a commit id or its prefix, HEAD,
-        /// a branch, tag or remote-tracking name such as origin/main, with ~N or ^N).
-        #[arg(long, default_value = "HEAD")]
-        rev: String,
+        /// The ledger ref read when --rev is not given: the ref `publish --ref` writes, read by
+        /// that name (not through HEAD, which may name another branch).
+        #[arg(
+            long = "ref",
+            default_value = "refs/heads/main",
+            conflicts_with = "rev"
+        )]
+        ref_name: String,
+        /// The revision to read instead of the tip of --ref: what `git rev-parse` takes (a
+        /// commit id or its prefix, HEAD, a branch, tag or remote-tracking name such as
+        /// origin/main, with ~N or ^N).
+        #[arg(long)]
+        rev: Option<String>,
         /// Print the canonical event lines exactly as stored (byte-identical before and after a
         /// compaction; versioned by their own `schema_version`).
         #[arg(long)]

@@ -145,6 +145,7 @@ fn dispatch(
         } => cmd::maintain::run(out, env, &repo, &ref_name, all, json),
         Command::Verify {
             repo,
+            ref_name,
             rev,
             range,
             json,
@@ -153,7 +154,7 @@ fn dispatch(
             out,
             env,
             &repo,
-            &rev,
+            &cmd::verify::Read::of(&ref_name, rev.as_deref()),
             range.as_deref(),
             json,
             privacy.profile,
@@ -253,6 +254,7 @@ fn dispatch(
         ),
         Command::Log {
             repo,
+            ref_name,
             rev,
             json,
             order,
@@ -272,7 +274,8 @@ fn dispatch(
             } else {
                 crate::log::Order::Canonical
             };
-            cmd::log::run(out, &repo, &rev, json, order, &filter)
+            let read = cmd::verify::Read::of(&ref_name, rev.as_deref());
+            cmd::log::run(out, &repo, &read, json, order, &filter)
         }),
     }
 }

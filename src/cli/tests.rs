@@ -3061,3 +3061,338 @@ fn sweep_times_actions_on_its_own_clock() {
         run_finality(tmp, "2026-03-01T13:16:00.000Z", &["sweep", "--repo", repo])
     );
 }
+
+// ---- Issue 43 item 12: leftovers (ledger ref, log vs verify, --range, duplicates, debris).
+
+/// `git --git-dir REPO ARGS` with a fixed identity and no user configuration; its stdout.
+fn git_in(repo: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@invalid")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A test signature.
+fn tester() -> Signature {
+    Signature {
+        name: "tester".into(),
+        email: "tester@invalid".into(),
+        time_seconds: 1_768_480_496,
+    }
+}
+
+/// The day1 job published to `refs/heads/main` of `[TMP]/state.git`, then a second commit on
+/// main that adds only a file outside the ledger; returns the store.
+fn published_twice(tmp: &Path) -> Store {
+    fixture_job(&tmp.join("job"));
+    let out = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let next = store
+        .write_commit_with(
+            Some(tip),
+            &[("NOTES".to_owned(), b"not ledger data\n".to_vec())],
+            &[],
+            true,
+            "notes",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(tip), next, "notes")
+        .unwrap();
+    store
+}
+
+/// Item 1: without --rev, `verify` and `log` read the ledger ref (`--ref`, default
+/// refs/heads/main, the ref `publish --ref` writes), not `HEAD`, even when `HEAD` names another
+/// branch; a ledger ref that does not exist is an error naming it and the refs there are.
+#[test]
+fn verify_and_log_read_the_ledger_ref_not_head() {
+    let tmp = &temp_root();
+    let store = published_twice(tmp);
+    let scratch = store
+        .write_commit_with(
+            None,
+            &[("README".to_owned(), b"scratch\n".to_vec())],
+            &[],
+            true,
+            "scratch",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/scratch", None, scratch, "scratch")
+        .unwrap();
+    git_in(
+        &tmp.join("state.git"),
+        &["symbolic-ref", "HEAD", "refs/heads/scratch"],
+    );
+    let repo = ["--repo", "[TMP]/state.git"];
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(repo);
+        run_cli(tmp, &all)
+    };
+    let outputs = [
+        cli(&["verify"]),
+        cli(&["log", "--type", "repair.plan"]),
+        cli(&["verify", "--ref", "refs/heads/main"]),
+        // HEAD still works when asked for by name.
+        cli(&["verify", "--rev", "HEAD"]),
+        cli(&["verify", "--ref", "refs/heads/ledger"]),
+        cli(&["log", "--ref", "refs/heads/ledger"]),
+        cli(&["log", "--rev", "refs/heads/next"]),
+        cli(&["verify", "--ref", "refs/heads/main", "--rev", "HEAD"]),
+    ];
+    insta::assert_snapshot!("item12_ledger_ref_not_head", outputs.join("\n"));
+    assert!(outputs[0].starts_with("exit: 0"), "{}", outputs[0]);
+    assert!(
+        outputs[0].contains("verified refs/heads/main") && !outputs[0].contains(" 0 shard(s)"),
+        "{}",
+        outputs[0]
+    );
+    assert!(outputs[1].contains("repair.plan"), "{}", outputs[1]);
+    for missing in &outputs[4..7] {
+        assert!(missing.starts_with("exit: 2"), "{missing}");
+        assert!(missing.contains("refs/heads/main"), "{missing}");
+    }
+    // Before anything is published the log is empty, but a --ref that is no ref name is still
+    // an error naming it.
+    let fresh = &temp_root();
+    Store::open_or_init_bare(&fresh.join("state.git"), "refs/heads/main").unwrap();
+    let empty = run_cli(fresh, &["log", "--repo", "[TMP]/state.git"]);
+    assert!(empty.starts_with("exit: 0"), "{empty}");
+    let bad = run_cli(
+        fresh,
+        &["log", "--repo", "[TMP]/state.git", "--ref", "main"],
+    );
+    assert!(bad.starts_with("exit: 2") && bad.contains("main"), "{bad}");
+}
+
+/// Item 3: `--range` reads as git reads it: an empty side is HEAD, `~`/`^` and tags resolve
+/// as `git rev-parse` resolves them, `A...B` and forms without one `..` are refused with what
+/// to write instead, an unknown name is an error naming it.
+#[test]
+fn verify_range_reads_revisions_as_git_does() {
+    let tmp = &temp_root();
+    let store = published_twice(tmp);
+    let first = store.resolve("main~1").unwrap().to_hex();
+    git_in(&tmp.join("state.git"), &["tag", "v1", &first]);
+    let zero = "0".repeat(40);
+    let members = [
+        "..HEAD".to_owned(),
+        "HEAD~1..".to_owned(),
+        "..main~1".to_owned(),
+        "HEAD~1..HEAD".to_owned(),
+        "main^..main".to_owned(),
+        format!("{zero}..v1"),
+        "v1..main".to_owned(),
+        "main~1...main".to_owned(),
+        "v1..nope".to_owned(),
+        "HEAD".to_owned(),
+        "v1..main..main".to_owned(),
+    ];
+    let mut outputs = Vec::new();
+    for range in &members {
+        let out = run_cli(
+            tmp,
+            &["verify", "--repo", "[TMP]/state.git", "--range", range],
+        );
+        outputs.push(format!("=== --range {range}\n{out}"));
+    }
+    insta::assert_snapshot!("item12_verify_range_members", outputs.join("\n"));
+    let code = |i: usize| outputs[i].lines().nth(1).unwrap_or("").to_owned();
+    assert_eq!(code(0), "exit: 0", "..HEAD is HEAD..HEAD: nothing pushed");
+    assert!(outputs[0].contains(": 0 shard(s)"), "{}", outputs[0]);
+    assert_eq!(code(1), "exit: 0");
+    assert_eq!(code(2), "exit: 1", "HEAD..main~1 goes backwards");
+    assert!(outputs[2].contains("not-descendant"), "{}", outputs[2]);
+    assert_eq!(code(5), "exit: 0");
+    assert!(!outputs[5].contains(": 0 shard(s)"), "{}", outputs[5]);
+    for refused in [7, 8, 9, 10] {
+        assert_eq!(code(refused), "exit: 2", "{}", outputs[refused]);
+    }
+    assert!(
+        outputs[7].contains("symmetric difference"),
+        "{}",
+        outputs[7]
+    );
+    assert!(outputs[8].contains("nope"), "{}", outputs[8]);
+}
+
+/// Item 2: `log` stops (exit 2) at a shard `verify` refuses for its set, here a shard moved to
+/// a path its events' identity does not give, naming the shard and verify's rule
+/// (`shard-path`); none of its events is printed.
+#[test]
+fn log_refuses_a_shard_that_verify_refuses_for_its_set() {
+    let tmp = &temp_root();
+    fixture_job(&tmp.join("job"));
+    let out = run_cli(
+        tmp,
+        &["-q", "publish", "--repo", "[TMP]/state.git", "[TMP]/job"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let first = snap.list_files(crate::ledger::shard::EVENTS_ROOT).unwrap()[0].clone();
+    let bytes = snap.read(&first, u64::MAX).unwrap().unwrap();
+    let moved = first.replace("/2026/03/10/", "/2026/03/09/");
+    assert_ne!(moved, first);
+    let bad = store
+        .write_commit_with(
+            Some(tip),
+            &[(moved, bytes)],
+            std::slice::from_ref(&first),
+            true,
+            "moved",
+            &tester(),
+        )
+        .unwrap();
+    store
+        .update_ref("refs/heads/main", Some(tip), bad, "moved")
+        .unwrap();
+    let log = run_cli(tmp, &["log", "--repo", "[TMP]/state.git"]);
+    let verify = run_cli(tmp, &["-q", "verify", "--repo", "[TMP]/state.git"]);
+    insta::assert_snapshot!("item12_log_moved_shard", format!("{log}\n{verify}"));
+    assert!(log.starts_with("exit: 2"), "{log}");
+    assert!(log.contains("shard-path"), "{log}");
+    assert!(log.contains("--- stdout\n--- stderr"), "{log}");
+    assert!(verify.contains("shard-path"), "{verify}");
+}
+
+/// Item 4: an action whose records are also at the other layout's place (two copies of one
+/// id) is refused by `action show`, naming both places, rather than one copy picked; so is
+/// one whose only copy is at the other layout's place (not reported NOT_FOUND), and a claim
+/// on either. `verify` reports the copy (`finality-layout-mixed`).
+#[test]
+fn action_show_refuses_an_action_present_twice() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let mut args = action_create(&["--repo", repo], "act_twice", "gd_1");
+    args.extend_from_slice(&["--", "echo", "hi"]);
+    let out = run_finality(tmp, T0, &args);
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let store = Store::open(&tmp.join("state.git")).unwrap();
+    let tip = store.tip("refs/heads/main").unwrap().unwrap();
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let id = crate::finality::ActionId::parse("act_twice").unwrap();
+    let nibble = crate::finality::Layout::Nibble.action_dir(&id);
+    let flat = crate::finality::Layout::Flat.action_dir(&id);
+    let record = snap
+        .read(&format!("{nibble}/action.json"), u64::MAX)
+        .unwrap()
+        .unwrap();
+    let copy = (format!("{flat}/action.json"), record);
+    let twice = store
+        .write_commit_with(
+            Some(tip),
+            std::slice::from_ref(&copy),
+            &[],
+            true,
+            "copy",
+            &tester(),
+        )
+        .unwrap();
+    let moved = store
+        .write_commit_with(
+            Some(tip),
+            std::slice::from_ref(&copy),
+            &[format!("{nibble}/action.json")],
+            true,
+            "moved",
+            &tester(),
+        )
+        .unwrap();
+    let mut outputs = Vec::new();
+    for (name, commit) in [("twice", twice), ("moved", moved)] {
+        let at = store.tip("refs/heads/main").unwrap();
+        store
+            .update_ref("refs/heads/main", at, commit, name)
+            .unwrap();
+        let show = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_twice"]);
+        let json = run_finality(
+            tmp,
+            T1,
+            &["action", "show", "--json", "--repo", repo, "act_twice"],
+        );
+        let claim = run_finality(
+            tmp,
+            T1,
+            &[
+                "action",
+                "claim",
+                "--repo",
+                repo,
+                "act_twice",
+                "--",
+                "echo",
+                "hi",
+            ],
+        );
+        let verify = run_cli(tmp, &["-q", "verify", "--repo", repo]);
+        for out in [&show, &json, &claim] {
+            assert!(out.starts_with("exit: 2"), "{name}: {out}");
+            assert!(
+                out.contains(&flat) && out.contains(&nibble),
+                "{name}: {out}"
+            );
+        }
+        assert!(json.contains("\"code\":\"CORRUPT_RECORD\""), "{json}");
+        assert!(verify.contains("finality-layout-mixed"), "{name}: {verify}");
+        outputs.push(format!("=== {name}\n{show}\n{json}\n{claim}"));
+    }
+    insta::assert_snapshot!("item12_action_present_twice", outputs.join("\n"));
+}
+
+/// Item 5: what killed writers left is removed and named: `publish` removes the staging
+/// directory of a first publication killed while creating the repository; `maintain` removes
+/// such directories and the temporary files in the repository (`debris_removed` with --json).
+/// A live writer's are kept.
+#[test]
+fn killed_writers_debris_is_removed_and_named() {
+    let tmp = &temp_root();
+    fixture_job(&tmp.join("job"));
+    let dead = 4_194_305; // above the kernel's maximum PID: never alive
+    let staging = |n: u32| format!(".state.git.init-{dead}-0123456789ab-{n}");
+    std::fs::create_dir_all(tmp.join(staging(0)).join("objects")).unwrap();
+    let live = format!(
+        ".state.git.init-{}-{}-9",
+        std::process::id(),
+        crate::durable::own_incarnation()
+    );
+    std::fs::create_dir_all(tmp.join(&live)).unwrap();
+    let publish = run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/job"]);
+    assert!(publish.starts_with("exit: 0"), "{publish}");
+    assert!(!tmp.join(staging(0)).exists() && tmp.join(&live).exists());
+    // A second killed creation, and a loose object's temporary file of a killed writer.
+    std::fs::create_dir_all(tmp.join(staging(1))).unwrap();
+    let fanout = tmp.join("state.git/objects/ab");
+    std::fs::create_dir_all(&fanout).unwrap();
+    let temp = format!("{}{dead}_0123456789ab_0_obj", crate::durable::TEMP_PREFIX);
+    std::fs::write(fanout.join(&temp), b"x").unwrap();
+    let maintain = run_cli(tmp, &["maintain", "--json", "--repo", "[TMP]/state.git"]);
+    assert!(maintain.starts_with("exit: 0"), "{maintain}");
+    assert!(!tmp.join(staging(1)).exists() && !fanout.join(&temp).exists());
+    assert!(tmp.join(&live).exists(), "a live creator's staging is kept");
+    let again = run_cli(tmp, &["maintain", "--repo", "[TMP]/state.git"]);
+    insta::assert_snapshot!(
+        "item12_debris_removed",
+        [publish, maintain, again].join("\n")
+    );
+}

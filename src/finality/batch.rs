@@ -135,6 +135,7 @@ impl<'s> Overlay<'s> {
         id: &ActionId,
         hidden: &BTreeSet<&str>,
     ) -> Result<Option<State>, Error> {
+        super::state::refuse_other_copy(&self.snap, self.layout, id)?;
         super::state::state_from(id, |kind| {
             let path = self.layout.record_path(id, kind);
             if hidden.contains(path.as_str()) {

@@ -209,7 +209,47 @@ impl OutcomeView {
 /// [`Error::Layout`] for an unknown layout record, [`Error::Corrupt`] for an invalid record, [`Error::Store`] when the repository cannot be read.
 pub fn read_state(snap: &Snapshot<'_>, id: &ActionId) -> Result<Option<State>, Error> {
     let layout = super::layout::detect(snap)?.layout;
+    refuse_other_copy(snap, layout, id)?;
     read_state_in(snap, layout, id)
+}
+
+/// Refuses to read action `id` when the repository holds an entry for it at the other
+/// layout's place too (a second copy, which `verify` reports as `finality-layout-mixed`):
+/// which copy is the action cannot be told, so neither is picked.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the other copy's path and this layout's, [`Error::Store`].
+pub(super) fn refuse_other_copy(
+    snap: &Snapshot<'_>,
+    layout: super::Layout,
+    id: &ActionId,
+) -> Result<(), Error> {
+    let other = layout.other().action_dir(id);
+    if snap.mode(&other)?.is_none() {
+        return Ok(());
+    }
+    let own = layout.action_dir(id);
+    let reason = if snap.mode(&own)?.is_some() {
+        format!(
+            "a second copy of action {id} at the {} layout's place, beside {own} of the {} \
+             layout this repository uses: neither is read (`action-ledger verify` reports \
+             finality-layout-mixed); remove the copy that is not the action's",
+            layout.other().name(),
+            layout.name()
+        )
+    } else {
+        format!(
+            "action {id} at the {} layout's place, not at {own} where the {} layout this \
+             repository uses puts it: it is not read (`action-ledger verify` reports \
+             finality-layout-mixed); move it there",
+            layout.other().name(),
+            layout.name()
+        )
+    };
+    Err(Error::Corrupt {
+        reason,
+        path: other,
+    })
 }
 
 /// [`read_state`] in a layout the caller has read already.

@@ -1,12 +1,15 @@
 //! Opening and creating the state repository, and its configuration edits.
 //!
-//! A new repository is bare and is built beside its final name (`.<name>.init-<pid>-<nanos>`):
+//! A new repository is bare and is built beside its final name
+//! (`.<name>.init-<pid>-<incarnation>-<n>`, the creator's PID, the first 12 hex digits of its
+//! process incarnation and a counter):
 //! `HEAD` is pointed at the ledger ref (so that `git clone` checks the ledger out), every file
 //! and directory of it is fsynced, and only then is it renamed into place; the parent directory
 //! (and each parent directory created on the way) is fsynced too. `rename(2)` replaces an empty
 //! directory and fails on a non-empty one, so of several concurrent creators exactly one wins and
 //! the others open the winner's repository. A crash leaves either no repository or a complete one
-//! (plus, at worst, a staging directory that nothing reads).
+//! (plus, at worst, a staging directory that nothing reads, which a later run removes:
+//! [`remove_stale_staging`]).
 
 use std::path::{Path, PathBuf};
 
@@ -17,8 +20,120 @@ use super::error::git_err;
 use super::refs::full_name;
 use crate::durable;
 use crate::store::*;
+use crate::time::Timestamp;
+
+/// The name of a staging directory for the repository named `file_name`, made by this process:
+/// `.<file_name>.init-<pid>-<incarnation prefix>-<n>`.
+fn staging_name(file_name: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        ".{file_name}.init-{}-{}-{}",
+        std::process::id(),
+        durable::own_incarnation(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// How old (by its modification time) a staging directory whose name carries no process
+/// incarnation (`.<name>.init-<pid>-<8 hex digits>`, made before names carried one) must be
+/// before [`remove_stale_staging`] removes it although a process with its PID is alive: a
+/// creation takes milliseconds, and the PID may have been reused since.
+pub const STAGING_GRACE_MILLIS: i64 = 60 * 60 * 1000;
+
+/// Removes the staging directories that creations of the repository at `path` left beside it
+/// (`.<name>.init-…`) when they were killed before renaming them into place, and returns their
+/// paths. Only those that cannot belong to a live creator are removed: the PID in the name is
+/// not alive or is held by another process incarnation; for a name without an incarnation
+/// (older versions), the PID is not alive or the directory was last modified at least
+/// [`STAGING_GRACE_MILLIS`] before `now` (the caller's clock: the library reads none).
+/// Anything else, a symbolic link, or an entry that cannot be read is left alone.
+pub fn remove_stale_staging(path: &Path, now: Timestamp) -> Vec<PathBuf> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let Some(file_name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return Vec::new();
+    };
+    let prefix = format!(".{file_name}.init-");
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.file_type().is_dir() {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split('-').collect();
+        let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let stale = match fields.as_slice() {
+            [pid, incarnation, n]
+                if hex(incarnation, 12) && n.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                pid.parse()
+                    .is_ok_and(|pid| durable::owner_gone(pid, incarnation))
+            }
+            [pid, nanos] if hex(nanos, 8) => {
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| Timestamp::from_millis(d.as_millis() as i64));
+                pid.parse::<u32>().is_ok_and(|pid| {
+                    !crate::process::pid_alive(pid)
+                        || modified.is_some_and(|m| now.millis_since(m) >= STAGING_GRACE_MILLIS)
+                })
+            }
+            _ => false,
+        };
+        if stale && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    if !removed.is_empty() {
+        let _ = durable::sync_dir(&parent);
+    }
+    removed
+}
 
 impl Store {
+    /// Removes the temporary files that writers of this crate left in the repository when
+    /// killed (loose objects' `tmp_al_*_obj` in the fan-out directories, packs' in
+    /// `objects/pack`, replaced files' in the repository and `hooks`), only those no live
+    /// process owns ([`durable::remove_stale_temp_files`]); returns their paths.
+    pub fn remove_stale_temp_files(&self) -> Vec<PathBuf> {
+        let git_dir = self.git_dir();
+        let objects = git_dir.join("objects");
+        let mut dirs = vec![
+            git_dir.to_owned(),
+            git_dir.join("hooks"),
+            objects.join("pack"),
+        ];
+        if let Ok(entries) = std::fs::read_dir(&objects) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let fanout = name
+                    .to_str()
+                    .is_some_and(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()));
+                if fanout && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        dirs.sort();
+        dirs.iter()
+            .flat_map(|dir| durable::remove_stale_temp_files(dir))
+            .collect()
+    }
+
     /// Open the repository at `path`, or create a bare one when `path` does not exist or is an
     /// empty directory. On creation, `HEAD` is made a symbolic ref to `ref_name` (a full name such
     /// as `refs/heads/main`) so that a fresh `git clone` checks out the ledger ref.
@@ -57,14 +172,7 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "state.git".to_owned());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let staging = parent.join(format!(
-            ".{file_name}.init-{}-{nanos:08x}",
-            std::process::id()
-        ));
+        let staging = parent.join(staging_name(&file_name));
         let init = |err: Box<dyn std::error::Error + Send + Sync>| Error::Init {
             path: path.to_owned(),
             source: err,
@@ -149,6 +257,111 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::test_support::*;
+
+    /// Staging directories of killed creations are removed, and only those: a dead PID, a
+    /// reused PID (another incarnation), an old-style name whose PID is dead or that is past
+    /// the grace period by the caller's clock. A live creator's, a recent old-style one with a
+    /// live PID, another repository's, a file and a link are left alone.
+    #[test]
+    fn only_stale_staging_directories_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("state.git");
+        let me = std::process::id();
+        let dead = 4_194_305; // above the kernel's maximum PID: never alive
+        let names = [
+            ("live", staging_name("state.git"), false),
+            (
+                "dead",
+                format!(".state.git.init-{dead}-0123456789ab-0"),
+                true,
+            ),
+            (
+                "reused",
+                format!(".state.git.init-{me}-0123456789ab-3"),
+                true,
+            ),
+            ("old dead", format!(".state.git.init-{dead}-0badcafe"), true),
+            ("old live", format!(".state.git.init-{me}-0badcafe"), false),
+            (
+                "other repo",
+                format!(".other.git.init-{dead}-0badcafe"),
+                false,
+            ),
+            ("not ours", ".state.git.init-x".to_owned(), false),
+        ];
+        for (_, name, _) in &names {
+            std::fs::create_dir_all(tmp.path().join(name).join("objects")).unwrap();
+        }
+        let file = format!(".state.git.init-{dead}-0123456789ab-1");
+        std::fs::write(tmp.path().join(&file), b"x").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(
+            tmp.path().join(&names[0].1),
+            tmp.path()
+                .join(format!(".state.git.init-{dead}-0123456789ab-2")),
+        )
+        .unwrap();
+        let modified = std::fs::metadata(tmp.path().join(&names[4].1))
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        // A minute after: the old-style directory of a live PID is recent, and kept.
+        let mut removed = remove_stale_staging(&repo, Timestamp::from_millis(modified + 60_000));
+        removed.sort();
+        let mut expected: Vec<PathBuf> = names
+            .iter()
+            .filter(|(_, _, stale)| *stale)
+            .map(|(_, n, _)| tmp.path().join(n))
+            .collect();
+        expected.sort();
+        assert_eq!(removed, expected);
+        for (what, name, stale) in &names {
+            assert_eq!(!tmp.path().join(name).exists(), *stale, "{what}");
+        }
+        assert!(
+            tmp.path().join(&file).exists(),
+            "a file is not a staging directory"
+        );
+        // Past the grace period the old-style one goes too; a live creator's stays.
+        let later = Timestamp::from_millis(modified + STAGING_GRACE_MILLIS);
+        assert_eq!(
+            remove_stale_staging(&repo, later),
+            vec![tmp.path().join(&names[4].1)]
+        );
+        assert!(tmp.path().join(&names[0].1).exists());
+    }
+
+    /// Temporary files of dead writers are removed from the fan-out directories, the pack
+    /// directory and the repository itself; a live writer's and git's own are kept.
+    #[test]
+    fn stale_temporary_files_are_removed_from_the_repository() {
+        let (_tmp, _repo, store) = new_store();
+        let git_dir = store.git_dir().to_owned();
+        let dead = format!("{}4194305_0123456789ab_0_obj", durable::TEMP_PREFIX);
+        let live = durable::temp_name("obj");
+        let mut expected = Vec::new();
+        for dir in [
+            git_dir.join("objects/ab"),
+            git_dir.join("objects/pack"),
+            git_dir.clone(),
+        ] {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(&dead), b"x").unwrap();
+            std::fs::write(dir.join(&live), b"x").unwrap();
+            std::fs::write(dir.join("tmp_obj_git"), b"x").unwrap();
+            expected.push(dir.join(&dead));
+        }
+        let mut removed = store.remove_stale_temp_files();
+        removed.sort();
+        expected.sort();
+        assert_eq!(removed, expected);
+        assert!(git_dir.join("objects/ab").join(&live).exists());
+        assert!(git_dir.join("objects/ab/tmp_obj_git").exists());
+        assert!(store.remove_stale_temp_files().is_empty());
+    }
 
     #[test]
     fn fresh_clone_checks_out_the_ledger_ref() {

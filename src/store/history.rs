@@ -78,6 +78,58 @@ impl Store {
         Ok(CommitId(commit.id))
     }
 
+    /// The commit at the tip of the ledger ref `ref_name` (a full name such as
+    /// `refs/heads/main`, the ref `publish --ref` writes), read by that exact name: not through
+    /// `HEAD`, which may name another branch, and not by rev-parse's search of short names.
+    /// An annotated tag there is peeled to its commit.
+    ///
+    /// # Errors
+    /// [`Error::NoLedger`] when the ref does not exist (nothing was published to it),
+    /// [`Error::InvalidRefName`], [`Error::SymbolicRef`], [`Error::NotACommit`], [`Error::Git`].
+    pub fn resolve_ledger(&self, ref_name: &str) -> Result<CommitId, Error> {
+        match self.tip(ref_name)? {
+            None => Err(Error::NoLedger {
+                rev: ref_name.to_owned(),
+                ref_name: ref_name.to_owned(),
+            }),
+            Some(id) => {
+                let object = self
+                    .repo
+                    .find_object(id.0)
+                    .map_err(git_err("read object", ref_name))?;
+                let commit = object
+                    .peel_to_commit()
+                    .map_err(|_| Error::NotACommit { id: id.to_hex() })?;
+                Ok(CommitId(commit.id))
+            }
+        }
+    }
+
+    /// The full names of at most `limit` refs of the repository (`HEAD` excepted), in the
+    /// order the ref store lists them (loose and packed alike): to say which refs exist when
+    /// the one asked for does not.
+    ///
+    /// # Errors
+    /// [`Error::Git`] when the refs cannot be listed.
+    pub fn ref_names(&self, limit: usize) -> Result<Vec<String>, Error> {
+        let failed = |e: Box<dyn std::error::Error + Send + Sync>| Error::Git {
+            action: "list refs",
+            subject: "refs/".to_owned(),
+            source: e,
+        };
+        let platform = self.repo.references().map_err(|e| failed(Box::new(e)))?;
+        let all = platform.all().map_err(|e| failed(Box::new(e)))?;
+        let mut names = Vec::new();
+        for r in all {
+            if names.len() >= limit {
+                break;
+            }
+            let r = r.map_err(|e| failed(Box::new(e)))?;
+            names.push(r.name().as_bstr().to_string());
+        }
+        Ok(names)
+    }
+
     /// The full name of the ref that `rev` names (before any `~`, `^` or `@{`) when that ref
     /// does not exist: `HEAD` or `@` while `HEAD` is unborn, a full `refs/...` name, or the
     /// short name of the ref an unborn `HEAD` points at.

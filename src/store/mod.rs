@@ -105,6 +105,7 @@ mod tree;
 mod write;
 
 pub use consolidate::{Consolidated, PUBLISH_ROLLUP_MAX, Rollup};
+pub use create::{STAGING_GRACE_MILLIS, remove_stale_staging};
 pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};

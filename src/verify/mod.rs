@@ -88,8 +88,9 @@ const CLAIM_READ_MAX: u64 = 4 * shard::MAX_BYTES as u64;
 /// A digest as 32 raw bytes.
 type Key = [u8; 32];
 
-/// The set a shard path belongs to: its directory and file stem without the part suffix.
-fn set_key(path: &str) -> String {
+/// The set a shard path belongs to: its directory and file stem without the part suffix
+/// (`-part-NNNN-of-NNNN`). The parts of one set share it; [`LogGate::check`] wants whole sets.
+pub fn set_key(path: &str) -> String {
     let stem = path.strip_suffix(".jsonl").unwrap_or(path);
     match stem.len().checked_sub(22) {
         Some(at) if stem[at..].starts_with("-part-") => stem[..at].to_owned(),
@@ -115,6 +116,7 @@ fn is_privacy(e: &shard::Error) -> bool {
 
 mod compacted;
 mod ctx;
+mod gate;
 mod range;
 mod revision;
 mod sets;
@@ -125,6 +127,7 @@ mod tree;
 
 use compacted::*;
 use ctx::*;
+pub use gate::{GateResult, LogGate};
 pub use range::{verify_range, verify_range_observed, verify_range_with};
 pub use revision::{verify_revision, verify_revision_observed, verify_revision_with};
 use shards::*;

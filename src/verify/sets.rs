@@ -22,11 +22,22 @@ impl Ctx<'_, '_> {
         paths: &[String],
         prepared: Vec<Prepared>,
     ) -> Result<Vec<Digest>, Error> {
+        self.check_set_keeping(paths, prepared).map(|(ids, _)| ids)
+    }
+
+    /// [`Ctx::check_set`], also handing back the shards that passed their checks on their own
+    /// (in the order of `paths`; all of them when none broke), for a reader that hands their
+    /// events out ([`super::LogGate`]).
+    pub(super) fn check_set_keeping(
+        &mut self,
+        paths: &[String],
+        prepared: Vec<Prepared>,
+    ) -> Result<(Vec<Digest>, Vec<Shard>), Error> {
         // A set can come without members: a push names a shard path that the tree does not
         // reach as a file (an entry name holding a '/' is one such path; its malformed tree is
         // reported where the tree is read). There is nothing of it to check.
         if paths.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let mut shards = Vec::with_capacity(paths.len());
         let mut binding_ids = Vec::with_capacity(paths.len());
@@ -49,38 +60,40 @@ impl Ctx<'_, '_> {
         }
         if shards.len() != paths.len() {
             self.claim_broken(paths)?;
-            return Ok(Vec::new());
+            return Ok((Vec::new(), shards));
         }
         // Identity and path.
         let mut identity: Option<ShardIdentity> = None;
+        let mut misplaced = None;
         for s in &shards {
             let (date, part) = shard::parse_path(&s.path).expect("classified as a shard");
             let id = match s.events[0].shard_identity(&date).normalized() {
                 Ok(id) => id,
                 Err(e) => {
-                    self.finding(&s.path, Rule::ShardPath, e.to_string());
-                    self.claim_broken(paths)?;
-                    return Ok(Vec::new());
+                    misplaced = Some((s.path.clone(), e.to_string()));
+                    break;
                 }
             };
             match shard::relative_path(&id, part) {
                 Ok(expected) if expected == s.path => {}
                 Ok(expected) => {
-                    self.finding(
-                        &s.path,
-                        Rule::ShardPath,
+                    misplaced = Some((
+                        s.path.clone(),
                         format!("the events' identity gives {expected}"),
-                    );
-                    self.claim_broken(paths)?;
-                    return Ok(Vec::new());
+                    ));
+                    break;
                 }
                 Err(e) => {
-                    self.finding(&s.path, Rule::ShardPath, e.to_string());
-                    self.claim_broken(paths)?;
-                    return Ok(Vec::new());
+                    misplaced = Some((s.path.clone(), e.to_string()));
+                    break;
                 }
             }
             identity = Some(id);
+        }
+        if let Some((path, detail)) = misplaced {
+            self.finding(&path, Rule::ShardPath, detail);
+            self.claim_broken(paths)?;
+            return Ok((Vec::new(), shards));
         }
         let id = identity.expect("at least one shard");
         // Parts.
@@ -150,7 +163,7 @@ impl Ctx<'_, '_> {
         if self.report.findings.len() != findings_before {
             // The bindings describe the correct packing; comparing them would repeat the finding.
             self.claim_broken(paths)?;
-            return Ok(Vec::new());
+            return Ok((Vec::new(), shards));
         }
         // Set bindings.
         let parts: Vec<(&str, Digest)> = shards
@@ -232,7 +245,7 @@ impl Ctx<'_, '_> {
                 ids.push(e.event_id.clone());
             }
         }
-        Ok(ids)
+        Ok((ids, shards))
     }
 
     /// Claims the bindings of a set that could not be verified, as far as its bytes allow (event

@@ -894,3 +894,115 @@ fn progress_counts_every_shard_and_event_checked() {
     assert_eq!(seen.seen()[0], Seen::Begin("shards", Some(2)));
     assert_eq!(seen.advanced(), (2, push.events as u64));
 }
+
+/// `log` presents no event of a shard that `verify` refuses for its set or its entry: a shard
+/// moved to a path its events' identity does not give (`shard-path`), a set without its
+/// completion marker (`completion-missing`), a shard stored as an executable or a link
+/// (`entry-mode`). Each is a finding of `verify` and stops the log at that shard with the same
+/// rule, none of its events handed out; the untouched ledger logs whole.
+#[test]
+fn log_refuses_what_verify_refuses_for_a_set_or_an_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main").unwrap();
+    let options = Options::new(sig());
+    let jobs = manifest_dir().join("testdata/corpus/day1/shards");
+    let tip = publish::publish(
+        &store,
+        &jobs.join("008-openclaw-clawsweeper-repair-worker-r13550308979-a1"),
+        &options,
+    )
+    .unwrap()
+    .commit
+    .unwrap();
+    let log_of = |commit: CommitId| {
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let view = crate::view::View::new(&snap);
+        let mut seen: Vec<String> = Vec::new();
+        let result = crate::log::stream(&view, &crate::log::Filter::default(), &mut |e| {
+            seen.push(e.path.to_owned());
+            std::ops::ControlFlow::Continue(())
+        });
+        (result, seen)
+    };
+    let (clean, all_seen) = log_of(tip);
+    assert_eq!(clean.unwrap().events, 63);
+    let snap = store.snapshot(Some(tip)).unwrap();
+    let files = snap.list_files("").unwrap();
+    let shard_path = files
+        .iter()
+        .find(|p| shard::parse_path(p).is_some())
+        .unwrap()
+        .clone();
+    let bytes = snap.read(&shard_path, u64::MAX).unwrap().unwrap();
+    let completion = files
+        .iter()
+        .find(|p| binding::classify(p).is_some_and(|(k, _, _)| k == Kind::Completion))
+        .unwrap()
+        .clone();
+    // The shard of the set whose marker is removed: its name carries the set's digest.
+    let digest = completion.rsplit('/').next().unwrap()[..12].to_owned();
+    let unmarked_path = files
+        .iter()
+        .find(|p| shard::parse_path(p).is_some() && p.contains(&format!("-{digest}-")))
+        .unwrap()
+        .clone();
+    // The same bytes one day later: a path its events' identity does not give.
+    let (date, _) = shard::parse_path(&shard_path).unwrap();
+    let moved_path = shard_path.replace(&date.replace('-', "/"), "2026/03/11");
+    assert_ne!(moved_path, shard_path);
+    let no_files: &[(String, Vec<u8>)] = &[];
+    let moved = store
+        .write_commit_with(
+            Some(tip),
+            &[(moved_path.clone(), bytes.clone())],
+            std::slice::from_ref(&shard_path),
+            true,
+            "moved",
+            &sig(),
+        )
+        .unwrap();
+    let unmarked = store
+        .write_commit_with(
+            Some(tip),
+            no_files,
+            std::slice::from_ref(&completion),
+            true,
+            "no completion",
+            &sig(),
+        )
+        .unwrap();
+    let blob = snap.file_id(&shard_path).unwrap().unwrap().to_string();
+    let executable = commit_with_mode(&store, tip, &shard_path, "100755", &blob);
+    let linked = commit_with_mode(&store, tip, &shard_path, "120000", &blob);
+    for (name, commit, rule, path) in [
+        ("moved", moved, Rule::ShardPath, &moved_path),
+        (
+            "unmarked",
+            unmarked,
+            Rule::CompletionMissing,
+            &unmarked_path,
+        ),
+        ("executable", executable, Rule::EntryMode, &shard_path),
+        ("link", linked, Rule::EntryMode, &shard_path),
+    ] {
+        let report = verify_revision(&store, commit).unwrap();
+        assert!(
+            report.findings.iter().any(|f| f.rule == rule),
+            "{name}: verify {:#?}",
+            report.findings
+        );
+        let (result, seen) = log_of(commit);
+        match result {
+            Err(crate::log::Error::Shard {
+                path: at,
+                rule: got,
+                detail,
+            }) => {
+                assert_eq!((&at, got), (path, rule), "{name}: {detail}");
+                assert!(!seen.contains(path), "{name}: events of {path} handed out");
+            }
+            other => panic!("{name}: log {other:?}"),
+        }
+    }
+    assert!(all_seen.contains(&shard_path));
+}

@@ -1,12 +1,14 @@
 //! `log`: the ledger's events in canonical order, filtered.
 //!
-//! Before anything is published to the ref, the log is empty (exit 0). A shard that fails
-//! `verify`'s checks of a shard on its own stops the log (exit 2) before any of its events is
-//! printed. A closed stdout pipe stops the walk early.
+//! It reads the ledger ref of `--ref` (the ref `publish --ref` writes) unless `--rev` names a
+//! revision. Before anything is published to the repository (it holds no ref), the log is
+//! empty (exit 0); a ref that does not exist beside others is an error naming it (exit 2). A
+//! shard that fails `verify`'s checks of a shard, on its own or in its set, stops the log
+//! (exit 2) before any of its events is printed. A closed stdout pipe stops the walk early.
 
 use std::path::Path;
 
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::time::CalendarDate;
 
 use crate::cli::output::{Failure, Printer};
@@ -80,7 +82,7 @@ pub(in crate::cli) fn filter(
 pub(in crate::cli) fn run(
     out: &mut Printer,
     repo: &Path,
-    rev: &str,
+    read: &crate::cli::cmd::verify::Read<'_>,
     json: bool,
     order: crate::log::Order,
     filter: &crate::log::Filter,
@@ -90,14 +92,18 @@ pub(in crate::cli) fn run(
         message: format!("cannot read the log of {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
-    let commit = match store.resolve(rev) {
+    let rev = read.name();
+    // Nothing published to the repository yet (it holds no ref at all): an empty log, not an
+    // error. A ref missing beside others is one: the log of a mistyped ref is not empty.
+    let empty = store.ref_names(1).map_err(|e| unreadable(&e))?.is_empty();
+    let commit = match read.resolve(&store) {
         Ok(commit) => commit,
-        // Nothing published yet: an empty log, not an error.
-        Err(e @ store::Error::NoLedger { .. }) => {
-            out.note(&format!("log of {rev}: {e}; nothing to show"));
+        Err(e @ crate::store::Error::NoLedger { .. }) if empty => {
+            let message = read.explain(&store, &e);
+            out.note(&format!("log of {rev}: {message}; nothing to show"));
             return Ok(());
         }
-        Err(e) => return Err(unreadable(&e)),
+        Err(e) => return Err(unreadable(&read.explain(&store, &e))),
     };
     let snap = store.snapshot(Some(commit)).map_err(|e| unreadable(&e))?;
     let view = crate::view::View::new(&snap);

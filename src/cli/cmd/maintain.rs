@@ -10,6 +10,12 @@
 //! packs outgrow that bound they accumulate again, one per publication; `maintain` runs the same roll-up without the bound, or with `--all` merges
 //! every pack into one, at a time the operator chooses (a scheduled job, a quiet hour). It is
 //! safe beside readers and publishers, and a kill leaves every object readable.
+//!
+//! First it removes what killed writers left behind and no live process owns: the staging
+//! directories of a first publication killed during the repository's creation
+//! ([`crate::store::remove_stale_staging`], with the clock as "now") and temporary files in the
+//! repository ([`Store::remove_stale_temp_files`]), each named on stderr (`debris_removed`
+//! with `--json`).
 
 use std::path::Path;
 
@@ -19,7 +25,7 @@ use crate::store::{Rollup, Store};
 
 use crate::cli::Env;
 use crate::cli::output::{Failure, Printer, commit_value, line};
-use crate::cli::settings::signature;
+use crate::cli::settings::{signature, system_now};
 
 /// Runs `maintain`.
 pub(in crate::cli) fn run(
@@ -35,6 +41,16 @@ pub(in crate::cli) fn run(
         message: format!("cannot maintain {}: {e}", repo.display()),
     };
     let store = Store::open(repo).map_err(|e| failed(&e))?;
+    // Debris of killed writers first: staging directories of a killed first publication beside
+    // the repository, temporary files in it (only what no live process owns).
+    let mut debris = crate::store::remove_stale_staging(repo, system_now());
+    debris.extend(store.remove_stale_temp_files());
+    for path in &debris {
+        out.note(&format!(
+            "removed {}, left by a killed writer",
+            path.display()
+        ));
+    }
     let migrated = finality::migrate::migrate(&store, ref_name, &signature(env)?).map_err(|e| {
         let code = match e {
             finality::migrate::MigrateError::Moved { .. } => 1,
@@ -94,6 +110,15 @@ pub(in crate::cli) fn run(
                 ("packs_after", Value::from(packs_after as i64)),
                 ("objects_written", Value::from(done.objects as i64)),
                 ("bytes_written", Value::from(done.bytes as i64)),
+                (
+                    "debris_removed",
+                    Value::Array(
+                        debris
+                            .iter()
+                            .map(|p| Value::str(p.to_string_lossy().into_owned()))
+                            .collect(),
+                    ),
+                ),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))

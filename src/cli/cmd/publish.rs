@@ -134,6 +134,14 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         }
         roots.push(root);
     }
+    // Staging directories of an earlier first publication killed while creating the
+    // repository: removed when no live creator can own them, and named.
+    for path in store::remove_stale_staging(repo, crate::cli::settings::system_now()) {
+        out.note(&format!(
+            "removed {}, left by a killed creation of the repository",
+            path.display()
+        ));
+    }
     let was_empty_dir = std::fs::read_dir(repo).is_ok_and(|mut d| d.next().is_none());
     // Parent directories that creating the repository would create, deepest first.
     let new_parents: Vec<PathBuf> = repo
