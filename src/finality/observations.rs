@@ -37,7 +37,7 @@ pub struct ObservationsError {
 
 /// A sweeper's memory: when, on its own clock, it first saw each action pending. The sweep adds
 /// the actions it sees for the first time and forgets those no longer pending; an action is
-/// swept only once [`timed_out`] since its sighting. Lost or empty, it delays sweeps by one
+/// swept only once [`timed_out`](super::sweep::timed_out) since its sighting. Lost or empty, it delays sweeps by one
 /// timeout and never advances one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observations {
