@@ -16,6 +16,16 @@ step "cargo clippy -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+# The declared minimum Rust version (Cargo.toml's rust-version) is built with when that
+# toolchain is installed; clippy's incompatible_msrv lint (above) already refuses standard
+# library items newer than it.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+step "cargo +$msrv check (minimum supported Rust version)"
+if rustup run "$msrv" cargo --version >/dev/null 2>&1; then
+  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/msrv" cargo "+$msrv" check --all-targets --quiet
+else
+  echo "SKIP cargo +$msrv check: toolchain $msrv is not installed (rustup toolchain install $msrv)"
+fi
 # One optimized build serves the tests and every script: the release profile's dependencies are
 # compiled once (a debug build would compile them a second time), and the property, model and
 # end-to-end runs take a fraction of their debug-build time.

@@ -79,6 +79,7 @@ pub fn is_hex64(s: &str) -> bool {
 
 /// Errors of identity derivations; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The repository is empty after JS trim.
     #[error("action event repository is required")]

@@ -33,6 +33,92 @@
 //! conflict that writes nothing. The library never reads the clock or the environment; the
 //! [`cli`] resolves them into values.
 //!
+//! # Example
+//!
+//! A job records an event, seals its spool and publishes it; the state repository then
+//! verifies clean. Beside it, a governed action is created and claimed exactly once. The
+//! environment and the clock are values the caller passes in (here a CI job's variables and
+//! fixed instants): the library reads neither.
+//!
+//! ```
+//! use action_ledger::{canonical, finality, publish, store, time::Timestamp, verify, writer};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let spool_root = dir.path().join("job");
+//! std::fs::create_dir_all(&spool_root)?;
+//! let env: writer::record::Environment = [
+//!     ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+//!     ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-01-15"),
+//!     ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+//!     ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+//!     ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+//!     ("GITHUB_JOB", "review"),
+//!     ("GITHUB_RUN_ID", "2234567890"),
+//!     ("GITHUB_RUN_ATTEMPT", "1"),
+//! ]
+//! .into_iter()
+//! .map(|(k, v)| (k.to_owned(), v.to_owned()))
+//! .collect();
+//! let now = Timestamp::from_iso("2026-01-15T10:00:00.000Z").expect("a timestamp");
+//!
+//! // record: one canonical event file in the job's spool.
+//! let input = canonical::parse(
+//!     r#"{"scope":"review","type":"review.item","component":"example","identity":"item-1",
+//!         "subject":{"repository":"openclaw/openclaw","kind":"issue","number":1},
+//!         "action":{"name":"review","status":"completed","retryable":false,"mutation":false}}"#,
+//! )?;
+//! let event = writer::record::record_action(&spool_root, &input, &env, now, &Default::default())?
+//!     .expect("recording is enabled");
+//!
+//! // seal: the spool's shards, in causal order.
+//! let spool = writer::spool::Spool::open(&spool_root)?;
+//! writer::seal::seal(&spool, None, now, &Default::default())?;
+//!
+//! // publish: one commit, one compare-and-swap of refs/heads/main.
+//! let state = store::Store::open_or_init_bare(&dir.path().join("state.git"), "refs/heads/main")?;
+//! let signature = store::Signature {
+//!     name: "action-ledger".into(),
+//!     email: "action-ledger@example.invalid".into(),
+//!     time_seconds: now.millis() / 1000,
+//! };
+//! let published = publish::publish(&state, &spool_root, &publish::Options::new(signature.clone()))?;
+//! assert_eq!(published.status, publish::Status::Created);
+//!
+//! // verify: the revision is consistent, offline.
+//! let report = verify::verify_revision(&state, published.commit.expect("a commit"))?;
+//! assert!(report.is_clean(), "{:?} of event {}", report.findings, event.event_id.as_str());
+//!
+//! // claim: exactly one caller wins an attempt of a governed action.
+//! let options = finality::Options::new(signature);
+//! let act = canonical::parse(r#"{"kind":"shell","command":"make release"}"#)?;
+//! let action = finality::NewAction {
+//!     action_id: finality::ActionId::parse("act_release_1").expect("an id"),
+//!     agent_id: "release-bot".into(),
+//!     principal: "ci-deploy-key".into(),
+//!     act: Some(act.clone()),
+//!     guard_decision_id: Some("gd_1".into()),
+//!     verdict: finality::Verdict::Allow,
+//!     client_capabilities: vec![finality::EXECUTION_CLAIMS.into()],
+//!     identity_verified: false,
+//!     containment_ref: None,
+//!     lifecycle: None,
+//! };
+//! finality::create_action(&state, &options, &action, now)?;
+//! let request = |attempt: &str| finality::ClaimRequest {
+//!     attempt_id: attempt.into(),
+//!     agent_id: Some("release-bot".into()),
+//!     principal: Some("ci-deploy-key".into()),
+//!     act: Some(act.clone()),
+//!     verified: false,
+//! };
+//! finality::claim(&state, &options, "act_release_1", &request("attempt-000000000001"), now)?;
+//! let second = finality::claim(&state, &options, "act_release_1", &request("attempt-000000000002"), now);
+//! assert!(second.is_err(), "a second attempt is refused");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Modules
 //!
 //! The list goes from the bottom up: a module uses those above it. Where one still reaches up,
@@ -70,6 +156,9 @@
 //! - [`server`]: `serve`, the finality API over HTTP.
 //! - [`cli`]: the command line, the only place that reads the process's environment.
 //!
+//! [`formats`] lists every byte format the crate writes, with its version marker and the rule
+//! for changing it.
+//!
 //! # The state repository at a glance
 //!
 //! ```text
@@ -80,10 +169,16 @@
 //! ledger/v1/import-bindings/shard-sets/<sha256>.json           the reservation of a shard set
 //! ledger/v1/import-bindings/completed-shard-sets/<sha256>.json its completion marker
 //! ledger/v1/segments/YYYY/MM/segment-NNNN.jsonl, manifest.json compacted months
-//! finality/v1/actions/<sha256(id)[0:2]>/<id>/action.json       the binding of a governed action
+//! finality/v1/layout.json                                     the finality layout (nibble only)
+//! finality/v1/actions/a/3/f/0/9/c/<id>/action.json             the binding of a governed action
 //!                                           claim.json, outcome.json, approval.json
-//! finality/v1/decisions/<sha256(id)[0:2]>/<id>.json            guard decisions of serve
+//! finality/v1/decisions/a/3/f/0/9/c/<id>.json                  guard decisions of serve
+//! finality/v1/pending/<day>/<hour>/<created ms>.<id>           the pending index (empty files)
 //! ```
+//!
+//! The finality paths are those of the `nibble` layout (six one-hex-digit levels of
+//! `sha256(id)`); repositories written before it are `flat` (one level of two hex digits, no
+//! pending index) until `maintain` migrates them ([`finality::layout`]).
 //!
 //! Shards are described in [`ledger::shard`], bindings in [`ledger::binding`], the `reference`
 //! and `fanout` paths (the latter puts binding files under two hex-prefix levels) in
@@ -123,6 +218,7 @@ pub mod durable;
 pub mod event;
 pub mod finality;
 pub mod finding;
+pub mod formats;
 pub mod identity;
 pub mod ledger;
 pub mod live;

@@ -36,6 +36,7 @@ use crate::view::{self, View};
 
 /// Why the log could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The Git repository or an object in it could not be read; the inner error names the
     /// object or ref.

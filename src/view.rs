@@ -31,6 +31,7 @@ pub const SEGMENT_CACHE: usize = 4;
 
 /// Why a checked read failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The Git repository or an object in it could not be read; the inner error names the
     /// object or ref.

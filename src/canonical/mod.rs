@@ -69,6 +69,7 @@ pub(crate) use writer::{write_number_checked, write_string};
 /// Errors of encoding and parsing. Encoding errors carry a JSONPath-like location (`$.a[1].b`)
 /// of the offending value; messages are the reference's texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A number without exact canonical text (`NaN`, `±Infinity`, `-0`, an integer beyond
     /// ±(2^53−1)).

@@ -62,6 +62,7 @@ pub const DEFAULT_MAX_COMMIT_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Why a compaction could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The state repository could not be read or written.
     #[error(transparent)]

@@ -131,6 +131,7 @@ pub fn attribute_kind(key: &str) -> Option<AttributeKind> {
 
 /// A field rule that failed; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FieldError {
     /// A text field failed a privacy text rule (required, length, control characters,
     /// confidential identifier, machine text, URL shape).
@@ -202,6 +203,7 @@ pub enum FieldError {
 
 /// Why an event record was refused. `origin` names the file (and line) it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The JSON value is not an object.
     #[error("invalid action event object: {origin}")]

@@ -41,6 +41,7 @@ pub use crate::store::remote::Target;
 
 /// Why an operation of a batch did not land.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BatchError {
     /// The operation's own answer: a refusal or invalid input, decided on the tip that landed
     /// (or on the committed tip alone).

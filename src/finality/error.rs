@@ -8,6 +8,7 @@ use crate::store;
 /// Why a finality operation was refused or could not run. [`Error::code`] gives the contract's
 /// code; refusals never change the ref.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Any ineligibility of a claim, or a lost race; deliberately the same for every cause (not
     /// found, other agent, principal or act, already claimed, terminal, not protocol 1, …) so it

@@ -76,6 +76,7 @@ pub enum Layout {
 
 /// Errors of reading a repository's finality layout.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// [`RECORD_PATH`] holds something other than a record this version writes.
     #[error(

@@ -35,6 +35,7 @@ pub enum Migrated {
 
 /// Errors of [`migrate`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MigrateError {
     /// The repository does not verify: a migration would carry the damage into the new layout.
     #[error(

@@ -164,6 +164,7 @@ pub fn file_path(git_dir: &Path, ref_name: &str, target: &Target) -> PathBuf {
 
 /// Why the sightings file could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// The file exists but could not be read.
     #[error("cannot read them ({0}): sweeps wait one more timeout")]

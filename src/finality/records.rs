@@ -508,6 +508,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
 /// Why a record file is not a valid finality record: the field and the rule it breaks. The
 /// messages are those `verify` reports as finding details and [`Error::Corrupt`](super::Error::Corrupt) as its reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// The bytes are not UTF-8.
     #[error("not UTF-8")]

@@ -39,6 +39,7 @@ pub enum Layout {
 
 /// Errors of reading a repository's layout.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// [`RECORD_PATH`] holds something other than the fanout record this version writes.
     #[error(

@@ -69,6 +69,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A manifest or a segment set that breaks the format.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The manifest's bytes are not a canonical manifest of the expected shape.
     #[error(

@@ -39,6 +39,7 @@ pub const EVENTS_ROOT: &str = "ledger/v1/events";
 
 /// Why a shard or a batch of events was refused; texts are the reference's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An event in the batch or the file failed event validation.
     #[error(transparent)]

@@ -60,6 +60,7 @@ pub struct Config {
 /// variable (the token in particular). The ledger records only that the configuration was
 /// invalid (a redacted `projection.failed` event), never which rule failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Exactly one of [`SESSION_ID`] and [`AGENT_TOKEN`] is set (after trimming).
     #[error("CrabFleet projection requires both session ID and agent token")]

@@ -37,6 +37,7 @@ pub const MAX_QUEUED_TOTAL: usize = 256;
 
 /// The client could not be built. Holds no secret.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The extra CA certificates are not a PEM bundle of certificates.
     #[error("invalid extra CA certificates: {0}")]

@@ -24,6 +24,7 @@ pub const DEFAULT_FLUSH_TIMEOUT_MS: u64 = 10_000;
 
 /// Why a finalization failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Sealing (either pass) failed.
     #[error(transparent)]

@@ -42,6 +42,7 @@ const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 
 /// What can go wrong writing a failure event or an outbox file. Holds no secret.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Building or writing the `projection.failed` event failed.
     #[error("recording projection.failed for {source_event}: {error}")]

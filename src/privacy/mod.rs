@@ -71,6 +71,7 @@ use url::Url;
 /// Rejections of a text field; `label` names the field as the reference does (for example
 /// `action event producer job`), and the messages are the reference's texts.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// Empty after JS trim.
     #[error("{label} is required")]

@@ -136,6 +136,7 @@ use validate::validate_source;
 
 /// Why a publication was refused or could not be made. Texts follow the reference importer's error catalogue.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A shard could not be parsed or packed (its own message names the shard).
     #[error(transparent)]

@@ -20,6 +20,7 @@ use sha2::{Digest as _, Sha256};
 
 /// Why the keys could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The keys file could not be read.
     #[error("cannot read the API keys file {path}: {source}")]

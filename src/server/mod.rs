@@ -133,6 +133,7 @@ pub struct Settings {
 
 /// Why the server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The state repository could not be opened or created.
     #[error("cannot open state repository {path}: {source}")]

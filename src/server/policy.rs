@@ -26,6 +26,7 @@ use crate::finality::{MAX_ID_UNITS, Verdict};
 
 /// Why a policy file was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The file could not be read.
     #[error("cannot read the policy file {path}: {source}")]

@@ -10,6 +10,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Errors of the store. Each variant names the path, ref or object that failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Nothing a revision can name matches (see [`Store::resolve`]).
     #[error(

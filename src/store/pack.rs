@@ -105,6 +105,7 @@ pub(super) fn delta_pays(object_len: usize) -> usize {
 
 /// Errors of writing a pack.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An object could not be hashed or compressed.
     #[error("cannot compress an object for the pack: {0}")]

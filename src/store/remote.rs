@@ -178,6 +178,7 @@ impl std::fmt::Display for Cause {
 
 /// Why a transport step failed. Every URL in it (and in git's lines) is [`redact()`]ed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `git` could not be started.
     #[error("cannot run git for {action} ({url}): {source}; is git installed?")]
@@ -614,6 +615,7 @@ impl Target {
 
 /// Why the tip of a [`Target`] could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TipError {
     /// The local ref could not be read.
     #[error(transparent)]
@@ -634,6 +636,7 @@ impl<E> From<TipError> for WriteError<E> {
 
 /// Why a [`transact()`] did not land.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WriteError<E> {
     /// The build step failed; nothing was landed by this call.
     #[error(transparent)]

@@ -81,6 +81,7 @@ pub struct Landed<T> {
 
 /// Why a [`transact()`] did not land.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransactError<E> {
     /// The build step failed; nothing was landed by this call.
     #[error(transparent)]

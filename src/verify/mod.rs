@@ -71,6 +71,7 @@ pub struct Options {
 
 /// Verification could not run (the repository or revision cannot be read).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The Git repository or an object in it could not be read; the inner error names the
     /// object or ref.

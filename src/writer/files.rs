@@ -40,6 +40,7 @@ use rustix::io::Errno;
 
 /// File-layer failures, each naming the path and the rule that refused it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file is larger than the caller's limit.
     #[error("{label} file exceeds {max} byte limit: {path}")]

@@ -60,6 +60,7 @@ impl Reason {
 
 /// Why recovery failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Listing or reading the spool failed.
     #[error(transparent)]

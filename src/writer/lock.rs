@@ -50,6 +50,7 @@ pub const MAX_LOCK_BYTES: u64 = 1024;
 
 /// Why a lock could not be taken or released.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Reading, creating or claiming the lock file failed at the file layer (a link or
     /// non-regular file in its place, an I/O error).

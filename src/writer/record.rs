@@ -200,6 +200,7 @@ pub const REASON_CODES: &[&str] = &[
 
 /// Why an event was not recorded; texts are the reference's.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The phase API's `phase` is not in [`PHASE_TYPES`].
     #[error("unknown action event phase type: {0}")]

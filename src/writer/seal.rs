@@ -33,6 +33,7 @@ pub const MAX_SEAL_BYTES: u64 = 1024 * 1024;
 
 /// Why sealing or reading a sealed spool failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Reading the spool failed.
     #[error(transparent)]

@@ -46,6 +46,7 @@ const RESERVED: [&str; 3] = ["_partitions", "_finalizations", "_locks"];
 
 /// Why a spool could not be read; texts follow the reference.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The file layer refused a spool path (link, non-regular file, size limit, I/O).
     #[error(transparent)]
