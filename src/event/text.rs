@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 /// An event's canonical line (no newline), read as a `&str` (it derefs to one): a range of a
 /// shared, immutable text. An event read or validated on its own owns its text; [`share_lines`]
-/// points the events of a shard at the lines of the shard's bytes, so that a batch of 100,000
-/// events holds its lines once (about 15 MB) and not twice. Cloning is a reference count.
+/// points the events of a shard at the lines of the shard's bytes, so that a batch holds its
+/// lines once and not twice. Cloning is a reference count.
 /// Equality, ordering and hashing are those of the text.
 #[derive(Clone)]
 pub struct EventText {

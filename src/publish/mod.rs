@@ -72,8 +72,8 @@
 //!
 //! - the source and its validated batch: at most 16 MiB of shard bytes ([`limits`]), each
 //!   event as its canonical line and a few fields (its record's tree lives only while the line
-//!   is parsed and scanned: about five times the line's bytes, which 10,000 events held at
-//!   once as 73 MiB; the producer's tree is shared by the events of one producer), and the
+//!   is parsed and scanned: about five times the line's bytes, too much to hold for a whole
+//!   batch; the producer's tree is shared by the events of one producer), and the
 //!   files the plan adds (one small binding file per event; the shards' bytes are borrowed
 //!   from the batch, not copied);
 //! - the pack being written: up to 8 MiB of objects waiting to be compressed and at most

@@ -25,10 +25,11 @@
 //! the pack writer could not store one as a delta against another. When the roll-up brings them
 //! into one pack, it inflates every tree it copies, and a tree stored whole becomes a delta
 //! against the version of it already in the new pack when that pays ([`TreeVersions`] finds the
-//! version by the entries the two name in common). On 100,000 generated events published ten
-//! times, this took the repository from 77.3 to 67.9 MB (`git fast-import`'s of the same final
-//! tree is 62.6 MB). It costs CPU, most of it inflating small trees: a roll-up of those 213,621
-//! objects into one pack took 0.9 s against 0.2 s, and 72 MB of memory against 27 MB. A chain
+//! version by the entries the two name in common). On a generated ledger published in ten
+//! steps this takes about an eighth off the repository, to within a few percent of `git
+//! fast-import`'s for the same final tree (figures: CHANGELOG). It costs CPU, most of it
+//! inflating small trees, and memory for the index of versions, both several times those of a
+//! byte-for-byte copy. A chain
 //! that ends in such a delta holds at most [`TREE_VERSION_CHAIN`] deltas, counting those
 //! already built on the tree in its pack (read from the headers before the pack is copied).
 //!
@@ -496,9 +497,8 @@ const TREE: u8 = 2;
 /// The most deltas in a chain that ends in a tree made a version delta by the roll-up; a blob's
 /// chain and a publication's own holds at most 3 (`pack.rs`). Trees are read along a path, each
 /// directory once, and readers keep the trees and objects they built last, so a longer chain
-/// costs them little: on 100,000 generated events (ten publications), chains of 9 left the
-/// unchanged replay and verify as fast as chains of 3 (2.7 to 2.9 s and 3.0 to 3.5 s, within
-/// the spread of the runs), for a repository of 68.0 MB against 69.2 MB.
+/// costs them little: on a generated ledger, chains of 9 left the unchanged replay and verify
+/// as fast as chains of 3 (within the spread of the runs), for a slightly smaller repository.
 const TREE_VERSION_CHAIN: usize = 9;
 
 /// Sampled entries that [`TreeVersions`] indexes before it forgets every tree and starts again:

@@ -19,21 +19,20 @@
 //! shard, the previous binding with the same keys. A delta is kept when it is at most 3/4 of the
 //! object, and every 4th blob is stored whole, so a chain holds at most 3 deltas (the constant
 //! `MAX_DEPTH` says why so few); readers keep the objects they last built ([`crate::store`]).
-//! On 100,000 generated events this took the repository from 110 MB to 77 MB.
-//! `git fast-import` writes 63 MB for the same tree: it writes only the final tree, where ten
-//! publications wrote ten versions of the directories they touched, and a new version cannot
-//! be a delta against an old one in another pack. The roll-up
-//! of small packs (`consolidate.rs`) copies entries byte for byte and stores the tree versions
-//! it brings together as deltas against each other, which takes the repository to 68 MB.
+//! This takes about a third off a generated ledger's repository. `git fast-import` still writes
+//! less for the same tree: it writes only the final tree, where ten publications wrote ten
+//! versions of the directories they touched, and a new version cannot be a delta against an
+//! old one in another pack. The roll-up of small packs (`consolidate.rs`) copies entries byte
+//! for byte and stores the tree versions it brings together as deltas against each other,
+//! which brings the repository within a few percent of fast-import's (the measured figures
+//! are in the CHANGELOG and in `scripts/bench.sh`'s output).
 //!
 //! Trees are stored whole. A publication writes the new versions of the directories it
 //! touches, children before parents, so the tree added before a tree is an unrelated
-//! directory (two fan-out leaves share no names): of the 10,597 trees of a 10,000-event
-//! publication, 24 came out as deltas. Trying them all took a fifth of the delta encoder's
-//! time in a first publication of 100,000 events, and three quarters of it (6 % of all CPU)
-//! in a publication of 1,000 events into a million-event ledger, whose leaves are larger. A
-//! tree's useful base is its previous version, which lies in an older pack; the roll-up is
-//! where versions meet.
+//! directory (two fan-out leaves share no names): almost none of a publication's trees come
+//! out smaller as a delta, and trying them all took most of the delta encoder's time in a
+//! publication into a large ledger, whose leaves are larger. A tree's useful base is its
+//! previous version, which lies in an older pack; the roll-up is where versions meet.
 //!
 //! The pack and index are written to temporary files, fsynced, and renamed into
 //! `objects/pack/` index last (readers only consider a pack once its index exists); then the
@@ -77,20 +76,18 @@ use crate::store::delta::Encoder;
 
 /// zlib level for pack entries: 6, zlib's default and git's. The zlib of this crate (zlib-rs)
 /// writes level 1 with fixed Huffman codes only, which leaves a small object or a delta (the
-/// literal bytes of ids and hashes) about as large as it was: on 100,000 generated events, the
-/// level-1 pack of an event's small binding file held 0.96 of its bytes, level 6 0.72, and the
-/// whole repository took 96 MB at level 1, 76.5 MB at level 2 and 75.6 MB at level 6 (chains
-/// of 49 deltas). With chains of 3, level 2 took about 3 % less publish CPU than level 6 (three
-/// alternating runs of each) for 1.1 MB more.
+/// literal bytes of ids and hashes) about as large as it was, where level 6 takes about a
+/// quarter off it; level 2 would save only a few percent of publish CPU for a larger
+/// repository.
 const LEVEL: i32 = 6;
 
 /// Every 4th blob of a pack is stored whole, so a chain holds at most 3 deltas and a
 /// reader builds any object from at most 3 (one when it reads about in the order of writing:
 /// gix, as this crate opens it, and git keep the objects they last built). Readers do not read
 /// in that order: an unchanged replay reads each seal's reservation, shards and markers, which
-/// lie far apart in path order. On 100,000 generated events, chains of 49 (`git fast-import`'s
-/// default) made the replay twice as slow (5.1 s against 2.6 s without deltas), chains of 9
-/// took 3.4 s and chains of 3 2.9 s, for 75.6, 76.1 and 77.3 MB.
+/// lie far apart in path order. Chains of 49 (`git fast-import`'s default) made an unchanged
+/// replay about twice as slow as no deltas at all; chains of 3 cost little time and keep
+/// nearly all of the size gained.
 const MAX_DEPTH: u64 = 4;
 
 /// Objects smaller than this are stored whole: a delta's two size fields and one copy leave
@@ -129,8 +126,8 @@ pub enum Error {
 const PENDING_BYTES: usize = 8 << 20;
 
 /// Compressed entries held in memory before the pack is spilled to its temporary file: 4 MiB.
-/// A publication of 10,000 events into a million-event ledger writes a pack of about 24 MiB,
-/// which was held whole (in a vector grown by doubling) until it was written.
+/// A large publication's pack is many times that, and holding it whole (in a vector grown by
+/// doubling) until it was written set the publisher's peak memory.
 pub const SPILL_BYTES: usize = 4 << 20;
 
 /// A pack being built: add objects, then [`PackBuilder::finish`] writes it. Compression is
