@@ -177,5 +177,5 @@ pub use sweep::{
     DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SWEEP_ERROR, SWEEP_SUMMARY, SweepReport, Swept,
     sweep, timeout_minutes,
 };
-pub use verify::{verify, verify_action, verify_range};
+pub use verify::{verify, verify_action, verify_observed, verify_range};
 pub use write::{Options, Written};

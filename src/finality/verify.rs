@@ -6,10 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::decision::{Decision, DecisionId};
+
 use super::approval::{self, ApprovalDecision};
 use super::decision;
 use super::ids::ActionId;
-use super::layout::{self, Detected, Layout, LayoutError};
+use super::layout::{self, DECISIONS, Detected, Layout, LayoutError};
 use super::paths::{ROOT, RecordKind};
 use super::pending;
 use super::records::RecordError;
@@ -21,7 +23,9 @@ use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::finding::{Finding, Rule};
 use crate::identity::Digest;
 use crate::privacy;
-use crate::store::{self, Change, CommitId, Snapshot, Store};
+use crate::store::{
+    self, BlobId, Change, CommitId, Descend, Snapshot, Store, TreeDefect, Walked,
+};
 use crate::time::Timestamp;
 
 fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
@@ -206,15 +210,22 @@ fn index_findings(
     Ok(out)
 }
 
+/// The finding for an index entry that is not an empty file.
+fn entry_not_empty(path: &str) -> Finding {
+    finding(
+        path,
+        Rule::FinalityRecordInvalid,
+        "a pending-index entry is an empty file",
+    )
+}
+
 /// Checks that an index entry is an empty file.
 fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store::Error> {
     match snap.read(path, 0) {
         Ok(_) => Ok(None),
-        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => Ok(Some(finding(
-            path,
-            Rule::FinalityRecordInvalid,
-            "a pending-index entry is an empty file",
-        ))),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            Ok(Some(entry_not_empty(path)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -227,41 +238,394 @@ fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store:
 /// and a lifecycle the closure table, the legacy mapping or the sweep can produce from the
 /// action's initial lifecycle, names the claim's attempt when it names one, and holds no
 /// unredacted secret. In the `nibble` layout the pending index agrees with the records in both
-/// directions (`finality-pending-missing`, `-extra`, `-time`).
+/// directions (`finality-pending-missing`, `-extra`, `-time`). The findings come sorted.
+///
+/// # Cost
+/// Every record is read once, in the order the tree holds it, and every tree once: the pending
+/// index and the decisions are walked first, then the rest of `finality/v1/`, each action from
+/// its directory's records as the walk meets them. Memory is bounded by one action directory's
+/// records, plus 40 bytes for each pending-index entry and 48 for each decision record (the
+/// index is checked against the actions, and each action against its decision, without a
+/// lookup by path): about 50 MiB for a million decisions.
 ///
 /// # Errors
 /// [`store::Error`] when the snapshot cannot be read.
 pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
+    verify_observed(snap, &mut |_| {}, &mut |_, _| {})
+}
+
+/// [`verify`], calling `observe` with every entry under `finality/v1/` (directories, files,
+/// symbolic links, submodules; the entries of one directory one after another, as
+/// [`Snapshot::try_for_each_entry`] gives them) and `malformed` with every tree there that
+/// breaks git's rules on trees, so that a caller checking the entries' modes and names
+/// (`verify` of a whole revision) needs no walk of its own. Each entry and each tree is given
+/// once.
+///
+/// # Errors
+/// As [`verify`].
+pub fn verify_observed(
+    snap: &Snapshot<'_>,
+    observe: &mut dyn FnMut(&Walked<'_>),
+    malformed: &mut dyn FnMut(&str, TreeDefect),
+) -> Result<Vec<Finding>, store::Error> {
     let mut findings = Vec::new();
     let layout = layout_of(snap, &mut findings)?.layout;
-    let mut dirs = BTreeSet::new();
-    let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
-    for path in snap.list_files(ROOT)? {
-        match path_kind(layout, &path) {
+    let mut walk = Walk {
+        snap,
+        layout,
+        empty: BlobId::of(b"")?,
+        findings,
+        entries: Vec::new(),
+        matched: Vec::new(),
+        decisions: Vec::new(),
+        group: None,
+    };
+    // The index and the decisions come before the actions that are checked against them; the
+    // rest of the tree then skips them.
+    let mut separate = Vec::new();
+    for dir in [pending::PENDING, DECISIONS] {
+        if snap.is_dir(dir)? {
+            snap.try_for_each_entry(
+                dir,
+                |entry| {
+                    observe(entry);
+                    walk.visit(entry)?;
+                    Ok::<_, store::Error>(Descend::Into)
+                },
+                &mut *malformed,
+            )?;
+            separate.push(dir);
+        }
+        match dir {
+            pending::PENDING => walk.entries.sort_unstable(),
+            _ => {
+                // The last of two records at one path is the one a lookup finds (`Dir::get`).
+                walk.decisions.reverse();
+                walk.decisions.sort_by_key(|d| d.0);
+                walk.decisions.dedup_by_key(|d| d.0);
+            }
+        }
+    }
+    walk.matched = vec![false; walk.entries.len()];
+    snap.try_for_each_entry(
+        ROOT,
+        |entry| {
+            observe(entry);
+            if entry.mode.is_dir() && separate.contains(&entry.path) {
+                return Ok(Descend::Over);
+            }
+            walk.visit(entry)?;
+            Ok::<_, store::Error>(Descend::Into)
+        },
+        &mut *malformed,
+    )?;
+    walk.flush()?;
+    let mut findings = walk.finish()?;
+    findings.sort();
+    Ok(findings)
+}
+
+/// A pending-index entry as [`verify`] keeps it: the sha256 of the action id and the entry's
+/// time in epoch milliseconds (the path is a function of the two, [`pending::entry_path`]).
+type IndexKey = ([u8; 32], i64);
+
+/// One record file of an action directory, as read.
+#[derive(Debug, Default)]
+enum Slot {
+    /// Nothing at its path.
+    #[default]
+    Absent,
+    /// Its bytes.
+    Bytes(Vec<u8>),
+    /// Something that is not a file of at most [`MAX_RECORD_BYTES`] (its finding is out).
+    Invalid,
+}
+
+impl Slot {
+    fn present(&self) -> bool {
+        !matches!(self, Slot::Absent)
+    }
+
+    fn take(&mut self) -> Option<Vec<u8>> {
+        match std::mem::take(self) {
+            Slot::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// The record files of one action directory, by [`RecordKind`].
+#[derive(Debug, Default)]
+struct Records {
+    action: Slot,
+    claim: Slot,
+    outcome: Slot,
+    approval: Slot,
+}
+
+impl Records {
+    fn slot(&mut self, kind: RecordKind) -> &mut Slot {
+        match kind {
+            RecordKind::Action => &mut self.action,
+            RecordKind::Claim => &mut self.claim,
+            RecordKind::Outcome => &mut self.outcome,
+            RecordKind::Approval => &mut self.approval,
+        }
+    }
+}
+
+/// The slot of a record read as `read` answered; the finding when it is not a file within the
+/// size limit.
+fn slot(
+    path: &str,
+    read: Result<Option<Vec<u8>>, store::Error>,
+    out: &mut Vec<Finding>,
+) -> Result<Slot, store::Error> {
+    match read {
+        Ok(Some(bytes)) => Ok(Slot::Bytes(bytes)),
+        Ok(None) => Ok(Slot::Absent),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            out.push(not_a_record_file(path));
+            Ok(Slot::Invalid)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn not_a_record_file(path: &str) -> Finding {
+    finding(
+        path,
+        Rule::FinalityRecordInvalid,
+        format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+    )
+}
+
+/// The action directory being read by a walk: its id, its records so far and their findings,
+/// whether one of them is a file (a directory whose record paths are all directories or
+/// submodules holds no record: its files, if any, are unknown paths).
+struct Group {
+    id: ActionId,
+    records: Records,
+    findings: Vec<Finding>,
+    has_file: bool,
+}
+
+/// The state of [`verify`]'s walk.
+struct Walk<'s, 'r> {
+    snap: &'s Snapshot<'r>,
+    layout: Layout,
+    /// The id of the empty blob: every index entry's.
+    empty: BlobId,
+    findings: Vec<Finding>,
+    /// The pending-index entries, sorted once the index is walked.
+    entries: Vec<IndexKey>,
+    /// Whether an action claimed each of `entries`.
+    matched: Vec<bool>,
+    /// The valid decision records at their paths: sha256 of the id, [`decision_terms`].
+    decisions: Vec<([u8; 32], [u8; 16])>,
+    group: Option<Group>,
+}
+
+impl Walk<'_, '_> {
+    /// Takes one entry of the walk.
+    fn visit(&mut self, entry: &Walked<'_>) -> Result<(), store::Error> {
+        let path = entry.path;
+        let Some(blob) = entry.blob else {
+            // A directory or a submodule where a record belongs is a record that is not a
+            // file; anything else that is not a file is no path of its own.
+            if let Some((id, kind)) = self.layout.classify(path) {
+                let group = self.group_of(id)?;
+                *group.records.slot(kind) = Slot::Invalid;
+                group.findings.push(not_a_record_file(path));
+            }
+            return Ok(());
+        };
+        match path_kind(self.layout, path) {
             PathKind::LayoutRecord => {}
-            PathKind::Decision => findings.extend(verify_decision(snap, layout, &path)?),
-            PathKind::Record(id, _) => {
-                dirs.insert(id);
+            PathKind::Decision => {
+                let (found, decision) = verify_decision(self.snap, self.layout, path, Some(blob))?;
+                self.findings.extend(found);
+                if let Some(d) = decision {
+                    self.decisions
+                        .push((Digest::of(d.decision_id.as_str()).bytes(), terms_of(&d)));
+                }
+            }
+            PathKind::Record(id, kind) => {
+                let read = self.snap.read_blob(blob, path, MAX_RECORD_BYTES).map(Some);
+                let group = self.group_of(id)?;
+                *group.records.slot(kind) = slot(path, read, &mut group.findings)?;
+                group.has_file = true;
             }
             PathKind::Entry(id, at) => {
-                findings.extend(entry_file(snap, &path)?);
-                entries.entry(id).or_default().push((at, path));
+                if blob != self.empty {
+                    self.findings.push(entry_not_empty(path));
+                }
+                self.entries.push((Digest::of(id.as_str()).bytes(), at.millis()));
             }
-            PathKind::Bad(f) => findings.push(f),
+            PathKind::Bad(f) => self.findings.push(f),
         }
+        Ok(())
     }
-    for id in &dirs {
-        let (f, expect) = check_action(snap, layout, id)?;
-        findings.extend(f);
+
+    /// The group of action `id`, checking the one before when it is another action's: the
+    /// records of one action are entries of one directory, which the walk visits together.
+    fn group_of(&mut self, id: ActionId) -> Result<&mut Group, store::Error> {
+        if self.group.as_ref().is_some_and(|g| g.id != id) {
+            self.flush()?;
+        }
+        Ok(self.group.get_or_insert_with(|| Group {
+            id,
+            records: Records::default(),
+            findings: Vec::new(),
+            has_file: false,
+        }))
+    }
+
+    /// Checks the current action, if any, against its records, its decision and the index.
+    fn flush(&mut self) -> Result<(), store::Error> {
+        let Some(group) = self.group.take() else {
+            return Ok(());
+        };
+        if !group.has_file {
+            return Ok(());
+        }
+        self.findings.extend(group.findings);
+        let id = group.id;
+        let decisions = &self.decisions;
+        let snap = self.snap;
+        let layout = self.layout;
+        let (found, expect) = check_records(layout, &id, group.records, &mut |did, action| {
+            let key = Digest::of(did.as_str()).bytes();
+            let Ok(at) = decisions.binary_search_by_key(&key, |d| d.0) else {
+                return Ok(Vec::new());
+            };
+            if decisions[at].1 == action_terms(action) {
+                return Ok(Vec::new());
+            }
+            // They differ: say how, from the record (a repository in need of repair).
+            decision_problems(snap, layout, did, action)
+        })?;
+        self.findings.extend(found);
         if layout.has_pending_index() {
-            let named = entries.remove(id).unwrap_or_default();
-            findings.extend(index_findings(snap, id, expect, &named, true)?);
+            let key = Digest::of(id.as_str()).bytes();
+            let start = self.entries.partition_point(|e| e.0 < key);
+            let mut named = Vec::new();
+            for (i, e) in self.entries[start..].iter().enumerate() {
+                if e.0 != key {
+                    break;
+                }
+                self.matched[start + i] = true;
+                let at = Timestamp::from_millis(e.1);
+                named.push((at, pending::entry_path(&id, at)));
+            }
+            self.findings
+                .extend(index_findings(snap, &id, expect, &named, true)?);
         }
+        Ok(())
     }
-    for (id, named) in entries {
-        findings.extend(index_findings(snap, &id, Expect::Absent, &named, true)?);
+
+    /// The findings, with those of the index entries no action claimed: the index is walked
+    /// again for their ids only when there are any.
+    fn finish(mut self) -> Result<Vec<Finding>, store::Error> {
+        if self.matched.iter().all(|&m| m) {
+            return Ok(self.findings);
+        }
+        let (entries, matched) = (&self.entries, &self.matched);
+        let mut extra = Vec::new();
+        self.snap.try_for_each_entry(
+            pending::PENDING,
+            |entry| {
+                if entry.blob.is_some()
+                    && let Some((id, at)) = pending::parse_entry(entry.path)
+                {
+                    let key = (Digest::of(id.as_str()).bytes(), at.millis());
+                    let start = entries.partition_point(|e| *e < key);
+                    let claimed = entries[start..]
+                        .iter()
+                        .zip(&matched[start..])
+                        .take_while(|(e, _)| **e == key)
+                        .any(|(_, m)| *m);
+                    if !claimed {
+                        extra.push(finding(
+                            entry.path,
+                            Rule::FinalityPendingExtra,
+                            format!("an entry for action {id}, which does not exist"),
+                        ));
+                    }
+                }
+                Ok::<_, store::Error>(Descend::Into)
+            },
+            |_, _| {},
+        )?;
+        self.findings.extend(extra);
+        Ok(self.findings)
     }
-    Ok(findings)
+}
+
+/// What an action and its guard decision must agree on ([`decision::disagreements`]), as a
+/// 16-byte digest: equal exactly when they agree (but for a sha256 collision).
+fn decision_terms(
+    verdict: Verdict,
+    agent_id: Option<&str>,
+    principal: &str,
+    act_content_hash: Option<&str>,
+    containment_ref: Option<&str>,
+) -> [u8; 16] {
+    let mut buf = Vec::with_capacity(128);
+    let mut put = |v: Option<&str>| match v {
+        None => buf.push(0),
+        Some(t) => {
+            buf.push(1);
+            buf.extend_from_slice(&(t.len() as u64).to_le_bytes());
+            buf.extend_from_slice(t.as_bytes());
+        }
+    };
+    put(Some(verdict.as_str()));
+    put(agent_id);
+    put(Some(principal));
+    put(act_content_hash);
+    put(containment_ref);
+    let mut out = [0; 16];
+    out.copy_from_slice(&Digest::of(&buf).bytes()[..16]);
+    out
+}
+
+fn terms_of(d: &Decision) -> [u8; 16] {
+    decision_terms(
+        d.verdict,
+        d.agent_id.as_deref(),
+        &d.principal,
+        d.act_content_hash.as_deref(),
+        d.containment_ref.as_deref(),
+    )
+}
+
+fn action_terms(a: &Action) -> [u8; 16] {
+    decision_terms(
+        a.guard_verdict,
+        Some(&a.agent_id),
+        &a.created_by,
+        a.act_content_hash.as_deref(),
+        a.containment_ref.as_deref(),
+    )
+}
+
+/// How `action` disagrees with its decision record `id`, read at its path; nothing when the
+/// record is absent, unreadable or invalid (it is reported on its own).
+fn decision_problems(
+    snap: &Snapshot<'_>,
+    layout: Layout,
+    id: &DecisionId,
+    action: &Action,
+) -> Result<Vec<&'static str>, store::Error> {
+    let path = layout.decision_path(id);
+    Ok(match snap.read(&path, MAX_RECORD_BYTES) {
+        Ok(Some(bytes)) => match decision::parse(&bytes, id) {
+            Ok(d) => decision::disagreements(action, &d),
+            Err(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    })
 }
 
 /// Checks the finality part of a push from `old` to `new`: nothing under
@@ -331,9 +695,16 @@ pub fn verify_range(
         }
     }
     for path in &decisions {
-        findings.extend(verify_decision(&snap, layout, path)?);
+        findings.extend(verify_decision(&snap, layout, path, None)?.0);
     }
-    for id in &touched {
+    // In the order of their directories, so that consecutive lookups share the trees above
+    // them (the snapshot's cache), not in the order of the ids, which is random in the tree.
+    let mut touched: Vec<(String, ActionId)> = touched
+        .into_iter()
+        .map(|id| (layout.action_dir(&id), id))
+        .collect();
+    touched.sort_unstable();
+    for (_, id) in &touched {
         let (f, expect) = check_action(&snap, layout, id)?;
         findings.extend(f);
         if layout.has_pending_index() {
@@ -375,33 +746,55 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
     Ok(findings)
 }
 
-/// [`verify_action`] in `layout`, with what the index must hold for the action.
+/// [`verify_action`] in `layout`, with what the index must hold for the action: its records
+/// and its decision found by path.
 fn check_action(
     snap: &Snapshot<'_>,
     layout: Layout,
     id: &ActionId,
 ) -> Result<(Vec<Finding>, Expect), store::Error> {
     let mut out = Vec::new();
-    // (present, bytes when readable as a file within the size limit)
-    let mut load = |kind: RecordKind| -> Result<(bool, Option<Vec<u8>>), store::Error> {
+    let mut records = Records::default();
+    for kind in [
+        RecordKind::Action,
+        RecordKind::Claim,
+        RecordKind::Outcome,
+        RecordKind::Approval,
+    ] {
         let path = layout.record_path(id, kind);
-        match snap.read(&path, MAX_RECORD_BYTES) {
-            Ok(bytes) => Ok((bytes.is_some(), bytes)),
-            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                out.push(finding(
-                    &path,
-                    Rule::FinalityRecordInvalid,
-                    format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-                ));
-                Ok((true, None))
-            }
-            Err(e) => Err(e),
-        }
-    };
-    let (action_present, action_bytes) = load(RecordKind::Action)?;
-    let (claim_present, claim_bytes) = load(RecordKind::Claim)?;
-    let (outcome_present, outcome_bytes) = load(RecordKind::Outcome)?;
-    let (approval_present, approval_bytes) = load(RecordKind::Approval)?;
+        *records.slot(kind) = slot(&path, snap.read(&path, MAX_RECORD_BYTES), &mut out)?;
+    }
+    let (found, expect) = check_records(layout, id, records, &mut |did, action| {
+        decision_problems(snap, layout, did, action)
+    })?;
+    out.extend(found);
+    Ok((out, expect))
+}
+
+/// How an action disagrees with its guard decision (by the decision's id): nothing when the
+/// decision has no valid record.
+type DecisionCheck<'c> =
+    dyn FnMut(&DecisionId, &Action) -> Result<Vec<&'static str>, store::Error> + 'c;
+
+/// Checks one action from its records (read already, their own findings out), with
+/// `decision` for its guard decision; what the index must hold for it.
+fn check_records(
+    layout: Layout,
+    id: &ActionId,
+    mut records: Records,
+    decision: &mut DecisionCheck<'_>,
+) -> Result<(Vec<Finding>, Expect), store::Error> {
+    let mut out = Vec::new();
+    let (action_present, claim_present, outcome_present, approval_present) = (
+        records.action.present(),
+        records.claim.present(),
+        records.outcome.present(),
+        records.approval.present(),
+    );
+    let action_bytes = records.action.take();
+    let claim_bytes = records.claim.take();
+    let outcome_bytes = records.outcome.take();
+    let approval_bytes = records.approval.take();
     let (action_path, claim_path, outcome_path) = (
         layout.record_path(id, RecordKind::Action),
         layout.record_path(id, RecordKind::Claim),
@@ -465,13 +858,8 @@ fn check_action(
         .as_deref()
         .and_then(ActionId::parse)
     {
-        let path = layout.decision_path(&decision_id);
-        if let Ok(Some(bytes)) = snap.read(&path, MAX_RECORD_BYTES)
-            && let Ok(d) = decision::parse(&bytes, &decision_id)
-        {
-            for problem in decision::disagreements(&action, &d) {
-                out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
-            }
+        for problem in decision(&decision_id, &action)? {
+            out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
         }
     }
     let ids = [
@@ -575,14 +963,16 @@ fn check_action(
 }
 
 /// Checks one path under the decisions directory: a decision record at the path its id gives,
-/// valid and redacted.
+/// valid and redacted; the record too when it is valid. `blob` is the file's content id when
+/// the caller has it (a walk), else the path is looked up.
 fn verify_decision(
     snap: &Snapshot<'_>,
     layout: Layout,
     path: &str,
-) -> Result<Vec<Finding>, store::Error> {
+    blob: Option<BlobId>,
+) -> Result<(Vec<Finding>, Option<Decision>), store::Error> {
     let Some(id) = layout.classify_decision(path) else {
-        return Ok(vec![finding(
+        let found = vec![finding(
             path,
             Rule::FinalityUnknownPath,
             format!(
@@ -590,26 +980,33 @@ fn verify_decision(
                  (finality/v1/decisions/<fan-out of sha256(id)>/<id>.json)",
                 layout.name()
             ),
-        )]);
+        )];
+        return Ok((found, None));
     };
-    let bytes = match snap.read(path, MAX_RECORD_BYTES) {
+    let read = match blob {
+        Some(blob) => snap.read_blob(blob, path, MAX_RECORD_BYTES).map(Some),
+        None => snap.read(path, MAX_RECORD_BYTES),
+    };
+    let bytes = match read {
         Ok(Some(b)) => b,
-        Ok(None) => return Ok(Vec::new()),
+        Ok(None) => return Ok((Vec::new(), None)),
         Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-            return Ok(vec![finding(
-                path,
-                Rule::FinalityRecordInvalid,
-                format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-            )]);
+            return Ok((vec![not_a_record_file(path)], None));
         }
         Err(e) => return Err(e),
     };
     Ok(match decision::parse(&bytes, &id) {
-        Err(e) => vec![finding(path, Rule::FinalityRecordInvalid, e.to_string())],
-        Ok(d) => decision::privacy_problems(&d)
-            .into_iter()
-            .map(|p| finding(path, Rule::Privacy, p))
-            .collect(),
+        Err(e) => (
+            vec![finding(path, Rule::FinalityRecordInvalid, e.to_string())],
+            None,
+        ),
+        Ok(d) => (
+            decision::privacy_problems(&d)
+                .into_iter()
+                .map(|p| finding(path, Rule::Privacy, p))
+                .collect(),
+            Some(d),
+        ),
     })
 }
 
