@@ -23,9 +23,7 @@ use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::finding::{Finding, Rule};
 use crate::identity::Digest;
 use crate::privacy;
-use crate::store::{
-    self, BlobId, Change, CommitId, Descend, Snapshot, Store, TreeDefect, Walked,
-};
+use crate::store::{self, BlobId, Change, CommitId, Descend, Snapshot, Store, TreeDefect, Walked};
 use crate::time::Timestamp;
 
 fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
@@ -460,7 +458,8 @@ impl Walk<'_, '_> {
                 if blob != self.empty {
                     self.findings.push(entry_not_empty(path));
                 }
-                self.entries.push((Digest::of(id.as_str()).bytes(), at.millis()));
+                self.entries
+                    .push((Digest::of(id.as_str()).bytes(), at.millis()));
             }
             PathKind::Bad(f) => self.findings.push(f),
         }
@@ -1176,5 +1175,182 @@ mod tests {
             rules(Some(before), claimed_late),
             vec!["finality-claim-mismatch"]
         );
+    }
+
+    /// The findings of a whole snapshot as `verify` found them before it walked the tree: a
+    /// listing of every file, then each action looked up by path in id order. The oracle of
+    /// [`the_walk_finds_what_lookups_by_path_find`].
+    fn by_lookup(snap: &Snapshot<'_>) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        let layout = layout_of(snap, &mut findings).unwrap().layout;
+        let mut dirs = BTreeSet::new();
+        let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
+        for path in snap.list_files(ROOT).unwrap() {
+            match path_kind(layout, &path) {
+                PathKind::LayoutRecord => {}
+                PathKind::Decision => {
+                    findings.extend(verify_decision(snap, layout, &path, None).unwrap().0);
+                }
+                PathKind::Record(id, _) => {
+                    dirs.insert(id);
+                }
+                PathKind::Entry(id, at) => {
+                    findings.extend(entry_file(snap, &path).unwrap());
+                    entries.entry(id).or_default().push((at, path));
+                }
+                PathKind::Bad(f) => findings.push(f),
+            }
+        }
+        for id in &dirs {
+            let (f, expect) = check_action(snap, layout, id).unwrap();
+            findings.extend(f);
+            let named = entries.remove(id).unwrap_or_default();
+            findings.extend(index_findings(snap, id, expect, &named, true).unwrap());
+        }
+        for (id, named) in entries {
+            findings.extend(index_findings(snap, &id, Expect::Absent, &named, true).unwrap());
+        }
+        findings.sort();
+        findings
+    }
+
+    /// The walk in tree order reports exactly what lookups by path report, over every kind of
+    /// damage it handles on its own: index entries that are not empty, at the wrong time, for
+    /// closed or absent actions, or missing; records that are directories, too large, or
+    /// without their action; a directory whose only record path is a directory; an action
+    /// that disagrees with its decision record. Each entry is observed once.
+    #[test]
+    fn the_walk_finds_what_lookups_by_path_find() {
+        let (_dir, store, opts, created) = repo_with_action();
+        let layout = Layout::DEFAULT;
+        let id = |s: &str| ActionId::parse(s).unwrap();
+        create_action(&store, &opts, &new_action("act_done"), at(BASE)).unwrap();
+        close(&store, &opts, "act_done", "completed", None, at(BASE)).unwrap();
+        for a in ["act_dirclaim", "act_big", "act_unindexed"] {
+            create_action(&store, &opts, &new_action(a), at(BASE)).unwrap();
+        }
+        let decision = |did: &str, agent: &str| Decision {
+            decision_id: id(did),
+            verdict: Verdict::Allow,
+            rule: None,
+            reason: None,
+            action_type: None,
+            agent_id: Some(agent.into()),
+            principal: "principal-a".into(),
+            act_content_hash: act_content_hash(Some(&default_act())),
+            containment_ref: None,
+            decided_at: at(BASE),
+        };
+        for (a, did) in [("act_agrees", "gd_8"), ("act_differs", "gd_9")] {
+            let mut n = new_action(a);
+            n.guard_decision_id = Some(did.into());
+            create_action(&store, &opts, &n, at(BASE)).unwrap();
+        }
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let created_at = created.value.created_at;
+        let later = Timestamp::from_millis(created_at.millis() + 3_600_000);
+        let put: Vec<(String, Vec<u8>)> = vec![
+            (pending::entry_path(&id(ACTION), later), vec![]),
+            (pending::entry_path(&id("act_done"), created_at), vec![]),
+            (pending::entry_path(&id("act_ghost"), created_at), vec![]),
+            (pending::entry_path(&id("act_ghost2"), later), b"x".to_vec()),
+            (
+                format!(
+                    "{}/x",
+                    layout.record_path(&id("act_nofile"), RecordKind::Outcome)
+                ),
+                b"{}".to_vec(),
+            ),
+            (
+                format!(
+                    "{}/x",
+                    layout.record_path(&id("act_dirclaim"), RecordKind::Claim)
+                ),
+                b"{}".to_vec(),
+            ),
+            (
+                layout.record_path(&id("act_big"), RecordKind::Action),
+                vec![b' '; MAX_RECORD_BYTES as usize + 1],
+            ),
+            (
+                layout.record_path(&id("act_orphan"), RecordKind::Outcome),
+                b"{}".to_vec(),
+            ),
+            (
+                layout.decision_path(&id("gd_8")),
+                decision("gd_8", "agent-a").to_bytes(),
+            ),
+            (
+                layout.decision_path(&id("gd_9")),
+                decision("gd_9", "agent-b").to_bytes(),
+            ),
+        ];
+        let unindexed = store
+            .snapshot(Some(tip))
+            .unwrap()
+            .list_files(pending::PENDING)
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.ends_with(".act_unindexed"))
+            .collect::<Vec<_>>();
+        assert_eq!(unindexed.len(), 1);
+        let damaged = store
+            .write_commit_with(Some(tip), &put, &unindexed, true, "damage", &sig())
+            .unwrap();
+        let snap = store.snapshot(Some(damaged)).unwrap();
+        let want = by_lookup(&snap);
+        let mut observed = Vec::new();
+        let got = verify_observed(
+            &snap,
+            &mut |e| observed.push(e.path.to_owned()),
+            &mut |p, d| panic!("{p}: {d:?}"),
+        )
+        .unwrap();
+        assert_eq!(got, want);
+        let mut rules: Vec<&str> = got.iter().map(|f| f.rule.code()).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        assert_eq!(
+            rules,
+            [
+                "finality-action-missing",
+                "finality-pending-extra",
+                "finality-pending-missing",
+                "finality-pending-time",
+                "finality-record-invalid",
+                "finality-unknown-path",
+            ]
+        );
+        for detail in [
+            "agent_id is not the decision's",
+            "a pending-index entry is an empty file",
+            "an entry for action act_ghost, which does not exist",
+            "not a file of at most",
+        ] {
+            assert!(
+                got.iter().any(|f| f.detail.contains(detail)),
+                "{detail}: {got:#?}"
+            );
+        }
+        assert!(
+            !got.iter().any(|f| f.path.contains("act_agrees")),
+            "{got:#?}"
+        );
+        // The directory-only record path is no action: only its file is reported.
+        let nofile: Vec<_> = got
+            .iter()
+            .filter(|f| f.path.contains("act_nofile"))
+            .collect();
+        assert_eq!(nofile.len(), 1, "{nofile:?}");
+        let mut walked = Vec::new();
+        snap.for_each_entry(ROOT, |e| walked.push(e.path.to_owned()))
+            .unwrap();
+        observed.sort();
+        walked.sort();
+        assert_eq!(observed, walked);
+        // The findings of a clean snapshot are none, by either road.
+        let clean = store.snapshot(Some(tip)).unwrap();
+        assert_eq!(verify(&clean).unwrap(), by_lookup(&clean));
+        assert!(verify(&clean).unwrap().is_empty());
     }
 }

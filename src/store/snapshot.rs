@@ -1008,4 +1008,48 @@ mod tests {
                 .expect("read again")
         );
     }
+
+    /// A directory the visitor answers `Over` for is not read, and the first error of the
+    /// visitor ends the walk with it; every other entry is visited once, a directory's entries
+    /// together.
+    #[test]
+    fn try_for_each_entry_skips_directories_and_stops_at_an_error() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(
+            &store,
+            &[("d/a/x", "1"), ("d/a/y", "2"), ("d/b/z", "3"), ("d/c", "4")],
+        );
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        let mut seen = Vec::new();
+        view.try_for_each_entry(
+            "d",
+            |e| {
+                seen.push(e.path.to_owned());
+                Ok::<_, Error>(if e.path == "d/a" {
+                    Descend::Over
+                } else {
+                    Descend::Into
+                })
+            },
+            |_, _| {},
+        )
+        .expect("walk");
+        seen.sort();
+        assert_eq!(seen, ["d/a", "d/b", "d/b/z", "d/c"]);
+        let mut visits = 0;
+        let stopped = view.try_for_each_entry(
+            "d",
+            |_| {
+                visits += 1;
+                Err(Error::NotAFile { path: "x".into() })
+            },
+            |_, _| {},
+        );
+        assert!(matches!(stopped, Err(Error::NotAFile { path }) if path == "x"));
+        assert_eq!(visits, 1);
+        assert!(matches!(
+            view.try_for_each_entry("d/c", |_| Ok::<_, Error>(Descend::Into), |_, _| {}),
+            Err(Error::NotADirectory { path }) if path == "d/c"
+        ));
+    }
 }
