@@ -6,10 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::decision::{Decision, DecisionId};
-
 use super::approval::{self, ApprovalDecision};
-use super::decision;
+use super::decision::{self, Decision, DecisionId};
 use super::ids::ActionId;
 use super::layout::{self, DECISIONS, Detected, Layout, LayoutError};
 use super::paths::{ROOT, RecordKind};
