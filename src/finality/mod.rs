@@ -203,5 +203,5 @@ pub use sweep::{
     ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SKEW_NOTICE_MS, SWEEP_ERROR,
     SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
 };
-pub use verify::{verify, verify_action, verify_range};
+pub use verify::{verify, verify_action, verify_observed, verify_range};
 pub use write::{Options, Written};

@@ -7,9 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{self, ApprovalDecision};
-use super::decision;
+use super::decision::{self, Decision, DecisionId};
 use super::ids::ActionId;
-use super::layout::{self, Detected, Layout, LayoutError};
+use super::layout::{self, DECISIONS, Detected, Layout, LayoutError};
 use super::paths::{ROOT, RecordKind};
 use super::pending;
 use super::records::RecordError;
@@ -21,7 +21,7 @@ use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::finding::{Finding, Rule};
 use crate::identity::Digest;
 use crate::privacy;
-use crate::store::{self, Change, CommitId, Snapshot, Store};
+use crate::store::{self, BlobId, Change, CommitId, Descend, Snapshot, Store, TreeDefect, Walked};
 use crate::time::Timestamp;
 
 fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
@@ -206,15 +206,22 @@ fn index_findings(
     Ok(out)
 }
 
+/// The finding for an index entry that is not an empty file.
+fn entry_not_empty(path: &str) -> Finding {
+    finding(
+        path,
+        Rule::FinalityRecordInvalid,
+        "a pending-index entry is an empty file",
+    )
+}
+
 /// Checks that an index entry is an empty file.
 fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store::Error> {
     match snap.read(path, 0) {
         Ok(_) => Ok(None),
-        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => Ok(Some(finding(
-            path,
-            Rule::FinalityRecordInvalid,
-            "a pending-index entry is an empty file",
-        ))),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            Ok(Some(entry_not_empty(path)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -227,41 +234,395 @@ fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store:
 /// and a lifecycle the closure table, the legacy mapping or the sweep can produce from the
 /// action's initial lifecycle, names the claim's attempt when it names one, and holds no
 /// unredacted secret. In the `nibble` layout the pending index agrees with the records in both
-/// directions (`finality-pending-missing`, `-extra`, `-time`).
+/// directions (`finality-pending-missing`, `-extra`, `-time`). The findings come sorted.
+///
+/// # Cost
+/// Every record is read once, in the order the tree holds it, and every tree once: the pending
+/// index and the decisions are walked first, then the rest of `finality/v1/`, each action from
+/// its directory's records as the walk meets them. Memory is bounded by one action directory's
+/// records, plus 40 bytes for each pending-index entry and 48 for each decision record (the
+/// index is checked against the actions, and each action against its decision, without a
+/// lookup by path): about 50 MiB for a million decisions.
 ///
 /// # Errors
 /// [`store::Error`] when the snapshot cannot be read.
 pub fn verify(snap: &Snapshot<'_>) -> Result<Vec<Finding>, store::Error> {
+    verify_observed(snap, &mut |_| {}, &mut |_, _| {})
+}
+
+/// [`verify`], calling `observe` with every entry under `finality/v1/` (directories, files,
+/// symbolic links, submodules; the entries of one directory one after another, as
+/// [`Snapshot::try_for_each_entry`] gives them) and `malformed` with every tree there that
+/// breaks git's rules on trees, so that a caller checking the entries' modes and names
+/// (`verify` of a whole revision) needs no walk of its own. Each entry and each tree is given
+/// once.
+///
+/// # Errors
+/// As [`verify`].
+pub fn verify_observed(
+    snap: &Snapshot<'_>,
+    observe: &mut dyn FnMut(&Walked<'_>),
+    malformed: &mut dyn FnMut(&str, TreeDefect),
+) -> Result<Vec<Finding>, store::Error> {
     let mut findings = Vec::new();
     let layout = layout_of(snap, &mut findings)?.layout;
-    let mut dirs = BTreeSet::new();
-    let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
-    for path in snap.list_files(ROOT)? {
-        match path_kind(layout, &path) {
+    let mut walk = Walk {
+        snap,
+        layout,
+        empty: BlobId::of(b"")?,
+        findings,
+        entries: Vec::new(),
+        matched: Vec::new(),
+        decisions: Vec::new(),
+        group: None,
+    };
+    // The index and the decisions come before the actions that are checked against them; the
+    // rest of the tree then skips them.
+    let mut separate = Vec::new();
+    for dir in [pending::PENDING, DECISIONS] {
+        if snap.is_dir(dir)? {
+            snap.try_for_each_entry(
+                dir,
+                |entry| {
+                    observe(entry);
+                    walk.visit(entry)?;
+                    Ok::<_, store::Error>(Descend::Into)
+                },
+                &mut *malformed,
+            )?;
+            separate.push(dir);
+        }
+        match dir {
+            pending::PENDING => walk.entries.sort_unstable(),
+            _ => {
+                // The last of two records at one path is the one a lookup finds (`Dir::get`).
+                walk.decisions.reverse();
+                walk.decisions.sort_by_key(|d| d.0);
+                walk.decisions.dedup_by_key(|d| d.0);
+            }
+        }
+    }
+    walk.matched = vec![false; walk.entries.len()];
+    snap.try_for_each_entry(
+        ROOT,
+        |entry| {
+            observe(entry);
+            if entry.mode.is_dir() && separate.contains(&entry.path) {
+                return Ok(Descend::Over);
+            }
+            walk.visit(entry)?;
+            Ok::<_, store::Error>(Descend::Into)
+        },
+        &mut *malformed,
+    )?;
+    walk.flush()?;
+    let mut findings = walk.finish()?;
+    findings.sort();
+    Ok(findings)
+}
+
+/// A pending-index entry as [`verify`] keeps it: the sha256 of the action id and the entry's
+/// time in epoch milliseconds (the path is a function of the two, [`pending::entry_path`]).
+type IndexKey = ([u8; 32], i64);
+
+/// One record file of an action directory, as read.
+#[derive(Debug, Default)]
+enum Slot {
+    /// Nothing at its path.
+    #[default]
+    Absent,
+    /// Its bytes.
+    Bytes(Vec<u8>),
+    /// Something that is not a file of at most [`MAX_RECORD_BYTES`] (its finding is out).
+    Invalid,
+}
+
+impl Slot {
+    fn present(&self) -> bool {
+        !matches!(self, Slot::Absent)
+    }
+
+    fn take(&mut self) -> Option<Vec<u8>> {
+        match std::mem::take(self) {
+            Slot::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// The record files of one action directory, by [`RecordKind`].
+#[derive(Debug, Default)]
+struct Records {
+    action: Slot,
+    claim: Slot,
+    outcome: Slot,
+    approval: Slot,
+}
+
+impl Records {
+    fn slot(&mut self, kind: RecordKind) -> &mut Slot {
+        match kind {
+            RecordKind::Action => &mut self.action,
+            RecordKind::Claim => &mut self.claim,
+            RecordKind::Outcome => &mut self.outcome,
+            RecordKind::Approval => &mut self.approval,
+        }
+    }
+}
+
+/// The slot of a record read as `read` answered; the finding when it is not a file within the
+/// size limit.
+fn slot(
+    path: &str,
+    read: Result<Option<Vec<u8>>, store::Error>,
+    out: &mut Vec<Finding>,
+) -> Result<Slot, store::Error> {
+    match read {
+        Ok(Some(bytes)) => Ok(Slot::Bytes(bytes)),
+        Ok(None) => Ok(Slot::Absent),
+        Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
+            out.push(not_a_record_file(path));
+            Ok(Slot::Invalid)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn not_a_record_file(path: &str) -> Finding {
+    finding(
+        path,
+        Rule::FinalityRecordInvalid,
+        format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
+    )
+}
+
+/// The action directory being read by a walk: its id, its records so far and their findings,
+/// whether one of them is a file (a directory whose record paths are all directories or
+/// submodules holds no record: its files, if any, are unknown paths).
+struct Group {
+    id: ActionId,
+    records: Records,
+    findings: Vec<Finding>,
+    has_file: bool,
+}
+
+/// The state of [`verify`]'s walk.
+struct Walk<'s, 'r> {
+    snap: &'s Snapshot<'r>,
+    layout: Layout,
+    /// The id of the empty blob: every index entry's.
+    empty: BlobId,
+    findings: Vec<Finding>,
+    /// The pending-index entries, sorted once the index is walked.
+    entries: Vec<IndexKey>,
+    /// Whether an action claimed each of `entries`.
+    matched: Vec<bool>,
+    /// The valid decision records at their paths: sha256 of the id, [`decision_terms`].
+    decisions: Vec<([u8; 32], [u8; 16])>,
+    group: Option<Group>,
+}
+
+impl Walk<'_, '_> {
+    /// Takes one entry of the walk.
+    fn visit(&mut self, entry: &Walked<'_>) -> Result<(), store::Error> {
+        let path = entry.path;
+        let Some(blob) = entry.blob else {
+            // A directory or a submodule where a record belongs is a record that is not a
+            // file; anything else that is not a file is no path of its own.
+            if let Some((id, kind)) = self.layout.classify(path) {
+                let group = self.group_of(id)?;
+                *group.records.slot(kind) = Slot::Invalid;
+                group.findings.push(not_a_record_file(path));
+            }
+            return Ok(());
+        };
+        match path_kind(self.layout, path) {
             PathKind::LayoutRecord => {}
-            PathKind::Decision => findings.extend(verify_decision(snap, layout, &path)?),
-            PathKind::Record(id, _) => {
-                dirs.insert(id);
+            PathKind::Decision => {
+                let (found, decision) = verify_decision(self.snap, self.layout, path, Some(blob))?;
+                self.findings.extend(found);
+                if let Some(d) = decision {
+                    self.decisions
+                        .push((Digest::of(d.decision_id.as_str()).bytes(), terms_of(&d)));
+                }
+            }
+            PathKind::Record(id, kind) => {
+                let read = self.snap.read_blob(blob, path, MAX_RECORD_BYTES).map(Some);
+                let group = self.group_of(id)?;
+                *group.records.slot(kind) = slot(path, read, &mut group.findings)?;
+                group.has_file = true;
             }
             PathKind::Entry(id, at) => {
-                findings.extend(entry_file(snap, &path)?);
-                entries.entry(id).or_default().push((at, path));
+                if blob != self.empty {
+                    self.findings.push(entry_not_empty(path));
+                }
+                self.entries
+                    .push((Digest::of(id.as_str()).bytes(), at.millis()));
             }
-            PathKind::Bad(f) => findings.push(f),
+            PathKind::Bad(f) => self.findings.push(f),
         }
+        Ok(())
     }
-    for id in &dirs {
-        let (f, expect) = check_action(snap, layout, id)?;
-        findings.extend(f);
+
+    /// The group of action `id`, checking the one before when it is another action's: the
+    /// records of one action are entries of one directory, which the walk visits together.
+    fn group_of(&mut self, id: ActionId) -> Result<&mut Group, store::Error> {
+        if self.group.as_ref().is_some_and(|g| g.id != id) {
+            self.flush()?;
+        }
+        Ok(self.group.get_or_insert_with(|| Group {
+            id,
+            records: Records::default(),
+            findings: Vec::new(),
+            has_file: false,
+        }))
+    }
+
+    /// Checks the current action, if any, against its records, its decision and the index.
+    fn flush(&mut self) -> Result<(), store::Error> {
+        let Some(group) = self.group.take() else {
+            return Ok(());
+        };
+        if !group.has_file {
+            return Ok(());
+        }
+        self.findings.extend(group.findings);
+        let id = group.id;
+        let decisions = &self.decisions;
+        let snap = self.snap;
+        let layout = self.layout;
+        let (found, expect) = check_records(layout, &id, group.records, &mut |did, action| {
+            let key = Digest::of(did.as_str()).bytes();
+            let Ok(at) = decisions.binary_search_by_key(&key, |d| d.0) else {
+                return Ok(Vec::new());
+            };
+            if decisions[at].1 == action_terms(action) {
+                return Ok(Vec::new());
+            }
+            // They differ: say how, from the record (a repository in need of repair).
+            decision_problems(snap, layout, did, action)
+        })?;
+        self.findings.extend(found);
         if layout.has_pending_index() {
-            let named = entries.remove(id).unwrap_or_default();
-            findings.extend(index_findings(snap, id, expect, &named, true)?);
+            let key = Digest::of(id.as_str()).bytes();
+            let start = self.entries.partition_point(|e| e.0 < key);
+            let mut named = Vec::new();
+            for (i, e) in self.entries[start..].iter().enumerate() {
+                if e.0 != key {
+                    break;
+                }
+                self.matched[start + i] = true;
+                let at = Timestamp::from_millis(e.1);
+                named.push((at, pending::entry_path(&id, at)));
+            }
+            self.findings
+                .extend(index_findings(snap, &id, expect, &named, true)?);
         }
+        Ok(())
     }
-    for (id, named) in entries {
-        findings.extend(index_findings(snap, &id, Expect::Absent, &named, true)?);
+
+    /// The findings, with those of the index entries no action claimed: the index is walked
+    /// again for their ids only when there are any.
+    fn finish(mut self) -> Result<Vec<Finding>, store::Error> {
+        if self.matched.iter().all(|&m| m) {
+            return Ok(self.findings);
+        }
+        let (entries, matched) = (&self.entries, &self.matched);
+        let mut extra = Vec::new();
+        self.snap.try_for_each_entry(
+            pending::PENDING,
+            |entry| {
+                if entry.blob.is_some()
+                    && let Some((id, at)) = pending::parse_entry(entry.path)
+                {
+                    let key = (Digest::of(id.as_str()).bytes(), at.millis());
+                    let start = entries.partition_point(|e| *e < key);
+                    let claimed = entries[start..]
+                        .iter()
+                        .zip(&matched[start..])
+                        .take_while(|(e, _)| **e == key)
+                        .any(|(_, m)| *m);
+                    if !claimed {
+                        extra.push(finding(
+                            entry.path,
+                            Rule::FinalityPendingExtra,
+                            format!("an entry for action {id}, which does not exist"),
+                        ));
+                    }
+                }
+                Ok::<_, store::Error>(Descend::Into)
+            },
+            |_, _| {},
+        )?;
+        self.findings.extend(extra);
+        Ok(self.findings)
     }
-    Ok(findings)
+}
+
+/// What an action and its guard decision must agree on ([`decision::disagreements`]), as a
+/// 16-byte digest: equal exactly when they agree (but for a sha256 collision).
+fn decision_terms(
+    verdict: Verdict,
+    agent_id: Option<&str>,
+    principal: &str,
+    act_content_hash: Option<&str>,
+    containment_ref: Option<&str>,
+) -> [u8; 16] {
+    let mut buf = Vec::with_capacity(128);
+    let mut put = |v: Option<&str>| match v {
+        None => buf.push(0),
+        Some(t) => {
+            buf.push(1);
+            buf.extend_from_slice(&(t.len() as u64).to_le_bytes());
+            buf.extend_from_slice(t.as_bytes());
+        }
+    };
+    put(Some(verdict.as_str()));
+    put(agent_id);
+    put(Some(principal));
+    put(act_content_hash);
+    put(containment_ref);
+    let mut out = [0; 16];
+    out.copy_from_slice(&Digest::of(&buf).bytes()[..16]);
+    out
+}
+
+fn terms_of(d: &Decision) -> [u8; 16] {
+    decision_terms(
+        d.verdict,
+        d.agent_id.as_deref(),
+        &d.principal,
+        d.act_content_hash.as_deref(),
+        d.containment_ref.as_deref(),
+    )
+}
+
+fn action_terms(a: &Action) -> [u8; 16] {
+    decision_terms(
+        a.guard_verdict,
+        Some(&a.agent_id),
+        &a.created_by,
+        a.act_content_hash.as_deref(),
+        a.containment_ref.as_deref(),
+    )
+}
+
+/// How `action` disagrees with its decision record `id`, read at its path; nothing when the
+/// record is absent, unreadable or invalid (it is reported on its own).
+fn decision_problems(
+    snap: &Snapshot<'_>,
+    layout: Layout,
+    id: &DecisionId,
+    action: &Action,
+) -> Result<Vec<&'static str>, store::Error> {
+    let path = layout.decision_path(id);
+    Ok(match snap.read(&path, MAX_RECORD_BYTES) {
+        Ok(Some(bytes)) => match decision::parse(&bytes, id) {
+            Ok(d) => decision::disagreements(action, &d),
+            Err(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    })
 }
 
 /// Checks the finality part of a push from `old` to `new`: nothing under
@@ -331,9 +692,16 @@ pub fn verify_range(
         }
     }
     for path in &decisions {
-        findings.extend(verify_decision(&snap, layout, path)?);
+        findings.extend(verify_decision(&snap, layout, path, None)?.0);
     }
-    for id in &touched {
+    // In the order of their directories, so that consecutive lookups share the trees above
+    // them (the snapshot's cache), not in the order of the ids, which is random in the tree.
+    let mut touched: Vec<(String, ActionId)> = touched
+        .into_iter()
+        .map(|id| (layout.action_dir(&id), id))
+        .collect();
+    touched.sort_unstable();
+    for (_, id) in &touched {
         let (f, expect) = check_action(&snap, layout, id)?;
         findings.extend(f);
         if layout.has_pending_index() {
@@ -375,33 +743,55 @@ pub fn verify_action(snap: &Snapshot<'_>, id: &ActionId) -> Result<Vec<Finding>,
     Ok(findings)
 }
 
-/// [`verify_action`] in `layout`, with what the index must hold for the action.
+/// [`verify_action`] in `layout`, with what the index must hold for the action: its records
+/// and its decision found by path.
 fn check_action(
     snap: &Snapshot<'_>,
     layout: Layout,
     id: &ActionId,
 ) -> Result<(Vec<Finding>, Expect), store::Error> {
     let mut out = Vec::new();
-    // (present, bytes when readable as a file within the size limit)
-    let mut load = |kind: RecordKind| -> Result<(bool, Option<Vec<u8>>), store::Error> {
+    let mut records = Records::default();
+    for kind in [
+        RecordKind::Action,
+        RecordKind::Claim,
+        RecordKind::Outcome,
+        RecordKind::Approval,
+    ] {
         let path = layout.record_path(id, kind);
-        match snap.read(&path, MAX_RECORD_BYTES) {
-            Ok(bytes) => Ok((bytes.is_some(), bytes)),
-            Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-                out.push(finding(
-                    &path,
-                    Rule::FinalityRecordInvalid,
-                    format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-                ));
-                Ok((true, None))
-            }
-            Err(e) => Err(e),
-        }
-    };
-    let (action_present, action_bytes) = load(RecordKind::Action)?;
-    let (claim_present, claim_bytes) = load(RecordKind::Claim)?;
-    let (outcome_present, outcome_bytes) = load(RecordKind::Outcome)?;
-    let (approval_present, approval_bytes) = load(RecordKind::Approval)?;
+        *records.slot(kind) = slot(&path, snap.read(&path, MAX_RECORD_BYTES), &mut out)?;
+    }
+    let (found, expect) = check_records(layout, id, records, &mut |did, action| {
+        decision_problems(snap, layout, did, action)
+    })?;
+    out.extend(found);
+    Ok((out, expect))
+}
+
+/// How an action disagrees with its guard decision (by the decision's id): nothing when the
+/// decision has no valid record.
+type DecisionCheck<'c> =
+    dyn FnMut(&DecisionId, &Action) -> Result<Vec<&'static str>, store::Error> + 'c;
+
+/// Checks one action from its records (read already, their own findings out), with
+/// `decision` for its guard decision; what the index must hold for it.
+fn check_records(
+    layout: Layout,
+    id: &ActionId,
+    mut records: Records,
+    decision: &mut DecisionCheck<'_>,
+) -> Result<(Vec<Finding>, Expect), store::Error> {
+    let mut out = Vec::new();
+    let (action_present, claim_present, outcome_present, approval_present) = (
+        records.action.present(),
+        records.claim.present(),
+        records.outcome.present(),
+        records.approval.present(),
+    );
+    let action_bytes = records.action.take();
+    let claim_bytes = records.claim.take();
+    let outcome_bytes = records.outcome.take();
+    let approval_bytes = records.approval.take();
     let (action_path, claim_path, outcome_path) = (
         layout.record_path(id, RecordKind::Action),
         layout.record_path(id, RecordKind::Claim),
@@ -465,13 +855,8 @@ fn check_action(
         .as_deref()
         .and_then(ActionId::parse)
     {
-        let path = layout.decision_path(&decision_id);
-        if let Ok(Some(bytes)) = snap.read(&path, MAX_RECORD_BYTES)
-            && let Ok(d) = decision::parse(&bytes, &decision_id)
-        {
-            for problem in decision::disagreements(&action, &d) {
-                out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
-            }
+        for problem in decision(&decision_id, &action)? {
+            out.push(finding(&action_path, Rule::FinalityRecordInvalid, problem));
         }
     }
     let ids = [
@@ -575,14 +960,16 @@ fn check_action(
 }
 
 /// Checks one path under the decisions directory: a decision record at the path its id gives,
-/// valid and redacted.
+/// valid and redacted; the record too when it is valid. `blob` is the file's content id when
+/// the caller has it (a walk), else the path is looked up.
 fn verify_decision(
     snap: &Snapshot<'_>,
     layout: Layout,
     path: &str,
-) -> Result<Vec<Finding>, store::Error> {
+    blob: Option<BlobId>,
+) -> Result<(Vec<Finding>, Option<Decision>), store::Error> {
     let Some(id) = layout.classify_decision(path) else {
-        return Ok(vec![finding(
+        let found = vec![finding(
             path,
             Rule::FinalityUnknownPath,
             format!(
@@ -590,26 +977,33 @@ fn verify_decision(
                  (finality/v1/decisions/<fan-out of sha256(id)>/<id>.json)",
                 layout.name()
             ),
-        )]);
+        )];
+        return Ok((found, None));
     };
-    let bytes = match snap.read(path, MAX_RECORD_BYTES) {
+    let read = match blob {
+        Some(blob) => snap.read_blob(blob, path, MAX_RECORD_BYTES).map(Some),
+        None => snap.read(path, MAX_RECORD_BYTES),
+    };
+    let bytes = match read {
         Ok(Some(b)) => b,
-        Ok(None) => return Ok(Vec::new()),
+        Ok(None) => return Ok((Vec::new(), None)),
         Err(store::Error::TooLarge { .. } | store::Error::NotAFile { .. }) => {
-            return Ok(vec![finding(
-                path,
-                Rule::FinalityRecordInvalid,
-                format!("not a file of at most {MAX_RECORD_BYTES} bytes"),
-            )]);
+            return Ok((vec![not_a_record_file(path)], None));
         }
         Err(e) => return Err(e),
     };
     Ok(match decision::parse(&bytes, &id) {
-        Err(e) => vec![finding(path, Rule::FinalityRecordInvalid, e.to_string())],
-        Ok(d) => decision::privacy_problems(&d)
-            .into_iter()
-            .map(|p| finding(path, Rule::Privacy, p))
-            .collect(),
+        Err(e) => (
+            vec![finding(path, Rule::FinalityRecordInvalid, e.to_string())],
+            None,
+        ),
+        Ok(d) => (
+            decision::privacy_problems(&d)
+                .into_iter()
+                .map(|p| finding(path, Rule::Privacy, p))
+                .collect(),
+            Some(d),
+        ),
     })
 }
 
@@ -788,5 +1182,182 @@ mod tests {
             rules(Some(before), claimed_late),
             vec!["finality-claim-mismatch"]
         );
+    }
+
+    /// The findings of a whole snapshot as `verify` found them before it walked the tree: a
+    /// listing of every file, then each action looked up by path in id order. The oracle of
+    /// [`the_walk_finds_what_lookups_by_path_find`].
+    fn by_lookup(snap: &Snapshot<'_>) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        let layout = layout_of(snap, &mut findings).unwrap().layout;
+        let mut dirs = BTreeSet::new();
+        let mut entries: BTreeMap<ActionId, Vec<(Timestamp, String)>> = BTreeMap::new();
+        for path in snap.list_files(ROOT).unwrap() {
+            match path_kind(layout, &path) {
+                PathKind::LayoutRecord => {}
+                PathKind::Decision => {
+                    findings.extend(verify_decision(snap, layout, &path, None).unwrap().0);
+                }
+                PathKind::Record(id, _) => {
+                    dirs.insert(id);
+                }
+                PathKind::Entry(id, at) => {
+                    findings.extend(entry_file(snap, &path).unwrap());
+                    entries.entry(id).or_default().push((at, path));
+                }
+                PathKind::Bad(f) => findings.push(f),
+            }
+        }
+        for id in &dirs {
+            let (f, expect) = check_action(snap, layout, id).unwrap();
+            findings.extend(f);
+            let named = entries.remove(id).unwrap_or_default();
+            findings.extend(index_findings(snap, id, expect, &named, true).unwrap());
+        }
+        for (id, named) in entries {
+            findings.extend(index_findings(snap, &id, Expect::Absent, &named, true).unwrap());
+        }
+        findings.sort();
+        findings
+    }
+
+    /// The walk in tree order reports exactly what lookups by path report, over every kind of
+    /// damage it handles on its own: index entries that are not empty, at the wrong time, for
+    /// closed or absent actions, or missing; records that are directories, too large, or
+    /// without their action; a directory whose only record path is a directory; an action
+    /// that disagrees with its decision record. Each entry is observed once.
+    #[test]
+    fn the_walk_finds_what_lookups_by_path_find() {
+        let (_dir, store, opts, created) = repo_with_action();
+        let layout = Layout::DEFAULT;
+        let id = |s: &str| ActionId::parse(s).unwrap();
+        create_action(&store, &opts, &new_action("act_done"), at(BASE)).unwrap();
+        close(&store, &opts, "act_done", "completed", None, at(BASE)).unwrap();
+        for a in ["act_dirclaim", "act_big", "act_unindexed"] {
+            create_action(&store, &opts, &new_action(a), at(BASE)).unwrap();
+        }
+        let decision = |did: &str, agent: &str| Decision {
+            decision_id: id(did),
+            verdict: Verdict::Allow,
+            rule: None,
+            reason: None,
+            action_type: None,
+            agent_id: Some(agent.into()),
+            principal: "principal-a".into(),
+            act_content_hash: act_content_hash(Some(&default_act())),
+            containment_ref: None,
+            decided_at: at(BASE),
+        };
+        for (a, did) in [("act_agrees", "gd_8"), ("act_differs", "gd_9")] {
+            let mut n = new_action(a);
+            n.guard_decision_id = Some(did.into());
+            create_action(&store, &opts, &n, at(BASE)).unwrap();
+        }
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        let created_at = created.value.created_at;
+        let later = Timestamp::from_millis(created_at.millis() + 3_600_000);
+        let put: Vec<(String, Vec<u8>)> = vec![
+            (pending::entry_path(&id(ACTION), later), vec![]),
+            (pending::entry_path(&id("act_done"), created_at), vec![]),
+            (pending::entry_path(&id("act_ghost"), created_at), vec![]),
+            (pending::entry_path(&id("act_ghost2"), later), b"x".to_vec()),
+            (
+                format!(
+                    "{}/x",
+                    layout.record_path(&id("act_nofile"), RecordKind::Outcome)
+                ),
+                b"{}".to_vec(),
+            ),
+            (
+                format!(
+                    "{}/x",
+                    layout.record_path(&id("act_dirclaim"), RecordKind::Claim)
+                ),
+                b"{}".to_vec(),
+            ),
+            (
+                layout.record_path(&id("act_big"), RecordKind::Action),
+                vec![b' '; MAX_RECORD_BYTES as usize + 1],
+            ),
+            (
+                layout.record_path(&id("act_orphan"), RecordKind::Outcome),
+                b"{}".to_vec(),
+            ),
+            (
+                layout.decision_path(&id("gd_8")),
+                decision("gd_8", "agent-a").to_bytes(),
+            ),
+            (
+                layout.decision_path(&id("gd_9")),
+                decision("gd_9", "agent-b").to_bytes(),
+            ),
+        ];
+        let unindexed = store
+            .snapshot(Some(tip))
+            .unwrap()
+            .list_files(pending::PENDING)
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.ends_with(".act_unindexed"))
+            .collect::<Vec<_>>();
+        assert_eq!(unindexed.len(), 1);
+        let damaged = store
+            .write_commit_with(Some(tip), &put, &unindexed, true, "damage", &sig())
+            .unwrap();
+        let snap = store.snapshot(Some(damaged)).unwrap();
+        let want = by_lookup(&snap);
+        let mut observed = Vec::new();
+        let got = verify_observed(
+            &snap,
+            &mut |e| observed.push(e.path.to_owned()),
+            &mut |p, d| panic!("{p}: {d:?}"),
+        )
+        .unwrap();
+        assert_eq!(got, want);
+        let mut rules: Vec<&str> = got.iter().map(|f| f.rule.code()).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        assert_eq!(
+            rules,
+            [
+                "finality-action-missing",
+                "finality-pending-extra",
+                "finality-pending-missing",
+                "finality-pending-time",
+                "finality-record-invalid",
+                "finality-unknown-path",
+            ]
+        );
+        for detail in [
+            "agent_id is not the decision's",
+            "a pending-index entry is an empty file",
+            "an entry for action act_ghost, which does not exist",
+            "not a file of at most",
+        ] {
+            assert!(
+                got.iter().any(|f| f.detail.contains(detail)),
+                "{detail}: {got:#?}"
+            );
+        }
+        assert!(
+            !got.iter().any(|f| f.path.contains("act_agrees")),
+            "{got:#?}"
+        );
+        // The directory-only record path is no action: only its file is reported.
+        let nofile: Vec<_> = got
+            .iter()
+            .filter(|f| f.path.contains("act_nofile"))
+            .collect();
+        assert_eq!(nofile.len(), 1, "{nofile:?}");
+        let mut walked = Vec::new();
+        snap.for_each_entry(ROOT, |e| walked.push(e.path.to_owned()))
+            .unwrap();
+        observed.sort();
+        walked.sort();
+        assert_eq!(observed, walked);
+        // The findings of a clean snapshot are none, by either road.
+        let clean = store.snapshot(Some(tip)).unwrap();
+        assert_eq!(verify(&clean).unwrap(), by_lookup(&clean));
+        assert!(verify(&clean).unwrap().is_empty());
     }
 }

@@ -111,7 +111,7 @@ pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};
 pub use refs::REF_LOCK_TIMEOUT;
 pub use release::{MAPPED_BUDGET, map_large_allocations, release_free_heap};
-pub use snapshot::{Snapshot, Walked};
+pub use snapshot::{Descend, Snapshot, Walked};
 pub use transact::{Landed, Policy, Step, TransactError, backoff, transact};
 pub use tree::{TreeDefect, tree_defect};
 pub use write::Signature;

@@ -38,6 +38,15 @@ pub struct Walked<'p> {
     pub blob: Option<BlobId>,
 }
 
+/// Whether [`Snapshot::try_for_each_entry`] walks the directory it just visited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Descend {
+    /// Read the directory and visit its entries (the answer for a file is ignored).
+    Into,
+    /// Leave the directory out of this walk: its tree is not read.
+    Over,
+}
+
 /// Bytes of decoded trees a [`Snapshot`] keeps at most below [`PINNED_DEPTH`] (their heap
 /// bytes; see [`dir_bytes`]).
 const MAX_CACHED_TREE_BYTES: usize = 16 << 20;
@@ -393,8 +402,36 @@ impl<'a> Snapshot<'a> {
         &self,
         prefix: &str,
         mut visit: impl FnMut(&Walked<'_>),
-        mut malformed: impl FnMut(&str, TreeDefect),
+        malformed: impl FnMut(&str, TreeDefect),
     ) -> Result<(), Error> {
+        self.try_for_each_entry(
+            prefix,
+            |entry| {
+                visit(entry);
+                Ok::<_, Error>(Descend::Into)
+            },
+            malformed,
+        )
+    }
+
+    /// [`Snapshot::for_each_entry_checked`] whose `visit` may fail, which ends the walk with its
+    /// error, and decides for each directory whether the walk reads it ([`Descend`]; the
+    /// answer is ignored for other entries): a caller that walks some subtrees on their own
+    /// skips them here, so that every tree is still read once. The entries of one directory
+    /// are visited one after another; of the directories below one directory, each is walked
+    /// whole before the next, in reverse name order (the order a stack gives; callers that
+    /// need another order walk subtrees separately). `visit` may read blobs
+    /// ([`Snapshot::read_blob`]) with the ids it is given: the walk holds only the trees on the
+    /// current path and the pending siblings, so memory stays bounded by the tree shape.
+    ///
+    /// # Errors
+    /// As [`Snapshot::list_files`], or the first error `visit` returns.
+    pub fn try_for_each_entry<E: From<Error>>(
+        &self,
+        prefix: &str,
+        mut visit: impl FnMut(&Walked<'_>) -> Result<Descend, E>,
+        mut malformed: impl FnMut(&str, TreeDefect),
+    ) -> Result<(), E> {
         let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
         let start = if prefix.is_empty() {
             match self.root {
@@ -409,7 +446,8 @@ impl<'a> Snapshot<'a> {
                 Some(_) => {
                     return Err(Error::NotADirectory {
                         path: prefix.to_owned(),
-                    });
+                    }
+                    .into());
                 }
             }
         };
@@ -441,15 +479,15 @@ impl<'a> Snapshot<'a> {
                 }
                 full.push_str(name);
                 let kind = entry.mode.kind();
-                if kind == EntryKind::Tree {
-                    pending.push((full.clone(), entry.oid.to_owned()));
-                }
-                visit(&Walked {
+                let step = visit(&Walked {
                     path: &full,
                     name,
                     mode: Mode(entry.mode.value()),
                     blob: is_file(kind).then(|| BlobId(entry.oid.to_owned())),
-                });
+                })?;
+                if kind == EntryKind::Tree && step == Descend::Into {
+                    pending.push((full.clone(), entry.oid.to_owned()));
+                }
             }
         }
         Ok(())
@@ -969,5 +1007,49 @@ mod tests {
             view.exists("1/2/3/4/5/a/file-0039.json")
                 .expect("read again")
         );
+    }
+
+    /// A directory the visitor answers `Over` for is not read, and the first error of the
+    /// visitor ends the walk with it; every other entry is visited once, a directory's entries
+    /// together.
+    #[test]
+    fn try_for_each_entry_skips_directories_and_stops_at_an_error() {
+        let (_tmp, _repo, store) = new_store();
+        let c = publish(
+            &store,
+            &[("d/a/x", "1"), ("d/a/y", "2"), ("d/b/z", "3"), ("d/c", "4")],
+        );
+        let view = store.snapshot(Some(c)).expect("snapshot");
+        let mut seen = Vec::new();
+        view.try_for_each_entry(
+            "d",
+            |e| {
+                seen.push(e.path.to_owned());
+                Ok::<_, Error>(if e.path == "d/a" {
+                    Descend::Over
+                } else {
+                    Descend::Into
+                })
+            },
+            |_, _| {},
+        )
+        .expect("walk");
+        seen.sort();
+        assert_eq!(seen, ["d/a", "d/b", "d/b/z", "d/c"]);
+        let mut visits = 0;
+        let stopped = view.try_for_each_entry(
+            "d",
+            |_| {
+                visits += 1;
+                Err(Error::NotAFile { path: "x".into() })
+            },
+            |_, _| {},
+        );
+        assert!(matches!(stopped, Err(Error::NotAFile { path }) if path == "x"));
+        assert_eq!(visits, 1);
+        assert!(matches!(
+            view.try_for_each_entry("d/c", |_| Ok::<_, Error>(Descend::Into), |_, _| {}),
+            Err(Error::NotADirectory { path }) if path == "d/c"
+        ));
     }
 }

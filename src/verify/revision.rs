@@ -117,21 +117,21 @@ pub fn verify_revision_observed(
     let (findings, walk_finality) = check_root(&snap, FINALITY)?;
     ctx.report.findings.extend(findings);
     if walk_finality {
+        // One walk of the finality tree serves the entry checks here and the records'.
         let mut malformed = Vec::new();
-        snap.for_each_entry_checked(
-            FINALITY,
-            |entry| {
+        let mut modes = Vec::new();
+        let finality = crate::finality::verify_observed(
+            &snap,
+            &mut |entry| {
                 siblings.visit(entry);
                 if !entry.mode.is_dir() && !entry.mode.is_regular_file() {
-                    ctx.report
-                        .findings
-                        .push(entry_mode_finding(entry.path, entry.mode));
+                    modes.push(entry_mode_finding(entry.path, entry.mode));
                 }
             },
-            |path, defect| malformed.push(tree_defect_finding(path, defect)),
+            &mut |path, defect| malformed.push(tree_defect_finding(path, defect)),
         )?;
+        ctx.report.findings.append(&mut modes);
         ctx.report.findings.append(&mut malformed);
-        let finality = crate::finality::verify(&snap)?;
         ctx.report.findings.extend(finality);
     }
     ctx.report.warnings = siblings.finish();
