@@ -1232,7 +1232,16 @@ mod tests {
         let layout = Layout::DEFAULT;
         let id = |s: &str| ActionId::parse(s).unwrap();
         create_action(&store, &opts, &new_action("act_done"), at(BASE)).unwrap();
-        close(&store, &opts, "act_done", "completed", None, at(BASE)).unwrap();
+        close(
+            &store,
+            &opts,
+            "act_done",
+            "completed",
+            None,
+            &Settler::Operator,
+            at(BASE),
+        )
+        .unwrap();
         for a in ["act_dirclaim", "act_big", "act_unindexed"] {
             create_action(&store, &opts, &new_action(a), at(BASE)).unwrap();
         }
