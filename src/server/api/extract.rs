@@ -59,6 +59,9 @@ pub struct Caller {
     pub principal: String,
     /// Whether the key is marked `operator` (always without authentication).
     pub operator: bool,
+    /// The keys and policy in force when the request was authenticated: the request keeps them
+    /// to its end, whatever a reload swaps in meanwhile.
+    pub access: Arc<crate::server::Access>,
 }
 
 impl Caller {
@@ -121,6 +124,7 @@ impl FromRequest<Arc<App>> for JsonObject {
 }
 
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+    let access = app.access();
     if app.settings.insecure_no_auth {
         if headers.contains_key(header::ORIGIN) {
             return Err(error(
@@ -131,13 +135,14 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
         return Ok(Caller {
             principal: "anonymous".into(),
             operator: true,
+            access,
         });
     }
     let presented = headers
         .get("x-api-key")
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    match app.settings.keys.authenticate(presented) {
+    match access.keys.authenticate(presented) {
         Some(Key {
             principal,
             operator,
@@ -145,6 +150,7 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
         }) if !presented.is_empty() => Ok(Caller {
             principal: principal.clone(),
             operator: *operator,
+            access: access.clone(),
         }),
         _ => Err(error(401, "Unauthorized")),
     }

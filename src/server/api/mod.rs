@@ -51,7 +51,7 @@ use axum::routing::{get, post};
 
 use super::auth;
 use super::writer::{Handle, Writer};
-use super::{Error, Settings};
+use super::{Access, Error, ReloadError, Settings};
 use crate::finality::batch::Target;
 use crate::finality::{Observations, observations};
 use crate::store::Store;
@@ -78,6 +78,9 @@ pub struct App {
     /// The settings the server was started with.
     pub settings: Settings,
     writer: Writer,
+    /// The keys and policy in force: a request takes them once, when it is authenticated, and
+    /// keeps that version to its end; [`App::reload`] swaps in new ones.
+    access: std::sync::RwLock<Arc<Access>>,
     cron_digest: Option<[u8; 32]>,
     /// Set when the server stops taking connections: a sweep's scan then gives up.
     stopping: std::sync::atomic::AtomicBool,
@@ -131,10 +134,15 @@ impl App {
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(|s| auth::sha256(s.as_bytes()));
+        let access = std::sync::RwLock::new(Arc::new(Access {
+            keys: settings.keys.clone(),
+            policy: settings.policy.clone(),
+        }));
         Ok((
             Arc::new(App {
                 settings,
                 writer,
+                access,
                 cron_digest,
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 observations: std::sync::Mutex::new(seen),
@@ -142,6 +150,55 @@ impl App {
             }),
             handle,
         ))
+    }
+
+    /// The keys and policy in force now.
+    pub fn access(&self) -> Arc<Access> {
+        self.access
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the keys and the policy again through the reload source ([`Settings::reload`]) and,
+    /// when both parse and the keys still fit the server's authentication (some key, unless
+    /// `--insecure-no-auth`; none with it), puts them in force together: requests already
+    /// authenticated finish with the version they started with. Otherwise the old ones stay.
+    /// Either way, one line is logged: the counts, or which file and why (never a key).
+    ///
+    /// # Errors
+    /// [`ReloadError`]: why nothing changed.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        let result = self.try_reload();
+        match &result {
+            Ok(()) => {
+                let access = self.access();
+                (self.settings.log)(&format!(
+                    "reloaded: {} API key(s), {} policy rule(s)",
+                    access.keys.len(),
+                    access.policy.rules.len()
+                ));
+            }
+            Err(e) => (self.settings.log)(&format!(
+                "reload refused, the previous keys and policy stay in force: {e}"
+            )),
+        }
+        result
+    }
+
+    fn try_reload(&self) -> Result<(), ReloadError> {
+        let source = self.settings.reload.as_ref().ok_or(ReloadError::NoSource)?;
+        let fresh = source().map_err(ReloadError::Source)?;
+        match (self.settings.insecure_no_auth, fresh.keys.is_empty()) {
+            (false, true) => return Err(ReloadError::NoKeys),
+            (true, false) => return Err(ReloadError::KeysWithoutAuth),
+            _ => {}
+        }
+        *self
+            .access
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
+        Ok(())
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
