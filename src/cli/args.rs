@@ -394,7 +394,9 @@ pub(super) enum Command {
     /// SIGHUP (`systemctl reload`, a log rotation) reads --api-keys and --policy again and puts
     /// both in force together, the key of $ACTION_LEDGER_API_KEY kept; if either file is
     /// malformed (or no key would be left), the old ones stay and one line on stderr says which
-    /// file and why. A batch of records lands as one pack: run `git gc` on the repository now and
+    /// file and why. `GET /metrics` (no key needed, like `/healthz`: scrape it from the same host)
+    /// answers the request, writer, sweep and reload metrics in the OpenMetrics text format that
+    /// Prometheus reads. A batch of records lands as one pack: run `git gc` on the repository now and
     /// then.
     Serve(ServeArgs),
     /// Fold every month older than the retention window into monthly segments, removing its hot

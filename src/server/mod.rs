@@ -17,6 +17,10 @@
 //!   the repository, and inside the writer it would hold every other request.
 //! - The server logs every batch, pack roll-up and sweep scan of 1 s or more (`SLOW`), with
 //!   its duration.
+//! - `GET /metrics` answers the request counts and latencies by route template, the writer's
+//!   batch sizes, commit latencies and queue depth, the roll-up times, the sweeps and the
+//!   reloads, in the OpenMetrics text format, without a key like `/healthz` ([`metrics`]: the
+//!   list, and what a label may hold).
 //! - Memory: the heap holds the queued operations, per open repository (the writer's, each
 //!   read thread's) at most 16 MiB of decoded upper trees shared by its snapshots and 16 MiB of
 //!   deeper ones per snapshot in use, and a scan's undecided actions. Mapped pack
@@ -82,6 +86,7 @@ use crate::time::Timestamp;
 #[allow(clippy::result_large_err)]
 pub mod api;
 pub mod auth;
+pub mod metrics;
 pub mod policy;
 pub mod writer;
 

@@ -12,6 +12,7 @@
 //! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
+//! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
 //!
 //! Every answer is JSON, errors included (`{"error": …}`, with `code` where the reference has
 //! one); unknown routes are a JSON 404 and wrong methods a JSON 405 ([`respond`]).
@@ -50,6 +51,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::auth;
+use super::metrics::Metrics;
 use super::writer::{Handle, Writer};
 use super::{Access, Error, ReloadError, Settings};
 use crate::finality::batch::Target;
@@ -60,6 +62,7 @@ pub mod actions;
 pub mod approvals;
 pub mod claims;
 pub mod extract;
+mod observe;
 pub mod outcomes;
 pub mod reads;
 pub mod respond;
@@ -78,6 +81,8 @@ pub struct App {
     /// The settings the server was started with.
     pub settings: Settings,
     writer: Writer,
+    /// The counters, gauges and histograms of `GET /metrics`.
+    metrics: Arc<Metrics>,
     /// The keys and policy in force: a request takes them once, when it is authenticated, and
     /// keeps that version to its end; [`App::reload`] swaps in new ones.
     access: std::sync::RwLock<Arc<Access>>,
@@ -119,6 +124,7 @@ impl App {
             (settings.log)(&format!("sweep observations ignored: {e}"));
             Observations::new()
         });
+        let metrics = Arc::new(Metrics::new());
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
@@ -127,6 +133,7 @@ impl App {
             settings.max_batch,
             settings.batch_linger,
             settings.log.clone(),
+            metrics.clone(),
         )
         .map_err(Error::Thread)?;
         let cron_digest = settings
@@ -142,6 +149,7 @@ impl App {
             Arc::new(App {
                 settings,
                 writer,
+                metrics,
                 access,
                 cron_digest,
                 stopping: std::sync::atomic::AtomicBool::new(false),
@@ -170,6 +178,7 @@ impl App {
     /// [`ReloadError`]: why nothing changed.
     pub fn reload(&self) -> Result<(), ReloadError> {
         let result = self.try_reload();
+        self.metrics.reload(result.is_ok());
         match &result {
             Ok(()) => {
                 let access = self.access();
@@ -199,6 +208,11 @@ impl App {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
         Ok(())
+    }
+
+    /// The metrics of `GET /metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
@@ -269,6 +283,7 @@ impl App {
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(reads::healthz))
+        .route("/metrics", get(metrics_text))
         .route("/api/guard", post(actions::guard))
         .route("/api/actions", post(actions::create))
         .route(
@@ -287,5 +302,28 @@ pub fn router(app: Arc<App>) -> Router {
             app.clone(),
             respond::log_internal,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            observe::observe,
+        ))
         .with_state(app)
+}
+
+/// `GET /metrics`: the metrics as OpenMetrics text. Not authenticated, like `/healthz`
+/// ([`crate::server::metrics`] says why, and what the labels may hold).
+async fn metrics_text(
+    axum::extract::State(app): axum::extract::State<Arc<App>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                super::metrics::CONTENT_TYPE,
+            ),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        app.metrics.encode(),
+    )
+        .into_response()
 }

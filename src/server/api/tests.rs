@@ -2250,3 +2250,104 @@ async fn a_malformed_keys_or_policy_file_keeps_the_old_ones_and_says_why() {
         lines[3]
     );
 }
+
+/// `GET /metrics`: status, content type and text.
+async fn metrics_of(s: &Server) -> (u16, String, String) {
+    let resp = s
+        .router
+        .clone()
+        .oneshot(
+            axum::http::Request::builder()
+                .uri("/metrics")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let content_type = resp.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        content_type,
+        String::from_utf8(bytes.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_template_and_show_no_action_id() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    assert_eq!(s.get(format!("/api/actions/{id}"), BOT).await.status, 200);
+    assert_eq!(
+        s.get(format!("/api/actions/{id}/outcome"), BOT)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(s.get("/api/actions/act_nope", BOT).await.status, 404);
+    assert_eq!(
+        s.get("/api/no/such/route?token=abc123", BOT).await.status,
+        404
+    );
+    assert_eq!(s.get("/api/actions/act_x", "k-wrong").await.status, 401);
+    let cron = [("authorization", "Bearer cron-secret")];
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+
+    // Scraped without a key, like /healthz.
+    let (status, content_type, text) = metrics_of(&s).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type, crate::server::metrics::CONTENT_TYPE);
+    for want in [
+        r#"action_ledger_http_requests_total{method="POST",route="/api/guard",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="404"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="401"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}/outcome",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="unmatched",status="404"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/cron/outcome-sweep",status="200"} 1"#,
+        r#"action_ledger_http_request_duration_seconds_count{method="GET",route="/api/actions/{id}"} 3"#,
+        "# TYPE action_ledger_writer_batch_operations histogram",
+        "# TYPE action_ledger_writer_commit_duration_seconds histogram",
+        "action_ledger_writer_queue_depth 0",
+        "# TYPE action_ledger_pack_rollup_duration_seconds histogram",
+        r#"action_ledger_sweep_runs_total{result="ok"} 1"#,
+        "action_ledger_sweep_actions_swept_total 0",
+        r#"action_ledger_reloads_total{result="ok"} 0"#,
+        "# EOF",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    // The guard's and the sweep's batches landed commits.
+    let landed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("action_ledger_writer_commit_duration_seconds_count "))
+        .unwrap();
+    assert!(landed.parse::<u64>().unwrap() >= 1, "{text}");
+    for hidden in [
+        id.as_str(),
+        "act_nope",
+        "act_x",
+        "no/such",
+        "token",
+        "abc123",
+        BOT,
+        "bot",
+    ] {
+        assert!(!text.contains(hidden), "{hidden}\n{text}");
+    }
+    // The scrape itself is counted by the next one.
+    let (_, _, text) = metrics_of(&s).await;
+    assert!(
+        text.contains(
+            r#"action_ledger_http_requests_total{method="GET",route="/metrics",status="200"} 1"#
+        ),
+        "{text}"
+    );
+}
