@@ -396,7 +396,9 @@ pub(super) enum Command {
     /// malformed (or no key would be left), the old ones stay and one line on stderr says which
     /// file and why. `GET /metrics` (no key needed, like `/healthz`: scrape it from the same host)
     /// answers the request, writer, sweep and reload metrics in the OpenMetrics text format that
-    /// Prometheus reads. A batch of records lands as one pack: run `git gc` on the repository now and
+    /// Prometheus reads. Each request leaves one JSON line on stderr (`"type":"access"`: method,
+    /// route template, status, duration_ms, principal, x-request-id; never a key, body or query
+    /// string); --quiet drops it with the other diagnostics. A batch of records lands as one pack: run `git gc` on the repository now and
     /// then.
     Serve(ServeArgs),
     /// Fold every month older than the retention window into monthly segments, removing its hot

@@ -80,7 +80,7 @@ impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Caller, Response> {
-        authenticate(app, &parts.headers)
+        authenticated(app, parts)
     }
 }
 
@@ -91,7 +91,7 @@ impl FromRequestParts<Arc<App>> for Operator {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Operator, Response> {
-        let caller = authenticate(app, &parts.headers)?;
+        let caller = authenticated(app, parts)?;
         if !caller.operator {
             return Err(error_with(
                 403,
@@ -121,6 +121,15 @@ impl FromRequest<Arc<App>> for JsonObject {
         }
         Ok(JsonObject(body, text))
     }
+}
+
+/// [`authenticate`], leaving the principal for the request's access log line.
+fn authenticated(app: &App, parts: &Parts) -> Result<Caller, Response> {
+    let caller = authenticate(app, &parts.headers)?;
+    if let Some(slot) = parts.extensions.get::<super::observe::PrincipalSlot>() {
+        slot.set(&caller.principal);
+    }
+    Ok(caller)
 }
 
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {

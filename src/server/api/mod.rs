@@ -36,6 +36,13 @@
 //! principal and an optional `operator` mark, compared in constant time ([`crate::server::auth`]).
 //! The extractors of [`extract`] apply it before the body is read.
 //!
+//! # Access log
+//!
+//! Every request, whatever its route and answer, is counted in `/metrics` and leaves one JSON
+//! line on the server's log: method, route template, status, duration, the principal when it
+//! was authenticated, the client's `x-request-id`; never a key, a body or the query string
+//! ([`observe`]).
+//!
 //! # Writes and group commit
 //!
 //! A write handler checks the request on the executor, then submits one operation to the writer
@@ -62,7 +69,7 @@ pub mod actions;
 pub mod approvals;
 pub mod claims;
 pub mod extract;
-mod observe;
+pub mod observe;
 pub mod outcomes;
 pub mod reads;
 pub mod respond;

@@ -2090,7 +2090,7 @@ fn key_line(principal: &str, key: &str, operator: bool) -> String {
 }
 
 /// A server whose reload source reads `keys` and `policy.json` in its own directory, as the CLI's
-/// does, and whose log lines are kept.
+/// does, and whose diagnostic log lines are kept.
 struct Reloading {
     s: Server,
     keys_file: PathBuf,
@@ -2119,7 +2119,12 @@ fn reloading_server() -> Reloading {
                 let policy = Policy::load(&pf).map_err(|e| e.to_string())?;
                 Ok(crate::server::Access { keys, policy })
             }));
-            settings.log = Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned()));
+            // The diagnostics, not the access lines.
+            settings.log = Arc::new(move |line: &str| {
+                if !line.starts_with('{') {
+                    logged.lock().unwrap().push(line.to_owned());
+                }
+            });
         },
     );
     Reloading {
@@ -2350,4 +2355,146 @@ async fn metrics_count_requests_by_route_template_and_show_no_action_id() {
         ),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_logs_one_access_line_without_secrets() {
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let logged = lines.clone();
+    let s = server_custom(
+        Some("cron-secret"),
+        |_| Target::Local,
+        move |st| {
+            st.log = Arc::new(move |l: &str| logged.lock().unwrap().push(l.to_owned()));
+        },
+    );
+    let g = call_raw(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        &[("x-api-key", BOT), ("x-request-id", "req-42.a:b_c")],
+        guard_body("build", ACT, "").into_bytes(),
+    )
+    .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let id = g.str("action_id").to_owned();
+    let uri = format!("/api/actions/{id}?api_key={OTHER}&token=abc123");
+    let g = call_raw(
+        &s,
+        "GET",
+        &uri,
+        &[("x-api-key", OPS), ("x-request-id", "has space")],
+        vec![],
+    )
+    .await;
+    assert_eq!(g.status, 200);
+    assert_eq!(
+        s.get(format!("/api/actions/{id}"), "k-wrong").await.status,
+        401
+    );
+    assert_eq!(s.get("/no/such/path", BOT).await.status, 404);
+    let cron = [("authorization", "Bearer cron-secret")];
+    assert_eq!(
+        call_raw(&s, "GET", "/api/cron/outcome-sweep", &cron, vec![])
+            .await
+            .status,
+        200
+    );
+
+    let lines = lines.lock().unwrap().clone();
+    let access: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| canonical::parse(l).ok())
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("access"))
+        .collect();
+    assert_eq!(access.len(), 5, "{lines:#?}");
+    let field = |v: &Value, k: &str| v.get(k).map(canonical::to_canonical_unchecked);
+    let summary: Vec<_> = access
+        .iter()
+        .map(|v| {
+            (
+                field(v, "method").unwrap(),
+                field(v, "route").unwrap(),
+                field(v, "status").unwrap(),
+                field(v, "principal"),
+                field(v, "request_id"),
+            )
+        })
+        .collect();
+    let s_ = |t: &str| t.to_owned();
+    assert_eq!(
+        summary,
+        [
+            (
+                s_("\"POST\""),
+                s_("\"/api/guard\""),
+                s_("200"),
+                Some(s_("\"bot\"")),
+                Some(s_("\"req-42.a:b_c\""))
+            ),
+            (
+                s_("\"GET\""),
+                s_("\"/api/actions/{id}\""),
+                s_("200"),
+                Some(s_("\"ops\"")),
+                None
+            ),
+            (
+                s_("\"GET\""),
+                s_("\"/api/actions/{id}\""),
+                s_("401"),
+                None,
+                None
+            ),
+            (s_("\"GET\""), s_("\"unmatched\""), s_("404"), None, None),
+            (
+                s_("\"GET\""),
+                s_("\"/api/cron/outcome-sweep\""),
+                s_("200"),
+                None,
+                None
+            ),
+        ]
+    );
+    for v in &access {
+        assert!(v.get("duration_ms").and_then(Value::as_f64).unwrap() >= 0.0);
+        assert_eq!(
+            field(v, "time").as_deref(),
+            Some("\"2026-03-01T12:00:00.000Z\"")
+        );
+        assert_eq!(field(v, "v").as_deref(), Some("1"));
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        for k in keys {
+            assert!(
+                [
+                    "type",
+                    "v",
+                    "method",
+                    "route",
+                    "status",
+                    "duration_ms",
+                    "time",
+                    "principal",
+                    "request_id"
+                ]
+                .contains(&k.as_str()),
+                "{k}"
+            );
+        }
+    }
+    for line in &lines {
+        for secret in [
+            BOT,
+            OPS,
+            OTHER,
+            "k-wrong",
+            "cron-secret",
+            "abc123",
+            "token",
+            id.as_str(),
+            "make deploy",
+        ] {
+            assert!(!line.contains(secret), "{secret}: {line}");
+        }
+    }
 }
