@@ -15,6 +15,8 @@
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
 #     installed): 32 claimers spread over both, exactly one winner; outcomes one-shot across them;
+#   - SIGHUP reloads the keys file (a key added while it runs works, the server runs on), /metrics
+#     counts the reload, and no key or secret reaches a server's log;
 #   - SIGTERM stops each server with exit code 0;
 #   then `verify` and `git fsck --strict` are clean on every repository.
 # If the package index cannot be reached, prints a SKIP line and exits 0.
@@ -313,6 +315,25 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $cron_se
 [ "$code" = 503 ] || fail "sweep without a configured secret answered $code"
 "$py" "$work/cases.py" "$a_url" sweep "$late_url" "$stale" || fail "sweep cases"
 ok "cron sweep on a server without a secret is 503"
+
+# SIGHUP reloads the keys file while the server runs (issue 45): a key added to the file works
+# after `kill -HUP`, the server runs on, /metrics counts the reload, and no key reaches a log.
+hup_key=$(newkey)
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $hup_key" "$nosecret_url/api/actions/act_none")
+[ "$code" = 401 ] || fail "a key not yet in the keys file answered $code"
+printf 'hup-bot %s\n' "$(sha "$hup_key")" >>"$work/keys"
+kill -HUP "$nosecret_pid"
+for _ in $(seq 200); do grep -q '^reloaded: ' "$work/nosecret.err" && break; sleep 0.05; done
+kill -0 "$nosecret_pid" 2>/dev/null || fail "SIGHUP stopped the server"
+grep -qx 'reloaded: 3 API key(s), 2 policy rule(s)' "$work/nosecret.err" || fail "no reload line: $(tail -3 "$work/nosecret.err")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $hup_key" "$nosecret_url/api/actions/act_none")
+[ "$code" = 404 ] || fail "the key added before SIGHUP answered $code"
+curl -s "$nosecret_url/metrics" | grep -qx 'action_ledger_reloads_total{result="ok"} 1' || fail "/metrics does not count the reload"
+grep -q '"type":"access"' "$work/nosecret.err" || fail "no access log line"
+for k in "$bot_key" "$ops_key" "$hup_key" "$cron_secret"; do
+  ! grep -qF -- "$k" "$work"/*.err || fail "a key or the cron secret reached a server's log"
+done
+ok "SIGHUP reloads the keys file: the new key works, the server runs on; /metrics counts it; no key in the logs"
 for s in a late nosecret; do stop "$s"; done
 ok "SIGTERM stops the servers with exit code 0"
 

@@ -167,6 +167,7 @@ pub fn serve_settings(repo: std::path::PathBuf) -> al::server::Settings {
         keys,
         insecure_no_auth: false,
         policy: al::server::policy::Policy::parse(SERVE_POLICY, "fuzz").expect("policy"),
+        reload: None,
         cron_secret: Some("cron-secret".into()),
         timeout_minutes: 15,
         sweep_every: None,

@@ -391,7 +391,15 @@ pub(super) enum Command {
     /// loopback with --insecure-no-auth. $ACTION_LEDGER_CRON_SECRET enables
     /// `GET /api/cron/outcome-sweep` (Authorization: Bearer SECRET). $ACTION_LEDGER_NOW starts
     /// its clock at that time. SIGINT or SIGTERM stop it after the requests in flight (exit 0).
-    /// A batch of records lands as one pack: run `git gc` on the repository now and then.
+    /// SIGHUP (`systemctl reload`, a log rotation) reads --api-keys and --policy again and puts
+    /// both in force together, the key of $ACTION_LEDGER_API_KEY kept; if either file is
+    /// malformed (or no key would be left), the old ones stay and one line on stderr says which
+    /// file and why. `GET /metrics` (no key needed, like `/healthz`: scrape it from the same host)
+    /// answers the request, writer, sweep and reload metrics in the OpenMetrics text format that
+    /// Prometheus reads. Each request leaves one JSON line on stderr (`"type":"access"`: method,
+    /// route template, status, duration_ms, principal, x-request-id; never a key, body or query
+    /// string); --quiet drops it with the other diagnostics. A batch of records lands as one pack: run `git gc` on the repository now and
+    /// then.
     Serve(ServeArgs),
     /// Fold every month older than the retention window into monthly segments, removing its hot
     /// shards in the same commit; a second run changes nothing.

@@ -125,10 +125,9 @@ impl Keys {
             let (principal, hex, operator) = match cols.as_slice() {
                 [p, h] => (*p, *h, false),
                 [p, h, "operator"] => (*p, *h, true),
-                [_, _, other] => {
-                    return Err(bad(format!(
-                        "the third column must be `operator` or absent, not {other:?}"
-                    )));
+                // Not quoted: a key pasted in clear must not reach the log.
+                [_, _, _] => {
+                    return Err(bad("the third column must be `operator` or absent".into()));
                 }
                 _ => {
                     return Err(bad(

@@ -55,6 +55,7 @@ fn server(insecure_no_auth: bool) -> Server {
         keys,
         insecure_no_auth,
         policy: Policy::parse(r#"{"default":"allow","rules":[]}"#, "test").unwrap(),
+        reload: None,
         cron_secret: None,
         timeout_minutes: 15,
         sweep_every: None,

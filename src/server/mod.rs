@@ -17,6 +17,10 @@
 //!   the repository, and inside the writer it would hold every other request.
 //! - The server logs every batch, pack roll-up and sweep scan of 1 s or more (`SLOW`), with
 //!   its duration.
+//! - `GET /metrics` answers the request counts and latencies by route template, the writer's
+//!   batch sizes, commit latencies and queue depth, the roll-up times, the sweeps and the
+//!   reloads, in the OpenMetrics text format, without a key like `/healthz` ([`metrics`]: the
+//!   list, and what a label may hold).
 //! - Memory: the heap holds the queued operations, per open repository (the writer's, each
 //!   read thread's) at most 16 MiB of decoded upper trees shared by its snapshots and 16 MiB of
 //!   deeper ones per snapshot in use, and a scan's undecided actions. Mapped pack
@@ -52,6 +56,19 @@
 //! ([`finality::Settler`]). Acts the act hash cannot take one to one are refused with 400
 //! naming their path ([`finality::act::check_act`]).
 //!
+//! # Reloading the keys and the policy (SIGHUP)
+//!
+//! [`serve`] takes SIGHUP over (it no longer stops the process): each one calls
+//! [`api::App::reload`], which asks the reload source the CLI gave ([`Settings::reload`]: it
+//! reads `--api-keys` and `--policy` again and adds the key of `$ACTION_LEDGER_API_KEY`, read
+//! once at start) for a new [`Access`]. When both files parse, and the keys still fit the
+//! server's authentication (at least one key; none with `--insecure-no-auth`), the keys and
+//! the policy are swapped together: a request takes them once, when it is authenticated, and
+//! finishes with that version. Otherwise nothing changes. Either way one line is logged: the
+//! counts (`reloaded: 2 API key(s), 4 policy rule(s)`), or `reload refused, …` with the file and
+//! the rule it breaks (keys-file errors never quote a column that may hold a key). The reloads
+//! are counted in `/metrics`. SIGINT and SIGTERM still stop the server gracefully.
+//!
 //! The library reads neither the clock nor the environment: [`Settings`] carries everything,
 //! including a [`Clock`] that tests drive.
 
@@ -69,6 +86,7 @@ use crate::time::Timestamp;
 #[allow(clippy::result_large_err)]
 pub mod api;
 pub mod auth;
+pub mod metrics;
 pub mod policy;
 pub mod writer;
 
@@ -102,13 +120,17 @@ pub struct Settings {
     pub options: finality::Options,
     /// Local ref or remote.
     pub target: Target,
-    /// API keys; empty only with `insecure_no_auth`.
+    /// API keys at start; empty only with `insecure_no_auth` ([`api::App::access`] holds those in
+    /// force after a reload).
     pub keys: auth::Keys,
     /// No authentication at all (loopback only; every caller is the principal `anonymous` and
     /// an operator).
     pub insecure_no_auth: bool,
-    /// The guard policy.
+    /// The guard policy at start (as the keys).
     pub policy: policy::Policy,
+    /// Reads the keys and the policy again on SIGHUP ([`Reload`]); `None`: SIGHUP is logged and
+    /// changes nothing.
+    pub reload: Option<Reload>,
     /// The cron secret (`Authorization: Bearer …` of the sweep endpoint); `None`: the endpoint
     /// answers 503.
     pub cron_secret: Option<String>,
@@ -129,6 +151,40 @@ pub struct Settings {
     pub clock: Arc<dyn Clock>,
     /// Diagnostics.
     pub log: Log,
+}
+
+/// What the operator may change while the server runs: the keys and the policy, swapped
+/// together by [`api::App::reload`].
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// The API keys.
+    pub keys: auth::Keys,
+    /// The guard policy.
+    pub policy: policy::Policy,
+}
+
+/// The reload source the CLI hands the server: reads the keys file and the policy file again
+/// (and adds the key of the environment, read once at start). `Err` names the file and why,
+/// never the key material. The library reads no file or environment itself.
+pub type Reload = Arc<dyn Fn() -> Result<Access, String> + Send + Sync>;
+
+/// Why a reload was refused; the keys and policy in force stay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// No reload source was configured.
+    #[error("nothing to reload (no keys or policy file)")]
+    NoSource,
+    /// A file could not be read or parsed (the source's message).
+    #[error("{0}")]
+    Source(String),
+    /// The keys file now holds no key, and the server requires one.
+    #[error("no API key would be left (an empty keys file locks every client out)")]
+    NoKeys,
+    /// Keys appeared on a server started with `--insecure-no-auth`.
+    #[error(
+        "the keys file now holds keys, which contradicts --insecure-no-auth: restart without it"
+    )]
+    KeysWithoutAuth,
 }
 
 /// Why the server could not start or stopped.
@@ -156,6 +212,9 @@ pub enum Error {
     /// The writer thread could not be started.
     #[error("cannot start the writer thread: {0}")]
     Thread(std::io::Error),
+    /// SIGHUP could not be taken over.
+    #[error("cannot listen for SIGHUP: {0}")]
+    Signal(std::io::Error),
 }
 
 /// Whether `addr` is a loopback address (the only place `--insecure-no-auth` is accepted).
@@ -184,6 +243,38 @@ pub async fn shutdown_signal() {
 pub struct Started {
     app: Arc<api::App>,
     writer: writer::Handle,
+    hangup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Started {
+    /// Takes SIGHUP over from now on: it then reloads instead of stopping the process (its
+    /// default). Call it inside the runtime before announcing that the server is ready, so a
+    /// SIGHUP sent right after the announcement cannot stop it; [`serve`] does it otherwise.
+    ///
+    /// # Errors
+    /// [`Error::Signal`].
+    pub fn take_hangup(&mut self) -> Result<(), Error> {
+        if self.hangup.is_none() {
+            let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .map_err(Error::Signal)?;
+            self.hangup = Some(hangup);
+        }
+        Ok(())
+    }
+}
+
+/// Reloads on each SIGHUP ([`api::App::reload`], on a blocking thread: it reads files).
+fn spawn_reloader(
+    app: &Arc<api::App>,
+    mut hangup: tokio::signal::unix::Signal,
+) -> tokio::task::JoinHandle<()> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let app = app.clone();
+            let _ = tokio::task::spawn_blocking(move || app.reload()).await;
+        }
+    })
 }
 
 /// Opens (locally: creates when absent) the repository and starts the writer: everything that
@@ -193,20 +284,31 @@ pub struct Started {
 /// [`Error::Repo`], [`Error::Thread`].
 pub fn start(settings: Settings) -> Result<Started, Error> {
     let (app, writer) = api::App::start(settings)?;
-    Ok(Started { app, writer })
+    Ok(Started {
+        app,
+        writer,
+        hangup: None,
+    })
 }
 
 /// Serves a started server on `listener` until `shutdown` resolves, then stops accepting, lets
-/// the requests in flight finish (the writer lands what was queued), and returns.
+/// the requests in flight finish (the writer lands what was queued), and returns. Each SIGHUP
+/// meanwhile reloads the keys and the policy ([`api::App::reload`]).
 ///
 /// # Errors
-/// [`Error::Io`] when serving fails.
+/// [`Error::Signal`] when SIGHUP cannot be taken over, [`Error::Io`] when serving fails.
 pub async fn serve(
-    started: Started,
+    mut started: Started,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let Started { app, writer } = started;
+    started.take_hangup()?;
+    let Started {
+        app,
+        writer,
+        hangup,
+    } = started;
+    let reloader = hangup.map(|h| spawn_reloader(&app, h));
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -224,6 +326,9 @@ pub async fn serve(
     let result = serve_connections(listener, router, shutdown, app.settings.client_timeout).await;
     if let Some(s) = sweeper {
         s.abort();
+    }
+    if let Some(r) = reloader {
+        r.abort();
     }
     app.save_sightings();
     drop(app);

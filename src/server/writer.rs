@@ -12,6 +12,7 @@ use crate::finality::batch::{self, BatchError, Op, Target};
 use crate::store::Store;
 
 use super::Clock;
+use super::metrics::Metrics;
 
 /// A successful answer of an operation: HTTP status and JSON body.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +56,7 @@ struct Job {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Job>,
+    metrics: Arc<Metrics>,
 }
 
 /// The writer thread; join it after the last [`Writer`] is dropped.
@@ -81,7 +83,11 @@ struct RollUp {
 impl RollUp {
     /// Starts the thread. A roll-up that fails (it changes nothing then: the next one retries)
     /// or takes at least [`SLOW`] is logged.
-    fn start(repo: std::path::PathBuf, log: super::Log) -> std::io::Result<RollUp> {
+    fn start(
+        repo: std::path::PathBuf,
+        log: super::Log,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<RollUp> {
         let (tx, rx) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name("action-ledger-rollup".into())
@@ -96,6 +102,7 @@ impl RollUp {
                         })
                     });
                     let took = started.elapsed();
+                    metrics.rollup(took);
                     match done {
                         Err(e) => log(&format!("pack roll-up failed (the next one retries): {e}")),
                         Ok(c) if took >= SLOW => log(&format!(
@@ -137,10 +144,13 @@ impl Drop for RollUp {
 impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
-    /// operations, gathered for at most `linger` after the first.
+    /// operations, gathered for at most `linger` after the first. Its queue, batches and
+    /// roll-ups are counted in `metrics`.
     ///
     /// # Errors
     /// When the thread cannot be spawned or the repository cannot be opened.
+    // Each is a setting of its own, passed once from `App::start`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         repo: std::path::PathBuf,
         options: Options,
@@ -149,11 +159,13 @@ impl Writer {
         max_batch: usize,
         linger: std::time::Duration,
         log: super::Log,
+        metrics: Arc<Metrics>,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
-        let roll_up = RollUp::start(repo.clone(), log.clone())?;
+        let roll_up = RollUp::start(repo.clone(), log.clone(), metrics.clone())?;
+        let counted = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
             .spawn(move || {
@@ -208,6 +220,7 @@ impl Writer {
                         }
                     }
                     last_batch = jobs.len();
+                    counted.dequeued(jobs.len());
                     let (mut ops, txs): (Vec<_>, Vec<_>) =
                         jobs.into_iter().map(|j| (j.op, j.tx)).unzip();
                     // A planner that panics (a bug) must not take the writer down with it: the
@@ -220,6 +233,7 @@ impl Writer {
                             roll_up.request();
                         }
                         let took = started.elapsed();
+                        counted.batch(results.len(), landed.commit.is_some(), took);
                         if took >= SLOW {
                             log(&format!(
                                 "slow batch: {} operation(s), {} tip(s) planned on, {} in {} ms",
@@ -262,7 +276,7 @@ impl Writer {
                 }
             })?;
         match opened_rx.recv() {
-            Ok(Ok(())) => Ok((Writer { tx }, Handle(thread))),
+            Ok(Ok(())) => Ok((Writer { tx, metrics }, Handle(thread))),
             Ok(Err(e)) => Err(std::io::Error::other(e)),
             Err(_) => Err(std::io::Error::other("the writer thread stopped at start")),
         }
@@ -274,7 +288,11 @@ impl Writer {
         let gone = || BatchError::Unavailable {
             reason: "the writer has stopped".into(),
         };
-        self.tx.send(Job { op, tx }).map_err(|_| gone())?;
+        self.metrics.queued(1);
+        if self.tx.send(Job { op, tx }).is_err() {
+            self.metrics.dequeued(1);
+            return Err(gone());
+        }
         rx.await.map_err(|_| gone())?
     }
 }
@@ -305,6 +323,7 @@ mod tests {
             8,
             std::time::Duration::ZERO,
             Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned())),
+            Arc::new(Metrics::new()),
         )
         .unwrap();
         let r = writer

@@ -4,7 +4,9 @@
 //! `$ACTION_LEDGER_API_KEY` with `$ACTION_LEDGER_PRINCIPAL`, the policy, the cron secret from
 //! `$ACTION_LEDGER_CRON_SECRET`, the clock, the landing target) and refuses to start on
 //! contradictory or unsafe settings (no key without `--insecure-no-auth`, which is allowed on a
-//! loopback address only). SIGINT or SIGTERM stop it after the requests in flight.
+//! loopback address only). SIGINT or SIGTERM stop it after the requests in flight. SIGHUP reads
+//! the keys file and the policy file again ([`keys_and_policy`], the server's reload source):
+//! the key of the environment, read once at start, is kept.
 
 use crate::canonical::Value;
 use crate::finality;
@@ -15,26 +17,58 @@ use crate::cli::settings::{absolute_url, remote_timeout, serve_clock, signature}
 
 use crate::cli::args::ServeArgs;
 
-/// Runs `serve` until a signal stops it.
-pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> {
-    use crate::server::{self, auth::Keys, policy::Policy};
-    use std::net::ToSocketAddrs;
-    let mut keys = match &a.api_keys {
-        Some(path) => Keys::load(path).map_err(Failure::input)?,
+/// The keys (`--api-keys`, plus the key of the environment resolved at start) and the policy
+/// (`--policy`, else allow everything), read from their files now. The error names the file and
+/// the rule it breaks (never a key: the keys file holds digests, and a key of the environment is
+/// never quoted).
+fn keys_and_policy(
+    api_keys: Option<&std::path::Path>,
+    env_key: Option<&(String, String)>,
+    policy: Option<&std::path::Path>,
+) -> Result<crate::server::Access, String> {
+    use crate::server::{auth::Keys, policy::Policy};
+    let mut keys = match api_keys {
+        Some(path) => Keys::load(path).map_err(|e| e.to_string())?,
         None => Keys::new(),
     };
-    if let Some(key) = env.get("ACTION_LEDGER_API_KEY").filter(|k| !k.is_empty()) {
-        let principal = env
-            .get("ACTION_LEDGER_PRINCIPAL")
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| {
-                Failure::input(
-                    "ACTION_LEDGER_API_KEY is set without ACTION_LEDGER_PRINCIPAL: name the key's principal",
-                )
-            })?;
+    if let Some((key, principal)) = env_key {
         keys.add_clear(key, principal, false)
-            .map_err(|e| Failure::input(format!("ACTION_LEDGER_API_KEY: {e}")))?;
+            .map_err(|e| format!("ACTION_LEDGER_API_KEY: {e}"))?;
     }
+    let policy = match policy {
+        Some(path) => Policy::load(path).map_err(|e| e.to_string())?,
+        None => Policy::default(),
+    };
+    Ok(crate::server::Access { keys, policy })
+}
+
+/// Runs `serve` until a signal stops it.
+pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<(), Failure> {
+    use crate::server;
+    use std::net::ToSocketAddrs;
+    let env_key = match env.get("ACTION_LEDGER_API_KEY").filter(|k| !k.is_empty()) {
+        Some(key) => {
+            let principal = env
+                .get("ACTION_LEDGER_PRINCIPAL")
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| {
+                    Failure::input(
+                        "ACTION_LEDGER_API_KEY is set without ACTION_LEDGER_PRINCIPAL: name the key's principal",
+                    )
+                })?;
+            Some((key.clone(), principal.clone()))
+        }
+        None => None,
+    };
+    let (keys_path, policy_path) = (a.api_keys.clone(), a.policy.clone());
+    let reload: server::Reload = std::sync::Arc::new(move || {
+        keys_and_policy(
+            keys_path.as_deref(),
+            env_key.as_ref(),
+            policy_path.as_deref(),
+        )
+    });
+    let server::Access { keys, policy } = reload().map_err(Failure::input)?;
     let addr = a
         .listen
         .to_socket_addrs()
@@ -64,10 +98,6 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         }
         _ => {}
     }
-    let policy = match &a.policy {
-        Some(path) => Policy::load(path).map_err(Failure::input)?,
-        None => Policy::default(),
-    };
     let mut options = finality::Options::new(signature(env)?);
     options.ref_name = a.ref_name.clone();
     options.max_attempts = 32;
@@ -87,6 +117,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         keys,
         insecure_no_auth: a.insecure_no_auth,
         policy,
+        reload: Some(reload),
         cron_secret: env
             .get("ACTION_LEDGER_CRON_SECRET")
             .filter(|s| !s.is_empty())
@@ -132,12 +163,14 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         super::super::settings::accept_rewritten(&store, &settings.target, &a.ref_name)?;
     }
     // Opening the repository and starting the writer are Git work: done here, before serving.
-    let started = server::start(settings).map_err(Failure::input)?;
+    let mut started = server::start(settings).map_err(Failure::input)?;
     let url = format!("http://{bound}");
     let (insecure, json) = (a.insecure_no_auth, a.json);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| Failure::input(format!("cannot listen on {bound}: {e}")))?;
+        // Before the announcement: a SIGHUP sent as soon as it is read reloads, never stops.
+        started.take_hangup().map_err(Failure::input)?;
         if insecure {
             out.note("warning: serving WITHOUT authentication (--insecure-no-auth): every caller is the operator `anonymous`");
         }
@@ -154,4 +187,52 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
     })?;
     out.note("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(key: &str) -> String {
+        hex::encode(crate::server::auth::sha256(key.as_bytes()))
+    }
+
+    #[test]
+    fn the_reload_source_reads_the_files_again_and_keeps_the_key_of_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, policy) = (dir.path().join("keys"), dir.path().join("policy.json"));
+        std::fs::write(&keys, format!("bot {}\n", digest("k1"))).unwrap();
+        let env_key = ("k-env-secret".to_owned(), "env-bot".to_owned());
+        let read = || keys_and_policy(Some(&keys), Some(&env_key), Some(&policy));
+        std::fs::write(&policy, r#"{"default":"allow"}"#).unwrap();
+        let a = read().unwrap();
+        assert_eq!(a.keys.len(), 2);
+        assert!(a.keys.authenticate(b"k1").is_some());
+
+        std::fs::write(&keys, format!("bot2 {} operator\n", digest("k2"))).unwrap();
+        std::fs::write(&policy, r#"{"default":"block"}"#).unwrap();
+        let a = read().unwrap();
+        assert!(a.keys.authenticate(b"k1").is_none());
+        assert!(a.keys.authenticate(b"k2").unwrap().operator);
+        assert_eq!(
+            a.keys.authenticate(b"k-env-secret").unwrap().principal,
+            "env-bot"
+        );
+        assert_eq!(a.policy.default, crate::finality::Verdict::Block);
+
+        // The key of the environment now also in the file: refused, without quoting it.
+        std::fs::write(&keys, format!("bot2 {}\n", digest("k-env-secret"))).unwrap();
+        let e = read().unwrap_err();
+        assert!(e.starts_with("ACTION_LEDGER_API_KEY: "), "{e}");
+        assert!(!e.contains("k-env-secret"), "{e}");
+
+        std::fs::write(&keys, format!("bot {}\n", digest("k1"))).unwrap();
+        std::fs::write(&policy, "{").unwrap();
+        let e = read().unwrap_err();
+        assert!(e.contains(&policy.display().to_string()), "{e}");
+        // Without files: the key of the environment and the default policy.
+        let a = keys_and_policy(None, Some(&env_key), None).unwrap();
+        assert_eq!(a.keys.len(), 1);
+        assert!(a.policy.rules.is_empty());
+    }
 }

@@ -199,14 +199,16 @@ pub fn idempotent_action_id(principal: &str, key: &str) -> ActionId {
 }
 
 /// The policy decision for an intent (its time is set when it is planned).
-fn decide(app: &App, intent: &Intent, principal: &str) -> Decision {
+fn decide(app: &App, intent: &Intent, caller: &Caller) -> Decision {
+    let principal = caller.principal.as_str();
     let kind = intent
         .act
         .as_ref()
         .and_then(|a| a.get("kind"))
         .and_then(Value::as_str);
     let mut e =
-        app.settings
+        caller
+            .access
             .policy
             .evaluate(Some(&intent.action_type), kind, intent.agent_id.as_deref());
     // A client that does not declare it cannot hold a contained action: negotiated down.
@@ -460,7 +462,7 @@ pub(super) async fn guard(
     if record && intent.agent_id.is_none() {
         return validation(vec!["agent_id is required to record the action".into()]);
     }
-    let decision = decide(&app, &intent, &caller.principal);
+    let decision = decide(&app, &intent, &caller);
     let fold = fold_of(&body).filter(|_| record);
     let principal = caller.principal.clone();
     let action_id =
@@ -596,7 +598,7 @@ pub(super) async fn create(
         Ok(i) => i,
         Err(details) => return validation(details),
     };
-    let decision = decide(&app, &intent, &caller.principal);
+    let decision = decide(&app, &intent, &caller);
     let principal = caller.principal.clone();
     let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
     let witnessed = action_id.clone();

@@ -140,10 +140,10 @@ pub(super) async fn patch_action(
             return claim_error(&e, &id);
         }
         let action_id = id.clone();
-        let policy = app.settings.policy.clone();
+        let access = caller.access.clone();
         let op = Box::new(
             move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-                if !policy_still_permits(&policy, ov, &action_id, &request, now) {
+                if !policy_still_permits(&access.policy, ov, &action_id, &request, now) {
                     return Err(finality::Error::ClaimConflict {
                         action_id: action_id.clone(),
                     });

@@ -59,6 +59,9 @@ pub struct Caller {
     pub principal: String,
     /// Whether the key is marked `operator` (always without authentication).
     pub operator: bool,
+    /// The keys and policy in force when the request was authenticated: the request keeps them
+    /// to its end, whatever a reload swaps in meanwhile.
+    pub access: Arc<crate::server::Access>,
 }
 
 impl Caller {
@@ -77,7 +80,7 @@ impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Caller, Response> {
-        authenticate(app, &parts.headers)
+        authenticated(app, parts)
     }
 }
 
@@ -88,7 +91,7 @@ impl FromRequestParts<Arc<App>> for Operator {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Operator, Response> {
-        let caller = authenticate(app, &parts.headers)?;
+        let caller = authenticated(app, parts)?;
         if !caller.operator {
             return Err(error_with(
                 403,
@@ -120,7 +123,17 @@ impl FromRequest<Arc<App>> for JsonObject {
     }
 }
 
+/// [`authenticate`], leaving the principal for the request's access log line.
+fn authenticated(app: &App, parts: &Parts) -> Result<Caller, Response> {
+    let caller = authenticate(app, &parts.headers)?;
+    if let Some(slot) = parts.extensions.get::<super::observe::PrincipalSlot>() {
+        slot.set(&caller.principal);
+    }
+    Ok(caller)
+}
+
 fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
+    let access = app.access();
     if app.settings.insecure_no_auth {
         if headers.contains_key(header::ORIGIN) {
             return Err(error(
@@ -131,13 +144,14 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
         return Ok(Caller {
             principal: "anonymous".into(),
             operator: true,
+            access,
         });
     }
     let presented = headers
         .get("x-api-key")
         .map(HeaderValue::as_bytes)
         .unwrap_or_default();
-    match app.settings.keys.authenticate(presented) {
+    match access.keys.authenticate(presented) {
         Some(Key {
             principal,
             operator,
@@ -145,6 +159,7 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Result<Caller, Response> {
         }) if !presented.is_empty() => Ok(Caller {
             principal: principal.clone(),
             operator: *operator,
+            access: access.clone(),
         }),
         _ => Err(error(401, "Unauthorized")),
     }

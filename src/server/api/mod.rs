@@ -12,6 +12,7 @@
 //! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
+//! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
 //!
 //! Every answer is JSON, errors included (`{"error": …}`, with `code` where the reference has
 //! one); unknown routes are a JSON 404 and wrong methods a JSON 405 ([`respond`]).
@@ -35,6 +36,13 @@
 //! principal and an optional `operator` mark, compared in constant time ([`crate::server::auth`]).
 //! The extractors of [`extract`] apply it before the body is read.
 //!
+//! # Access log
+//!
+//! Every request, whatever its route and answer, is counted in `/metrics` and leaves one JSON
+//! line on the server's log: method, route template, status, duration, the principal when it
+//! was authenticated, the client's `x-request-id`; never a key, a body or the query string
+//! ([`observe`]).
+//!
 //! # Writes and group commit
 //!
 //! A write handler checks the request on the executor, then submits one operation to the writer
@@ -50,8 +58,9 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::auth;
+use super::metrics::Metrics;
 use super::writer::{Handle, Writer};
-use super::{Error, Settings};
+use super::{Access, Error, ReloadError, Settings};
 use crate::finality::batch::Target;
 use crate::finality::{Observations, observations};
 use crate::store::Store;
@@ -60,6 +69,7 @@ pub mod actions;
 pub mod approvals;
 pub mod claims;
 pub mod extract;
+pub mod observe;
 pub mod outcomes;
 pub mod reads;
 pub mod respond;
@@ -78,6 +88,11 @@ pub struct App {
     /// The settings the server was started with.
     pub settings: Settings,
     writer: Writer,
+    /// The counters, gauges and histograms of `GET /metrics`.
+    metrics: Arc<Metrics>,
+    /// The keys and policy in force: a request takes them once, when it is authenticated, and
+    /// keeps that version to its end; [`App::reload`] swaps in new ones.
+    access: std::sync::RwLock<Arc<Access>>,
     cron_digest: Option<[u8; 32]>,
     /// Set when the server stops taking connections: a sweep's scan then gives up.
     stopping: std::sync::atomic::AtomicBool,
@@ -116,6 +131,7 @@ impl App {
             (settings.log)(&format!("sweep observations ignored: {e}"));
             Observations::new()
         });
+        let metrics = Arc::new(Metrics::new());
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
@@ -124,6 +140,7 @@ impl App {
             settings.max_batch,
             settings.batch_linger,
             settings.log.clone(),
+            metrics.clone(),
         )
         .map_err(Error::Thread)?;
         let cron_digest = settings
@@ -131,10 +148,16 @@ impl App {
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(|s| auth::sha256(s.as_bytes()));
+        let access = std::sync::RwLock::new(Arc::new(Access {
+            keys: settings.keys.clone(),
+            policy: settings.policy.clone(),
+        }));
         Ok((
             Arc::new(App {
                 settings,
                 writer,
+                metrics,
+                access,
                 cron_digest,
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 observations: std::sync::Mutex::new(seen),
@@ -142,6 +165,61 @@ impl App {
             }),
             handle,
         ))
+    }
+
+    /// The keys and policy in force now.
+    pub fn access(&self) -> Arc<Access> {
+        self.access
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the keys and the policy again through the reload source ([`Settings::reload`]) and,
+    /// when both parse and the keys still fit the server's authentication (some key, unless
+    /// `--insecure-no-auth`; none with it), puts them in force together: requests already
+    /// authenticated finish with the version they started with. Otherwise the old ones stay.
+    /// Either way, one line is logged: the counts, or which file and why (never a key).
+    ///
+    /// # Errors
+    /// [`ReloadError`]: why nothing changed.
+    pub fn reload(&self) -> Result<(), ReloadError> {
+        let result = self.try_reload();
+        self.metrics.reload(result.is_ok());
+        match &result {
+            Ok(()) => {
+                let access = self.access();
+                (self.settings.log)(&format!(
+                    "reloaded: {} API key(s), {} policy rule(s)",
+                    access.keys.len(),
+                    access.policy.rules.len()
+                ));
+            }
+            Err(e) => (self.settings.log)(&format!(
+                "reload refused, the previous keys and policy stay in force: {e}"
+            )),
+        }
+        result
+    }
+
+    fn try_reload(&self) -> Result<(), ReloadError> {
+        let source = self.settings.reload.as_ref().ok_or(ReloadError::NoSource)?;
+        let fresh = source().map_err(ReloadError::Source)?;
+        match (self.settings.insecure_no_auth, fresh.keys.is_empty()) {
+            (false, true) => return Err(ReloadError::NoKeys),
+            (true, false) => return Err(ReloadError::KeysWithoutAuth),
+            _ => {}
+        }
+        *self
+            .access
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// The metrics of `GET /metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
@@ -212,6 +290,7 @@ impl App {
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(reads::healthz))
+        .route("/metrics", get(metrics_text))
         .route("/api/guard", post(actions::guard))
         .route("/api/actions", post(actions::create))
         .route(
@@ -230,5 +309,28 @@ pub fn router(app: Arc<App>) -> Router {
             app.clone(),
             respond::log_internal,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            observe::observe,
+        ))
         .with_state(app)
+}
+
+/// `GET /metrics`: the metrics as OpenMetrics text. Not authenticated, like `/healthz`
+/// ([`crate::server::metrics`] says why, and what the labels may hold).
+async fn metrics_text(
+    axum::extract::State(app): axum::extract::State<Arc<App>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    (
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                super::metrics::CONTENT_TYPE,
+            ),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        app.metrics.encode(),
+    )
+        .into_response()
 }

@@ -59,8 +59,20 @@ pub fn spawn_sweeper(app: &Arc<App>) -> Option<tokio::task::JoinHandle<()>> {
 /// Scans the tip for stale outcomes on a read thread ([`batch::sweep_scan`], a cost that grows
 /// with the repository), then lands the candidates that are still stale through the writer
 /// ([`batch::sweep_candidates`]): requests queued behind the sweep wait for its candidates, not
-/// for a walk of every action.
+/// for a walk of every action. Counted in the metrics (runs by result, actions swept).
 pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
+    let reply = sweep_once(app).await;
+    let swept = reply.as_ref().ok().map(|a| {
+        a.body
+            .get("rows_swept")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0) as u64
+    });
+    app.metrics.sweep(swept);
+    reply
+}
+
+async fn sweep_once(app: &Arc<App>) -> Reply {
     let minutes = f64::from(app.settings.timeout_minutes);
     let started = std::time::Instant::now();
     let watch = app.clone();

@@ -74,6 +74,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         keys,
         insecure_no_auth: false,
         policy: Policy::parse(POLICY, "test").unwrap(),
+        reload: None,
         cron_secret: cron.map(str::to_owned),
         timeout_minutes: 15,
         sweep_every: None,
@@ -2077,4 +2078,423 @@ async fn sweep_sightings_outlive_a_restart_and_are_shared() {
         "{:?}",
         g.body
     );
+}
+
+/// A keys file line for `key` (clear, as a client sends it).
+fn key_line(principal: &str, key: &str, operator: bool) -> String {
+    format!(
+        "{principal} {}{}\n",
+        hex::encode(auth::sha256(key.as_bytes())),
+        if operator { " operator" } else { "" }
+    )
+}
+
+/// A server whose reload source reads `keys` and `policy.json` in its own directory, as the CLI's
+/// does, and whose diagnostic log lines are kept.
+struct Reloading {
+    s: Server,
+    keys_file: PathBuf,
+    policy_file: PathBuf,
+    lines: Arc<std::sync::Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn reloading_server() -> Reloading {
+    let dir = tempfile::tempdir().unwrap();
+    let (keys_file, policy_file) = (dir.path().join("keys"), dir.path().join("policy.json"));
+    std::fs::write(
+        &keys_file,
+        key_line("bot", BOT, false) + &key_line("ops", OPS, true),
+    )
+    .unwrap();
+    std::fs::write(&policy_file, POLICY).unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (kf, pf, logged) = (keys_file.clone(), policy_file.clone(), lines.clone());
+    let s = server_custom(
+        Some("cron-secret"),
+        |_| Target::Local,
+        move |settings| {
+            settings.reload = Some(Arc::new(move || {
+                let keys = auth::Keys::load(&kf).map_err(|e| e.to_string())?;
+                let policy = Policy::load(&pf).map_err(|e| e.to_string())?;
+                Ok(crate::server::Access { keys, policy })
+            }));
+            // The diagnostics, not the access lines.
+            settings.log = Arc::new(move |line: &str| {
+                if !line.starts_with('{') {
+                    logged.lock().unwrap().push(line.to_owned());
+                }
+            });
+        },
+    );
+    Reloading {
+        s,
+        keys_file,
+        policy_file,
+        lines,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_swaps_the_keys_and_the_policy_together() {
+    const NEW: &str = "k-new-key-material";
+    let Reloading {
+        s,
+        keys_file,
+        policy_file,
+        lines,
+        _dir,
+    } = reloading_server();
+    let app = s.app.clone().unwrap();
+    assert_eq!(s.get("/api/actions/act_x", NEW).await.status, 401);
+    let g = s.post("/api/guard", BOT, guard_body("x", ACT, "")).await;
+    assert_eq!((g.status, g.str("decision")), (200, "allow"));
+    let before = app.access();
+
+    // A new key, a removed key, a new policy: all in force after one reload.
+    std::fs::write(
+        &keys_file,
+        key_line("newbie", NEW, false) + &key_line("ops", OPS, true),
+    )
+    .unwrap();
+    std::fs::write(
+        &policy_file,
+        r#"{"default":"block","rules":[{"id":"ok","action_type":"ok","verdict":"allow"}]}"#,
+    )
+    .unwrap();
+    app.reload().unwrap();
+    assert_eq!(s.get("/api/actions/act_x", NEW).await.status, 404);
+    assert_eq!(s.get("/api/actions/act_x", BOT).await.status, 401);
+    let g = s.post("/api/guard", NEW, guard_body("x", ACT, "")).await;
+    assert_eq!((g.status, g.str("decision")), (200, "block"));
+    // What a request took before the reload is unchanged: it finishes with that version.
+    assert!(before.keys.authenticate(BOT.as_bytes()).is_some());
+    assert_eq!(before.policy, Policy::parse(POLICY, "test").unwrap());
+    assert_eq!(
+        lines.lock().unwrap().as_slice(),
+        ["reloaded: 2 API key(s), 1 policy rule(s)"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_keys_or_policy_file_keeps_the_old_ones_and_says_why() {
+    const NEW: &str = "k-new-key-material";
+    let Reloading {
+        s,
+        keys_file,
+        policy_file,
+        lines,
+        _dir,
+    } = reloading_server();
+    let app = s.app.clone().unwrap();
+    let in_force = || app.access();
+    let original = in_force();
+
+    // A bad keys file (with a good new policy): neither changes.
+    std::fs::write(
+        &keys_file,
+        key_line("newbie", NEW, false)
+            + &format!("pasted {} {NEW}\n", hex::encode(auth::sha256(b"x"))),
+    )
+    .unwrap();
+    std::fs::write(&policy_file, r#"{"default":"block"}"#).unwrap();
+    let e = app.reload().unwrap_err();
+    assert!(matches!(e, crate::server::ReloadError::Source(_)), "{e}");
+    // A good keys file with a bad policy: neither changes either.
+    std::fs::write(&keys_file, key_line("newbie", NEW, false)).unwrap();
+    std::fs::write(&policy_file, r#"{"default":"maybe"}"#).unwrap();
+    app.reload().unwrap_err();
+    // No key left: refused, everyone would be locked out.
+    std::fs::write(&keys_file, "# nobody\n").unwrap();
+    std::fs::write(&policy_file, POLICY).unwrap();
+    let e = app.reload().unwrap_err();
+    assert!(matches!(e, crate::server::ReloadError::NoKeys), "{e}");
+    // A missing file.
+    std::fs::remove_file(&keys_file).unwrap();
+    app.reload().unwrap_err();
+
+    assert!(Arc::ptr_eq(&original, &in_force()));
+    assert_eq!(s.get("/api/actions/act_x", BOT).await.status, 404);
+    assert_eq!(s.get("/api/actions/act_x", NEW).await.status, 401);
+    let g = s
+        .post("/api/guard", BOT, guard_body("deploy", ACT, ""))
+        .await;
+    assert_eq!(g.str("decision"), "require_approval", "{:?}", g.body);
+
+    let lines = lines.lock().unwrap().clone();
+    let keys_name = keys_file.display().to_string();
+    let policy_name = policy_file.display().to_string();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    for line in &lines {
+        assert!(
+            line.starts_with("reload refused, the previous keys and policy stay in force: "),
+            "{line}"
+        );
+        // Never the key material, even when it was pasted in clear.
+        assert!(!line.contains(NEW), "{line}");
+    }
+    assert!(
+        lines[0].contains(&format!("{keys_name}:2: the third column")),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(&policy_name) && lines[1].contains("default"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].contains("no API key would be left"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains(&format!("cannot read the API keys file {keys_name}")),
+        "{}",
+        lines[3]
+    );
+}
+
+/// `GET /metrics`: status, content type and text.
+async fn metrics_of(s: &Server) -> (u16, String, String) {
+    let resp = s
+        .router
+        .clone()
+        .oneshot(
+            axum::http::Request::builder()
+                .uri("/metrics")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let content_type = resp.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        content_type,
+        String::from_utf8(bytes.to_vec()).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_template_and_show_no_action_id() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    assert_eq!(s.get(format!("/api/actions/{id}"), BOT).await.status, 200);
+    assert_eq!(
+        s.get(format!("/api/actions/{id}/outcome"), BOT)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(s.get("/api/actions/act_nope", BOT).await.status, 404);
+    assert_eq!(
+        s.get("/api/no/such/route?token=abc123", BOT).await.status,
+        404
+    );
+    assert_eq!(s.get("/api/actions/act_x", "k-wrong").await.status, 401);
+    let cron = [("authorization", "Bearer cron-secret")];
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &cron, vec![]).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+
+    // Scraped without a key, like /healthz.
+    let (status, content_type, text) = metrics_of(&s).await;
+    assert_eq!(status, 200);
+    assert_eq!(content_type, crate::server::metrics::CONTENT_TYPE);
+    for want in [
+        r#"action_ledger_http_requests_total{method="POST",route="/api/guard",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="404"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="401"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}/outcome",status="200"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="unmatched",status="404"} 1"#,
+        r#"action_ledger_http_requests_total{method="GET",route="/api/cron/outcome-sweep",status="200"} 1"#,
+        r#"action_ledger_http_request_duration_seconds_count{method="GET",route="/api/actions/{id}"} 3"#,
+        "# TYPE action_ledger_writer_batch_operations histogram",
+        "# TYPE action_ledger_writer_commit_duration_seconds histogram",
+        "action_ledger_writer_queue_depth 0",
+        "# TYPE action_ledger_pack_rollup_duration_seconds histogram",
+        r#"action_ledger_sweep_runs_total{result="ok"} 1"#,
+        "action_ledger_sweep_actions_swept_total 0",
+        r#"action_ledger_reloads_total{result="ok"} 0"#,
+        "# EOF",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    // The guard's and the sweep's batches landed commits.
+    let landed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("action_ledger_writer_commit_duration_seconds_count "))
+        .unwrap();
+    assert!(landed.parse::<u64>().unwrap() >= 1, "{text}");
+    for hidden in [
+        id.as_str(),
+        "act_nope",
+        "act_x",
+        "no/such",
+        "token",
+        "abc123",
+        BOT,
+        "bot",
+    ] {
+        assert!(!text.contains(hidden), "{hidden}\n{text}");
+    }
+    // The scrape itself is counted by the next one.
+    let (_, _, text) = metrics_of(&s).await;
+    assert!(
+        text.contains(
+            r#"action_ledger_http_requests_total{method="GET",route="/metrics",status="200"} 1"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_logs_one_access_line_without_secrets() {
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let logged = lines.clone();
+    let s = server_custom(
+        Some("cron-secret"),
+        |_| Target::Local,
+        move |st| {
+            st.log = Arc::new(move |l: &str| logged.lock().unwrap().push(l.to_owned()));
+        },
+    );
+    let g = call_raw(
+        &s,
+        "POST",
+        "/api/guard?record=true",
+        &[("x-api-key", BOT), ("x-request-id", "req-42.a:b_c")],
+        guard_body("build", ACT, "").into_bytes(),
+    )
+    .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let id = g.str("action_id").to_owned();
+    let uri = format!("/api/actions/{id}?api_key={OTHER}&token=abc123");
+    let g = call_raw(
+        &s,
+        "GET",
+        &uri,
+        &[("x-api-key", OPS), ("x-request-id", "has space")],
+        vec![],
+    )
+    .await;
+    assert_eq!(g.status, 200);
+    assert_eq!(
+        s.get(format!("/api/actions/{id}"), "k-wrong").await.status,
+        401
+    );
+    assert_eq!(s.get("/no/such/path", BOT).await.status, 404);
+    let cron = [("authorization", "Bearer cron-secret")];
+    assert_eq!(
+        call_raw(&s, "GET", "/api/cron/outcome-sweep", &cron, vec![])
+            .await
+            .status,
+        200
+    );
+
+    let lines = lines.lock().unwrap().clone();
+    let access: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| canonical::parse(l).ok())
+        .filter(|v| v.get("type").and_then(Value::as_str) == Some("access"))
+        .collect();
+    assert_eq!(access.len(), 5, "{lines:#?}");
+    let field = |v: &Value, k: &str| v.get(k).map(canonical::to_canonical_unchecked);
+    let summary: Vec<_> = access
+        .iter()
+        .map(|v| {
+            (
+                field(v, "method").unwrap(),
+                field(v, "route").unwrap(),
+                field(v, "status").unwrap(),
+                field(v, "principal"),
+                field(v, "request_id"),
+            )
+        })
+        .collect();
+    let s_ = |t: &str| t.to_owned();
+    assert_eq!(
+        summary,
+        [
+            (
+                s_("\"POST\""),
+                s_("\"/api/guard\""),
+                s_("200"),
+                Some(s_("\"bot\"")),
+                Some(s_("\"req-42.a:b_c\""))
+            ),
+            (
+                s_("\"GET\""),
+                s_("\"/api/actions/{id}\""),
+                s_("200"),
+                Some(s_("\"ops\"")),
+                None
+            ),
+            (
+                s_("\"GET\""),
+                s_("\"/api/actions/{id}\""),
+                s_("401"),
+                None,
+                None
+            ),
+            (s_("\"GET\""), s_("\"unmatched\""), s_("404"), None, None),
+            (
+                s_("\"GET\""),
+                s_("\"/api/cron/outcome-sweep\""),
+                s_("200"),
+                None,
+                None
+            ),
+        ]
+    );
+    for v in &access {
+        assert!(v.get("duration_ms").and_then(Value::as_f64).unwrap() >= 0.0);
+        assert_eq!(
+            field(v, "time").as_deref(),
+            Some("\"2026-03-01T12:00:00.000Z\"")
+        );
+        assert_eq!(field(v, "v").as_deref(), Some("1"));
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        for k in keys {
+            assert!(
+                [
+                    "type",
+                    "v",
+                    "method",
+                    "route",
+                    "status",
+                    "duration_ms",
+                    "time",
+                    "principal",
+                    "request_id"
+                ]
+                .contains(&k.as_str()),
+                "{k}"
+            );
+        }
+    }
+    for line in &lines {
+        for secret in [
+            BOT,
+            OPS,
+            OTHER,
+            "k-wrong",
+            "cron-secret",
+            "abc123",
+            "token",
+            id.as_str(),
+            "make deploy",
+        ] {
+            assert!(!line.contains(secret), "{secret}: {line}");
+        }
+    }
 }
