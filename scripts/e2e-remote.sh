@@ -44,21 +44,9 @@ began=$SECONDS
 token="tok$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 export LEDGER_TOKEN="$token"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
-# A command from a Debian package: present, or installed when this is root with apt-get.
-have() { # command package
-  command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1; } || true
-  fi
-  command -v "$1" >/dev/null 2>&1
-}
-PATH="$PATH:/usr/sbin:/sbin"
-wait_for() { # what, command...: up to 10 s
-  for _ in $(seq 100); do "${@:2}" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  fail "$1 did not come up within 10 s"
-}
+# free_port, have, wait_for, start_git_http.
+# shellcheck source=scripts/lib-git-http.sh
+. "$here/scripts/lib-git-http.sh"
 # Each command's stdout and stderr are kept under out/, where the token must never appear.
 al() { # label, args...: runs the tool, output in out/<label>.{out,err}; returns its status
   local label=$1; shift
@@ -80,29 +68,11 @@ new_server() { # dir: a bare repository with the hook (naming this binary) and r
 
 # ---------------------------------------------------------------------------------------------
 # The HTTP server: lighttpd, basic auth, git http-backend as CGI.
-http_port=
 start_http() {
-  have lighttpd lighttpd || return 1
-  http_port=$(free_port)
   mkdir -p "$work/http/srv"
   new_server "$work/http/srv/server.git"
   printf 'ledger:%s\n' "$token" >"$work/http/users"
-  cat >"$work/http/lighttpd.conf" <<EOF
-server.modules = ("mod_alias", "mod_auth", "mod_authn_file", "mod_cgi", "mod_setenv")
-server.bind = "127.0.0.1"
-server.port = $http_port
-server.document-root = "$work/http/srv"
-server.errorlog = "$work/http/error.log"
-server.max-connections = 256
-auth.backend = "plain"
-auth.backend.plain.userfile = "$work/http/users"
-auth.require = ( "/git/" => ( "method" => "basic", "realm" => "git", "require" => "valid-user" ) )
-alias.url = ( "/git/" => "$(git --exec-path)/git-http-backend/" )
-cgi.assign = ( "" => "" )
-setenv.set-environment = ( "GIT_PROJECT_ROOT" => "$work/http/srv", "GIT_HTTP_EXPORT_ALL" => "1" )
-EOF
-  lighttpd -D -f "$work/http/lighttpd.conf" 2>>"$work/http/error.log" &
-  pids+=($!)
+  start_git_http "$work/http" "$work/http/users" || return 1
   wait_for lighttpd env GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.extraHeader \
     GIT_CONFIG_VALUE_0="Authorization: Basic $(printf 'ledger:%s' "$token" | base64 -w0)" \
     git ls-remote "http://127.0.0.1:$http_port/git/server.git"

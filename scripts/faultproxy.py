@@ -13,6 +13,8 @@ every connection to 127.0.0.1:UPSTREAM_PORT. FAULT is one of:
   stall:N          after N bytes, stop forwarding on that connection while keeping it open
                    (until a side closes it, at most 120 s); later connections pass
   delay:MS         hold every chunk MS milliseconds before forwarding it
+  latency:MS       hold each answer MS milliseconds: the first chunk from the server after
+                   bytes from the client (a server that takes MS ms to answer each request)
   http:CODE:TEXT   answer the first request whose request line contains TEXT with HTTP CODE
                    (401 comes with a Basic challenge) without asking the server; later pass
   http-all:CODE    answer every request with HTTP CODE
@@ -83,6 +85,12 @@ def pump(src, dst, conn, upward):
             break
         if kind == "delay":
             time.sleep(int(arg) / 1000)
+        if kind == "latency":
+            if upward:
+                conn["asked"] = True
+            elif conn.get("asked"):
+                conn["asked"] = False
+                time.sleep(int(arg) / 1000)
         if upward and kind in ("http", "http-all") and chunk[:8].split(b" ")[0] in (b"GET", b"POST"):
             line = chunk.split(b"\r\n", 1)[0].decode("latin-1")
             code, _, text = arg.partition(":")
@@ -155,7 +163,7 @@ def main():
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
+    listener.listen(1024)
     write_stats()
     tmp = portfile + ".tmp"
     with open(tmp, "w") as f:

@@ -262,6 +262,8 @@ pub(super) enum Command {
         manifest: bool,
         #[command(flatten)]
         privacy: PrivacyArg,
+        #[command(flatten)]
+        expected: ExpectedArgs,
         /// Sealed spool roots or finalized shard roots, published in the order given.
         #[arg(required = true)]
         sources: Vec<PathBuf>,
@@ -491,6 +493,48 @@ pub(super) enum Command {
         #[arg(long)]
         until: Option<String>,
     },
+}
+
+/// The provenance `publish` expects of its sources: a job refuses to publish shards that
+/// another job wrote.
+#[derive(clap::Args, Debug)]
+pub(super) struct ExpectedArgs {
+    /// Refuse a shard whose producer run is not the current job's: repository, sha, workflow,
+    /// job, run id and run attempt as `record` derives them from GITHUB_REPOSITORY, GITHUB_SHA,
+    /// GITHUB_WORKFLOW_REF or GITHUB_WORKFLOW, GITHUB_JOB, GITHUB_RUN_ID and
+    /// GITHUB_RUN_ATTEMPT (the component is not checked). Each --expected-FIELD flag below
+    /// replaces one of them and turns the check on by itself; a field with neither its flag
+    /// nor its variable is an error (exit 2). A mismatch names the shard and the field and
+    /// publishes nothing (exit 1). Not checked without any of these flags.
+    #[arg(long)]
+    pub(super) expected_producer: bool,
+    /// The expected producer repository (`owner/name`); default $GITHUB_REPOSITORY, lowercased.
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub(super) expected_repository: Option<String>,
+    /// The expected commit the producer ran on; default $GITHUB_SHA.
+    #[arg(long, value_name = "SHA")]
+    pub(super) expected_sha: Option<String>,
+    /// The expected workflow, as stored in the shard's producer (the file name of
+    /// $GITHUB_WORKFLOW_REF, else $GITHUB_WORKFLOW, as a machine identifier); default that.
+    #[arg(long, value_name = "WORKFLOW")]
+    pub(super) expected_workflow: Option<String>,
+    /// The expected job; default $GITHUB_JOB. A publishing job that publishes the spool of
+    /// another job of its run names that job here (alias --expected-producer-job).
+    #[arg(long, visible_alias = "expected-producer-job", value_name = "JOB")]
+    pub(super) expected_job: Option<String>,
+    /// The expected run id; default $GITHUB_RUN_ID.
+    #[arg(long, value_name = "ID")]
+    pub(super) expected_run_id: Option<String>,
+    /// The expected run attempt (an integer ≥ 1); default $GITHUB_RUN_ATTEMPT.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=9_007_199_254_740_991))]
+    pub(super) expected_run_attempt: Option<i64>,
+    /// The exact shard paths each source must hold (`ledger/v1/events/...jsonl`, as `seal
+    /// --paths` prints them), sorted and unique, at most 256; repeat the flag or separate them
+    /// with commas. From a shard root only the listed files are read and published (a listed
+    /// file that is missing is refused); a sealed spool whose shards are not exactly the
+    /// listed ones is refused, naming the missing and extra paths (exit 1, nothing published).
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    pub(super) expected_event_paths: Vec<String>,
 }
 
 /// The state repository and ledger ref of the finality commands and `compact`.

@@ -172,9 +172,11 @@ fn dispatch(
             json,
             manifest,
             privacy,
+            expected,
             sources,
             accept_rewritten_remote,
         } => {
+            let expected_producer = settings::expected_producer(env, &expected)?;
             let target = match remote {
                 Some(url) => crate::publish::Target::Remote {
                     url: settings::absolute_url(&url),
@@ -202,6 +204,9 @@ fn dispatch(
                     profile: privacy.profile,
                     sources: &sources,
                     accept_rewritten_remote,
+                    expected: expected_producer,
+                    expected_event_paths: (!expected.expected_event_paths.is_empty())
+                        .then_some(expected.expected_event_paths),
                 },
             )
         }

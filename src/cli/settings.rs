@@ -17,6 +17,10 @@
 //!   `ACTION_LEDGER_CRABFLEET_FLUSH_TIMEOUT_MS` ([`FLUSH_TIMEOUT_VAR`]): the drain deadline of
 //!   `seal` and of `publish`'s spool input.
 //!
+//! - `GITHUB_REPOSITORY`, `GITHUB_SHA`, `GITHUB_WORKFLOW_REF` / `GITHUB_WORKFLOW`,
+//!   `GITHUB_JOB`, `GITHUB_RUN_ID`, `GITHUB_RUN_ATTEMPT`: the producer run `publish` expects
+//!   ([`expected_producer`]) for each field whose `--expected-FIELD` flag is absent.
+//!
 //! `record` reads the writer's own variables (`CLAWSWEEPER_ACTION_LEDGER_*`, `GITHUB_*`)
 //! through the map it is given; `serve` reads its keys and cron secret in `cmd::serve`.
 //!
@@ -33,7 +37,7 @@ use crate::store::{Signature, Store};
 use crate::time::Timestamp;
 
 use super::Env;
-use super::args::{Binding, StateRepo};
+use super::args::{Binding, ExpectedArgs, StateRepo};
 use super::output::Failure;
 
 /// The system clock (the epoch itself when the clock is before it).
@@ -195,6 +199,75 @@ pub(super) fn accept_rewritten(
                 target.describe(local_ref)
             ))
         })
+}
+
+/// Where each field of the expected producer came from: its flag, or the variable it was read
+/// from (to name it in a refusal).
+pub(super) type ExpectedFrom = [String; 6];
+
+/// The flag of an expected producer field (`--expected-run-id`).
+pub(super) fn expected_flag(field: crate::writer::record::RunField) -> String {
+    format!("--expected-{}", field.name().replace('_', "-"))
+}
+
+/// The producer `publish` expects of every shard, when any provenance flag is given: each
+/// field from its `--expected-FIELD` flag, else derived from the `GITHUB_*` variables as
+/// `record` derives the current job's producer; with where each came from. A field with
+/// neither is an error naming both (exit 2). `None` without any provenance flag.
+pub(super) fn expected_producer(
+    env: &Env,
+    args: &ExpectedArgs,
+) -> Result<Option<(crate::publish::ExpectedProducer, ExpectedFrom)>, Failure> {
+    use crate::writer::record::{RunField, run_field_from_env};
+    let given = |field: RunField| -> Option<String> {
+        match field {
+            RunField::Repository => args.expected_repository.clone(),
+            RunField::Sha => args.expected_sha.clone(),
+            RunField::Workflow => args.expected_workflow.clone(),
+            RunField::Job => args.expected_job.clone(),
+            RunField::RunId => args.expected_run_id.clone(),
+            RunField::RunAttempt => args.expected_run_attempt.map(|n| n.to_string()),
+        }
+    };
+    if !args.expected_producer && RunField::ALL.iter().all(|f| given(*f).is_none()) {
+        return Ok(None);
+    }
+    let mut values: [String; 6] = Default::default();
+    let mut from: ExpectedFrom = Default::default();
+    for (i, field) in RunField::ALL.into_iter().enumerate() {
+        let flag = expected_flag(field);
+        (values[i], from[i]) = match given(field) {
+            Some(v) => (v, flag),
+            None => {
+                let v = run_field_from_env(field, env).map_err(|e| {
+                    Failure::input(format!(
+                        "{flag} is not given and cannot be taken from the environment: {e}"
+                    ))
+                })?;
+                let variable = match field {
+                    RunField::Workflow
+                        if env
+                            .get("GITHUB_WORKFLOW_REF")
+                            .is_some_and(|s| !s.trim().is_empty()) =>
+                    {
+                        "GITHUB_WORKFLOW_REF"
+                    }
+                    other => other.variable(),
+                };
+                (v, format!("${variable} (no {flag})"))
+            }
+        };
+    }
+    let [repository, sha, workflow, job, run_id, run_attempt] = values;
+    let expected = crate::publish::ExpectedProducer {
+        repository,
+        sha,
+        workflow,
+        job,
+        run_id,
+        run_attempt: run_attempt.parse().expect("an integer, checked above"),
+    };
+    Ok(Some((expected, from)))
 }
 
 /// Random bytes from the kernel's generator.

@@ -3396,3 +3396,299 @@ fn killed_writers_debris_is_removed_and_named() {
         [publish, maintain, again].join("\n")
     );
 }
+
+// --- Issue 51: `publish --expected-producer`, `--expected-FIELD` and `--expected-event-paths`.
+
+/// Records one `review.item` event per component into the spool `spool` under the writer
+/// environment with `changes` applied (one producer, so one shard, per component), seals it
+/// with `--output spool-out`, and returns the environment and the sealed shard paths.
+fn h51_sealed_spool(
+    tmp: &Path,
+    spool: &str,
+    changes: &[(&str, &str)],
+    components: &[&str],
+) -> (Env, Vec<String>) {
+    let mut env = writer_env();
+    for (k, v) in changes {
+        env.insert((*k).to_owned(), (*v).to_owned());
+    }
+    std::fs::create_dir_all(tmp.join(spool)).unwrap();
+    for (item, component) in (1..).zip(components) {
+        let input = format!(
+            r#"{{"phase":"review.item","status":"started","component":"{component}","identity":{{"item":{item}}},"subject":{{"repository":"openclaw/openclaw","kind":"issue","number":{item}}},"retryable":true,"mutation":false}}"#
+        );
+        let out = run_in(
+            tmp,
+            &env,
+            &input,
+            &["-q", "record", "--spool", &format!("[TMP]/{spool}")],
+        );
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    let sealed = run_in(
+        tmp,
+        &env,
+        "",
+        &[
+            "-q",
+            "seal",
+            "--paths",
+            "--output",
+            &format!("[TMP]/{spool}-out"),
+            &format!("[TMP]/{spool}"),
+        ],
+    );
+    assert!(sealed.starts_with("exit: 0"), "{sealed}");
+    let json = sealed
+        .lines()
+        .find(|l| l.starts_with("{\"paths\""))
+        .unwrap();
+    let paths: serde_json::Value = serde_json::from_str(json).unwrap();
+    let paths = paths["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    (env, paths)
+}
+
+/// The ledger ref of `state.git` below `tmp` (or `none`).
+fn h51_tip(tmp: &Path) -> String {
+    Store::open(&tmp.join("state.git"))
+        .ok()
+        .and_then(|s| s.tip("refs/heads/main").unwrap())
+        .map_or("none".into(), |c| c.to_hex())
+}
+
+/// `--expected-producer` takes the expected producer run from the job's `GITHUB_*` variables
+/// (as `record` derives it) and publishes a spool of that run; a spool another job wrote
+/// (another run id, job, workflow, repository, sha or run attempt) is refused naming the shard,
+/// the field and where the expected value came from (exit 1, ref unchanged). Each
+/// `--expected-FIELD` (and `--expected-producer-job`, the reference's name for the job) replaces
+/// one field and turns the check on by itself; a field with neither flag nor variable is an
+/// error naming both (exit 2).
+#[test]
+fn h51_expected_producer_refuses_another_jobs_spool() {
+    let tmp = &temp_root();
+    let component = ["review-runner"];
+    let (env, _) = h51_sealed_spool(tmp, "own", &[], &component);
+    let others: [(&str, &[(&str, &str)]); 6] = [
+        ("other-run", &[("GITHUB_RUN_ID", "2234567891")]),
+        ("other-job", &[("GITHUB_JOB", "lint")]),
+        (
+            "other-workflow",
+            &[("GITHUB_WORKFLOW", "ClawSweeper Repair")],
+        ),
+        (
+            "other-repository",
+            &[("GITHUB_REPOSITORY", "openclaw/openclaw")],
+        ),
+        (
+            "other-sha",
+            &[("GITHUB_SHA", "fedcba9876543210fedcba9876543210fedcba98")],
+        ),
+        ("other-attempt", &[("GITHUB_RUN_ATTEMPT", "2")]),
+    ];
+    for (name, changes) in others {
+        h51_sealed_spool(tmp, name, changes, &component);
+    }
+    let publish = |env: &Env, flags: &[&str], source: &str| {
+        let mut args = vec!["publish", "--repo", "[TMP]/state.git"];
+        args.extend_from_slice(flags);
+        let source = format!("[TMP]/{source}");
+        args.push(&source);
+        format!(
+            "$ publish {} {source}\n{}",
+            flags.join(" "),
+            run_in(tmp, env, "", &args)
+        )
+    };
+    let mut steps = vec![publish(&env, &["--expected-producer"], "own")];
+    assert!(steps[0].contains("exit: 0"), "{}", steps[0]);
+    let tip = h51_tip(tmp);
+    for (name, _) in others {
+        let out = publish(&env, &["--expected-producer"], name);
+        assert!(out.contains("exit: 1"), "{out}");
+        steps.push(out);
+    }
+    // The reference's publishing job: the current run's identity, another job named.
+    let out = publish(&env, &["--expected-producer-job", "review"], "other-job");
+    assert!(out.contains("exit: 1"), "{out}");
+    steps.push(out);
+    assert_eq!(h51_tip(tmp), tip, "no refusal moved the ref");
+    let out = publish(&env, &["--expected-producer-job", "lint"], "other-job");
+    assert!(out.contains("exit: 0") && out.contains("created"), "{out}");
+    steps.push(out);
+    // Every field by flag, without any GITHUB_* variable: the attempt differs.
+    let bare = Env::from([("SOURCE_DATE_EPOCH".to_owned(), "1768480496".to_owned())]);
+    let workflow = format!(
+        "ClawSweeper-Review-{}",
+        crate::identity::Digest::of("ClawSweeper Review").prefix(12)
+    );
+    let all = [
+        "--expected-repository",
+        "openclaw/clawsweeper",
+        "--expected-sha",
+        "0123456789abcdef0123456789abcdef01234567",
+        "--expected-workflow",
+        &workflow,
+        "--expected-job",
+        "review",
+        "--expected-run-id",
+        "2234567890",
+        "--expected-run-attempt",
+    ];
+    let mut flags = all.to_vec();
+    flags.push("2");
+    let out = publish(&bare, &flags, "own");
+    assert!(out.contains("exit: 1"), "{out}");
+    steps.push(out);
+    let mut flags = all.to_vec();
+    flags.push("1");
+    let out = publish(&bare, &flags, "own");
+    assert!(
+        out.contains("exit: 0") && out.contains("unchanged"),
+        "{out}"
+    );
+    steps.push(out);
+    // A field with neither its flag nor its variable.
+    let out = publish(&bare, &["--expected-job", "review"], "own");
+    assert!(out.contains("exit: 2"), "{out}");
+    steps.push(out);
+    insta::assert_snapshot!("h51_expected_producer", steps.join("\n"));
+}
+
+/// `--expected-event-paths`: a sealed spool publishes when its shards are exactly the listed
+/// paths (repeated flags or commas); one listed that it does not hold (missing) or one it
+/// holds that is not listed (extra) is refused naming the paths (exit 1, ref unchanged). From
+/// a shard root only the listed files are read: a listed file that is absent is refused, an
+/// unlisted one is not published. A list that is not sorted and unique is a usage error
+/// naming the flag (exit 2).
+#[test]
+fn h51_expected_event_paths_must_match_the_source() {
+    let tmp = &temp_root();
+    let components = ["review-runner", "apply-runner"];
+    let (env, own) = h51_sealed_spool(tmp, "own", &[], &components);
+    assert_eq!(own.len(), 2, "{own:?}");
+    let (_, next) = h51_sealed_spool(tmp, "next", &[("GITHUB_RUN_ID", "2234567891")], &components);
+    let publish = |flags: &[String], source: &str| {
+        let mut args = vec!["publish", "--repo", "[TMP]/state.git"];
+        args.extend(flags.iter().map(String::as_str));
+        let source = format!("[TMP]/{source}");
+        args.push(&source);
+        format!(
+            "$ publish {} {source}\n{}",
+            flags.join(" "),
+            run_in(tmp, &env, "", &args)
+        )
+    };
+    let flag = |paths: &[&String]| {
+        vec![
+            "--expected-event-paths".to_owned(),
+            paths
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        ]
+    };
+    let mut steps = Vec::new();
+    let repeated: Vec<String> = own
+        .iter()
+        .flat_map(|p| ["--expected-event-paths".to_owned(), p.clone()])
+        .collect();
+    let out = publish(&repeated, "own");
+    assert!(out.contains("exit: 0") && out.contains("created"), "{out}");
+    steps.push(out);
+    let tip = h51_tip(tmp);
+    // The spool holds a shard that is not listed (extra).
+    let out = publish(&flag(&[&next[0]]), "next");
+    assert!(out.contains("exit: 1") && out.contains(&next[1]), "{out}");
+    steps.push(out);
+    // The list names a shard the spool does not hold (missing): the first run's.
+    let mut listed: Vec<&String> = next.iter().chain([&own[0]]).collect();
+    listed.sort();
+    let out = publish(&flag(&listed), "next");
+    assert!(out.contains("exit: 1") && out.contains(&own[0]), "{out}");
+    steps.push(out);
+    // From the shard root: a listed file that is absent is refused.
+    let out = publish(&flag(&listed), "next-out");
+    assert!(out.contains("exit: 1"), "{out}");
+    steps.push(out);
+    // Not sorted: the reference's rule, named with the flag.
+    let out = publish(&flag(&[&next[1], &next[0]]), "next");
+    assert!(out.contains("exit: 2"), "{out}");
+    steps.push(out);
+    assert_eq!(h51_tip(tmp), tip, "no refusal moved the ref");
+    // From the shard root only the listed file is read and published.
+    let out = publish(&flag(&[&next[0]]), "next-out");
+    assert!(
+        out.contains("exit: 0") && out.contains("1 shard(s) new"),
+        "{out}"
+    );
+    steps.push(out);
+    insta::assert_snapshot!("h51_expected_event_paths", steps.join("\n"));
+}
+
+/// A provenance refusal under `--json`: no `publication` record for the refused source (the
+/// records of sources before it stay on stdout), the `error:` line on stderr naming the shard,
+/// the field and the flag, exit 1.
+#[test]
+fn h51_expected_refusal_under_json() {
+    let tmp = &temp_root();
+    let component = ["review-runner"];
+    let (env, own) = h51_sealed_spool(tmp, "own", &[], &component);
+    h51_sealed_spool(tmp, "other", &[("GITHUB_JOB", "lint")], &component);
+    let out = run_in(
+        tmp,
+        &env,
+        "",
+        &[
+            "publish",
+            "--json",
+            "--expected-producer",
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/own",
+            "[TMP]/other",
+        ],
+    );
+    assert!(out.starts_with("exit: 1"), "{out}");
+    let (stdout, stderr) = out
+        .split_once("--- stdout\n")
+        .unwrap()
+        .1
+        .split_once("--- stderr\n")
+        .unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{out}");
+    let record: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        (&record["type"], &record["status"]),
+        (&"publication".into(), &"created".into())
+    );
+    assert!(stderr.contains("--expected-producer") || stderr.contains("$GITHUB_JOB"));
+    assert!(
+        !stderr.contains(&own[0]),
+        "the refused shard is the other job's: {stderr}"
+    );
+    let paths = run_in(
+        tmp,
+        &env,
+        "",
+        &[
+            "publish",
+            "--json",
+            "--expected-event-paths",
+            &own[0],
+            "--repo",
+            "[TMP]/state.git",
+            "[TMP]/other",
+        ],
+    );
+    assert!(
+        paths.starts_with("exit: 1\n--- stdout\n--- stderr\n"),
+        "{paths}"
+    );
+    insta::assert_snapshot!("h51_expected_refusal_json", [out, paths].join("\n"));
+}

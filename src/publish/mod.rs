@@ -186,6 +186,19 @@ pub enum Error {
     /// A file on the expected path list does not exist.
     #[error("action event shard manifest path is missing: {0}")]
     ManifestFileMissing(String),
+    /// A sealed spool's shards are not exactly the expected path list: `missing` are listed
+    /// and not in the spool, `extra` are in the spool and not listed (both sorted).
+    #[error(
+        "action event shard manifest shard set mismatch: missing=[{}] extra=[{}]",
+        missing.join(", "),
+        extra.join(", ")
+    )]
+    ManifestMismatch {
+        /// Listed paths the spool does not hold.
+        missing: Vec<String>,
+        /// Paths of the spool's shards that are not listed.
+        extra: Vec<String>,
+    },
     /// The traversal met more than 512 directories.
     #[error("action event shard import exceeds 512 directory limit")]
     TooManyDirectories,
@@ -260,11 +273,14 @@ pub enum Error {
     /// A numbered shard set that does not re-pack to the same paths and bytes.
     #[error("action event shard batch is not deterministically packed")]
     NotDeterministic,
-    /// A shard's producer differs from the expected provenance in `field`.
+    /// A shard's producer differs from the expected provenance in `field` (the message is the
+    /// reference's, which does not name the shard; `path` does).
     #[error(
         "action event shard producer provenance mismatch for {field}: expected {expected}, got {actual}"
     )]
     Provenance {
+        /// The shard (path under the source root) whose producer differs.
+        path: String,
         /// The provenance field that differs.
         field: &'static str,
         /// The expected value.
@@ -381,8 +397,9 @@ pub struct Options {
     pub max_attempts: u32,
     /// Optional provenance check.
     pub expected_producer: Option<ExpectedProducer>,
-    /// Optional exact list of shard paths to import (a lane manifest's `event_paths`); only
-    /// meaningful for shard-root sources.
+    /// Optional exact list of shard paths to import (a lane manifest's `event_paths`): from a
+    /// shard root only those files are read (one missing is refused, others are not read); a
+    /// sealed spool's shards must be exactly these paths ([`Error::ManifestMismatch`]).
     pub expected_event_paths: Option<Vec<String>>,
     /// Layout to publish in ([`Layout`]). `None`: the existing ledger's, `fanout` for a new
     /// one; `Some` must match an existing ledger's layout.

@@ -2,7 +2,8 @@
 //! a finalized shard root (files under `ledger/v1/events`).
 //!
 //! With an expected path list (a lane manifest's `event_paths`), only those files are read: the
-//! list must be non-empty, at most 256, sorted and unique, each a shard path. Otherwise
+//! list must be non-empty, at most 256, sorted and unique, each a shard path. A sealed spool's
+//! shards (all of which are published) must be exactly the listed paths. Otherwise
 //! `ledger/v1/events` is traversed within the [`limits`](super::limits): at most 512 directories,
 //! 512 entries per directory, depth 6 (a directory at depth 6 is refused, so files live at
 //! `YYYY/MM/DD/repo/producer/file`), 256 regular files (all count; only `*.jsonl` are
@@ -90,6 +91,10 @@ pub(super) fn read_source_shards(
         // A spool without events beside shard files (a finalize output whose spool directory
         // kept only its lock directories) publishes the shards, never silently nothing.
         if !shards.is_empty() || h.entry_kind(shard::EVENTS_ROOT)? != Some(EntryKind::Dir) {
+            if let Some(paths) = expected_paths {
+                check_manifest_list(paths)?;
+                same_paths(paths, &shards)?;
+            }
             return Ok(Source::Sealed(shards, strict));
         }
     }
@@ -107,7 +112,26 @@ pub(super) fn read_source_shards(
     traverse(&h).map(Source::Files)
 }
 
-fn read_manifest_files(root: Option<&Root>, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
+/// The expected list against the shards packed from a sealed spool: exactly the same paths
+/// (the spool's shards are all published, so one not listed is refused rather than left out).
+fn same_paths(paths: &[String], shards: &[Shard]) -> Result<(), Error> {
+    let have: std::collections::BTreeSet<&str> = shards.iter().map(|s| s.path.as_str()).collect();
+    let listed: std::collections::BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+    if have == listed {
+        return Ok(());
+    }
+    let owned = |set: std::collections::btree_set::Difference<'_, &str>| {
+        set.map(|p| (*p).to_owned()).collect::<Vec<_>>()
+    };
+    Err(Error::ManifestMismatch {
+        missing: owned(listed.difference(&have)),
+        extra: owned(have.difference(&listed)),
+    })
+}
+
+/// The reference's checks of an expected path list: non-empty, at most 256, sorted and
+/// unique, each a shard path.
+fn check_manifest_list(paths: &[String]) -> Result<(), Error> {
     if paths.is_empty() {
         return Err(Error::ManifestEmpty);
     }
@@ -120,6 +144,11 @@ fn read_manifest_files(root: Option<&Root>, paths: &[String]) -> Result<Vec<Sour
     if let Some(p) = paths.iter().find(|p| shard::parse_path(p).is_none()) {
         return Err(Error::ManifestPath(p.clone()));
     }
+    Ok(())
+}
+
+fn read_manifest_files(root: Option<&Root>, paths: &[String]) -> Result<Vec<SourceFile>, Error> {
+    check_manifest_list(paths)?;
     let Some(root) = root else {
         return Err(Error::ManifestRootMissing);
     };

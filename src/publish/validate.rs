@@ -263,8 +263,8 @@ fn validate_pending(
 
     // Last, as the reference does: a batch fault is reported before a provenance mismatch.
     if let Some(x) = expected {
-        for identity in &identities {
-            check_provenance(identity, x)?;
+        for (identity, shard) in identities.iter().zip(&shards) {
+            check_provenance(identity, x, &shard.path)?;
         }
     }
     Ok(Batch {
@@ -274,7 +274,7 @@ fn validate_pending(
     })
 }
 
-fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Error> {
+fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer, path: &str) -> Result<(), Error> {
     let checks: [(&'static str, String, String); 6] = [
         ("repository", x.repository.clone(), id.repository.clone()),
         ("sha", x.sha.clone(), id.sha.clone()),
@@ -290,6 +290,7 @@ fn check_provenance(id: &ShardIdentity, x: &ExpectedProducer) -> Result<(), Erro
     for (field, expected, actual) in checks {
         if expected != actual {
             return Err(Error::Provenance {
+                path: path.to_owned(),
                 field,
                 expected,
                 actual,

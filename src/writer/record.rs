@@ -454,6 +454,89 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
     ]))
 }
 
+/// The fields of a producer run, as they are named in a shard's identity and in the
+/// provenance a publisher expects ([`crate::publish::ExpectedProducer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunField {
+    /// `repository`, from `GITHUB_REPOSITORY` (lowercased).
+    Repository,
+    /// `sha`, from `GITHUB_SHA`.
+    Sha,
+    /// `workflow`, from the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`, as a
+    /// machine identifier.
+    Workflow,
+    /// `job`, from `GITHUB_JOB`.
+    Job,
+    /// `run_id`, from `GITHUB_RUN_ID`.
+    RunId,
+    /// `run_attempt`, from `GITHUB_RUN_ATTEMPT` (a safe integer ≥ 1).
+    RunAttempt,
+}
+
+impl RunField {
+    /// The six fields, in the order the provenance check compares them.
+    pub const ALL: [RunField; 6] = [
+        RunField::Repository,
+        RunField::Sha,
+        RunField::Workflow,
+        RunField::Job,
+        RunField::RunId,
+        RunField::RunAttempt,
+    ];
+
+    /// The field's name in a provenance mismatch (`run_id`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            RunField::Repository => "repository",
+            RunField::Sha => "sha",
+            RunField::Workflow => "workflow",
+            RunField::Job => "job",
+            RunField::RunId => "run_id",
+            RunField::RunAttempt => "run_attempt",
+        }
+    }
+
+    /// The variable the field is read from (`GITHUB_WORKFLOW_REF` is tried before this one for
+    /// the workflow).
+    pub fn variable(self) -> &'static str {
+        match self {
+            RunField::Repository => "GITHUB_REPOSITORY",
+            RunField::Sha => "GITHUB_SHA",
+            RunField::Workflow => "GITHUB_WORKFLOW",
+            RunField::Job => "GITHUB_JOB",
+            RunField::RunId => "GITHUB_RUN_ID",
+            RunField::RunAttempt => "GITHUB_RUN_ATTEMPT",
+        }
+    }
+}
+
+/// One field of the producer run that [`producer_from_env`] derives from `env`, resolved on its
+/// own (the run attempt as its decimal text): what the current job's events carry, for a
+/// publisher that checks a shard's provenance against it.
+pub fn run_field_from_env(field: RunField, env: &Environment) -> Result<String, Error> {
+    match field {
+        RunField::Repository => {
+            let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
+            if identity::normalize_repository(&repository).ok().as_deref()
+                != Some(repository.as_str())
+            {
+                return Err(Error::EnvRepository(repository));
+            }
+            Ok(repository)
+        }
+        RunField::Workflow => workflow_part(env),
+        RunField::RunAttempt => {
+            let attempt = privacy::js_number(&required_env(env, "GITHUB_RUN_ATTEMPT")?);
+            Value::Number(attempt)
+                .as_safe_integer()
+                .filter(|n| *n >= 1)
+                .map(|n| n.to_string())
+                .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))
+        }
+        other => required_env(env, other.variable()),
+    }
+}
+
 /// Where each machine-identifier part of a producer comes from, with its length limit: the
 /// workflow (the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`), the step
 /// (`GITHUB_ACTION`, default `process`) and the invocation

@@ -18,12 +18,18 @@ use crate::writer::seal;
 
 use crate::cli::Env;
 use crate::cli::output::{Failure, Printer, line};
-use crate::cli::settings::signature;
+use crate::cli::settings::{ExpectedFrom, signature};
 
-/// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, strict privacy,
-/// a remote's refusal, contention, an unsealed spool, another layout), 2 otherwise; the
-/// message says whether earlier sources landed.
-fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure {
+/// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, a source that
+/// is not the expected shard set, strict privacy, a remote's refusal, contention, an unsealed
+/// spool, another layout), 2 otherwise; the message says whether earlier sources landed, and
+/// a provenance refusal names the shard, the flag (or variable) and the rule.
+fn publish_failure(
+    source: &Path,
+    earlier: usize,
+    e: publish::Error,
+    expected_from: Option<&ExpectedFrom>,
+) -> Failure {
     use publish::Error as E;
     let code = match &e {
         E::BindingConflict { .. }
@@ -31,6 +37,8 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
         | E::IdentityConflict(_)
         | E::HistoryCycle(_)
         | E::Provenance { .. }
+        | E::ManifestFileMissing(_)
+        | E::ManifestMismatch { .. }
         | E::RemoteRefused(_)
         | E::RemoteRewritten(_)
         | E::StrictPrivacy { .. }
@@ -45,6 +53,7 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
     // whole publication, and running the command again tells (a landed one is unchanged).
     let remote = matches!(&e, E::Remote(r) if r.may_have_landed());
     let source = source.display();
+    let e = provenance_detail(&e, expected_from).unwrap_or_else(|| e.to_string());
     Failure {
         code,
         message: match (remote, earlier) {
@@ -58,6 +67,37 @@ fn publish_failure(source: &Path, earlier: usize, e: publish::Error) -> Failure 
             ),
         },
     }
+}
+
+/// The message of a refusal by `--expected-*` (the library's, which is the reference's, with
+/// the shard, the flag or variable the expected value came from, and the rule); `None` for
+/// any other error.
+fn provenance_detail(e: &publish::Error, expected_from: Option<&ExpectedFrom>) -> Option<String> {
+    use crate::writer::record::RunField;
+    use publish::Error as E;
+    const PATHS: &str = "--expected-event-paths";
+    Some(match e {
+        E::Provenance { path, field, .. } => {
+            let from = RunField::ALL
+                .iter()
+                .position(|f| f.name() == *field)
+                .and_then(|i| expected_from.map(|from| from[i].clone()))
+                .unwrap_or_else(|| "--expected-producer".into());
+            format!(
+                "{e} (shard {path}; every shard must come from the expected producer run: {field} from {from})"
+            )
+        }
+        E::ManifestFileMissing(_) => {
+            format!("{e} ({PATHS}: every listed shard must be in the source)")
+        }
+        E::ManifestMismatch { .. } => {
+            format!("{e} ({PATHS}: a spool's shards must be exactly the listed ones)")
+        }
+        E::ManifestEmpty | E::ManifestTooLong | E::ManifestOrder | E::ManifestPath(_) => {
+            format!("{PATHS}: {e}")
+        }
+        _ => return None,
+    })
 }
 
 /// What a transport failure leaves on the remote.
@@ -94,6 +134,11 @@ pub(in crate::cli) struct Request<'a> {
     pub(in crate::cli) sources: &'a [PathBuf],
     /// `--accept-rewritten-remote`: the remote's tip as it is now becomes the confirmed one.
     pub(in crate::cli) accept_rewritten_remote: bool,
+    /// `--expected-producer` and `--expected-FIELD`: the producer run every shard must come
+    /// from, and where each field came from.
+    pub(in crate::cli) expected: Option<(publish::ExpectedProducer, ExpectedFrom)>,
+    /// `--expected-event-paths`: the exact shard paths of each source.
+    pub(in crate::cli) expected_event_paths: Option<Vec<String>>,
 }
 
 /// Runs `publish`.
@@ -108,6 +153,8 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         profile,
         sources,
         accept_rewritten_remote,
+        ref expected,
+        ref expected_event_paths,
     } = *request;
     // A publish's peak memory is what a CI job must budget for: large buffers are returned to
     // the system when freed, not kept in the worker threads' heap arenas.
@@ -117,6 +164,9 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     options.layout = layout;
     options.max_attempts = max_attempts;
     options.privacy = profile;
+    options.expected_producer = expected.as_ref().map(|(producer, _)| producer.clone());
+    options.expected_event_paths = expected_event_paths.clone();
+    let expected_from = expected.as_ref().map(|(_, from)| from);
     // Every source is looked up before the repository is created or anything is published, so
     // that a mistyped path publishes nothing. A directory without events publishes nothing.
     let mut roots = Vec::with_capacity(sources.len());
@@ -130,7 +180,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             _ => None, // the library reports anything else through the opened root
         };
         if let Some(e) = absent {
-            return Err(publish_failure(source, 0, e));
+            return Err(publish_failure(source, 0, e, expected_from));
         }
         roots.push(root);
     }
@@ -180,7 +230,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             Err(e) => {
                 let failure = match e {
                     SourceError::Publish(e) => {
-                        publish_failure(source, if landed { i } else { 0 }, *e)
+                        publish_failure(source, if landed { i } else { 0 }, *e, expected_from)
                     }
                     SourceError::Other(f) => f,
                 };
