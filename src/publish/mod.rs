@@ -99,9 +99,11 @@
 //!
 //! `source.rs` (reading sources), `limits.rs`, `validate.rs` (batch checks), `privacy_check.rs`,
 //! `plan.rs` (checks against a tip, the commit message), `land.rs` (local landing),
-//! `replay.rs` (the unchanged-replay fast path). Remote landing is the store's
+//! `replay.rs` (the unchanged-replay fast path), `combine.rs` (many pending publications
+//! landed as one commit: the design of issue 51). Remote landing is the store's
 //! ([`crate::store::remote`]).
 
+pub mod combine;
 mod land;
 pub mod limits;
 mod plan;
