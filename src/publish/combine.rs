@@ -452,10 +452,16 @@ fn additions(
     }
     let diff = store.diff_with_modes(parent, inc.commit, "")?;
     if let Some((path, mode)) = diff.irregular.first() {
-        return Ok(Err(format!("{path}: a {} is not ledger data", mode.describe())));
+        return Ok(Err(format!(
+            "{path}: a {} is not ledger data",
+            mode.describe()
+        )));
     }
     if let Some((path, defect)) = diff.malformed.first() {
-        return Ok(Err(format!("{path}: malformed tree ({})", defect.rule_name())));
+        return Ok(Err(format!(
+            "{path}: malformed tree ({})",
+            defect.rule_name()
+        )));
     }
     if diff.changes.len() > limits::MAX_PUBLISH_PATHS + 1 {
         return Ok(Err(format!(
@@ -717,4 +723,398 @@ fn cut(text: &str) -> String {
         end -= 1;
     }
     text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::land::{Built, build_on};
+    use crate::publish::test_support::*;
+    use crate::publish::{Batch, publish, read_source, validate_batch};
+
+    const MAIN: &str = "refs/heads/main";
+
+    fn batch_of(job: &str) -> Batch {
+        let files = read_source(&day1(job), None).unwrap();
+        validate_batch(&files, None).unwrap()
+    }
+
+    /// The publication commit of `batch` planned on `tip`, as a job parks it (no ref moves).
+    fn parked(store: &Store, batch: &Batch, tip: Option<CommitId>) -> Incoming {
+        let options = crate::publish::Options::new(sig());
+        match build_on(store, batch, tip, &options, 1).unwrap() {
+            Built::Commit(_, commit) => Incoming {
+                key: publication_key(store, commit).unwrap(),
+                commit,
+            },
+            Built::Unchanged(_) => panic!("nothing to publish"),
+        }
+    }
+
+    fn job(store: &Store, name: &str, tip: Option<CommitId>) -> Incoming {
+        parked(store, &batch_of(name), tip)
+    }
+
+    /// The day's job `name` with its last event dropped: the same producer run with another
+    /// shard set, which conflicts with `name` itself.
+    fn trimmed(store: &Store, name: &str, tip: Option<CommitId>) -> Incoming {
+        let mut f = read_source(&day1(name), None).unwrap()[0].clone();
+        let lines: Vec<&str> = f.content.lines().collect();
+        f.content = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+        parked(store, &validate_batch(&[f], None).unwrap(), tip)
+    }
+
+    fn landed(store: &Store, tip: Option<CommitId>, combined: &Combined) -> CommitId {
+        let commit = combined.commit.expect("a commit to land");
+        store.update_ref(MAIN, tip, commit, "test").unwrap();
+        commit
+    }
+
+    fn verdict<'c>(combined: &'c Combined, inc: &Incoming) -> &'c Verdict {
+        &combined
+            .verdicts
+            .iter()
+            .find(|(i, _)| i == inc)
+            .expect("a verdict for every publication")
+            .1
+    }
+
+    fn holds_all(store: &Store, commit: CommitId, inc: &Incoming) -> bool {
+        let parent = store.parents(inc.commit).unwrap().first().copied();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let own = store.snapshot(Some(inc.commit)).unwrap();
+        store
+            .diff(parent, inc.commit, "")
+            .unwrap()
+            .iter()
+            .all(|c| snap.file_id(c.path()).unwrap() == own.file_id(c.path()).unwrap())
+    }
+
+    fn ledger_with(store: &Store, jobs: &[&str]) -> CommitId {
+        let options = crate::publish::Options::new(sig());
+        for j in jobs {
+            publish(store, &day1(j), &options).unwrap();
+        }
+        store.tip(MAIN).unwrap().unwrap()
+    }
+
+    #[test]
+    fn two_disjoint_publications_combine_into_one_commit_that_verifies_clean() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let (a, b) = (job(&store, "002", Some(tip)), job(&store, "003", Some(tip)));
+        let combined = combine(
+            &store,
+            Some(tip),
+            &[a.clone(), b.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(!combined.fast_forward);
+        for inc in [&a, &b] {
+            assert!(matches!(verdict(&combined, inc), Verdict::Landed { .. }));
+        }
+        let commit = landed(&store, Some(tip), &combined);
+        assert_eq!(
+            store.parents(commit).unwrap(),
+            vec![tip],
+            "one commit on the tip"
+        );
+        assert!(holds_all(&store, commit, &a) && holds_all(&store, commit, &b));
+        assert!(
+            verify::verify_range(&store, Some(tip), commit)
+                .unwrap()
+                .is_clean()
+        );
+        assert!(verify::verify_revision(&store, commit).unwrap().is_clean());
+    }
+
+    #[test]
+    fn publications_onto_a_ledger_that_does_not_exist_yet_combine() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let (a, b) = (job(&store, "001", None), job(&store, "002", None));
+        let combined =
+            combine(&store, None, &[a.clone(), b.clone()], &Options::new(sig())).unwrap();
+        let commit = landed(&store, None, &combined);
+        assert!(store.parents(commit).unwrap().is_empty());
+        assert!(holds_all(&store, commit, &a) && holds_all(&store, commit, &b));
+        assert!(verify::verify_revision(&store, commit).unwrap().is_clean());
+    }
+
+    #[test]
+    fn one_publication_on_the_tip_lands_as_it_is() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let a = job(&store, "002", Some(tip));
+        let combined = combine(
+            &store,
+            Some(tip),
+            std::slice::from_ref(&a),
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(combined.fast_forward);
+        assert_eq!(combined.commit, Some(a.commit));
+    }
+
+    #[test]
+    fn a_replayed_publication_is_already_landed() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let t0 = ledger_with(&store, &["001"]);
+        let a = job(&store, "002", Some(t0));
+        let first = combine(
+            &store,
+            Some(t0),
+            std::slice::from_ref(&a),
+            &Options::new(sig()),
+        )
+        .unwrap();
+        let t1 = landed(&store, Some(t0), &first);
+        // The same incoming ref again, and the same job parked again on the older tip.
+        let again = job(&store, "002", Some(t0));
+        assert_eq!(
+            again, a,
+            "the same publication on the same tip is the same commit"
+        );
+        let b = job(&store, "002", None);
+        assert_ne!(b.key, a.key, "it adds the layout record too");
+        let combined = combine(
+            &store,
+            Some(t1),
+            &[a.clone(), b.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert_eq!(combined.commit, None);
+        assert_eq!(verdict(&combined, &a), &Verdict::AlreadyLanded);
+        assert_eq!(verdict(&combined, &b), &Verdict::AlreadyLanded);
+    }
+
+    #[test]
+    fn a_conflicting_publication_is_refused_while_the_others_land() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let t0 = ledger_with(&store, &["002"]);
+        let a = job(&store, "001", Some(t0));
+        let t1 = landed(
+            &store,
+            Some(t0),
+            &combine(
+                &store,
+                Some(t0),
+                std::slice::from_ref(&a),
+                &Options::new(sig()),
+            )
+            .unwrap(),
+        );
+        // Conflicts with the ledger.
+        let bad = trimmed(&store, "001", Some(t0));
+        let (b, c) = (job(&store, "003", Some(t0)), job(&store, "004", Some(t1)));
+        let combined = combine(
+            &store,
+            Some(t1),
+            &[bad.clone(), b.clone(), c.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        let Verdict::Refused(reason) = verdict(&combined, &bad) else {
+            panic!("{:?}", combined.verdicts);
+        };
+        assert!(reason.contains("the ledger holds other bytes"), "{reason}");
+        let commit = landed(&store, Some(t1), &combined);
+        assert!(holds_all(&store, commit, &b) && holds_all(&store, commit, &c));
+        assert!(verify::verify_revision(&store, commit).unwrap().is_clean());
+
+        // Conflicting with each other: the first in key order lands, the other is refused.
+        let (x, y) = (
+            job(&store, "005", Some(commit)),
+            trimmed(&store, "005", Some(commit)),
+        );
+        let combined = combine(
+            &store,
+            Some(commit),
+            &[y.clone(), x.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        let (first, second) = if x.key < y.key { (&x, &y) } else { (&y, &x) };
+        assert!(matches!(verdict(&combined, first), Verdict::Landed { .. }));
+        assert!(
+            matches!(verdict(&combined, second), Verdict::Refused(r) if r.contains("another pending publication"))
+        );
+        let end = landed(&store, Some(commit), &combined);
+        assert!(verify::verify_revision(&store, end).unwrap().is_clean());
+    }
+
+    #[test]
+    fn the_same_set_gives_the_same_commit_whatever_the_order() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let set = [
+            job(&store, "002", Some(tip)),
+            job(&store, "003", Some(tip)),
+            job(&store, "004", Some(tip)),
+            trimmed(&store, "003", Some(tip)),
+        ];
+        let options = Options::new(sig());
+        let one = combine(&store, Some(tip), &set, &options).unwrap();
+        let mut reversed = set.to_vec();
+        reversed.reverse();
+        let two = combine(&store, Some(tip), &reversed, &options).unwrap();
+        let three = combine(
+            &store,
+            Some(tip),
+            &[
+                set[2].clone(),
+                set[0].clone(),
+                set[3].clone(),
+                set[1].clone(),
+            ],
+            &options,
+        )
+        .unwrap();
+        assert!(one.commit.is_some());
+        assert_eq!(one.commit, two.commit);
+        assert_eq!(one.commit, three.commit);
+        assert_eq!(one.verdicts, two.verdicts);
+        assert_eq!(one.verdicts, three.verdicts);
+        assert_eq!(
+            one.verdicts
+                .iter()
+                .filter(|(_, v)| matches!(v, Verdict::Refused(_)))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_publication_built_on_an_older_tip_combines_onto_the_newer_one() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let t0 = ledger_with(&store, &["001"]);
+        let old = job(&store, "002", Some(t0));
+        let t1 = ledger_with(&store, &["003"]);
+        assert_ne!(t0, t1);
+        let combined = combine(
+            &store,
+            Some(t1),
+            std::slice::from_ref(&old),
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(!combined.fast_forward);
+        let commit = landed(&store, Some(t1), &combined);
+        assert_eq!(store.parents(commit).unwrap(), vec![t1]);
+        assert!(holds_all(&store, commit, &old));
+        assert!(
+            verify::verify_range(&store, Some(t1), commit)
+                .unwrap()
+                .is_clean()
+        );
+    }
+
+    #[test]
+    fn a_publication_not_built_on_the_ledger_is_refused() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let stranger = store
+            .write_commit(
+                None,
+                &[("notes/x".to_owned(), b"x".to_vec())],
+                "other",
+                &sig(),
+            )
+            .unwrap();
+        let a = job(&store, "002", Some(stranger));
+        let b = job(&store, "003", Some(tip));
+        let combined = combine(
+            &store,
+            Some(tip),
+            &[a.clone(), b.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(matches!(verdict(&combined, &a), Verdict::Refused(r) if r.contains("built on")));
+        assert!(combined.fast_forward, "b alone, built on the tip");
+        assert_eq!(combined.commit, Some(b.commit));
+    }
+
+    /// A publication whose fault only verification sees (here an unknown ledger path) is
+    /// refused with the findings, and the others still land in one verified commit.
+    #[test]
+    fn a_publication_that_fails_verification_is_isolated() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let junk_commit = store
+            .write_commit(
+                Some(tip),
+                &[("ledger/v1/junk.txt".to_owned(), b"x\n".to_vec())],
+                "junk",
+                &sig(),
+            )
+            .unwrap();
+        let junk = Incoming {
+            key: publication_key(&store, junk_commit).unwrap(),
+            commit: junk_commit,
+        };
+        let (a, b) = (job(&store, "002", Some(tip)), job(&store, "003", Some(tip)));
+        let combined = combine(
+            &store,
+            Some(tip),
+            &[a.clone(), junk.clone(), b.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(
+            matches!(verdict(&combined, &junk), Verdict::Refused(r) if r.contains("junk.txt")),
+            "{:?}",
+            combined.verdicts
+        );
+        let commit = landed(&store, Some(tip), &combined);
+        assert_eq!(store.parents(commit).unwrap(), vec![tip]);
+        assert!(holds_all(&store, commit, &a) && holds_all(&store, commit, &b));
+        assert!(!holds_all(&store, commit, &junk));
+        assert!(
+            verify::verify_range(&store, Some(tip), commit)
+                .unwrap()
+                .is_clean()
+        );
+    }
+
+    #[test]
+    fn over_the_budget_the_rest_is_deferred() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let set = [job(&store, "002", Some(tip)), job(&store, "003", Some(tip))];
+        let mut options = Options::new(sig());
+        options.max_publications = 1;
+        let combined = combine(&store, Some(tip), &set, &options).unwrap();
+        let deferred = combined
+            .verdicts
+            .iter()
+            .filter(|(_, v)| *v == Verdict::Deferred)
+            .count();
+        assert_eq!(deferred, 1);
+        assert!(combined.fast_forward);
+    }
+
+    #[test]
+    fn a_refusal_mark_is_a_commit_on_the_refused_one_with_its_tree() {
+        let (dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let a = job(&store, "002", Some(tip));
+        let mark = refusal_mark(&store, &a, "conflict\0 here", &sig()).unwrap();
+        assert_eq!(store.parents(mark).unwrap(), vec![a.commit]);
+        assert!(store.diff(Some(a.commit), mark, "").unwrap().is_empty());
+        let repo = dir.path().join("s.git");
+        let body = git(&repo, &["log", "-1", "--format=%B", &mark.to_hex()]);
+        assert!(body.starts_with(&format!("ledger: refused publication {}", a.key)));
+        assert!(body.contains("conflict here"));
+        assert_eq!(
+            incoming_ref(&a.key),
+            format!("refs/ledger/incoming/{}", a.key)
+        );
+        assert_eq!(
+            refused_ref(&a.key),
+            format!("refs/ledger/refused/{}", a.key)
+        );
+    }
 }
