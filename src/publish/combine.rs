@@ -221,7 +221,8 @@ pub struct Combined {
     pub commit: Option<CommitId>,
     /// Whether `commit` is the one publication's own commit (built on the tip itself).
     pub fast_forward: bool,
-    /// One verdict per publication given, sorted by key then commit.
+    /// One verdict per distinct publication given (a repeated one is listed once), sorted by
+    /// key then commit.
     pub verdicts: Vec<(Incoming, Verdict)>,
     /// Files `commit` adds.
     pub files: usize,
@@ -281,6 +282,33 @@ pub fn refusal_mark(
     Ok(store.write_commit(Some(incoming.commit), &none, &message, signature)?)
 }
 
+/// Whether the ledger at `tip` holds every file `incoming` adds over its parent: the same
+/// bytes, or for a shard replay-equivalent ones (the rule by which [`combine`] calls a
+/// publication already landed). What a job checks to learn that its publication landed, and
+/// what the hook checks before it lets an incoming ref be deleted without a refused mark. A
+/// commit that changes or deletes a file is never landed.
+///
+/// # Errors
+/// [`Error::Store`] when a commit, tree or blob cannot be read.
+pub fn is_landed(store: &Store, tip: Option<CommitId>, incoming: &Incoming) -> Result<bool, Error> {
+    let parent = store.parents(incoming.commit)?.first().copied();
+    let base = store.snapshot(tip)?;
+    let own = store.snapshot(Some(incoming.commit))?;
+    let none = Stack::default();
+    for change in store.diff(parent, incoming.commit, "")? {
+        let Change::Added(path) = change else {
+            return Ok(false);
+        };
+        let Some(id) = own.file_id(&path)? else {
+            return Ok(false);
+        };
+        if !matches!(none.place(&base, &own, &path, id)?, Place::Present) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Combines the pending publications `incoming` onto `tip` (`None`: the ledger does not exist
 /// yet): one commit holding every new file of every publication that does not conflict,
 /// verified as a range from `tip`, and a verdict for each (see the module docs for the rules
@@ -313,6 +341,8 @@ pub fn combine(
     // Fast path: everything stacked on the tip at once, verified once.
     let tip_snap = store.snapshot(tip)?;
     let mut stack = Stack::default();
+    // The publications decided this round (the rest are over a budget).
+    let mut considered: Vec<usize> = Vec::new();
     for (i, files) in &candidates {
         let i = *i;
         let over = stack.owners.len() >= options.max_publications
@@ -320,6 +350,7 @@ pub fn combine(
         if over {
             continue;
         }
+        considered.push(i);
         verdicts[i] = stack.push(&tip_snap, &sorted[i], i, files)?;
     }
     if stack.files.is_empty() {
@@ -341,11 +372,12 @@ pub fn combine(
         });
     }
 
-    // Fallback: one by one in key order, each verified on the ones kept before it.
-    let taken: Vec<usize> = stack.owners.clone();
+    // Fallback: one by one in key order, each verified on the ones kept before it. Every
+    // publication decided above is decided again: one already landed or refused only through
+    // a peer's files must not keep that verdict if the peer is refused now.
     let mut base = tip;
     let mut chain: Vec<(usize, CommitId)> = Vec::new();
-    for (i, files) in candidates.iter().filter(|(i, _)| taken.contains(i)) {
+    for (i, files) in candidates.iter().filter(|(i, _)| considered.contains(i)) {
         let i = *i;
         let snap = store.snapshot(base)?;
         let mut one = Stack::default();
@@ -390,13 +422,14 @@ pub fn combine(
             verdicts: sorted.into_iter().zip(verdicts).collect(),
         });
     }
-    // Last resort: the first survivor alone (verified on the tip above); the rest wait.
+    // Last resort: the first survivor alone (verified on the tip above); every other verdict
+    // of this round may rest on files that do not land now, so they all wait.
     let (first, first_commit) = chain[0];
     let files = match &verdicts[first] {
         Verdict::Landed { files } => *files,
         _ => 0,
     };
-    for &(i, _) in &chain[1..] {
+    for &i in considered.iter().filter(|&&i| i != first) {
         verdicts[i] = Verdict::Deferred;
     }
     Ok(Combined {
@@ -1077,6 +1110,59 @@ mod tests {
                 .unwrap()
                 .is_clean()
         );
+    }
+
+    /// A publication whose files all come, with the same bytes, from a peer earlier in key
+    /// order is already landed only if that peer lands: when verification refuses the peer,
+    /// the publication brings its files itself.
+    #[test]
+    fn a_publication_is_not_already_landed_through_a_peer_that_is_refused() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let honest = job(&store, "002", Some(tip));
+        let own = store.snapshot(Some(honest.commit)).unwrap();
+        let files: Vec<(String, Vec<u8>)> = store
+            .diff(Some(tip), honest.commit, "")
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c.path().to_owned(),
+                    own.read(c.path(), 1 << 22).unwrap().unwrap(),
+                )
+            })
+            .collect();
+        // The same files and a junk file, under a key that sorts before the honest one.
+        let peer = (0..64)
+            .map(|n| {
+                let mut f = files.clone();
+                f.push((format!("ledger/v1/junk-{n}.txt"), b"x\n".to_vec()));
+                let commit = store.write_commit(Some(tip), &f, "peer", &sig()).unwrap();
+                Incoming {
+                    key: publication_key(&store, commit).unwrap(),
+                    commit,
+                }
+            })
+            .find(|p| p.key < honest.key)
+            .expect("a key that sorts first");
+        let combined = combine(
+            &store,
+            Some(tip),
+            &[honest.clone(), peer.clone()],
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(matches!(verdict(&combined, &peer), Verdict::Refused(_)));
+        assert!(
+            matches!(verdict(&combined, &honest), Verdict::Landed { .. }),
+            "{:?}",
+            combined.verdicts
+        );
+        let commit = landed(&store, Some(tip), &combined);
+        assert!(holds_all(&store, commit, &honest));
+        assert!(is_landed(&store, Some(commit), &honest).unwrap());
+        assert!(!is_landed(&store, Some(commit), &peer).unwrap());
+        assert!(!is_landed(&store, Some(tip), &honest).unwrap());
     }
 
     #[test]
