@@ -43,6 +43,10 @@
 //! user checked it. A cache that remembers nothing (a fresh CI job) cannot tell: branch
 //! protection on the host is the guard there.
 
+mod many;
+
+pub use many::{RefOutcome, RefUpdate, fetch_many, list_refs, push_many};
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
