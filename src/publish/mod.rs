@@ -106,6 +106,7 @@
 pub mod combine;
 mod land;
 pub mod limits;
+pub mod pending;
 mod plan;
 mod privacy_check;
 mod replay;

@@ -178,6 +178,18 @@ impl Store {
         Ok(commit.parent_ids().map(|p| CommitId(p.detach())).collect())
     }
 
+    /// The message of a commit, as stored (bytes that are not UTF-8 replaced).
+    ///
+    /// # Errors
+    /// [`Error::MissingObject`], [`Error::NotACommit`], [`Error::Git`].
+    pub fn message(&self, id: CommitId) -> Result<String, Error> {
+        let commit = self.find_commit(id)?;
+        let message = commit
+            .message_raw()
+            .map_err(|e| git_err("read message of", id)(e.into()))?;
+        Ok(String::from_utf8_lossy(message).into_owned())
+    }
+
     /// Whether `ancestor` is `descendant` or one of its ancestors (walks all parents).
     ///
     /// # Errors

@@ -1,0 +1,486 @@
+//! A job's way from a built publication to its fate on a remote, through incoming refs (the
+//! design is in [`super::combine`]): [`park`] it (one push, which lands it directly when the
+//! ledger ref did not move), then [`await_fate`]: read its fate, and while it is pending run
+//! [`land_round`] (land every pending publication with one atomic push), within a time budget.
+//!
+//! The local repository only caches objects: the remote ledger tip under
+//! `refs/action-ledger/remote`, the pending publications under `refs/action-ledger/incoming/*`
+//! (pruned as they go), refusal marks under `refs/action-ledger/refused/<key>`.
+//!
+//! Not yet here: the rewritten-remote check of [`crate::store::remote::transact()`] (the
+//! confirmed tip), deference (only the first pending key pushes at once), and the CLI.
+
+use std::time::{Duration, Instant};
+
+use super::combine::{self, Combined, INCOMING_PREFIX, Incoming, Verdict};
+use crate::store::remote::{self, RefOutcome, RefUpdate};
+use crate::store::{self, CommitId, Store};
+
+const CACHE_LEDGER: &str = "refs/action-ledger/remote";
+const CACHE_INCOMING: &str = "refs/action-ledger/incoming/";
+const CACHE_REFUSED: &str = "refs/action-ledger/refused/";
+
+/// How many reads in a row may find a publication gone from the incoming refs but neither in
+/// the ledger nor refused before it counts as withdrawn: a server whose refs are files applies
+/// an atomic push ref by ref, so a reader may see the incoming ref deleted before the ledger
+/// ref moves.
+pub const GONE_READS: u32 = 3;
+
+/// Why a job could not learn its publication's fate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Combining failed (the local repository could not be read or written).
+    #[error(transparent)]
+    Combine(#[from] combine::Error),
+    /// The local repository could not be read or written.
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    /// Talking to the remote failed (`git ls-remote`, `fetch` or `push`).
+    #[error(transparent)]
+    Remote(#[from] remote::Error),
+    /// The remote refused the push (its pre-receive hook's lines): for [`park`], the job's own
+    /// publication breaks the ledger rules.
+    #[error("the remote refused the publication:\n{0}")]
+    Refused(String),
+    /// The incoming ref is gone, and the ledger does not hold the publication and no refused
+    /// mark names it: someone removed it outside the protocol. Publish again.
+    #[error(
+        "publication {key} was withdrawn from {INCOMING_PREFIX} without landing or a refusal mark; publish again"
+    )]
+    Withdrawn {
+        /// The publication's key.
+        key: String,
+    },
+    /// The budget ran out with the publication still pending: it is not acknowledged, and the
+    /// next publisher or `maintain` lands or refuses it.
+    #[error(
+        "publication {key} is still pending at {INCOMING_PREFIX}{key} after {}s; it will be landed or refused by the next publisher or by maintain; run publish again to wait for it",
+        waited.as_secs()
+    )]
+    StillPending {
+        /// The publication's key.
+        key: String,
+        /// How long the job waited.
+        waited: Duration,
+    },
+}
+
+/// The remote a job lands on.
+#[derive(Clone, Copy, Debug)]
+pub struct Remote<'a> {
+    /// What `git` accepts as a remote: a URL or a path.
+    pub url: &'a str,
+    /// The ledger ref on the remote.
+    pub ledger_ref: &'a str,
+    /// The time limit of each `git` run.
+    pub timeout: Option<Duration>,
+}
+
+/// What [`park`] achieved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parked {
+    /// The ledger ref had not moved: the publication landed directly (its incoming ref, left
+    /// behind, is deleted by the next lander as already landed).
+    Landed(CommitId),
+    /// The publication is pending at its incoming ref (created now, or already there with the
+    /// same key, hence the same added files).
+    Pending,
+}
+
+/// A publication's fate as the remote shows it ([`fate`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// The ledger (at this tip) holds every file it adds.
+    Landed(CommitId),
+    /// A refused mark names it; the reason is the mark's message.
+    Refused(String),
+    /// Its incoming ref is there and the ledger does not hold it yet.
+    Pending,
+    /// Neither pending, landed nor refused (see [`GONE_READS`]).
+    Gone,
+}
+
+/// Parks `incoming` (built on `built_on`, the remote tip it was planned on) with ONE push, not
+/// atomic: its commit to the ledger ref with a lease on `built_on`, and to its incoming ref
+/// (which must not exist). Alone, the ledger part lands; under contention the incoming part
+/// makes it pending.
+///
+/// # Errors
+/// [`Error::Refused`] when the server refuses it (the hook refuses every ref of a push),
+/// [`Error::Remote`].
+pub fn park(
+    store: &Store,
+    remote: Remote<'_>,
+    incoming: &Incoming,
+    built_on: Option<CommitId>,
+) -> Result<Parked, Error> {
+    let out = remote::push_many(
+        store.git_dir(),
+        remote.url,
+        &[
+            RefUpdate {
+                ref_name: remote.ledger_ref.to_owned(),
+                new: Some(incoming.commit),
+                expected: built_on,
+            },
+            RefUpdate {
+                ref_name: combine::incoming_ref(&incoming.key),
+                new: Some(incoming.commit),
+                expected: None,
+            },
+        ],
+        false,
+        remote.timeout,
+    )?;
+    if let Some(RefOutcome::Refused(why)) = out.iter().find(|o| matches!(o, RefOutcome::Refused(_)))
+    {
+        return Err(Error::Refused(why.clone()));
+    }
+    Ok(match out[0] {
+        RefOutcome::Done => Parked::Landed(incoming.commit),
+        _ => Parked::Pending,
+    })
+}
+
+/// What one [`land_round`] did.
+#[derive(Clone, Debug)]
+pub enum Round {
+    /// Nothing was pending, or nothing could be decided: no push.
+    Idle,
+    /// One atomic push landed the combined commit (if any), deleted the incoming refs of the
+    /// publications landed or already landed, and created the refused marks.
+    Landed(Combined),
+    /// The push lost a lease (another lander was first): read again.
+    Moved,
+}
+
+/// One lander's round: list the ledger ref and every pending publication, fetch what is not
+/// cached, [`combine::combine`] them, and push it all with ONE `git push --atomic`: the ledger
+/// ref with a lease on the tip, each decided incoming ref deleted with a lease on its commit,
+/// each refusal mark created (must not exist; a key refused before keeps its first mark).
+///
+/// # Errors
+/// [`Error::Refused`] when the server refuses the combined push (its hook: unexpected, as the
+/// commit was verified as the hook verifies), [`Error::Remote`], [`Error::Combine`],
+/// [`Error::Store`].
+pub fn land_round(
+    store: &Store,
+    remote: Remote<'_>,
+    options: &combine::Options,
+) -> Result<Round, Error> {
+    let git_dir = store.git_dir();
+    let pattern = format!("{INCOMING_PREFIX}*");
+    let listed = remote::list_refs(
+        git_dir,
+        remote.url,
+        &[remote.ledger_ref, &pattern],
+        remote.timeout,
+    )?;
+    let tip = listed
+        .iter()
+        .find(|(n, _)| n == remote.ledger_ref)
+        .map(|(_, c)| *c);
+    let pending: Vec<Incoming> = listed
+        .iter()
+        .filter_map(|(n, c)| {
+            n.strip_prefix(INCOMING_PREFIX).map(|k| Incoming {
+                key: k.to_owned(),
+                commit: *c,
+            })
+        })
+        .collect();
+    if pending.is_empty() {
+        return Ok(Round::Idle);
+    }
+    let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
+    if !tip
+        .into_iter()
+        .chain(pending.iter().map(|p| p.commit))
+        .all(cached)
+    {
+        let mut specs = vec![format!("+{pattern}:{CACHE_INCOMING}*")];
+        if tip.is_some() {
+            specs.push(format!("+{}:{CACHE_LEDGER}", remote.ledger_ref));
+        }
+        remote::fetch_many(git_dir, remote.url, &specs, remote.timeout)?;
+    }
+    if tip.is_some_and(|t| !cached(t)) {
+        return Ok(Round::Moved);
+    }
+    // A publication deleted between the listing and the fetch was decided by someone else.
+    let pending: Vec<Incoming> = pending.into_iter().filter(|p| cached(p.commit)).collect();
+    let combined = combine::combine(store, tip, &pending, options)?;
+    let refused: Vec<String> = combined
+        .verdicts
+        .iter()
+        .filter(|(_, v)| matches!(v, Verdict::Refused(_)))
+        .map(|(i, _)| combine::refused_ref(&i.key))
+        .collect();
+    let marked: Vec<String> = if refused.is_empty() {
+        Vec::new()
+    } else {
+        let names: Vec<&str> = refused.iter().map(String::as_str).collect();
+        remote::list_refs(git_dir, remote.url, &names, remote.timeout)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    };
+    let mut updates = Vec::new();
+    if let Some(commit) = combined.commit {
+        updates.push(RefUpdate {
+            ref_name: remote.ledger_ref.to_owned(),
+            new: Some(commit),
+            expected: tip,
+        });
+    }
+    for (inc, verdict) in &combined.verdicts {
+        let delete = RefUpdate {
+            ref_name: combine::incoming_ref(&inc.key),
+            new: None,
+            expected: Some(inc.commit),
+        };
+        match verdict {
+            Verdict::Landed { .. } | Verdict::AlreadyLanded => updates.push(delete),
+            Verdict::Refused(why) => {
+                let mark_ref = combine::refused_ref(&inc.key);
+                if !marked.contains(&mark_ref) {
+                    let mark = combine::refusal_mark(store, inc, why, &options.signature)?;
+                    updates.push(RefUpdate {
+                        ref_name: mark_ref,
+                        new: Some(mark),
+                        expected: None,
+                    });
+                }
+                updates.push(delete);
+            }
+            Verdict::Deferred => {}
+        }
+    }
+    if updates.is_empty() {
+        return Ok(Round::Idle);
+    }
+    let out = remote::push_many(git_dir, remote.url, &updates, true, remote.timeout)?;
+    if out.iter().all(|o| *o == RefOutcome::Done) {
+        return Ok(Round::Landed(combined));
+    }
+    if let Some(RefOutcome::Refused(why)) = out.iter().find(|o| matches!(o, RefOutcome::Refused(_)))
+    {
+        return Err(Error::Refused(why.clone()));
+    }
+    Ok(Round::Moved)
+}
+
+/// The fate of `incoming` as the remote shows it now: one `git ls-remote` of the ledger ref,
+/// its incoming ref and its refused mark, and a fetch of what is not cached.
+///
+/// # Errors
+/// [`Error::Remote`], [`Error::Combine`] or [`Error::Store`] when the commits cannot be read.
+pub fn fate(store: &Store, remote: Remote<'_>, incoming: &Incoming) -> Result<Fate, Error> {
+    let git_dir = store.git_dir();
+    let (incoming_ref, refused_ref) = (
+        combine::incoming_ref(&incoming.key),
+        combine::refused_ref(&incoming.key),
+    );
+    let listed = remote::list_refs(
+        git_dir,
+        remote.url,
+        &[remote.ledger_ref, &incoming_ref, &refused_ref],
+        remote.timeout,
+    )?;
+    let named = |name: &str| listed.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
+    let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
+    if let Some(mark) = named(&refused_ref) {
+        if !cached(mark) {
+            let spec = format!("+{refused_ref}:{CACHE_REFUSED}{}", incoming.key);
+            remote::fetch_many(git_dir, remote.url, &[spec], remote.timeout)?;
+        }
+        let message = store.message(mark)?;
+        let reason = message
+            .split_once("\n\n")
+            .map_or(message.as_str(), |(_, body)| body);
+        let reason = reason
+            .rsplit_once("\n\nLedger-Refused:")
+            .map_or(reason, |r| r.0);
+        return Ok(Fate::Refused(reason.trim().to_owned()));
+    }
+    let tip = named(remote.ledger_ref);
+    if let Some(t) = tip
+        && !cached(t)
+    {
+        let spec = format!("+{}:{CACHE_LEDGER}", remote.ledger_ref);
+        remote::fetch_many(git_dir, remote.url, &[spec], remote.timeout)?;
+    }
+    if tip.is_some_and(cached) && combine::is_landed(store, tip, incoming)? {
+        return Ok(Fate::Landed(tip.expect("checked")));
+    }
+    Ok(if named(&incoming_ref).is_some() {
+        Fate::Pending
+    } else {
+        Fate::Gone
+    })
+}
+
+/// Reads the fate of `incoming` and, while it is pending, lands every pending publication
+/// ([`land_round`]), backing off between rounds (25 ms doubling to 1.6 s, jittered), until it
+/// is landed or refused or `budget` has passed.
+///
+/// # Errors
+/// [`Error::StillPending`] past the budget, [`Error::Withdrawn`] after [`GONE_READS`] reads
+/// finding it gone, and those of [`fate`] and [`land_round`].
+pub fn await_fate(
+    store: &Store,
+    remote: Remote<'_>,
+    incoming: &Incoming,
+    options: &combine::Options,
+    budget: Duration,
+) -> Result<Fate, Error> {
+    let start = Instant::now();
+    let mut gone = 0;
+    let mut round = 0u32;
+    loop {
+        match fate(store, remote, incoming)? {
+            f @ (Fate::Landed(_) | Fate::Refused(_)) => return Ok(f),
+            Fate::Gone => {
+                gone += 1;
+                if gone >= GONE_READS {
+                    return Err(Error::Withdrawn {
+                        key: incoming.key.clone(),
+                    });
+                }
+            }
+            Fate::Pending => {
+                gone = 0;
+                if let Round::Landed(_) = land_round(store, remote, options)? {
+                    continue;
+                }
+            }
+        }
+        if start.elapsed() >= budget {
+            return Err(Error::StillPending {
+                key: incoming.key.clone(),
+                waited: start.elapsed(),
+            });
+        }
+        round += 1;
+        store::transact::jittered_sleep(25 << round.min(6));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::land::{Built, build_on};
+    use crate::publish::test_support::*;
+    use crate::publish::{Batch, publish, read_source, validate_batch};
+    use crate::store::remote::Target;
+
+    const MAIN: &str = "refs/heads/main";
+
+    /// A job's machine: a cache, and its publication built on the remote tip it read.
+    fn job_on(cache: &Store, url: &str, batch: &Batch) -> (Incoming, Option<CommitId>) {
+        let target = Target::Remote {
+            url: url.to_owned(),
+            ref_name: MAIN.to_owned(),
+            timeout: Some(Duration::from_secs(60)),
+        };
+        let tip = target.tip(cache, MAIN).unwrap();
+        let options = crate::publish::Options::new(sig());
+        let Built::Commit(_, commit) = build_on(cache, batch, tip, &options, 1).unwrap() else {
+            panic!("nothing to publish");
+        };
+        let key = combine::publication_key(cache, commit).unwrap();
+        (Incoming { key, commit }, tip)
+    }
+
+    fn batch(job: &str) -> Batch {
+        validate_batch(&read_source(&day1(job), None).unwrap(), None).unwrap()
+    }
+
+    /// Three jobs build on the same remote tip: the first lands directly, the second and a
+    /// conflicting third are parked; one round of the second lands it with one commit, deletes
+    /// every decided incoming ref (the first's too, already landed) and marks the third
+    /// refused, which the third learns with the reason. The remote verifies clean.
+    #[test]
+    fn parked_publications_land_together_and_a_conflict_is_marked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote_dir = tmp.path().join("remote.git");
+        let remote_store = Store::open_or_init_bare(&remote_dir, MAIN).unwrap();
+        publish(
+            &remote_store,
+            &day1("002"),
+            &crate::publish::Options::new(sig()),
+        )
+        .unwrap();
+        let url = remote_dir.display().to_string();
+        let remote = Remote {
+            url: &url,
+            ledger_ref: MAIN,
+            timeout: Some(Duration::from_secs(60)),
+        };
+        let caches: Vec<Store> = ["a", "b", "c"]
+            .iter()
+            .map(|n| Store::open_or_init_bare(&tmp.path().join(format!("{n}.git")), MAIN).unwrap())
+            .collect();
+        let (a, a_base) = job_on(&caches[0], &url, &batch("001"));
+        let (b, b_base) = job_on(&caches[1], &url, &batch("003"));
+        let mut trimmed = read_source(&day1("001"), None).unwrap()[0].clone();
+        let lines: Vec<&str> = trimmed.content.lines().collect();
+        trimmed.content = format!("{}\n", lines[..lines.len() - 1].join("\n"));
+        let (c, c_base) = job_on(&caches[2], &url, &validate_batch(&[trimmed], None).unwrap());
+
+        assert_eq!(
+            park(&caches[0], remote, &a, a_base).unwrap(),
+            Parked::Landed(a.commit)
+        );
+        assert_eq!(
+            park(&caches[1], remote, &b, b_base).unwrap(),
+            Parked::Pending
+        );
+        assert_eq!(
+            park(&caches[2], remote, &c, c_base).unwrap(),
+            Parked::Pending
+        );
+
+        let options = combine::Options::new(sig());
+        let budget = Duration::from_secs(60);
+        let fate_b = await_fate(&caches[1], remote, &b, &options, budget).unwrap();
+        let Fate::Landed(tip) = fate_b else {
+            panic!("{fate_b:?}");
+        };
+        assert_eq!(
+            remote_store.parents(tip).unwrap(),
+            vec![a.commit],
+            "one commit"
+        );
+        let fate_c = await_fate(&caches[2], remote, &c, &options, budget).unwrap();
+        assert!(
+            matches!(&fate_c, Fate::Refused(r) if r.contains("the ledger holds other bytes")),
+            "{fate_c:?}"
+        );
+        assert!(matches!(
+            fate(&caches[0], remote, &a).unwrap(),
+            Fate::Landed(_)
+        ));
+
+        let left = remote::list_refs(
+            caches[0].git_dir(),
+            &url,
+            &["refs/ledger/*"],
+            remote.timeout,
+        )
+        .unwrap();
+        assert_eq!(
+            left.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+            vec![combine::refused_ref(&c.key)],
+            "every incoming ref decided and deleted"
+        );
+        let head = remote_store.tip(MAIN).unwrap().unwrap();
+        assert_eq!(head, tip);
+        assert!(
+            crate::verify::verify_revision(&remote_store, head)
+                .unwrap()
+                .is_clean()
+        );
+    }
+}
