@@ -186,7 +186,7 @@ impl Store {
         let commit = self.find_commit(id)?;
         let message = commit
             .message_raw()
-            .map_err(|e| git_err("read message of", id)(e.into()))?;
+            .map_err(git_err("read message of", id))?;
         Ok(String::from_utf8_lossy(message).into_owned())
     }
 
