@@ -483,4 +483,73 @@ mod tests {
                 .is_clean()
         );
     }
+
+    /// Jobs finishing at once, each with its own cache: every publication lands (directly or
+    /// through a round), no incoming ref is left, the remote verifies clean.
+    #[test]
+    fn jobs_publishing_at_once_all_land() {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote_dir = tmp.path().join("remote.git");
+        let remote_store = Store::open_or_init_bare(&remote_dir, MAIN).unwrap();
+        let url = remote_dir.display().to_string();
+        let jobs = ["001", "002", "003", "004", "005", "006", "007", "008"];
+        let barrier = std::sync::Barrier::new(jobs.len());
+        let fates: Vec<(Incoming, Fate)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    let (tmp, url, barrier) = (&tmp, &url, &barrier);
+                    scope.spawn(move || {
+                        let cache =
+                            Store::open_or_init_bare(&tmp.path().join(format!("{job}.git")), MAIN)
+                                .unwrap();
+                        let remote = Remote {
+                            url,
+                            ledger_ref: MAIN,
+                            timeout: Some(Duration::from_secs(60)),
+                        };
+                        let batch = batch(job);
+                        barrier.wait();
+                        let (inc, base) = job_on(&cache, url, &batch);
+                        let fate = match park(&cache, remote, &inc, base).unwrap() {
+                            Parked::Landed(c) => Fate::Landed(c),
+                            Parked::Pending => await_fate(
+                                &cache,
+                                remote,
+                                &inc,
+                                &combine::Options::new(sig()),
+                                Duration::from_secs(120),
+                            )
+                            .unwrap(),
+                        };
+                        (inc, fate)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let head = remote_store.tip(MAIN).unwrap().unwrap();
+        for (inc, fate) in &fates {
+            assert!(matches!(fate, Fate::Landed(_)), "{fate:?}");
+            assert!(combine::is_landed(&remote_store, Some(head), inc).unwrap());
+        }
+        // Every incoming ref is decided by the next round; one more round clears the last
+        // direct landing's.
+        let cache = Store::open_or_init_bare(&tmp.path().join("last.git"), MAIN).unwrap();
+        let remote = Remote {
+            url: &url,
+            ledger_ref: MAIN,
+            timeout: Some(Duration::from_secs(60)),
+        };
+        while let Round::Moved = land_round(&cache, remote, &combine::Options::new(sig())).unwrap()
+        {
+        }
+        let left = remote::list_refs(cache.git_dir(), &url, &["refs/ledger/*"], None).unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        assert!(
+            crate::verify::verify_revision(&remote_store, remote_store.tip(MAIN).unwrap().unwrap())
+                .unwrap()
+                .is_clean()
+        );
+    }
 }

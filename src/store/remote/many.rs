@@ -158,16 +158,21 @@ pub fn push_many(
             Some((_, summary)) if summary.contains("atomic push failed") => {
                 Ok(RefOutcome::NotAttempted)
             }
+            // The server checks leases first and takes its ref locks later: a pusher that lost
+            // the race in between is told its transaction failed or a lock was taken.
             Some((_, summary))
                 if [
                     "stale info",
                     "fetch first",
                     "non-fast-forward",
                     "already exists",
+                    "atomic transaction failed",
+                    "failed to update ref",
+                    "failed to lock",
+                    "cannot lock ref",
                 ]
                 .iter()
-                .any(|r| summary.contains(r))
-                    || (summary.contains("remote rejected") && summary.contains("lock")) =>
+                .any(|r| summary.contains(r)) =>
             {
                 Ok(RefOutcome::Moved)
             }
