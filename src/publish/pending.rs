@@ -8,7 +8,7 @@
 //! (pruned as they go), refusal marks under `refs/action-ledger/refused/<key>`.
 //!
 //! Not yet here: the rewritten-remote check of [`crate::store::remote::transact()`] (the
-//! confirmed tip), deference (only the first pending key pushes at once), and the CLI.
+//! confirmed tip), and the CLI.
 
 use std::time::{Duration, Instant};
 
@@ -155,51 +155,86 @@ pub enum Round {
     Moved,
 }
 
-/// One lander's round: list the ledger ref and every pending publication, fetch what is not
-/// cached, [`combine::combine`] them, and push it all with ONE `git push --atomic`: the ledger
-/// ref with a lease on the tip, each decided incoming ref deleted with a lease on its commit,
-/// each refusal mark created (must not exist; a key refused before keeps its first mark).
+/// What one `git ls-remote` shows: the ledger tip, every pending publication (sorted by key),
+/// and, when asked for one key, its refused mark.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The ledger ref's commit (`None`: it does not exist).
+    pub tip: Option<CommitId>,
+    /// Every `refs/ledger/incoming/<key>`, sorted by key.
+    pub pending: Vec<Incoming>,
+    /// The refused mark of the key asked for, if there is one.
+    pub mark: Option<CommitId>,
+}
+
+/// Lists the ledger ref, every pending publication and, for `own` (a key), its refused mark,
+/// with ONE `git ls-remote`.
 ///
 /// # Errors
-/// [`Error::Refused`] when the server refuses the combined push (its hook: unexpected, as the
-/// commit was verified as the hook verifies), [`Error::Remote`], [`Error::Combine`],
-/// [`Error::Store`].
+/// [`Error::Remote`].
+pub fn list(store: &Store, remote: Remote<'_>, own: Option<&str>) -> Result<Listing, Error> {
+    let pattern = format!("{INCOMING_PREFIX}*");
+    let mark_ref = own.map(combine::refused_ref);
+    let mut patterns = vec![remote.ledger_ref, &pattern];
+    patterns.extend(mark_ref.as_deref());
+    let listed = remote::list_refs(store.git_dir(), remote.url, &patterns, remote.timeout)?;
+    let mut listing = Listing::default();
+    for (name, commit) in listed {
+        if name == remote.ledger_ref {
+            listing.tip = Some(commit);
+        } else if Some(&name) == mark_ref.as_ref() {
+            listing.mark = Some(commit);
+        } else if let Some(key) = name.strip_prefix(INCOMING_PREFIX) {
+            listing.pending.push(Incoming {
+                key: key.to_owned(),
+                commit,
+            });
+        }
+    }
+    listing.pending.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(listing)
+}
+
+/// One lander's round on a fresh [`list`]ing: see [`land_listed`].
+///
+/// # Errors
+/// As [`land_listed`].
 pub fn land_round(
     store: &Store,
     remote: Remote<'_>,
     options: &combine::Options,
 ) -> Result<Round, Error> {
+    land_listed(store, remote, &list(store, remote, None)?, options)
+}
+
+/// One lander's round: fetch what `listing` names that is not cached, [`combine::combine`]
+/// the pending publications on its tip, and push it all with ONE `git push --atomic`: the
+/// ledger ref with a lease on the tip, each decided incoming ref deleted with a lease on its
+/// commit, each refusal mark created (must not exist; a key refused before keeps its first
+/// mark).
+///
+/// # Errors
+/// [`Error::Refused`] when the server refuses the combined push (its hook: unexpected, as the
+/// commit was verified as the hook verifies), [`Error::Remote`], [`Error::Combine`],
+/// [`Error::Store`].
+pub fn land_listed(
+    store: &Store,
+    remote: Remote<'_>,
+    listing: &Listing,
+    options: &combine::Options,
+) -> Result<Round, Error> {
     let git_dir = store.git_dir();
-    let pattern = format!("{INCOMING_PREFIX}*");
-    let listed = remote::list_refs(
-        git_dir,
-        remote.url,
-        &[remote.ledger_ref, &pattern],
-        remote.timeout,
-    )?;
-    let tip = listed
-        .iter()
-        .find(|(n, _)| n == remote.ledger_ref)
-        .map(|(_, c)| *c);
-    let pending: Vec<Incoming> = listed
-        .iter()
-        .filter_map(|(n, c)| {
-            n.strip_prefix(INCOMING_PREFIX).map(|k| Incoming {
-                key: k.to_owned(),
-                commit: *c,
-            })
-        })
-        .collect();
-    if pending.is_empty() {
+    let tip = listing.tip;
+    if listing.pending.is_empty() {
         return Ok(Round::Idle);
     }
     let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
     if !tip
         .into_iter()
-        .chain(pending.iter().map(|p| p.commit))
+        .chain(listing.pending.iter().map(|p| p.commit))
         .all(cached)
     {
-        let mut specs = vec![format!("+{pattern}:{CACHE_INCOMING}*")];
+        let mut specs = vec![format!("+{INCOMING_PREFIX}*:{CACHE_INCOMING}*")];
         if tip.is_some() {
             specs.push(format!("+{}:{CACHE_LEDGER}", remote.ledger_ref));
         }
@@ -209,7 +244,12 @@ pub fn land_round(
         return Ok(Round::Moved);
     }
     // A publication deleted between the listing and the fetch was decided by someone else.
-    let pending: Vec<Incoming> = pending.into_iter().filter(|p| cached(p.commit)).collect();
+    let pending: Vec<Incoming> = listing
+        .pending
+        .iter()
+        .filter(|p| cached(p.commit))
+        .cloned()
+        .collect();
     let combined = combine::combine(store, tip, &pending, options)?;
     let refused: Vec<String> = combined
         .verdicts
@@ -271,28 +311,39 @@ pub fn land_round(
     Ok(Round::Moved)
 }
 
-/// The fate of `incoming` as the remote shows it now: one `git ls-remote` of the ledger ref,
-/// its incoming ref and its refused mark, and a fetch of what is not cached.
+/// The fate of `incoming` as the remote shows it now: one [`list`], and a fetch of what is
+/// not cached.
 ///
 /// # Errors
 /// [`Error::Remote`], [`Error::Combine`] or [`Error::Store`] when the commits cannot be read.
 pub fn fate(store: &Store, remote: Remote<'_>, incoming: &Incoming) -> Result<Fate, Error> {
+    fate_in(
+        store,
+        remote,
+        incoming,
+        &list(store, remote, Some(&incoming.key))?,
+    )
+}
+
+/// The fate of `incoming` in `listing` (made with its key), fetching what is not cached.
+///
+/// # Errors
+/// As [`fate`].
+pub fn fate_in(
+    store: &Store,
+    remote: Remote<'_>,
+    incoming: &Incoming,
+    listing: &Listing,
+) -> Result<Fate, Error> {
     let git_dir = store.git_dir();
-    let (incoming_ref, refused_ref) = (
-        combine::incoming_ref(&incoming.key),
-        combine::refused_ref(&incoming.key),
-    );
-    let listed = remote::list_refs(
-        git_dir,
-        remote.url,
-        &[remote.ledger_ref, &incoming_ref, &refused_ref],
-        remote.timeout,
-    )?;
-    let named = |name: &str| listed.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
     let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
-    if let Some(mark) = named(&refused_ref) {
+    if let Some(mark) = listing.mark {
         if !cached(mark) {
-            let spec = format!("+{refused_ref}:{CACHE_REFUSED}{}", incoming.key);
+            let spec = format!(
+                "+{}:{CACHE_REFUSED}{}",
+                combine::refused_ref(&incoming.key),
+                incoming.key
+            );
             remote::fetch_many(git_dir, remote.url, &[spec], remote.timeout)?;
         }
         let message = store.message(mark)?;
@@ -304,30 +355,39 @@ pub fn fate(store: &Store, remote: Remote<'_>, incoming: &Incoming) -> Result<Fa
             .map_or(reason, |r| r.0);
         return Ok(Fate::Refused(reason.trim().to_owned()));
     }
-    let tip = named(remote.ledger_ref);
+    let tip = listing.tip;
     if let Some(t) = tip
         && !cached(t)
     {
         let spec = format!("+{}:{CACHE_LEDGER}", remote.ledger_ref);
         remote::fetch_many(git_dir, remote.url, &[spec], remote.timeout)?;
     }
-    if tip.is_some_and(cached) && combine::is_landed(store, tip, incoming)? {
-        return Ok(Fate::Landed(tip.expect("checked")));
+    if let Some(t) = tip.filter(|t| cached(*t))
+        && combine::is_landed(store, Some(t), incoming)?
+    {
+        return Ok(Fate::Landed(t));
     }
-    Ok(if named(&incoming_ref).is_some() {
+    Ok(if listing.pending.iter().any(|p| p.key == incoming.key) {
         Fate::Pending
     } else {
         Fate::Gone
     })
 }
 
+/// How long a job defers to the job of the first pending key (which lands everybody's at
+/// once) while that key stays first, before it combines itself: the first job may have died.
+/// About two rounds against a server that answers in 250 ms.
+pub const PATIENCE: Duration = Duration::from_secs(5);
+
 /// Reads the fate of `incoming` and, while it is pending, lands every pending publication
-/// ([`land_round`]), backing off between rounds (25 ms doubling to 1.6 s, jittered), until it
-/// is landed or refused or `budget` has passed.
+/// ([`land_listed`]) when its key is the first pending one, or when the first one stayed
+/// first for [`PATIENCE`]; otherwise it waits for that job's round. Rounds back off (25 ms
+/// doubling to 1.6 s, jittered) until it is landed or refused or `budget` has passed. One
+/// `git ls-remote` per round serves both the fate and the landing.
 ///
 /// # Errors
 /// [`Error::StillPending`] past the budget, [`Error::Withdrawn`] after [`GONE_READS`] reads
-/// finding it gone, and those of [`fate`] and [`land_round`].
+/// finding it gone, and those of [`fate_in`] and [`land_listed`].
 pub fn await_fate(
     store: &Store,
     remote: Remote<'_>,
@@ -338,8 +398,11 @@ pub fn await_fate(
     let start = Instant::now();
     let mut gone = 0;
     let mut round = 0u32;
+    // The first pending key and since when it is first.
+    let mut first: Option<(String, Instant)> = None;
     loop {
-        match fate(store, remote, incoming)? {
+        let listing = list(store, remote, Some(&incoming.key))?;
+        match fate_in(store, remote, incoming, &listing)? {
             f @ (Fate::Landed(_) | Fate::Refused(_)) => return Ok(f),
             Fate::Gone => {
                 gone += 1;
@@ -351,7 +414,17 @@ pub fn await_fate(
             }
             Fate::Pending => {
                 gone = 0;
-                if let Round::Landed(_) = land_round(store, remote, options)? {
+                let leader = listing.pending.first().map(|p| p.key.clone());
+                let patient = match (&first, &leader) {
+                    (Some((k, since)), Some(l)) if k == l => since.elapsed() >= PATIENCE,
+                    _ => {
+                        first = leader.clone().map(|l| (l, Instant::now()));
+                        false
+                    }
+                };
+                if (leader.as_deref() == Some(incoming.key.as_str()) || patient)
+                    && let Round::Landed(_) = land_listed(store, remote, &listing, options)?
+                {
                     continue;
                 }
             }
