@@ -666,7 +666,7 @@ impl Stack {
             .map(|(p, (_, bytes, _))| (p.clone(), bytes.clone()))
             .collect();
         let landed: Vec<&Incoming> = self.owners.iter().map(|i| &sorted[*i]).collect();
-        let message = combined_message(&landed, files.len());
+        let message = combined_message(store, &landed, files.len())?;
         Ok((
             store.write_commit_on(base, &files, &message, &options.signature)?,
             false,
@@ -733,17 +733,25 @@ fn verify_clean(
     Ok(Some(cut(&lines.join("\n"))))
 }
 
-/// A combined commit's message: a subject with the counts, then one
-/// `Ledger-Publication: <key> <commit>` trailer per landed publication, in key order.
-fn combined_message(landed: &[&Incoming], files: usize) -> String {
+/// A combined commit's message: a subject with the counts, then per landed publication, in
+/// key order, `Ledger-Publication: <key> <commit>` and the `Ledger-Manifest-Sha256` trailer of
+/// its own commit (the manifest digest the job printed stays checkable once the incoming
+/// commit is gone).
+fn combined_message(store: &Store, landed: &[&Incoming], files: usize) -> Result<String, Error> {
     let mut message = format!(
         "ledger: {} pending publication(s) combined: {files} new file(s)\n\n",
         landed.len()
     );
     for inc in landed {
         message.push_str(&format!("Ledger-Publication: {} {}\n", inc.key, inc.commit));
+        for line in store.message(inc.commit)?.lines() {
+            if line.starts_with("Ledger-Manifest-Sha256: ") {
+                message.push_str(line);
+                message.push('\n');
+            }
+        }
     }
-    message
+    Ok(message)
 }
 
 /// `text` cut to at most [`MAX_REASON_BYTES`] at a character boundary.
@@ -860,6 +868,15 @@ mod tests {
                 .is_clean()
         );
         assert!(verify::verify_revision(&store, commit).unwrap().is_clean());
+        let message = store.message(commit).unwrap();
+        for inc in [&a, &b] {
+            assert!(message.contains(&format!("Ledger-Publication: {} {}\n", inc.key, inc.commit)));
+        }
+        assert_eq!(
+            message.matches("\nLedger-Manifest-Sha256: ").count(),
+            2,
+            "{message}"
+        );
     }
 
     #[test]

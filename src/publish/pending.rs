@@ -7,8 +7,9 @@
 //! `refs/action-ledger/remote`, the pending publications under `refs/action-ledger/incoming/*`
 //! (pruned as they go), refusal marks under `refs/action-ledger/refused/<key>`.
 //!
-//! Not yet here: the rewritten-remote check of [`crate::store::remote::transact()`] (the
-//! confirmed tip), and the CLI.
+//! Every tip built on or read as landed is checked against the tip this cache last confirmed
+//! on the remote ([`remote::check_not_rewritten`], as [`remote::transact()`] does), and a landed
+//! one recorded. Not yet here: the CLI.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,10 @@ pub enum Error {
     /// Talking to the remote failed (`git ls-remote`, `fetch` or `push`).
     #[error(transparent)]
     Remote(#[from] remote::Error),
+    /// The remote ledger ref no longer descends from the tip this cache last confirmed there
+    /// ([`remote::check_not_rewritten`]): nothing was combined or pushed.
+    #[error(transparent)]
+    Rewritten(remote::Rewritten),
     /// The remote refused the push (its pre-receive hook's lines): for [`park`], the job's own
     /// publication breaks the ledger rules.
     #[error("the remote refused the publication:\n{0}")]
@@ -138,8 +143,19 @@ pub fn park(
         return Err(Error::Refused(why.clone()));
     }
     Ok(match out[0] {
-        RefOutcome::Done => Parked::Landed(incoming.commit),
+        RefOutcome::Done => {
+            remote::record_confirmed(store, remote.url, remote.ledger_ref, incoming.commit);
+            Parked::Landed(incoming.commit)
+        }
         _ => Parked::Pending,
+    })
+}
+
+/// [`remote::check_not_rewritten`] for the ledger ref of `remote`.
+fn not_rewritten(store: &Store, remote: Remote<'_>, tip: Option<CommitId>) -> Result<(), Error> {
+    remote::check_not_rewritten(store, remote.url, remote.ledger_ref, tip).map_err(|e| match e {
+        remote::RewriteCheckError::Store(e) => Error::Store(e),
+        remote::RewriteCheckError::Rewritten(r) => Error::Rewritten(r),
     })
 }
 
@@ -243,6 +259,7 @@ pub fn land_listed(
     if tip.is_some_and(|t| !cached(t)) {
         return Ok(Round::Moved);
     }
+    not_rewritten(store, remote, tip)?;
     // A publication deleted between the listing and the fetch was decided by someone else.
     let pending: Vec<Incoming> = listing
         .pending
@@ -302,6 +319,9 @@ pub fn land_listed(
     }
     let out = remote::push_many(git_dir, remote.url, &updates, true, remote.timeout)?;
     if out.iter().all(|o| *o == RefOutcome::Done) {
+        if let Some(landed) = combined.commit.or(tip) {
+            remote::record_confirmed(store, remote.url, remote.ledger_ref, landed);
+        }
         return Ok(Round::Landed(combined));
     }
     if let Some(RefOutcome::Refused(why)) = out.iter().find(|o| matches!(o, RefOutcome::Refused(_)))
@@ -362,10 +382,12 @@ pub fn fate_in(
         let spec = format!("+{}:{CACHE_LEDGER}", remote.ledger_ref);
         remote::fetch_many(git_dir, remote.url, &[spec], remote.timeout)?;
     }
-    if let Some(t) = tip.filter(|t| cached(*t))
-        && combine::is_landed(store, Some(t), incoming)?
-    {
-        return Ok(Fate::Landed(t));
+    if let Some(t) = tip.filter(|t| cached(*t)) {
+        not_rewritten(store, remote, Some(t))?;
+        if combine::is_landed(store, Some(t), incoming)? {
+            remote::record_confirmed(store, remote.url, remote.ledger_ref, t);
+            return Ok(Fate::Landed(t));
+        }
     }
     Ok(if listing.pending.iter().any(|p| p.key == incoming.key) {
         Fate::Pending
@@ -555,6 +577,17 @@ mod tests {
                 .unwrap()
                 .is_clean()
         );
+
+        // The remote ledger rewritten under a cache that confirmed its tip: that cache neither
+        // reads a fate from it nor builds on it.
+        let stranger = remote_store
+            .write_commit(None, &[("x".to_owned(), b"x\n".to_vec())], "other", &sig())
+            .unwrap();
+        remote_store
+            .update_ref(MAIN, Some(head), stranger, "rewrite")
+            .unwrap();
+        let e = fate(&caches[1], remote, &b).unwrap_err();
+        assert!(matches!(e, Error::Rewritten(_)), "{e}");
     }
 
     /// Jobs finishing at once, each with its own cache: every publication lands (directly or

@@ -753,6 +753,49 @@ fn confirm(store: &Store, confirmed_ref: &str, commit: CommitId) {
     );
 }
 
+/// Why [`check_not_rewritten`] refuses to build on a remote tip.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RewriteCheckError {
+    /// The cache's record could not be read.
+    #[error(transparent)]
+    Store(store::Error),
+    /// The remote ref does not descend from the tip this cache last confirmed there.
+    #[error(transparent)]
+    Rewritten(Rewritten),
+}
+
+/// The check [`transact()`] makes on each remote tip, for writers that move several refs
+/// ([`crate::publish::pending`]): `tip` (the remote `ref_name`'s commit, its objects local)
+/// must descend from the tip this cache last confirmed on `ref_name` of `url`
+/// ([`confirmed_ref()`]); nothing confirmed yet accepts any tip.
+///
+/// # Errors
+/// [`RewriteCheckError::Rewritten`], [`RewriteCheckError::Store`].
+pub fn check_not_rewritten(
+    store: &Store,
+    url: &str,
+    ref_name: &str,
+    tip: Option<CommitId>,
+) -> Result<(), RewriteCheckError> {
+    let baseline = store
+        .tip(&confirmed_ref(url, ref_name))
+        .map_err(RewriteCheckError::Store)?;
+    check_descends(store, baseline, tip, || {
+        format!("{} {ref_name}", redact(url))
+    })
+    .map_err(|e| match e {
+        WriteErrorKind::Store(e) => RewriteCheckError::Store(e),
+        WriteErrorKind::Rewritten(r) => RewriteCheckError::Rewritten(r),
+    })
+}
+
+/// Records `commit` as the tip confirmed on `ref_name` of `url` (best effort, as
+/// [`transact()`] does after building on or landing a tip).
+pub fn record_confirmed(store: &Store, url: &str, ref_name: &str, commit: CommitId) {
+    confirm(store, &confirmed_ref(url, ref_name), commit);
+}
+
 /// Accepts the remote ref of `target` as it is now (the CLI's `--accept-rewritten-remote`):
 /// its tip becomes the confirmed one, whether or not it descends from the tip confirmed before,
 /// and the next writer builds on it. The user has checked the rewritten history. A remote ref
