@@ -72,30 +72,40 @@
 //!
 //! A refusal is thus deterministic in (tip, set) and never fails the others.
 //!
-//! # The remote round (the caller's, per job)
+//! # The remote round ([`super::pending`], per job)
 //!
-//! 1. Build the publication on the remote tip as today, then ONE push, not atomic:
-//!    `<commit>:refs/ledger/incoming/<key>` with `--force-with-lease=<incoming>:` (must not
-//!    exist) and `<commit>:<ledger ref>` with a lease on the tip it was built on. Alone, the
-//!    ledger part lands (a direct publication, as before: no extra round trip); the incoming
-//!    ref is then already landed and the next lander deletes it. Under contention the ledger
-//!    part loses its lease and the incoming part is pending. A hook refusal refuses both: the
-//!    conflict is the job's own, reported at once.
-//! 2. Until its fate is known: one `git ls-remote` of the ledger ref, `refs/ledger/incoming/*`
-//!    and its own refused mark; fate: its incoming ref gone and a refused mark with it as
-//!    parent → refused (the mark's message is the reason); gone otherwise → landed (checked on
-//!    the fetched tip: every added file present); still there → fetch the tip and every
+//! 1. Build the publication on the remote tip as today, then ONE push, not atomic
+//!    ([`super::pending::park`]): `<commit>:refs/ledger/incoming/<key>` with
+//!    `--force-with-lease=<incoming>:` (must not exist) and `<commit>:<ledger ref>` with a
+//!    lease on the tip it was built on. Alone, the ledger part lands (a direct publication, as
+//!    before: no extra round trip); the incoming ref is then already landed and the next
+//!    lander deletes it. Under contention the ledger part loses its lease and the incoming
+//!    part is pending (an incoming ref already there has the same key, so the same files). A
+//!    hook refusal refuses both: the conflict is the job's own, reported at once.
+//! 2. Each round ([`super::pending::await_fate`]) starts with ONE `git ls-remote` of the
+//!    ledger ref, `refs/ledger/incoming/*` and the job's own refused mark. Fate: a refused
+//!    mark → refused (the mark's message is the reason); the fetched tip holds every file it
+//!    adds ([`is_landed`]) → landed; its incoming ref there → pending; none of these → read
+//!    again (a server whose refs are files applies an atomic push ref by ref, so a reader may
+//!    see the incoming ref gone before the ledger moved), withdrawn after
+//!    [`super::pending::GONE_READS`] such reads. While pending: fetch the tip and every
 //!    pending commit not cached (one fetch), [`combine`], and ONE `git push --atomic` that
 //!    moves the ledger ref with a lease on the tip, deletes each landed or already-landed
 //!    incoming ref with a lease on its commit, and creates each refused mark (lease: must not
-//!    exist) while deleting its incoming ref. Atomic: all of it or none.
-//! 3. Deference, to keep pushes near one per job: only a job whose key is the first pending
-//!    one pushes at once; the others wait a jittered round (about 1 s) and list again, usually
-//!    to find themselves landed. Deference is an optimisation, never a dependency: after one
-//!    round with the same set pending, any job combines.
-//! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, jittered) within a total budget
-//!    (default 120 s). Past it the job exits unacknowledged with its publication still
-//!    pending (named by its ref), which the next publisher or `maintain` lands or refuses.
+//!    exist; a key refused before keeps its first mark) while deleting its incoming ref. All
+//!    of it or none. The remote tip must descend from the one this cache last confirmed, as
+//!    for every remote writer.
+//! 3. Deference, to keep pushes near one per job: only the job whose key is the first pending
+//!    one lands at once; the others list again after their backoff, usually to find
+//!    themselves landed. It is an optimisation, never a dependency: once the same key has
+//!    stayed first for [`super::pending::PATIENCE`] (that job may be dead), any job combines.
+//! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, jittered) within the caller's
+//!    budget. Past it the job ends unacknowledged ([`super::pending::Error::StillPending`])
+//!    with its publication still pending (named by its ref), which the next publisher or
+//!    `maintain` lands or refuses.
+//!
+//! The combined commit's message names each landed publication
+//! (`Ledger-Publication: <key> <commit>`) and keeps its `Ledger-Manifest-Sha256` trailer.
 //!
 //! # Crash safety
 //!

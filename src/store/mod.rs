@@ -22,6 +22,7 @@
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
 //! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
 //! | `remote.rs` | the shared write loop of every writer, local or remote ([`remote::transact`], with the pack roll-up after each landed commit); ls-remote, fetch, push with a lease (the `git` program) |
+//! | `remote/many.rs` | several remote refs at once: [`remote::list_refs`], [`remote::fetch_many`], [`remote::push_many`] (a lease per ref, atomic or not), for landing pending publications |
 //! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
 //! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
 //! | `quarantine.rs` | reading a pre-receive hook's quarantined objects ([`Store::with_object_dirs`]) |
