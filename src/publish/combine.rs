@@ -51,9 +51,9 @@
 //! # Combining ([`combine`])
 //!
 //! 1. The set is sorted by key (then commit): the order of arrival never matters.
-//! 2. Each publication is checked on its own: one parent (or none), which is the tip or one of
-//!    its last [`MAX_BASE_DEPTH`] commits; only added files, each a plain `100644` file under
-//!    `ledger/v1/`; at most [`limits::MAX_PUBLISH_PATHS`] + 1 files of at most
+//! 2. Each publication is checked on its own: its name is its key; one parent (or none),
+//!    which is the tip or one of its last [`MAX_BASE_DEPTH`] commits; only added files, each a
+//!    plain `100644` file under `ledger/v1/`; at most [`limits::MAX_PUBLISH_PATHS`] + 1 files of at most
 //!    [`limits::MAX_FILE_BYTES`] each. Otherwise it is refused.
 //! 3. Each added path is applied onto the tip plus the publications accepted before it: the
 //!    same bytes (same blob id; for a shard, replay-equivalent bytes, the publisher's
@@ -125,7 +125,8 @@
 //!   (never updated), with a commit whose key is its name, whose parent is the ledger tip or
 //!   an ancestor within [`MAX_BASE_DEPTH`], and which passes `verify --range parent..commit`
 //!   (a ledger push's checks); it may be deleted only when the ledger ref (as this push leaves
-//!   it) holds every file it adds, or with its refused mark created in the same push. A refused
+//!   it) holds every file it adds ([`is_landed`]), or when its refused mark exists (created in
+//!   the same push, or before for the same key). A refused
 //!   mark may only be created, as a commit whose single parent is the deleted incoming commit
 //!   and whose tree is that commit's tree. Every other deletion is refused as now, so
 //!   `hooks install` must stop setting `receive.denyDeletes` (the hook takes over that rule).
@@ -527,7 +528,23 @@ fn additions(
         };
         files.push((path, id));
     }
+    if key_of(&files) != inc.key {
+        return Ok(Err(format!(
+            "its name {} is not the key of what it adds ({})",
+            inc.key,
+            key_of(&files)
+        )));
+    }
     Ok(Ok(files))
+}
+
+/// [`publication_key`] of the added files (sorted by path, as [`Store::diff`] lists them).
+fn key_of(files: &[(String, BlobId)]) -> String {
+    let mut text = String::new();
+    for (path, id) in files {
+        text.push_str(&format!("{path}\t{id}\n"));
+    }
+    Digest::of(text).as_str().to_owned()
 }
 
 /// Publications stacked on one base snapshot: the new files (path → id, bytes, owner).
@@ -1190,6 +1207,30 @@ mod tests {
         assert!(is_landed(&store, Some(commit), &honest).unwrap());
         assert!(!is_landed(&store, Some(commit), &peer).unwrap());
         assert!(!is_landed(&store, Some(tip), &honest).unwrap());
+    }
+
+    #[test]
+    fn a_publication_under_another_name_is_refused() {
+        let (_dir, store) = crate::tests::scratch_store();
+        let tip = ledger_with(&store, &["001"]);
+        let (a, b) = (job(&store, "002", Some(tip)), job(&store, "003", Some(tip)));
+        let squatter = Incoming {
+            key: b.key.clone(),
+            commit: a.commit,
+        };
+        let combined = combine(
+            &store,
+            Some(tip),
+            std::slice::from_ref(&squatter),
+            &Options::new(sig()),
+        )
+        .unwrap();
+        assert!(
+            matches!(verdict(&combined, &squatter), Verdict::Refused(r) if r.contains("is not the key")),
+            "{:?}",
+            combined.verdicts
+        );
+        assert_eq!(combined.commit, None);
     }
 
     #[test]
