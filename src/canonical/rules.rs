@@ -131,6 +131,22 @@ pub fn is_lossy_number(n: f64) -> bool {
         || (n.fract() == 0.0 && n.abs() > MAX_SAFE_INTEGER)
 }
 
+/// Appends `segment` (`[3]`, `.key`) to `path` and runs `find` on it; the segment stays only
+/// when `find` found something, so `path` then names the value found.
+fn descend(
+    path: &mut String,
+    segment: std::fmt::Arguments<'_>,
+    find: impl FnOnce(&mut String) -> bool,
+) -> bool {
+    let len = path.len();
+    let _ = path.write_fmt(segment);
+    let found = find(path);
+    if !found {
+        path.truncate(len);
+    }
+    found
+}
+
 /// The path (`$.a[1].b`, as [`Error::LossyNumber`] names it) of the first number of `value`,
 /// in key order, that [`is_lossy_number`] refuses; `None` when there is none. Only that rule is
 /// applied: no depth, node or size limit.
@@ -138,25 +154,13 @@ pub fn find_lossy_number(value: &Value) -> Option<String> {
     fn walk(value: &Value, path: &mut String) -> bool {
         match value {
             Value::Number(n) => is_lossy_number(*n),
-            Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
-                let len = path.len();
-                let _ = write!(path, "[{i}]");
-                let found = walk(item, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
-            Value::Object(map) => map.iter().any(|(k, v)| {
-                let len = path.len();
-                path.push('.');
-                path.push_str(k);
-                let found = walk(v, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .any(|(i, item)| descend(path, format_args!("[{i}]"), |p| walk(item, p))),
+            Value::Object(map) => map
+                .iter()
+                .any(|(k, v)| descend(path, format_args!(".{k}"), |p| walk(v, p))),
             _ => false,
         }
     }
@@ -176,29 +180,16 @@ pub fn find_inexact_number(text: &str, pointer: &str) -> Option<String> {
     fn walk(value: &serde_json::Value, path: &mut String) -> bool {
         match value {
             serde_json::Value::Number(n) => is_inexact(n.as_str()),
-            serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
-                let len = path.len();
-                let _ = write!(path, "[{i}]");
-                let found = walk(item, path);
-                if !found {
-                    path.truncate(len);
-                }
-                found
-            }),
+            serde_json::Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .any(|(i, item)| descend(path, format_args!("[{i}]"), |p| walk(item, p))),
             serde_json::Value::Object(map) => {
                 // Canonical key order whatever order the map keeps.
                 let mut keys: Vec<&String> = map.keys().collect();
                 keys.sort();
-                keys.into_iter().any(|k| {
-                    let len = path.len();
-                    path.push('.');
-                    path.push_str(k);
-                    let found = walk(&map[k], path);
-                    if !found {
-                        path.truncate(len);
-                    }
-                    found
-                })
+                keys.into_iter()
+                    .any(|k| descend(path, format_args!(".{k}"), |p| walk(&map[k], p)))
             }
             _ => false,
         }
