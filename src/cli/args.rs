@@ -48,6 +48,26 @@ pub(super) enum HooksCommand {
     /// version written into the hook), every push is refused with what to install. Prints what
     /// it configured and which binary the hook would run from here.
     Install(InstallArgs),
+    /// Judge the refs under refs/ledger/ of one push, as the installed pre-receive hook does:
+    /// reads the hook's input (`<old> <new> <ref>` lines) on stdin.
+    ///
+    /// A pending publication (refs/ledger/incoming/<key>) may be created once, with a commit
+    /// whose name is its key and that passes the checks of a ledger push; it may be deleted
+    /// only once a ledger ref holds every file it adds, or beside its refusal mark. A refusal
+    /// mark (refs/ledger/refused/<key>) may only be created, by the push that deletes its
+    /// publication. Refs outside refs/ledger/ are left to `verify --range`. Prints each
+    /// refusal; exits 1 when any ref is refused.
+    Admit(AdmitArgs),
+}
+
+/// The flags of `hooks admit`.
+#[derive(clap::Args, Debug)]
+pub(super) struct AdmitArgs {
+    /// The repository that receives the push (in a hook: `$GIT_DIR`).
+    #[arg(long, default_value = ".")]
+    pub(super) repo: PathBuf,
+    #[command(flatten)]
+    pub(super) privacy: PrivacyArg,
 }
 
 /// The flags of `hooks install`.

@@ -162,6 +162,9 @@ fn dispatch(
         Command::Hooks {
             command: HooksCommand::Install(args),
         } => cmd::hooks::install(out, env, &args),
+        Command::Hooks {
+            command: HooksCommand::Admit(args),
+        } => cmd::hooks::admit(out, env, stdin, &args.repo, args.privacy.profile),
         Command::Publish {
             repo,
             ref_name,

@@ -467,7 +467,7 @@ fn recent_history(store: &Store, tip: Option<CommitId>) -> Result<HashSet<Commit
 }
 
 /// The files `inc` adds over its parent, or why it is refused on its own (rule 2).
-fn additions(
+pub(super) fn additions(
     store: &Store,
     inc: &Incoming,
     tip: Option<CommitId>,

@@ -103,6 +103,7 @@
 //! landed as one commit: the design of issue 51). Remote landing is the store's
 //! ([`crate::store::remote`]).
 
+pub mod admit;
 pub mod combine;
 mod land;
 pub mod limits;

@@ -228,12 +228,12 @@ impl Store {
         Ok((Store::open(path)?, created))
     }
 
-    /// Sets boolean keys such as `receive.denyDeletes` to `true` in the repository's own config
-    /// file (section `[receive]`), keeping everything else.
+    /// Sets boolean keys such as `receive.fsckObjects` in the repository's own config file
+    /// (section `[receive]`), keeping everything else.
     ///
     /// # Errors
     /// [`Error::Open`] when the config cannot be read or written.
-    pub fn set_config_true(&self, keys: &[&str]) -> Result<(), Error> {
+    pub fn set_config_bools(&self, keys: &[(&str, bool)]) -> Result<(), Error> {
         let path = self.repo.common_dir().join("config");
         let io_err = |e: Box<dyn std::error::Error + Send + Sync>| Error::Open {
             path: path.clone(),
@@ -242,8 +242,8 @@ impl Store {
         let mut file =
             gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
                 .map_err(|e| io_err(Box::new(e)))?;
-        for key in keys {
-            file.set_raw_value(*key, "true")
+        for (key, value) in keys {
+            file.set_raw_value(*key, if *value { "true" } else { "false" })
                 .map_err(|e| io_err(Box::new(e)))?;
         }
         let mut out = Vec::new();

@@ -2,7 +2,9 @@
 //!
 //! The installed hook runs `verify --range` on every pushed ref, reading the pushed objects
 //! from git's quarantine, so the server refuses deletions, rewrites and invalid additions
-//! whoever pushes them. The hook and the config are replaced through fsynced temporary files.
+//! whoever pushes them; the refs under `refs/ledger/` (pending publications and refusal
+//! marks) it hands to `hooks admit` ([`admit`]), which judges them with the whole push in
+//! view. The hook and the config are replaced through fsynced temporary files.
 //!
 //! The hook names no build path: a `cargo clean`, a moved checkout or an upgrade must not break
 //! every push, nor leave an old binary checking new data. At each push it looks for its binary
@@ -67,10 +69,12 @@ pub(in crate::cli) fn install(
     };
     write().map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
     store
-        .set_config_true(&[
-            "receive.denyDeletes",
-            "receive.denyNonFastForwards",
-            "receive.fsckObjects",
+        .set_config_bools(&[
+            // The hook refuses every deletion itself, except that of a pending publication
+            // once landed or refused, which git's blanket rule would refuse too.
+            ("receive.denyDeletes", false),
+            ("receive.denyNonFastForwards", true),
+            ("receive.fsckObjects", true),
         ])
         .map_err(|e| Failure::input(format!("cannot configure {}: {e}", repo.display())))?;
     let configured = match &bin {
@@ -81,8 +85,9 @@ pub(in crate::cli) fn install(
         None => config_value(store.git_dir(), BIN_KEY),
     };
     out.note(&format!(
-        "installed {} (requires action-ledger {} or newer) and set receive.denyDeletes, \
-         receive.denyNonFastForwards, receive.fsckObjects",
+        "installed {} (requires action-ledger {} or newer) and set \
+         receive.denyNonFastForwards, receive.fsckObjects; receive.denyDeletes is off: the \
+         hook refuses every deletion but that of a pending publication landed or refused",
         path.display(),
         env!("CARGO_PKG_VERSION")
     ));
@@ -175,7 +180,7 @@ fn config_value(git_dir: &Path, key: &str) -> Option<String> {
 }
 
 /// Sets `key` to `value` in the repository's own config, keeping everything else; the file
-/// is replaced durably. (`Store::set_config_true` does the same for boolean keys.)
+/// is replaced durably. (`Store::set_config_bools` does the same for boolean keys.)
 fn set_config_value(git_dir: &Path, key: &str, value: &str) -> Result<(), Failure> {
     let path = config_path(git_dir);
     let fail = |e: &dyn std::fmt::Display| {
@@ -225,5 +230,70 @@ mod tests {
             .filter(|(a, b)| a != b)
             .collect();
         assert!(changed.len() <= 1 && changed.iter().all(|(a, _)| a.starts_with("min_version=")));
+    }
+}
+
+/// Runs `hooks admit`: reads a pre-receive hook's input from `stdin` and judges the refs under
+/// `refs/ledger/` ([`crate::publish::admit`]); each refusal is printed on stderr as
+/// `action-ledger: refusing REF: WHY`. Exit 1 when any is refused, 2 when the input or the
+/// repository cannot be read.
+pub(in crate::cli) fn admit(
+    out: &mut Printer,
+    env: &Env,
+    stdin: &mut dyn std::io::Read,
+    repo: &Path,
+    profile: crate::privacy::Profile,
+) -> Result<(), Failure> {
+    use crate::publish::admit::{self, PushedRef};
+    use crate::store::CommitId;
+    let mut input = String::new();
+    stdin.read_to_string(&mut input).map_err(|e| {
+        Failure::input(format!("hooks admit: cannot read the push from stdin: {e}"))
+    })?;
+    let side = |id: &str, line: &str| -> Result<Option<CommitId>, Failure> {
+        if id.bytes().all(|b| b == b'0') && (id.len() == 40 || id.len() == 64) {
+            return Ok(None);
+        }
+        CommitId::from_hex(id).map(Some).map_err(|_| {
+            Failure::input(format!(
+                "hooks admit: stdin line {line:?}: {id} is not an object id (want `<old> <new> <ref>`)"
+            ))
+        })
+    };
+    let mut push = Vec::new();
+    for line in input.lines().filter(|l| !l.trim().is_empty()) {
+        let mut parts = line.split_whitespace();
+        let (Some(old), Some(new), Some(name), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Failure::input(format!(
+                "hooks admit: stdin line {line:?} is not `<old> <new> <ref>`"
+            )));
+        };
+        push.push(PushedRef {
+            name: name.to_owned(),
+            old: side(old, line)?,
+            new: side(new, line)?,
+        });
+    }
+    let unreadable = |e: &dyn std::fmt::Display| Failure {
+        code: 2,
+        message: format!("hooks admit: cannot read {}: {e}", repo.display()),
+    };
+    let store = super::verify::open_with_quarantine(env, repo).map_err(|e| unreadable(&e))?;
+    let verdicts = admit::admit(&store, &push, profile).map_err(|e| unreadable(&e))?;
+    let refused = verdicts.iter().filter(|(_, why)| why.is_some()).count();
+    for (name, why) in &verdicts {
+        if let Some(why) = why {
+            let _ = writeln!(out.stderr, "action-ledger: refusing {name}: {why}");
+        }
+    }
+    if refused == 0 {
+        Ok(())
+    } else {
+        Err(Failure {
+            code: 1,
+            message: format!("{refused} ref(s) under {} refused", admit::NAMESPACE),
+        })
     }
 }

@@ -29,17 +29,7 @@ pub(in crate::cli) fn run(
         code: 2,
         message: format!("cannot verify {}: {e}", repo.display()),
     };
-    // In a pre-receive hook the pushed objects are still in git's quarantine directory.
-    let mut quarantine: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = env.get("GIT_OBJECT_DIRECTORY").filter(|d| !d.is_empty()) {
-        quarantine.push(PathBuf::from(dir));
-    }
-    if let Some(dirs) = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") {
-        quarantine.extend(dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
-    }
-    let store = Store::open(repo)
-        .and_then(|s| s.with_object_dirs(&quarantine))
-        .map_err(|e| unreadable(&e))?;
+    let store = open_with_quarantine(env, repo).map_err(|e| unreadable(&e))?;
     let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
     let meter = out.meter();
     let (report, what) = match range {
@@ -119,6 +109,23 @@ pub(in crate::cli) fn run(
             message: format!("{} finding(s)", report.findings.len()),
         })
     }
+}
+
+/// Opens `repo` with the object directories of a push still in git's quarantine
+/// (`GIT_OBJECT_DIRECTORY`, `GIT_ALTERNATE_OBJECT_DIRECTORIES`), as a pre-receive hook sees
+/// them; outside a hook, just the repository.
+///
+/// # Errors
+/// As [`Store::open`] and [`Store::with_object_dirs`].
+pub(in crate::cli) fn open_with_quarantine(env: &Env, repo: &Path) -> Result<Store, store::Error> {
+    let mut quarantine: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = env.get("GIT_OBJECT_DIRECTORY").filter(|d| !d.is_empty()) {
+        quarantine.push(PathBuf::from(dir));
+    }
+    if let Some(dirs) = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") {
+        quarantine.extend(dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+    }
+    Store::open(repo).and_then(|s| s.with_object_dirs(&quarantine))
 }
 
 /// What `verify` and `log` read when no `--range` is given: the ledger ref of `--ref` by its
