@@ -251,12 +251,27 @@ pub(super) enum Command {
         #[arg(long, value_parser = ["reference", "fanout"])]
         layout: Option<String>,
         /// Publish to this remote state repository (any git URL or path); --repo then only
-        /// caches objects. The remote tip is read (`git ls-remote`) and fetched, the commit is
-        /// built on it and pushed with `git push --atomic --force-with-lease=REF:TIP`; when the
-        /// remote moved, the publication is fetched, re-validated and rebuilt. A refusal by the
-        /// server's hook is final (exit 1) and shows the hook's findings.
+        /// caches objects. The remote tip is read (`git ls-remote`) and fetched, and the commit
+        /// is built on it. One push then lands it on the ledger ref when the ref did not move,
+        /// and parks it as a pending publication (refs/ledger/incoming/<key>) when it did: the
+        /// job then waits (--wait) while the first pending job lands every pending publication
+        /// with one commit and one atomic push, so that many jobs finishing at once land in a
+        /// few rounds. A publication that conflicts is refused on its own (exit 1, naming the
+        /// conflict; a mark stays at refs/ledger/refused/<key>). A refusal by the server's hook
+        /// is final (exit 1) and shows the hook's findings.
         #[arg(long)]
         remote: Option<String>,
+        /// With --remote: how long to wait, in seconds, for a pending publication to be landed
+        /// or refused. Past it, exit 1: the publication stays pending for the next publisher or
+        /// `maintain`, and running publish again waits for it.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600, requires = "remote",
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        wait: u64,
+        /// With --remote: no pending publication; one compare-and-swap of the ledger ref per
+        /// attempt (--max-attempts), every loser rebuilding on the new tip. For a remote whose
+        /// hook predates pending publications (run `hooks install` there to update it).
+        #[arg(long, requires = "remote", conflicts_with = "wait")]
+        direct: bool,
         /// The ref on the remote (default: the value of --ref).
         #[arg(long)]
         remote_ref: Option<String>,

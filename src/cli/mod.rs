@@ -171,6 +171,8 @@ fn dispatch(
             layout,
             remote,
             remote_ref,
+            wait,
+            direct,
             max_attempts,
             json,
             manifest,
@@ -199,6 +201,7 @@ fn dispatch(
                         .as_deref()
                         .and_then(crate::ledger::layout::Layout::from_name),
                     max_attempts,
+                    pending_wait: (!direct).then(|| std::time::Duration::from_secs(wait)),
                     shape: match (json, manifest) {
                         (true, _) => cmd::publish::Shape::Json,
                         (false, true) => cmd::publish::Shape::Manifest,

@@ -13,6 +13,7 @@ use super::plan::{Plan, commit_message, plan};
 use super::privacy_check::check_privacy;
 use super::validate::Batch;
 use super::*;
+use super::{combine, pending};
 use crate::store::remote::{self, WriteError};
 use crate::store::{self, CommitId, Store};
 
@@ -58,6 +59,22 @@ pub(super) fn land_batch(
     options: &Options,
     target: &Target,
 ) -> Result<Publication, Error> {
+    if let (
+        Target::Remote {
+            url,
+            ref_name,
+            timeout,
+        },
+        Some(wait),
+    ) = (target, options.pending_wait)
+    {
+        let remote = pending::Remote {
+            url,
+            ledger_ref: ref_name,
+            timeout: *timeout,
+        };
+        return land_pending(store, batch, options, target, remote, wait);
+    }
     let policy = store::Policy {
         ref_name: &options.ref_name,
         max_attempts: options.max_attempts,
@@ -88,6 +105,104 @@ pub(super) fn land_batch(
         (Err(plan), Some(commit)) => landed(plan, commit, out.attempts),
         (Err(_), None) => unreachable!("a built commit either lands or fails"),
     })
+}
+
+/// Lands `batch` on a remote through a pending publication ([`super::combine`] has the
+/// design): build it on the remote tip, [`pending::park`] it (one push, landing it directly
+/// when the ledger did not move), then [`pending::await_fate`] within `wait`, landing every
+/// pending publication when it is this job's turn. A refusal is reported as the conflict that
+/// planning on the new tip finds ([`Error::BindingConflict`], [`Error::PayloadConflict`] and
+/// the like), else as [`Error::Refused`] with the mark's reason. A publication withdrawn from
+/// the incoming refs by someone else is built and parked again, within `max_attempts`.
+fn land_pending(
+    store: &Store,
+    batch: &Batch,
+    options: &Options,
+    target: &Target,
+    remote: pending::Remote<'_>,
+    wait: std::time::Duration,
+) -> Result<Publication, Error> {
+    let start = std::time::Instant::now();
+    let mut combining = combine::Options::new(options.signature.clone());
+    combining.privacy = options.privacy;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let tip = remote_tip(store, options, target, remote)?;
+        let (plan, commit) = match build_on(store, batch, tip, options, attempts)? {
+            Built::Unchanged(publication) => return Ok(publication),
+            Built::Commit(plan, commit) => (plan, commit),
+        };
+        let incoming = combine::Incoming {
+            key: combine::publication_key(store, commit).map_err(|e| Error::Pending(e.into()))?,
+            commit,
+        };
+        match pending::park(store, remote, &incoming, tip).map_err(from_pending)? {
+            pending::Parked::Landed(c) => return Ok(landed(plan, c, attempts)),
+            pending::Parked::Pending => {}
+        }
+        let left = wait.saturating_sub(start.elapsed());
+        match pending::await_fate(store, remote, &incoming, &combining, left) {
+            Ok(pending::Fate::Landed(at)) => return Ok(landed(plan, at, attempts)),
+            Ok(pending::Fate::Refused(reason)) => {
+                // Planning on the tip that refused it names the conflict as a direct
+                // publication would; a refusal it cannot see is reported with the mark's reason.
+                let tip = remote_tip(store, options, target, remote)?;
+                return match build_on(store, batch, tip, options, attempts)? {
+                    Built::Unchanged(publication) => Ok(publication),
+                    Built::Commit(..) => Err(Error::Refused {
+                        key: incoming.key,
+                        reason,
+                    }),
+                };
+            }
+            Ok(other) => unreachable!("await_fate ends landed or refused, not {other:?}"),
+            Err(pending::Error::Withdrawn { .. }) if attempts < options.max_attempts => {}
+            Err(e) => return Err(from_pending(e)),
+        }
+    }
+}
+
+/// The remote ledger tip, fetched into the cache and checked against the tip this cache last
+/// confirmed there ([`remote::check_not_rewritten`]).
+fn remote_tip(
+    store: &Store,
+    options: &Options,
+    target: &Target,
+    remote: pending::Remote<'_>,
+) -> Result<Option<CommitId>, Error> {
+    let tip = target.tip(store, &options.ref_name).map_err(|e| match e {
+        remote::TipError::Store(e) => Error::Store(e),
+        remote::TipError::Transport(e) => Error::Remote(e),
+    })?;
+    remote::check_not_rewritten(store, remote.url, remote.ledger_ref, tip).map_err(
+        |e| match e {
+            remote::RewriteCheckError::Store(e) => Error::Store(e),
+            remote::RewriteCheckError::Rewritten(r) => Error::RemoteRewritten(r),
+        },
+    )?;
+    Ok(tip)
+}
+
+/// A [`pending::Error`] as the publisher reports it: the transport, rewrite and store errors as
+/// a direct publication's; a hook's refusal as [`Error::RemoteRefused`], naming the way out
+/// when the hook (or `receive.denyDeletes`) predates pending publications.
+fn from_pending(e: pending::Error) -> Error {
+    match e {
+        pending::Error::Remote(e) => Error::Remote(e),
+        pending::Error::Rewritten(r) => Error::RemoteRewritten(r),
+        pending::Error::Store(e) => Error::Store(e),
+        pending::Error::Refused(why) if why.contains(combine::INCOMING_PREFIX) => {
+            Error::RemoteRefused(format!(
+                "{why}\n(the remote refuses to delete its pending publications under \
+                 {}: its pre-receive hook or receive.denyDeletes predates them; run \
+                 `action-ledger hooks install` on the server, or publish with --direct)",
+                combine::INCOMING_PREFIX
+            ))
+        }
+        pending::Error::Refused(why) => Error::RemoteRefused(why),
+        other => Error::Pending(other),
+    }
 }
 
 /// What planning a batch on one tip produced.

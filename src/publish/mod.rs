@@ -350,6 +350,21 @@ pub enum Error {
     /// published.
     #[error(transparent)]
     RemoteRewritten(crate::store::remote::Rewritten),
+    /// Landing through a pending publication failed, or the wait ran out with it still
+    /// pending ([`pending::Error::StillPending`]: the next publisher or `maintain` lands or
+    /// refuses it; publish again to wait for it).
+    #[error(transparent)]
+    Pending(pending::Error),
+    /// The publication was refused when the pending publications were landed together: it
+    /// conflicts with what landed first, or breaks a rule the combined commit is verified by.
+    /// Its refusal mark stays at `refs/ledger/refused/<key>`.
+    #[error("publication {key} was refused when pending publications were landed: {reason}")]
+    Refused {
+        /// The publication's key.
+        key: String,
+        /// Why (the refusal mark's message).
+        reason: String,
+    },
     /// The ref lock stayed held for the whole lock budget.
     #[error(
         "the ref lock {} is held and was not released within about 5 s; if no publisher is running, remove it (ref {ref_name})",
@@ -411,7 +426,18 @@ pub struct Options {
     /// The privacy profile (default [`Profile::Strict`]): under strict, a batch with an event
     /// that [`privacy::strict::RULES`] refuses is not published ([`Error::StrictPrivacy`]).
     pub privacy: Profile,
+    /// For a remote target: land through a pending publication ([`combine`], [`pending`]) and
+    /// wait at most this long for it to be landed or refused (default
+    /// [`DEFAULT_PENDING_WAIT`]); past it, [`Error::Pending`] with
+    /// [`pending::Error::StillPending`]. `None` publishes directly: one compare-and-swap of
+    /// the ledger ref per attempt (`max_attempts`), for a remote whose hook predates pending
+    /// publications. A local target ignores it.
+    pub pending_wait: Option<std::time::Duration>,
 }
+
+/// How long a remote publication waits for its pending publication to be landed or refused,
+/// by default: long past what a burst of a few hundred jobs needs, short of a CI step's limit.
+pub const DEFAULT_PENDING_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Options {
     /// Defaults with the given signature.
@@ -424,6 +450,7 @@ impl Options {
             expected_event_paths: None,
             layout: None,
             privacy: Profile::default(),
+            pending_wait: Some(DEFAULT_PENDING_WAIT),
         }
     }
 }

@@ -60,7 +60,7 @@ pub enum Error {
     /// The budget ran out with the publication still pending: it is not acknowledged, and the
     /// next publisher or `maintain` lands or refuses it.
     #[error(
-        "publication {key} is still pending at {INCOMING_PREFIX}{key} after {}s; it will be landed or refused by the next publisher or by maintain; run publish again to wait for it",
+        "publication {key} is still pending at {INCOMING_PREFIX}{key} after {}s, with {writers} pending publication(s) seen at the last read; it will be landed or refused by the next publisher or by `maintain --remote`; run publish again (with a longer --wait) to wait for it",
         waited.as_secs()
     )]
     StillPending {
@@ -68,6 +68,8 @@ pub enum Error {
         key: String,
         /// How long the job waited.
         waited: Duration,
+        /// Pending publications (other jobs' included) at the last read.
+        writers: usize,
     },
 }
 
@@ -455,6 +457,7 @@ pub fn await_fate(
             return Err(Error::StillPending {
                 key: incoming.key.clone(),
                 waited: start.elapsed(),
+                writers: listing.pending.len(),
             });
         }
         round += 1;

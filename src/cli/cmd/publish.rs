@@ -42,7 +42,9 @@ fn publish_failure(
         | E::RemoteRefused(_)
         | E::RemoteRewritten(_)
         | E::StrictPrivacy { .. }
-        | E::Contention { .. } => 1,
+        | E::Contention { .. }
+        | E::Refused { .. }
+        | E::Pending(publish::pending::Error::StillPending { .. }) => 1,
         E::Seal(
             seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
         ) => 1,
@@ -126,6 +128,8 @@ pub(in crate::cli) struct Request<'a> {
     pub(in crate::cli) layout: Option<Layout>,
     /// `--max-attempts` when the ref moves under a publication.
     pub(in crate::cli) max_attempts: u32,
+    /// `--wait` for a pending publication on a remote; `None` with `--direct`.
+    pub(in crate::cli) pending_wait: Option<std::time::Duration>,
     /// What stdout gets per source.
     pub(in crate::cli) shape: Shape,
     /// `--privacy`.
@@ -149,6 +153,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
         target,
         layout,
         max_attempts,
+        pending_wait,
         shape,
         profile,
         sources,
@@ -163,6 +168,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     options.ref_name = ref_name.to_owned();
     options.layout = layout;
     options.max_attempts = max_attempts;
+    options.pending_wait = pending_wait;
     options.privacy = profile;
     options.expected_producer = expected.as_ref().map(|(producer, _)| producer.clone());
     options.expected_event_paths = expected_event_paths.clone();
