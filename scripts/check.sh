@@ -57,7 +57,7 @@ scripts/e2e-serve.sh
 step "the README's GitHub Actions workflows and the action's steps, run verbatim in a simulated runner (the install's download from a local release) against a hooked server"
 scripts/e2e-ci.sh
 step "crash: SIGKILL every other writer at random moments (bounded)"
-scripts/crash.sh 6 seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate
+scripts/crash.sh 6 publish-remote seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate
 step "crash: SIGKILL record and seal while they deliver to an HTTPS CrabFleet stand-in, 1,000 kills: 0 lost, 0 duplicated (bounded)"
 scripts/crash.sh 1000 projection
 step "live projection end to end: seal and publish SPOOL against a dead CrabFleet (hang, black hole, refused, 503) within the drain deadline + 1 s; log and verify of the published failures"

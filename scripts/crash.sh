@@ -5,6 +5,10 @@
 #
 # Modes (each in its own function below):
 #   publish      a publication (issue 6); the replay completes, no event lost or duplicated
+#   publish-remote  three jobs publishing to one remote (with the hook) at once through pending
+#                publications, one of them killed; the remote verifies, each publication is
+#                landed, refused with a mark, or pending; `maintain --remote` and the killed
+#                job's retry complete it, every event once
 #   seal         sealing a spool; the retry completes and the spool equals one sealed unharmed
 #   compact      a compaction; the retry completes, `log` prints the same events, a third run
 #                changes nothing
@@ -49,7 +53,7 @@ runs=${1:-200}
 shift || true
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(publish)
-[ "${modes[*]}" != all ] || modes=(publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection)
+[ "${modes[*]}" != all ] || modes=(publish publish-remote seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
 [ -x "$bin" ] || (cd "$here" && cargo build --quiet)
 work=$(mktemp -d)
@@ -618,6 +622,49 @@ mode_migrate() {
   report "the ref held the old layout after $old kills and the migrated one after $new, never a mix; fsck and verify clean after each; every retry migrated in one commit and showed the same actions"
 }
 
+mode_publish_remote() {
+  local w=$work/publish-remote
+  mkdir -p "$w"
+  python3 "$here/scripts/gen-ledger.py" "$w/spools" "$((runs * 3 + 1))" 1 5
+  "$bin" -q seal "$w"/spools/* >/dev/null
+  local remote="$w/remote.git" pending_seen=0
+  "$bin" -q hooks install --repo "$remote" --bin "$bin"
+  calibrate "$bin" -q publish --remote "$remote" --repo "$w/cache-0.git" "$w/spools/spool-0000"
+  window=$((window * 3))
+  for i in $(seq 1 "$runs"); do
+    local before victim pids=() j src
+    before=$(git -C "$remote" rev-parse main)
+    victim=$((RANDOM % 3))
+    for j in 0 1 2; do
+      src="$w/spools/spool-$(printf %04d $(((i - 1) * 3 + j + 1)))"
+      "$bin" -q publish --remote "$remote" --repo "$w/cache-$i-$j.git" --wait 60 "$src" >/dev/null 2>&1 &
+      pids+=($!)
+    done
+    pause "$window"
+    kill -9 "${pids[$victim]}" 2>/dev/null || true
+    for j in 0 1 2; do
+      if [ "$j" = "$victim" ]; then count_kill "${pids[$j]}"
+      else wait "${pids[$j]}" || fail "$i" "job $j (not killed) did not land"; fi
+    done
+    check_repo "$i" "$before" 3 "$remote"
+    # Every publication is landed, refused (none is here: no conflicts), or pending.
+    [ -z "$(git -C "$remote" for-each-ref refs/ledger/refused/)" ] || fail "$i" "a publication without conflict was refused"
+    [ -z "$(git -C "$remote" for-each-ref refs/ledger/incoming/)" ] || pending_seen=$((pending_seen + 1))
+    "$bin" -q maintain --remote "$remote" --repo "$w/maint.git" >/dev/null || fail "$i" "maintain --remote after the kill"
+    [ -z "$(git -C "$remote" for-each-ref refs/ledger/)" ] || fail "$i" "maintain --remote left refs under refs/ledger/"
+    src="$w/spools/spool-$(printf %04d $(((i - 1) * 3 + victim + 1)))"
+    out=$("$bin" -q publish --json --remote "$remote" --repo "$w/cache-$i-$victim.git" "$src") || fail "$i" "the killed job's retry did not complete"
+    case "$out" in *'"status":"created"'*|*'"status":"unchanged"'*) ;; *) fail "$i" "unexpected retry result: $out" ;; esac
+    "$bin" -q maintain --remote "$remote" --repo "$w/maint.git" >/dev/null || fail "$i" "maintain --remote after the retry"
+  done
+  "$bin" -q verify --repo "$remote" || fail end "final verify"
+  fsck end "$remote"
+  local events
+  events=$(git -C "$remote" ls-tree -r --name-only main -- ledger/v1/import-bindings/events | wc -l)
+  [ "$events" -eq $(((runs * 3 + 1) * 5)) ] || fail end "expected $(((runs * 3 + 1) * 5)) events, found $events"
+  report "$pending_seen kills left a publication pending (landed by maintain --remote); fsck, verify and every retry passed; $events events, none lost or duplicated"
+}
+
 mode_projection() {
   local out
   out=$(python3 "$here/scripts/crash-projection.py" "$bin" "$runs" "$work/projection") || { keep=1; fail end "lost or duplicated deliveries (or a failed unharmed run): $out"; }
@@ -629,8 +676,9 @@ for mode in "${modes[@]}"; do
   case "$mode" in
     publish | seal | compact | create | claim | outcome | sweep | serve | maintain | migrate | projection) "mode_$mode" ;;
     run-wrapper) mode_run_wrapper ;;
+    publish-remote) mode_publish_remote ;;
     run-child) mode_run_child ;;
-    *) echo "crash: unknown mode $mode (publish seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection all)" >&2; exit 2 ;;
+    *) echo "crash: unknown mode $mode (publish publish-remote seal compact create claim outcome sweep run-wrapper run-child serve maintain migrate projection all)" >&2; exit 2 ;;
   esac
 done
 echo "crash: ${modes[*]}: $runs runs each, all passed"

@@ -28,7 +28,8 @@ mkdir -p "$work/build" "$work/path-bin" "$work/tools"
 cp "$bin" "$work/build/action-ledger"
 "$work/build/action-ledger" -q hooks install --repo "$work/server.git"
 [ -x "$work/server.git/hooks/pre-receive" ] || fail "hook not installed"
-[ "$(git -C "$work/server.git" config receive.denyDeletes)" = true ] || fail "receive.denyDeletes not set"
+[ "$(git -C "$work/server.git" config receive.denyDeletes)" = false ] || fail "receive.denyDeletes not turned off (the hook refuses deletions itself)"
+[ "$(git -C "$work/server.git" config receive.denyNonFastForwards)" = true ] || fail "receive.denyNonFastForwards not set"
 ! grep -q -e "$work/build" -e "$(dirname "$bin")" "$work/server.git/hooks/pre-receive" || fail "the hook names a build path"
 rm -rf "$work/build"
 ok "hooks install wrote an executable pre-receive hook naming no build path, and the receive.* settings"
@@ -163,4 +164,47 @@ git -C "$work/local.git" push -q "$work/server.git" main 2>"$work/push.err" || f
 "$bin" -q verify --repo "$work/server.git" || fail "server does not verify clean"
 git -C "$work/server.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict on the server"
 ok "a later valid publication is accepted; the server verifies clean and passes fsck --strict"
+
+# Pending publications (refs/ledger/incoming/<key>) and refusal marks through the real hook.
+# key: sha256 of "<path>\t<blob>\n" for every file the commit adds over its parent, by path.
+key_of() { git -C "$1" diff-tree -r --no-commit-id --diff-filter=A "$2^" "$2" |
+  awk -F'\t' '{ split($1, m, " "); print $2 "\t" m[4] }' | LC_ALL=C sort | sha256sum | cut -c1-64; }
+tip=$(git -C "$work/server.git" rev-parse main)
+rm -rf "$work/scratch.git"
+git clone -q --bare "$work/server.git" "$work/scratch.git"
+"$bin" -q publish --repo "$work/scratch.git" "$corpus/shards/${jobs[4]}" >/dev/null
+pub=$(git -C "$work/scratch.git" rev-parse main)
+key=$(key_of "$work/scratch.git" "$pub")
+push_ref() { git -C "$work/scratch.git" push -q "$work/server.git" "$1" 2>"$work/push.err"; }
+if push_ref "$pub:refs/ledger/incoming/$(printf '%064d' 0)"; then fail "a pending publication under another key was accepted"; fi
+grep -q "is not the key of what it adds" "$work/push.err" || fail "misnamed pending publication: $(cat "$work/push.err")"
+if push_ref "$pub:refs/ledger/other"; then fail "a ref elsewhere under refs/ledger/ was accepted"; fi
+ok "a pending publication under another name, and another ref under refs/ledger/, are refused"
+push_ref "$pub:refs/ledger/incoming/$key" || fail "an honest pending publication was refused: $(cat "$work/push.err")"
+if push_ref ":refs/ledger/incoming/$key"; then fail "a pending publication was deleted before it landed"; fi
+grep -q "deleted only once a ledger ref holds every file it adds" "$work/push.err" || fail "deletion refusal unclear: $(cat "$work/push.err")"
+if push_ref "$tip:refs/ledger/refused/$key"; then fail "a refusal mark was accepted without its publication's deletion"; fi
+[ "$(git -C "$work/server.git" rev-parse main)" = "$tip" ] || fail "a refused push moved the ledger"
+ok "an honest pending publication is accepted; deleting it unlanded, or a stray refusal mark, is refused"
+"$bin" -q maintain --remote "$work/server.git" --repo "$work/maint.git" --json >"$work/maint.json" || fail "maintain --remote failed"
+grep -q '"landed":1' "$work/maint.json" && grep -q '"left":0' "$work/maint.json" || fail "maintain --remote: $(cat "$work/maint.json")"
+[ -z "$(git -C "$work/server.git" for-each-ref refs/ledger/)" ] || fail "maintain --remote left refs under refs/ledger/"
+[ "$(git -C "$work/server.git" rev-parse main^)" = "$tip" ] || fail "maintain --remote did not land one commit on the tip"
+"$bin" -q verify --repo "$work/server.git" || fail "server does not verify clean after maintain --remote"
+ok "maintain --remote lands a pending publication through the hook with one commit, and deletes its ref"
+
+# Jobs publishing at once through the hook, each with its own cache: all land, nothing is left
+# pending, every event once.
+for i in 5 6 7 8 9 10; do
+  "$bin" -q publish --remote "$work/server.git" --repo "$work/job-$i.git" --wait 120 "$corpus/shards/${jobs[$i]}" >"$work/job-$i.out" 2>&1 &
+done
+wait_all=0
+for j in $(jobs -p); do wait "$j" || wait_all=1; done
+[ "$wait_all" = 0 ] || fail "a concurrent publish failed: $(cat "$work"/job-*.out)"
+[ -z "$(git -C "$work/server.git" for-each-ref refs/ledger/refused/)" ] || fail "a concurrent publication was refused"
+"$bin" -q maintain --remote "$work/server.git" --repo "$work/maint.git" >/dev/null || fail "maintain --remote after the burst"
+[ -z "$(git -C "$work/server.git" for-each-ref refs/ledger/)" ] || fail "pending publications left after the burst"
+"$bin" -q verify --repo "$work/server.git" || fail "server does not verify clean after the burst"
+git -C "$work/server.git" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict after the burst"
+ok "six jobs publishing at once through the hook all land; the server verifies clean"
 echo "e2e-hook: $pass passed, 0 failed"

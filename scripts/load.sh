@@ -8,6 +8,8 @@
 # publication record). The check: every acknowledged publication's paths are in the final tree
 # with the bytes that publication wrote; nothing refused left a trace; each conflicting identity
 # has exactly one winner; no event appears twice; `verify` and `git fsck --strict` are clean.
+# Remote publications land through pending publications (combined landings): after the load no
+# publication is left pending, and each refusal mark's publication left nothing in the ledger.
 #
 # usage: scripts/load.sh [local|remote|both] [PUBLISHERS] [RUNS]   (defaults: both 16 10)
 set -euo pipefail
@@ -141,6 +143,27 @@ print(f"load[{label}]: attempted {len(history)}, acknowledged {len(acked)} "
 PY
 }
 
+check_pending() { # git dir of the remote: the combined landings' refs (publish --remote parks
+  # a publication under refs/ledger/incoming/<key> when the ledger moved under it, and the
+  # first pending job lands every pending one). After `maintain --remote` lands what is left
+  # (a direct landing leaves its incoming ref for the next lander to delete), nothing is
+  # pending; every refusal mark names a publication none of whose files is in the ledger.
+  local repo=$1
+  "$bin" -q maintain --remote "$repo" --repo "$work/maint.git" >/dev/null || { echo "load[remote]: FAIL: maintain --remote"; exit 1; }
+  [ -z "$(git -C "$repo" for-each-ref refs/ledger/incoming/)" ] || { echo "load[remote]: FAIL: pending publications left"; exit 1; }
+  local marks=0
+  for mark in $(git -C "$repo" for-each-ref --format='%(objectname)' refs/ledger/refused/); do
+    marks=$((marks + 1))
+    git -C "$repo" diff-tree -r --no-commit-id --root --diff-filter=A "$mark^" | while IFS=$'\t' read -r meta path; do
+      blob=$(echo "$meta" | cut -d' ' -f4)
+      [ "$(git -C "$repo" rev-parse -q --verify "main:$path" || true)" != "$blob" ] ||
+        { echo "load[remote]: FAIL: refused publication $mark left $path in the ledger"; exit 1; }
+    done
+  done
+  "$bin" -q verify --repo "$repo" || { echo "load[remote]: FAIL: verify after maintain --remote"; exit 1; }
+  echo "load[remote]: pending publications: none left; $marks refusal mark(s), none with a file in the ledger"
+}
+
 if [ "$mode" = local ] || [ "$mode" = both ]; then
   "$bin" -q hooks install --repo "$work/local.git" # creates the shared repository
   run_load local
@@ -156,5 +179,6 @@ if [ "$mode" = remote ] || [ "$mode" = both ]; then
   for _ in $(seq 50); do git ls-remote "git://127.0.0.1:$port/server.git" >/dev/null 2>&1 && break; sleep 0.1; done
   run_load remote
   check remote "$work/served/server.git"
+  check_pending "$work/served/server.git"
 fi
 echo "load: passed"

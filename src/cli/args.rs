@@ -329,10 +329,22 @@ pub(super) enum Command {
         /// ones.
         #[arg(long)]
         all: bool,
+        /// Instead of the local work: land or refuse every pending publication
+        /// (refs/ledger/incoming/*) of this remote state repository, with --repo as the object
+        /// cache, as the jobs that parked them would have (those whose `publish --wait` ran out
+        /// or that were killed). Prints how many landed, were already landed, were refused and
+        /// are left.
+        #[arg(long, conflicts_with = "all")]
+        remote: Option<String>,
+        /// The ledger ref on the remote (default: the value of --ref).
+        #[arg(long, requires = "remote")]
+        remote_ref: Option<String>,
         /// One JSON object: `{"type":"maintain","layout","migrated","records_moved",
         /// "pending_entries","commit","busy","packs_before","packs_merged","packs_after",
         /// "objects_written","bytes_written","debris_removed"}` (`commit` is null when nothing
-        /// was migrated; `debris_removed` lists the paths of killed writers' leftovers removed).
+        /// was migrated; `debris_removed` lists the paths of killed writers' leftovers removed);
+        /// with --remote `{"type":"maintain-remote","landed","already_landed","refused",
+        /// "rounds","left"}`.
         #[arg(long)]
         json: bool,
     },

@@ -140,8 +140,24 @@ fn dispatch(
         Command::Maintain {
             repo,
             ref_name,
+            remote: Some(url),
+            remote_ref,
+            json,
+            ..
+        } => cmd::maintain::land_pending(
+            out,
+            env,
+            &repo,
+            &settings::absolute_url(&url),
+            remote_ref.as_deref().unwrap_or(&ref_name),
+            json,
+        ),
+        Command::Maintain {
+            repo,
+            ref_name,
             all,
             json,
+            ..
         } => cmd::maintain::run(out, env, &repo, &ref_name, all, json),
         Command::Verify {
             repo,

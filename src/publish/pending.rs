@@ -333,6 +333,59 @@ pub fn land_listed(
     Ok(Round::Moved)
 }
 
+/// What [`land_all`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Publications landed by a combined commit.
+    pub landed: usize,
+    /// Publications found already landed (their incoming refs deleted).
+    pub already: usize,
+    /// Publications refused (each left a refusal mark).
+    pub refused: usize,
+    /// Rounds that pushed (a lost lease included).
+    pub rounds: u32,
+    /// Publications still pending at the end (over the round limit, or deferred).
+    pub left: usize,
+}
+
+/// Lands or refuses every pending publication of `remote`, round after round, until none is
+/// left or `max_rounds` rounds have pushed: what `maintain --remote` runs for publications
+/// whose jobs gave up or died. A lost lease (a job landing at the same moment) is read again
+/// after a jittered backoff.
+///
+/// # Errors
+/// As [`land_listed`].
+pub fn land_all(
+    store: &Store,
+    remote: Remote<'_>,
+    options: &combine::Options,
+    max_rounds: u32,
+) -> Result<Drained, Error> {
+    let mut drained = Drained::default();
+    loop {
+        let listing = list(store, remote, None)?;
+        drained.left = listing.pending.len();
+        if listing.pending.is_empty() || drained.rounds >= max_rounds {
+            return Ok(drained);
+        }
+        drained.rounds += 1;
+        match land_listed(store, remote, &listing, options)? {
+            Round::Idle => return Ok(drained),
+            Round::Landed(combined) => {
+                for (_, verdict) in &combined.verdicts {
+                    match verdict {
+                        Verdict::Landed { .. } => drained.landed += 1,
+                        Verdict::AlreadyLanded => drained.already += 1,
+                        Verdict::Refused(_) => drained.refused += 1,
+                        Verdict::Deferred => {}
+                    }
+                }
+            }
+            Round::Moved => store::transact::jittered_sleep(25 << drained.rounds.min(6)),
+        }
+    }
+}
+
 /// The fate of `incoming` as the remote shows it now: one [`list`], and a fetch of what is
 /// not cached.
 ///

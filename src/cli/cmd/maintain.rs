@@ -11,6 +11,10 @@
 //! every pack into one, at a time the operator chooses (a scheduled job, a quiet hour). It is
 //! safe beside readers and publishers, and a kill leaves every object readable.
 //!
+//! With `--remote` it does none of that: it lands or refuses the remote's pending
+//! publications ([`crate::publish::pending::land_all`]), the local repository serving as the
+//! object cache.
+//!
 //! First it removes what killed writers left behind and no live process owns: the staging
 //! directories of a first publication killed during the repository's creation
 //! ([`crate::store::remove_stale_staging`], with the clock as "now") and temporary files in the
@@ -135,6 +139,54 @@ pub(in crate::cli) fn run(
         out.data(&format!(
             "merged {} of {} pack(s) into one ({} objects, {} bytes); {} pack(s) now",
             done.merged, done.packs_before, done.objects, done.bytes, packs_after
+        ));
+    }
+    Ok(())
+}
+
+/// The rounds `maintain --remote` pushes at most: far more than a backlog of a few thousand
+/// pending publications needs (each round lands up to 128), bounded so that jobs landing at
+/// the same moment cannot keep it running.
+const MAX_ROUNDS: u32 = 256;
+
+/// Runs `maintain --remote`: lands or refuses every pending publication of `url`.
+pub(in crate::cli) fn land_pending(
+    out: &mut Printer,
+    env: &Env,
+    repo: &Path,
+    url: &str,
+    ledger_ref: &str,
+    json: bool,
+) -> Result<(), Failure> {
+    use crate::publish::{combine, pending};
+    let (store, _) = Store::open_or_create_bare(repo, ledger_ref)
+        .map_err(|e| Failure::input(format!("cannot open the cache {}: {e}", repo.display())))?;
+    let remote = pending::Remote {
+        url,
+        ledger_ref,
+        timeout: crate::cli::settings::remote_timeout(env)?,
+    };
+    let options = combine::Options::new(signature(env)?);
+    let drained = pending::land_all(&store, remote, &options, MAX_ROUNDS).map_err(|e| Failure {
+        code: match e {
+            pending::Error::Refused(_) | pending::Error::Rewritten(_) => 1,
+            _ => 2,
+        },
+        message: format!("cannot land the pending publications: {e}"),
+    })?;
+    if json {
+        out.data(&line(&Value::object([
+            ("type", Value::str("maintain-remote")),
+            ("landed", Value::from(drained.landed as i64)),
+            ("already_landed", Value::from(drained.already as i64)),
+            ("refused", Value::from(drained.refused as i64)),
+            ("rounds", Value::from(i64::from(drained.rounds))),
+            ("left", Value::from(drained.left as i64)),
+        ])));
+    } else {
+        out.data(&format!(
+            "pending publications: {} landed, {} already landed, {} refused in {} round(s); {} left",
+            drained.landed, drained.already, drained.refused, drained.rounds, drained.left
         ));
     }
     Ok(())
