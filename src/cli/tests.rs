@@ -2198,8 +2198,13 @@ fn hooks_install_bin_sets_the_config_and_is_checked_first() {
         hooks_git(&server, &["config", "--get", "actionLedger.bin"]),
         tmp.join("bin/action-ledger").to_string_lossy()
     );
+    // The hook refuses deletions itself (all but landed or refused pending publications).
     assert_eq!(
         hooks_git(&server, &["config", "--get", "receive.denyDeletes"]),
+        "false"
+    );
+    assert_eq!(
+        hooks_git(&server, &["config", "--get", "receive.denyNonFastForwards"]),
         "true"
     );
     steps.push(run_cli(
@@ -3691,4 +3696,43 @@ fn h51_expected_refusal_under_json() {
         "{paths}"
     );
     insta::assert_snapshot!("h51_expected_refusal_json", [out, paths].join("\n"));
+}
+
+/// `hooks admit` (what the pre-receive hook runs for refs under `refs/ledger/`): refs outside
+/// the namespace are left alone; a forged pending publication and a ref elsewhere in the
+/// namespace are refused with their rules (exit 1), while deleting a pending publication the
+/// ledger already holds (here its tip's own) is admitted; a line that is not
+/// `<old> <new> <ref>` is an input error (exit 2) naming the line.
+#[test]
+fn hooks_admit_judges_the_ledger_namespace_of_a_push() {
+    let tmp = &temp_root();
+    copy_day1_job(
+        "001-openclaw-clawsweeper-review-r13550107154-a1",
+        &tmp.join("a"),
+    );
+    let repo = tmp.join("state.git");
+    run_cli(tmp, &["publish", "--repo", "[TMP]/state.git", "[TMP]/a"]);
+    let tip = crate::store::Store::open(&repo)
+        .unwrap()
+        .tip("refs/heads/main")
+        .unwrap()
+        .unwrap()
+        .to_hex();
+    let zero = "0".repeat(40);
+    let key = "a".repeat(64);
+    let admit = |stdin: &str| {
+        run_in(
+            tmp,
+            &Env::new(),
+            stdin,
+            &["hooks", "admit", "--repo", "[TMP]/state.git"],
+        )
+    };
+    let outside = admit(&format!("{zero} {tip} refs/heads/other\n"));
+    let forged = admit(&format!(
+        "{zero} {tip} refs/ledger/incoming/{key}\n{tip} {zero} refs/ledger/incoming/{}\n{zero} {tip} refs/ledger/elsewhere\n",
+        "b".repeat(64)
+    ));
+    let garbled = admit("not a push line\n");
+    insta::assert_snapshot!("hooks_admit", format!("{outside}\n{forged}\n{garbled}"));
 }
