@@ -9,7 +9,8 @@
 //!   - **created** with a publication commit whose name is its key ([`combine::publication_key`]),
 //!     with at most one parent, adding only plain files under `ledger/v1/` within the
 //!     publisher's limits, and whose range `parent..commit` verifies clean under the hook's
-//!     privacy profile: the checks a ledger push of that commit gets;
+//!     privacy profile: the checks a ledger push of that commit gets (run once: when the same
+//!     push moves a ledger ref over that range, the hook's check of that ref is the one);
 //!   - **never updated**: a key names its content, so a different commit under it is a forgery;
 //!   - **deleted** only when a ref outside `refs/ledger/`, as this push leaves it, holds every
 //!     file the publication adds ([`combine::is_landed`]), or when its refusal mark exists
@@ -106,7 +107,7 @@ fn incoming(
     }
     match (pushed.old, pushed.new) {
         (None, None) => Ok(None),
-        (None, Some(commit)) => created(store, key, commit, privacy),
+        (None, Some(commit)) => created(store, push, key, commit, privacy),
         (Some(_), Some(_)) => Ok(Some(
             "a pending publication is never updated: its name is the key of its content".into(),
         )),
@@ -117,6 +118,7 @@ fn incoming(
 /// The verdict on a new incoming ref naming `commit`.
 fn created(
     store: &Store,
+    push: &[PushedRef],
     key: &str,
     commit: CommitId,
     privacy: Profile,
@@ -140,6 +142,15 @@ fn created(
     let history = parent.into_iter().collect();
     if let Err(why) = combine::additions(store, &inc, parent, &history)? {
         return Ok(Some(why));
+    }
+    // A job's first push moves the ledger ref from the parent to this same commit beside
+    // creating its incoming ref; the hook verifies that range as a ledger push, and any
+    // refusal refuses the whole push, so verifying it again here would only double the cost.
+    let checked_beside = push
+        .iter()
+        .any(|p| !p.name.starts_with(NAMESPACE) && p.old == parent && p.new == Some(commit));
+    if checked_beside {
+        return Ok(None);
     }
     let report = verify::verify_range_with(store, parent, commit, &verify::Options { privacy })?;
     if report.is_clean() {

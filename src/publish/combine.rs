@@ -98,7 +98,9 @@
 //! 3. Deference, to keep pushes near one per job: only the job whose key is the first pending
 //!    one lands at once; the others list again after their backoff, usually to find
 //!    themselves landed. It is an optimisation, never a dependency: once the same key has
-//!    stayed first for [`super::pending::PATIENCE`] (that job may be dead), any job combines.
+//!    stayed first for [`super::pending::patience`] of the job's own position (that job may
+//!    be dead: the second job takes over after [`super::pending::PATIENCE`], each later one a
+//!    [`super::pending::PATIENCE_STEP`] after the one before), the job combines.
 //! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, jittered) within the caller's
 //!    budget. Past it the job ends unacknowledged ([`super::pending::Error::StillPending`])
 //!    with its publication still pending (named by its ref), which the next publisher or

@@ -451,14 +451,33 @@ pub fn fate_in(
     })
 }
 
-/// How long a job defers to the job of the first pending key (which lands everybody's at
-/// once) while that key stays first, before it combines itself: the first job may have died.
-/// About two rounds against a server that answers in 250 ms.
+/// How long the job of the second pending key defers to the job of the first (which lands
+/// everybody's at once) while that key stays first, before it combines itself: the first job
+/// may have died. About two rounds against a server that answers in 250 ms.
 pub const PATIENCE: Duration = Duration::from_secs(5);
+
+/// How much longer each further pending key defers than the one before it
+/// ([`patience`]): jobs take over one after another, not all at once. Found by jobs
+/// publishing at once on a machine with fewer cores than jobs: a first job slowed past
+/// [`PATIENCE`] by the others' builds had every other job combine and verify the same
+/// commit together, which slowed all of them further.
+pub const PATIENCE_STEP: Duration = Duration::from_secs(1);
+
+/// How long the job at `position` among the pending keys (0: the first) defers to the first
+/// one: not at all for the first, [`PATIENCE`] for the second, one [`PATIENCE_STEP`] more for
+/// each after it.
+pub fn patience(position: usize) -> Duration {
+    match position {
+        0 => Duration::ZERO,
+        n => PATIENCE
+            .saturating_add(PATIENCE_STEP.saturating_mul(u32::try_from(n - 1).unwrap_or(u32::MAX))),
+    }
+}
 
 /// Reads the fate of `incoming` and, while it is pending, lands every pending publication
 /// ([`land_listed`]) when its key is the first pending one, or when the first one stayed
-/// first for [`PATIENCE`]; otherwise it waits for that job's round. Rounds back off (25 ms
+/// first for its [`patience`] (by its own position among the pending keys); otherwise it
+/// waits for that job's round. Rounds back off (25 ms
 /// doubling to 1.6 s, jittered) until it is landed or refused or `budget` has passed. One
 /// `git ls-remote` per round serves both the fate and the landing.
 ///
@@ -492,14 +511,19 @@ pub fn await_fate(
             Fate::Pending => {
                 gone = 0;
                 let leader = listing.pending.first().map(|p| p.key.clone());
-                let patient = match (&first, &leader) {
-                    (Some((k, since)), Some(l)) if k == l => since.elapsed() >= PATIENCE,
+                let position = listing
+                    .pending
+                    .iter()
+                    .position(|p| p.key == incoming.key)
+                    .unwrap_or(listing.pending.len());
+                let waited = match (&first, &leader) {
+                    (Some((k, since)), Some(l)) if k == l => since.elapsed(),
                     _ => {
                         first = leader.clone().map(|l| (l, Instant::now()));
-                        false
+                        Duration::ZERO
                     }
                 };
-                if (leader.as_deref() == Some(incoming.key.as_str()) || patient)
+                if (position == 0 || waited >= patience(position))
                     && let Round::Landed(_) = land_listed(store, remote, &listing, options)?
                 {
                     continue;

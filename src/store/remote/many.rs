@@ -159,7 +159,10 @@ pub fn push_many(
                 Ok(RefOutcome::NotAttempted)
             }
             // The server checks leases first and takes its ref locks later: a pusher that lost
-            // the race in between is told its transaction failed or a lock was taken.
+            // the race in between is told its transaction failed or a lock was taken. Landers
+            // build the same combined commit, so two of them may push the same new objects at
+            // once, and the server's move of the second copy out of quarantine fails: the
+            // first one landed them, read again.
             Some((_, summary))
                 if [
                     "stale info",
@@ -170,6 +173,7 @@ pub fn push_many(
                     "failed to update ref",
                     "failed to lock",
                     "cannot lock ref",
+                    "unable to migrate objects",
                 ]
                 .iter()
                 .any(|r| summary.contains(r)) =>
