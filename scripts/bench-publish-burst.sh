@@ -14,7 +14,9 @@
 # usage: scripts/bench-publish-burst.sh [--bin PATH] N DELAY_MS
 #        --bin PATH   the action-ledger binary (default: the release build of this checkout,
 #                     $CARGO_TARGET_DIR or target/, built when absent); KEEP=1 keeps the work
-#                     directory (per-job records in jobs.jsonl, the server's access.log)
+#                     directory (per-job records in jobs.jsonl, the server's access.log);
+#                     BENCH_PUBLISH_ARGS adds flags to every publish (e.g. --direct, to measure
+#                     one compare-and-swap per attempt against pending publications)
 #
 # Prints two JSON lines on stdout:
 #   {"type":"burst","jobs","delay_ms","landed","refused","failed","pushes","packs_sent",
@@ -90,7 +92,8 @@ for i in $(seq 0 $((jobs - 1))); do
   (
     while [ ! -e "$work/go" ]; do sleep 0.01; done
     set +e
-    timeout "${BENCH_JOB_TIMEOUT:-600}" "$bin" -q publish --json --remote "$url" \
+    # shellcheck disable=SC2086 # BENCH_PUBLISH_ARGS is a list of flags
+    timeout "${BENCH_JOB_TIMEOUT:-600}" "$bin" -q publish --json --remote "$url" ${BENCH_PUBLISH_ARGS:-} \
       --repo "$work/cache-$i.git" "$work/spools/spool-$(printf %04d "$i")" \
       >"$work/jobs/$i.out" 2>"$work/jobs/$i.err"
     echo "$? $(date +%s.%N)" >"$work/jobs/$i.end"
