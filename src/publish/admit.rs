@@ -183,7 +183,19 @@ fn deleted(
         key: key.to_owned(),
         commit: old,
     };
-    for tip in ledger_candidates(store, push)? {
+    // The refs this push moves first (a landing round moves the ledger beside its deletions),
+    // then the ones it leaves alone.
+    let pushed: Vec<CommitId> = push
+        .iter()
+        .filter(|p| is_ledger_ref(&p.name))
+        .filter_map(|p| p.new)
+        .collect();
+    for tip in pushed {
+        if combine::is_landed(store, Some(tip), &inc)? {
+            return Ok(None);
+        }
+    }
+    for tip in other_ledger_tips(store, push)? {
         if combine::is_landed(store, Some(tip), &inc)? {
             return Ok(None);
         }
@@ -195,20 +207,20 @@ fn deleted(
     ))
 }
 
-/// The commits of the refs outside [`NAMESPACE`] as this push leaves them: the ones it
-/// updates, then up to [`MAX_LEDGER_CANDIDATES`] that it leaves alone.
-fn ledger_candidates(store: &Store, push: &[PushedRef]) -> Result<Vec<CommitId>, Error> {
-    let outside = |name: &str| !name.starts_with(NAMESPACE) && name.starts_with("refs/");
-    let mut tips: Vec<CommitId> = push
-        .iter()
-        .filter(|p| outside(&p.name))
-        .filter_map(|p| p.new)
-        .collect();
-    for name in store.ref_names(MAX_LEDGER_CANDIDATES + push.len() + 256)? {
-        if tips.len() >= MAX_LEDGER_CANDIDATES + push.len() {
+/// Whether `name` is a ref the ledger may live on: outside [`NAMESPACE`], under `refs/`.
+fn is_ledger_ref(name: &str) -> bool {
+    !name.starts_with(NAMESPACE) && name.starts_with("refs/")
+}
+
+/// The commits of up to [`MAX_LEDGER_CANDIDATES`] refs outside [`NAMESPACE`] that this push
+/// leaves alone.
+fn other_ledger_tips(store: &Store, push: &[PushedRef]) -> Result<Vec<CommitId>, Error> {
+    let mut tips = Vec::new();
+    for name in store.ref_names(MAX_LEDGER_CANDIDATES * 4 + push.len())? {
+        if tips.len() >= MAX_LEDGER_CANDIDATES {
             break;
         }
-        if outside(&name)
+        if is_ledger_ref(&name)
             && !push.iter().any(|p| p.name == name)
             && let Some(tip) = store.tip(&name)?
         {

@@ -101,7 +101,7 @@
 //!    stayed first for [`super::pending::patience`] of the job's own position (that job may
 //!    be dead: the second job takes over after [`super::pending::PATIENCE`], each later one a
 //!    [`super::pending::PATIENCE_STEP`] after the one before), the job combines.
-//! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, jittered) within the caller's
+//! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, longer with many pending: [`super::pending::poll_delay_ms`], jittered) within the caller's
 //!    budget. Past it the job ends unacknowledged ([`super::pending::Error::StillPending`])
 //!    with its publication still pending (named by its ref), which the next publisher or
 //!    `maintain` lands or refuses.

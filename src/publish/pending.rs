@@ -474,12 +474,31 @@ pub fn patience(position: usize) -> Duration {
     }
 }
 
+/// The longest pause between two reads of a job's fate (before jitter, which adds up to as
+/// much again) while at most [`POLL_CAP_MS`] / [`POLL_PER_PENDING_MS`] publications are
+/// pending.
+pub const POLL_CAP_MS: u64 = 1_600;
+
+/// The pause between reads grows by this much per pending publication past that: every
+/// waiting job reads the remote (two requests, each a process on a smart-HTTP server), so
+/// the reads of N waiting jobs together stay near one per [`POLL_PER_PENDING_MS`] whatever N
+/// is, and do not starve the server that has to take the landing push.
+pub const POLL_PER_PENDING_MS: u64 = 25;
+
+/// The pause before read `round` (1, 2, …) with `pending` publications pending: 25 ms
+/// doubling, up to [`POLL_CAP_MS`] or [`POLL_PER_PENDING_MS`] per pending publication,
+/// whichever is longer.
+pub fn poll_delay_ms(round: u32, pending: usize) -> u64 {
+    let cap = POLL_CAP_MS.max(POLL_PER_PENDING_MS.saturating_mul(pending as u64));
+    (25u64 << round.min(20)).min(cap)
+}
+
 /// Reads the fate of `incoming` and, while it is pending, lands every pending publication
 /// ([`land_listed`]) when its key is the first pending one, or when the first one stayed
 /// first for its [`patience`] (by its own position among the pending keys); otherwise it
-/// waits for that job's round. Rounds back off (25 ms
-/// doubling to 1.6 s, jittered) until it is landed or refused or `budget` has passed. One
-/// `git ls-remote` per round serves both the fate and the landing.
+/// waits for that job's round. Rounds back off ([`poll_delay_ms`], jittered) until it is
+/// landed or refused or `budget` has passed. One `git ls-remote` per round serves both the
+/// fate and the landing.
 ///
 /// # Errors
 /// [`Error::StillPending`] past the budget, [`Error::Withdrawn`] after [`GONE_READS`] reads
@@ -538,7 +557,7 @@ pub fn await_fate(
             });
         }
         round += 1;
-        store::transact::jittered_sleep(25 << round.min(6));
+        store::transact::jittered_sleep(poll_delay_ms(round, listing.pending.len()));
     }
 }
 
@@ -546,6 +565,22 @@ pub fn await_fate(
 mod tests {
     use super::*;
     use crate::publish::land::{Built, build_on};
+
+    /// Deference and polling: the first key lands at once, each later one takes over a step
+    /// after the one before; the pause between reads doubles to its cap, which grows with the
+    /// pending publications so that many waiting jobs read the remote no more often together.
+    #[test]
+    fn patience_and_polling_scale_with_the_pending_set() {
+        assert_eq!(patience(0), Duration::ZERO);
+        assert_eq!(patience(1), PATIENCE);
+        assert_eq!(patience(3), PATIENCE + PATIENCE_STEP * 2);
+        assert!(patience(usize::MAX) >= patience(1_000));
+        assert_eq!(poll_delay_ms(1, 1), 50);
+        assert_eq!(poll_delay_ms(6, 1), POLL_CAP_MS);
+        assert_eq!(poll_delay_ms(30, 64), POLL_CAP_MS);
+        assert_eq!(poll_delay_ms(30, 256), 256 * POLL_PER_PENDING_MS);
+        assert_eq!(poll_delay_ms(u32::MAX, usize::MAX), u64::MAX.min(25 << 20));
+    }
     use crate::publish::test_support::*;
     use crate::publish::{Batch, publish, read_source, validate_batch};
     use crate::store::remote::Target;
