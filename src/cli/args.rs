@@ -632,6 +632,16 @@ pub(super) enum ActionCommand {
     /// negative: when clocks of different machines disagree it is clamped to 0 and the largest
     /// skew is named (`clock_skew` with --json). An unknown id is NOT_FOUND.
     Show(ShowArgs),
+    /// List actions, filtered and paged as serve's `GET /api/actions` (one line each).
+    ///
+    /// `--status running`, `pending` or `pending_approval` reads the pending index: newest
+    /// first, with the exact total, at the cost of what is pending (`pending_approval` lists
+    /// the actions an operator can still decide; one the sweep reconciled first is listed by
+    /// `--outcome-status lost_confirmation`). Any other query walks the actions in the order of
+    /// the hash of their ids and stops once the page is full: the total is then known only when
+    /// the walk reached the end ("more may follow" otherwise). A bad filter, limit or offset
+    /// exits 2.
+    List(ListArgs),
 }
 
 // The flags of `action create` (its help text is on the variant).
@@ -758,6 +768,39 @@ pub(super) struct ShowArgs {
     /// The action id.
     pub(super) action_id: String,
     /// Print a JSON object of type `action`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action list` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ListArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// Only actions in this lifecycle (running, pending, pending_approval, blocked, completed,
+    /// failed, cancelled, unknown).
+    #[arg(long)]
+    pub(super) status: Option<String>,
+    /// Only actions not in this lifecycle (ignored with --status).
+    #[arg(long)]
+    pub(super) exclude_status: Option<String>,
+    /// Only actions with this outcome status (pending, completed, partial, failed,
+    /// lost_confirmation).
+    #[arg(long)]
+    pub(super) outcome_status: Option<String>,
+    /// Only actions of this agent.
+    #[arg(long)]
+    pub(super) agent: Option<String>,
+    /// Only actions whose guard decision record (written by serve) names this action type.
+    #[arg(long)]
+    pub(super) action_type: Option<String>,
+    /// Most actions listed (1 to 200; more is lowered to 200).
+    #[arg(long, default_value = "50")]
+    pub(super) limit: String,
+    /// Matching actions skipped first (0 to 1000000).
+    #[arg(long, default_value = "0")]
+    pub(super) offset: String,
+    /// Print one JSON object of type `action_list`.
     #[arg(long)]
     pub(super) json: bool,
 }

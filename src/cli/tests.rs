@@ -3692,3 +3692,54 @@ fn h51_expected_refusal_under_json() {
     );
     insta::assert_snapshot!("h51_expected_refusal_json", [out, paths].join("\n"));
 }
+
+/// `action list`: open statuses from the pending index newest first, closed ones and no filter
+/// by a walk, paging that says when more may follow, `--json`'s shape, and bad filters refused
+/// (exit 2) naming the flag.
+#[test]
+fn h45_action_list() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    for (id, now, extra) in [
+        ("act_a", T0, &[][..]),
+        ("act_b", T1, &["--verdict", "require_approval"][..]),
+        ("act_c", LATER, &[][..]),
+        ("act_d", LATER, &["--verdict", "block"][..]),
+    ] {
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
+        args.extend_from_slice(extra);
+        let out = run_finality(tmp, now, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    let out = run_finality(
+        tmp,
+        LATER,
+        &["action", "close", "--repo", repo, "act_a", "completed"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let list = |args: &[&str]| {
+        let mut all = vec!["action", "list", "--repo", repo];
+        all.extend_from_slice(args);
+        let out = run_finality(tmp, LATER, &all);
+        format!("$ action list {}\n{out}", args.join(" "))
+    };
+    let steps = [
+        list(&["--status", "running"]),
+        list(&["--status", "pending_approval", "--json"]),
+        list(&["--status", "completed"]),
+        list(&[]),
+        list(&["--limit", "1"]),
+        list(&["--limit", "1", "--offset", "3"]),
+        list(&["--agent", "nobody"]),
+        list(&["--limit", "0"]),
+        list(&["--status", "done"]),
+        list(&["--outcome-status", "running"]),
+    ];
+    assert!(steps[0].contains("act_c") && !steps[0].contains("act_a"));
+    assert!(steps[4].contains("more may follow"), "{}", steps[4]);
+    for bad in &steps[7..] {
+        assert!(bad.contains("exit: 2"), "{bad}");
+    }
+    assert!(steps[7].contains("--limit"), "{}", steps[7]);
+    insta::assert_snapshot!("h45_action_list", steps.join("\n"));
+}

@@ -49,7 +49,8 @@ use super::state::State;
 use super::status::{Lifecycle, OutcomeStatus, Verdict};
 use super::{Error, format_time};
 use crate::finding::Rule;
-use crate::store::Snapshot;
+use crate::store::remote::{Target, TipError};
+use crate::store::{Snapshot, Store};
 
 /// `limit` of an action listing when none is given (the reference's).
 pub const DEFAULT_ACTIONS_LIMIT: usize = 50;
@@ -337,6 +338,25 @@ pub fn list_actions(ov: &Overlay<'_>, q: &ActionQuery) -> Result<ActionPage, Lis
         return from_index(ov, q);
     }
     scan(ov, q, true)
+}
+
+/// [`list_actions`] at the tip of `ref_name` on `target` (the local ref, or a remote's, read
+/// with `git ls-remote` and fetched): the CLI's `action list`.
+///
+/// # Errors
+/// As [`list_actions`]; [`Error::Remote`] when the remote cannot be asked or fetched.
+pub fn list_at(
+    store: &Store,
+    target: &Target,
+    ref_name: &str,
+    q: &ActionQuery,
+) -> Result<ActionPage, ListError> {
+    let tip = target.tip(store, ref_name).map_err(|e| match e {
+        TipError::Transport(e) => Error::Remote(e),
+        TipError::Store(e) => Error::Store(e),
+    })?;
+    let snap = store.snapshot(tip).map_err(Error::from)?;
+    list_actions(&Overlay::new(snap)?, q)
 }
 
 /// Counts of all actions matching `q` (`limit` and `offset` do not apply): the reference's
