@@ -2541,7 +2541,7 @@ async fn listings_filter_page_and_refuse_bad_parameters() {
         )
         .await;
     assert_eq!(g.status, 200, "{:?}", g.body);
-    assert_eq!(rows(&g), [waiting.clone()]);
+    assert_eq!(rows(&g), std::slice::from_ref(&waiting));
     assert_eq!(
         (num(&g, "total"), g.str("order")),
         (Some(1), "created_at_desc")
@@ -2567,11 +2567,11 @@ async fn listings_filter_page_and_refuse_bad_parameters() {
     assert_eq!(stat(&g, "running"), Some(1));
     assert_eq!(g.body.get("has_more"), Some(&Value::Bool(false)));
     let g = s.get("/api/actions?action_type=deploy", BOT).await;
-    assert_eq!(rows(&g), [waiting.clone()]);
+    assert_eq!(rows(&g), std::slice::from_ref(&waiting));
     let g = s.get("/api/actions?agent_id=agent-2", BOT).await;
     assert_eq!((rows(&g).len(), num(&g, "total")), (0, Some(0)));
     let g = s.get("/api/actions?status=blocked", BOT).await;
-    assert_eq!(rows(&g), [blocked.clone()]);
+    assert_eq!(rows(&g), std::slice::from_ref(&blocked));
     // A page that stopped early knows no total.
     let g = s.get("/api/actions?limit=1", BOT).await;
     assert_eq!(rows(&g).len(), 1);
