@@ -914,6 +914,98 @@ mod tests {
         );
     }
 
+    /// Every page size gives the same actions, each once, in the same order as one page of
+    /// everything; on both paths.
+    #[test]
+    fn pages_concatenate_to_the_whole_listing() {
+        let (_dir, store, opts) = seeded();
+        for filter in [
+            &[][..],
+            &[("status", "pending_approval")][..],
+            &[("status", "running")][..],
+            &[("outcome_status", "pending")][..],
+            &[("agent_id", "agent-a")][..],
+        ] {
+            let whole = ids(&list(&store, &opts, filter))
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>();
+            for limit in 1..=7usize {
+                let mut got = Vec::new();
+                let mut offset = 0;
+                loop {
+                    let (l, o) = (limit.to_string(), offset.to_string());
+                    let mut params = filter.to_vec();
+                    params.extend([("limit", l.as_str()), ("offset", o.as_str())]);
+                    let page = list(&store, &opts, &params);
+                    got.extend(ids(&page).into_iter().map(str::to_owned));
+                    offset += limit;
+                    if !page.more {
+                        assert_eq!(page.total, Some(whole.len() as u64), "{filter:?} {limit}");
+                        break;
+                    }
+                }
+                assert_eq!(got, whole, "{filter:?} limit {limit}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_flat_repository_is_walked_with_the_same_answers() {
+        let (_dir, store, opts) = seeded();
+        let before = list(&store, &opts, &[("status", "pending_approval")]);
+        flatten(&store);
+        let after = list(&store, &opts, &[("status", "pending_approval")]);
+        assert_eq!(after.path, Path::Walk);
+        let mut got = ids(&after);
+        got.sort_unstable();
+        assert_eq!((got, after.total), (vec!["act_1", "act_4"], before.total));
+        assert_eq!(list(&store, &opts, &[]).total, Some(6));
+        let decisions = batch::read_at_target(&store, &opts, &Target::Local, |ov| {
+            Ok(list_decisions(ov, &DecisionQuery::default()).unwrap())
+        })
+        .unwrap();
+        assert_eq!(decisions.total, Some(6));
+    }
+
+    #[test]
+    fn unparsable_records_are_skipped_and_named() {
+        let (_dir, store, opts) = seeded();
+        plant_unparsable_action(&store, "act_0");
+        let dir = Layout::Nibble.action_dir(&ActionId::parse("act_0").unwrap());
+        for params in [&[("status", "running")][..], &[][..]] {
+            let page = list(&store, &opts, params);
+            assert!(!ids(&page).contains(&"act_0"), "{params:?}");
+            assert_eq!(page.skipped, [dir.clone()], "{params:?}");
+        }
+    }
+
+    #[test]
+    fn an_index_entry_without_its_action_refuses_the_listing() {
+        let (_dir, store, opts) = seeded();
+        let tip = store.tip("refs/heads/main").unwrap();
+        let ghost = pending::entry_path(&ActionId::parse("act_ghost").unwrap(), at(BASE));
+        let commit = store
+            .write_commit_with(tip, &[(ghost, Vec::new())], &[], true, "plant", &sig())
+            .unwrap();
+        store
+            .update_ref("refs/heads/main", tip, commit, "plant")
+            .unwrap();
+        let q = ActionQuery::parse([("status", "running")]).unwrap();
+        let got =
+            batch::read_at_target(&store, &opts, &Target::Local, |ov| Ok(list_actions(ov, &q)))
+                .unwrap();
+        assert!(
+            matches!(got, Err(ListError::Read(Error::PendingIndex { .. }))),
+            "{got:?}"
+        );
+        // A walk does not read the index.
+        assert_eq!(
+            list(&store, &opts, &[("status", "completed")]).total,
+            Some(1)
+        );
+    }
+
     #[test]
     fn bad_parameters_name_the_parameter_and_the_rule() {
         for (name, value) in [
