@@ -303,8 +303,12 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/actions",
             get(lists::list_actions).post(actions::create),
         )
-        // A static segment wins over `{id}`: an action named `stats` is read through the listing.
-        .route("/api/actions/stats", get(lists::action_stats))
+        // A static segment wins over `{id}`: an action named `stats` is read through the listing
+        // and claimed or closed here.
+        .route(
+            "/api/actions/stats",
+            get(lists::action_stats).patch(claims::patch_stats),
+        )
         .route(
             "/api/actions/{id}",
             get(reads::get_action).patch(claims::patch_action),

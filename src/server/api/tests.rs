@@ -2662,3 +2662,39 @@ async fn listings_filter_page_and_refuse_bad_parameters() {
     want.sort_unstable();
     assert_eq!(got, want);
 }
+
+/// An action may be named `stats`: `GET /api/actions/stats` is the stats route, but the action
+/// is claimed, reported, read back (its outcome, the listing) and approved as any other.
+#[tokio::test]
+async fn an_action_named_stats_keeps_its_routes() {
+    let s = server();
+    let body = r#"{"action_id":"stats","action_type":"build","agent_id":"agent-1","act":ACT,"client_capabilities":["execution_claims"]}"#
+        .replace("ACT", ACT);
+    let g = s.post("/api/actions", BOT, &body).await;
+    assert_eq!(g.status, 201, "{:?}", g.body);
+    let g = s
+        .patch("/api/actions/stats", BOT, claim_body(A1, ACT))
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let g = s
+        .post(
+            "/api/actions/stats/outcome",
+            BOT,
+            r#"{"status":"completed"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let g = s.get("/api/actions/stats/outcome", BOT).await;
+    assert_eq!((g.status, g.str("status")), (200, "completed"));
+    let g = s.get("/api/actions?status=completed", BOT).await;
+    let listed = g.body.get("actions").and_then(Value::as_array).unwrap();
+    assert_eq!(
+        listed[0].get("action_id").and_then(Value::as_str),
+        Some("stats")
+    );
+    let g = s.get("/api/actions/stats", BOT).await;
+    assert_eq!(
+        g.body.get("completed").and_then(Value::as_safe_integer),
+        Some(1)
+    );
+}
