@@ -301,7 +301,7 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Governed actions (execution finality): create, claim, report an outcome, close, show.
+    /// Governed actions (execution finality): create, claim, report an outcome, close, show, list.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is
     /// recorded once and never rewritten, in the same state repository as the ledger
