@@ -226,6 +226,7 @@ pub mod log;
 pub mod privacy;
 pub mod process;
 pub mod progress;
+pub mod project;
 pub mod publish;
 pub mod server;
 pub mod store;
