@@ -129,7 +129,7 @@ impl Projection for Evidence {
             status: e.status.to_owned(),
             sources: sources.iter().map(Source::name).collect(),
         });
-        keep_greatest(&mut c.claims, limits.entries, |x| x.rank.clone());
+        keep_greatest(&mut c.claims, limits.entries, |x| &x.rank);
         c.truncated = c.claims_total - c.claims.len() as u64;
         for s in sources {
             // One name, differing details: the least details win, in any order.

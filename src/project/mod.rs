@@ -259,10 +259,10 @@ pub fn millis_between(from: &str, to: &str) -> Option<i64> {
     Some(b.millis() - a.millis())
 }
 
-/// Keeps the greatest `cap` items of `items` (by `key`), sorted ascending; returns how many
-/// were dropped.
-pub fn keep_greatest<T, K: Ord>(items: &mut Vec<T>, cap: u32, key: impl Fn(&T) -> K) -> u64 {
-    items.sort_by(|a, b| key(a).cmp(&key(b)));
+/// Keeps the greatest `cap` items of `items` (by their rank), sorted ascending; returns how
+/// many were dropped.
+pub fn keep_greatest<T>(items: &mut Vec<T>, cap: u32, rank: impl Fn(&T) -> &Rank) -> u64 {
+    items.sort_by(|a, b| rank(a).cmp(rank(b)));
     let cap = cap.max(1) as usize;
     let over = items.len().saturating_sub(cap);
     items.drain(..over);

@@ -116,7 +116,7 @@ impl Projection for Notifications {
             status: e.status.to_owned(),
             reason_code: e.reason.map(str::to_owned),
         });
-        keep_greatest(&mut n.history, limits.entries, |s| s.rank.clone());
+        keep_greatest(&mut n.history, limits.entries, |s| &s.rank);
         n.truncated = n.events - n.history.len() as u64;
         let last = n.history.last().expect("one was just added");
         n.status = last.status.clone();

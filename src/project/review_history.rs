@@ -102,7 +102,7 @@ impl Projection for ReviewHistory {
             finding_count: e.attribute("finding_count"),
             report_path,
         });
-        keep_greatest(&mut h.entries, limits.entries, |x| x.rank.clone());
+        keep_greatest(&mut h.entries, limits.entries, |x| &x.rank);
         h.truncated = h.events - h.entries.len() as u64;
     }
 
