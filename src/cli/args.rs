@@ -531,8 +531,16 @@ pub(super) struct ProjectArgs {
     )]
     pub(super) ref_name: String,
     /// The revision to fold at instead of the tip of --ref (as `log --rev`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "remote")]
     pub(super) rev: Option<String>,
+    /// Fold the tip of this remote state repository (any git URL or path): its ref is read
+    /// (`git ls-remote`) and fetched into --repo, which then only caches objects (created bare
+    /// when absent).
+    #[arg(long)]
+    pub(super) remote: Option<String>,
+    /// The ref on the remote (default: the value of --ref).
+    #[arg(long, requires = "remote")]
+    pub(super) remote_ref: Option<String>,
     /// Print the JSON document (the default).
     #[arg(long, conflicts_with_all = ["markdown", "dot"])]
     pub(super) json: bool,

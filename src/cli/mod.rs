@@ -282,6 +282,6 @@ fn dispatch(
             let read = cmd::verify::Read::of(&ref_name, rev.as_deref());
             cmd::log::run(out, &repo, &read, json, order, &filter)
         }),
-        Command::Project(args) => cmd::project::run(out, &args),
+        Command::Project(args) => cmd::project::run(out, env, &args),
     }
 }

@@ -3761,6 +3761,22 @@ fn project_views_save_resume_and_compare() {
         resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
         "{resumed}"
     );
+    // The same fold of a remote's tip, through a cache repository.
+    let remote = run_cli(
+        tmp,
+        &[
+            "project",
+            "status",
+            "--limit",
+            "2",
+            "--remote",
+            "[TMP]/state.git",
+            "--repo",
+            "[TMP]/cache.git",
+        ],
+    );
+    assert!(remote.starts_with("exit: 0"), "{remote}");
+    assert_eq!(stdout(&remote), stdout(&full));
     // Compare: the saved commands file still equals the fold (the third job has no command);
     // an edited copy differs at one path.
     let equal = project(&[

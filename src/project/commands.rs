@@ -24,34 +24,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ev, IdSet, Limits, Projection, Rank, slot};
+use super::{Ev, IdSet, Limits, Projection, Rank, Ranked, keep, slot};
 
 /// The `commands` view.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Commands {
     /// Commands by operation id.
     pub commands: BTreeMap<String, Command>,
-}
-
-/// A value with the rank of the event that gave it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Ranked {
-    /// The value.
-    pub value: String,
-    /// The rank of its event.
-    pub rank: Rank,
-}
-
-/// Keeps `value` of rank `rank` in `slot` when it outranks what is there.
-fn keep(slot: &mut Option<Ranked>, value: Option<&str>, rank: &Rank) {
-    if let Some(value) = value
-        && slot.as_ref().is_none_or(|s| *rank > s.rank)
-    {
-        *slot = Some(Ranked {
-            value: value.to_owned(),
-            rank: rank.clone(),
-        });
-    }
 }
 
 /// The last mutation of a command.

@@ -269,6 +269,27 @@ pub fn keep_greatest<T>(items: &mut Vec<T>, cap: u32, rank: impl Fn(&T) -> &Rank
     over as u64
 }
 
+/// A value with the rank of the event that gave it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ranked {
+    /// The value.
+    pub value: String,
+    /// The rank of its event.
+    pub rank: Rank,
+}
+
+/// Keeps `value` of rank `rank` in `slot` when it outranks what is there.
+pub fn keep(slot: &mut Option<Ranked>, value: Option<&str>, rank: &Rank) {
+    if let Some(value) = value
+        && slot.as_ref().is_none_or(|s| *rank > s.rank)
+    {
+        *slot = Some(Ranked {
+            value: value.to_owned(),
+            rank: rank.clone(),
+        });
+    }
+}
+
 /// A bounded set of ids: the smallest `cap` of those seen, and whether there were more.
 /// Union then cut is exact, so it merges in any order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ev, Limits, Projection, Rank, keep_greatest, slot};
+use super::{Ev, Limits, Projection, Rank, Ranked, keep, keep_greatest, slot};
 
 /// The `notifications` view.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -39,8 +39,8 @@ pub struct Notification {
     pub status: String,
     /// The last event's `action.reason_code`.
     pub reason_code: Option<String>,
-    /// `attributes.delivery_kind` and the rank of the event that gave it.
-    pub delivery_kind: Option<(String, Rank)>,
+    /// `attributes.delivery_kind` of the greatest-ranked event carrying it.
+    pub delivery_kind: Option<Ranked>,
     /// The subject's repository.
     pub repository: String,
     /// Delivery events (`notification.delivery`, `.sent`, `.failed`, `projection.failed`).
@@ -105,11 +105,11 @@ impl Projection for Notifications {
                 | "projection.failed"
         ));
         n.failures += u64::from(e.status == "failed");
-        if let Some(kind) = e.attribute("delivery_kind")
-            && n.delivery_kind.as_ref().is_none_or(|(_, r)| e.rank > *r)
-        {
-            n.delivery_kind = Some((kind, e.rank.clone()));
-        }
+        keep(
+            &mut n.delivery_kind,
+            e.attribute("delivery_kind").as_deref(),
+            &e.rank,
+        );
         n.history.push(Step {
             rank: e.rank.clone(),
             event_type: e.event_type.to_owned(),

@@ -11,7 +11,11 @@ use crate::project::{self, Kind, Limits, Request};
 use crate::store::Store;
 
 /// Runs `project` with its flags.
-pub(in crate::cli) fn run(out: &mut Printer, args: &ProjectArgs) -> Result<(), Failure> {
+pub(in crate::cli) fn run(
+    out: &mut Printer,
+    env: &crate::cli::Env,
+    args: &ProjectArgs,
+) -> Result<(), Failure> {
     let kind = Kind::from_name(&args.view).expect("clap lists the views");
     if args.markdown && kind != Kind::ReviewHistory {
         return Err(Failure::input(format!(
@@ -60,11 +64,33 @@ pub(in crate::cli) fn run(out: &mut Printer, args: &ProjectArgs) -> Result<(), F
             args.repo.display()
         ),
     };
-    let store = Store::open(&args.repo).map_err(|e| unreadable(&e))?;
     let read = crate::cli::cmd::verify::Read::of(&args.ref_name, args.rev.as_deref());
-    let commit = read
-        .resolve(&store)
-        .map_err(|e| unreadable(&read.explain(&store, &e)))?;
+    let (store, commit, name) = match &args.remote {
+        None => {
+            let store = Store::open(&args.repo).map_err(|e| unreadable(&e))?;
+            let commit = read
+                .resolve(&store)
+                .map_err(|e| unreadable(&read.explain(&store, &e)))?;
+            (store, commit, read.name().to_owned())
+        }
+        Some(url) => {
+            let url = crate::cli::settings::absolute_url(url);
+            let ref_name = args.remote_ref.as_deref().unwrap_or(&args.ref_name);
+            let timeout = crate::cli::settings::remote_timeout(env)?;
+            let store =
+                Store::open_or_init_bare(&args.repo, &args.ref_name).map_err(|e| unreadable(&e))?;
+            let remote = |e: &dyn std::fmt::Display| Failure {
+                code: 2,
+                message: format!("cannot read {url} {ref_name}: {e}"),
+            };
+            let tip = crate::store::remote::remote_tip(store.git_dir(), &url, ref_name, timeout)
+                .map_err(|e| remote(&e))?
+                .ok_or_else(|| remote(&"no such ref on the remote (nothing published yet?)"))?;
+            crate::store::remote::fetch(store.git_dir(), &url, ref_name, timeout)
+                .map_err(|e| remote(&e))?;
+            (store, tip, format!("{url} {ref_name}"))
+        }
+    };
     let rendered = project::project(
         &store,
         &Request {
@@ -94,7 +120,7 @@ pub(in crate::cli) fn run(out: &mut Printer, args: &ProjectArgs) -> Result<(), F
     let summary = format!(
         "{} of {} ({}): {} event(s) folded{since}, {} left out by the limit",
         args.view,
-        read.name(),
+        name,
         commit.to_hex(),
         doc["events"],
         doc["truncated"],
