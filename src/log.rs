@@ -18,6 +18,9 @@
 //! Memory: the paths of the hot shards, one month's manifest, a few segments and a batch of
 //! shards (about 1 MiB) at a time; events are handed to the caller one by one and not kept.
 //!
+//! [`stream_paths`] streams a given list of shards the same way, and [`added_shards`] lists the
+//! shards a descendant commit gained (a tree diff), so a reader can fold only what is new.
+//!
 //! Two other orders hold the matching events in memory ([`ordered`]): time order
 //! ([`Order::Time`]: `occurred_at`, then canonical order) and the causal order of one operation
 //! followed across jobs ([`follow`]: grouped by attempt, attempts and events in causal order).
@@ -364,9 +367,24 @@ pub fn added_shards(
             store::Change::Deleted(_) => {}
         }
     }
+    let (old_snap, new_snap) = (store.snapshot(Some(old))?, store.snapshot(Some(new))?);
+    let (old_view, new_view) = (View::new(&old_snap), View::new(&new_snap));
+    // A hot file beside a compacted entry of the same path (which verify reports) was read
+    // from the segment before: not new.
+    let mut kept = BTreeSet::new();
+    for path in added {
+        let compacted = match Month::of_shard(&path) {
+            Some(month) => old_view
+                .manifest(month)?
+                .is_some_and(|m| m.entry(&path).is_some()),
+            None => false,
+        };
+        if !compacted {
+            kept.insert(path);
+        }
+    }
+    let mut added = kept;
     if !months.is_empty() {
-        let (old_snap, new_snap) = (store.snapshot(Some(old))?, store.snapshot(Some(new))?);
-        let (old_view, new_view) = (View::new(&old_snap), View::new(&new_snap));
         for month in months {
             let Some(manifest) = new_view.manifest(month)? else {
                 continue;
