@@ -42,7 +42,8 @@
 //!   "revision": "<40 hex>",                         the commit folded at (the checkpoint)
 //!   "filter": {…},                                  the event filter of the fold
 //!   "limits": {"entries": N},
-//!   "events": N,                                    events folded
+//!   "events": N,                                    events the filter selected and the
+//!                                                   fold read (a view skips other families)
 //!   "truncated": N,                                 entries left out, over the whole view
 //!   "view": {…}                                     the view's own shape (one file per view)
 //! }

@@ -84,7 +84,8 @@ fn render_lines(kind: Kind, lines: &[&str], entries: u32, revision: &str) -> Str
 }
 
 /// `testdata/project/small/events.jsonl` (real day1 events: two commands, a notification
-/// that was retried, a reviewed subject with a retry) gives `expected/<view>.json`, in file
+/// that was retried, a reviewed subject with a retry, a review that cites its report) gives
+/// `expected/<view>.json`, in file
 /// order and reversed. `ACTION_LEDGER_BLESS=1` rewrites the expected files.
 #[test]
 fn the_small_event_set_gives_the_expected_documents() {
