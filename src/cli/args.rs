@@ -510,7 +510,8 @@ pub(super) enum Command {
     /// diff), with the file's own filter and limit; the result equals a full refold.
     /// --compare FILE compares a legacy projection JSON with the fold instead of printing it:
     /// one line per difference (`JSON-PATH: legacy X, fold Y`; `revision` and `events` are not
-    /// compared), exit 1 when there is any, 0 when equal.
+    /// compared; a file without `schema` is a bare view, compared with the document's `view`),
+    /// exit 1 when there is any, 0 when equal.
     Project(ProjectArgs),
 }
 

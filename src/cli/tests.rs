@@ -3761,6 +3761,10 @@ fn project_views_save_resume_and_compare() {
         resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
         "{resumed}"
     );
+    // A saved view keeps its filter: brought up to date, it is the full fold of that filter.
+    let command_full = project(&["commands", "--subject", "openclaw/openclaw#41379"]);
+    let command_resumed = project(&["commands", "--from", "[TMP]/commands.json"]);
+    assert_eq!(stdout(&command_resumed), stdout(&command_full));
     // The same fold of a remote's tip, through a cache repository.
     let remote = run_cli(
         tmp,

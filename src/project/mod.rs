@@ -542,12 +542,19 @@ impl std::fmt::Display for Difference {
     }
 }
 
-/// The differences between a legacy projection and the fold, in path order. The members that
-/// name the fold itself (`revision`, `events`) are not compared: a legacy file is compared for
-/// what it says about the ledger, not for when it was written.
+/// The differences between a legacy projection and the fold (a [`Document`] as JSON), in path
+/// order. A legacy document (an object with a `schema` member) is compared whole, except the
+/// members that name the fold itself (`revision`, `events`): it is compared for what it says
+/// about the ledger, not for when it was written. A legacy file without `schema` is a bare view
+/// and is compared with the fold's `view` member (paths then start at `$.view`).
 pub fn compare(legacy: &serde_json::Value, fold: &serde_json::Value) -> Vec<Difference> {
     let mut out = Vec::new();
-    diff_values("$", legacy, fold, true, &mut out);
+    match (legacy.get("schema"), fold.get("view")) {
+        (None, Some(view)) if legacy.is_object() => {
+            diff_values("$.view", legacy, view, false, &mut out);
+        }
+        _ => diff_values("$", legacy, fold, true, &mut out),
+    }
     out
 }
 

@@ -336,6 +336,14 @@ fn compare_names_the_paths_that_differ() {
             "$.view.list[1]: legacy (absent), fold 2",
         ]
     );
+    // A bare view (no schema): compared with the fold's view.
+    let bare =
+        serde_json::json!({"lanes":{"a b":{"status":"completed","attempts":2}},"list":[1,3]});
+    let got: Vec<String> = compare(&bare, &fold)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(got, ["$.view.list[1]: legacy 3, fold 2"]);
 }
 
 /// The canonical event lines of a few day1 jobs (a review, commands, a delivery, a repair).
