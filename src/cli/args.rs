@@ -498,8 +498,9 @@ pub(super) enum Command {
     /// bounded; --markdown for the marker-backed comment bodies), `notifications` (delivery per
     /// notification), `evidence` (claims to sources; --dot for Graphviz).
     ///
-    /// Prints the view as one JSON document (`schema` `action-ledger.project.<view>.v1`,
-    /// `revision` the commit folded at, `filter`, `limits`, `events`, `truncated`, `view`). The
+    /// Prints one readable line per entry, or with --json the view as one JSON document
+    /// (`schema` `action-ledger.project.<view>.v1`, `revision` the commit folded at, `filter`,
+    /// `limits`, `events`, `truncated`, `view`; the form --save writes). The
     /// same events give the same bytes whatever the order they were published in and whether
     /// they are hot or compacted. Every shard passes `verify`'s checks of a shard before any of
     /// its events is folded (else exit 2, naming the shard). Read-only: the ledger is never
@@ -542,7 +543,7 @@ pub(super) struct ProjectArgs {
     /// The ref on the remote (default: the value of --ref).
     #[arg(long, requires = "remote")]
     pub(super) remote_ref: Option<String>,
-    /// Print the JSON document (the default).
+    /// Print the JSON document instead of one line per entry.
     #[arg(long, conflicts_with_all = ["markdown", "dot"])]
     pub(super) json: bool,
     /// review-history only: print the marker-backed comment body of each subject (an HTML

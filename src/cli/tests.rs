@@ -3742,10 +3742,17 @@ fn project_views_save_resume_and_compare() {
         "openclaw/openclaw#41101",
     ]);
     publish(jobs[2]);
+    let lines = project(&[
+        "notifications",
+        "--limit",
+        "2",
+        "--subject",
+        "openclaw/clawhub",
+    ]);
     // Up to date from the saved file: only the third job's events are folded, and the bytes
     // are those of a full fold with the same limit.
-    let resumed = project(&["status", "--from", "[TMP]/status.json"]);
-    let full = project(&["status", "--limit", "2"]);
+    let resumed = project(&["status", "--json", "--from", "[TMP]/status.json"]);
+    let full = project(&["status", "--json", "--limit", "2"]);
     let stdout = |s: &str| {
         s.split_once("--- stdout\n")
             .unwrap()
@@ -3762,8 +3769,9 @@ fn project_views_save_resume_and_compare() {
         "{resumed}"
     );
     // A saved view keeps its filter: brought up to date, it is the full fold of that filter.
-    let command_full = project(&["commands", "--subject", "openclaw/openclaw#41379"]);
-    let command_resumed = project(&["commands", "--from", "[TMP]/commands.json"]);
+    let command_full = project(&["commands", "--json", "--subject", "openclaw/openclaw#41379"]);
+    let command_resumed = project(&["commands", "--json", "--from", "[TMP]/commands.json"]);
+    assert!(command_full.contains("\"schema\": \"action-ledger.project.commands.v1\""));
     assert_eq!(stdout(&command_resumed), stdout(&command_full));
     // The same fold of a remote's tip, through a cache repository.
     let remote = run_cli(
@@ -3771,6 +3779,7 @@ fn project_views_save_resume_and_compare() {
         &[
             "project",
             "status",
+            "--json",
             "--limit",
             "2",
             "--remote",
@@ -3817,4 +3826,5 @@ fn project_views_save_resume_and_compare() {
         "project_views",
         [command, markdown, equal, differs, refusals.join("\n")].join("\n")
     );
+    insta::assert_snapshot!("project_view_lines", lines);
 }

@@ -144,6 +144,36 @@ impl Projection for Commands {
             .filter(|c| c.attempt_ids.truncated)
             .count() as u64
     }
+
+    /// `op=<12 hex> <repo>#<n> <comment> <work kind> <status[/reason]> <phase>
+    /// [mutation=<status>/<completion reason>] requeues=<n> updated=<at>`.
+    fn lines(&self) -> Vec<String> {
+        let v = |r: &Option<Ranked>| r.as_ref().map_or("-", |r| r.value.as_str()).to_owned();
+        self.commands
+            .iter()
+            .map(|(id, c)| {
+                let mut line = format!(
+                    "op={} {}#{} {} {} {} {}",
+                    super::short(id),
+                    v(&c.repository),
+                    v(&c.number),
+                    v(&c.comment_id),
+                    v(&c.work_kind),
+                    super::with_reason(&c.status, c.reason_code.as_deref()),
+                    c.phase
+                );
+                if let Some(m) = &c.mutation {
+                    let why = m.completion_reason.as_deref().unwrap_or(&m.status);
+                    line.push_str(&format!(" mutation={}/{why}", m.status));
+                }
+                line.push_str(&format!(
+                    " requeues={} updated={}",
+                    c.requeues, c.updated_at
+                ));
+                line
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -153,6 +153,24 @@ impl Projection for Evidence {
     fn truncated(&self) -> u64 {
         self.subjects.values().map(|c| c.truncated).sum()
     }
+
+    /// `<subject> claim=<12 hex> <event type> <status> -> <source>` per claim and source.
+    fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (subject, claims) in &self.subjects {
+            for c in &claims.claims {
+                for s in &c.sources {
+                    out.push(format!(
+                        "{subject} claim={} {} {} -> {s}",
+                        super::short(&c.rank.event_id),
+                        c.event_type,
+                        c.status
+                    ));
+                }
+            }
+        }
+        out
+    }
 }
 
 impl Evidence {

@@ -326,6 +326,21 @@ pub trait Projection: Default + Serialize + DeserializeOwned {
     fn truncated(&self) -> u64;
     /// Brings derived members up to date before the view is written (default: nothing).
     fn finish(&mut self) {}
+    /// One readable line per entry, in key order (the CLI's default output).
+    fn lines(&self) -> Vec<String>;
+}
+
+/// `status`, or `status/reason` when the reason says more (as `log` shows them).
+pub fn with_reason(status: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(r) if r != status => format!("{status}/{r}"),
+        _ => status.to_owned(),
+    }
+}
+
+/// The first 12 characters of an id (as `log` shows ids).
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
 }
 
 /// The event filter of a fold as its document records it (the `log` filter's criteria).
@@ -678,6 +693,8 @@ pub struct Request<'a> {
 pub struct Rendered {
     /// The document ([`Document::to_json`]).
     pub json: String,
+    /// One readable line per entry ([`Projection::lines`]), each ending in a newline.
+    pub text: String,
     /// The view's Markdown (review-history: one marker-backed comment body per subject).
     pub markdown: Option<String>,
     /// The view's Graphviz DOT (evidence).
@@ -723,9 +740,11 @@ fn run<P: Projection>(
     };
     let json = doc.to_json();
     let (markdown, dot) = extra(&doc.view);
+    let text = doc.view.lines().into_iter().map(|l| l + "\n").collect();
     Ok(Rendered {
         folded: doc.events - before,
         json,
+        text,
         markdown,
         dot,
     })

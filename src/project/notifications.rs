@@ -130,6 +130,23 @@ impl Projection for Notifications {
     fn truncated(&self) -> u64 {
         self.notifications.values().map(|n| n.truncated).sum()
     }
+
+    /// `<key> <state> <status[/reason]> deliveries=<n> failures=<n> last=<at>`.
+    fn lines(&self) -> Vec<String> {
+        self.notifications
+            .iter()
+            .map(|(key, n)| {
+                format!(
+                    "{key} {} {} deliveries={} failures={} last={}",
+                    n.state,
+                    super::with_reason(&n.status, n.reason_code.as_deref()),
+                    n.deliveries,
+                    n.failures,
+                    n.history.last().map_or("", |s| s.rank.at.as_str())
+                )
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,24 @@ impl Projection for ReviewHistory {
     fn truncated(&self) -> u64 {
         self.subjects.values().map(|h| h.truncated).sum()
     }
+
+    /// `<subject> events=<n> truncated=<n> last=<at> <event type> <status[/reason]>`.
+    fn lines(&self) -> Vec<String> {
+        self.subjects
+            .iter()
+            .filter_map(|(subject, h)| {
+                let last = h.entries.last()?;
+                Some(format!(
+                    "{subject} events={} truncated={} last={} {} {}",
+                    h.events,
+                    h.truncated,
+                    last.rank.at,
+                    last.event_type,
+                    super::with_reason(&last.status, last.reason_code.as_deref())
+                ))
+            })
+            .collect()
+    }
 }
 
 /// The marker line of a subject's comment body.

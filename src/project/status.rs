@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Ev, IdSet, Limits, Projection, Rank, TERMINAL_STATUSES, millis_between, slot};
+use super::{
+    Ev, IdSet, Limits, Projection, Rank, TERMINAL_STATUSES, millis_between, slot, with_reason,
+};
 
 /// The `status` view.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -104,6 +106,34 @@ impl Projection for Status {
             .flat_map(BTreeMap::values)
             .filter(|o| o.attempts_truncated)
             .count() as u64
+    }
+
+    /// `<lane> op=<12 hex> <event type> <status[/reason]> <subject> started=<at>
+    /// [ended=<at> duration_ms=<n>] attempts=<n>[+] failures=<n>`.
+    fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (lane, ops) in &self.lanes {
+            for (id, o) in ops {
+                let mut line = format!(
+                    "{lane} op={} {} {} {} started={}",
+                    super::short(id),
+                    o.event_type,
+                    with_reason(&o.status, o.reason_code.as_deref()),
+                    o.subject,
+                    o.started_at
+                );
+                if let (Some(end), Some(ms)) = (&o.ended_at, o.duration_ms) {
+                    line.push_str(&format!(" ended={end} duration_ms={ms}"));
+                }
+                let more = if o.attempts_truncated { "+" } else { "" };
+                line.push_str(&format!(
+                    " attempts={}{more} failures={}",
+                    o.attempts, o.failures
+                ));
+                out.push(line);
+            }
+        }
+        out
     }
 }
 

@@ -148,8 +148,10 @@ pub(in crate::cli) fn run(
         rendered.markdown.unwrap_or_default()
     } else if args.dot {
         rendered.dot.unwrap_or_default()
-    } else {
+    } else if args.json {
         rendered.json
+    } else {
+        rendered.text
     };
     out.raw(text.as_bytes());
     out.note(&summary);
