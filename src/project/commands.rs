@@ -263,6 +263,15 @@ mod tests {
                 (c.received_at.clone(), c.updated_at.clone()),
                 (at(0), at(5))
             );
+            assert_eq!(
+                doc.view.lines(),
+                [format!(
+                    "op=c1 openclaw/openclaw#41379 comment-202624191 close completed \
+                     command.progress mutation=failed/mutation_outcome_unknown requeues=1 \
+                     updated={}",
+                    at(5)
+                )]
+            );
             bytes.push(doc.to_json());
         }
         assert!(bytes.windows(2).all(|w| w[0] == w[1]));

@@ -189,6 +189,14 @@ mod tests {
             assert_eq!(op.ended_at.as_deref(), Some("2026-03-10T10:06:30.000Z"));
             assert_eq!(op.duration_ms, Some(390_000));
             assert_eq!((op.attempts, op.failures, op.events), (2, 1, 4));
+            assert_eq!(
+                doc.view.lines(),
+                [
+                    "example-org/widgets:review.yml/review op=op1 review.item completed \
+                  example-org/widgets#7 started=2026-03-10T10:00:00.000Z \
+                  ended=2026-03-10T10:06:30.000Z duration_ms=390000 attempts=2 failures=1"
+                ]
+            );
         }
     }
 
@@ -212,6 +220,7 @@ mod tests {
         assert_eq!((op.ended_at.clone(), op.duration_ms), (None, None));
         assert_eq!(op.attempt_ids.ids, ["a0", "a1", "a2"]);
         assert!(op.attempts_truncated);
+        assert!(doc.view.lines()[0].ends_with(" attempts=3+ failures=0"));
         doc.to_json();
         assert_eq!(doc.truncated, 1);
     }
