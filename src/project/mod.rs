@@ -361,8 +361,8 @@ pub struct FilterDoc {
 }
 
 impl FilterDoc {
-    /// The record of `filter` (its operation and attempt prefixes are not view filters and
-    /// must be empty).
+    /// The record of `filter` (its operation and attempt prefixes are not view filters: they
+    /// are left out).
     pub fn of(filter: &log::Filter) -> FilterDoc {
         let date = |d: &Option<crate::time::CalendarDate>| d.map(|d| d.to_string());
         let mut event_types = filter.event_types.clone();
@@ -468,7 +468,10 @@ impl<P: Projection> Document<P> {
     }
 }
 
-/// Folds every event of `commit` that `filter` selects into a new view.
+/// Folds every event of `commit` that `filter` selects into a new view. The filter is applied
+/// as the document records it ([`FilterDoc::of`]: the operation and attempt prefixes of a
+/// `log` filter are not view filters and are ignored), so that an increment of the saved view
+/// selects exactly as the full fold did.
 ///
 /// # Errors
 /// [`Error::Log`] for a damaged shard or compaction, [`Error::Store`].
@@ -479,9 +482,10 @@ pub fn fold_revision<P: Projection>(
     limits: Limits,
 ) -> Result<Document<P>, Error> {
     let mut doc = Document::<P>::new(FilterDoc::of(filter), limits);
+    let filter = doc.filter.to_filter();
     let snap = store.snapshot(Some(commit))?;
     let view = View::new(&snap);
-    log::stream(&view, filter, &mut |e| {
+    log::stream(&view, &filter, &mut |e| {
         doc.add(e.value);
         ControlFlow::Continue(())
     })?;
