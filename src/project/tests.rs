@@ -468,3 +468,41 @@ proptest! {
         }
     }
 }
+
+/// `log::added_shards` lists what each range of commits added, hot or compacted since, and
+/// nothing for a compaction alone (its shards were there before).
+#[test]
+fn added_shards_follow_publications_across_a_compaction() {
+    let shards = |prefix: &str| -> Vec<String> {
+        crate::tests::files_under(&crate::tests::day1_job(prefix))
+            .into_keys()
+            .filter(|p| p.starts_with("ledger/v1/events/"))
+            .collect()
+    };
+    let (_dir, store) = crate::tests::scratch_store();
+    let a = publish_all(&store, &[crate::tests::day1_job("008")]);
+    let b = publish_all(&store, &[crate::tests::day1_job("010")]);
+    let mut options = crate::compact::Options::new(sig(), 1_777_593_600);
+    options.retention_days = 1;
+    crate::compact::compact(&store, &options).unwrap();
+    let c = store.resolve_ledger("refs/heads/main").unwrap();
+    let d = publish_all(&store, &[crate::tests::day1_job("017")]);
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(log::added_shards(&store, a, b).unwrap(), shards("010"));
+    assert_eq!(
+        log::added_shards(&store, b, c).unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(log::added_shards(&store, c, d).unwrap(), shards("017"));
+    assert_eq!(
+        log::added_shards(&store, a, d).unwrap(),
+        sorted([shards("010"), shards("017")].concat())
+    );
+    assert_eq!(
+        log::added_shards(&store, d, d).unwrap(),
+        Vec::<String>::new()
+    );
+}
