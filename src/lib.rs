@@ -23,6 +23,9 @@
 //! verify  ──> findings for a revision, or for a pushed range               verify
 //! compact ──> monthly segments + manifest replacing hot shards, one commit compact
 //! log     ──> the events of a revision in canonical order                  log, view
+//! project ──> deterministic views folded from the events (status, commands,  project
+//!             review history, notifications, evidence); a saved view is
+//!             brought up to date from the shards a tree diff adds
 //! claim / outcome / sweep ──> create-only records under finality/v1/,      finality
 //!             the same commit discipline
 //! serve   ──> the finality operations over HTTP, group-committed           server
@@ -152,6 +155,8 @@
 //! - [`verify`]: offline verification of a revision or a push range.
 //! - [`compact`]: monthly segments after the retention window.
 //! - [`log`]: the events of a revision in canonical order, filtered.
+//! - [`project`]: views folded from the events [`log`] hands out, bounded, the same bytes for
+//!   the same events; a saved view is brought up to date from [`log::added_shards`].
 //! - [`finality`]: execution finality: actions, the one claim, the one outcome, the sweep.
 //! - [`server`]: `serve`, the finality API over HTTP.
 //! - [`cli`]: the command line, the only place that reads the process's environment.
@@ -226,6 +231,7 @@ pub mod log;
 pub mod privacy;
 pub mod process;
 pub mod progress;
+pub mod project;
 pub mod publish;
 pub mod server;
 pub mod store;

@@ -18,6 +18,9 @@
 //! Memory: the paths of the hot shards, one month's manifest, a few segments and a batch of
 //! shards (about 1 MiB) at a time; events are handed to the caller one by one and not kept.
 //!
+//! [`stream_paths`] streams a given list of shards the same way, and [`added_shards`] lists the
+//! shards a descendant commit gained (a tree diff), so a reader can fold only what is new.
+//!
 //! Two other orders hold the matching events in memory ([`ordered`]): time order
 //! ([`Order::Time`]: `occurred_at`, then canonical order) and the causal order of one operation
 //! followed across jobs ([`follow`]: grouped by attempt, attempts and events in causal order).
@@ -266,6 +269,139 @@ pub fn stream_observed(
     );
     progress.end();
     Ok(stats)
+}
+
+/// Streams the matching events of the shards `paths` (sorted, each set whole, as
+/// [`added_shards`] returns them) in that order, each shard read through the view (checked)
+/// and gated exactly as in [`stream`]; a path the view does not hold is skipped. For readers
+/// that fold only what a range of commits added (`project --from`).
+///
+/// # Errors
+/// As [`stream`].
+pub fn stream_paths(
+    view: &View<'_, '_>,
+    paths: &[String],
+    filter: &Filter,
+    sink: &mut dyn FnMut(&Entry<'_>) -> ControlFlow<()>,
+) -> Result<Stats, Error> {
+    let mut gate = verify::LogGate::new(view.snapshot()).map_err(from_verify)?;
+    let mut stats = Stats::default();
+    let mut batch: Vec<Read> = Vec::new();
+    let mut bytes = 0usize;
+    for path in paths {
+        let Some((date, _)) = shard::parse_path(path) else {
+            continue;
+        };
+        if !filter.date_in_range(&date) {
+            continue;
+        }
+        let text = match view.read(path, shard::MAX_BYTES as u64) {
+            Ok(Some(bytes)) => shard::text_of(bytes, path),
+            Ok(None) => continue,
+            Err(view::Error::Store(store::Error::TooLarge { .. })) => {
+                Err(shard::Error::FileTooLarge(path.clone()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let full = bytes >= BATCH_BYTES
+            && batch
+                .last()
+                .is_some_and(|last| verify::set_key(&last.path) != verify::set_key(path));
+        if full {
+            bytes = 0;
+            let flow = hand_out(
+                &mut gate,
+                std::mem::take(&mut batch),
+                filter,
+                sink,
+                &mut stats,
+            )?;
+            if flow.is_break() {
+                return Ok(stats);
+            }
+        }
+        bytes += text.as_ref().map_or(0, String::len);
+        batch.push(Read {
+            date,
+            path: path.clone(),
+            text,
+        });
+    }
+    let _ = hand_out(&mut gate, batch, filter, sink, &mut stats)?;
+    Ok(stats)
+}
+
+/// The shard paths a descendant `new` holds that `old` did not, hot or compacted, sorted:
+/// shard files the tree diff of `ledger/v1/` adds, and entries of a month's manifest that
+/// `new` adds or replaces which neither `old`'s manifest lists nor `old` held hot (a shard a
+/// compaction in between moved into a segment was there before). Only the subtrees that
+/// differ are read ([`store::Store::diff`], as `verify --range` reads a push), so the cost
+/// follows the change, not the ledger.
+///
+/// # Errors
+/// [`Error::Store`]; [`Error::View`] for an invalid manifest at either side.
+pub fn added_shards(
+    store: &store::Store,
+    old: store::CommitId,
+    new: store::CommitId,
+) -> Result<Vec<String>, Error> {
+    use crate::ledger::segment::{self, SegmentFile};
+    use std::collections::BTreeSet;
+    let changes = store.diff(Some(old), new, "ledger/v1")?;
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    let mut months = BTreeSet::new();
+    for change in &changes {
+        match change {
+            store::Change::Added(p) if shard::parse_path(p).is_some() => {
+                added.insert(p.clone());
+            }
+            store::Change::Deleted(p) if shard::parse_path(p).is_some() => {
+                removed.insert(p.clone());
+            }
+            store::Change::Added(p) | store::Change::Modified(p) => {
+                if let Some(SegmentFile::Manifest(month)) = segment::parse_path(p) {
+                    months.insert(month);
+                }
+            }
+            store::Change::Deleted(_) => {}
+        }
+    }
+    let (old_snap, new_snap) = (store.snapshot(Some(old))?, store.snapshot(Some(new))?);
+    let (old_view, new_view) = (View::new(&old_snap), View::new(&new_snap));
+    // A hot file beside a compacted entry of the same path (which verify reports) was read
+    // from the segment before: not new.
+    let mut kept = BTreeSet::new();
+    for path in added {
+        let compacted = match Month::of_shard(&path) {
+            Some(month) => old_view
+                .manifest(month)?
+                .is_some_and(|m| m.entry(&path).is_some()),
+            None => false,
+        };
+        if !compacted {
+            kept.insert(path);
+        }
+    }
+    let mut added = kept;
+    if !months.is_empty() {
+        for month in months {
+            let Some(manifest) = new_view.manifest(month)? else {
+                continue;
+            };
+            let before = old_view.manifest(month)?;
+            for entry in &manifest.shards {
+                let known = removed.contains(&entry.path)
+                    || before
+                        .as_ref()
+                        .is_some_and(|m| m.entry(&entry.path).is_some());
+                if !known {
+                    added.insert(entry.path.clone());
+                }
+            }
+        }
+    }
+    Ok(added.into_iter().collect())
 }
 
 /// One shard as read: its partition date, path and text (or why it is not text).

@@ -7,7 +7,7 @@
 //! - `output`: the printer (data on stdout, notes and diagnostics on stderr, `-q` silences
 //!   notes), the exit-code carrying `Failure`, and the `--json` line helpers.
 //! - `cmd`: one file per command (`record`, `seal`, `publish`, `verify`, `hooks`, `compact`,
-//!   `log`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
+//!   `log`, `project`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
 //!
 //! Exit codes: 0 success; 1 the command ran and refused (a conflict with what the ledger holds,
 //! a strict-privacy refusal, findings of `verify`, a refused finality operation); 2 usage,
@@ -282,5 +282,6 @@ fn dispatch(
             let read = cmd::verify::Read::of(&ref_name, rev.as_deref());
             cmd::log::run(out, &repo, &read, json, order, &filter)
         }),
+        Command::Project(args) => cmd::project::run(out, env, &args),
     }
 }
