@@ -87,6 +87,14 @@ pub enum Error {
     PhaseSeqExhausted,
 }
 
+impl Error {
+    /// True when recovery refused because of what the spool holds (a conflicting terminal
+    /// event, a sealed producer: [`record::Error::is_conflict`]); exit 1 in the CLI.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Record(r) if r.is_conflict())
+    }
+}
+
 /// A spool event with its record's tree: recovery reads many fields of the few events of one
 /// producer, so the tree is parsed once per event here.
 #[derive(Clone)]

@@ -310,6 +310,13 @@ impl Error {
             Error::MarkerConflict { .. } | Error::AlreadyFinalized | Error::Conflict { .. }
         )
     }
+
+    /// True when the command ran and refused (exit 1 in the CLI): a conflict
+    /// ([`Error::is_conflict`]) or a strict-privacy refusal; anything else is an input or I/O
+    /// error.
+    pub fn is_refusal(&self) -> bool {
+        self.is_conflict() || matches!(self, Error::StrictPrivacy(_))
+    }
 }
 
 /// Knobs of [`record_phase`] and [`record_action`].

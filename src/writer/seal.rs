@@ -104,6 +104,20 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// True when sealing ran and refused (exit 1 in the CLI): late events, a conflicting
+    /// shard file, an unsealed spool, or a strict-privacy finding.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::LateEvents(_)
+                | Error::ShardConflict { .. }
+                | Error::Unsealed { .. }
+                | Error::StrictPrivacy { .. }
+        )
+    }
+}
+
 /// One producer's share of a spool, ready to seal or publish.
 #[derive(Clone, Debug)]
 pub struct ProducerRun {

@@ -87,9 +87,8 @@ pub(in crate::cli) fn run(
     order: crate::log::Order,
     filter: &crate::log::Filter,
 ) -> Result<(), Failure> {
-    let unreadable = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("cannot read the log of {}: {e}", repo.display()),
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot read the log of {}: {e}", repo.display()))
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
     let rev = read.name();
