@@ -227,6 +227,7 @@ pub mod privacy;
 pub mod process;
 pub mod progress;
 pub mod publish;
+pub mod random;
 pub mod server;
 pub mod store;
 #[cfg(test)]
