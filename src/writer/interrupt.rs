@@ -527,9 +527,9 @@ pub fn interrupt_open_attempts_events(
     let spool = Spool::open(root)?;
     let mut producers: Vec<(String, Value)> = Vec::new();
     for e in spool.read_all()?.into_iter().map(Recorded::new) {
-        let key = canonical::to_canonical_unchecked(e.producer());
+        let key = e.producer().canonical();
         if is_recoverable_start(&e) && !producers.iter().any(|(k, _)| *k == key) {
-            producers.push((key, e.producer().clone()));
+            producers.push((key, e.producer().to_value()));
         }
     }
     producers.sort_by(|a, b| a.0.cmp(&b.0));
@@ -546,7 +546,7 @@ pub fn interrupt_open_attempts_events(
         let mut current: Vec<Recorded> = spool
             .read_all()?
             .into_iter()
-            .filter(|e| canonical::to_canonical_unchecked(e.producer()) == key)
+            .filter(|e| e.producer().canonical() == key)
             .map(Recorded::new)
             .collect();
         let mut starts: Vec<Recorded> = current

@@ -956,7 +956,7 @@ pub fn record_action_outcome_with(
 /// Step 5 of the module's check order without the lock and without writing: the seal, the
 /// partition marker and an existing event file.
 fn check_spool(root: &Root, candidate: &Event, date: &str) -> Result<(), Error> {
-    let producer_digest = spool::producer_digest(candidate.producer());
+    let producer_digest = spool::producer_digest(&candidate.producer().to_value());
     check_not_sealed(root, candidate, &producer_digest)?;
     check_marker(root, &producer_digest, date)?;
     let rel = spool::event_relative_path(candidate);
@@ -977,7 +977,7 @@ pub fn write_event(
 ) -> Result<(Event, Outcome), Error> {
     let guards = lock::acquire_producers(
         root,
-        std::slice::from_ref(candidate.producer()),
+        &[candidate.producer().to_value()],
         now,
         &lock::Options::default(),
     )?;
@@ -993,7 +993,7 @@ pub fn write_event_locked(root: &Root, candidate: &Event, date: &str) -> Result<
 }
 
 fn write_locked(root: &Root, candidate: &Event, date: &str) -> Result<(Event, Outcome), Error> {
-    let producer_digest = spool::producer_digest(candidate.producer());
+    let producer_digest = spool::producer_digest(&candidate.producer().to_value());
     check_not_sealed(root, candidate, &producer_digest)?;
     ensure_marker(root, &producer_digest, date)?;
     let rel = spool::event_relative_path(candidate);
@@ -1057,7 +1057,7 @@ fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result
     else {
         return Ok(());
     };
-    if !seal::is_valid_seal(&text, candidate.producer()) {
+    if !seal::is_valid_seal(&text, &candidate.producer().to_value()) {
         return Err(Error::InvalidSeal(seal_path));
     }
     if root
@@ -1668,14 +1668,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{part} {input} {env:?}: {e}"))
                 .unwrap();
             assert!(
-                !privacy::contains_confidential_identifier(
-                    stored
-                        .producer()
-                        .get("component")
-                        .unwrap()
-                        .as_str()
-                        .unwrap()
-                ),
+                !privacy::contains_confidential_identifier(&stored.producer().component),
                 "{part}"
             );
             let (refused, entries) = record_in_fresh_spool(&input, &env, Profile::Strict);
