@@ -36,7 +36,7 @@
 //!    then the identity is present;
 //! 3. the event is built ([`build_action_event`]):
 //!    1. a mutation names its `idempotencyIdentity`;
-//!    2. the producer from the environment ([`producer_from_env`]): the repository, the
+//!    2. the producer from the environment ([`resolve_producer`]): the repository, the
 //!       workflow, step and invocation as machine identifiers, the sha, job and run id, the run
 //!       attempt, the component as a machine identifier; the parts are joined, and are not
 //!       scanned on their own (the reference does not);
@@ -328,8 +328,8 @@ pub struct Options {
     pub privacy: Profile,
 }
 
-/// The strict pass of `profile` over an event built from `input` and `env`
-/// ([`build_action_event`]), after every check of the reference passed:
+/// The strict pass of `profile` over an event built with `producer` ([`build_action_event`]),
+/// after every check of the reference passed:
 ///
 /// 1. every string and key of the record against [`privacy::strict::RULES`];
 /// 2. each producer part (the workflow, the component, the step, the invocation) on its own,
@@ -344,8 +344,7 @@ pub struct Options {
 /// and the rule, a strict-only rule id; [`Profile::Reference`] accepts everything.
 pub fn check_privacy(
     event: &Event,
-    input: &Value,
-    env: &Environment,
+    producer: &ResolvedProducer,
     profile: Profile,
 ) -> Result<(), Error> {
     if profile == Profile::Reference {
@@ -354,27 +353,21 @@ pub fn check_privacy(
     profile
         .check(&event.record())
         .map_err(Error::StrictPrivacy)?;
-    let component = input.get("component").and_then(Value::as_str).unwrap_or("");
-    for (name, source, max) in [
-        ("GITHUB_WORKFLOW", workflow_source(env)?.as_str(), 128),
-        ("component", component, 120),
-        ("GITHUB_ACTION", step_source(env), 64),
-        (
-            "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
-            invocation_source(env),
-            64,
-        ),
-    ] {
+    for ProducerPart {
+        name,
+        source,
+        identifier,
+    } in &producer.parts
+    {
         let path = format!("producer part {name}");
-        let part = machine_identifier(source, max)?;
         // The source too: a long value is cut to a prefix plus a hash, and a cut token is
         // still a leaked one.
-        for text in [source, part.as_str()] {
+        for text in [source, identifier] {
             profile
                 .check_text(text, &path)
                 .map_err(Error::StrictPrivacy)?;
         }
-        if privacy::contains_confidential_identifier(&part) {
+        if privacy::contains_confidential_identifier(identifier) {
             return Err(Error::StrictPrivacy(privacy::strict::Finding::of(
                 path,
                 &privacy::strict::PRODUCER_PART_RULE,
@@ -430,16 +423,77 @@ fn required_env(env: &Environment, name: &'static str) -> Result<String, Error> 
     Ok(v.to_owned())
 }
 
-/// `workflowActionProducer(component)`: the producer in the writer-input shape
-/// (`repository, sha, workflow, job, runId, runAttempt, component`).
-pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Error> {
+/// Longest workflow part of a producer (`GITHUB_WORKFLOW_REF`'s file name, else
+/// `GITHUB_WORKFLOW`), as a machine identifier.
+pub const WORKFLOW_PART_MAX: usize = 128;
+/// Longest component part (the input's `component`) of a producer's component.
+pub const COMPONENT_PART_MAX: usize = 120;
+/// Longest step part (`GITHUB_ACTION`) of a producer's component.
+pub const STEP_PART_MAX: usize = 64;
+/// Longest invocation part (`CLAWSWEEPER_ACTION_LEDGER_INVOCATION`) of a producer's component.
+pub const INVOCATION_PART_MAX: usize = 64;
+
+/// One machine-identifier part of a producer: where it comes from and what it became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerPart {
+    /// The variable it comes from, or `component` (the input's field).
+    pub name: &'static str,
+    /// The value as given.
+    pub source: String,
+    /// [`machine_identifier`] of `source` within the part's limit.
+    pub identifier: String,
+}
+
+/// A producer resolved once from the environment and an input's component
+/// ([`resolve_producer`]): the producer the event is built with, and the four parts its
+/// workflow and component are made of, which the strict profile checks one by one
+/// ([`check_privacy`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedProducer {
+    /// The producer, as the event will persist it.
+    pub producer: event::Producer,
+    /// The workflow, component, step and invocation parts, in that order.
+    pub parts: [ProducerPart; 4],
+}
+
+impl ResolvedProducer {
+    /// `workflowActionProducer(component)`: the producer in the writer-input shape
+    /// (`repository, sha, workflow, job, runId, runAttempt, component`).
+    pub fn writer_input(&self) -> Value {
+        let p = &self.producer;
+        Value::object([
+            ("component", Value::str(&p.component)),
+            ("job", Value::str(&p.job)),
+            ("repository", Value::str(&p.repository)),
+            ("runAttempt", Value::from(p.run_attempt)),
+            ("runId", Value::str(&p.run_id)),
+            ("sha", Value::str(&p.sha)),
+            ("workflow", Value::str(&p.workflow)),
+        ])
+    }
+}
+
+/// The producer of an event with `component`, resolved from `env` (the reference's
+/// `workflowActionProducer`); its errors come in the reference's order.
+pub fn resolve_producer(component: &str, env: &Environment) -> Result<ResolvedProducer, Error> {
     let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
     if identity::normalize_repository(&repository).ok().as_deref() != Some(repository.as_str()) {
         return Err(Error::EnvRepository(repository));
     }
-    let workflow = workflow_part(env)?;
-    let step = step_part(env)?;
-    let invocation = invocation_part(env)?;
+    let part = |name: &'static str, source: &str, max: usize| -> Result<ProducerPart, Error> {
+        Ok(ProducerPart {
+            name,
+            source: source.to_owned(),
+            identifier: machine_identifier(source, max)?,
+        })
+    };
+    let workflow = part("GITHUB_WORKFLOW", &workflow_source(env)?, WORKFLOW_PART_MAX)?;
+    let step = part("GITHUB_ACTION", step_source(env), STEP_PART_MAX)?;
+    let invocation = part(
+        "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
+        invocation_source(env),
+        INVOCATION_PART_MAX,
+    )?;
     let sha = required_env(env, "GITHUB_SHA")?;
     let job = required_env(env, "GITHUB_JOB")?;
     let run_id = required_env(env, "GITHUB_RUN_ID")?;
@@ -448,17 +502,22 @@ pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Er
         .as_safe_integer()
         .filter(|n| *n >= 1)
         .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))?;
-    let component = machine_identifier(component, 120)?;
-    let component = format!("{component}.{step}.{invocation}");
-    Ok(Value::object([
-        ("component", Value::String(component)),
-        ("job", Value::String(job)),
-        ("repository", Value::String(repository)),
-        ("runAttempt", Value::from(run_attempt)),
-        ("runId", Value::String(run_id)),
-        ("sha", Value::String(sha)),
-        ("workflow", Value::String(workflow)),
-    ]))
+    let component = part("component", component, COMPONENT_PART_MAX)?;
+    Ok(ResolvedProducer {
+        producer: event::Producer {
+            component: format!(
+                "{}.{}.{}",
+                component.identifier, step.identifier, invocation.identifier
+            ),
+            job,
+            repository,
+            run_attempt,
+            run_id,
+            sha,
+            workflow: workflow.identifier.clone(),
+        },
+        parts: [workflow, component, step, invocation],
+    })
 }
 
 /// The fields of a producer run, as they are named in a shard's identity and in the
@@ -517,7 +576,7 @@ impl RunField {
     }
 }
 
-/// One field of the producer run that [`producer_from_env`] derives from `env`, resolved on its
+/// One field of the producer run that [`resolve_producer`] derives from `env`, resolved on its
 /// own (the run attempt as its decimal text): what the current job's events carry, for a
 /// publisher that checks a shard's provenance against it.
 pub fn run_field_from_env(field: RunField, env: &Environment) -> Result<String, Error> {
@@ -531,7 +590,7 @@ pub fn run_field_from_env(field: RunField, env: &Environment) -> Result<String, 
             }
             Ok(repository)
         }
-        RunField::Workflow => workflow_part(env),
+        RunField::Workflow => machine_identifier(&workflow_source(env)?, WORKFLOW_PART_MAX),
         RunField::RunAttempt => {
             let attempt = privacy::js_number(&required_env(env, "GITHUB_RUN_ATTEMPT")?);
             Value::Number(attempt)
@@ -575,18 +634,6 @@ fn step_source(env: &Environment) -> &str {
 fn invocation_source(env: &Environment) -> &str {
     env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
         .map_or("default", String::as_str)
-}
-
-fn workflow_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(&workflow_source(env)?, 128)
-}
-
-fn step_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(step_source(env), 64)
-}
-
-fn invocation_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(invocation_source(env), 64)
 }
 
 fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
@@ -756,6 +803,15 @@ pub fn build_action_event(
     env: &Environment,
     now: Timestamp,
 ) -> Result<Event, Error> {
+    build(input, env, now).map(|(event, _)| event)
+}
+
+/// [`build_action_event`], with the producer it resolved.
+fn build(
+    input: &Value,
+    env: &Environment,
+    now: Timestamp,
+) -> Result<(Event, ResolvedProducer), Error> {
     let text_field = |k: &'static str| -> Result<&str, Error> {
         input
             .get(k)
@@ -774,7 +830,8 @@ pub fn build_action_event(
     {
         return Err(Error::MutationWithoutIdempotency);
     }
-    let producer = producer_from_env(text_field("component")?, env)?;
+    let resolved = resolve_producer(text_field("component")?, env)?;
+    let producer = resolved.writer_input();
     let scope = text_field("scope")?;
     let operation = match input.get("operation") {
         Some(v) if !matches!(v, Value::Null) => v.as_str().ok_or(Error::InputShape {
@@ -877,11 +934,8 @@ pub fn build_action_event(
     if let Some(v) = input.get("occurredAt") {
         writer.insert("occurredAt".into(), v.clone());
     }
-    Ok(event::create(
-        &Value::Object(writer.into()),
-        &now.to_iso_millis(),
-        None,
-    )?)
+    let event = event::create(&Value::Object(writer.into()), &now.to_iso_millis(), None)?;
+    Ok((event, resolved))
 }
 
 /// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
@@ -940,14 +994,14 @@ pub fn record_action_outcome_with(
     if !enabled(env) {
         return Ok(None);
     }
-    let candidate = build_action_event(input, env, now)?;
+    let (candidate, producer) = build(input, env, now)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
     if options.privacy != Profile::Reference {
         // The reference's checks of what the spool holds, read-only and before the lock, so
         // that a strict refusal leaves the spool untouched; they run again under the lock.
         check_spool(&root, &candidate, &date)?;
-        check_privacy(&candidate, input, env, options.privacy)?;
+        check_privacy(&candidate, &producer, options.privacy)?;
     }
     before_write(&root, &candidate);
     write_event(&root, &candidate, &date, now).map(Some)
@@ -1313,8 +1367,8 @@ mod tests {
     /// [`build`], then the privacy profile as [`record_action`] applies it.
     fn build_with(place: &Place, value: &str, profile: Profile) -> Result<Event, Error> {
         let (input, env) = inputs(place, value)?;
-        let event = build_action_event(&input, &env, crate::time::Timestamp::from_millis(0))?;
-        check_privacy(&event, &input, &env, profile)?;
+        let (event, producer) = super::build(&input, &env, crate::time::Timestamp::from_millis(0))?;
+        check_privacy(&event, &producer, profile)?;
         Ok(event)
     }
 
