@@ -351,7 +351,7 @@ pub fn check_privacy(
         return Ok(());
     }
     profile
-        .check(&event.record())
+        .check_line(&event.json)
         .map_err(Error::StrictPrivacy)?;
     for ProducerPart {
         name,
