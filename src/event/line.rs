@@ -521,9 +521,9 @@ impl Producer<'_> {
     }
 
     /// The producer as an [`Event`] keeps it, shared with the events of the same producer that
-    /// this thread read before (at most [`PRODUCERS_KEPT`] producers are remembered): a tree
-    /// per event took about 800 bytes (8 MiB of a publication of 10,000 events), and a spool's
-    /// events come from a few producers, in no order that groups them.
+    /// this thread read before (at most [`PRODUCERS_KEPT`] producers are remembered): a copy per
+    /// event costs memory in proportion to the events, and a spool's events come from a few
+    /// producers, in no order that groups them.
     fn shared(&self) -> Arc<super::Producer> {
         PRODUCERS.with(|known| {
             let mut known = known.borrow_mut();

@@ -99,7 +99,7 @@ impl Event {
     {
         use rayon::prelude::*;
         let items: Vec<(&str, String)> = lines.into_iter().collect();
-        // Below 64 lines a split costs more than it saves (~60 µs per event).
+        // Below 64 lines a split costs more than it saves.
         items
             .par_iter()
             .with_min_len(64)
@@ -107,8 +107,8 @@ impl Event {
             .collect()
     }
 
-    /// The record's tree, parsed again from [`Event::json`] (a few µs per KiB): for the few
-    /// readers that need more than the kept fields after parsing.
+    /// The record's tree, parsed again from [`Event::json`]: for the few readers that need more
+    /// than the kept fields after parsing.
     ///
     /// # Panics
     /// When `json` was changed after validation into text that is not JSON.
