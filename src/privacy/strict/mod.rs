@@ -180,7 +180,7 @@ impl Profile {
         }
     }
 
-    /// [`Profile::check`] for one text that lands in the ledger only after a transformation the
+    /// [`Profile::check_line`] for one text that lands in the ledger only after a transformation the
     /// event walk cannot see through (for example a producer part joined into a composed
     /// identifier). `path` names the text in the finding.
     pub fn check_text(self, text: &str, path: &str) -> Result<(), Finding> {

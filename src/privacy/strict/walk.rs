@@ -37,12 +37,15 @@ pub fn first(value: &Value) -> Option<Finding> {
     hit
 }
 
-/// [`scan`] of the value that the JSON `text` holds, walked in the text's own order without
-/// building its tree. For canonical text, whose keys are in the order a [`Value::Object`] keeps,
-/// the findings, their paths and their order are exactly [`scan`]'s of the parsed value: the
-/// strict pass of a stored line costs one pass over its bytes. Text with keys in another order
-/// gives the same findings in the text's order (so [`first_in_line`] may name another of
-/// them); text that is not JSON gives the findings before the point where it stops being JSON.
+/// Every strict hit in the value that the JSON `text` holds: one [`Finding`] per string value
+/// or object key that a rule matches (the first rule of the table for that text), walked in
+/// the text's own order without building its tree. A flagged key's members are not walked, so
+/// no flagged text ever appears in a path. For canonical text (keys in sorted order) the
+/// findings, their paths and their order are those of the parsed value walked in canonical
+/// order: the strict pass of a stored line costs one pass over its bytes. Text with keys in
+/// another order gives the same findings in the text's order (so [`first_in_line`] may name
+/// another of them); text that is not JSON gives the findings before the point where it stops
+/// being JSON.
 pub fn scan_line(text: &str) -> Vec<Finding> {
     let mut found = Vec::new();
     walk_text(text, &mut |f| {
@@ -52,7 +55,8 @@ pub fn scan_line(text: &str) -> Vec<Finding> {
     found
 }
 
-/// [`first`] of the value that the JSON `text` holds, as [`scan_line`] walks it.
+/// The first strict hit in the value that the JSON `text` holds, as [`scan_line`] walks it, or
+/// `None`.
 pub fn first_in_line(text: &str) -> Option<Finding> {
     let mut hit = None;
     walk_text(text, &mut |f| {
@@ -66,7 +70,7 @@ pub fn first_in_line(text: &str) -> Option<Finding> {
 /// (as [`first_in_line`] finds one), or text that is not one JSON value (trailing bytes
 /// included). No tree is built. A key repeated in an object is walked in each of its members,
 /// so a text never has fewer hits than any tree read from it. For a stored line that was
-/// published, this is the answer of [`first`] on its record.
+/// published, this is whether [`first_in_line`] finds a hit.
 pub fn refuses_line(text: &str) -> bool {
     let mut hit = false;
     let whole = walk_text(text, &mut |_| {

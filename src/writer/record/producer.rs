@@ -80,7 +80,7 @@ pub struct ProducerPart {
 /// A producer resolved once from the environment and an input's component
 /// ([`resolve_producer`]): the producer the event is built with, and the four parts its
 /// workflow and component are made of, which the strict profile checks one by one
-/// ([`check_privacy`]).
+/// ([`check_privacy`](super::check_privacy)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedProducer {
     /// The producer, as the event will persist it.
