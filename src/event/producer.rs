@@ -38,6 +38,20 @@ impl Producer {
         ])
     }
 
+    /// The producer in the writer-input shape that [`crate::event::create`] takes (camelCase:
+    /// `repository, sha, workflow, job, runId, runAttempt, component`).
+    pub fn writer_input(&self) -> Value {
+        Value::object([
+            ("component", Value::str(&self.component)),
+            ("job", Value::str(&self.job)),
+            ("repository", Value::str(&self.repository)),
+            ("runAttempt", Value::from(self.run_attempt)),
+            ("runId", Value::str(&self.run_id)),
+            ("sha", Value::str(&self.sha)),
+            ("workflow", Value::str(&self.workflow)),
+        ])
+    }
+
     /// The persisted object's canonical JSON: the key that groups a spool's events by
     /// producer.
     pub fn canonical(&self) -> String {
@@ -71,6 +85,10 @@ mod tests {
         let p = Producer::from_value(&v).unwrap();
         assert_eq!(p.run_attempt, 2);
         assert_eq!(p.canonical(), text);
+        assert_eq!(
+            canonical::to_canonical_unchecked(&p.writer_input()),
+            r#"{"component":"review.run.default","job":"review","repository":"openclaw/openclaw","runAttempt":2,"runId":"123","sha":"abc","workflow":"review.yml"}"#
+        );
         let Value::Object(mut m) = v else { panic!() };
         m.insert("run_attempt".into(), Value::str("2"));
         assert_eq!(Producer::from_value(&Value::Object(m)), None);

@@ -121,15 +121,11 @@ pub fn failure_event(source: &Event, wall: Timestamp) -> Result<Event, record::E
     let get = |k: &str| src.get(k).cloned().unwrap_or(Value::Null);
     let persisted = source.producer();
     let component = derived_component(persisted)?;
-    let producer = Value::object([
-        ("component", Value::str(&component)),
-        ("job", Value::str(&persisted.job)),
-        ("repository", Value::str(&persisted.repository)),
-        ("runAttempt", Value::from(persisted.run_attempt)),
-        ("runId", Value::str(&persisted.run_id)),
-        ("sha", Value::str(&persisted.sha)),
-        ("workflow", Value::str(&persisted.workflow)),
-    ]);
+    let producer = crate::event::Producer {
+        component: component.clone(),
+        ..persisted.clone()
+    }
+    .writer_input();
     let source_id = Value::str(source.event_id.as_str());
     let event_key = identity::event_key(
         FAILURE_TYPE,

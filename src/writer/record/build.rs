@@ -174,7 +174,7 @@ pub(super) fn build(
         return Err(Error::MutationWithoutIdempotency);
     }
     let resolved = resolve_producer(text_field("component")?, env)?;
-    let producer = resolved.writer_input();
+    let producer = resolved.producer.writer_input();
     let scope = text_field("scope")?;
     let operation = match input.get("operation") {
         Some(v) if !matches!(v, Value::Null) => v.as_str().ok_or(Error::InputShape {

@@ -89,23 +89,6 @@ pub struct ResolvedProducer {
     pub parts: [ProducerPart; 4],
 }
 
-impl ResolvedProducer {
-    /// `workflowActionProducer(component)`: the producer in the writer-input shape
-    /// (`repository, sha, workflow, job, runId, runAttempt, component`).
-    pub fn writer_input(&self) -> Value {
-        let p = &self.producer;
-        Value::object([
-            ("component", Value::str(&p.component)),
-            ("job", Value::str(&p.job)),
-            ("repository", Value::str(&p.repository)),
-            ("runAttempt", Value::from(p.run_attempt)),
-            ("runId", Value::str(&p.run_id)),
-            ("sha", Value::str(&p.sha)),
-            ("workflow", Value::str(&p.workflow)),
-        ])
-    }
-}
-
 /// The producer of an event with `component`, resolved from `env` (the reference's
 /// `workflowActionProducer`); its errors come in the reference's order.
 pub fn resolve_producer(component: &str, env: &Environment) -> Result<ResolvedProducer, Error> {
