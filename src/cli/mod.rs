@@ -5,7 +5,8 @@
 //! - `settings`: environment variables and the clock resolved into values (commit identity,
 //!   the finality clock, `--now`, fresh ids); the library never reads them itself.
 //! - `output`: the printer (data on stdout, notes and diagnostics on stderr, `-q` silences
-//!   notes), the exit-code carrying `Failure`, and the `--json` line helpers.
+//!   notes), the `ExitStatus` every command ends with and the `Failure` that carries it, and
+//!   the `--json` line helpers.
 //! - `cmd`: one file per command (`record`, `seal`, `publish`, `verify`, `hooks`, `compact`,
 //!   `log`, `project`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
 //!
@@ -87,20 +88,22 @@ fn run_with(
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
             let text = e.render().to_string();
-            if code == 0 {
-                let _ = write!(stdout, "{text}");
-            } else {
+            // `--help` and `--version` come here too, on stdout and successful.
+            let status = if e.use_stderr() {
                 let _ = write!(stderr, "{text}");
-            }
-            return code;
+                output::ExitStatus::Error
+            } else {
+                let _ = write!(stdout, "{text}");
+                output::ExitStatus::Success
+            };
+            return status.code();
         }
     };
     let mut out = Printer::new(stdout, stderr, cli.quiet);
     out.progress = progress;
     let result = dispatch(&mut out, env, stdin, cli.command);
-    out.finish(result)
+    out.finish(result).code()
 }
 
 /// Resolves each command's flags (with the environment where a flag has an environment

@@ -45,10 +45,7 @@ pub(in crate::cli) fn finality_failure(
         }
         out.data(&line(&Value::object(v)));
     }
-    Failure {
-        code: if e.is_refusal() { 1 } else { 2 },
-        message: format!("{e} ({})", e.code()),
-    }
+    Failure::classified(e.is_refusal(), format!("{e} ({})", e.code()))
 }
 
 /// The `action` object of `show --json` and `create --json`.
@@ -208,10 +205,7 @@ fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(
         verified: binding.verified,
     };
     let result = finality_options(env, &state).and_then(|options| {
-        let store = open_state(env, &state).map_err(|f| Failure {
-            code: 2,
-            message: f.message,
-        })?;
+        let store = open_state(env, &state).map_err(|f| Failure::input(f.message))?;
         Ok(finality::claim(&store, &options, &action_id, &request, now))
     });
     let result = match result {
@@ -229,10 +223,10 @@ fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(
             }
             Ok(())
         }
-        Err(e) => Err(Failure {
-            code: if e.is_refusal() { 1 } else { 2 },
-            message: format!("{e} ({})", e.code()),
-        }),
+        Err(e) => Err(Failure::classified(
+            e.is_refusal(),
+            format!("{e} ({})", e.code()),
+        )),
     }
 }
 

@@ -36,9 +36,8 @@ pub(in crate::cli) fn run(
     all: bool,
     json: bool,
 ) -> Result<(), Failure> {
-    let failed = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("cannot maintain {}: {e}", repo.display()),
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot maintain {}: {e}", repo.display()))
     };
     let store = Store::open(repo).map_err(|e| failed(&e))?;
     // Debris of killed writers first: staging directories of a killed first publication beside
@@ -52,14 +51,10 @@ pub(in crate::cli) fn run(
         ));
     }
     let migrated = finality::migrate::migrate(&store, ref_name, &signature(env)?).map_err(|e| {
-        let code = match e {
-            finality::migrate::MigrateError::Moved { .. } => 1,
-            _ => 2,
-        };
-        Failure {
-            code,
-            message: format!("cannot maintain {}: {e}", repo.display()),
-        }
+        Failure::classified(
+            e.is_refusal(),
+            format!("cannot maintain {}: {e}", repo.display()),
+        )
     })?;
     let (layout, commit, records, entries) = match &migrated {
         Migrated::AlreadyCurrent(l) => (Value::str(l.name()), None, 0, 0),

@@ -56,13 +56,12 @@ pub(in crate::cli) fn run(
         }
         None => None,
     };
-    let unreadable = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!(
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Failure::input(format!(
             "cannot fold the {} view of {}: {e}",
             args.view,
             args.repo.display()
-        ),
+        ))
     };
     let read = crate::cli::cmd::verify::Read::of(&args.ref_name, args.rev.as_deref());
     let (store, commit, name) = match &args.remote {
@@ -79,9 +78,8 @@ pub(in crate::cli) fn run(
             let timeout = crate::cli::settings::remote_timeout(env)?;
             let store =
                 Store::open_or_init_bare(&args.repo, &args.ref_name).map_err(|e| unreadable(&e))?;
-            let remote = |e: &dyn std::fmt::Display| Failure {
-                code: 2,
-                message: format!("cannot read {url} {ref_name}: {e}"),
+            let remote = |e: &dyn std::fmt::Display| {
+                Failure::input(format!("cannot read {url} {ref_name}: {e}"))
             };
             let tip = crate::store::remote::remote_tip(store.git_dir(), &url, ref_name, timeout)
                 .map_err(|e| remote(&e))?
@@ -132,14 +130,11 @@ pub(in crate::cli) fn run(
         }
         out.note(&summary);
         if !differences.is_empty() {
-            return Err(Failure {
-                code: 1,
-                message: format!(
-                    "{} difference(s) between {} and the fold",
-                    differences.len(),
-                    args.compare.as_ref().expect("compared").display()
-                ),
-            });
+            return Err(Failure::refused(format!(
+                "{} difference(s) between {} and the fold",
+                differences.len(),
+                args.compare.as_ref().expect("compared").display()
+            )));
         }
         out.note("the legacy projection equals the fold");
         return Ok(());
