@@ -7,10 +7,13 @@
 #   - a second outcome is answered 409 with current_status; get_action_outcome has its fields;
 #   - 32 threads claim one action: exactly one winner;
 #   - a wrong key is answered 401;
-#   - a require_approval action is approved by an operator while run_governed waits, then
-#     claimed and completed;
+#   - a require_approval action is found with get_pending_approvals and approved by an operator
+#     while run_governed waits, then claimed and completed;
 #   - idempotency keys: a blocked create_action raises GuardBlockedError on its replay too; a
 #     key reused for another act is answered 422; the same request again replays;
+#   - listings: get_actions (filtered by status, agent and type), get_pending_approvals (the
+#     operator finds the waiting action there), get_guard_decisions (by verdict), each refusing
+#     a bad parameter with 400, and /api/actions/stats;
 #   - the cron sweep: 401 without the secret, 503 on a server without one, 200 not sweeping a fresh
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
@@ -214,22 +217,25 @@ if case == "sdk":
             result["error"] = e
     t = threading.Thread(target=governed)
     t.start()
+    # The operator finds it among the pending approvals (GET /api/actions?status=pending_approval).
+    ops = DashClaw(url, ops_key, "operator-console")
     for _ in range(200):
-        s, b = raw("GET", f"/api/actions/{aid}")
-        if s == 200 and b["action"]["status"] == "pending_approval":
+        pending = ops.get_pending_approvals()
+        if [a["action_id"] for a in pending["actions"]] == [aid]:
             break
         time.sleep(0.05)
     else:
         raise AssertionError("no pending approval appeared")
+    assert pending["total"] == 1 and pending["stats"]["pending_approval"] == 1, pending
+    assert pending["actions"][0] == dc.get_action(aid)["action"], pending
     s, b = raw("POST", f"/api/actions/{aid}/approve", {"decision": "approve"})
     assert s == 403, (s, b)
-    ops = DashClaw(url, ops_key, "operator-console")
     ops.approve_action(aid, "allow")
     t.join(60)
     assert result.get("value") == "deployed", result
     a = dc.get_action(aid)["action"]
     assert a["approved_by"] == "ops" and a["status"] == "completed" and a["approval_grant_used_at"], a
-    ok("require_approval: an operator approves while the SDK waits; it claims, runs and completes")
+    ok("require_approval: an operator finds it with get_pending_approvals and approves while the SDK waits; it claims, runs and completes")
 
     # A replayed blocked creation is blocked again; a key reused for another request is refused
     # (422), never answered with the first action.
@@ -254,6 +260,46 @@ if case == "sdk":
                              client_capabilities=["execution_claims"], idempotency_key="order-42")
     assert again["action_id"] == first["action_id"] and again["idempotent_replay"] is True, again
     ok("idempotency keys: a blocked creation replays as blocked, a reused key is 422, a retry replays")
+
+    # Listings (issue 45): every action, filtered, the pending approvals and the guard decisions;
+    # a bad limit or verdict is answered 400.
+    page = dc.get_actions(limit=200)
+    assert {"actions", "total", "stats", "lastUpdated"} <= set(page), sorted(page)
+    ids = {a["action_id"] for a in page["actions"]}
+    assert aid in ids and first["action_id"] in ids, ids
+    assert page["total"] == len(page["actions"]) == page["stats"]["total"], page["total"]
+    assert next(a for a in page["actions"] if a["action_id"] == aid) == dc.get_action(aid)["action"]
+    done = dc.get_actions(status="completed", agent_id=agent)
+    assert done["actions"] and all(a["status"] == "completed" and a["agent_id"] == agent
+                                   for a in done["actions"]), done
+    assert aid in {a["action_id"] for a in done["actions"]}, done
+    assert dc.get_actions(action_type="drop-prod")["actions"][0]["status"] == "blocked"
+    assert dc.get_pending_approvals()["total"] == 0
+    for bad in (lambda: dc.get_actions(limit=0), lambda: dc.get_pending_approvals(limit="ten"),
+                lambda: dc.get_actions(status="done")):
+        try:
+            bad()
+            raise AssertionError("a bad listing parameter was answered")
+        except DashClawError as e:
+            assert e.status == 400, e.status
+    ok(f"get_actions lists {page['total']} actions with the rows get_action shows, filtered by status, agent and type; "
+       "get_pending_approvals is empty once approved; a bad limit or status is 400")
+
+    g = dc.get_guard_decisions(limit=1000)
+    assert g["total"] == len(g["decisions"]) > 0 and all(d["agent_id"] == agent for d in g["decisions"]), g["total"]
+    blocks = dc.get_guard_decisions(decision="block")["decisions"]
+    assert blocks and all(d["decision"] == "block" and d["matched_policies"] == ["no-drop"] for d in blocks), blocks
+    approvals = dc.get_guard_decisions(decision="require_approval")["decisions"]
+    assert [d["action_type"] for d in approvals] == ["deploy"], approvals
+    try:
+        dc.get_guard_decisions(decision="maybe")
+        raise AssertionError("a bad verdict was answered")
+    except DashClawError as e:
+        assert e.status == 400, e.status
+    s, b = raw("GET", "/api/actions/stats")
+    assert s == 200 and b["total"] == page["total"] and b["approval"] == 0, (s, b)
+    ok(f"get_guard_decisions lists the agent's {g['total']} decisions, filtered by verdict; a bad verdict is 400; "
+       "/api/actions/stats counts every action")
 
 elif case == "sweep":
     sweep_url = sys.argv[3]

@@ -30,6 +30,16 @@
 //!
 //! Directories can only be fsynced on Unix; elsewhere [`sync_dir`] does nothing.
 //!
+//! # Why the spool stages differently
+//!
+//! The spool's create-only writes ([`crate::writer::files`]) stage as
+//! `<name>.<pid>.<uuid-v4>.tmp` (and claim as `.reclaim`), not as [`temp_name`]s. The two are
+//! kept apart on purpose: a spool's staging name must end in `.tmp` and start with its final
+//! name (spool readers skip it by suffix, and it is cleared handle-relative under the producer
+//! locks), while a name in a Git repository must start with [`TEMP_PREFIX`] so that it is told
+//! from git's own `tmp_*` files. And released versions left both kinds on disk, so one cleaner
+//! would still have to parse both old formats: merging them would add a third, not remove one.
+//!
 //! # Why not `tempfile`'s `persist` or `atomicwrites`
 //!
 //! Both write a temporary file and rename it, which covers steps 1 and 3. Neither fsyncs the

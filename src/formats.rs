@@ -55,6 +55,9 @@
 //! | Outbox state files | `.clawsweeper-repair/crabfleet-outbox/*.{intent,sending,delivered,failed,void}` | the file suffix | [`crate::live::outbox`] |
 //! | Packs and indexes | `objects/pack/` | Git's pack version 2 and index version 2 (`gitformat-pack(5)`) | [`crate::store::pack`] |
 //! | `--json` output lines | the CLI's stdout | `"v": 1` and `"type"` on every line | [`crate::cli`] |
+//! | Projection views (`project`, `--save`) | the CLI's stdout, or the `--save` file (never in the ledger) | `schema: "action-ledger.project.<view>.v1"` (`status`, `commands`, `review-history`, `notifications`, `evidence`), with `revision` the commit folded at | [`crate::project`] |
 //!
 //! A `--json` line may gain fields within `"v": 1` (readers must ignore what they do not
-//! know); removing or retyping a field, or changing what one means, raises `"v"`.
+//! know); removing or retyping a field, or changing what one means, raises `"v"`. A projection
+//! view follows the same rule with its `schema` string (`….v1` → `….v2`), and `project --from`
+//! refuses a saved view of another schema (fold it again instead).

@@ -23,6 +23,9 @@
 //! verify  ──> findings for a revision, or for a pushed range               verify
 //! compact ──> monthly segments + manifest replacing hot shards, one commit compact
 //! log     ──> the events of a revision in canonical order                  log, view
+//! project ──> deterministic views folded from the events (status, commands,  project
+//!             review history, notifications, evidence); a saved view is
+//!             brought up to date from the shards a tree diff adds
 //! claim / outcome / sweep ──> create-only records under finality/v1/,      finality
 //!             the same commit discipline
 //! serve   ──> the finality operations over HTTP, group-committed           server
@@ -121,39 +124,46 @@
 //!
 //! # Modules
 //!
-//! The list goes from the bottom up: a module uses those above it. Where one still reaches up,
-//! it is named here until the edge is removed: `privacy::strict` walks [`event`] records;
-//! [`durable`] and [`store`] use each other; [`view`] and [`publish`] share the tree reader;
-//! [`publish`] runs [`verify`]'s rules before it lands; [`verify`] checks compacted months
-//! ([`compact`]) and finality records ([`finality`]); [`compact`] reads through [`log`];
-//! [`writer`] hands each recorded event to [`live`].
+//! From the bottom up, in the order of the library's imports (tests may reach anywhere): a
+//! module uses only those above it in this list. One edge still runs up and is named here
+//! until it is removed: [`writer::seal`] names the event type of [`live`]'s failure events,
+//! while [`live`] writes them through [`writer::record`].
 //!
-//! - [`canonical`]: canonical JSON, the value model, encoder, strict parser and limits.
-//! - [`identity`]: content-derived identities: repository normalization, slugs, digests.
-//! - [`finding`]: the rules a revision can break, findings and reports, shared by every checker.
-//! - [`process`]: whether a process id names a live process, and its incarnation.
-//! - [`time`]: the one millisecond timestamp type and the reference's timestamp grammar.
-//! - [`durable`]: the crash-safe write discipline for files inside a Git repository.
+//! - [`time`]: the one millisecond timestamp type, calendar dates and the reference's
+//!   timestamp grammar.
+//! - [`random`]: fresh random bytes and ids from the kernel, failing closed.
 //! - [`progress`]: progress of long work, reported to an observer the caller passes in.
+//! - [`finding`]: the rules a revision can break, findings and reports, shared by every checker.
+//! - [`canonical`]: canonical JSON, the value model, encoder, strict parser and limits.
 //! - [`privacy`]: the reference's field rules and confidential-identifier boundary, and the
 //!   [`privacy::strict`] profile.
-//! - [`event`]: the event record: validation, semantic digest, causal order.
+//! - [`identity`]: content-derived identities: repository normalization, slugs, digests (it
+//!   uses [`privacy`]'s text rules and [`time`]'s dates).
+//! - [`process`]: whether a process id names a live process, and its incarnation.
+//! - [`event`]: the event record: validation, its typed [`event::Producer`], semantic digest,
+//!   causal order.
+//! - [`durable`]: the crash-safe write discipline for files inside a Git repository.
 //! - [`ledger`]: the pure file formats: [`ledger::shard`], [`ledger::binding`],
 //!   [`ledger::layout`], [`ledger::segment`].
+//! - [`store`]: all Git access: objects, trees, [`store::pack`] writing, refs with
+//!   compare-and-swap, snapshots, history, and the `git` transport in [`store::remote`].
 //! - [`writer`]: the writer side, without Git: [`writer::files`] (handle-relative files),
 //!   [`writer::lock`], [`writer::spool`], [`writer::record`], [`writer::interrupt`],
 //!   [`writer::seal`].
+//! - [`view`]: the ledger as readers see it, compacted shards present with their bytes.
 //! - [`live`]: live projection: each recorded event posted to CrabFleet through a durable
 //!   outbox beside the spool; a failed delivery becomes a `projection.failed` event.
-//! - [`store`]: all Git access: objects, trees, [`store::pack`] writing, refs with
-//!   compare-and-swap, snapshots, history, and the `git` transport in [`store::remote`].
-//! - [`view`]: the ledger as readers see it, compacted shards present with their bytes.
+//! - [`finality`]: execution finality: actions, the one claim, the one outcome, approvals, the
+//!   sweep.
 //! - [`publish`]: the publisher: validation, bindings, landing locally or on a remote.
-//! - [`verify`]: offline verification of a revision or a push range.
 //! - [`compact`]: monthly segments after the retention window.
-//! - [`log`]: the events of a revision in canonical order, filtered.
-//! - [`finality`]: execution finality: actions, the one claim, the one outcome, the sweep.
 //! - [`server`]: `serve`, the finality API over HTTP.
+//! - [`verify`]: offline verification of a revision or a push range, compacted months
+//!   ([`compact`]) and finality records ([`finality`]) included.
+//! - [`log`]: the events of a revision in canonical order, filtered, every shard read through
+//!   [`verify`]'s checks.
+//! - [`project`]: views folded from the events [`log`] hands out, bounded, the same bytes for
+//!   the same events; a saved view is brought up to date from [`log::added_shards`].
 //! - [`cli`]: the command line, the only place that reads the process's environment.
 //!
 //! [`formats`] lists every byte format the crate writes, with its version marker and the rule
@@ -226,7 +236,9 @@ pub mod log;
 pub mod privacy;
 pub mod process;
 pub mod progress;
+pub mod project;
 pub mod publish;
+pub mod random;
 pub mod server;
 pub mod store;
 #[cfg(test)]

@@ -348,7 +348,7 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Governed actions (execution finality): create, claim, report an outcome, close, show.
+    /// Governed actions (execution finality): create, claim, report an outcome, close, show, list.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is
     /// recorded once and never rewritten, in the same state repository as the ledger
@@ -540,6 +540,98 @@ pub(super) enum Command {
         #[arg(long)]
         until: Option<String>,
     },
+    /// Fold the ledger's events into a deterministic view: `status` (per lane and operation),
+    /// `commands` (per command, as a comment router reads it), `review-history` (per subject,
+    /// bounded; --markdown for the marker-backed comment bodies), `notifications` (delivery per
+    /// notification), `evidence` (claims to sources; --dot for Graphviz).
+    ///
+    /// Prints one readable line per entry, or with --json the view as one JSON document
+    /// (`schema` `action-ledger.project.<view>.v1`, `revision` the commit folded at, `filter`,
+    /// `limits`, `events`, `truncated`, `view`; the form --save writes). The
+    /// same events give the same bytes whatever the order they were published in and whether
+    /// they are hot or compacted. Every shard passes `verify`'s checks of a shard before any of
+    /// its events is folded (else exit 2, naming the shard). Read-only: the ledger is never
+    /// written.
+    ///
+    /// --save FILE writes the document (its checkpoint is its `revision`); --from FILE brings
+    /// such a file up to date by folding only the shards added since its checkpoint (a tree
+    /// diff), with the file's own filter and limit; the result equals a full refold.
+    /// --compare FILE compares a legacy projection JSON with the fold instead of printing it:
+    /// one line per difference (`JSON-PATH: legacy X, fold Y`; `revision` and `events` are not
+    /// compared; a file without `schema` is a bare view, compared with the document's `view`),
+    /// exit 1 when there is any, 0 when equal.
+    Project(ProjectArgs),
+}
+
+/// The flags of `project` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ProjectArgs {
+    /// The view.
+    #[arg(value_parser = ["status", "commands", "review-history", "notifications", "evidence"])]
+    pub(super) view: String,
+    /// The state repository.
+    #[arg(long, default_value = "./state.git")]
+    pub(super) repo: PathBuf,
+    /// The ledger ref read when --rev is not given (as `log --ref`).
+    #[arg(
+        long = "ref",
+        default_value = "refs/heads/main",
+        conflicts_with = "rev"
+    )]
+    pub(super) ref_name: String,
+    /// The revision to fold at instead of the tip of --ref (as `log --rev`).
+    #[arg(long, conflicts_with = "remote")]
+    pub(super) rev: Option<String>,
+    /// Fold the tip of this remote state repository (any git URL or path): its ref is read
+    /// (`git ls-remote`) and fetched into --repo, which then only caches objects (created bare
+    /// when absent).
+    #[arg(long)]
+    pub(super) remote: Option<String>,
+    /// The ref on the remote (default: the value of --ref).
+    #[arg(long, requires = "remote")]
+    pub(super) remote_ref: Option<String>,
+    /// Print the JSON document instead of one line per entry.
+    #[arg(long, conflicts_with_all = ["markdown", "dot"])]
+    pub(super) json: bool,
+    /// review-history only: print the marker-backed comment body of each subject (an HTML
+    /// comment marker line `<!-- action-ledger:review-history OWNER/NAME#N -->`, then the
+    /// entries, newest first).
+    #[arg(long, conflicts_with = "dot")]
+    pub(super) markdown: bool,
+    /// evidence only: print the graph in Graphviz DOT.
+    #[arg(long)]
+    pub(super) dot: bool,
+    /// Entries kept per key (history entries per subject, attempt ids per operation,
+    /// deliveries per notification, claims per subject); what is left out is counted in
+    /// `truncated`.
+    #[arg(long, default_value_t = crate::project::DEFAULT_ENTRIES,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(super) limit: u32,
+    /// Write the JSON document, with its checkpoint, to FILE (replaced atomically).
+    #[arg(long, value_name = "FILE")]
+    pub(super) save: Option<PathBuf>,
+    /// Bring the view saved in FILE up to date (its filter and limit are used: give neither).
+    #[arg(long, value_name = "FILE",
+          conflicts_with_all = ["subject", "event_type", "producer", "since", "until", "limit"])]
+    pub(super) from: Option<PathBuf>,
+    /// Compare the legacy projection JSON in FILE with the fold; exit 1 on differences.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["markdown", "dot", "json"])]
+    pub(super) compare: Option<PathBuf>,
+    /// Only events about this subject: OWNER/NAME or OWNER/NAME#NUMBER.
+    #[arg(long)]
+    pub(super) subject: Option<String>,
+    /// Only events of this type (repeatable: any of them).
+    #[arg(long = "type")]
+    pub(super) event_type: Vec<String>,
+    /// Only events whose producer component is this.
+    #[arg(long)]
+    pub(super) producer: Option<String>,
+    /// Only partition dates on or after this YYYY-MM-DD.
+    #[arg(long)]
+    pub(super) since: Option<String>,
+    /// Only partition dates on or before this YYYY-MM-DD.
+    #[arg(long)]
+    pub(super) until: Option<String>,
 }
 
 /// The provenance `publish` expects of its sources: a job refuses to publish shards that
@@ -679,6 +771,16 @@ pub(super) enum ActionCommand {
     /// negative: when clocks of different machines disagree it is clamped to 0 and the largest
     /// skew is named (`clock_skew` with --json). An unknown id is NOT_FOUND.
     Show(ShowArgs),
+    /// List actions, filtered and paged as serve's `GET /api/actions` (one line each).
+    ///
+    /// `--status running`, `pending` or `pending_approval` reads the pending index: newest
+    /// first, with the exact total, at the cost of what is pending (`pending_approval` lists
+    /// the actions an operator can still decide; one the sweep reconciled first is listed by
+    /// `--outcome-status lost_confirmation`). Any other query walks the actions in the order of
+    /// the hash of their ids and stops once the page is full: the total is then known only when
+    /// the walk reached the end ("more may follow" otherwise). A bad filter, limit or offset
+    /// exits 2.
+    List(ListArgs),
 }
 
 // The flags of `action create` (its help text is on the variant).
@@ -805,6 +907,39 @@ pub(super) struct ShowArgs {
     /// The action id.
     pub(super) action_id: String,
     /// Print a JSON object of type `action`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action list` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ListArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// Only actions in this lifecycle (running, pending, pending_approval, blocked, completed,
+    /// failed, cancelled, unknown).
+    #[arg(long)]
+    pub(super) status: Option<String>,
+    /// Only actions not in this lifecycle (ignored with --status).
+    #[arg(long)]
+    pub(super) exclude_status: Option<String>,
+    /// Only actions with this outcome status (pending, completed, partial, failed,
+    /// lost_confirmation).
+    #[arg(long)]
+    pub(super) outcome_status: Option<String>,
+    /// Only actions of this agent.
+    #[arg(long)]
+    pub(super) agent: Option<String>,
+    /// Only actions whose guard decision record (written by serve) names this action type.
+    #[arg(long)]
+    pub(super) action_type: Option<String>,
+    /// Most actions listed (1 to 200; more is lowered to 200).
+    #[arg(long, default_value = "50")]
+    pub(super) limit: String,
+    /// Matching actions skipped first (0 to 1000000).
+    #[arg(long, default_value = "0")]
+    pub(super) offset: String,
+    /// Print one JSON object of type `action_list`.
     #[arg(long)]
     pub(super) json: bool,
 }

@@ -5,9 +5,10 @@
 //! - `settings`: environment variables and the clock resolved into values (commit identity,
 //!   the finality clock, `--now`, fresh ids); the library never reads them itself.
 //! - `output`: the printer (data on stdout, notes and diagnostics on stderr, `-q` silences
-//!   notes), the exit-code carrying `Failure`, and the `--json` line helpers.
+//!   notes), the `ExitStatus` every command ends with and the `Failure` that carries it, and
+//!   the `--json` line helpers.
 //! - `cmd`: one file per command (`record`, `seal`, `publish`, `verify`, `hooks`, `compact`,
-//!   `log`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
+//!   `log`, `project`, `action`, `sweep`, `run`, `serve`, `completions`, `man`).
 //!
 //! Exit codes: 0 success; 1 the command ran and refused (a conflict with what the ledger holds,
 //! a strict-privacy refusal, findings of `verify`, a refused finality operation); 2 usage,
@@ -87,20 +88,22 @@ fn run_with(
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
             let text = e.render().to_string();
-            if code == 0 {
-                let _ = write!(stdout, "{text}");
-            } else {
+            // `--help` and `--version` come here too, on stdout and successful.
+            let status = if e.use_stderr() {
                 let _ = write!(stderr, "{text}");
-            }
-            return code;
+                output::ExitStatus::Error
+            } else {
+                let _ = write!(stdout, "{text}");
+                output::ExitStatus::Success
+            };
+            return status.code();
         }
     };
     let mut out = Printer::new(stdout, stderr, cli.quiet);
     out.progress = progress;
     let result = dispatch(&mut out, env, stdin, cli.command);
-    out.finish(result)
+    out.finish(result).code()
 }
 
 /// Resolves each command's flags (with the environment where a flag has an environment
@@ -304,5 +307,6 @@ fn dispatch(
             let read = cmd::verify::Read::of(&ref_name, rev.as_deref());
             cmd::log::run(out, &repo, &read, json, order, &filter)
         }),
+        Command::Project(args) => cmd::project::run(out, env, &args),
     }
 }

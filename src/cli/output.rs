@@ -1,4 +1,5 @@
-//! The printer, the exit-code carrying failure, and the helpers that render `--json` lines.
+//! The printer, the exit status and the failure that carries it, and the helpers that render
+//! `--json` lines.
 //!
 //! Data (what a script consumes) goes to stdout, one line at a time, flushed as it is written;
 //! notes (human summaries) go to stderr and `-q` silences them; diagnostics that must be seen
@@ -93,51 +94,121 @@ impl<'a> Printer<'a> {
         }
     }
 
-    /// The exit code of a command's result: its failure's message goes to stderr as
+    /// The exit status of a command's result: its failure's message goes to stderr as
     /// `error: …`, a remote's credentials in it redacted ([`redact`](store::remote::redact));
-    /// a data write that failed (other than a closed pipe) makes it at least 2.
-    pub(super) fn finish(mut self, result: Result<(), Failure>) -> i32 {
-        let code = match result {
-            Ok(()) => 0,
-            Err(Failure { code, message }) => {
+    /// a data write that failed (other than a closed pipe) makes it at least
+    /// [`ExitStatus::Error`].
+    pub(super) fn finish(mut self, result: Result<(), Failure>) -> ExitStatus {
+        let status = match result {
+            Ok(()) => ExitStatus::Success,
+            Err(Failure { status, message }) => {
                 let message = store::remote::redact(&message);
                 if self.records_on_stderr && !message.is_empty() {
                     let record = Value::object([
                         ("type", Value::str("error")),
-                        ("code", Value::from(i64::from(code))),
+                        ("code", Value::from(i64::from(status.code()))),
                         ("error", Value::str(&message)),
                     ]);
                     let _ = writeln!(self.stderr, "{}", line(&record));
                 } else if !message.is_empty() && !self.records_on_stderr {
                     let _ = writeln!(self.stderr, "error: {message}");
                 }
-                code
+                status
             }
         };
         match self.broken.take() {
             Some(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                 let _ = writeln!(self.stderr, "error: cannot write output: {e}");
-                code.max(2)
+                status.at_least_error()
             }
-            _ => code,
+            _ => status,
         }
     }
 }
 
-/// Why a command stopped: its exit code (1 refusal, 2 input or I/O; `run` also 3, 4 and the
-/// child's code) and the message printed as `error: …` (none when empty).
+/// How the process exits, named by what happened rather than by a number chosen at each call
+/// site; [`ExitStatus::code`] is the one place the numbers are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ExitStatus {
+    /// 0: the command did what it was asked.
+    Success,
+    /// 1: the command ran and refused (a conflict with what the ledger holds, a strict-privacy
+    /// refusal, findings of `verify`, a refused finality operation).
+    Refused,
+    /// 2: a usage, input or I/O error.
+    Error,
+    /// 3 (`run`): no claim was granted, so the command was not run.
+    NotClaimed,
+    /// 4 (`run`): the command completed but its outcome could not be recorded.
+    Unrecorded,
+    /// `run`: the command's own code (128+S for a signal, 127 or 126 when it cannot start).
+    Child(i32),
+}
+
+impl ExitStatus {
+    /// [`ExitStatus::Refused`] for an error its library classifies as a refusal (each error
+    /// type's own `is_refusal`), else [`ExitStatus::Error`].
+    pub(super) fn of_error(is_refusal: bool) -> ExitStatus {
+        if is_refusal {
+            ExitStatus::Refused
+        } else {
+            ExitStatus::Error
+        }
+    }
+
+    /// The process's exit code.
+    pub(super) fn code(self) -> i32 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Refused => 1,
+            ExitStatus::Error => 2,
+            ExitStatus::NotClaimed => 3,
+            ExitStatus::Unrecorded => 4,
+            ExitStatus::Child(code) => code,
+        }
+    }
+
+    /// This status, or [`ExitStatus::Error`] when its code is lower (a failed write of data
+    /// outranks success and refusal, not `run`'s own codes).
+    fn at_least_error(self) -> ExitStatus {
+        if self.code() < ExitStatus::Error.code() {
+            ExitStatus::Error
+        } else {
+            self
+        }
+    }
+}
+
+/// Why a command stopped: its exit status and the message printed as `error: …` (none when
+/// empty).
 pub(super) struct Failure {
-    pub(super) code: i32,
+    pub(super) status: ExitStatus,
     pub(super) message: String,
 }
 
 impl Failure {
-    /// An input, usage or I/O error (exit 2).
-    pub(super) fn input(e: impl std::fmt::Display) -> Failure {
+    /// A failure with `status` and `message`.
+    pub(super) fn new(status: ExitStatus, message: impl Into<String>) -> Failure {
         Failure {
-            code: 2,
-            message: e.to_string(),
+            status,
+            message: message.into(),
         }
+    }
+
+    /// An input, usage or I/O error ([`ExitStatus::Error`]).
+    pub(super) fn input(e: impl std::fmt::Display) -> Failure {
+        Failure::new(ExitStatus::Error, e.to_string())
+    }
+
+    /// A refusal ([`ExitStatus::Refused`]).
+    pub(super) fn refused(message: impl Into<String>) -> Failure {
+        Failure::new(ExitStatus::Refused, message)
+    }
+
+    /// A library error's failure: [`ExitStatus::Refused`] when its own classification calls
+    /// it a refusal, else [`ExitStatus::Error`].
+    pub(super) fn classified(is_refusal: bool, message: impl Into<String>) -> Failure {
+        Failure::new(ExitStatus::of_error(is_refusal), message)
     }
 }
 
@@ -375,6 +446,23 @@ impl Printer<'_> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_failed_write_of_data_raises_success_and_refusal_to_error_and_keeps_run_codes() {
+        assert_eq!(ExitStatus::Success.at_least_error(), ExitStatus::Error);
+        assert_eq!(ExitStatus::Refused.at_least_error(), ExitStatus::Error);
+        assert_eq!(ExitStatus::Child(1).at_least_error(), ExitStatus::Error);
+        assert_eq!(
+            ExitStatus::NotClaimed.at_least_error(),
+            ExitStatus::NotClaimed
+        );
+        assert_eq!(
+            ExitStatus::Child(130).at_least_error(),
+            ExitStatus::Child(130)
+        );
+        assert_eq!(ExitStatus::of_error(true).code(), 1);
+        assert_eq!(ExitStatus::of_error(false).code(), 2);
+    }
 
     #[test]
     fn plain_progress_lines_name_units_totals_and_rates() {

@@ -270,29 +270,17 @@ pub(super) fn expected_producer(
     Ok(Some((expected, from)))
 }
 
-/// Random bytes from the kernel's generator.
-fn random_bytes<const N: usize>() -> Result<[u8; N], Failure> {
-    let mut buf = [0u8; N];
-    let mut filled = 0;
-    while filled < N {
-        filled +=
-            rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty())
-                .map_err(|e| Failure::input(format!("cannot read random bytes: {e}")))?;
-    }
-    Ok(buf)
-}
-
 /// `act_` and 32 random hex digits: a fresh action id.
 pub(super) fn new_action_id() -> Result<String, Failure> {
-    Ok(format!("act_{}", hex::encode(random_bytes::<16>()?)))
+    Ok(format!(
+        "act_{}",
+        crate::random::hex16().map_err(Failure::input)?
+    ))
 }
 
 /// A fresh UUID v4 in its hyphenated lowercase form (a valid attempt id).
 pub(super) fn uuid_v4() -> Result<String, Failure> {
-    Ok(uuid::Builder::from_random_bytes(random_bytes::<16>()?)
-        .into_uuid()
-        .hyphenated()
-        .to_string())
+    crate::random::uuid_v4().map_err(Failure::input)
 }
 
 impl Binding {

@@ -3736,3 +3736,190 @@ fn hooks_admit_judges_the_ledger_namespace_of_a_push() {
     let garbled = admit("not a push line\n");
     insta::assert_snapshot!("hooks_admit", format!("{outside}\n{forged}\n{garbled}"));
 }
+
+/// `action list`: open statuses from the pending index newest first, closed ones and no filter
+/// by a walk, paging that says when more may follow, `--json`'s shape, and bad filters refused
+/// (exit 2) naming the flag.
+#[test]
+fn h45_action_list() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    for (id, now, extra) in [
+        ("act_a", T0, &[][..]),
+        ("act_b", T1, &["--verdict", "require_approval"][..]),
+        ("act_c", LATER, &[][..]),
+        ("act_d", LATER, &["--verdict", "block"][..]),
+    ] {
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
+        args.extend_from_slice(extra);
+        let out = run_finality(tmp, now, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    let out = run_finality(
+        tmp,
+        LATER,
+        &["action", "close", "--repo", repo, "act_a", "completed"],
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let list = |args: &[&str]| {
+        let mut all = vec!["action", "list", "--repo", repo];
+        all.extend_from_slice(args);
+        let out = run_finality(tmp, LATER, &all);
+        format!("$ action list {}\n{out}", args.join(" "))
+    };
+    let steps = [
+        list(&["--status", "running"]),
+        list(&["--status", "pending_approval", "--json"]),
+        list(&["--status", "completed"]),
+        list(&[]),
+        list(&["--limit", "1"]),
+        list(&["--limit", "1", "--offset", "3"]),
+        list(&["--agent", "nobody"]),
+        list(&["--limit", "0"]),
+        list(&["--status", "done"]),
+        list(&["--outcome-status", "running"]),
+    ];
+    assert!(steps[0].contains("act_c") && !steps[0].contains("act_a"));
+    assert!(steps[4].contains("more may follow"), "{}", steps[4]);
+    for bad in &steps[7..] {
+        assert!(bad.contains("exit: 2"), "{bad}");
+    }
+    assert!(steps[7].contains("--limit"), "{}", steps[7]);
+    insta::assert_snapshot!("h45_action_list", steps.join("\n"));
+}
+
+/// `project`: a view printed, saved and brought up to date from the saved file (the same
+/// bytes as a full fold), the Markdown of the review history, a legacy projection compared
+/// (exit 1 naming the path, 0 when equal), and the refusals (exit 2, nothing written).
+#[test]
+fn project_views_save_resume_and_compare() {
+    let tmp = &temp_root();
+    let jobs = [
+        "001-openclaw-clawsweeper-review-r13550107154-a1",
+        "002-openclaw-openclaw-route-command-r13550108354-a1",
+        "011-openclaw-clawsweeper-deliver-r13550418202-a1",
+    ];
+    for job in jobs {
+        copy_day1_job(job, &tmp.join(job));
+    }
+    let publish = |job: &str| {
+        let out = run_cli(
+            tmp,
+            &[
+                "-q",
+                "publish",
+                "--repo",
+                "[TMP]/state.git",
+                &format!("[TMP]/{job}"),
+            ],
+        );
+        assert!(out.starts_with("exit: 0"), "{out}");
+    };
+    publish(jobs[0]);
+    publish(jobs[1]);
+    let repo = ["--repo", "[TMP]/state.git"];
+    let project = |args: &[&str]| run_cli(tmp, &[&["project"][..], args, &repo].concat());
+    let command = project(&[
+        "commands",
+        "--subject",
+        "openclaw/openclaw#41379",
+        "--save",
+        "[TMP]/commands.json",
+    ]);
+    let saved_status = project(&["status", "--limit", "2", "--save", "[TMP]/status.json"]);
+    assert!(saved_status.starts_with("exit: 0"), "{saved_status}");
+    let markdown = project(&[
+        "review-history",
+        "--markdown",
+        "--limit",
+        "3",
+        "--subject",
+        "openclaw/openclaw#41101",
+    ]);
+    publish(jobs[2]);
+    let lines = project(&[
+        "notifications",
+        "--limit",
+        "2",
+        "--subject",
+        "openclaw/clawhub",
+    ]);
+    // Up to date from the saved file: only the third job's events are folded, and the bytes
+    // are those of a full fold with the same limit.
+    let resumed = project(&["status", "--json", "--from", "[TMP]/status.json"]);
+    let full = project(&["status", "--json", "--limit", "2"]);
+    let stdout = |s: &str| {
+        s.split_once("--- stdout\n")
+            .unwrap()
+            .1
+            .split_once("--- stderr\n")
+            .unwrap()
+            .0
+            .to_owned()
+    };
+    assert!(resumed.starts_with("exit: 0"), "{resumed}");
+    assert_eq!(stdout(&resumed), stdout(&full));
+    assert!(
+        resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
+        "{resumed}"
+    );
+    // A saved view keeps its filter: brought up to date, it is the full fold of that filter.
+    let command_full = project(&["commands", "--json", "--subject", "openclaw/openclaw#41379"]);
+    let command_resumed = project(&["commands", "--json", "--from", "[TMP]/commands.json"]);
+    assert!(command_full.contains("\"schema\": \"action-ledger.project.commands.v1\""));
+    assert_eq!(stdout(&command_resumed), stdout(&command_full));
+    // The same fold of a remote's tip, through a cache repository.
+    let remote = run_cli(
+        tmp,
+        &[
+            "project",
+            "status",
+            "--json",
+            "--limit",
+            "2",
+            "--remote",
+            "[TMP]/state.git",
+            "--repo",
+            "[TMP]/cache.git",
+        ],
+    );
+    assert!(remote.starts_with("exit: 0"), "{remote}");
+    assert_eq!(stdout(&remote), stdout(&full));
+    // Compare: the saved commands file still equals the fold (the third job has no command);
+    // an edited copy differs at one path.
+    let equal = project(&[
+        "commands",
+        "--subject",
+        "openclaw/openclaw#41379",
+        "--compare",
+        "[TMP]/commands.json",
+    ]);
+    let text = std::fs::read_to_string(tmp.join("commands.json")).unwrap();
+    let edited = text.replacen("\"status\": \"completed\"", "\"status\": \"failed\"", 1);
+    assert_ne!(edited, text);
+    std::fs::write(tmp.join("legacy.json"), edited).unwrap();
+    let differs = project(&[
+        "commands",
+        "--subject",
+        "openclaw/openclaw#41379",
+        "--compare",
+        "[TMP]/legacy.json",
+    ]);
+    std::fs::write(tmp.join("bad.json"), "{\"schema\":\"other\"}").unwrap();
+    let refusals = [
+        project(&["status", "--markdown"]),
+        project(&["commands", "--dot"]),
+        project(&["status", "--from", "[TMP]/bad.json"]),
+        project(&["status", "--from", "[TMP]/commands.json"]),
+        project(&["status", "--from", "[TMP]/status.json", "--limit", "3"]),
+        project(&["status", "--compare", "[TMP]/missing.json"]),
+    ];
+    for r in &refusals {
+        assert!(r.starts_with("exit: 2"), "{r}");
+    }
+    insta::assert_snapshot!(
+        "project_views",
+        [command, markdown, equal, differs, refusals.join("\n")].join("\n")
+    );
+    insta::assert_snapshot!("project_view_lines", lines);
+}

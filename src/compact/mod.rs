@@ -115,6 +115,20 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
+impl Error {
+    /// True when the compaction was refused rather than failed (exit 1 in the CLI): the ref
+    /// kept moving or stayed locked, or the remote refused or was rewritten.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::Contention { .. }
+                | Error::RefLocked { .. }
+                | Error::RemoteRefused(_)
+                | Error::RemoteRewritten(_)
+        )
+    }
+}
+
 /// Knobs of a compaction; the clock is an input (`now_seconds`), never read here.
 #[derive(Clone, Debug)]
 pub struct Options {

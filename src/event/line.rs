@@ -100,7 +100,7 @@ thread_local! {
     static BUFFERS: RefCell<(String, String)> = const { RefCell::new((String::new(), String::new())) };
     /// The producers of the lines this thread read, by their canonical text
     /// ([`Producer::shared`]).
-    static PRODUCERS: RefCell<HashMap<String, Arc<Value>>> = RefCell::new(HashMap::new());
+    static PRODUCERS: RefCell<HashMap<String, Arc<super::Producer>>> = RefCell::new(HashMap::new());
 }
 
 /// The producers that one thread remembers ([`Producer::shared`]); past this it starts over.
@@ -521,10 +521,10 @@ impl Producer<'_> {
     }
 
     /// The producer as an [`Event`] keeps it, shared with the events of the same producer that
-    /// this thread read before (at most [`PRODUCERS_KEPT`] producers are remembered): a tree
-    /// per event took about 800 bytes (8 MiB of a publication of 10,000 events), and a spool's
-    /// events come from a few producers, in no order that groups them.
-    fn shared(&self) -> Arc<Value> {
+    /// this thread read before (at most [`PRODUCERS_KEPT`] producers are remembered): a copy per
+    /// event costs memory in proportion to the events, and a spool's events come from a few
+    /// producers, in no order that groups them.
+    fn shared(&self) -> Arc<super::Producer> {
         PRODUCERS.with(|known| {
             let mut known = known.borrow_mut();
             let mut key = String::new();
@@ -543,17 +543,18 @@ impl Producer<'_> {
         })
     }
 
-    fn value(&self) -> Value {
-        let s = |t: &Text<'_>| Value::String(t.0.clone().into_owned());
-        Value::object([
-            ("component", s(&self.component)),
-            ("job", s(&self.job)),
-            ("repository", s(&self.repository)),
-            ("run_attempt", Value::Number(self.run_attempt.0)),
-            ("run_id", s(&self.run_id)),
-            ("sha", s(&self.sha)),
-            ("workflow", s(&self.workflow)),
-        ])
+    /// The owned producer; `run_attempt` is a positive safe integer ([`Self::is_stored_form`]).
+    fn value(&self) -> super::Producer {
+        let s = |t: &Text<'_>| t.0.clone().into_owned();
+        super::Producer {
+            component: s(&self.component),
+            job: s(&self.job),
+            repository: s(&self.repository),
+            run_attempt: self.run_attempt.0 as i64,
+            run_id: s(&self.run_id),
+            sha: s(&self.sha),
+            workflow: s(&self.workflow),
+        }
     }
 }
 
@@ -886,16 +887,16 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/corpus/day1/shards");
         corpus_lines(&root, &mut lines);
         let events: Vec<Event> = lines.iter().map(|l| read(l).unwrap()).collect();
-        let mut by_text: BTreeMap<String, &Arc<Value>> = BTreeMap::new();
+        let mut by_text: BTreeMap<String, &Arc<super::super::Producer>> = BTreeMap::new();
         for e in &events {
-            let text = canonical::to_canonical_unchecked(&e.producer);
+            let text = e.producer.canonical();
             let first = *by_text.entry(text).or_insert(&e.producer);
             assert!(Arc::ptr_eq(first, &e.producer), "{}", e.json);
             // The shared tree is the one the full validation builds from this line.
             assert_eq!(*e.producer, *full(&e.json).unwrap().producer);
         }
         assert!(by_text.len() > 1, "the corpus has several producers");
-        let trees: Vec<&Arc<Value>> = by_text.values().copied().collect();
+        let trees: Vec<&Arc<super::super::Producer>> = by_text.values().copied().collect();
         for (i, a) in trees.iter().enumerate() {
             assert!(trees[i + 1..].iter().all(|b| !Arc::ptr_eq(a, b)));
         }

@@ -14,6 +14,7 @@
 mod line;
 mod normalize;
 mod order;
+mod producer;
 mod record;
 mod text;
 mod validate;
@@ -27,6 +28,7 @@ use validate::validate_text;
 pub use crate::time::{Timestamp, compare_timestamps, timestamp_epoch_seconds};
 pub use normalize::{iso_millis, timestamp};
 pub use order::{causal_order, causal_order_of, compare_events, sort_causally};
+pub use producer::Producer;
 pub use record::{Event, replay_digest};
 pub use text::{EventText, share_lines};
 pub use validate::{create, validate};

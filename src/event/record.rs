@@ -28,9 +28,8 @@ pub struct Event {
     pub semantic_sha256: Digest,
     /// `Some(occurred_at)` when `occurred_at_source == "source"`.
     pub source_occurred_at: Option<String>,
-    /// The persisted producer object (snake_case keys), shared by the events of one producer
-    /// that one thread read.
-    pub(super) producer: Arc<Value>,
+    /// The producer, shared by the events of one producer that one thread read.
+    pub(super) producer: Arc<Producer>,
     /// `subject.repository` (normalized).
     pub(super) subject_repository: String,
     /// `event_type`.
@@ -100,7 +99,7 @@ impl Event {
     {
         use rayon::prelude::*;
         let items: Vec<(&str, String)> = lines.into_iter().collect();
-        // Below 64 lines a split costs more than it saves (~60 µs per event).
+        // Below 64 lines a split costs more than it saves.
         items
             .par_iter()
             .with_min_len(64)
@@ -108,8 +107,8 @@ impl Event {
             .collect()
     }
 
-    /// The record's tree, parsed again from [`Event::json`] (a few µs per KiB): for the few
-    /// readers that need more than the kept fields after parsing.
+    /// The record's tree, parsed again from [`Event::json`]: for the few readers that need more
+    /// than the kept fields after parsing.
     ///
     /// # Panics
     /// When `json` was changed after validation into text that is not JSON.
@@ -127,32 +126,22 @@ impl Event {
         &self.event_type
     }
 
-    /// The persisted producer object (snake_case keys).
-    pub fn producer(&self) -> &Value {
+    /// The producer (the persisted object is [`Producer::to_value`]).
+    pub fn producer(&self) -> &Producer {
         &self.producer
     }
 
     /// The shard identity this event belongs to on `partition_date`.
     pub fn shard_identity(&self, partition_date: &str) -> identity::ShardIdentity {
-        let p = |k| {
-            self.producer
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
+        let p = &*self.producer;
         identity::ShardIdentity {
-            repository: p("repository"),
-            sha: p("sha"),
-            producer: p("component"),
-            workflow: p("workflow"),
-            job: p("job"),
-            run_id: p("run_id"),
-            run_attempt: self
-                .producer
-                .get("run_attempt")
-                .and_then(Value::as_safe_integer)
-                .unwrap_or(0),
+            repository: p.repository.clone(),
+            sha: p.sha.clone(),
+            producer: p.component.clone(),
+            workflow: p.workflow.clone(),
+            job: p.job.clone(),
+            run_id: p.run_id.clone(),
+            run_attempt: p.run_attempt,
             partition_date: partition_date.to_owned(),
         }
     }

@@ -58,14 +58,19 @@ fn into_event(
     source_occurred_at: Option<String>,
 ) -> Event {
     let json = EventText::from(canonical::to_canonical_unchecked(&record));
-    let Value::Object(mut record) = record else {
+    let Value::Object(record) = record else {
         unreachable!("a record is an object")
     };
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
     Event {
         subject_repository: text(record.get("subject").and_then(|s| s.get("repository"))),
         event_type: text(record.get("event_type")),
-        producer: std::sync::Arc::new(record.remove("producer").unwrap_or(Value::Null)),
+        producer: std::sync::Arc::new(
+            record
+                .get("producer")
+                .and_then(Producer::from_value)
+                .expect("a validated record has a producer"),
+        ),
         json,
         event_id,
         parent_event_id: parent,

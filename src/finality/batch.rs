@@ -104,6 +104,11 @@ impl<'s> Overlay<'s> {
         self.layout
     }
 
+    /// The tip's tree, without what is staged (for walks that read the tip only).
+    pub(super) fn snapshot(&self) -> &Snapshot<'s> {
+        &self.snap
+    }
+
     /// The record at `path`: staged, else the tip's unless removed; `None` when absent.
     ///
     /// # Errors

@@ -162,7 +162,7 @@ impl Layout {
     }
 
     /// The fan-out directory components this layout puts above an id.
-    fn levels(self) -> usize {
+    pub(super) fn levels(self) -> usize {
         match self {
             Layout::Flat => 1,
             Layout::Nibble => NIBBLE_LEVELS,

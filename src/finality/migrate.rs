@@ -70,6 +70,14 @@ pub enum MigrateError {
     Store(#[from] store::Error),
 }
 
+impl MigrateError {
+    /// True when another writer won the ref (exit 1 in the CLI: run it again); anything else
+    /// is an error.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, MigrateError::Moved { .. })
+    }
+}
+
 fn describe(f: &Finding) -> String {
     format!("{} {}: {}", f.rule.code(), f.path, f.detail)
 }

@@ -148,7 +148,8 @@
 //! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
 //! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
-//! [`verify`](mod@verify), and [`batch`], [`approval`], [`decision`].
+//! [`verify`](mod@verify), [`batch`], [`approval`], [`decision`], and [`list`] (the listings of
+//! actions and guard decisions, and what a page costs).
 
 #[macro_use]
 pub mod status;
@@ -162,6 +163,7 @@ pub mod decision;
 pub mod error;
 pub mod ids;
 pub mod layout;
+pub mod list;
 pub mod migrate;
 pub mod observations;
 pub mod outcome;

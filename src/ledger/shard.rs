@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::canonical::Value;
 use crate::event::{self, Event};
 use crate::identity::{self, Digest, ShardIdentity};
 
@@ -190,14 +189,13 @@ pub fn relative_path(identity: &ShardIdentity, part: Option<Part>) -> Result<Str
 /// True when the persisted producer of `event` is exactly the shard identity.
 pub fn matches_identity(event: &Event, id: &ShardIdentity) -> bool {
     let p = event.producer();
-    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
-    s("repository") == id.repository
-        && s("sha") == id.sha
-        && s("component") == id.producer
-        && s("workflow") == id.workflow
-        && s("job") == id.job
-        && s("run_id") == id.run_id
-        && p.get("run_attempt").and_then(Value::as_safe_integer) == Some(id.run_attempt)
+    p.repository == id.repository
+        && p.sha == id.sha
+        && p.component == id.producer
+        && p.workflow == id.workflow
+        && p.job == id.job
+        && p.run_id == id.run_id
+        && p.run_attempt == id.run_attempt
 }
 
 /// `normalizeShardEvents`: dedupe by event id (first occurrence wins; a different

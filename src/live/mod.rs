@@ -106,12 +106,8 @@ pub fn request_body(event: &Event) -> String {
 }
 
 /// `machineIdentifier("<component>.crabfleet_projection", 256)` of a persisted producer.
-pub fn derived_component(producer: &Value) -> Result<String, record::Error> {
-    let component = producer
-        .get("component")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    record::machine_identifier(&format!("{component}{PRODUCER_SUFFIX}"), 256)
+pub fn derived_component(producer: &crate::event::Producer) -> Result<String, record::Error> {
+    record::machine_identifier(&format!("{}{PRODUCER_SUFFIX}", producer.component), 256)
 }
 
 /// The `projection.failed` event for `source`, with `recorded_at` = `wall` (the wall clock at
@@ -125,16 +121,11 @@ pub fn failure_event(source: &Event, wall: Timestamp) -> Result<Event, record::E
     let get = |k: &str| src.get(k).cloned().unwrap_or(Value::Null);
     let persisted = source.producer();
     let component = derived_component(persisted)?;
-    let p = |k: &str| persisted.get(k).cloned().unwrap_or(Value::Null);
-    let producer = Value::object([
-        ("component", Value::str(&component)),
-        ("job", p("job")),
-        ("repository", p("repository")),
-        ("runAttempt", p("run_attempt")),
-        ("runId", p("run_id")),
-        ("sha", p("sha")),
-        ("workflow", p("workflow")),
-    ]);
+    let producer = crate::event::Producer {
+        component: component.clone(),
+        ..persisted.clone()
+    }
+    .writer_input();
     let source_id = Value::str(source.event_id.as_str());
     let event_key = identity::event_key(
         FAILURE_TYPE,
@@ -245,7 +236,7 @@ pub fn record_failure(root: &Root, source: &Event, wall: Timestamp) -> Result<Ev
         error,
     };
     let candidate = failure_event(source, wall).map_err(wrap)?;
-    let digest = spool::producer_digest(source.producer());
+    let digest = spool::producer_digest(&source.producer().to_value());
     let spool = spool::Spool::from_root(root.try_clone()?)?;
     let date = spool
         .partition_date(&digest)?

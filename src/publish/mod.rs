@@ -378,6 +378,42 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// True when the publication ran and refused (exit 1 in the CLI): a conflict with the
+    /// ledger, a provenance or shard-set mismatch, strict privacy, the remote's refusal or
+    /// rewrite, contention, an unsealed or changed spool, another layout. Anything else is an
+    /// input or I/O error.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            Error::BindingConflict { .. }
+            | Error::PayloadConflict(_)
+            | Error::IdentityConflict(_)
+            | Error::HistoryCycle(_)
+            | Error::Provenance { .. }
+            | Error::ManifestFileMissing(_)
+            | Error::ManifestMismatch { .. }
+            | Error::RemoteRefused(_)
+            | Error::RemoteRewritten(_)
+            | Error::StrictPrivacy { .. }
+            | Error::Contention { .. }
+            | Error::Refused { .. } => true,
+            Error::Pending(e) => e.is_refusal(),
+            // Not seal's own classification: a spool that cannot be published as sealed.
+            Error::Seal(s) => matches!(
+                s,
+                seal::Error::LateEvents(_)
+                    | seal::Error::Unsealed { .. }
+                    | seal::Error::OrphanSeal(_)
+            ),
+            Error::Layout(l) => matches!(
+                l,
+                layout::Error::Mismatch { .. } | layout::Error::UnknownRecord
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// `path`, unless the strict rules flag the path itself: shard paths are made of producer
 /// fields, and a refusal must not print the value it refuses.
 fn shown_path(path: &str) -> &str {

@@ -73,6 +73,17 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether this is a refusal (exit 1 in the CLI: the remote refused, its ledger was
+    /// rewritten, or the publication is still pending past the wait) rather than an error.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::Refused(_) | Error::Rewritten(_) | Error::StillPending { .. }
+        )
+    }
+}
+
 /// The remote a job lands on.
 #[derive(Clone, Copy, Debug)]
 pub struct Remote<'a> {

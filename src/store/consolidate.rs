@@ -205,20 +205,125 @@ impl Store {
     /// its object count, its size and its path without extension (`objects/pack/pack-<hex>`).
     fn write_merged(&self, dir: &Path, packs: &[Candidate]) -> Result<(u64, u64, PathBuf), Error> {
         let hash_kind = self.repo.object_hash();
-        let io = |source: std::io::Error| {
-            Error::Pack(Box::new(ours::Error::Io {
-                dir: dir.to_owned(),
-                source,
-            }))
-        };
-        let open_index = |p: &Candidate| {
-            PackIndex::at(p.stem.with_extension("idx"), hash_kind)
-                .map_err(|e| io(std::io::Error::other(e.to_string())))
-        };
-        // Objects held by more than one pack are copied from the first only: find them by
-        // merging the sorted indices (memory: one cursor per pack).
-        let indices: Vec<PackIndex> = packs.iter().map(open_index).collect::<Result<_, _>>()?;
-        let mut later_copies: std::collections::HashSet<(usize, ObjectId)> = Default::default();
+        let indices: Vec<PackIndex> = packs
+            .iter()
+            .map(|p| open_index(dir, p, hash_kind))
+            .collect::<Result<_, _>>()?;
+        let copies = Copies::of(&indices);
+        let count = u32::try_from(copies.unique)
+            .map_err(|_| Error::Pack(Box::new(ours::Error::TooMany)))?;
+        drop(indices);
+
+        durable::remove_stale_temp_files(dir);
+        let tmp_pack = dir.join(durable::temp_name("pack"));
+        let tmp_index = dir.join(durable::temp_name("idx"));
+        let result = self
+            .write_pack(dir, &tmp_pack, packs, count, &copies)
+            .and_then(|(checksum, size, index)| {
+                let stem = land(dir, &tmp_pack, &tmp_index, &checksum, &index)?;
+                Ok((size, stem))
+            });
+        match result {
+            Ok((size, stem)) => Ok((copies.unique, size, stem)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp_pack);
+                let _ = std::fs::remove_file(&tmp_index);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the merged pack of `packs` (`count` objects) to the new file `tmp_pack` and syncs
+    /// it; returns its checksum, its size and the bytes of its index.
+    fn write_pack(
+        &self,
+        dir: &Path,
+        tmp_pack: &Path,
+        packs: &[Candidate],
+        count: u32,
+        copies: &Copies,
+    ) -> Result<(ObjectId, u64, Vec<u8>), Error> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp_pack)
+            .map_err(|e| pack_io(dir, e))?;
+        let mut merger = Merger::new(self, dir, file, count, copies)?;
+        for (p, pack) in packs.iter().enumerate() {
+            merger.copy_pack(p, pack)?;
+        }
+        merger.finish()
+    }
+}
+
+/// An I/O error of the pack directory `dir`.
+fn pack_io(dir: &Path, source: std::io::Error) -> Error {
+    Error::Pack(Box::new(ours::Error::Io {
+        dir: dir.to_owned(),
+        source,
+    }))
+}
+
+/// The index of `pack`, opened.
+fn open_index(
+    dir: &Path,
+    pack: &Candidate,
+    hash_kind: gix::hash::Kind,
+) -> Result<PackIndex, Error> {
+    PackIndex::at(pack.stem.with_extension("idx"), hash_kind)
+        .map_err(|e| pack_io(dir, std::io::Error::other(e.to_string())))
+}
+
+/// An object read through the object database. A roll-up of a large repository reads many, so
+/// the mapped pages of the packs being merged are bounded first, as on every path that reads
+/// many objects.
+fn read_object(store: &Store, id: &ObjectId) -> Result<Vec<u8>, Error> {
+    store.bound_mapped_packs();
+    Ok(store
+        .repo
+        .try_find_object(*id)
+        .map_err(git_err("read object", id))?
+        .ok_or_else(|| Error::MissingObject {
+            id: id.to_hex().to_string(),
+        })?
+        .detach()
+        .data)
+}
+
+/// Moves the synced pack `tmp_pack` and its index (written to `tmp_index`, synced) to their
+/// names (`pack-<checksum>`, pack first, index last) and syncs the directory; returns the path
+/// without extension.
+fn land(
+    dir: &Path,
+    tmp_pack: &Path,
+    tmp_index: &Path,
+    checksum: &ObjectId,
+    index: &[u8],
+) -> Result<PathBuf, Error> {
+    let io = |e| pack_io(dir, e);
+    durable::write_synced(tmp_index, &[index]).map_err(io)?;
+    let name = format!("pack-{}", checksum.to_hex());
+    std::fs::rename(tmp_pack, dir.join(format!("{name}.pack"))).map_err(io)?;
+    std::fs::rename(tmp_index, dir.join(format!("{name}.idx"))).map_err(io)?;
+    durable::sync_dir(dir).map_err(io)?;
+    Ok(dir.join(name))
+}
+
+/// Which objects of the packs being merged are copied: those held by more than one pack are
+/// copied from the first only.
+struct Copies {
+    /// Distinct objects.
+    unique: u64,
+    /// `(pack, object)` of every copy after the first.
+    later: std::collections::HashSet<(usize, ObjectId)>,
+    /// The objects with a later copy.
+    shared: std::collections::HashSet<ObjectId>,
+}
+
+impl Copies {
+    /// Merges the sorted indices (memory: one cursor per pack).
+    fn of(indices: &[PackIndex]) -> Copies {
+        let mut later: std::collections::HashSet<(usize, ObjectId)> = Default::default();
         let mut heap = BinaryHeap::new();
         for (p, index) in indices.iter().enumerate() {
             if index.num_objects() > 0 {
@@ -233,7 +338,7 @@ impl Store {
         let mut unique: u64 = 0;
         while let Some(std::cmp::Reverse((id, p, i))) = heap.pop() {
             if last == Some(id) {
-                later_copies.insert((p, id));
+                later.insert((p, id));
             } else {
                 unique += 1;
                 last = Some(id);
@@ -246,237 +351,277 @@ impl Store {
                 )));
             }
         }
-        let count =
-            u32::try_from(unique).map_err(|_| Error::Pack(Box::new(ours::Error::TooMany)))?;
-        drop(indices);
+        let shared = later.iter().map(|(_, id)| *id).collect();
+        Copies {
+            unique,
+            later,
+            shared,
+        }
+    }
+}
 
-        durable::remove_stale_temp_files(dir);
-        let tmp_pack = dir.join(durable::temp_name("pack"));
-        let tmp_index = dir.join(durable::temp_name("idx"));
-        let result = (|| -> Result<(ObjectId, u64, Vec<u8>), Error> {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp_pack)
-                .map_err(io)?;
-            let mut out = Hashed {
-                inner: BufWriter::with_capacity(1 << 20, file),
-                hasher: gix::hash::hasher(hash_kind),
-                written: 0,
-            };
-            let mut header = Vec::with_capacity(12);
-            header.extend_from_slice(b"PACK");
-            header.extend_from_slice(&2u32.to_be_bytes());
-            header.extend_from_slice(&count.to_be_bytes());
-            out.put(&header).map_err(io)?;
-            let mut entries: Vec<(ObjectId, u64, u32)> = Vec::with_capacity(unique as usize);
-            // Where the first copy of each object held by more than one pack went: a later
-            // pack's delta may name its own copy as its base.
-            let shared: std::collections::HashSet<ObjectId> =
-                later_copies.iter().map(|(_, id)| *id).collect();
-            let mut first_copy_at: std::collections::HashMap<ObjectId, Moved> = Default::default();
-            let mut compress = compressor();
-            let (mut scratch, mut buf, mut object) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut encoder, mut delta) = (Encoder::default(), Vec::new());
-            let mut versions = TreeVersions::default();
-            let mut inflate = gix_zlib::Inflate::default();
-            let hash_len = hash_kind.len_in_bytes();
-            // A base read through the object database maps pages of the packs being merged;
-            // a roll-up of a large repository reads many, so they are bounded as on every
-            // path that reads many objects.
-            let read = |id: &ObjectId| -> Result<Vec<u8>, Error> {
-                self.bound_mapped_packs();
-                Ok(self
+/// The merged pack being written: its output, the entries written so far, and what copying
+/// each entry reuses (buffers, the compressor, the tree versions that deltas are made
+/// against).
+struct Merger<'a> {
+    store: &'a Store,
+    dir: &'a Path,
+    hash_kind: gix::hash::Kind,
+    copies: &'a Copies,
+    out: Hashed<BufWriter<std::fs::File>>,
+    /// Id, offset and CRC-32 of every entry written, for the index.
+    entries: Vec<(ObjectId, u64, u32)>,
+    /// Where the first copy of each object held by more than one pack went: a later pack's
+    /// delta may name its own copy as its base.
+    first_copy_at: std::collections::HashMap<ObjectId, Moved>,
+    compress: gix_zlib::stream::deflate::Compress,
+    scratch: Vec<u8>,
+    /// The entry read.
+    buf: Vec<u8>,
+    /// The entry built, when it is not copied as read.
+    object: Vec<u8>,
+    encoder: Encoder,
+    delta: Vec<u8>,
+    versions: TreeVersions,
+    inflate: gix_zlib::Inflate,
+}
+
+impl<'a> Merger<'a> {
+    /// A merger writing into `file`, its header (`count` objects) written.
+    fn new(
+        store: &'a Store,
+        dir: &'a Path,
+        file: std::fs::File,
+        count: u32,
+        copies: &'a Copies,
+    ) -> Result<Merger<'a>, Error> {
+        let hash_kind = store.repo.object_hash();
+        let mut out = Hashed {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            hasher: gix::hash::hasher(hash_kind),
+            written: 0,
+        };
+        let mut header = Vec::with_capacity(12);
+        header.extend_from_slice(b"PACK");
+        header.extend_from_slice(&2u32.to_be_bytes());
+        header.extend_from_slice(&count.to_be_bytes());
+        out.put(&header).map_err(|e| pack_io(dir, e))?;
+        Ok(Merger {
+            store,
+            dir,
+            hash_kind,
+            copies,
+            out,
+            entries: Vec::with_capacity(copies.unique as usize),
+            first_copy_at: Default::default(),
+            compress: compressor(),
+            scratch: Vec::new(),
+            buf: Vec::new(),
+            object: Vec::new(),
+            encoder: Encoder::default(),
+            delta: Vec::new(),
+            versions: TreeVersions::default(),
+            inflate: gix_zlib::Inflate::default(),
+        })
+    }
+
+    /// Copies the entries of `pack` (the `p`th merged), in offset order, skipping the objects
+    /// an earlier pack already gave.
+    fn copy_pack(&mut self, p: usize, pack: &Candidate) -> Result<(), Error> {
+        let dir = self.dir;
+        let io = |e| pack_io(dir, e);
+        let index = open_index(dir, pack, self.hash_kind)?;
+        let mut located: Vec<(u64, ObjectId, Option<u32>)> = index
+            .iter()
+            .map(|e| (e.pack_offset, e.oid, e.crc32))
+            .collect();
+        drop(index);
+        located.sort_unstable_by_key(|e| e.0);
+        // Where each entry of this pack went, in the order of `located`.
+        let mut moved_to: Vec<Moved> = Vec::with_capacity(located.len());
+        let data = std::fs::File::open(pack.stem.with_extension("pack")).map_err(io)?;
+        let end = data.metadata().map_err(io)?.len() - self.hash_kind.len_in_bytes() as u64;
+        let mut data = BufReader::with_capacity(1 << 20, data);
+        let first = located.first().map_or(end, |e| e.0);
+        data.seek(SeekFrom::Start(first)).map_err(io)?;
+        let layout = layout_of(&mut data, &located, end).map_err(io)?;
+        data.seek(SeekFrom::Start(first)).map_err(io)?;
+        for (k, (offset, id, crc)) in located.iter().enumerate() {
+            let next = located.get(k + 1).map_or(end, |e| e.0);
+            let len = next
+                .checked_sub(*offset)
+                .ok_or_else(|| io(std::io::Error::other("pack entries overlap their index")))?;
+            self.buf.resize(len as usize, 0);
+            data.read_exact(&mut self.buf).map_err(io)?;
+            if self.copies.later.contains(&(p, *id)) {
+                moved_to.push(self.first_copy_at[id]);
+                continue;
+            }
+            if let Some(crc) = crc
+                && crc32fast::hash(&self.buf) != *crc
+            {
+                return Err(io(std::io::Error::other(format!(
+                    "object {id} in {} does not match its CRC-32; run git fsck",
+                    pack.stem.display()
+                ))));
+            }
+            let moved = self.copy_entry(pack, *id, &layout, k, &moved_to)?;
+            moved_to.push(moved);
+        }
+        Ok(())
+    }
+
+    /// Writes the entry `k` of `pack` (object `id`, its bytes in `buf`) into the new pack: a
+    /// whole tree as a delta against an earlier version of it when that pays, an offset delta
+    /// with its base's new distance, a delta against an object named by id as the whole
+    /// object, anything else as read. Returns where it went.
+    fn copy_entry(
+        &mut self,
+        pack: &Candidate,
+        id: ObjectId,
+        layout: &Layout,
+        k: usize,
+        moved_to: &[Moved],
+    ) -> Result<Moved, Error> {
+        let dir = self.dir;
+        let io = |e| pack_io(dir, e);
+        let at = self.out.written;
+        let is_tree = layout.type_bits[k] == TREE;
+        let hash_len = self.hash_kind.len_in_bytes();
+        // Whether the entry to write is the one built in `object` (else `buf`, as read).
+        let (built, depth, tree): (bool, u8, Option<u32>) = match entry_shape(&self.buf) {
+            Some(Shape::Whole {
+                size, data_start, ..
+            }) if is_tree && size >= MIN_DELTA_OBJECT => {
+                // A whole tree becomes a delta against an earlier version of it in the new
+                // pack, when one is there, the chain stays within its bound and the delta
+                // pays.
+                let tree = inflate_entry(&mut self.inflate, &self.buf[data_start..], size)
+                    .ok_or_else(|| {
+                        io(std::io::Error::other(format!(
+                            "object {id} in {} does not inflate to its size; run git fsck",
+                            pack.stem.display()
+                        )))
+                    })?;
+                let mut written = (false, 0);
+                let store = self.store;
+                if let Some((base_at, depth)) = self.versions.delta_for(
+                    &tree,
+                    layout.height[k],
+                    hash_len,
+                    &mut self.encoder,
+                    &mut self.delta,
+                    |id| read_object(store, id),
+                )? {
+                    self.object.clear();
+                    offset_delta_into(
+                        &mut self.compress,
+                        &mut self.scratch,
+                        &self.delta,
+                        at - base_at,
+                        &mut self.object,
+                    )
+                    .map_err(|e| Error::Pack(Box::new(e)))?;
+                    written = (true, depth);
+                }
+                let index = self.versions.add(id, at, written.1, tree, hash_len);
+                (written.0, written.1, index)
+            }
+            Some(Shape::Whole { .. }) => (false, 0, None),
+            Some(Shape::OffsetDelta {
+                size, data_start, ..
+            }) => {
+                // The base is an earlier entry of this pack, already copied: the delta is
+                // kept, its header names the base's new offset.
+                let base = layout.base[k].map(|b| b as usize).ok_or_else(|| {
+                    io(std::io::Error::other(format!(
+                        "object {id} in {} is a delta whose base is not an entry before it; \
+                         run git fsck",
+                        pack.stem.display()
+                    )))
+                })?;
+                let Moved {
+                    at: base_at,
+                    depth: base_depth,
+                    tree: base_tree,
+                } = moved_to[base];
+                let depth = base_depth.saturating_add(1);
+                let mut index = None;
+                if is_tree {
+                    // A later tree may be a version of this one: added when its base's bytes
+                    // are held to rebuild it from. Reading the others through the object
+                    // database costs far more than the deltas it adds.
+                    let rebuilt = base_tree
+                        .and_then(|b| self.versions.held(b))
+                        .and_then(|base| {
+                            let delta =
+                                inflate_entry(&mut self.inflate, &self.buf[data_start..], size)?;
+                            delta::apply(base, &delta)
+                        });
+                    if let Some(tree) = rebuilt
+                        && tree.len() >= MIN_DELTA_OBJECT
+                    {
+                        index = self.versions.add(id, at, depth, tree, hash_len);
+                    }
+                }
+                self.object.clear();
+                ours::push_entry_header(&mut self.object, 6, size);
+                ours::push_base_distance(&mut self.object, at - base_at);
+                self.object.extend_from_slice(&self.buf[data_start..]);
+                (true, depth, index)
+            }
+            None => {
+                // A delta against an object named by id (git's packs may have them): store
+                // the object whole.
+                let found = self
+                    .store
                     .repo
-                    .try_find_object(*id)
-                    .map_err(git_err("read object", id))?
+                    .try_find_object(id)
+                    .map_err(git_err("read object", &id))?
                     .ok_or_else(|| Error::MissingObject {
                         id: id.to_hex().to_string(),
-                    })?
-                    .detach()
-                    .data)
-            };
-            for (p, pack) in packs.iter().enumerate() {
-                let index = open_index(pack)?;
-                let mut located: Vec<(u64, ObjectId, Option<u32>)> = index
-                    .iter()
-                    .map(|e| (e.pack_offset, e.oid, e.crc32))
-                    .collect();
-                drop(index);
-                located.sort_unstable_by_key(|e| e.0);
-                // Where each entry of this pack went, in the order of `located`.
-                let mut moved_to: Vec<Moved> = Vec::with_capacity(located.len());
-                let data = std::fs::File::open(pack.stem.with_extension("pack")).map_err(io)?;
-                let end = data.metadata().map_err(io)?.len() - hash_kind.len_in_bytes() as u64;
-                let mut data = BufReader::with_capacity(1 << 20, data);
-                let first = located.first().map_or(end, |e| e.0);
-                data.seek(SeekFrom::Start(first)).map_err(io)?;
-                let layout = layout_of(&mut data, &located, end).map_err(io)?;
-                data.seek(SeekFrom::Start(first)).map_err(io)?;
-                for (k, (offset, id, crc)) in located.iter().enumerate() {
-                    let next = located.get(k + 1).map_or(end, |e| e.0);
-                    let len = next.checked_sub(*offset).ok_or_else(|| {
-                        io(std::io::Error::other("pack entries overlap their index"))
                     })?;
-                    buf.resize(len as usize, 0);
-                    data.read_exact(&mut buf).map_err(io)?;
-                    if later_copies.contains(&(p, *id)) {
-                        moved_to.push(first_copy_at[id]);
-                        continue;
-                    }
-                    if let Some(crc) = crc
-                        && crc32fast::hash(&buf) != *crc
-                    {
-                        return Err(io(std::io::Error::other(format!(
-                            "object {id} in {} does not match its CRC-32; run git fsck",
-                            pack.stem.display()
-                        ))));
-                    }
-                    let at = out.written;
-                    let is_tree = layout.type_bits[k] == TREE;
-                    let (entry, depth, tree): (&[u8], u8, Option<u32>) = match entry_shape(&buf) {
-                        Some(Shape::Whole {
-                            size, data_start, ..
-                        }) if is_tree && size >= MIN_DELTA_OBJECT => {
-                            // A whole tree becomes a delta against an earlier version of it in
-                            // the new pack, when one is there, the chain stays within its bound
-                            // and the delta pays.
-                            let tree = inflate_entry(&mut inflate, &buf[data_start..], size)
-                                .ok_or_else(|| {
-                                    io(std::io::Error::other(format!(
-                                        "object {id} in {} does not inflate to its size; run \
-                                         git fsck",
-                                        pack.stem.display()
-                                    )))
-                                })?;
-                            let mut written: (&[u8], u8) = (&buf, 0);
-                            if let Some((base_at, depth)) = versions.delta_for(
-                                &tree,
-                                layout.height[k],
-                                hash_len,
-                                &mut encoder,
-                                &mut delta,
-                                read,
-                            )? {
-                                object.clear();
-                                offset_delta_into(
-                                    &mut compress,
-                                    &mut scratch,
-                                    &delta,
-                                    at - base_at,
-                                    &mut object,
-                                )
-                                .map_err(|e| Error::Pack(Box::new(e)))?;
-                                written = (&object, depth);
-                            }
-                            let index = versions.add(*id, at, written.1, tree, hash_len);
-                            (written.0, written.1, index)
-                        }
-                        Some(Shape::Whole { .. }) => (&buf, 0, None),
-                        Some(Shape::OffsetDelta {
-                            size, data_start, ..
-                        }) => {
-                            // The base is an earlier entry of this pack, already copied: the
-                            // delta is kept, its header names the base's new offset.
-                            let base = layout.base[k].map(|b| b as usize).ok_or_else(|| {
-                                io(std::io::Error::other(format!(
-                                    "object {id} in {} is a delta whose base is not an \
-                                         entry before it; run git fsck",
-                                    pack.stem.display()
-                                )))
-                            })?;
-                            let Moved {
-                                at: base_at,
-                                depth: base_depth,
-                                tree: base_tree,
-                            } = moved_to[base];
-                            let depth = base_depth.saturating_add(1);
-                            let mut index = None;
-                            if is_tree {
-                                // A later tree may be a version of this one: added when its
-                                // base's bytes are held to rebuild it from. Reading the others
-                                // through the object database took a quarter of the roll-up's
-                                // time, and added nothing to the deltas of ten publications.
-                                let rebuilt =
-                                    base_tree.and_then(|b| versions.held(b)).and_then(|base| {
-                                        let delta =
-                                            inflate_entry(&mut inflate, &buf[data_start..], size)?;
-                                        delta::apply(base, &delta)
-                                    });
-                                if let Some(tree) = rebuilt
-                                    && tree.len() >= MIN_DELTA_OBJECT
-                                {
-                                    index = versions.add(*id, at, depth, tree, hash_len);
-                                }
-                            }
-                            object.clear();
-                            ours::push_entry_header(&mut object, 6, size);
-                            ours::push_base_distance(&mut object, at - base_at);
-                            object.extend_from_slice(&buf[data_start..]);
-                            (&object, depth, index)
-                        }
-                        None => {
-                            // A delta against an object named by id (git's packs may have
-                            // them): store the object whole.
-                            let found = self
-                                .repo
-                                .try_find_object(*id)
-                                .map_err(git_err("read object", id))?
-                                .ok_or_else(|| Error::MissingObject {
-                                    id: id.to_hex().to_string(),
-                                })?;
-                            object.clear();
-                            entry_into(
-                                &mut compress,
-                                &mut scratch,
-                                found.kind,
-                                &found.data,
-                                &mut object,
-                            )
-                            .map_err(|e| Error::Pack(Box::new(e)))?;
-                            (&object, 0, None)
-                        }
-                    };
-                    let moved = Moved { at, depth, tree };
-                    moved_to.push(moved);
-                    if shared.contains(id) {
-                        first_copy_at.insert(*id, moved);
-                    }
-                    entries.push((*id, at, crc32fast::hash(entry)));
-                    out.put(entry).map_err(io)?;
-                }
-            }
-            let Hashed {
-                inner,
-                hasher,
-                written,
-            } = out;
-            let checksum = hasher
-                .try_finalize()
-                .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-            let mut file = inner.into_inner().map_err(|e| io(e.into_error()))?;
-            file.write_all(checksum.as_bytes()).map_err(io)?;
-            file.sync_all().map_err(io)?;
-            let index = index_bytes(hash_kind, &entries, &checksum)
+                self.object.clear();
+                entry_into(
+                    &mut self.compress,
+                    &mut self.scratch,
+                    found.kind,
+                    &found.data,
+                    &mut self.object,
+                )
                 .map_err(|e| Error::Pack(Box::new(e)))?;
-            Ok((checksum, written + checksum.as_bytes().len() as u64, index))
-        })()
-        .and_then(|(checksum, size, index)| {
-            durable::write_synced(&tmp_index, &[&index]).map_err(io)?;
-            let name = format!("pack-{}", checksum.to_hex());
-            std::fs::rename(&tmp_pack, dir.join(format!("{name}.pack"))).map_err(io)?;
-            std::fs::rename(&tmp_index, dir.join(format!("{name}.idx"))).map_err(io)?;
-            durable::sync_dir(dir).map_err(io)?;
-            Ok((size, dir.join(name)))
-        });
-        match result {
-            Ok((size, stem)) => Ok((unique, size, stem)),
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp_pack);
-                let _ = std::fs::remove_file(&tmp_index);
-                Err(e)
+                (true, 0, None)
             }
+        };
+        let entry: &[u8] = if built { &self.object } else { &self.buf };
+        let moved = Moved { at, depth, tree };
+        if self.copies.shared.contains(&id) {
+            self.first_copy_at.insert(id, moved);
         }
+        self.entries.push((id, at, crc32fast::hash(entry)));
+        self.out.put(entry).map_err(io)?;
+        Ok(moved)
+    }
+
+    /// Ends the pack with its checksum and syncs it; returns the checksum, the pack's size and
+    /// its index's bytes.
+    fn finish(self) -> Result<(ObjectId, u64, Vec<u8>), Error> {
+        let dir = self.dir;
+        let io = |e| pack_io(dir, e);
+        let Hashed {
+            inner,
+            hasher,
+            written,
+        } = self.out;
+        let checksum = hasher
+            .try_finalize()
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        let mut file = inner.into_inner().map_err(|e| io(e.into_error()))?;
+        file.write_all(checksum.as_bytes()).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        let index = index_bytes(self.hash_kind, &self.entries, &checksum)
+            .map_err(|e| Error::Pack(Box::new(e)))?;
+        Ok((checksum, written + checksum.as_bytes().len() as u64, index))
     }
 }
 

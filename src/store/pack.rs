@@ -19,13 +19,13 @@
 //! shard, the previous binding with the same keys. A delta is kept when it is at most 3/4 of the
 //! object, and every 4th blob is stored whole, so a chain holds at most 3 deltas (the constant
 //! `MAX_DEPTH` says why so few); readers keep the objects they last built ([`crate::store`]).
-//! This takes about a third off a generated ledger's repository. `git fast-import` still writes
+//! This makes a generated ledger's repository markedly smaller. `git fast-import` still writes
 //! less for the same tree: it writes only the final tree, where ten publications wrote ten
 //! versions of the directories they touched, and a new version cannot be a delta against an
 //! old one in another pack. The roll-up of small packs (`consolidate.rs`) copies entries byte
 //! for byte and stores the tree versions it brings together as deltas against each other,
-//! which brings the repository within a few percent of fast-import's (the measured figures
-//! are in the CHANGELOG and in `scripts/bench.sh`'s output).
+//! which brings the repository close to fast-import's (the measured figures are in the
+//! CHANGELOG and in `scripts/bench.sh`'s output).
 //!
 //! Trees are stored whole. A publication writes the new versions of the directories it
 //! touches, children before parents, so the tree added before a tree is an unrelated

@@ -426,9 +426,9 @@ impl Store {
     ///
     /// The base trees are the ones `view` decoded when the batch was checked
     /// ([`Snapshot::lookup_for_write`] of every changed path), taken from its cache: each tree
-    /// of a publication is read and inflated once, not again here. Reading them again took a
-    /// tenth of the CPU of a 1,000-event publication into a million-event ledger, where each
-    /// new binding rewrites a fan-out leaf of about 15 entries. Memory: the new trees' entries
+    /// of a publication is read and inflated once, not again here: reading them again was a
+    /// visible share of a publication's CPU into a large ledger, where each new binding
+    /// rewrites a fan-out leaf. Memory: the new trees' entries
     /// borrow the names from the cached trees and the changes, for the directories of one path
     /// at a time. A malformed base tree was refused on the way in; one found anyway is an
     /// error, never a silent repair (also on a commit that changes nothing, which rewrites the

@@ -659,7 +659,7 @@ fn run_direct_write(case: &Json, profile: Profile) -> Outcome {
             let v = json_to_value(e).map_err(|u| u.to_string())?;
             let event = event::validate(&v, &format!("events[{i}]")).map_err(|e| e.to_string())?;
             profile
-                .check(&v)
+                .check_line(&crate::canonical::to_canonical_unchecked(&v))
                 .map_err(|f| format!("events[{i}]: the strict profile refuses {f}"))?;
             events.push(event);
         }

@@ -316,7 +316,7 @@ pub(super) struct Seen {
 }
 
 /// The events seen across the ledger, appended set by set and sorted by id once all sets are
-/// read: a sorted vector holds them in about half the memory a hash map took.
+/// read: a sorted vector holds them in less memory than a hash map.
 #[derive(Default)]
 pub(super) struct Events {
     pub(super) seen: Vec<Seen>,

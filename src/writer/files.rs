@@ -753,27 +753,13 @@ fn split<'r>(rel: &'r str, label: &str) -> Result<(Vec<&'r str>, &'r str), Error
     Ok((segs, name))
 }
 
-/// A random UUID version 4 in lowercase hyphenated text (36 characters), as Node's
-/// `crypto.randomUUID()`: names staging and claim files, and is the lock nonce. The bytes come
-/// from the kernel (`getrandom`, retried on `EINTR`) so that a failure is our typed [`Error`];
-/// the `uuid` crate sets the version and variant bits and formats them.
+/// A random UUID version 4 ([`crate::random::uuid_v4`]): names staging and claim files, and
+/// is the lock nonce; a failure of the kernel's generator is our typed [`Error`].
 ///
 /// # Errors
 /// [`Error::Io`] when the kernel cannot supply random bytes.
 pub fn uuid_v4() -> Result<String, Error> {
-    let mut b = [0u8; 16];
-    let mut filled = 0;
-    while filled < b.len() {
-        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(Errno::INTR) => {}
-            Err(e) => return Err(io("cannot read random bytes for", "a nonce", e)),
-        }
-    }
-    Ok(uuid::Builder::from_random_bytes(b)
-        .into_uuid()
-        .hyphenated()
-        .to_string())
+    crate::random::uuid_v4().map_err(|e| io("cannot read random bytes for", "a nonce", e.0))
 }
 
 /// `path` made absolute against the current directory with `.` and `..` resolved lexically
@@ -1261,18 +1247,5 @@ mod tests {
                 .iter()
                 .all(|(n, k)| n.ends_with(".json") && *k == EntryKind::File)
         );
-    }
-
-    #[test]
-    fn uuid_v4_shape() {
-        let u = uuid_v4().unwrap();
-        assert_eq!(u.len(), 36);
-        assert_eq!(&u[14..15], "4");
-        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"));
-        assert!(
-            u.bytes()
-                .all(|b| matches!(b, b'a'..=b'f' | b'0'..=b'9' | b'-'))
-        );
-        assert_ne!(u, uuid_v4().unwrap());
     }
 }

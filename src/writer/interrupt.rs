@@ -87,6 +87,14 @@ pub enum Error {
     PhaseSeqExhausted,
 }
 
+impl Error {
+    /// True when recovery refused because of what the spool holds (a conflicting terminal
+    /// event, a sealed producer: [`record::Error::is_conflict`]); exit 1 in the CLI.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Error::Record(r) if r.is_conflict())
+    }
+}
+
 /// A spool event with its record's tree: recovery reads many fields of the few events of one
 /// producer, so the tree is parsed once per event here.
 #[derive(Clone)]
@@ -519,9 +527,9 @@ pub fn interrupt_open_attempts_events(
     let spool = Spool::open(root)?;
     let mut producers: Vec<(String, Value)> = Vec::new();
     for e in spool.read_all()?.into_iter().map(Recorded::new) {
-        let key = canonical::to_canonical_unchecked(e.producer());
+        let key = e.producer().canonical();
         if is_recoverable_start(&e) && !producers.iter().any(|(k, _)| *k == key) {
-            producers.push((key, e.producer().clone()));
+            producers.push((key, e.producer().to_value()));
         }
     }
     producers.sort_by(|a, b| a.0.cmp(&b.0));
@@ -538,7 +546,7 @@ pub fn interrupt_open_attempts_events(
         let mut current: Vec<Recorded> = spool
             .read_all()?
             .into_iter()
-            .filter(|e| canonical::to_canonical_unchecked(e.producer()) == key)
+            .filter(|e| e.producer().canonical() == key)
             .map(Recorded::new)
             .collect();
         let mut starts: Vec<Recorded> = current

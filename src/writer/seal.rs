@@ -104,6 +104,20 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// True when sealing ran and refused (exit 1 in the CLI): late events, a conflicting
+    /// shard file, an unsealed spool, or a strict-privacy finding.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::LateEvents(_)
+                | Error::ShardConflict { .. }
+                | Error::Unsealed { .. }
+                | Error::StrictPrivacy { .. }
+        )
+    }
+}
+
 /// One producer's share of a spool, ready to seal or publish.
 #[derive(Clone, Debug)]
 pub struct ProducerRun {
@@ -151,14 +165,14 @@ pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
     // share their producer's tree, so a tree already met gives its group without encoding it
     // again (the address only identifies a tree that is still alive: every event is kept).
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut by_tree: std::collections::HashMap<*const Value, usize> =
+    let mut by_tree: std::collections::HashMap<*const crate::event::Producer, usize> =
         std::collections::HashMap::new();
     for e in events {
-        let tree: *const Value = e.producer();
+        let tree: *const crate::event::Producer = e.producer();
         let i = match by_tree.get(&tree) {
             Some(&i) => i,
             None => {
-                let key = canonical::to_canonical_unchecked(e.producer());
+                let key = e.producer().canonical();
                 let i = *index.entry(key.clone()).or_insert_with(|| {
                     groups.push((key, Vec::new()));
                     groups.len() - 1
@@ -190,7 +204,7 @@ pub fn plan(spool: &Spool) -> Result<Vec<ProducerRun>, Error> {
 /// The run of one producer of `spool` (its canonical text `key`) from its `events`, without
 /// its strict findings (the caller's).
 fn producer_run(spool: &Spool, key: String, events: Vec<Event>) -> Result<ProducerRun, Error> {
-    let producer = events[0].producer().clone();
+    let producer = events[0].producer().to_value();
     let digest = Digest::of(&key);
     let date = spool
         .partition_date(&digest)?
@@ -539,7 +553,7 @@ mod tests {
         assert_eq!(markers.get(), 6);
         let spool = Spool::open(copy.path()).unwrap();
         let (events, _) = spool.read_all_scanned().unwrap();
-        let first = canonical::to_canonical_unchecked(events[0].producer());
+        let first = events[0].producer().canonical();
         for _ in 0..16 {
             match plan(&spool) {
                 Err(Error::MissingMarker { producer, .. }) => assert_eq!(producer, first),
@@ -626,7 +640,7 @@ mod tests {
         fixture_spool(dir.path());
         let spool = Spool::open(dir.path()).unwrap();
         let event = spool.read_all().unwrap().remove(0);
-        let digest = spool::producer_digest(event.producer());
+        let digest = spool::producer_digest(&event.producer().to_value());
         let event_rel = spool::event_relative_path(&event);
 
         let fifo = dir.path().join(&event_rel).with_file_name("planted.json");
@@ -709,7 +723,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fixture_spool(dir.path());
         let spool = Spool::open(dir.path()).unwrap();
-        let producer = spool.read_all().unwrap()[0].producer().clone();
+        let producer = spool.read_all().unwrap()[0].producer().to_value();
         let options = Options {
             lock: lock::Options {
                 wait: std::time::Duration::from_millis(300),

@@ -403,7 +403,7 @@ impl Budget {
         if self.bytes > MAX_TOTAL_BYTES {
             return Err(Error::TooManyBytes);
         }
-        let producer = canonical::to_canonical_unchecked(e.producer());
+        let producer = e.producer().canonical();
         if !self.producers.contains(&producer) {
             if self.producers.len() >= MAX_PRODUCERS {
                 return Err(Error::TooManyProducers);

@@ -1,4 +1,4 @@
-//! `action create | claim | outcome | close | show`: the governed-action commands of execution
+//! `action create | claim | outcome | close | show | list`: the governed-action commands of execution
 //! finality, and the renderings of their results that `run` and `sweep` share.
 //!
 //! Refusals (a conflict, a used claim, an outcome already set, a lifecycle that forbids the
@@ -11,7 +11,9 @@ use crate::finality;
 use crate::store::Store;
 
 use crate::cli::Env;
-use crate::cli::args::{ActionCommand, ClaimArgs, CloseArgs, CreateArgs, OutcomeArgs, ShowArgs};
+use crate::cli::args::{
+    ActionCommand, ClaimArgs, CloseArgs, CreateArgs, ListArgs, OutcomeArgs, ShowArgs,
+};
 use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
 use crate::cli::settings::{
     accept_if_asked, finality_now, finality_options, new_action_id, open_state, state_target,
@@ -43,10 +45,7 @@ pub(in crate::cli) fn finality_failure(
         }
         out.data(&line(&Value::object(v)));
     }
-    Failure {
-        code: if e.is_refusal() { 1 } else { 2 },
-        message: format!("{e} ({})", e.code()),
-    }
+    Failure::classified(e.is_refusal(), format!("{e} ({})", e.code()))
 }
 
 /// The `action` object of `show --json` and `create --json`.
@@ -86,6 +85,7 @@ pub(in crate::cli) fn run(
         ActionCommand::Outcome(a) => outcome(out, env, now, a),
         ActionCommand::Close(a) => close(out, env, now, a),
         ActionCommand::Show(a) => show(out, env, now, a),
+        ActionCommand::List(a) => list(out, env, now, a),
     }
 }
 
@@ -205,10 +205,7 @@ fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(
         verified: binding.verified,
     };
     let result = finality_options(env, &state).and_then(|options| {
-        let store = open_state(env, &state).map_err(|f| Failure {
-            code: 2,
-            message: f.message,
-        })?;
+        let store = open_state(env, &state).map_err(|f| Failure::input(f.message))?;
         Ok(finality::claim(&store, &options, &action_id, &request, now))
     });
     let result = match result {
@@ -226,10 +223,10 @@ fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(
             }
             Ok(())
         }
-        Err(e) => Err(Failure {
-            code: if e.is_refusal() { 1 } else { 2 },
-            message: format!("{e} ({})", e.code()),
-        }),
+        Err(e) => Err(Failure::classified(
+            e.is_refusal(),
+            format!("{e} ({})", e.code()),
+        )),
     }
 }
 
@@ -394,6 +391,111 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
     }
     for l in lines {
         out.data(&l);
+    }
+    Ok(())
+}
+
+/// Runs `action list`.
+fn list(out: &mut Printer, env: &Env, now: Timestamp, a: ListArgs) -> Result<(), Failure> {
+    use finality::list::{self, ListError, Path};
+    let ListArgs {
+        state,
+        status,
+        exclude_status,
+        outcome_status,
+        agent,
+        action_type,
+        limit,
+        offset,
+        json,
+    } = a;
+    // The server's parameter names, so that both refuse the same input the same way.
+    let given = [
+        ("status", status),
+        ("exclude_status", exclude_status),
+        ("outcome_status", outcome_status),
+        ("agent_id", agent),
+        ("action_type", action_type),
+        ("limit", Some(limit)),
+        ("offset", Some(offset)),
+    ];
+    let flag = |name: &str| match name {
+        "agent_id" => "--agent".to_owned(),
+        n => format!("--{}", n.replace('_', "-")),
+    };
+    let q = list::ActionQuery::parse(
+        given
+            .iter()
+            .filter_map(|(k, v)| v.as_deref().map(|v| (*k, v))),
+    )
+    .map_err(|e| match e {
+        ListError::BadParam { param, value, rule } => {
+            Failure::input(format!("{} {value:?}: {rule}", flag(&param)))
+        }
+        e => Failure::input(e),
+    })?;
+    let store = open_state(env, &state)?;
+    let page = list::list_at(&store, &state_target(env, &state)?, &state.ref_name, &q).map_err(
+        |e| match e {
+            ListError::Read(e) => finality_failure(out, json, "list", "", &e),
+            e => Failure::input(e),
+        },
+    )?;
+    let total = page.total.map_or(Value::Null, |n| Value::from(n as i64));
+    let order = match page.path {
+        Path::PendingIndex => "created_at_desc",
+        Path::Walk => "id_hash",
+    };
+    if json {
+        let stats = page.stats.as_ref().map_or(Value::Null, |s| {
+            Value::Object(
+                s.by_status
+                    .iter()
+                    .map(|(l, n)| (l.as_str().to_owned(), Value::from(*n as i64)))
+                    .collect(),
+            )
+        });
+        out.data(&line(&Value::object([
+            ("type", Value::str("action_list")),
+            (
+                "actions",
+                Value::Array(
+                    page.actions
+                        .iter()
+                        .map(|l| state_value(&l.state, now))
+                        .collect(),
+                ),
+            ),
+            ("total", total),
+            ("stats", stats),
+            ("limit", Value::from(q.limit as i64)),
+            ("offset", Value::from(q.offset as i64)),
+            ("has_more", Value::Bool(page.more)),
+            ("order", Value::str(order)),
+            ("skipped", crate::cli::output::path_list(&page.skipped)),
+        ])));
+        return Ok(());
+    }
+    for l in &page.actions {
+        let st = &l.state;
+        out.data(&format!(
+            "{}  {}  {}  {}  {}",
+            st.action.action_id,
+            st.lifecycle(),
+            st.outcome_status(),
+            st.action.agent_id,
+            finality::format_time(st.action.created_at)
+        ));
+    }
+    let shown = page.actions.len();
+    out.note(&match (page.total, page.more) {
+        (Some(t), _) => format!("{shown} of {t} ({order})"),
+        (None, _) => format!("{shown} listed, more may follow ({order})"),
+    });
+    for p in &page.skipped {
+        out.note(&format!(
+            "skipped {p}: a record does not parse (run verify)"
+        ));
     }
     Ok(())
 }

@@ -10,26 +10,17 @@ use crate::cli::args::StateRepo;
 use crate::cli::output::{Failure, Printer, commit_value, line, path_list};
 use crate::cli::settings::{compact_now, open_state, signature, state_target};
 
-/// A compaction error as a failure: contention and a held ref lock are refusals (exit 1).
+/// A compaction error as a failure, refused or not as [`crate::compact::Error::is_refusal`]
+/// says.
 fn compact_failure(e: crate::compact::Error) -> Failure {
     use crate::compact::Error as E;
-    let code = match &e {
-        E::Contention { .. }
-        | E::RefLocked { .. }
-        | E::RemoteRefused(_)
-        | E::RemoteRewritten(_) => 1,
-        _ => 2,
-    };
     let left = match &e {
         E::Remote(r) if r.may_have_landed() => {
             "the remote holds either its old tip or the failed step's whole commit"
         }
         _ => "the ledger ref was not changed by the failed step",
     };
-    Failure {
-        code,
-        message: format!("{e}; {left}"),
-    }
+    Failure::classified(e.is_refusal(), format!("{e}; {left}"))
 }
 
 /// The `month` object of `--json`.
@@ -193,12 +184,9 @@ pub(in crate::cli) fn run(
     if refused.is_empty() {
         Ok(())
     } else {
-        Err(Failure {
-            code: 1,
-            message: format!(
-                "{} shard(s) could not be compacted and stay hot (see above)",
-                refused.len()
-            ),
-        })
+        Err(Failure::refused(format!(
+            "{} shard(s) could not be compacted and stay hot (see above)",
+            refused.len()
+        )))
     }
 }

@@ -276,9 +276,8 @@ pub(in crate::cli) fn admit(
             new: side(new, line)?,
         });
     }
-    let unreadable = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("hooks admit: cannot read {}: {e}", repo.display()),
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("hooks admit: cannot read {}: {e}", repo.display()))
     };
     let store = super::verify::open_with_quarantine(env, repo).map_err(|e| unreadable(&e))?;
     let verdicts = admit::admit(&store, &push, profile).map_err(|e| unreadable(&e))?;
@@ -291,9 +290,9 @@ pub(in crate::cli) fn admit(
     if refused == 0 {
         Ok(())
     } else {
-        Err(Failure {
-            code: 1,
-            message: format!("{refused} ref(s) under {} refused", admit::NAMESPACE),
-        })
+        Err(Failure::refused(format!(
+            "{refused} ref(s) under {} refused",
+            admit::NAMESPACE
+        )))
     }
 }

@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use crate::canonical::{self, Value};
+use crate::log::Entry;
 use crate::store::Store;
 use crate::time::CalendarDate;
 
@@ -87,9 +89,8 @@ pub(in crate::cli) fn run(
     order: crate::log::Order,
     filter: &crate::log::Filter,
 ) -> Result<(), Failure> {
-    let unreadable = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("cannot read the log of {}: {e}", repo.display()),
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot read the log of {}: {e}", repo.display()))
     };
     let store = Store::open(repo).map_err(|e| unreadable(&e))?;
     let rev = read.name();
@@ -112,7 +113,7 @@ pub(in crate::cli) fn run(
         if json {
             out.data(entry.json);
         } else {
-            out.data(&crate::log::columns(entry));
+            out.data(&columns(entry));
         }
     };
     let stats = if filter.operation.is_some() {
@@ -190,4 +191,125 @@ pub(in crate::cli) fn run(
         stats.shards
     ));
     Ok(())
+}
+
+/// One readable line for an event, its fields separated by one space:
+/// `<occurred_at> <event_type> <status> <subject> <producer component> [op=<12 hex>]
+/// [attempt=<12 hex>] event=<12 hex>`, where subject is `owner/name#number` (or the repository
+/// and kind when there is no number) and status is `action.status` (with `/reason_code` when it
+/// says more). [`columns`] is the same line aligned for a terminal.
+#[cfg(test)]
+fn human(entry: &Entry<'_>) -> String {
+    line_of(entry, [0; 4])
+}
+
+/// [`human`] in columns, as `log` prints it: time, type, status and subject padded to 24, 28,
+/// 20 and 32 characters (the usual widths; a longer value pushes the rest of its line).
+fn columns(entry: &Entry<'_>) -> String {
+    line_of(entry, [24, 28, 20, 32])
+}
+
+/// The readable line with the first four fields padded to `widths`.
+fn line_of(entry: &Entry<'_>, widths: [usize; 4]) -> String {
+    let v = entry.value;
+    let s = |path: &[&str]| {
+        let mut cur = v;
+        for k in path {
+            match cur.get(k) {
+                Some(x) => cur = x,
+                None => return String::new(),
+            }
+        }
+        match cur {
+            Value::String(x) => x.clone(),
+            Value::Null => String::new(),
+            other => canonical::to_canonical_unchecked(other),
+        }
+    };
+    let short = |x: String| x.chars().take(12).collect::<String>();
+    let repo = s(&["subject", "repository"]);
+    let subject = match v.get("subject").and_then(|x| x.get("number")) {
+        Some(n) if !matches!(n, Value::Null) => format!("{repo}#{}", s(&["subject", "number"])),
+        _ => format!("{repo} ({})", s(&["subject", "kind"])),
+    };
+    let mut status = s(&["action", "status"]);
+    let reason = s(&["action", "reason_code"]);
+    if !reason.is_empty() && reason != status {
+        status = format!("{status}/{reason}");
+    }
+    let [w0, w1, w2, w3] = widths;
+    let mut out = format!(
+        "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}",
+        s(&["occurred_at"]),
+        s(&["event_type"]),
+        if status.is_empty() {
+            "-".into()
+        } else {
+            status
+        },
+        subject,
+        s(&["producer", "component"]),
+    );
+    for (label, key) in [("op", "operation_id"), ("attempt", "attempt_id")] {
+        let id = s(&[key]);
+        if !id.is_empty() {
+            out.push_str(&format!(" {label}={}", short(id)));
+        }
+    }
+    out.push_str(&format!(" event={}", short(s(&["event_id"]))));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry_of(value: &Value, f: impl FnOnce(&Entry<'_>)) {
+        let json = canonical::to_canonical_unchecked(value);
+        f(&Entry {
+            date: "2026-03-10",
+            path: "ledger/v1/events/2026/03/10/x.jsonl",
+            line: 1,
+            json: &json,
+            value,
+        });
+    }
+
+    #[test]
+    fn the_readable_line_names_the_event_and_columns_only_pad_it() {
+        let v = canonical::parse(
+            r#"{"occurred_at":"2026-03-10T00:00:01.000Z","event_type":"repair.plan",
+                "action":{"status":"failed","reason_code":"worker_lost"},
+                "subject":{"repository":"openclaw/openclaw","kind":"issue","number":7},
+                "producer":{"component":"repair.run.default"},
+                "operation_id":"0123456789abcdef","event_id":"fedcba9876543210"}"#,
+        )
+        .unwrap();
+        entry_of(&v, |e| {
+            let plain = human(e);
+            assert_eq!(
+                plain,
+                "2026-03-10T00:00:01.000Z repair.plan failed/worker_lost openclaw/openclaw#7 \
+                 repair.run.default op=0123456789ab event=fedcba987654"
+            );
+            let aligned = columns(e);
+            assert_eq!(
+                plain.split_whitespace().collect::<Vec<_>>(),
+                aligned.split_whitespace().collect::<Vec<_>>()
+            );
+            // Type and status start at fixed columns when the values fit.
+            assert_eq!(&aligned[25..25 + "repair.plan".len()], "repair.plan");
+            assert_eq!(
+                &aligned[54..54 + "failed/worker_lost".len()],
+                "failed/worker_lost"
+            );
+        });
+        // No number: the repository and the kind; no status: `-`.
+        let v = canonical::parse(
+            r#"{"occurred_at":"t","event_type":"x","subject":{"repository":"o/n","kind":"pull"},
+                "event_id":"e"}"#,
+        )
+        .unwrap();
+        entry_of(&v, |e| assert_eq!(human(e), "t x - o/n (pull)  event=e"));
+    }
 }

@@ -40,9 +40,8 @@ pub(in crate::cli) fn run(
     all: bool,
     json: bool,
 ) -> Result<(), Failure> {
-    let failed = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("cannot maintain {}: {e}", repo.display()),
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot maintain {}: {e}", repo.display()))
     };
     let store = Store::open(repo).map_err(|e| failed(&e))?;
     // Debris of killed writers first: staging directories of a killed first publication beside
@@ -56,14 +55,10 @@ pub(in crate::cli) fn run(
         ));
     }
     let migrated = finality::migrate::migrate(&store, ref_name, &signature(env)?).map_err(|e| {
-        let code = match e {
-            finality::migrate::MigrateError::Moved { .. } => 1,
-            _ => 2,
-        };
-        Failure {
-            code,
-            message: format!("cannot maintain {}: {e}", repo.display()),
-        }
+        Failure::classified(
+            e.is_refusal(),
+            format!("cannot maintain {}: {e}", repo.display()),
+        )
     })?;
     let (layout, commit, records, entries) = match &migrated {
         Migrated::AlreadyCurrent(l) => (Value::str(l.name()), None, 0, 0),
@@ -167,12 +162,11 @@ pub(in crate::cli) fn land_pending(
         timeout: crate::cli::settings::remote_timeout(env)?,
     };
     let options = combine::Options::new(signature(env)?);
-    let drained = pending::land_all(&store, remote, &options, MAX_ROUNDS).map_err(|e| Failure {
-        code: match e {
-            pending::Error::Refused(_) | pending::Error::Rewritten(_) => 1,
-            _ => 2,
-        },
-        message: format!("cannot land the pending publications: {e}"),
+    let drained = pending::land_all(&store, remote, &options, MAX_ROUNDS).map_err(|e| {
+        Failure::classified(
+            e.is_refusal(),
+            format!("cannot land the pending publications: {e}"),
+        )
     })?;
     if json {
         out.data(&line(&Value::object([

@@ -9,6 +9,7 @@ pub(super) mod hooks;
 pub(super) mod log;
 pub(super) mod maintain;
 pub(super) mod man;
+pub(super) mod project;
 pub(super) mod publish;
 pub(super) mod record;
 pub(super) mod run;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::canonical::Value;
-use crate::ledger::layout::{self, Layout};
+use crate::ledger::layout::Layout;
 use crate::privacy::Profile;
 use crate::progress::Progress;
 use crate::publish::{self, Options, Publication, Status};
@@ -20,9 +20,7 @@ use crate::cli::Env;
 use crate::cli::output::{Failure, Printer, line};
 use crate::cli::settings::{ExpectedFrom, signature};
 
-/// A publish error as a failure: exit 1 for a refusal (a conflict, provenance, a source that
-/// is not the expected shard set, strict privacy, a remote's refusal, contention, an unsealed
-/// spool, another layout), 2 otherwise; the message says whether earlier sources landed, and
+/// A publish error as a failure, refused or not as [`publish::Error::is_refusal`] says; the message says whether earlier sources landed, and
 /// a provenance refusal names the shard, the flag (or variable) and the rule.
 fn publish_failure(
     source: &Path,
@@ -31,34 +29,15 @@ fn publish_failure(
     expected_from: Option<&ExpectedFrom>,
 ) -> Failure {
     use publish::Error as E;
-    let code = match &e {
-        E::BindingConflict { .. }
-        | E::PayloadConflict(_)
-        | E::IdentityConflict(_)
-        | E::HistoryCycle(_)
-        | E::Provenance { .. }
-        | E::ManifestFileMissing(_)
-        | E::ManifestMismatch { .. }
-        | E::RemoteRefused(_)
-        | E::RemoteRewritten(_)
-        | E::StrictPrivacy { .. }
-        | E::Contention { .. }
-        | E::Refused { .. }
-        | E::Pending(publish::pending::Error::StillPending { .. }) => 1,
-        E::Seal(
-            seal::Error::LateEvents(_) | seal::Error::Unsealed { .. } | seal::Error::OrphanSeal(_),
-        ) => 1,
-        E::Layout(layout::Error::Mismatch { .. } | layout::Error::UnknownRecord) => 1,
-        _ => 2,
-    };
+    let refused = e.is_refusal();
     // A push whose connection broke may have landed: the remote holds its old tip or this
     // whole publication, and running the command again tells (a landed one is unchanged).
     let remote = matches!(&e, E::Remote(r) if r.may_have_landed());
     let source = source.display();
     let e = provenance_detail(&e, expected_from).unwrap_or_else(|| e.to_string());
-    Failure {
-        code,
-        message: match (remote, earlier) {
+    Failure::classified(
+        refused,
+        match (remote, earlier) {
             (true, 0) => format!("{source}: {e}; {REMOTE_EITHER}"),
             (true, _) => format!(
                 "{source}: {e}; {REMOTE_EITHER}, and the {earlier} source(s) before it were published"
@@ -68,7 +47,7 @@ fn publish_failure(
                 "{source}: {e}; this source was not published (the {earlier} source(s) before it were)"
             ),
         },
-    }
+    )
 }
 
 /// The message of a refusal by `--expected-*` (the library's, which is the reference's, with

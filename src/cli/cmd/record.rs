@@ -113,14 +113,10 @@ pub(in crate::cli) fn run(
             out.note("recording is disabled (set CLAWSWEEPER_ACTION_LEDGER_FORCE=1 to enable)");
             Ok(())
         }
-        Err(e) => Err(Failure {
-            code: if e.is_conflict() || matches!(e, record::Error::StrictPrivacy(_)) {
-                1
-            } else {
-                2
-            },
-            message: format!("{source}: {e}; nothing was recorded"),
-        }),
+        Err(e) => Err(Failure::classified(
+            e.is_refusal(),
+            format!("{source}: {e}; nothing was recorded"),
+        )),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::store::Store;
 use crate::cli::Env;
 use crate::cli::args::{Binding, StateRepo};
 use crate::cli::cmd::action::{print_claim, reported_value};
-use crate::cli::output::{Failure, Printer, line};
+use crate::cli::output::{ExitStatus, Failure, Printer, line};
 use crate::cli::settings::{finality_now, finality_options, open_state, system_now, uuid_v4};
 
 /// The resolved flags of one `run`.
@@ -46,19 +46,15 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
             ("type", Value::str("run")),
             ("action_id", Value::str(request.action_id)),
             ("attempt_id", Value::str(claimed.attempt_id())),
-            ("exit_code", Value::from(i64::from(settled.code))),
+            ("exit_code", Value::from(i64::from(settled.status.code()))),
             ("outcome", Value::str(settled.outcome)),
             ("recorded", Value::Bool(settled.recorded)),
         ]);
         let _ = writeln!(out.stderr, "{}", line(&v));
     }
-    if settled.code == 0 {
-        Ok(())
-    } else {
-        Err(Failure {
-            code: settled.code,
-            message: settled.message,
-        })
+    match settled.status {
+        ExitStatus::Success => Ok(()),
+        status => Err(Failure::new(status, settled.message)),
     }
 }
 
@@ -75,10 +71,10 @@ impl Claimed {
     }
 }
 
-/// How a `run` ended: its exit code, the outcome reported, whether it was recorded, and the
+/// How a `run` ended: its exit status, the outcome reported, whether it was recorded, and the
 /// failure message (empty on success).
 struct Settled {
-    code: i32,
+    status: ExitStatus,
     outcome: &'static str,
     recorded: bool,
     message: String,
@@ -128,10 +124,10 @@ fn claim(out: &mut Printer, env: &Env, request: &Request) -> Result<Claimed, Fai
         }
         Err(e) => {
             print_claim(out, json, true, action_id, &attempt, Err(&e));
-            Err(Failure {
-                code: 3,
-                message: format!("{e} ({}); the command was not run", e.code()),
-            })
+            Err(Failure::new(
+                ExitStatus::NotClaimed,
+                format!("{e} ({}); the command was not run", e.code()),
+            ))
         }
     }
 }
@@ -176,11 +172,11 @@ fn settle(
                     out.note(&format!(
                         "{action_id}: command completed; outcome completed recorded"
                     ));
-                    settled(0, "completed", true, String::new())
+                    settled(ExitStatus::Success, "completed", true, String::new())
                 }
                 // Never a failed outcome: the command did run to completion.
                 Err(e) => settled(
-                    4,
+                    ExitStatus::Unrecorded,
                     "completed",
                     false,
                     format!(
@@ -197,6 +193,7 @@ fn settle(
                 (None, Some(s)) => (128 + s, format!("command killed by signal {s}")),
                 (None, None) => (1, "command ended without a status".to_owned()),
             };
+            let code = ExitStatus::Child(code);
             let result = report_failed(out, &what);
             match result {
                 Ok(_) => {
@@ -218,11 +215,12 @@ fn settle(
         Err(spawn) => {
             let what = format!("could not start {}: {spawn}", request.command[0]);
             let result = report_failed(out, &what);
-            let code = if spawn.kind() == std::io::ErrorKind::NotFound {
+            // The shell's codes: not found, or found but not runnable.
+            let code = ExitStatus::Child(if spawn.kind() == std::io::ErrorKind::NotFound {
                 127
             } else {
                 126
-            };
+            });
             match result {
                 Ok(_) => settled(code, "failed", true, what),
                 Err(e) => settled(
@@ -239,9 +237,9 @@ fn settle(
     }
 }
 
-fn settled(code: i32, outcome: &'static str, recorded: bool, message: String) -> Settled {
+fn settled(status: ExitStatus, outcome: &'static str, recorded: bool, message: String) -> Settled {
     Settled {
-        code,
+        status,
         outcome,
         recorded,
         message,

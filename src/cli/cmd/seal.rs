@@ -15,20 +15,9 @@ use crate::writer::spool::Spool;
 use crate::cli::output::{Failure, Printer, line, path_list};
 use crate::cli::settings::system_now;
 
-/// The exit code of a seal error: 1 for a refusal (late events, a shard conflict, an unsealed
-/// spool, strict privacy), 2 otherwise.
+/// A seal error as a failure, refused or not as [`seal::Error::is_refusal`] says.
 fn seal_failure(e: seal::Error) -> Failure {
-    let code = match &e {
-        seal::Error::LateEvents(_)
-        | seal::Error::ShardConflict { .. }
-        | seal::Error::Unsealed { .. }
-        | seal::Error::StrictPrivacy { .. } => 1,
-        _ => 2,
-    };
-    Failure {
-        code,
-        message: e.to_string(),
-    }
+    Failure::classified(e.is_refusal(), e.to_string())
 }
 
 /// Runs `seal`.
@@ -73,12 +62,11 @@ pub(in crate::cli) fn run(
         if let Some(reason) = interrupt {
             let written =
                 crate::writer::interrupt::interrupt_open_attempts(root, reason, system_now())
-                    .map_err(|e| Failure {
-                        code: match &e {
-                            crate::writer::interrupt::Error::Record(r) if r.is_conflict() => 1,
-                            _ => 2,
-                        },
-                        message: format!("{}: interruption recovery failed: {e}", root.display()),
+                    .map_err(|e| {
+                        Failure::classified(
+                            e.is_refusal(),
+                            format!("{}: interruption recovery failed: {e}", root.display()),
+                        )
                     })?;
             out.note(&format!(
                 "closed {written} open attempt(s) in {} as {}",

@@ -25,9 +25,8 @@ pub(in crate::cli) fn run(
     profile: Profile,
 ) -> Result<(), Failure> {
     let options = crate::verify::Options { privacy: profile };
-    let unreadable = |e: &dyn std::fmt::Display| Failure {
-        code: 2,
-        message: format!("cannot verify {}: {e}", repo.display()),
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot verify {}: {e}", repo.display()))
     };
     let store = open_with_quarantine(env, repo).map_err(|e| unreadable(&e))?;
     let resolve = |r: &str| store.resolve(r).map_err(|e| unreadable(&e));
@@ -52,14 +51,9 @@ pub(in crate::cli) fn run(
             (report, format!("push {range}{read_as}"))
         }
         None => {
-            let commit = read.resolve(&store).map_err(|e| Failure {
-                code: 2,
-                message: format!(
-                    "cannot verify {}: {}",
-                    repo.display(),
-                    read.explain(&store, &e)
-                ),
-            })?;
+            let commit = read
+                .resolve(&store)
+                .map_err(|e| unreadable(&read.explain(&store, &e)))?;
             let report = crate::verify::verify_revision_observed(&store, commit, &options, &meter)
                 .map_err(|e| unreadable(&e))?;
             (report, format!("{} ({})", read.name(), commit.to_hex()))
@@ -104,10 +98,10 @@ pub(in crate::cli) fn run(
     if report.is_clean() {
         Ok(())
     } else {
-        Err(Failure {
-            code: 1,
-            message: format!("{} finding(s)", report.findings.len()),
-        })
+        Err(Failure::refused(format!(
+            "{} finding(s)",
+            report.findings.len()
+        )))
     }
 }
 
@@ -239,7 +233,7 @@ mod tests {
         assert_eq!(ok("0000..b"), (Some("0000"), "b"));
         for bad in ["a...b", "...b", "a...", "a", "", "a..b..c"] {
             let e = split_range(bad).expect_err(bad);
-            assert_eq!(e.code, 2, "{bad}");
+            assert_eq!(e.status, crate::cli::output::ExitStatus::Error, "{bad}");
             assert!(e.message.contains("--range"), "{bad}: {}", e.message);
         }
         assert!(

@@ -49,8 +49,8 @@ use crate::finality::decision::{Decision, DecisionId};
 use crate::finality::{
     self, ActionId, ClaimRequest, Lifecycle, NewAction, State as ActionState, Verdict,
 };
+use crate::server::auth;
 use crate::server::writer::Answer;
-use crate::server::{Clock, auth};
 use crate::time::Timestamp;
 
 /// What a guard or create request asks about.
@@ -170,25 +170,11 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
     }
 }
 
-/// 16 random bytes in hex, for decision and action ids (they must be unique, not secret). Should
-/// the kernel's generator fail, a hash of the injected clock and a process-wide counter stands in.
-fn random_hex(clock: &dyn Clock) -> String {
-    let mut buf = [0u8; 16];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => {
-                static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let d = auth::sha256(format!("{}:{n}", clock.now().millis()).as_bytes());
-                buf.copy_from_slice(&d[..16]);
-                filled = buf.len();
-            }
-        }
-    }
-    hex::encode(buf)
+/// 16 random bytes in hex ([`crate::random::hex16`]), for decision and action ids (they
+/// must be unique, not secret). Should the kernel's generator fail, the request is answered 503
+/// and nothing is recorded: a clock-derived stand-in could repeat across processes.
+fn random_hex() -> Result<String, Response> {
+    crate::random::hex16().map_err(|e| super::respond::unavailable(&e.to_string()))
 }
 
 /// The action id an idempotency key stands for: the same key from the same principal always
@@ -199,7 +185,7 @@ pub fn idempotent_action_id(principal: &str, key: &str) -> ActionId {
 }
 
 /// The policy decision for an intent (its time is set when it is planned).
-fn decide(app: &App, intent: &Intent, caller: &Caller) -> Decision {
+fn decide(intent: &Intent, caller: &Caller) -> Result<Decision, Response> {
     let principal = caller.principal.as_str();
     let kind = intent
         .act
@@ -222,9 +208,8 @@ fn decide(app: &App, intent: &Intent, caller: &Caller) -> Decision {
                 .into(),
         );
     }
-    Decision {
-        decision_id: DecisionId::parse(&format!("gd_{}", random_hex(app.settings.clock.as_ref())))
-            .expect("a valid id"),
+    Ok(Decision {
+        decision_id: DecisionId::parse(&format!("gd_{}", random_hex()?)).expect("a valid id"),
         verdict: e.verdict,
         rule: e.rule,
         reason: e.reason,
@@ -236,7 +221,7 @@ fn decide(app: &App, intent: &Intent, caller: &Caller) -> Decision {
         ),
         containment_ref: e.containment_ref,
         decided_at: Timestamp::from_millis(0),
-    }
+    })
 }
 
 fn decision_value(d: &Decision) -> Vec<(&'static str, Value)> {
@@ -417,19 +402,14 @@ fn record_action(
     Ok((d, created.state))
 }
 
-fn target_action_id(intent: &Intent, principal: &str, clock: &dyn Clock) -> ActionId {
-    intent
-        .action_id
-        .clone()
-        .or_else(|| {
-            intent
-                .idempotency_key
-                .as_deref()
-                .map(|k| idempotent_action_id(principal, k))
-        })
-        .unwrap_or_else(|| {
-            ActionId::parse(&format!("act_{}", random_hex(clock))).expect("a valid id")
-        })
+fn target_action_id(intent: &Intent, principal: &str) -> Result<ActionId, Response> {
+    if let Some(id) = &intent.action_id {
+        return Ok(id.clone());
+    }
+    if let Some(key) = intent.idempotency_key.as_deref() {
+        return Ok(idempotent_action_id(principal, key));
+    }
+    Ok(ActionId::parse(&format!("act_{}", random_hex()?)).expect("a valid id"))
 }
 
 /// A folded claim asked for in a guard body.
@@ -462,11 +442,19 @@ pub(super) async fn guard(
     if record && intent.agent_id.is_none() {
         return validation(vec!["agent_id is required to record the action".into()]);
     }
-    let decision = decide(&app, &intent, &caller);
+    let decision = match decide(&intent, &caller) {
+        Ok(d) => d,
+        Err(unavailable) => return unavailable,
+    };
     let fold = fold_of(&body).filter(|_| record);
     let principal = caller.principal.clone();
-    let action_id =
-        record.then(|| target_action_id(&intent, &principal, app.settings.clock.as_ref()));
+    let action_id = match record
+        .then(|| target_action_id(&intent, &principal))
+        .transpose()
+    {
+        Ok(id) => id,
+        Err(unavailable) => return unavailable,
+    };
     let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
@@ -598,9 +586,15 @@ pub(super) async fn create(
         Ok(i) => i,
         Err(details) => return validation(details),
     };
-    let decision = decide(&app, &intent, &caller);
+    let decision = match decide(&intent, &caller) {
+        Ok(d) => d,
+        Err(unavailable) => return unavailable,
+    };
     let principal = caller.principal.clone();
-    let action_id = target_action_id(&intent, &principal, app.settings.clock.as_ref());
+    let action_id = match target_action_id(&intent, &principal) {
+        Ok(id) => id,
+        Err(unavailable) => return unavailable,
+    };
     let witnessed = action_id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {

@@ -120,6 +120,16 @@ fn policy_still_permits(
     }
 }
 
+/// `PATCH /api/actions/stats`: [`patch_action`] of the action whose id is `stats` (its `GET` is
+/// the stats route).
+pub(super) async fn patch_stats(
+    state: State<Arc<App>>,
+    caller: Caller,
+    body: JsonObject,
+) -> Response {
+    patch_action(state, ActionPath("stats".into()), caller, body).await
+}
+
 pub(super) async fn patch_action(
     State(app): State<Arc<App>>,
     ActionPath(id): ActionPath,

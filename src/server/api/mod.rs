@@ -4,7 +4,10 @@
 //! | Route | What | Module |
 //! |---|---|---|
 //! | `POST /api/guard[?record=true]` | policy decision (recorded); with `record`, the action; a folded claim | [`actions`] |
+//! | `GET /api/guard` | the guard decisions, filtered and paged (`get_guard_decisions`) | [`lists`] |
 //! | `POST /api/actions` | create an action (201, 202 pending approval, 403 blocked, 200 replay) | [`actions`] |
+//! | `GET /api/actions` | the actions, filtered and paged (`get_actions`, `get_pending_approvals`) | [`lists`] |
+//! | `GET /api/actions/stats` | counts of the actions by lifecycle | [`lists`] |
 //! | `GET /api/actions/{id}` | the action (`{action:{…}}`) | [`reads`] |
 //! | `PATCH /api/actions/{id}` | the claim (`claim_execution`), or the legacy close (`status`) | [`claims`] |
 //! | `GET /api/actions/{id}/outcome` | the outcome view | [`reads`] |
@@ -69,6 +72,7 @@ pub mod actions;
 pub mod approvals;
 pub mod claims;
 pub mod extract;
+pub mod lists;
 pub mod observe;
 pub mod outcomes;
 pub mod reads;
@@ -291,8 +295,20 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(reads::healthz))
         .route("/metrics", get(metrics_text))
-        .route("/api/guard", post(actions::guard))
-        .route("/api/actions", post(actions::create))
+        .route(
+            "/api/guard",
+            get(lists::list_decisions).post(actions::guard),
+        )
+        .route(
+            "/api/actions",
+            get(lists::list_actions).post(actions::create),
+        )
+        // A static segment wins over `{id}`: an action named `stats` is read through the listing
+        // and claimed or closed here.
+        .route(
+            "/api/actions/stats",
+            get(lists::action_stats).patch(claims::patch_stats),
+        )
         .route(
             "/api/actions/{id}",
             get(reads::get_action).patch(claims::patch_action),

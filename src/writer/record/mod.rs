@@ -36,7 +36,7 @@
 //!    then the identity is present;
 //! 3. the event is built ([`build_action_event`]):
 //!    1. a mutation names its `idempotencyIdentity`;
-//!    2. the producer from the environment ([`producer_from_env`]): the repository, the
+//!    2. the producer from the environment ([`resolve_producer`]): the repository, the
 //!       workflow, step and invocation as machine identifiers, the sha, job and run id, the run
 //!       attempt, the component as a machine identifier; the parts are joined, and are not
 //!       scanned on their own (the reference does not);
@@ -56,147 +56,42 @@
 //!
 //! Under the reference profile steps 5 and 6 are skipped (step 7 makes the same checks);
 //! under strict, step 5 reads only, without the lock, so a strict refusal writes nothing.
+//!
+//! Layout: `vocabulary` (the phase API's vocabularies), `producer` (what the job's environment
+//! says: the producer, the partition date), `build` (the event, and the strict pass over it),
+//! `write` (into the spool under the producer's lock); this module holds the entry points.
+
+mod build;
+mod producer;
+mod vocabulary;
+mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::canonical::{self, Value};
+use crate::canonical::Value;
 use crate::event::{self, Event};
 use crate::identity::{self, Digest};
 use crate::privacy::{self, Profile};
 use crate::time::Timestamp;
-use crate::writer::files::{self, Root, Written};
+use crate::writer::files::{self, Root};
 use crate::writer::lock;
-use crate::writer::seal;
 use crate::writer::spool;
+
+use build::build;
+use write::check_spool;
+
+pub use build::{build_action_event, check_privacy, phase_action_input};
+pub use producer::{
+    COMPONENT_PART_MAX, INVOCATION_PART_MAX, ProducerPart, ResolvedProducer, RunField,
+    STEP_PART_MAX, WORKFLOW_PART_MAX, enabled, machine_identifier, partition_date,
+    resolve_producer, run_field_from_env,
+};
+pub use vocabulary::{PHASE_TYPES, REASON_CODES, STATUSES};
+pub use write::{Outcome, write_event, write_event_locked};
 
 /// The environment variables a writer consults (captured by the caller).
 pub type Environment = BTreeMap<String, String>;
-
-/// Canonical phase types (`ACTION_EVENT_PHASE_TYPES`, the reference's vocabulary).
-pub const PHASE_TYPES: &[&str] = &[
-    "review.batch",
-    "review.item",
-    "review.retry",
-    "review.log_publication",
-    "review.comment_publication",
-    "command.received",
-    "command.classified",
-    "command.claim_refreshed",
-    "command.progress",
-    "command.mutation",
-    "command.wait",
-    "command.requeue",
-    "command.recover",
-    "repair.intake",
-    "repair.dispatch",
-    "repair.plan",
-    "repair.execute",
-    "repair.validate",
-    "repair.review",
-    "repair.publish",
-    "repair.postflight",
-    "repair.requeue",
-    "repair.recover",
-    "repair.queue",
-    "repair.blocked",
-    "repair.failed",
-    "apply.action",
-    "apply.batch",
-    "apply.publish",
-    "workflow.attempt",
-    "dispatch.lifecycle",
-    "retry.lifecycle",
-    "queue.lifecycle",
-    "notification.delivery",
-    "notification.planned",
-    "notification.skipped",
-    "notification.retried",
-    "publication.lifecycle",
-    "status.lifecycle",
-    "dashboard.lifecycle",
-    "session.lifecycle",
-    "session.cancelled",
-    "gitcrawl.snapshot",
-    "gitcrawl.query",
-    "gitcrawl.binding",
-    "proof.stage",
-    "proof.binding",
-];
-
-/// `ACTION_EVENT_STATUSES`.
-pub const STATUSES: &[&str] = &[
-    "blocked",
-    "cached",
-    "cancelled",
-    "claimed",
-    "classified",
-    "completed",
-    "dispatched",
-    "executed",
-    "failed",
-    "in_progress",
-    "planned",
-    "published",
-    "queued",
-    "received",
-    "recovered",
-    "refreshed",
-    "registered",
-    "released",
-    "requeued",
-    "retried",
-    "scheduled",
-    "sent",
-    "skipped",
-    "started",
-    "unchanged",
-    "validated",
-    "waiting",
-    "yielded",
-];
-
-/// `ACTION_EVENT_REASON_CODES`.
-pub const REASON_CODES: &[&str] = &[
-    "accepted",
-    "already_complete",
-    "already_exists",
-    "already_processed",
-    "append_failed",
-    "authorization_failed",
-    "cancelled",
-    "capacity_exhausted",
-    "completed",
-    "content_unchanged",
-    "dependency_pending",
-    "dry_run",
-    "duplicate",
-    "exception",
-    "invalid_input",
-    "lease_active",
-    "manual",
-    "mutation_guard",
-    "no_changes",
-    "not_applicable",
-    "not_found",
-    "policy_blocked",
-    "published",
-    "rate_limited",
-    "recovered_stale_claim",
-    "retry_exhausted",
-    "retry_scheduled",
-    "runtime_budget",
-    "selected",
-    "source_changed",
-    "stale",
-    "state_changed",
-    "superseded",
-    "timeout",
-    "unavailable",
-    "validation_failed",
-    "worker_lost",
-    "workflow_failed",
-];
 
 /// Why an event was not recorded; texts are the reference's.
 #[derive(Debug, thiserror::Error)]
@@ -310,6 +205,13 @@ impl Error {
             Error::MarkerConflict { .. } | Error::AlreadyFinalized | Error::Conflict { .. }
         )
     }
+
+    /// True when the command ran and refused (exit 1 in the CLI): a conflict
+    /// ([`Error::is_conflict`]) or a strict-privacy refusal; anything else is an input or I/O
+    /// error.
+    pub fn is_refusal(&self) -> bool {
+        self.is_conflict() || matches!(self, Error::StrictPrivacy(_))
+    }
 }
 
 /// Knobs of [`record_phase`] and [`record_action`].
@@ -319,311 +221,6 @@ pub struct Options {
     /// reference accepts but [`privacy::strict::RULES`] refuses is [`Error::StrictPrivacy`] and
     /// nothing is written; [`Profile::Reference`] records exactly what the reference records.
     pub privacy: Profile,
-}
-
-/// The strict pass of `profile` over an event built from `input` and `env`
-/// ([`build_action_event`]), after every check of the reference passed:
-///
-/// 1. every string and key of the record against [`privacy::strict::RULES`];
-/// 2. each producer part (the workflow, the component, the step, the invocation) on its own,
-///    as given and as a machine identifier: the strict table, then the reference's
-///    confidential scan ([`privacy::strict::PRODUCER_PART_RULE`]). Joining the parts into
-///    `<component>.<step>.<invocation>` can hide a shape from the scan of the composed text
-///    (`localhost` becomes `localhost.run-review.default`, `0::` followed by `.run-review`),
-///    and cutting a long part to a prefix plus hash can hide a token that is still partly
-///    stored.
-///
-/// [`Error::StrictPrivacy`] names the field path (or the input the part comes from), the family
-/// and the rule, a strict-only rule id; [`Profile::Reference`] accepts everything.
-pub fn check_privacy(
-    event: &Event,
-    input: &Value,
-    env: &Environment,
-    profile: Profile,
-) -> Result<(), Error> {
-    if profile == Profile::Reference {
-        return Ok(());
-    }
-    profile
-        .check(&event.record())
-        .map_err(Error::StrictPrivacy)?;
-    let component = input.get("component").and_then(Value::as_str).unwrap_or("");
-    for (name, source, max) in [
-        ("GITHUB_WORKFLOW", workflow_source(env)?.as_str(), 128),
-        ("component", component, 120),
-        ("GITHUB_ACTION", step_source(env), 64),
-        (
-            "CLAWSWEEPER_ACTION_LEDGER_INVOCATION",
-            invocation_source(env),
-            64,
-        ),
-    ] {
-        let path = format!("producer part {name}");
-        let part = machine_identifier(source, max)?;
-        // The source too: a long value is cut to a prefix plus a hash, and a cut token is
-        // still a leaked one.
-        for text in [source, part.as_str()] {
-            profile
-                .check_text(text, &path)
-                .map_err(Error::StrictPrivacy)?;
-        }
-        if privacy::contains_confidential_identifier(&part) {
-            return Err(Error::StrictPrivacy(privacy::strict::Finding::of(
-                path,
-                &privacy::strict::PRODUCER_PART_RULE,
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// `workflowActionEventsEnabled`: `CLAWSWEEPER_ACTION_LEDGER_DISABLED=1` wins, else
-/// `CLAWSWEEPER_ACTION_LEDGER_FORCE=1` enables.
-pub fn enabled(env: &Environment) -> bool {
-    if env
-        .get("CLAWSWEEPER_ACTION_LEDGER_DISABLED")
-        .map(String::as_str)
-        == Some("1")
-    {
-        return false;
-    }
-    env.get("CLAWSWEEPER_ACTION_LEDGER_FORCE")
-        .map(String::as_str)
-        == Some("1")
-}
-
-/// `machineIdentifier(value, max)`: runs outside `[A-Za-z0-9_.:/@+-]` become `-`,
-/// dashes trimmed; kept as is when unchanged and short enough, else a prefix of `max − 13`
-/// characters plus `-` and 12 hex of sha256 of the trimmed source.
-pub fn machine_identifier(value: &str, max: usize) -> Result<String, Error> {
-    let source = privacy::js_trim(value);
-    let readable = identity::replace_runs(
-        source,
-        |c| c.is_ascii_alphanumeric() || "_.:/@+-".contains(c),
-        "-",
-    );
-    let readable = readable.trim_matches('-');
-    if readable.is_empty() {
-        return Err(Error::IdentifierRequired);
-    }
-    if readable == source && readable.len() <= max {
-        return Ok(readable.to_owned());
-    }
-    let prefix_len = max - 13;
-    let prefix = readable[..readable.len().min(prefix_len)].trim_end_matches('-');
-    let prefix = if prefix.is_empty() { "id" } else { prefix };
-    Ok(format!("{prefix}-{}", Digest::of(source).prefix(12)))
-}
-
-fn required_env(env: &Environment, name: &'static str) -> Result<String, Error> {
-    let v = privacy::js_trim(env.get(name).map(String::as_str).unwrap_or(""));
-    if v.is_empty() {
-        return Err(Error::EnvRequired(name));
-    }
-    Ok(v.to_owned())
-}
-
-/// `workflowActionProducer(component)`: the producer in the writer-input shape
-/// (`repository, sha, workflow, job, runId, runAttempt, component`).
-pub fn producer_from_env(component: &str, env: &Environment) -> Result<Value, Error> {
-    let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
-    if identity::normalize_repository(&repository).ok().as_deref() != Some(repository.as_str()) {
-        return Err(Error::EnvRepository(repository));
-    }
-    let workflow = workflow_part(env)?;
-    let step = step_part(env)?;
-    let invocation = invocation_part(env)?;
-    let sha = required_env(env, "GITHUB_SHA")?;
-    let job = required_env(env, "GITHUB_JOB")?;
-    let run_id = required_env(env, "GITHUB_RUN_ID")?;
-    let attempt = privacy::js_number(&required_env(env, "GITHUB_RUN_ATTEMPT")?);
-    let run_attempt = Value::Number(attempt)
-        .as_safe_integer()
-        .filter(|n| *n >= 1)
-        .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))?;
-    let component = machine_identifier(component, 120)?;
-    let component = format!("{component}.{step}.{invocation}");
-    Ok(Value::object([
-        ("component", Value::String(component)),
-        ("job", Value::String(job)),
-        ("repository", Value::String(repository)),
-        ("runAttempt", Value::from(run_attempt)),
-        ("runId", Value::String(run_id)),
-        ("sha", Value::String(sha)),
-        ("workflow", Value::String(workflow)),
-    ]))
-}
-
-/// The fields of a producer run, as they are named in a shard's identity and in the
-/// provenance a publisher expects ([`crate::publish::ExpectedProducer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunField {
-    /// `repository`, from `GITHUB_REPOSITORY` (lowercased).
-    Repository,
-    /// `sha`, from `GITHUB_SHA`.
-    Sha,
-    /// `workflow`, from the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`, as a
-    /// machine identifier.
-    Workflow,
-    /// `job`, from `GITHUB_JOB`.
-    Job,
-    /// `run_id`, from `GITHUB_RUN_ID`.
-    RunId,
-    /// `run_attempt`, from `GITHUB_RUN_ATTEMPT` (a safe integer ≥ 1).
-    RunAttempt,
-}
-
-impl RunField {
-    /// The six fields, in the order the provenance check compares them.
-    pub const ALL: [RunField; 6] = [
-        RunField::Repository,
-        RunField::Sha,
-        RunField::Workflow,
-        RunField::Job,
-        RunField::RunId,
-        RunField::RunAttempt,
-    ];
-
-    /// The field's name in a provenance mismatch (`run_id`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            RunField::Repository => "repository",
-            RunField::Sha => "sha",
-            RunField::Workflow => "workflow",
-            RunField::Job => "job",
-            RunField::RunId => "run_id",
-            RunField::RunAttempt => "run_attempt",
-        }
-    }
-
-    /// The variable the field is read from (`GITHUB_WORKFLOW_REF` is tried before this one for
-    /// the workflow).
-    pub fn variable(self) -> &'static str {
-        match self {
-            RunField::Repository => "GITHUB_REPOSITORY",
-            RunField::Sha => "GITHUB_SHA",
-            RunField::Workflow => "GITHUB_WORKFLOW",
-            RunField::Job => "GITHUB_JOB",
-            RunField::RunId => "GITHUB_RUN_ID",
-            RunField::RunAttempt => "GITHUB_RUN_ATTEMPT",
-        }
-    }
-}
-
-/// One field of the producer run that [`producer_from_env`] derives from `env`, resolved on its
-/// own (the run attempt as its decimal text): what the current job's events carry, for a
-/// publisher that checks a shard's provenance against it.
-pub fn run_field_from_env(field: RunField, env: &Environment) -> Result<String, Error> {
-    match field {
-        RunField::Repository => {
-            let repository = required_env(env, "GITHUB_REPOSITORY")?.to_lowercase();
-            if identity::normalize_repository(&repository).ok().as_deref()
-                != Some(repository.as_str())
-            {
-                return Err(Error::EnvRepository(repository));
-            }
-            Ok(repository)
-        }
-        RunField::Workflow => workflow_part(env),
-        RunField::RunAttempt => {
-            let attempt = privacy::js_number(&required_env(env, "GITHUB_RUN_ATTEMPT")?);
-            Value::Number(attempt)
-                .as_safe_integer()
-                .filter(|n| *n >= 1)
-                .map(|n| n.to_string())
-                .ok_or(Error::EnvNotPositive("GITHUB_RUN_ATTEMPT"))
-        }
-        other => required_env(env, other.variable()),
-    }
-}
-
-/// Where each machine-identifier part of a producer comes from, with its length limit: the
-/// workflow (the file name of `GITHUB_WORKFLOW_REF`, else `GITHUB_WORKFLOW`), the step
-/// (`GITHUB_ACTION`, default `process`) and the invocation
-/// (`CLAWSWEEPER_ACTION_LEDGER_INVOCATION`, default `default`).
-fn workflow_source(env: &Environment) -> Result<String, Error> {
-    let workflow_ref = privacy::js_trim(
-        env.get("GITHUB_WORKFLOW_REF")
-            .map(String::as_str)
-            .unwrap_or(""),
-    );
-    if workflow_ref.is_empty() {
-        return required_env(env, "GITHUB_WORKFLOW");
-    }
-    let path = workflow_ref
-        .rfind("@refs/")
-        .map_or(workflow_ref, |at| &workflow_ref[..at]);
-    Ok(path
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or("")
-        .to_owned())
-}
-
-fn step_source(env: &Environment) -> &str {
-    env.get("GITHUB_ACTION").map_or("process", String::as_str)
-}
-
-fn invocation_source(env: &Environment) -> &str {
-    env.get("CLAWSWEEPER_ACTION_LEDGER_INVOCATION")
-        .map_or("default", String::as_str)
-}
-
-fn workflow_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(&workflow_source(env)?, 128)
-}
-
-fn step_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(step_source(env), 64)
-}
-
-fn invocation_part(env: &Environment) -> Result<String, Error> {
-    machine_identifier(invocation_source(env), 64)
-}
-
-fn partition_calendar_date(value: &str, label: &str) -> Result<String, Error> {
-    identity::calendar_date(value, label)
-        .ok()
-        .filter(|d| d == value)
-        .ok_or_else(|| Error::NotCalendarDate(label.to_owned()))
-}
-
-/// `workflowPartitionDate`: the configured date, else the UTC date of
-/// `GITHUB_RUN_STARTED_AT`, else an error.
-pub fn partition_date(env: &Environment) -> Result<String, Error> {
-    let configured = privacy::js_trim(
-        env.get("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE")
-            .map(String::as_str)
-            .unwrap_or(""),
-    );
-    if !configured.is_empty() {
-        return partition_calendar_date(configured, "CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE");
-    }
-    let started = privacy::js_trim(
-        env.get("GITHUB_RUN_STARTED_AT")
-            .map(String::as_str)
-            .unwrap_or(""),
-    );
-    if started.is_empty() {
-        return Err(Error::NoPartition);
-    }
-    // The reference's pattern is the ledger timestamp shape with an unbounded year-0 check
-    // done separately; both reject the same strings here.
-    let started = Timestamp::from_iso(started).ok_or(Error::RunStartedAt)?;
-    let date = started
-        .utc_date()
-        .map(|d| d.to_string())
-        .unwrap_or_default();
-    partition_calendar_date(&date, "GITHUB_RUN_STARTED_AT UTC partition date")
-}
-
-fn string_of(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => "undefined".to_owned(),
-    }
 }
 
 /// `recordWorkflowPhaseEvent`: validates phase, status and reason code against the
@@ -674,209 +271,6 @@ pub fn record_phase_outcome_with(
     }
 }
 
-/// The generic-API input a phase-API input stands for (vocabularies checked first).
-pub fn phase_action_input(input: &Value) -> Result<Value, Error> {
-    let phase = string_of(input.get("phase"));
-    let status = string_of(input.get("status"));
-    let reason = input.get("reasonCode").map(|r| string_of(Some(r)));
-    if !PHASE_TYPES.contains(&phase.as_str()) {
-        return Err(Error::UnknownPhase(phase));
-    }
-    if !STATUSES.contains(&status.as_str()) {
-        return Err(Error::UnknownStatus(status));
-    }
-    if let Some(r) = &reason
-        && !REASON_CODES.contains(&r.as_str())
-    {
-        return Err(Error::UnknownReason(r.clone()));
-    }
-    let reason = reason.filter(|r| !r.is_empty());
-    let Some(identity) = input.get("identity") else {
-        return Err(Error::MissingIdentity("$.identity.identity"));
-    };
-    let mut key_identity = BTreeMap::from([
-        ("phase".to_owned(), Value::str(&phase)),
-        ("status".to_owned(), Value::str(&status)),
-        ("identity".to_owned(), identity.clone()),
-    ]);
-    let mut action = BTreeMap::from([
-        ("name".to_owned(), Value::str(&phase)),
-        ("status".to_owned(), Value::str(&status)),
-    ]);
-    if let Some(r) = &reason {
-        key_identity.insert("reasonCode".into(), Value::str(r));
-        action.insert("reasonCode".into(), Value::str(r));
-    }
-    for k in ["retryable", "mutation"] {
-        if let Some(v) = input.get(k) {
-            action.insert(k.into(), v.clone());
-        }
-    }
-    let mut generic: BTreeMap<String, Value> = BTreeMap::new();
-    generic.insert("scope".into(), Value::str(&phase));
-    generic.insert("type".into(), Value::str(&phase));
-    generic.insert("identity".into(), Value::Object(key_identity.into()));
-    generic.insert("action".into(), Value::Object(action.into()));
-    if let Some(op) = input.get("operation").filter(|v| v.is_truthy()) {
-        generic.insert("operation".into(), op.clone());
-    }
-    for k in [
-        "operationIdentity",
-        "attemptIdentity",
-        "parentEventId",
-        "phaseSeq",
-        "idempotencyIdentity",
-        "component",
-        "subject",
-        "occurredAt",
-    ] {
-        if let Some(v) = input.get(k) {
-            generic.insert(k.into(), v.clone());
-        }
-    }
-    for k in ["learning", "evidence", "attributes", "privacy"] {
-        if let Some(v) = input.get(k).filter(|v| v.is_truthy()) {
-            generic.insert(k.into(), v.clone());
-        }
-    }
-    Ok(Value::Object(generic.into()))
-}
-
-/// The event a generic-API input describes, without writing it (derivations in the module
-/// docs). `recorded_at` is `now` in `toISOString` form.
-pub fn build_action_event(
-    input: &Value,
-    env: &Environment,
-    now: Timestamp,
-) -> Result<Event, Error> {
-    let text_field = |k: &'static str| -> Result<&str, Error> {
-        input
-            .get(k)
-            .and_then(Value::as_str)
-            .ok_or(Error::InputShape {
-                field: k,
-                what: "a string",
-            })
-    };
-    let action = input.get("action").ok_or(Error::InputShape {
-        field: "action",
-        what: "an object",
-    })?;
-    if action.get("mutation").is_some_and(Value::is_truthy)
-        && input.get("idempotencyIdentity").is_none()
-    {
-        return Err(Error::MutationWithoutIdempotency);
-    }
-    let producer = producer_from_env(text_field("component")?, env)?;
-    let scope = text_field("scope")?;
-    let operation = match input.get("operation") {
-        Some(v) if !matches!(v, Value::Null) => v.as_str().ok_or(Error::InputShape {
-            field: "operation",
-            what: "a string",
-        })?,
-        _ => scope.split('.').next().unwrap_or(scope),
-    };
-    let subject = input.get("subject").ok_or(Error::InputShape {
-        field: "subject",
-        what: "an object",
-    })?;
-    let subject_repo = subject
-        .get("repository")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let present = |k: &str| input.get(k).filter(|v| !matches!(v, Value::Null));
-    let operation_id = identity::operation_id(
-        subject_repo,
-        operation,
-        present("operationIdentity").unwrap_or(subject),
-    )?;
-    let default_attempt = Value::object([
-        (
-            "repository",
-            producer.get("repository").cloned().unwrap_or(Value::Null),
-        ),
-        (
-            "workflow",
-            producer.get("workflow").cloned().unwrap_or(Value::Null),
-        ),
-        (
-            "runId",
-            producer.get("runId").cloned().unwrap_or(Value::Null),
-        ),
-        (
-            "runAttempt",
-            producer.get("runAttempt").cloned().unwrap_or(Value::Null),
-        ),
-    ]);
-    let attempt_id = identity::attempt_id(
-        operation_id.as_str(),
-        present("attemptIdentity").unwrap_or(&default_attempt),
-    )?;
-    let phase_seq = present("phaseSeq").cloned().unwrap_or(Value::from(1));
-    let Some(user_identity) = input.get("identity") else {
-        return Err(Error::MissingIdentity("$.identity"));
-    };
-    let event_key = identity::event_key(
-        scope,
-        &Value::object([
-            ("attemptId", Value::str(attempt_id.as_str())),
-            ("phaseSeq", phase_seq.clone()),
-            (
-                "producer",
-                Value::object([
-                    ("job", producer.get("job").cloned().unwrap_or(Value::Null)),
-                    (
-                        "component",
-                        producer.get("component").cloned().unwrap_or(Value::Null),
-                    ),
-                ]),
-            ),
-            ("identity", user_identity.clone()),
-        ]),
-    )?;
-    let default_idempotency = Value::object([
-        ("operationId", Value::str(operation_id.as_str())),
-        ("scope", Value::str(scope)),
-        ("identity", user_identity.clone()),
-    ]);
-    let idempotency =
-        identity::idempotency_key(present("idempotencyIdentity").unwrap_or(&default_idempotency))?;
-    let mut writer = BTreeMap::from([
-        ("eventKey".to_owned(), Value::String(event_key)),
-        ("operationId".to_owned(), Value::str(operation_id.as_str())),
-        ("attemptId".to_owned(), Value::str(attempt_id.as_str())),
-        (
-            "parentEventId".to_owned(),
-            present("parentEventId").cloned().unwrap_or(Value::Null),
-        ),
-        ("phaseSeq".to_owned(), phase_seq),
-        (
-            "idempotencyKeySha256".to_owned(),
-            Value::str(idempotency.as_str()),
-        ),
-        (
-            "type".to_owned(),
-            input.get("type").cloned().unwrap_or(Value::Null),
-        ),
-        ("producer".to_owned(), producer),
-        ("subject".to_owned(), subject.clone()),
-        ("action".to_owned(), action.clone()),
-    ]);
-    for k in ["learning", "evidence", "attributes", "privacy"] {
-        if let Some(v) = input.get(k).filter(|v| v.is_truthy()) {
-            writer.insert(k.into(), v.clone());
-        }
-    }
-    if let Some(v) = input.get("occurredAt") {
-        writer.insert("occurredAt".into(), v.clone());
-    }
-    Ok(event::create(
-        &Value::Object(writer.into()),
-        &now.to_iso_millis(),
-        None,
-    )?)
-}
-
 /// `recordWorkflowActionEvent`: builds the event, resolves the partition date, then writes
 /// (seal check, partition marker, create-only event file), applying the privacy profile
 /// ([`check_privacy`]) after every check of the reference and before anything is written.
@@ -890,16 +284,6 @@ pub fn record_action(
     options: &Options,
 ) -> Result<Option<Event>, Error> {
     record_action_outcome(root, input, env, now, options).map(|r| r.map(|(e, _)| e))
-}
-
-/// Whether a write created the event's file or found the same event (replay-equal) already
-/// recorded, in which case nothing was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The event file was created.
-    Recorded,
-    /// The event was already recorded; its existing file (and `recorded_at`) won.
-    Unchanged,
 }
 
 /// [`record_action`], also saying whether the event was written now or already recorded.
@@ -933,186 +317,23 @@ pub fn record_action_outcome_with(
     if !enabled(env) {
         return Ok(None);
     }
-    let candidate = build_action_event(input, env, now)?;
+    let (candidate, producer) = build(input, env, now)?;
     let date = partition_date(env)?;
     let root = Root::open(root, spool::ROOT_LABEL)?;
     if options.privacy != Profile::Reference {
         // The reference's checks of what the spool holds, read-only and before the lock, so
         // that a strict refusal leaves the spool untouched; they run again under the lock.
         check_spool(&root, &candidate, &date)?;
-        check_privacy(&candidate, input, env, options.privacy)?;
+        check_privacy(&candidate, &producer, options.privacy)?;
     }
     before_write(&root, &candidate);
     write_event(&root, &candidate, &date, now).map(Some)
 }
 
-/// Step 5 of the module's check order without the lock and without writing: the seal, the
-/// partition marker and an existing event file.
-fn check_spool(root: &Root, candidate: &Event, date: &str) -> Result<(), Error> {
-    let producer_digest = spool::producer_digest(candidate.producer());
-    check_not_sealed(root, candidate, &producer_digest)?;
-    check_marker(root, &producer_digest, date)?;
-    let rel = spool::event_relative_path(candidate);
-    match read_event_file(root, &rel)? {
-        Some(existing) => compare_existing(root.display_path(&rel), existing, candidate).map(drop),
-        None => Ok(()),
-    }
-}
-
-/// Writes a built event into the spool at `root` on partition `date` under its producer's lock
-///; `now` goes into the lock file. Returns the persisted event
-/// and whether it was written now.
-pub fn write_event(
-    root: &Root,
-    candidate: &Event,
-    date: &str,
-    now: Timestamp,
-) -> Result<(Event, Outcome), Error> {
-    let guards = lock::acquire_producers(
-        root,
-        std::slice::from_ref(candidate.producer()),
-        now,
-        &lock::Options::default(),
-    )?;
-    let written = write_locked(root, candidate, date)?;
-    lock::release_all(guards)?;
-    Ok(written)
-}
-
-/// [`write_event`] for a caller that already holds the producer's lock: seal check, partition
-/// marker, create-only event file; an existing file must be replay-equal.
-pub fn write_event_locked(root: &Root, candidate: &Event, date: &str) -> Result<Event, Error> {
-    write_locked(root, candidate, date).map(|(e, _)| e)
-}
-
-fn write_locked(root: &Root, candidate: &Event, date: &str) -> Result<(Event, Outcome), Error> {
-    let producer_digest = spool::producer_digest(candidate.producer());
-    check_not_sealed(root, candidate, &producer_digest)?;
-    ensure_marker(root, &producer_digest, date)?;
-    let rel = spool::event_relative_path(candidate);
-    let path = root.display_path(&rel);
-    let unchanged = |e: Event| (e, Outcome::Unchanged);
-    if let Some(existing) = read_event_file(root, &rel)? {
-        return compare_existing(path, existing, candidate).map(unchanged);
-    }
-    let body = format!("{}\n", candidate.json);
-    match root.write_create_only(&rel, body.as_bytes(), "action event")? {
-        Written::Created => Ok((candidate.clone(), Outcome::Recorded)),
-        Written::Exists => {
-            let existing = read_event_file(root, &rel)?.ok_or_else(|| Error::Conflict {
-                path: path.clone(),
-                existing: Digest::of(""),
-                candidate: candidate.semantic_sha256.clone(),
-            })?;
-            compare_existing(path, existing, candidate).map(unchanged)
-        }
-    }
-}
-
-fn read_event_file(root: &Root, rel: &str) -> Result<Option<Event>, Error> {
-    let path = root.display_path(rel);
-    let Some(text) = root.read_text(rel, spool::MAX_EVENT_FILE_BYTES, "action event")? else {
-        return Ok(None);
-    };
-    let line = text
-        .strip_suffix('\n')
-        .filter(|l| !l.contains('\n') && !l.ends_with('\r'))
-        .ok_or_else(|| {
-            Error::Event(event::Error::NotCanonical {
-                origin: path.display().to_string(),
-            })
-        })?;
-    Ok(Some(Event::parse_line(line, &path.display().to_string())?))
-}
-
-fn compare_existing(path: PathBuf, existing: Event, candidate: &Event) -> Result<Event, Error> {
-    if existing.replay_json() == candidate.replay_json() {
-        Ok(existing)
-    } else {
-        Err(Error::Conflict {
-            path,
-            existing: existing.semantic_sha256,
-            candidate: candidate.semantic_sha256.clone(),
-        })
-    }
-}
-
-/// `assertWorkflowProducerAcceptsEvent`: a sealed producer accepts only an exact replay
-/// of an event whose file already exists.
-fn check_not_sealed(root: &Root, candidate: &Event, producer: &Digest) -> Result<(), Error> {
-    let seal_rel = spool::seal_relative_path(producer);
-    let seal_path = root.display_path(&seal_rel);
-    let Some(text) = root.read_text(
-        &seal_rel,
-        seal::MAX_SEAL_BYTES,
-        "action event producer finalization",
-    )?
-    else {
-        return Ok(());
-    };
-    if !seal::is_valid_seal(&text, candidate.producer()) {
-        return Err(Error::InvalidSeal(seal_path));
-    }
-    if root
-        .read_text(
-            &spool::event_relative_path(candidate),
-            canonical::MAX_BYTES as u64,
-            "action event spool entry",
-        )?
-        .is_some()
-    {
-        return Ok(());
-    }
-    Err(Error::AlreadyFinalized)
-}
-
-/// `ensureWorkflowPartitionDateValue`: create-only marker `YYYY-MM-DD\n`; an existing marker
-/// must hold the same date.
-/// The partition marker of `producer`, when there is one, must hold `date`; reads only.
-fn check_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
-    match read_marker(root, producer)? {
-        Some(text) => marker_holds(&text, date),
-        None => Ok(()),
-    }
-}
-
-fn read_marker(root: &Root, producer: &Digest) -> Result<Option<String>, Error> {
-    Ok(root.read_text(
-        &spool::marker_relative_path(producer),
-        spool::MAX_MARKER_BYTES,
-        "action event partition marker",
-    )?)
-}
-
-fn marker_holds(text: &str, date: &str) -> Result<(), Error> {
-    let recorded =
-        partition_calendar_date(privacy::js_trim(text), "action event partition marker")?;
-    if recorded != date {
-        return Err(Error::MarkerConflict {
-            recorded,
-            expected: date.to_owned(),
-        });
-    }
-    Ok(())
-}
-
-fn ensure_marker(root: &Root, producer: &Digest, date: &str) -> Result<(), Error> {
-    if let Some(text) = read_marker(root, producer)? {
-        return marker_holds(&text, date);
-    }
-    match root.write_create_only(
-        &spool::marker_relative_path(producer),
-        format!("{date}\n").as_bytes(),
-        "action event partition marker",
-    )? {
-        Written::Created => Ok(()),
-        Written::Exists => marker_holds(&read_marker(root, producer)?.unwrap_or_default(), date),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical;
 
     fn base_env() -> Environment {
         crate::tests::job_env()
@@ -1306,8 +527,8 @@ mod tests {
     /// [`build`], then the privacy profile as [`record_action`] applies it.
     fn build_with(place: &Place, value: &str, profile: Profile) -> Result<Event, Error> {
         let (input, env) = inputs(place, value)?;
-        let event = build_action_event(&input, &env, crate::time::Timestamp::from_millis(0))?;
-        check_privacy(&event, &input, &env, profile)?;
+        let (event, producer) = super::build(&input, &env, crate::time::Timestamp::from_millis(0))?;
+        check_privacy(&event, &producer, profile)?;
         Ok(event)
     }
 
@@ -1661,14 +882,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{part} {input} {env:?}: {e}"))
                 .unwrap();
             assert!(
-                !privacy::contains_confidential_identifier(
-                    stored
-                        .producer()
-                        .get("component")
-                        .unwrap()
-                        .as_str()
-                        .unwrap()
-                ),
+                !privacy::contains_confidential_identifier(&stored.producer().component),
                 "{part}"
             );
             let (refused, entries) = record_in_fresh_spool(&input, &env, Profile::Strict);
