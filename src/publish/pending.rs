@@ -494,7 +494,7 @@ pub const POLL_CAP_MS: u64 = 1_600;
 /// waiting job reads the remote (two requests, each a process on a smart-HTTP server), so
 /// the reads of N waiting jobs together stay near one per [`POLL_PER_PENDING_MS`] whatever N
 /// is, and do not starve the server that has to take the landing push.
-pub const POLL_PER_PENDING_MS: u64 = 25;
+pub const POLL_PER_PENDING_MS: u64 = 50;
 
 /// The pause before read `round` (1, 2, …) with `pending` publications pending: 25 ms
 /// doubling, up to [`POLL_CAP_MS`] or [`POLL_PER_PENDING_MS`] per pending publication,
@@ -588,7 +588,8 @@ mod tests {
         assert!(patience(usize::MAX) >= patience(1_000));
         assert_eq!(poll_delay_ms(1, 1), 50);
         assert_eq!(poll_delay_ms(6, 1), POLL_CAP_MS);
-        assert_eq!(poll_delay_ms(30, 64), POLL_CAP_MS);
+        assert_eq!(poll_delay_ms(30, 32), POLL_CAP_MS);
+        assert_eq!(poll_delay_ms(30, 64), 64 * POLL_PER_PENDING_MS);
         assert_eq!(poll_delay_ms(30, 256), 256 * POLL_PER_PENDING_MS);
         assert_eq!(poll_delay_ms(u32::MAX, usize::MAX), u64::MAX.min(25 << 20));
     }
