@@ -204,35 +204,6 @@ fn on_path(env: &Env) -> Option<PathBuf> {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && is_executable(&m)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_installed_hook_carries_this_version_and_no_path() {
-        let script = hook_script();
-        assert_eq!(
-            script.matches("\nmin_version=").count(),
-            1,
-            "one min_version line"
-        );
-        assert!(script.contains(&format!("\nmin_version={}\n", env!("CARGO_PKG_VERSION"))));
-        let exe = std::env::current_exe().expect("test binary path");
-        let dir = exe.parent().expect("a directory").to_string_lossy();
-        assert!(
-            !script.contains(dir.as_ref()),
-            "the hook names no build path"
-        );
-        // Only min_version differs from the shipped script.
-        let changed: Vec<_> = PRE_RECEIVE
-            .lines()
-            .zip(script.lines())
-            .filter(|(a, b)| a != b)
-            .collect();
-        assert!(changed.len() <= 1 && changed.iter().all(|(a, _)| a.starts_with("min_version=")));
-    }
-}
-
 /// Runs `hooks admit`: reads a pre-receive hook's input from `stdin` and judges the refs under
 /// `refs/ledger/` ([`crate::publish::admit`]); each refusal is printed on stderr as
 /// `action-ledger: refusing REF: WHY`. Exit 1 when any is refused, 2 when the input or the
@@ -294,5 +265,34 @@ pub(in crate::cli) fn admit(
             "{refused} ref(s) under {} refused",
             admit::NAMESPACE
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_installed_hook_carries_this_version_and_no_path() {
+        let script = hook_script();
+        assert_eq!(
+            script.matches("\nmin_version=").count(),
+            1,
+            "one min_version line"
+        );
+        assert!(script.contains(&format!("\nmin_version={}\n", env!("CARGO_PKG_VERSION"))));
+        let exe = std::env::current_exe().expect("test binary path");
+        let dir = exe.parent().expect("a directory").to_string_lossy();
+        assert!(
+            !script.contains(dir.as_ref()),
+            "the hook names no build path"
+        );
+        // Only min_version differs from the shipped script.
+        let changed: Vec<_> = PRE_RECEIVE
+            .lines()
+            .zip(script.lines())
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert!(changed.len() <= 1 && changed.iter().all(|(a, _)| a.starts_with("min_version=")));
     }
 }
