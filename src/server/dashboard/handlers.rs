@@ -51,7 +51,9 @@ pub(super) fn html(status: u16, markup: Markup) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        // Not `no-referrer`: with it a browser sends `Origin: null` on the page's own form posts,
+        // which the same-site check below could not tell from a sandboxed page's.
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -119,11 +121,12 @@ fn host_refused(app: &App, headers: &HeaderMap) -> Option<Response> {
 }
 
 /// Whether a `POST` comes from another site: an `Origin` (which browsers send with every
-/// form post) other than this host's, or `Sec-Fetch-Site: cross-site`. A request without
+/// form post) other than this host's (`null` included), or `Sec-Fetch-Site` `cross-site` or
+/// `same-site` (another port or subdomain). A request without
 /// either (a command-line client) is not a browser's cross-site request.
 fn cross_site(headers: &HeaderMap) -> bool {
     let text = |h| headers.get(h).and_then(|v: &HeaderValue| v.to_str().ok());
-    if text("sec-fetch-site") == Some("cross-site") {
+    if matches!(text("sec-fetch-site"), Some("cross-site" | "same-site")) {
         return true;
     }
     match text(header::ORIGIN.as_str()) {

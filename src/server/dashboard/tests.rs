@@ -282,6 +282,16 @@ async fn csrf_refusal_and_approve_through_the_page() {
         )
         .await;
     assert_eq!(g.status, 403);
+    // `Origin: null` (a sandboxed or privacy-stripped page) is not this site either.
+    let g = s
+        .send(
+            "POST",
+            &decide,
+            &[("cookie", &cookie), ("origin", "null")],
+            &format!("decision=approve&csrf={csrf}"),
+        )
+        .await;
+    assert_eq!(g.status, 403);
     let no_session = s
         .send("POST", &decide, &[], &format!("decision=approve&csrf={csrf}"))
         .await;
