@@ -414,16 +414,16 @@ pub(super) fn chart(runs: &[(&str, &Operation)]) -> Markup {
     const W: i64 = 14;
     const GAP: i64 = 4;
     const H: i64 = 80;
-    let max = runs
+    let longest = runs
         .iter()
         .filter_map(|(_, o)| o.duration_ms)
         .max()
-        .unwrap_or(1)
-        .max(1);
+        .unwrap_or(0);
+    let max = longest.max(1);
     let width = (runs.len() as i64) * (W + GAP) + GAP;
     html! {
         svg xmlns="http://www.w3.org/2000/svg" width=(width.max(40)) height=(H + 16) role="img" {
-            title { "Durations of the lane's recent runs (longest " (duration(max)) ")" }
+            title { "Durations of the lane's recent runs (longest " (duration(longest)) ")" }
             @for (i, (op, o)) in runs.iter().enumerate() {
                 @let ms = o.duration_ms.unwrap_or(0);
                 @let h = (ms * H / max).max(1);
@@ -433,7 +433,7 @@ pub(super) fn chart(runs: &[(&str, &Operation)]) -> Markup {
                     title { (crate::project::short(op)) " " (shown(&o.status)) " " (duration(ms)) }
                 }
             }
-            text x="2" y=(H + 13) font-size="10" { "max " (duration(max)) }
+            text x="2" y=(H + 13) font-size="10" { "max " (duration(longest)) }
         }
     }
 }

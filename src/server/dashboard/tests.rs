@@ -462,3 +462,66 @@ fn durations_and_the_chart() {
     assert!(svg.contains(r#"height="20""#) && svg.contains(r#"height="80""#), "{svg}");
     assert!(svg.contains("&lt;failed&gt;") && !svg.contains("<failed>"));
 }
+
+/// Publishes one completed review event into the server's repository (as a CI job does).
+fn publish_event(s: &Server, item: &str, run: &str, number: u32) {
+    use crate::{publish, writer};
+    let dir = s._tmp.path().join(format!("job-{item}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let env: writer::record::Environment = [
+        ("CLAWSWEEPER_ACTION_LEDGER_FORCE", "1"),
+        ("CLAWSWEEPER_ACTION_LEDGER_PARTITION_DATE", "2026-03-01"),
+        ("GITHUB_REPOSITORY", "openclaw/clawsweeper"),
+        ("GITHUB_WORKFLOW", "ClawSweeper Review"),
+        ("GITHUB_SHA", "0123456789abcdef0123456789abcdef01234567"),
+        ("GITHUB_JOB", "review"),
+        ("GITHUB_RUN_ID", run),
+        ("GITHUB_RUN_ATTEMPT", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let now = Timestamp::from_millis(T0);
+    let input = canonical::parse(&format!(
+        r#"{{"scope":"review","type":"review.item","component":"example","identity":"{item}",
+            "subject":{{"repository":"openclaw/openclaw","kind":"issue","number":{number}}},
+            "action":{{"name":"review","status":"completed","retryable":false,"mutation":false}}}}"#
+    ))
+    .unwrap();
+    writer::record::record_action(&dir, &input, &env, now, &Default::default())
+        .unwrap()
+        .unwrap();
+    let spool = writer::spool::Spool::open(&dir).unwrap();
+    writer::seal::seal(&spool, None, now, &Default::default()).unwrap();
+    let state = store::Store::open(&s._tmp.path().join("state.git")).unwrap();
+    let signature = store::Signature {
+        name: "action-ledger".into(),
+        email: "action-ledger@invalid".into(),
+        time_seconds: T0 / 1000,
+    };
+    publish::publish(&state, &dir, &publish::Options::new(signature)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lanes_page_folds_the_status_view_and_follows_the_tip() {
+    let s = server(false);
+    let (cookie, _) = s.login(BOT).await;
+    let g = s.page("/ui/lanes", &cookie).await;
+    assert_eq!(g.status, 200);
+    assert!(g.text.contains(r#"id="empty""#), "{}", g.text);
+    publish_event(&s, "item-1", "2234567890", 1);
+    let g = s.page("/ui/lanes", &cookie).await;
+    assert_eq!(g.status, 200, "{}", g.text);
+    assert!(
+        g.text
+            .contains("openclaw/clawsweeper:ClawSweeper-Review-"),
+        "{}",
+        g.text
+    );
+    assert_eq!(g.text.matches("<rect").count(), 1, "{}", g.text);
+    // A newer tip: the kept view is brought up to date with the added shard.
+    publish_event(&s, "item-2", "2234567891", 2);
+    let g = s.page("/ui/lanes", &cookie).await;
+    assert_eq!(g.text.matches("<rect").count(), 2, "{}", g.text);
+    assert_eq!(g.text.matches("review.item").count(), 2);
+}
