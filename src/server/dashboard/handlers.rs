@@ -290,9 +290,10 @@ pub(super) struct ListParams {
 }
 
 fn list_params(query: Option<&str>) -> Result<(ListParams, ActionQuery), String> {
-    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+    let pairs: Vec<(String, String)> =
+        url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
     let get = |n: &str| field(&pairs, n).filter(|v| !v.is_empty());
     let tab = match get("tab") {
         None => pages::Tab::PendingApproval,

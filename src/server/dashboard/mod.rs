@@ -61,6 +61,9 @@ use axum::routing::{get, post};
 use crate::project::{Document, status::Status};
 use crate::server::api::App;
 
+// Handlers return their early answers (a redirect, a 403 page) as `Err(Response)`, as the
+// JSON routes do.
+#[allow(clippy::result_large_err)]
 mod handlers;
 mod pages;
 pub mod session;
@@ -90,10 +93,7 @@ impl Dashboard {
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/", get(handlers::index))
-        .route(
-            "/ui/login",
-            get(handlers::login_form).post(handlers::login),
-        )
+        .route("/ui/login", get(handlers::login_form).post(handlers::login))
         .route("/ui/logout", post(handlers::logout))
         .route("/ui/lanes", get(handlers::lanes))
         .route("/ui/actions/{id}", get(handlers::action))

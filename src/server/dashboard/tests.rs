@@ -128,9 +128,7 @@ impl Server {
         let body = format!(
             r#"{{"action_type":"{action_type}","agent_id":"agent-1","act":{ACT},"client_capabilities":["execution_claims"]}}"#
         );
-        let v = self
-            .api("POST", "/api/guard?record=true", BOT, &body)
-            .await;
+        let v = self.api("POST", "/api/guard?record=true", BOT, &body).await;
         v.get("action_id").unwrap().as_str().unwrap().to_owned()
     }
 
@@ -140,10 +138,7 @@ impl Server {
             .send(
                 "POST",
                 "/ui/login",
-                &[(
-                    "content-type",
-                    "application/x-www-form-urlencoded",
-                )],
+                &[("content-type", "application/x-www-form-urlencoded")],
                 &format!("key={key}"),
             )
             .await;
@@ -186,7 +181,10 @@ async fn login_logout_and_cookie_flags() {
     // Without a session every page leads to the login form.
     let g = s.send("GET", "/", &[], "").await;
     assert_eq!(
-        (g.status, g.headers.get(header::LOCATION).unwrap().to_str().unwrap()),
+        (
+            g.status,
+            g.headers.get(header::LOCATION).unwrap().to_str().unwrap()
+        ),
         (303, "/ui/login")
     );
     let g = s.send("GET", "/ui/login", &[], "").await;
@@ -196,9 +194,7 @@ async fn login_logout_and_cookie_flags() {
     let csp = g.headers.get(header::CONTENT_SECURITY_POLICY).unwrap();
     assert!(csp.to_str().unwrap().starts_with("default-src 'none'"));
     // A wrong key: 401, no cookie, and the key is not echoed.
-    let g = s
-        .send("POST", "/ui/login", &[], "key=not-a-key-zz9")
-        .await;
+    let g = s.send("POST", "/ui/login", &[], "key=not-a-key-zz9").await;
     assert_eq!(g.status, 401);
     assert!(g.headers.get(header::SET_COOKIE).is_none());
     assert!(!g.text.contains("not-a-key-zz9"));
@@ -226,11 +222,18 @@ async fn login_logout_and_cookie_flags() {
     assert!(cookie.starts_with("al_session=") && cookie.len() == "al_session=".len() + 64);
     let page = s.page("/", &cookie).await;
     assert_eq!(page.status, 200);
-    assert!(page.text.contains("signed in as ops (operator)"), "{}", page.text);
+    assert!(
+        page.text.contains("signed in as ops (operator)"),
+        "{}",
+        page.text
+    );
     assert!(!page.text.contains(OPS), "no key in a page");
     // Logout needs the token; then the session is gone.
     let csrf = csrf_of(&page.text);
-    assert_eq!(s.form("/ui/logout", &cookie, "csrf=wrong").await.status, 403);
+    assert_eq!(
+        s.form("/ui/logout", &cookie, "csrf=wrong").await.status,
+        403
+    );
     let g = s.form("/ui/logout", &cookie, &format!("csrf={csrf}")).await;
     assert_eq!(g.status, 303);
     assert!(
@@ -264,7 +267,11 @@ async fn csrf_refusal_and_approve_through_the_page() {
         .page(&format!("{uri}/confirm?decision=approve"), &cookie)
         .await;
     assert_eq!(confirm.status, 200);
-    assert!(confirm.text.contains(r#"id="confirm-button""#), "{}", confirm.text);
+    assert!(
+        confirm.text.contains(r#"id="confirm-button""#),
+        "{}",
+        confirm.text
+    );
     // Without the token, with a wrong one, or from another site: refused, nothing written.
     let decide = format!("{uri}/decide");
     for body in [
@@ -293,7 +300,12 @@ async fn csrf_refusal_and_approve_through_the_page() {
         .await;
     assert_eq!(g.status, 403);
     let no_session = s
-        .send("POST", &decide, &[], &format!("decision=approve&csrf={csrf}"))
+        .send(
+            "POST",
+            &decide,
+            &[],
+            &format!("decision=approve&csrf={csrf}"),
+        )
         .await;
     assert_eq!(no_session.status, 401);
     let v = s.api("GET", &format!("/api/actions/{id}"), BOT, "").await;
@@ -307,7 +319,10 @@ async fn csrf_refusal_and_approve_through_the_page() {
         .form(&decide, &cookie, &format!("decision=approve&csrf={csrf}"))
         .await;
     assert_eq!(
-        (g.status, g.headers.get(header::LOCATION).unwrap().to_str().unwrap()),
+        (
+            g.status,
+            g.headers.get(header::LOCATION).unwrap().to_str().unwrap()
+        ),
         (303, uri.as_str())
     );
     let v = s.api("GET", &format!("/api/actions/{id}"), BOT, "").await;
@@ -320,7 +335,10 @@ async fn csrf_refusal_and_approve_through_the_page() {
     );
     let page = s.page(&uri, &cookie).await;
     assert!(page.text.contains("approve by ops"), "{}", page.text);
-    assert!(!page.text.contains(r#"id="approve""#), "decided: no buttons");
+    assert!(
+        !page.text.contains(r#"id="approve""#),
+        "decided: no buttons"
+    );
     // A second decision is refused as the JSON route refuses it (409).
     let g = s
         .form(&decide, &cookie, &format!("decision=deny&csrf={csrf}"))
@@ -398,9 +416,7 @@ async fn record_values_are_escaped() {
     );
     assert!(page.text.contains(r#"id="outcome-status">completed"#));
     // The agent filter echoes its value escaped, in the field and the tab links.
-    let g = s
-        .page("/?tab=all&agent=%22%3E%3Cscript%3Ex", &cookie)
-        .await;
+    let g = s.page("/?tab=all&agent=%22%3E%3Cscript%3Ex", &cookie).await;
     assert_eq!(g.status, 200);
     assert!(!g.text.contains("<script>x"), "{}", g.text);
     assert!(g.text.contains("&quot;&gt;&lt;script&gt;x"));
@@ -459,7 +475,10 @@ fn durations_and_the_chart() {
     let svg = super::pages::chart(&runs).into_string();
     assert!(svg.starts_with("<svg"), "{svg}");
     assert_eq!(svg.matches("<rect").count(), 2);
-    assert!(svg.contains(r#"height="20""#) && svg.contains(r#"height="80""#), "{svg}");
+    assert!(
+        svg.contains(r#"height="20""#) && svg.contains(r#"height="80""#),
+        "{svg}"
+    );
     assert!(svg.contains("&lt;failed&gt;") && !svg.contains("<failed>"));
 }
 
@@ -513,8 +532,7 @@ async fn the_lanes_page_folds_the_status_view_and_follows_the_tip() {
     let g = s.page("/ui/lanes", &cookie).await;
     assert_eq!(g.status, 200, "{}", g.text);
     assert!(
-        g.text
-            .contains("openclaw/clawsweeper:ClawSweeper-Review-"),
+        g.text.contains("openclaw/clawsweeper:ClawSweeper-Review-"),
         "{}",
         g.text
     );
