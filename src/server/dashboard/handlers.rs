@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use maud::Markup;
@@ -17,6 +18,7 @@ use crate::finality::{ActionId, ApprovalDecision};
 use crate::project::{self, Document, status::Status};
 use crate::server::api::App;
 use crate::server::api::approvals;
+use crate::server::api::observe::PrincipalSlot;
 use crate::server::api::reads::{decision_of, read};
 
 /// The session cookie's name.
@@ -139,8 +141,8 @@ fn cross_site(headers: &HeaderMap) -> bool {
 }
 
 /// Who the request's session belongs to, checked against the keys in force now.
-fn viewer(app: &App, headers: &HeaderMap) -> Option<Viewer> {
-    let sid = cookie(headers)?;
+fn viewer(app: &App, parts: &Parts) -> Option<Viewer> {
+    let sid = cookie(&parts.headers)?;
     let session = app.dashboard.sessions.get(&sid, app.settings.clock.now())?;
     let (principal, operator) = match session.digest {
         None if app.settings.insecure_no_auth => ("anonymous".to_owned(), true),
@@ -151,6 +153,10 @@ fn viewer(app: &App, headers: &HeaderMap) -> Option<Viewer> {
             (key.principal.clone(), key.operator)
         }
     };
+    // The access log line names who acted, as it does for a key.
+    if let Some(slot) = parts.extensions.get::<PrincipalSlot>() {
+        slot.set(&principal);
+    }
     Some(Viewer {
         principal,
         operator,
@@ -159,11 +165,11 @@ fn viewer(app: &App, headers: &HeaderMap) -> Option<Viewer> {
 }
 
 /// The viewer, or the answer for a request without a session (a `GET` goes to the login page).
-fn signed_in(app: &App, headers: &HeaderMap) -> Result<Viewer, Response> {
-    if let Some(r) = host_refused(app, headers) {
+fn signed_in(app: &App, parts: &Parts) -> Result<Viewer, Response> {
+    if let Some(r) = host_refused(app, &parts.headers) {
         return Err(r);
     }
-    viewer(app, headers).ok_or_else(|| see_other("/ui/login"))
+    viewer(app, parts).ok_or_else(|| see_other("/ui/login"))
 }
 
 /// The decoded pairs of a form body, at most [`MAX_FORM_BYTES`].
@@ -195,7 +201,7 @@ async fn checked_post(
     if cross_site(&parts.headers) {
         return Err(refuse(403, None, "Cross-site form posts are refused."));
     }
-    let Some(viewer) = viewer(app, &parts.headers) else {
+    let Some(viewer) = viewer(app, &parts) else {
         return Err(refuse(401, None, "Log in first."));
     };
     let pairs = form(body).await?;
@@ -211,11 +217,11 @@ async fn checked_post(
 }
 
 /// `GET /ui/login`.
-pub(super) async fn login_form(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(r) = host_refused(&app, &headers) {
+pub(super) async fn login_form(State(app): State<Arc<App>>, parts: Parts) -> Response {
+    if let Some(r) = host_refused(&app, &parts.headers) {
         return r;
     }
-    if viewer(&app, &headers).is_some() {
+    if viewer(&app, &parts).is_some() {
         return see_other("/");
     }
     html(200, pages::login(app.settings.insecure_no_auth, None))
@@ -240,7 +246,12 @@ pub(super) async fn login(State(app): State<Arc<App>>, request: Request) -> Resp
         let key = field(&pairs, "key").unwrap_or_default().trim().as_bytes();
         let access = app.access();
         match access.keys.authenticate(key) {
-            Some(k) if !key.is_empty() => Some(k.digest),
+            Some(k) if !key.is_empty() => {
+                if let Some(slot) = parts.extensions.get::<PrincipalSlot>() {
+                    slot.set(&k.principal);
+                }
+                Some(k.digest)
+            }
             _ => {
                 return html(
                     401,
@@ -322,10 +333,10 @@ fn list_params(query: Option<&str>) -> Result<(ListParams, ActionQuery), String>
 /// `GET /`: the actions of one status tab, paged, filtered by agent.
 pub(super) async fn index(
     State(app): State<Arc<App>>,
-    headers: HeaderMap,
+    parts: Parts,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let viewer = match signed_in(&app, &headers) {
+    let viewer = match signed_in(&app, &parts) {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -357,10 +368,10 @@ fn unreadable(viewer: &Viewer) -> Response {
 /// `GET /ui/actions/{id}`.
 pub(super) async fn action(
     State(app): State<Arc<App>>,
-    headers: HeaderMap,
+    parts: Parts,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match signed_in(&app, &headers) {
+    let viewer = match signed_in(&app, &parts) {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -407,11 +418,11 @@ const OPERATORS_ONLY: &str =
 /// `GET /ui/actions/{id}/confirm?decision=…`: the action with a confirmation form.
 pub(super) async fn confirm(
     State(app): State<Arc<App>>,
-    headers: HeaderMap,
+    parts: Parts,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let viewer = match signed_in(&app, &headers) {
+    let viewer = match signed_in(&app, &parts) {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -466,8 +477,8 @@ pub(super) async fn decide(
 }
 
 /// `GET /ui/lanes`: the ledger's `status` view at the tip, with per-lane bar charts.
-pub(super) async fn lanes(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let viewer = match signed_in(&app, &headers) {
+pub(super) async fn lanes(State(app): State<Arc<App>>, parts: Parts) -> Response {
+    let viewer = match signed_in(&app, &parts) {
         Ok(v) => v,
         Err(r) => return r,
     };
