@@ -104,8 +104,9 @@ impl<'s> Overlay<'s> {
         self.layout
     }
 
-    /// The tip's tree, without what is staged (for walks that read the tip only).
-    pub(super) fn snapshot(&self) -> &Snapshot<'s> {
+    /// The tip's tree, without what is staged (for walks that read the tip only, and for the
+    /// dashboard's fold of the ledger's events at the same tip).
+    pub fn snapshot(&self) -> &Snapshot<'s> {
         &self.snap
     }
 

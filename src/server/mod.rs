@@ -86,6 +86,7 @@ use crate::time::Timestamp;
 #[allow(clippy::result_large_err)]
 pub mod api;
 pub mod auth;
+pub mod dashboard;
 pub mod metrics;
 pub mod policy;
 pub mod writer;

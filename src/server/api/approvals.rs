@@ -14,7 +14,7 @@ use super::respond::{error_with, reply_or, validation};
 use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
 use crate::finality::{self, ApprovalDecision};
-use crate::server::writer::Answer;
+use crate::server::writer::{Answer, Reply};
 use crate::time::Timestamp;
 
 pub(super) async fn approve(
@@ -32,8 +32,20 @@ pub(super) async fn approve(
             ]);
         }
     };
-    let operator = caller.principal.clone();
-    let action_id = id.clone();
+    let reply = submit_decision(&app, &id, decision, &caller.principal).await;
+    reply_or(reply, refusal)
+}
+
+/// Submits operator `operator`'s `decision` on action `id` to the writer: the one path of this
+/// route and of the dashboard's approve and deny buttons. The answer is this route's 200 body.
+pub(crate) async fn submit_decision(
+    app: &Arc<App>,
+    id: &str,
+    decision: ApprovalDecision,
+    operator: &str,
+) -> Reply {
+    let operator = operator.to_owned();
+    let action_id = id.to_owned();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let state = batch::approve(ov, &action_id, decision, &operator, now)?;
@@ -46,7 +58,13 @@ pub(super) async fn approve(
             ))
         },
     );
-    reply_or(app.writer.submit(op).await, |e| match e {
+    app.writer.submit(op).await
+}
+
+/// The 409s of a decision on an action that is no longer pending approval; other refusals are
+/// answered as every route answers them.
+pub(crate) fn refusal(e: &finality::Error) -> Option<Response> {
+    match e {
         finality::Error::TerminalState { lifecycle, .. } => Some(error_with(
             409,
             "Action is not pending approval",
@@ -58,5 +76,5 @@ pub(super) async fn approve(
             [("current_status", Value::str(current_status.as_str()))],
         )),
         _ => None,
-    })
+    }
 }

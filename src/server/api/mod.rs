@@ -16,8 +16,9 @@
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
 //! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
+//! | `GET /`, `/ui/…` | the operators' dashboard, HTML behind a session cookie | [`crate::server::dashboard`] |
 //!
-//! Every answer is JSON, errors included (`{"error": …}`, with `code` where the reference has
+//! Every answer but the dashboard's is JSON, errors included (`{"error": …}`, with `code` where the reference has
 //! one); unknown routes are a JSON 404 and wrong methods a JSON 405 ([`respond`]).
 //!
 //! # Status codes
@@ -108,6 +109,9 @@ pub struct App {
     /// create` on the same repository and target ([`crate::finality::observations`]): read at
     /// start and before each sweep, written after each sweep and when the server has stopped.
     observations_file: PathBuf,
+    /// The operators' dashboard's sessions and its cached lane view
+    /// ([`crate::server::dashboard`]).
+    pub(crate) dashboard: crate::server::dashboard::Dashboard,
 }
 
 impl App {
@@ -166,6 +170,7 @@ impl App {
                 stopping: std::sync::atomic::AtomicBool::new(false),
                 observations: std::sync::Mutex::new(seen),
                 observations_file,
+                dashboard: crate::server::dashboard::Dashboard::new(),
             }),
             handle,
         ))
@@ -319,6 +324,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/api/actions/{id}/approve", post(approvals::approve))
         .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
+        .merge(crate::server::dashboard::routes())
         .fallback(respond::not_found)
         .method_not_allowed_fallback(respond::method_not_allowed)
         .layer(axum::middleware::map_response_with_state(

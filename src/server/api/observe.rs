@@ -29,11 +29,11 @@ use crate::server::metrics::{UNMATCHED, method_label};
 
 /// Where the extractors leave the principal of an authenticated request for its access line.
 #[derive(Clone, Default)]
-pub(super) struct PrincipalSlot(Arc<OnceLock<String>>);
+pub(crate) struct PrincipalSlot(Arc<OnceLock<String>>);
 
 impl PrincipalSlot {
     /// Notes the principal (the first one set stays).
-    pub(super) fn set(&self, principal: &str) {
+    pub(crate) fn set(&self, principal: &str) {
         let _ = self.0.set(principal.to_owned());
     }
 }

@@ -47,7 +47,7 @@ fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::E
 }
 
 /// Reads at the target's tip on a blocking thread.
-pub(super) async fn read<T: Send + 'static>(
+pub(crate) async fn read<T: Send + 'static>(
     app: &Arc<App>,
     f: impl FnOnce(&Overlay<'_>, Timestamp) -> Result<T, finality::Error> + Send + 'static,
 ) -> Result<T, finality::Error> {
@@ -71,7 +71,7 @@ pub(super) async fn read<T: Send + 'static>(
     }
 }
 
-pub(super) fn decision_of(ov: &Overlay<'_>, state: &ActionState) -> Option<Decision> {
+pub(crate) fn decision_of(ov: &Overlay<'_>, state: &ActionState) -> Option<Decision> {
     let id = DecisionId::parse(state.action.guard_decision_id.as_deref()?)?;
     ov.decision(&id).ok().flatten()
 }
