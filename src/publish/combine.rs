@@ -99,8 +99,9 @@
 //!    one lands at once; the others list again after their backoff, usually to find
 //!    themselves landed. It is an optimisation, never a dependency: once the same key has
 //!    stayed first for [`super::pending::patience`] of the job's own position (that job may
-//!    be dead: the second job takes over after [`super::pending::PATIENCE`], each later one a
-//!    [`super::pending::PATIENCE_STEP`] after the one before), the job combines.
+//!    be dead: the second job takes over after [`super::pending::PATIENCE`] and a little more
+//!    per pending publication, each later one a [`super::pending::PATIENCE_STEP`] after the
+//!    one before), the job combines.
 //! 4. Bounded wait: rounds back off (25 ms doubling to 1.6 s, longer with many pending: [`super::pending::poll_delay_ms`], jittered) within the caller's
 //!    budget. Past it the job ends unacknowledged ([`super::pending::Error::StillPending`])
 //!    with its publication still pending (named by its ref), which the next publisher or

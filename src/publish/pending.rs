@@ -474,14 +474,23 @@ pub const PATIENCE: Duration = Duration::from_secs(5);
 /// commit together, which slowed all of them further.
 pub const PATIENCE_STEP: Duration = Duration::from_secs(1);
 
-/// How long the job at `position` among the pending keys (0: the first) defers to the first
-/// one: not at all for the first, [`PATIENCE`] for the second, one [`PATIENCE_STEP`] more for
-/// each after it.
-pub fn patience(position: usize) -> Duration {
+/// The first job's round grows with what it combines (it fetches every pending commit and
+/// verifies them all as one range): the deference grows by this much per pending
+/// publication, so that a slow but live first job is not joined by others combining the same
+/// set. Found by 256 jobs at once, whose every job but the first took over while the first
+/// still verified 128 publications.
+pub const PATIENCE_PER_PENDING: Duration = Duration::from_millis(100);
+
+/// How long the job at `position` among `pending` pending keys (0: the first) defers to the
+/// first one: not at all for the first; [`PATIENCE`] and [`PATIENCE_PER_PENDING`] per pending
+/// publication for the second; one [`PATIENCE_STEP`] more for each after it.
+pub fn patience(position: usize, pending: usize) -> Duration {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     match position {
         0 => Duration::ZERO,
         n => PATIENCE
-            .saturating_add(PATIENCE_STEP.saturating_mul(u32::try_from(n - 1).unwrap_or(u32::MAX))),
+            .saturating_add(PATIENCE_PER_PENDING.saturating_mul(count(pending)))
+            .saturating_add(PATIENCE_STEP.saturating_mul(count(n - 1))),
     }
 }
 
@@ -553,7 +562,7 @@ pub fn await_fate(
                         Duration::ZERO
                     }
                 };
-                if (position == 0 || waited >= patience(position))
+                if (position == 0 || waited >= patience(position, listing.pending.len()))
                     && let Round::Landed(_) = land_listed(store, remote, &listing, options)?
                 {
                     continue;
@@ -582,10 +591,11 @@ mod tests {
     /// pending publications so that many waiting jobs read the remote no more often together.
     #[test]
     fn patience_and_polling_scale_with_the_pending_set() {
-        assert_eq!(patience(0), Duration::ZERO);
-        assert_eq!(patience(1), PATIENCE);
-        assert_eq!(patience(3), PATIENCE + PATIENCE_STEP * 2);
-        assert!(patience(usize::MAX) >= patience(1_000));
+        assert_eq!(patience(0, 8), Duration::ZERO);
+        assert_eq!(patience(1, 0), PATIENCE);
+        assert_eq!(patience(1, 10), PATIENCE + PATIENCE_PER_PENDING * 10);
+        assert_eq!(patience(3, 0), PATIENCE + PATIENCE_STEP * 2);
+        assert!(patience(usize::MAX, usize::MAX) >= patience(1_000, 1_000));
         assert_eq!(poll_delay_ms(1, 1), 50);
         assert_eq!(poll_delay_ms(6, 1), POLL_CAP_MS);
         assert_eq!(poll_delay_ms(30, 32), POLL_CAP_MS);
