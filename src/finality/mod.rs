@@ -182,7 +182,7 @@ mod contract_tests;
 pub(crate) mod test_support;
 
 pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
-pub use approval::{Approval, ApprovalDecision};
+pub use approval::{Approval, ApprovalDecision, ApprovalExpiry};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use create::{NewAction, create_action};
 pub use error::Error;
@@ -203,7 +203,7 @@ pub use state::{
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
     ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SKEW_NOTICE_MS, SWEEP_ERROR,
-    SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
+    SWEEP_SUMMARY, SweepReport, Swept, sweep, sweep_expiring, timeout_minutes,
 };
 pub use verify::{verify, verify_action, verify_observed, verify_range};
 pub use write::{Options, Written};

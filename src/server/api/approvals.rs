@@ -1,6 +1,9 @@
 //! `POST /api/actions/{id}/approve`: an operator's one decision (`approve`, also `allow`, or
-//! `deny`) on an action born `pending_approval`. 403 `OPERATOR_REQUIRED` for a key without the
-//! `operator` mark; 409 when the action is not pending approval.
+//! `deny`, with an optional `reasoning` kept redacted in `approval.json`) on an action born
+//! `pending_approval`. A denial fails the action, its `error_message` the reasoning (the
+//! reference's). 403 `OPERATOR_REQUIRED` for a key without the `operator` mark; 410
+//! `APPROVAL_EXPIRED` when the sweep expired it (the reference's answer); 409 when the action is
+//! not pending approval.
 
 use std::sync::Arc;
 
@@ -8,14 +11,18 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::App;
+use super::actions::security_value;
 use super::extract::{ActionPath, JsonObject, Operator};
 use super::reads::{action_view, decision_of};
 use super::respond::{error_with, reply_or, validation};
 use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
-use crate::finality::{self, ApprovalDecision};
+use crate::finality::{self, ApprovalDecision, Lifecycle, Security};
 use crate::server::writer::Answer;
 use crate::time::Timestamp;
+
+/// The reference's answer to a decision on an expired approval.
+const APPROVAL_EXPIRED: &str = "Approval expired: the requesting agent stopped waiting for this decision, so approving it can no longer release anything. If the action is still wanted, have the agent retry it — a fresh approval request will be created.";
 
 pub(super) async fn approve(
     State(app): State<Arc<App>>,
@@ -32,21 +39,50 @@ pub(super) async fn approve(
             ]);
         }
     };
+    let reasoning = match body.get("reasoning") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(r)) => Some(r.clone()),
+        Some(_) => return validation(vec!["reasoning must be a string".into()]),
+    };
+    let critical = reasoning
+        .as_deref()
+        .map_or(0, |r| finality::mask_secrets(r).1);
     let operator = caller.principal.clone();
     let action_id = id.clone();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let state = batch::approve(ov, &action_id, decision, &operator, now)?;
+            let mut security = Security::default();
+            let state = batch::approve(
+                ov,
+                &action_id,
+                decision,
+                &operator,
+                reasoning.as_deref(),
+                &mut security,
+                now,
+            )?;
             Ok(Answer::new(
                 200,
-                Value::object([(
-                    "action",
-                    action_view(&state, decision_of(ov, &state).as_ref()),
-                )]),
+                Value::object([
+                    ("success", Value::Bool(true)),
+                    (
+                        "action",
+                        action_view(&state, decision_of(ov, &state).as_ref()),
+                    ),
+                    ("security", security_value(&security, critical)),
+                ]),
             ))
         },
     );
     reply_or(app.writer.submit(op).await, |e| match e {
+        finality::Error::TerminalState {
+            lifecycle: Lifecycle::Expired,
+            ..
+        } => Some(error_with(
+            410,
+            APPROVAL_EXPIRED,
+            [("code", Value::str("APPROVAL_EXPIRED"))],
+        )),
         finality::Error::TerminalState { lifecycle, .. } => Some(error_with(
             409,
             "Action is not pending approval",
