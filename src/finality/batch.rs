@@ -623,7 +623,7 @@ fn stage_outcome(
 }
 
 /// An operator's decision on a `pending_approval` action, with the operator's `reasoning`
-/// (redacted and truncated as outcome texts are, [`clean_text`](super::clean_text); what the
+/// (redacted and truncated as outcome texts are, [`clean_text`]; what the
 /// redaction found is added to `security`): stages `approval.json`.
 ///
 /// # Errors
@@ -690,7 +690,7 @@ pub struct SweepScan {
     /// The candidates, by id.
     pub candidates: Vec<ActionId>,
     /// Actions still awaiting an operator whose approval window has passed
-    /// ([`ApprovalExpiry`](super::approval::ApprovalExpiry)), by id.
+    /// ([`ApprovalExpiry`]), by id.
     pub expiring: Vec<ActionId>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
     pub skipped: Vec<String>,

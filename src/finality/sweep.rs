@@ -106,7 +106,7 @@ pub struct SweepReport {
     /// Actions whose pending outcome became `lost_confirmation`, by id.
     pub swept: Vec<Swept>,
     /// Actions whose approval nobody gave in time: now `expired`
-    /// ([`ApprovalExpiry`](super::approval::ApprovalExpiry)).
+    /// ([`ApprovalExpiry`]).
     pub expired: Vec<ActionId>,
     /// Candidates whose outcome another writer set first, with the status that won.
     pub lost: Vec<(ActionId, OutcomeStatus)>,
@@ -230,7 +230,8 @@ pub(super) fn sweep_outcome(id: &ActionId, lifecycle: Lifecycle, now: Timestamp)
 /// lifecycle is not `completed`, `failed`, `cancelled` or `blocked`, and which this sweeper
 /// first saw pending at least `timeout_minutes` ago on its own clock (`observations`, see the
 /// module docs) gets outcome `lost_confirmation` ([`SWEEP_SUMMARY`]); an open lifecycle becomes
-/// `unknown` (with [`SWEEP_ERROR`]), any other (`pending_approval`) is left as it is. Actions
+/// `unknown` (with [`SWEEP_ERROR`]). An action still awaiting an operator is left to the
+/// approval expiry ([`sweep_expiring`]; here with its defaults) and never swept. Actions
 /// seen for the first time are added to `observations`, those no longer pending are dropped from
 /// it; the caller keeps it for the next sweep. It writes through the same create-only rule as a
 /// report, so a report and the sweep race to exactly one winner; candidates that a report won
