@@ -106,6 +106,7 @@
 //!     identity_verified: false,
 //!     containment_ref: None,
 //!     lifecycle: None,
+//!     approval_wait_seconds: None,
 //! };
 //! finality::create_action(&state, &options, &action, now)?;
 //! let request = |attempt: &str| finality::ClaimRequest {

@@ -170,6 +170,7 @@ pub fn serve_settings(repo: std::path::PathBuf) -> al::server::Settings {
         reload: None,
         cron_secret: Some("cron-secret".into()),
         timeout_minutes: 15,
+        approval_expiry: al::finality::ApprovalExpiry::default(),
         sweep_every: None,
         max_batch: 64,
         batch_linger: Duration::from_millis(1),

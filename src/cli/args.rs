@@ -989,6 +989,20 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value_t = crate::finality::DEFAULT_TIMEOUT_MINUTES,
           value_parser = clap::value_parser!(u32).range(1..=1440))]
     pub(super) timeout_minutes: u32,
+    /// Seconds an action created without `approval_wait_seconds` waits for an operator's
+    /// approval (its creator's own value, 5 to 86400, wins). After the wait plus
+    /// `--approval-grace`, on this server's clock since it first saw the action, a sweep
+    /// (timer or cron) makes it `expired`: approving or denying it is then refused (410).
+    #[arg(long, value_name = "SECONDS",
+          default_value_t = crate::finality::approval::DEFAULT_APPROVAL_WAIT_SECONDS,
+          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub(super) approval_timeout: u32,
+    /// Seconds added to every approval wait before it expires, so an agent retrying just after
+    /// its wait ended still finds the decision.
+    #[arg(long, value_name = "SECONDS",
+          default_value_t = crate::finality::approval::APPROVAL_RETRY_GRACE_SECONDS,
+          value_parser = clap::value_parser!(u32).range(0..=86_400))]
+    pub(super) approval_grace: u32,
     /// Serve without authentication (only on a loopback address, only without keys): every
     /// caller is then the operator `anonymous`.
     #[arg(long)]

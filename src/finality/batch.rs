@@ -17,7 +17,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::approval::ApprovalDecision;
+use super::approval::{ApprovalDecision, ApprovalExpiry};
 use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_claim};
 use super::create::id_field;
 use super::decision::{self, Decision};
@@ -623,20 +623,31 @@ fn stage_outcome(
     }
 }
 
-/// An operator's decision on a `pending_approval` action: stages `approval.json`.
+/// An operator's decision on a `pending_approval` action, with the operator's `reasoning`
+/// (redacted and truncated as outcome texts are, [`clean_text`]; what the
+/// redaction found is added to `security`): stages `approval.json`.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for an operator that is not machine text; [`Error::NotFound`];
+/// [`Error::InvalidInput`] for an operator that is not machine text, or the decision
+/// `expire` (the sweep's alone); [`Error::NotFound`];
 /// [`Error::OutcomeAlreadySet`] when the outcome is set (the sweep may have reconciled it);
 /// [`Error::TerminalState`] with the current lifecycle when the action is not pending approval
-/// (never was, or already decided).
+/// (never was, already decided, or `expired`).
 pub fn approve(
     ov: &mut Overlay<'_>,
     action_id: &str,
     decision: ApprovalDecision,
     operator: &str,
+    reasoning: Option<&str>,
+    security: &mut Security,
     now: Timestamp,
 ) -> Result<State, Error> {
+    if decision == ApprovalDecision::Expire {
+        return Err(Error::InvalidInput {
+            field: "decision",
+            reason: "only the sweep expires an approval: approve or deny".into(),
+        });
+    }
     let operator = id_field(operator, "operator")?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
@@ -660,6 +671,8 @@ pub fn approve(
         decision,
         decided_by: operator,
         decided_at: now,
+        lifecycle: decision.lifecycle(),
+        reasoning: reasoning.map(|r| super::clean_text(r, MAX_TEXT_UNITS, security)),
     };
     ov.stage(
         ov.layout.record_path(&id, super::RecordKind::Approval),
@@ -677,6 +690,9 @@ pub fn approve(
 pub struct SweepScan {
     /// The candidates, by id.
     pub candidates: Vec<ActionId>,
+    /// Actions still awaiting an operator whose approval window has passed
+    /// ([`ApprovalExpiry`]), by id.
+    pub expiring: Vec<ActionId>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
     pub skipped: Vec<String>,
     /// Action directories (or, in `nibble`, pending-index entries) seen.
@@ -685,6 +701,42 @@ pub struct SweepScan {
     pub waiting: usize,
     /// Record times well ahead of the sweeper's clock.
     pub clock_skew: Vec<ClockNotice>,
+}
+
+/// Whether the action in `state` still waits for an operator: born `pending_approval`, no
+/// decision yet (nor an outcome). The outcome sweep leaves it alone (nothing can have run);
+/// the approval expiry closes it.
+pub(super) fn awaiting_approval(state: &State) -> bool {
+    state.outcome.is_none()
+        && state.approval.is_none()
+        && state.lifecycle() == Lifecycle::PendingApproval
+}
+
+impl SweepScan {
+    /// Files the pending action `id`, first seen at `seen` and due for the outcome sweep when
+    /// `due`: an action awaiting an operator expires once its window passed on the sweeper's
+    /// clock, and is never swept to `lost_confirmation`; any other is a candidate when due.
+    fn place(
+        &mut self,
+        id: ActionId,
+        state: &State,
+        seen: Timestamp,
+        due: bool,
+        expiry: &ApprovalExpiry,
+        now: Timestamp,
+    ) {
+        if awaiting_approval(state) {
+            if now.millis_since(seen) > expiry.window_ms(&state.action) {
+                self.expiring.push(id);
+            } else {
+                self.waiting += 1;
+            }
+        } else if due {
+            self.candidates.push(id);
+        } else {
+            self.waiting += 1;
+        }
+    }
 }
 
 /// The scan half of the sweep: the actions of the view (the tip plus what is staged) that have
@@ -713,6 +765,7 @@ pub struct SweepScan {
 pub fn sweep_scan(
     ov: &Overlay<'_>,
     timeout: f64,
+    expiry: &ApprovalExpiry,
     now: Timestamp,
     observations: &mut Observations,
     stop: &dyn Fn() -> bool,
@@ -737,8 +790,11 @@ pub fn sweep_scan(
             // An entry is read when first seen and when timed out, so a bad index is refused
             // as soon as it is seen, and never built on.
             let first = observations.first_seen(&id).is_none();
-            let due = timed_out(observations.observe(&id, now), now, minutes);
-            if !due && !first {
+            let seen = observations.observe(&id, now);
+            let due = timed_out(seen, now, minutes);
+            // An action awaiting an operator is read once it may have outlived its window.
+            let probe = now.millis_since(seen) > expiry.shortest_window_ms();
+            if !due && !first && !probe {
                 scan.waiting += 1;
                 scan.clock_skew.extend(notice(&id, "created_at", at, now));
                 continue;
@@ -778,11 +834,7 @@ pub fn sweep_scan(
                 ));
             }
             scan.clock_skew.extend(notices(&state, now));
-            if due {
-                scan.candidates.push(id);
-            } else {
-                scan.waiting += 1;
-            }
+            scan.place(id, &state, seen, due, expiry, now);
         }
     } else {
         let Some((undecided, scanned)) = ov.undecided_actions(stop)? else {
@@ -800,11 +852,9 @@ pub fn sweep_scan(
                     }
                     pending_ids.insert(id.clone());
                     scan.clock_skew.extend(notices(&state, now));
-                    if timed_out(observations.observe(&id, now), now, minutes) {
-                        scan.candidates.push(id);
-                    } else {
-                        scan.waiting += 1;
-                    }
+                    let seen = observations.observe(&id, now);
+                    let due = timed_out(seen, now, minutes);
+                    scan.place(id, &state, seen, due, expiry, now);
                 }
                 Ok(None) | Err(Error::Corrupt { .. }) => {
                     scan.skipped.push(ov.layout.action_dir(&id));
@@ -839,6 +889,31 @@ pub fn sweep_candidates(
         clock_skew: scan.clock_skew.clone(),
         ..SweepReport::default()
     };
+    for id in &scan.expiring {
+        let state = match ov.state(id) {
+            Ok(Some(s)) => s,
+            Ok(None) | Err(Error::Corrupt { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        // An operator's decision landed meanwhile: it won.
+        if !awaiting_approval(&state) {
+            continue;
+        }
+        let approval = Approval {
+            action_id: id.clone(),
+            decision: ApprovalDecision::Expire,
+            decided_by: super::approval::EXPIRY_DECIDER.to_owned(),
+            decided_at: now,
+            lifecycle: Lifecycle::Expired,
+            reasoning: None,
+        };
+        ov.stage(
+            ov.layout.record_path(id, super::RecordKind::Approval),
+            approval.to_bytes(),
+            format!("expire the approval of {id} (nobody decided in time)"),
+        );
+        report.expired.push(id.clone());
+    }
     for id in &scan.candidates {
         let state = match ov.state(id) {
             Ok(Some(s)) => s,
@@ -875,11 +950,12 @@ pub fn sweep_candidates(
 pub fn sweep(
     ov: &mut Overlay<'_>,
     timeout: f64,
+    expiry: &ApprovalExpiry,
     now: Timestamp,
     observations: &mut Observations,
 ) -> Result<SweepReport, Error> {
     // Never told to stop, the scan always returns one.
-    let scan = sweep_scan(ov, timeout, now, observations, &|| false)?.unwrap_or_default();
+    let scan = sweep_scan(ov, timeout, expiry, now, observations, &|| false)?.unwrap_or_default();
     sweep_candidates(ov, &scan, timeout, now)
 }
 
@@ -1264,12 +1340,27 @@ mod tests {
         for id in ["act_a", "act_b", "act_c"] {
             seen.witness(ActionId::parse(id).unwrap(), T0);
         }
-        let scan = sweep_scan(&view, 15.0, later, &mut seen, &|| false)
-            .unwrap()
-            .unwrap();
+        let scan = sweep_scan(
+            &view,
+            15.0,
+            &ApprovalExpiry::default(),
+            later,
+            &mut seen,
+            &|| false,
+        )
+        .unwrap()
+        .unwrap();
         // Told to stop, before any bucket or after some: no scan.
         assert_eq!(
-            sweep_scan(&view, 15.0, later, &mut seen, &|| true).unwrap(),
+            sweep_scan(
+                &view,
+                15.0,
+                &ApprovalExpiry::default(),
+                later,
+                &mut seen,
+                &|| true
+            )
+            .unwrap(),
             None
         );
         let asked = std::cell::Cell::new(0);
@@ -1278,7 +1369,15 @@ mod tests {
             asked.get() > 1
         };
         assert_eq!(
-            sweep_scan(&view, 15.0, later, &mut seen, &stop_after_one).unwrap(),
+            sweep_scan(
+                &view,
+                15.0,
+                &ApprovalExpiry::default(),
+                later,
+                &mut seen,
+                &stop_after_one
+            )
+            .unwrap(),
             None
         );
         let ids = |v: &[ActionId]| v.iter().map(|i| i.as_str().to_owned()).collect::<Vec<_>>();
@@ -1449,7 +1548,15 @@ mod tests {
             decide(ov, &d)?;
             create(ov, &gated, now)?;
             assert!(claim(ov, "act_gated", &request("attempt-0000000000000001"), now).is_err());
-            approve(ov, "act_gated", ApprovalDecision::Approve, "ops", now)?;
+            approve(
+                ov,
+                "act_gated",
+                ApprovalDecision::Approve,
+                "ops",
+                None,
+                &mut Security::default(),
+                now,
+            )?;
             claim(ov, "act_gated", &request("attempt-0000000000000001"), now)?;
             let mut open = new_action("act_open");
             open.guard_decision_id = Some("gd_opaque".into());
@@ -1478,6 +1585,8 @@ mod tests {
             decision: ApprovalDecision::Approve,
             decided_by: "ops".into(),
             decided_at: T0,
+            lifecycle: Lifecycle::Running,
+            reasoning: None,
         };
         let mut disagreeing = decision.clone();
         disagreeing.decision_id = id("gd_2");

@@ -231,6 +231,10 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
                     ),
                 ),
                 ("timeout_minutes", Value::from(i64::from(r.timeout_minutes))),
+                (
+                    "expired",
+                    Value::Array(r.expired.iter().map(|id| Value::str(id.as_str())).collect()),
+                ),
             ]))
         }
         "get" => ok(get_outcome(store, ref_name, action, now)?.to_value()),

@@ -36,6 +36,10 @@ pub struct NewAction {
     pub containment_ref: Option<String>,
     /// An explicit client-settable initial lifecycle; default from the verdict.
     pub lifecycle: Option<Lifecycle>,
+    /// How long the creator waits for an operator's approval, in seconds (5 to 86400,
+    /// [`approval_wait_seconds`](super::approval::approval_wait_seconds)); `None`: the
+    /// sweeper's default.
+    pub approval_wait_seconds: Option<u32>,
 }
 
 pub(super) fn id_field(value: &str, field: &'static str) -> Result<String, Error> {
@@ -64,6 +68,14 @@ impl NewAction {
                 reason: format!("{lifecycle} is set by the server only"),
             });
         }
+        if let Some(wait) = self.approval_wait_seconds
+            && !super::approval::APPROVAL_WAIT_SECONDS.contains(&wait)
+        {
+            return Err(Error::InvalidInput {
+                field: "approval_wait_seconds",
+                reason: format!("{wait} is not an integer of 5 to 86400 (seconds)"),
+            });
+        }
         let opt = |v: &Option<String>, field| v.as_deref().map(|s| id_field(s, field)).transpose();
         Ok(Action {
             action_id: self.action_id.clone(),
@@ -81,6 +93,7 @@ impl NewAction {
                 .then_some(1),
             lifecycle,
             created_at: now,
+            approval_wait_seconds: self.approval_wait_seconds,
         })
     }
 }

@@ -36,7 +36,9 @@
 //! server-only `unknown` and `expired`) and the durable `outcome_status` (`pending`,
 //! `completed`, `partial`, `failed`, `lost_confirmation`). Here the lifecycle only ever changes
 //! together with the outcome or an operator's decision, so `action.json` holds the *initial*
-//! lifecycle, `approval.json` moves `pending_approval` to `running` or `cancelled`, and
+//! lifecycle, `approval.json` moves `pending_approval` to `running`, `failed` (a denial;
+//! `cancelled` in older records) or `expired` (written by the sweep when nobody decided in
+//! time), and
 //! `outcome.json` holds the lifecycle *after* the outcome closed it. The state of an action is a
 //! pure function of its (at most four) files ([`State`]); no `outcome.json` means outcome
 //! `pending`.
@@ -108,8 +110,15 @@
 //!   more than a minute ahead of the sweeper's clock are reported ([`ClockNotice`]), never
 //!   acted on; an outcome stamped before its action's creation is shown with `clock_skew`.
 //! - **Approvals** ([`approval`]). An operator approves or denies an action born
-//!   `pending_approval`, once; an approval is the action's own single-use grant, consumed by the
-//!   one claim it allows.
+//!   `pending_approval`, once, with optional reasoning (redacted, kept in `approval.json`; a
+//!   denial's `error_message`); an approval is the action's own single-use grant, consumed by
+//!   the one claim it allows. An action nobody decided on within its wait
+//!   (`approval_wait_seconds`, else the sweeper's default) plus a 15-minute grace, on the
+//!   sweeper's clock, is expired by the sweep ([`sweep_expiring`]): the same create-only
+//!   `approval.json`, so a decision racing the expiry has one winner, and a decision after it is
+//!   refused ([`Error::TerminalState`] with lifecycle `expired`). An action awaiting an operator
+//!   is never swept to `lost_confirmation` (nothing can have run; the reference sweeps its
+//!   outcome all the same).
 //!
 //! Every operation reads the tip of the ledger ref, checks its preconditions against that
 //! snapshot, writes one commit and lands it with one compare-and-swap; when another writer moved
@@ -182,7 +191,7 @@ mod contract_tests;
 pub(crate) mod test_support;
 
 pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
-pub use approval::{Approval, ApprovalDecision};
+pub use approval::{Approval, ApprovalDecision, ApprovalExpiry};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use create::{NewAction, create_action};
 pub use error::Error;
@@ -203,7 +212,7 @@ pub use state::{
 pub use status::{Lifecycle, OutcomeStatus, Source, Verdict};
 pub use sweep::{
     ClockNotice, DEFAULT_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES, SKEW_NOTICE_MS, SWEEP_ERROR,
-    SWEEP_SUMMARY, SweepReport, Swept, sweep, timeout_minutes,
+    SWEEP_SUMMARY, SweepReport, Swept, sweep, sweep_expiring, timeout_minutes,
 };
 pub use verify::{verify, verify_action, verify_observed, verify_range};
 pub use write::{Options, Written};

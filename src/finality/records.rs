@@ -88,6 +88,11 @@ pub struct Action {
     pub lifecycle: Lifecycle,
     /// Creation time; the sweep measures from it.
     pub created_at: Timestamp,
+    /// How long the creator said it would wait for an operator's approval, in seconds
+    /// (`approval_wait_seconds`, normalised by [`approval_wait_seconds`](super::approval::approval_wait_seconds));
+    /// `None`: the sweeper's default. The key is written only when set, so records written
+    /// before it existed keep their bytes.
+    pub approval_wait_seconds: Option<u32>,
 }
 
 /// `claim.json`: the one claim of an action.
@@ -143,7 +148,7 @@ pub(super) fn record_bytes(value: &Value) -> Vec<u8> {
 impl Action {
     /// The record as a JSON value (keys as in the file).
     pub fn to_value(&self) -> Value {
-        Value::object([
+        let mut value = Value::object([
             ("schema", Value::str(ACTION_SCHEMA)),
             ("schema_version", Value::from(SCHEMA_VERSION)),
             ("action_id", Value::str(self.action_id.as_str())),
@@ -160,7 +165,11 @@ impl Action {
             ),
             ("lifecycle", Value::str(self.lifecycle.as_str())),
             ("created_at", Value::str(format_time(self.created_at))),
-        ])
+        ]);
+        if let (Some(wait), Value::Object(map)) = (self.approval_wait_seconds, &mut value) {
+            map.insert("approval_wait_seconds".into(), Value::from(i64::from(wait)));
+        }
+        value
     }
 
     /// The file bytes: canonical JSON and `"\n"`.
@@ -245,9 +254,21 @@ impl<'a> Fields<'a> {
         schema: &'static str,
         keys: &[&str],
     ) -> Result<Fields<'a>, RecordError> {
+        Fields::with_optional(value, schema, keys, &[])
+    }
+
+    /// As [`Fields::new`], where each of `optional` may also be present (keys added after a
+    /// record's first version, written only when set).
+    pub(super) fn with_optional(
+        value: &'a Value,
+        schema: &'static str,
+        keys: &[&str],
+        optional: &[&str],
+    ) -> Result<Fields<'a>, RecordError> {
         let map = value.as_object().ok_or(RecordError::NotAnObject)?;
         let mut want: Vec<&str> = keys.to_vec();
         want.extend(["schema", "schema_version"]);
+        want.extend(optional.iter().filter(|k| map.contains_key(**k)));
         want.sort_unstable();
         let have: Vec<&str> = map.keys().map(String::as_str).collect();
         if have != want {
@@ -370,7 +391,7 @@ pub(super) fn is_machine_shaped(s: &str) -> bool {
 /// The first rule the file breaks ([`RecordError`]).
 pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> {
     let value = record_value(bytes)?;
-    let f = Fields::new(
+    let f = Fields::with_optional(
         &value,
         ACTION_SCHEMA,
         &[
@@ -386,6 +407,7 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
             "identity_verified",
             "lifecycle",
         ],
+        &["approval_wait_seconds"],
     )?;
     let action_id = f.own_id("action_id", id, "directory's")?;
     let act_content_hash = match f.opt_str("act_content_hash")? {
@@ -423,6 +445,15 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
         execution_protocol,
         lifecycle,
         created_at: f.time("created_at")?,
+        approval_wait_seconds: match f.0.get("approval_wait_seconds") {
+            None => None,
+            Some(v) => Some(
+                v.as_safe_integer()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| super::approval::APPROVAL_WAIT_SECONDS.contains(n))
+                    .ok_or(RecordError::ApprovalWait)?,
+            ),
+        },
     })
 }
 
@@ -639,6 +670,9 @@ pub enum RecordError {
         /// The lifecycle it leads to.
         expected: Lifecycle,
     },
+    /// `action.json`'s `approval_wait_seconds` is not an integer of 5 to 86400.
+    #[error("approval_wait_seconds is not an integer of 5 to 86400 (seconds)")]
+    ApprovalWait,
     /// A decision record's `containment_ref` is set for a verdict other than
     /// `allow_contained`, or missing for it.
     #[error("containment_ref is set exactly for allow_contained")]

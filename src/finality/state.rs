@@ -41,7 +41,7 @@ impl State {
     pub fn lifecycle(&self) -> Lifecycle {
         match (&self.outcome, &self.approval) {
             (Some(o), _) => o.lifecycle,
-            (None, Some(a)) => a.decision.lifecycle(),
+            (None, Some(a)) => a.lifecycle,
             (None, None) => self.action.lifecycle,
         }
     }

@@ -53,7 +53,7 @@ string_enum! {
         Cancelled = "cancelled",
         /// Set by the sweep (server only).
         Unknown = "unknown",
-        /// Set by the approval-expiry sweep of the reference (server only; never written here).
+        /// Nobody approved in time: set by the sweep's approval expiry (server only).
         Expired = "expired",
     }
 }
@@ -69,11 +69,16 @@ impl Lifecycle {
         matches!(self, Lifecycle::Running | Lifecycle::Pending)
     }
 
-    /// The lifecycles the sweep treats as implicitly confirmed and skips.
+    /// The lifecycles the sweep treats as implicitly confirmed and skips (`expired`: nothing
+    /// ran, and nothing can run any more).
     pub fn is_sweep_excluded(self) -> bool {
         matches!(
             self,
-            Lifecycle::Completed | Lifecycle::Failed | Lifecycle::Cancelled | Lifecycle::Blocked
+            Lifecycle::Completed
+                | Lifecycle::Failed
+                | Lifecycle::Cancelled
+                | Lifecycle::Blocked
+                | Lifecycle::Expired
         )
     }
 
@@ -85,6 +90,7 @@ impl Lifecycle {
                 | Lifecycle::PendingApproval
                 | Lifecycle::Cancelled
                 | Lifecycle::Failed
+                | Lifecycle::Expired
         )
     }
 

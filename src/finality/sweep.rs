@@ -53,6 +53,7 @@
 
 use std::collections::BTreeSet;
 
+use super::approval::ApprovalExpiry;
 use super::batch::{self, run};
 use super::error::Error;
 use super::ids::ActionId;
@@ -104,6 +105,9 @@ pub struct SweepReport {
     pub timeout_minutes: u32,
     /// Actions whose pending outcome became `lost_confirmation`, by id.
     pub swept: Vec<Swept>,
+    /// Actions whose approval nobody gave in time: now `expired`
+    /// ([`ApprovalExpiry`]).
+    pub expired: Vec<ActionId>,
     /// Candidates whose outcome another writer set first, with the status that won.
     pub lost: Vec<(ActionId, OutcomeStatus)>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
@@ -226,7 +230,8 @@ pub(super) fn sweep_outcome(id: &ActionId, lifecycle: Lifecycle, now: Timestamp)
 /// lifecycle is not `completed`, `failed`, `cancelled` or `blocked`, and which this sweeper
 /// first saw pending at least `timeout_minutes` ago on its own clock (`observations`, see the
 /// module docs) gets outcome `lost_confirmation` ([`SWEEP_SUMMARY`]); an open lifecycle becomes
-/// `unknown` (with [`SWEEP_ERROR`]), any other (`pending_approval`) is left as it is. Actions
+/// `unknown` (with [`SWEEP_ERROR`]). An action still awaiting an operator is left to the
+/// approval expiry ([`sweep_expiring`]; here with its defaults) and never swept. Actions
 /// seen for the first time are added to `observations`, those no longer pending are dropped from
 /// it; the caller keeps it for the next sweep. It writes through the same create-only rule as a
 /// report, so a report and the sweep race to exactly one winner; candidates that a report won
@@ -243,6 +248,32 @@ pub fn sweep(
     now: Timestamp,
     observations: &mut Observations,
 ) -> Result<Written<SweepReport>, Error> {
+    sweep_expiring(
+        store,
+        options,
+        timeout,
+        &ApprovalExpiry::default(),
+        now,
+        observations,
+    )
+}
+
+/// [`sweep`](fn@sweep) with the approval expiry's defaults given: in the same commit, every
+/// action still awaiting an operator whose window ([`ApprovalExpiry::window_ms`]) has passed on
+/// the sweeper's clock since it first saw it becomes `expired` (its `approval.json`, written
+/// under the same create-only rule as an operator's decision, so the two race to one winner).
+/// An action awaiting an operator is never swept to `lost_confirmation`: nothing can have run.
+///
+/// # Errors
+/// The write path's errors.
+pub fn sweep_expiring(
+    store: &Store,
+    options: &Options,
+    timeout: f64,
+    expiry: &ApprovalExpiry,
+    now: Timestamp,
+    observations: &mut Observations,
+) -> Result<Written<SweepReport>, Error> {
     // The actions this sweep staged on an earlier tip: one decided since lost its race.
     let mut seen: BTreeSet<ActionId> = BTreeSet::new();
     run(store, options, now, |ov, now| {
@@ -256,7 +287,7 @@ pub fn sweep(
                 late.extend(notice(id, "outcome_at", o.outcome_at, now));
             }
         }
-        let mut report = batch::sweep(ov, timeout, now, observations)?;
+        let mut report = batch::sweep(ov, timeout, expiry, now, observations)?;
         seen.extend(report.swept.iter().map(|s| s.action_id.clone()));
         report.lost = lost;
         report.clock_skew.extend(late);
@@ -520,5 +551,146 @@ mod tests {
         .unwrap()
         .value;
         assert_eq!(ids(&r), ["act_x"]);
+    }
+
+    /// An approval nobody gave: the action's own wait plus the grace, on the sweeper's clock
+    /// from its sighting, and it is `expired` (one commit, verified); never `lost_confirmation`
+    /// before. An operator's decision and the expiry race to one `approval.json`: after the
+    /// expiry, a decision is refused with the lifecycle `expired`; a decision first, and the
+    /// sweep leaves the action to the outcome rules. Both layouts.
+    #[test]
+    fn an_approval_nobody_gave_expires_once() {
+        use crate::finality::batch::{self, Overlay};
+        for flat in [false, true] {
+            let (_dir, store) = repo();
+            let opts = options("refs/heads/main");
+            let t0 = at(BASE);
+            let gated = |id: &str, wait: Option<u32>| {
+                let mut a = new_action(id);
+                a.verdict = Verdict::RequireApproval;
+                a.approval_wait_seconds = wait;
+                create_action(&store, &opts, &a, t0).unwrap();
+            };
+            gated("act_short", Some(60));
+            gated("act_default", None);
+            gated("act_decided", Some(60));
+            if flat {
+                flatten(&store);
+            }
+            let expiry = ApprovalExpiry {
+                default_wait_seconds: 120,
+                grace_seconds: 30,
+            };
+            let mut seen = Observations::new();
+            for id in ["act_short", "act_default", "act_decided"] {
+                seen.witness(ActionId::parse(id).unwrap(), t0);
+            }
+            // Well past the outcome timeout and short of every window: nothing expires and
+            // nothing is swept to lost_confirmation (nothing can have run).
+            let mut expiry_long = expiry;
+            expiry_long.grace_seconds = 3600;
+            let r = sweep_expiring(
+                &store,
+                &opts,
+                1.0,
+                &expiry_long,
+                t0.saturating_add_millis(20 * MIN),
+                &mut seen,
+            )
+            .unwrap();
+            assert_eq!(
+                (r.value.swept.len(), r.value.expired.len(), r.commit),
+                (0, 0, None)
+            );
+            // 60 s + 30 s: exactly at the window is not past it.
+            let r = sweep_expiring(
+                &store,
+                &opts,
+                15.0,
+                &expiry,
+                t0.saturating_add_millis(90_000),
+                &mut seen,
+            )
+            .unwrap();
+            assert!(r.value.expired.is_empty(), "flat {flat}");
+            // The operator decides one in time.
+            let mut ops: Vec<batch::Op<'_, State>> = vec![Box::new(|ov: &mut Overlay<'_>, now| {
+                batch::approve(
+                    ov,
+                    "act_decided",
+                    ApprovalDecision::Approve,
+                    "ops",
+                    Some("ok, token=abc123secretvalue"),
+                    &mut Security::default(),
+                    now,
+                )
+            })];
+            let (res, _) = batch::land(&store, &opts, &batch::Target::Local, &mut ops, &mut || {
+                t0.saturating_add_millis(80_000)
+            });
+            res.into_iter().next().unwrap().unwrap();
+            let r = sweep_expiring(
+                &store,
+                &opts,
+                15.0,
+                &expiry,
+                t0.saturating_add_millis(90_001),
+                &mut seen,
+            )
+            .unwrap();
+            let names: Vec<&str> = r.value.expired.iter().map(ActionId::as_str).collect();
+            assert_eq!(names, ["act_short"], "flat {flat}");
+            assert!(r.commit.is_some());
+            let st = show(&store, "refs/heads/main", "act_short").unwrap();
+            assert_eq!(st.lifecycle(), Lifecycle::Expired);
+            assert_eq!(st.outcome_status(), OutcomeStatus::Pending);
+            let p = st.approval.as_ref().unwrap();
+            assert_eq!(
+                p.error_message(),
+                Some(crate::finality::approval::APPROVAL_EXPIRED_ERROR)
+            );
+            // The decision kept its reasoning, redacted.
+            let d = show(&store, "refs/heads/main", "act_decided").unwrap();
+            let reasoning = d.approval.unwrap().reasoning.unwrap();
+            assert!(!reasoning.contains("abc123secretvalue"), "{reasoning}");
+            // The default window (120 s + 30 s).
+            let r = sweep_expiring(
+                &store,
+                &opts,
+                15.0,
+                &expiry,
+                t0.saturating_add_millis(150_001),
+                &mut seen,
+            )
+            .unwrap();
+            let names: Vec<&str> = r.value.expired.iter().map(ActionId::as_str).collect();
+            assert_eq!(names, ["act_default"], "flat {flat}");
+            // A decision after the expiry is refused with the lifecycle `expired`.
+            let mut ops: Vec<batch::Op<'_, State>> = vec![Box::new(|ov: &mut Overlay<'_>, now| {
+                batch::approve(
+                    ov,
+                    "act_short",
+                    ApprovalDecision::Deny,
+                    "ops",
+                    None,
+                    &mut Security::default(),
+                    now,
+                )
+            })];
+            let (res, _) = batch::land(&store, &opts, &batch::Target::Local, &mut ops, &mut || {
+                t0.saturating_add_millis(200_000)
+            });
+            assert!(matches!(
+                res.into_iter().next().unwrap(),
+                Err(batch::BatchError::Refused(Error::TerminalState {
+                    lifecycle: Lifecycle::Expired,
+                    ..
+                }))
+            ));
+            let snap = store
+                .snapshot(store.tip("refs/heads/main").unwrap())
+                .unwrap();
+            assert_eq!(verify(&snap).unwrap(), Vec::new(), "flat {flat}");
+        }
     }
 }

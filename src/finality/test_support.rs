@@ -40,6 +40,7 @@ pub(crate) fn new_action(id: &str) -> NewAction {
         identity_verified: false,
         containment_ref: None,
         lifecycle: None,
+        approval_wait_seconds: None,
     }
 }
 

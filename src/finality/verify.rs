@@ -908,7 +908,7 @@ fn check_records(
         // closed the lifecycle the decision left.
         let mut before = action.clone();
         if let Some(p) = &approval {
-            before.lifecycle = p.decision.lifecycle();
+            before.lifecycle = p.lifecycle;
         }
         if let Some(problem) = lifecycle_problem(&before, o) {
             out.push(finding(
@@ -948,7 +948,7 @@ fn check_records(
         } else {
             let lifecycle = match (&outcome, &approval) {
                 (Some(o), _) => o.lifecycle,
-                (None, Some(a)) => a.decision.lifecycle(),
+                (None, Some(a)) => a.lifecycle,
                 (None, None) => action.lifecycle,
             };
             Expect::Action {

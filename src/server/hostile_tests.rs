@@ -58,6 +58,7 @@ fn server(insecure_no_auth: bool) -> Server {
         reload: None,
         cron_secret: None,
         timeout_minutes: 15,
+        approval_expiry: crate::finality::ApprovalExpiry::default(),
         sweep_every: None,
         max_batch: 64,
         batch_linger: std::time::Duration::from_millis(1),

@@ -138,6 +138,9 @@ pub struct Settings {
     /// Minutes a pending outcome must stay pending on this server's clock, from its creation here
     /// or from when this server first saw it, before it is swept (1–1440).
     pub timeout_minutes: u32,
+    /// When the sweep expires approvals nobody gave (`--approval-timeout`, the wait of an action
+    /// created without `approval_wait_seconds`; the retry grace added to every wait).
+    pub approval_expiry: finality::ApprovalExpiry,
     /// Sweep on a timer this often; `None`: never.
     pub sweep_every: Option<Duration>,
     /// Most operations in one commit (1: one commit per operation, for comparison).

@@ -125,6 +125,8 @@ struct Action {
     created_at: i64,
     /// `(approved, decided_at)`.
     approval: Option<(bool, i64)>,
+    /// Nobody decided in time: the sweep expired the approval.
+    expired: bool,
     claim: Option<String>,
     /// `(outcome status, lifecycle after it)`.
     outcome: Option<(&'static str, &'static str)>,
@@ -142,8 +144,9 @@ impl Action {
     fn lifecycle(&self) -> &'static str {
         match (self.outcome, self.approval) {
             (Some((_, l)), _) => l,
+            (None, _) if self.expired => "expired",
             (None, Some((true, _))) => "running",
-            (None, Some((false, _))) => "cancelled",
+            (None, Some((false, _))) => "failed",
             (None, None) => self.initial(),
         }
     }
@@ -231,6 +234,7 @@ fn run_step(
                             verdict: v,
                             created_at: model.now,
                             approval: None,
+                            expired: false,
                             claim: None,
                             outcome: None,
                         },
@@ -384,12 +388,25 @@ fn run_step(
                 Err(e) => return Err(TestCaseError::fail(format!("sweep failed: {e}"))),
             };
             let mut expect: Vec<&str> = Vec::new();
+            let mut expect_expired: Vec<&str> = Vec::new();
             for (&a, m) in model.actions.iter_mut() {
                 let stale = model.now - m.created_at > 15 * MINUTE;
                 let excluded = matches!(
                     m.lifecycle(),
-                    "completed" | "failed" | "cancelled" | "blocked"
+                    "completed" | "failed" | "cancelled" | "blocked" | "expired"
                 );
+                // Awaiting an operator: expired after the default wait and grace (300 s + 15
+                // min), never swept to lost_confirmation.
+                if m.outcome.is_none()
+                    && m.approval.is_none()
+                    && m.lifecycle() == "pending_approval"
+                {
+                    if model.now - m.created_at > 20 * MINUTE {
+                        m.expired = true;
+                        expect_expired.push(ACTIONS[a].0);
+                    }
+                    continue;
+                }
                 if m.outcome.is_none() && stale && !excluded {
                     let after = match m.lifecycle() {
                         "running" | "pending" => "unknown",
@@ -402,6 +419,9 @@ fn run_step(
             let mut swept: Vec<&str> = report.swept.iter().map(|s| s.action_id.as_str()).collect();
             swept.sort_unstable();
             prop_assert_eq!(swept, expect, "{:?}", step);
+            let mut expired: Vec<&str> = report.expired.iter().map(|s| s.as_str()).collect();
+            expired.sort_unstable();
+            prop_assert_eq!(expired, expect_expired, "{:?}", step);
             prop_assert!(
                 report.lost.is_empty() && report.skipped.is_empty(),
                 "{:?}",
@@ -416,7 +436,8 @@ fn run_step(
             };
             let id = ACTIONS[a].0;
             let mut ops: Vec<BatchOp<'_, ()>> = vec![Box::new(move |ov, now| {
-                batch::approve(ov, id, decision, "ops", now).map(drop)
+                let mut security = crate::finality::Security::default();
+                batch::approve(ov, id, decision, "ops", None, &mut security, now).map(drop)
             })];
             let (results, _) = batch::land(store, &opts, &Target::Local, &mut ops, &mut || now);
             let got = results.into_iter().next().expect("one result");
@@ -503,6 +524,7 @@ fn compare_states(store: &Store, model: &Model, after: &Step) -> Result<(), Test
         prop_assert_eq!(
             st.approval
                 .as_ref()
+                .filter(|p| p.decision != ApprovalDecision::Expire)
                 .map(|p| p.decision == ApprovalDecision::Approve),
             m.approval.map(|(approved, _)| approved),
             "{} after {:?}",

@@ -123,6 +123,10 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
             .filter(|s| !s.is_empty())
             .cloned(),
         timeout_minutes: a.timeout_minutes,
+        approval_expiry: crate::finality::ApprovalExpiry {
+            default_wait_seconds: a.approval_timeout,
+            grace_seconds: a.approval_grace,
+        },
         sweep_every: (a.sweep_every > 0)
             .then(|| std::time::Duration::from_secs(u64::from(a.sweep_every) * 60)),
         max_batch: a.max_batch as usize,

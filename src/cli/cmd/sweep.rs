@@ -6,7 +6,10 @@
 //! ([`finality::sweep`](mod@finality::sweep)): the sightings are kept in the repository's git
 //! directory, one file per target, shared with `serve` ([`finality::observations`]), never in
 //! the ledger. Losing the file delays sweeps by one timeout. The sweep never grants authority to
-//! run again: "reconcile; never presume the effect did not happen".
+//! run again: "reconcile; never presume the effect did not happen". In the same commit, an
+//! action still awaiting an operator past its approval window (its `approval_wait_seconds`, else
+//! 300 s, plus 15 minutes, on the same clock) becomes `expired`; it is never swept to
+//! `lost_confirmation`.
 
 use std::path::PathBuf;
 
@@ -79,6 +82,17 @@ pub(in crate::cli) fn run(
             ));
         }
     }
+    for id in &r.expired {
+        if json {
+            out.data(&line(&Value::object([
+                ("type", Value::str("expired")),
+                ("action_id", Value::str(id.as_str())),
+                ("lifecycle", Value::str("expired")),
+            ])));
+        } else {
+            out.data(&format!("{id} expired (nobody approved it in time)"));
+        }
+    }
     for (id, status) in &r.lost {
         if json {
             out.data(&line(&Value::object([
@@ -100,6 +114,7 @@ pub(in crate::cli) fn run(
         out.data(&line(&Value::object([
             ("type", Value::str("sweep")),
             ("swept", Value::from(r.swept.len() as i64)),
+            ("expired", Value::from(r.expired.len() as i64)),
             ("lost", Value::from(r.lost.len() as i64)),
             ("skipped", Value::from(r.skipped.len() as i64)),
             ("waiting", Value::from(r.waiting as i64)),

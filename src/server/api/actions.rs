@@ -63,6 +63,8 @@ struct Intent {
     idempotency_key: Option<String>,
     action_id: Option<ActionId>,
     status: Option<Lifecycle>,
+    /// `approval_wait_seconds`, rounded and clamped as the reference does.
+    approval_wait: Option<u32>,
 }
 
 fn machine(v: &str, field: &str, details: &mut Vec<String>) -> Option<String> {
@@ -128,6 +130,16 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             None
         }
     };
+    let approval_wait = match map.get("approval_wait_seconds") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(n) => finality::approval::approval_wait_seconds(n),
+            None => {
+                details.push("approval_wait_seconds must be a number (seconds)".into());
+                None
+            }
+        },
+    };
     let mut action_id = None;
     let mut status = None;
     if create {
@@ -165,6 +177,7 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             idempotency_key,
             action_id,
             status,
+            approval_wait,
         }),
         _ => Err(details),
     }
@@ -368,6 +381,10 @@ fn new_action(intent: &Intent, d: &Decision, id: ActionId, principal: &str) -> N
         identity_verified: false,
         containment_ref: d.containment_ref.clone(),
         lifecycle: intent.status.filter(|_| d.verdict.is_permissive()),
+        // Kept only where it matters: other actions' records keep their bytes.
+        approval_wait_seconds: intent
+            .approval_wait
+            .filter(|_| d.verdict == finality::Verdict::RequireApproval),
     }
 }
 

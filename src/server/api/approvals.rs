@@ -1,6 +1,9 @@
 //! `POST /api/actions/{id}/approve`: an operator's one decision (`approve`, also `allow`, or
-//! `deny`) on an action born `pending_approval`. 403 `OPERATOR_REQUIRED` for a key without the
-//! `operator` mark; 409 when the action is not pending approval.
+//! `deny`, with an optional `reasoning` kept redacted in `approval.json`) on an action born
+//! `pending_approval`. A denial fails the action, its `error_message` the reasoning (the
+//! reference's). 403 `OPERATOR_REQUIRED` for a key without the `operator` mark; 410
+//! `APPROVAL_EXPIRED` when the sweep expired it (the reference's answer); 409 when the action is
+//! not pending approval.
 
 use std::sync::Arc;
 
@@ -8,14 +11,18 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::App;
+use super::actions::security_value;
 use super::extract::{ActionPath, JsonObject, Operator};
 use super::reads::{action_view, decision_of};
 use super::respond::{error_with, reply_or, validation};
 use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
-use crate::finality::{self, ApprovalDecision};
+use crate::finality::{self, ApprovalDecision, Lifecycle, Security};
 use crate::server::writer::{Answer, Reply};
 use crate::time::Timestamp;
+
+/// The reference's answer to a decision on an expired approval.
+const APPROVAL_EXPIRED: &str = "Approval expired: the requesting agent stopped waiting for this decision, so approving it can no longer release anything. If the action is still wanted, have the agent retry it — a fresh approval request will be created.";
 
 pub(super) async fn approve(
     State(app): State<Arc<App>>,
@@ -32,39 +39,70 @@ pub(super) async fn approve(
             ]);
         }
     };
-    let reply = submit_decision(&app, &id, decision, &caller.principal).await;
+    let reasoning = match body.get("reasoning") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(r)) => Some(r.clone()),
+        Some(_) => return validation(vec!["reasoning must be a string".into()]),
+    };
+    let reply = submit_decision(&app, &id, decision, &caller.principal, reasoning).await;
     reply_or(reply, refusal)
 }
 
-/// Submits operator `operator`'s `decision` on action `id` to the writer: the one path of this
-/// route and of the dashboard's approve and deny buttons. The answer is this route's 200 body.
+/// Submits operator `operator`'s `decision` on action `id`, with its optional `reasoning`
+/// (kept redacted), to the writer: the one path of this route and of the dashboard's approve
+/// and deny buttons. The answer is this route's 200 body.
 pub(crate) async fn submit_decision(
     app: &Arc<App>,
     id: &str,
     decision: ApprovalDecision,
     operator: &str,
+    reasoning: Option<String>,
 ) -> Reply {
+    let critical = reasoning
+        .as_deref()
+        .map_or(0, |r| finality::mask_secrets(r).1);
     let operator = operator.to_owned();
     let action_id = id.to_owned();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let state = batch::approve(ov, &action_id, decision, &operator, now)?;
+            let mut security = Security::default();
+            let state = batch::approve(
+                ov,
+                &action_id,
+                decision,
+                &operator,
+                reasoning.as_deref(),
+                &mut security,
+                now,
+            )?;
             Ok(Answer::new(
                 200,
-                Value::object([(
-                    "action",
-                    action_view(&state, decision_of(ov, &state).as_ref()),
-                )]),
+                Value::object([
+                    ("success", Value::Bool(true)),
+                    (
+                        "action",
+                        action_view(&state, decision_of(ov, &state).as_ref()),
+                    ),
+                    ("security", security_value(&security, critical)),
+                ]),
             ))
         },
     );
     app.writer.submit(op).await
 }
 
-/// The 409s of a decision on an action that is no longer pending approval; other refusals are
-/// answered as every route answers them.
+/// The answers to a decision on an action that is no longer pending approval: 410 when the
+/// sweep expired it, 409 otherwise; other refusals are answered as every route answers them.
 pub(crate) fn refusal(e: &finality::Error) -> Option<Response> {
     match e {
+        finality::Error::TerminalState {
+            lifecycle: Lifecycle::Expired,
+            ..
+        } => Some(error_with(
+            410,
+            APPROVAL_EXPIRED,
+            [("code", Value::str("APPROVAL_EXPIRED"))],
+        )),
         finality::Error::TerminalState { lifecycle, .. } => Some(error_with(
             409,
             "Action is not pending approval",

@@ -93,9 +93,10 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
     let p = state.approval.as_ref();
     let approved = p.filter(|p| p.decision == ApprovalDecision::Approve);
     let denied = p.filter(|p| p.decision == ApprovalDecision::Deny);
+    // A denial's reasoning, or the expiry's message, as the reference sets `error_message`.
     let error_message = o
         .and_then(|o| o.error_message.clone())
-        .or_else(|| denied.map(|d| format!("Operator {} denied the action.", d.decided_by)));
+        .or_else(|| p.and_then(|p| p.error_message().map(str::to_owned)));
     let close_source = o.map(|o| match o.source {
         finality::Source::Outcome => "outcome",
         finality::Source::LegacyClose => "direct",
@@ -150,6 +151,15 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
         ("approved_at", time(approved.map(|p| p.decided_at))),
         ("denied_by", opt(denied.map(|p| p.decided_by.clone()))),
         ("denied_at", time(denied.map(|p| p.decided_at))),
+        (
+            "approval_reasoning",
+            opt(p.and_then(|p| p.reasoning.clone())),
+        ),
+        (
+            "approval_expires_in_seconds",
+            a.approval_wait_seconds
+                .map_or(Value::Null, |w| Value::from(i64::from(w))),
+        ),
         (
             "approval_grant_used_at",
             time(approved.and(c).map(|c| c.claimed_at)),

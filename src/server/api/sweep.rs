@@ -74,12 +74,15 @@ pub(super) async fn run_sweep(app: &Arc<App>) -> Reply {
 
 async fn sweep_once(app: &Arc<App>) -> Reply {
     let minutes = f64::from(app.settings.timeout_minutes);
+    let expiry = app.settings.approval_expiry;
     let started = std::time::Instant::now();
     let watch = app.clone();
     let scan = super::reads::read(app, move |ov, now| {
         let mut observations = watch.observations();
         watch.merge_saved_observations(&mut observations);
-        let scan = batch::sweep_scan(ov, minutes, now, &mut observations, &|| watch.is_stopping());
+        let scan = batch::sweep_scan(ov, minutes, &expiry, now, &mut observations, &|| {
+            watch.is_stopping()
+        });
         let seen = observations.clone();
         drop(observations);
         watch.save_observations(&seen);
@@ -124,6 +127,16 @@ async fn sweep_once(app: &Arc<App>) -> Reply {
                                 .swept
                                 .iter()
                                 .map(|s| Value::str(s.action_id.as_str()))
+                                .collect(),
+                        ),
+                    ),
+                    (
+                        "expired",
+                        Value::Array(
+                            report
+                                .expired
+                                .iter()
+                                .map(|id| Value::str(id.as_str()))
                                 .collect(),
                         ),
                     ),

@@ -77,6 +77,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         reload: None,
         cron_secret: cron.map(str::to_owned),
         timeout_minutes: 15,
+        approval_expiry: crate::finality::ApprovalExpiry::default(),
         sweep_every: None,
         max_batch: 64,
         batch_linger: std::time::Duration::from_millis(1),
@@ -1170,7 +1171,7 @@ async fn approvals_by_operators_only() {
         "{text}"
     );
     assert!(text.contains("lifecycle:    completed"), "{text}");
-    // A denial cancels.
+    // A denial fails the action (the reference's), its message the default one.
     let id3 = recorded(&s, "deploy", ACT, "").await;
     let g = s
         .post(
@@ -1180,7 +1181,11 @@ async fn approvals_by_operators_only() {
         )
         .await;
     let a = g.body.get("action").unwrap();
-    assert_eq!(a.get("status").and_then(Value::as_str), Some("cancelled"));
+    assert_eq!(a.get("status").and_then(Value::as_str), Some("failed"));
+    assert_eq!(
+        a.get("error_message").and_then(Value::as_str),
+        Some("Denied by human operator")
+    );
     assert_eq!(a.get("approved_by"), Some(&Value::Null));
     assert_eq!(
         s.patch(format!("/api/actions/{id3}"), BOT, &claim_body(A1, ACT))
@@ -1241,16 +1246,17 @@ async fn cron_sweep_needs_the_secret() {
     let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
     assert_eq!(
         (g.status, g.body.get("rows_swept")),
-        (200, Some(&Value::from(2)))
+        (200, Some(&Value::from(1)))
     );
     assert_eq!(g.body.get("ok"), Some(&Value::Bool(true)));
     assert_eq!(
         status(&s, &running).await,
         ("unknown".into(), "lost_confirmation".into())
     );
+    // Awaiting an operator: nothing ran, so its outcome is never swept (it expires instead).
     assert_eq!(
         status(&s, &approval).await,
-        ("pending_approval".into(), "lost_confirmation".into())
+        ("pending_approval".into(), "pending".into())
     );
     assert_eq!(
         status(&s, &fresh).await,
@@ -2697,4 +2703,86 @@ async fn an_action_named_stats_keeps_its_routes() {
         g.body.get("completed").and_then(Value::as_safe_integer),
         Some(1)
     );
+}
+
+/// Approval expiry: `approval_wait_seconds` is kept on the action (rounded and clamped), the
+/// cron sweep expires an approval nobody gave once the wait plus the 15-minute grace passed on
+/// the server's clock, and a decision after that is refused 410 `APPROVAL_EXPIRED`. A denial
+/// keeps the operator's reasoning, redacted, as the action's `error_message`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_expire_and_denials_keep_their_reasoning() {
+    let s = server();
+    let short = recorded(&s, "deploy", ACT, r#","approval_wait_seconds":1.4"#).await;
+    let default = recorded(&s, "deploy", ACT, "").await;
+    let g = s.get(format!("/api/actions/{short}"), BOT).await;
+    let a = g.body.get("action").unwrap();
+    assert_eq!(
+        a.get("approval_expires_in_seconds"),
+        Some(&Value::from(5)),
+        "clamped to 5"
+    );
+    let g = s
+        .guard(BOT, "deploy", ACT, r#","approval_wait_seconds":"soon""#)
+        .await;
+    assert_eq!(g.status, 400);
+    assert!(format!("{:?}", g.body).contains("approval_wait_seconds"));
+    let ok = [("authorization", "Bearer cron-secret")];
+    // 5 s + 15 min later: the short one expires, the default one (300 s) waits.
+    s.clock.fetch_add(905_001, Ordering::SeqCst);
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(
+        g.body.get("expired"),
+        Some(&Value::Array(vec![Value::str(short.as_str())]))
+    );
+    assert_eq!(g.body.get("rows_swept"), Some(&Value::from(0)));
+    let g = s.get(format!("/api/actions/{short}"), BOT).await;
+    let a = g.body.get("action").unwrap();
+    assert_eq!(a.get("status").and_then(Value::as_str), Some("expired"));
+    assert_eq!(
+        a.get("error_message").and_then(Value::as_str),
+        Some(crate::finality::approval::APPROVAL_EXPIRED_ERROR)
+    );
+    for decision in ["allow", "deny"] {
+        let g = s
+            .post(
+                format!("/api/actions/{short}/approve"),
+                OPS,
+                format!(r#"{{"decision":"{decision}"}}"#),
+            )
+            .await;
+        assert_eq!((g.status, g.str("code")), (410, "APPROVAL_EXPIRED"));
+        assert!(g.str("error").starts_with("Approval expired"));
+    }
+    // The default one is still open: the operator denies it, with reasoning.
+    let g = s
+        .post(
+            format!("/api/actions/{default}/approve"),
+            OPS,
+            r#"{"decision":"deny","reasoning":"not on a Friday; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.body.get("success"), Some(&Value::Bool(true)));
+    let a = g.body.get("action").unwrap();
+    assert_eq!(a.get("status").and_then(Value::as_str), Some("failed"));
+    let message = a.get("error_message").and_then(Value::as_str).unwrap();
+    assert!(message.starts_with("not on a Friday"), "{message}");
+    assert!(!message.contains("ghp_aaaa"), "{message}");
+    assert_eq!(
+        a.get("approval_reasoning").and_then(Value::as_str),
+        Some(message)
+    );
+    let sec = g.body.get("security").unwrap();
+    assert_eq!(sec.get("clean"), Some(&Value::Bool(false)));
+    // Later sweeps leave both alone; the ledger verifies.
+    s.clock.fetch_add(3_600_000, Ordering::SeqCst);
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    assert_eq!(g.body.get("expired"), Some(&Value::Array(vec![])));
+    assert_eq!(g.body.get("rows_swept"), Some(&Value::from(0)));
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
 }

@@ -459,7 +459,7 @@ pub(super) async fn decide(
     if ActionId::parse(&id).is_none() {
         return refuse(404, Some(&viewer), "No such action.");
     }
-    match approvals::submit_decision(&app, &id, decision, &viewer.principal).await {
+    match approvals::submit_decision(&app, &id, decision, &viewer.principal, None).await {
         Ok(_) => see_other(&format!("/ui/actions/{id}")),
         Err(BatchError::Unavailable { .. }) => unreadable(&viewer),
         Err(BatchError::Refused(e)) => {
