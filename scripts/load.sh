@@ -147,21 +147,23 @@ check_pending() { # git dir of the remote: the combined landings' refs (publish 
   # a publication under refs/ledger/incoming/<key> when the ledger moved under it, and the
   # first pending job lands every pending one). After `maintain --remote` lands what is left
   # (a direct landing leaves its incoming ref for the next lander to delete), nothing is
-  # pending; every refusal mark names a publication none of whose files is in the ledger.
+  # pending; every refusal mark names a publication none of whose shards is in the ledger
+  # (its event bindings may be: an event it shares with the publication that won carries the
+  # same binding bytes, written by the winner).
   local repo=$1
   "$bin" -q maintain --remote "$repo" --repo "$work/maint.git" >/dev/null || { echo "load[remote]: FAIL: maintain --remote"; exit 1; }
   [ -z "$(git -C "$repo" for-each-ref refs/ledger/incoming/)" ] || { echo "load[remote]: FAIL: pending publications left"; exit 1; }
   local marks=0
   for mark in $(git -C "$repo" for-each-ref --format='%(objectname)' refs/ledger/refused/); do
     marks=$((marks + 1))
-    git -C "$repo" diff-tree -r --no-commit-id --root --diff-filter=A "$mark^" | while IFS=$'\t' read -r meta path; do
+    git -C "$repo" diff-tree -r --no-commit-id --root --diff-filter=A "$mark^" -- ledger/v1/events/ | while IFS=$'\t' read -r meta path; do
       blob=$(echo "$meta" | cut -d' ' -f4)
       [ "$(git -C "$repo" rev-parse -q --verify "main:$path" || true)" != "$blob" ] ||
         { echo "load[remote]: FAIL: refused publication $mark left $path in the ledger"; exit 1; }
     done
   done
   "$bin" -q verify --repo "$repo" || { echo "load[remote]: FAIL: verify after maintain --remote"; exit 1; }
-  echo "load[remote]: pending publications: none left; $marks refusal mark(s), none with a file in the ledger"
+  echo "load[remote]: pending publications: none left; $marks refusal mark(s), none with a shard in the ledger"
 }
 
 if [ "$mode" = local ] || [ "$mode" = both ]; then
