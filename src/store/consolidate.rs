@@ -1234,6 +1234,106 @@ mod tests {
         assert_fsck_clean(&repo);
     }
 
+    /// The packs a `multi-pack-index` names, removed after their objects went elsewhere, as a
+    /// `git repack` or our roll-up racing with `git maintenance run --task=incremental-repack`
+    /// leaves them. Git falls back to the remaining packs' indices; so must every handle, old
+    /// or new, and a write on top must land.
+    #[test]
+    fn a_stale_multi_pack_index_hides_no_object() {
+        // Where the objects went: another pack (a repack), loose files (`git repack -A`
+        // loosening, an unpack), or a pack written and a second midx-named pack also removed.
+        for moved_to in ["pack", "loose", "pack, two named packs removed"] {
+            let (_tmp, repo, store) = new_store();
+            let commits = publish_many(&store, 3, 30, "a");
+            let before = git(&repo, &["rev-list", "--objects", "--all"]);
+            if moved_to.starts_with("pack,") {
+                // Two packs the midx will name, each holding part of the history.
+                git(&repo, &["repack", "-q", "-d"]);
+            } else {
+                git(&repo, &["repack", "-q", "-a", "-d"]);
+            }
+            let named: Vec<PathBuf> = std::fs::read_dir(repo.join("objects/pack"))
+                .expect("dir")
+                .map(|e| e.expect("entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+                .collect();
+            git(&repo, &["multi-pack-index", "write"]);
+            let everything = git(
+                &repo,
+                &["rev-list", "--objects", "--all", "--no-object-names"],
+            );
+            let remove_named = || {
+                for pack in &named {
+                    for ext in ["idx", "pack", "rev", "bitmap"] {
+                        let _ = std::fs::remove_file(pack.with_extension(ext));
+                    }
+                }
+            };
+            let git_with_input = |args: &[&str], input: &[u8]| {
+                use std::io::Write as _;
+                let mut child = std::process::Command::new("git")
+                    .args(args)
+                    .current_dir(&repo)
+                    .env("GIT_CONFIG_NOSYSTEM", "1")
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .expect("git");
+                child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(input)
+                    .expect("write");
+                assert!(child.wait().expect("wait").success(), "git {args:?}");
+            };
+            if moved_to == "loose" {
+                // unpack-objects skips the objects it can already read: remove the packs first.
+                let bytes: Vec<Vec<u8>> = named
+                    .iter()
+                    .map(|p| std::fs::read(p).expect("pack"))
+                    .collect();
+                remove_named();
+                for pack in &bytes {
+                    git_with_input(&["unpack-objects", "-q"], pack);
+                }
+            } else {
+                git_with_input(
+                    &["pack-objects", "-q", "objects/pack/pack"],
+                    format!("{everything}\n").as_bytes(),
+                );
+                remove_named();
+            }
+            assert!(repo.join("objects/pack/multi-pack-index").exists());
+            // Git itself reads through the stale index.
+            assert_eq!(
+                git(&repo, &["rev-list", "--objects", "--all"]),
+                before,
+                "{moved_to}"
+            );
+            let fresh = Store::open(&repo).expect("open");
+            for handle in [&fresh, &store] {
+                let view = handle.snapshot(commits.last().copied()).expect("snapshot");
+                assert_eq!(
+                    view.read("a2/d0/f0.json", 100).expect("read"),
+                    Some(b"a 2 0\n".to_vec()),
+                    "{moved_to}"
+                );
+            }
+            publish(&fresh, &[("b/f.json", "b\n")]);
+            assert_eq!(
+                fresh
+                    .snapshot(Some(fresh.tip(MAIN).expect("tip").expect("a tip")))
+                    .expect("snapshot")
+                    .read("a0/d1/f1.json", 100)
+                    .expect("read"),
+                Some(b"a 0 1\n".to_vec()),
+                "{moved_to}"
+            );
+        }
+    }
+
     /// Copies of the files of `objects/pack`, to put back as a kill would leave them.
     fn pack_files(repo: &Path) -> Vec<(PathBuf, Vec<u8>)> {
         std::fs::read_dir(repo.join("objects/pack"))

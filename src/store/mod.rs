@@ -204,18 +204,28 @@ impl Store {
     }
 }
 
-/// How every repository is opened: only its own configuration, and room for the indices of many
-/// packs. Each publication adds a pack, and a long-lived handle re-scans `objects/pack` whenever
-/// another publisher's objects are missing; gix holds every index it ever loaded in a fixed set
-/// of slots (32 by default), so a busy repository would exhaust them. 8,192 slots cost well under
-/// a MiB; past that many packs, `git gc` (which only repacks, safe beside publishers) is due.
+/// How every repository is opened: only its own configuration, room for the indices of many
+/// packs, and no multi-pack index.
+///
+/// - Slots: each publication adds a pack, and a long-lived handle re-scans `objects/pack`
+///   whenever another publisher's objects are missing; gix holds every index it ever loaded in a
+///   fixed set of slots (32 by default), so a busy repository would exhaust them. 8,192 slots
+///   cost well under a MiB; past that many packs, `git gc` (which only repacks, safe beside
+///   publishers) is due.
+/// - `core.multiPackIndex=false`: a `multi-pack-index` (written by `git maintenance`'s
+///   incremental-repack task) goes stale whenever a pack it names is removed, by `git repack` or
+///   by our roll-up ([`consolidate`]) racing with the task. Git then falls back to the packs'
+///   own indices; gix does not, and reads every object the stale index places in a removed pack
+///   as missing, until git rewrites the index. Every pack keeps its own `.idx` (git requires
+///   it), so reading those alone finds every object; the cost is one probe per pack, and the
+///   roll-up keeps packs few.
 fn open_options() -> gix::open::Options {
-    gix::open::Options::isolated().object_store_slots(
-        gix::odb::store::init::Slots::AsNeededByDiskState {
+    gix::open::Options::isolated()
+        .config_overrides(["core.multiPackIndex=false"])
+        .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState {
             multiplier: 2.0,
             minimum: 8192,
-        },
-    )
+        })
 }
 
 /// Objects that a reader keeps once it has built them from deltas, for each handle (every
