@@ -8,9 +8,11 @@
 #       an empty one (median of --repeat runs, each on a fresh `cp -a` of the cached base);
 #   (3) verify of the M-event repository (whole revision) vs `git cat-file --batch` reading the
 #       blobs of the same tree (with --skip-large: the N-event repository of (1));
-#   (4) peak RSS (and wall and CPU time) of every measured command; on their own lines the three
-#       memory figures of publish: every spool of the large base in one process (measured when
-#       the base is built, kept with it), N events into an empty repository, 1,000 into M;
+#   (4) peak RSS (and wall and CPU time) of every measured command, with the peaks of its
+#       anonymous and its file-backed part (sampled every 5 ms: scripts/mem-peak.py); on their
+#       own lines the three memory figures of publish: every spool of the large base in one
+#       process (measured when the base is built, kept with it), N events into an empty
+#       repository, 1,000 into M;
 #   (5) seal + publish of the N events end to end, an unchanged replay of the same publish, and
 #       the CPU time compared with the reference pipeline (about 1,000 s for 98,362 events).
 # One line per measurement and per ratio on stdout; a JSON summary is written to --out.
@@ -80,18 +82,29 @@ measure() {
   local name=$1 input=/dev/null; shift
   if [[ $1 == \<* ]]; then input=${1#<}; shift; fi
   sync
-  if ! /usr/bin/time -f '%e %M %U %S' -o "$work/time" "$@" <"$input" >/dev/null 2>"$work/err"; then
+  local tpid spid status=0
+  /usr/bin/time -f '%e %M %U %S' -o "$work/time" "$@" <"$input" >/dev/null 2>"$work/err" &
+  tpid=$!
+  python3 "$here/scripts/mem-peak.py" "$tpid" "$work/mem" &
+  spid=$!
+  wait "$tpid" || status=$?
+  wait "$spid"
+  if [ "$status" != 0 ]; then
     echo "bench: $name failed: $*" >&2
     cat "$work/err" >&2
     exit 1
   fi
-  local wall rss user sys
+  local wall rss user sys anon filed
   read -r wall rss user sys < <(tail -n 1 "$work/time")
-  echo "$name $wall $rss $user $sys" >>"$results"
-  awk -v n="$name" -v w="$wall" -v r="$rss" -v u="$user" -v s="$sys" 'BEGIN {
-    printf "%-40s %9.2f s wall %9.2f s cpu %8.1f MiB peak RSS\n", n, w, u + s, r / 1024 }'
+  read -r anon filed <"$work/mem"
+  echo "$name $wall $rss $user $sys $anon $filed" >>"$results"
+  awk -v n="$name" -v w="$wall" -v r="$rss" -v u="$user" -v s="$sys" -v a="$anon" -v f="$filed" 'BEGIN {
+    printf "%-40s %9.2f s wall %9.2f s cpu %8.1f MiB peak RSS (anon %.1f, file-backed %.1f)\n",
+      n, w, u + s, r / 1024, a / 1024, f / 1024 }'
 }
-# field NAME COLUMN: 2 wall, 3 rss (KiB), 4 user, 5 sys, 6 user+sys (of the last run of NAME)
+# field NAME COLUMN: 2 wall, 3 rss (KiB), 4 user, 5 sys, 6 user+sys, 7 peak anonymous RSS
+# (KiB), 8 peak file-backed RSS (KiB; both sampled by scripts/mem-peak.py), of the last run of
+# NAME
 field() {
   awk -v n="$1" -v c="$2" '$1 == n { v = (c == 6 ? $4 + $5 : $c) } END { print v }' "$results"
 }
@@ -349,10 +362,11 @@ for line in open(info):
     meta[k] = num(v)
 m = {}
 for line in open(results):
-    name, wall, rss, user, sys_ = line.split()
+    name, wall, rss, user, sys_, anon, filed = line.split()
     m[name] = {"wall_s": float(wall), "cpu_s": round(float(user) + float(sys_), 2),
                "user_s": float(user), "sys_s": float(sys_), "peak_rss_kib": int(rss),
-               "peak_rss_mib": round(int(rss) / 1024, 1)}
+               "peak_rss_mib": round(int(rss) / 1024, 1),
+               "peak_anon_rss_kib": int(anon), "peak_file_rss_kib": int(filed)}
 r = {}
 for line in open(ratios):
     label, a, b = line.rstrip("\n").split("\t")
@@ -415,6 +429,8 @@ if os.path.exists(medians):
         "base_binary_sha256": meta.get("base_binary_sha256"),
     }
 fig["4_peak_rss_kib"] = {k: v["peak_rss_kib"] for k, v in m.items()}
+fig["4_peak_anon_rss_kib"] = {k: v["peak_anon_rss_kib"] for k, v in m.items()}
+fig["4_peak_file_rss_kib"] = {k: v["peak_file_rss_kib"] for k, v in m.items()}
 fig["4_publish_peak_rss_kib"] = {
     "whole_large_base_one_process": meta.get("publish_large_rss_kib"),
     "events_into_empty": get("publish", "peak_rss_kib"),
