@@ -1014,4 +1014,8 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value_t = 256, hide = true,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(super) max_batch: u32,
+    /// Most `GET /api/stream` (Server-Sent Events) subscribers open at once; past it, 503.
+    #[arg(long, default_value_t = 256, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub(super) max_streams: u32,
 }

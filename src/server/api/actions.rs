@@ -590,8 +590,11 @@ fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
     }
     if replayed {
         fields.push(("idempotent_replay", Value::Bool(true)));
+        return Answer::new(status, Value::object(fields));
     }
+    let row = fields[0].1.clone();
     Answer::new(status, Value::object(fields))
+        .with_event(crate::server::writer::Event::created(state, row))
 }
 
 pub(super) async fn create(
