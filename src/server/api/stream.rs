@@ -12,7 +12,8 @@
 //! | `action.updated` | an approval, a denial (`status: "failed"`, the reasoning as `error_message`), an expiry (`status: "expired"`) or a sweep's close | the action row |
 //! | `stream.lagged` | the subscriber fell too far behind; the stream then ends | `{"error":…,"missed":N}` |
 //!
-//! A comment line `: heartbeat` is sent every 15 seconds ([`HEARTBEAT`], DashClaw's interval)
+//! Each event is followed by a comment line of [`PADDING`] bytes (see [`padding`] for why), and
+//! a comment line `: heartbeat` is sent every 15 seconds ([`HEARTBEAT`], DashClaw's interval)
 //! so that proxies keep the connection open.
 //!
 //! # Where events come from
@@ -103,6 +104,17 @@ pub(crate) fn channel() -> broadcast::Sender<Arc<Event>> {
     broadcast::channel(CHANNEL).0
 }
 
+/// The size of the comment sent after each event ([`padding`]).
+pub const PADDING: usize = 4096;
+
+/// A comment of [`PADDING`] bytes, sent after each event: the Python SDK reads the stream in
+/// blocks of 4 KiB and acts on an event only once the block that ends it is full, so without
+/// it an approval would wait in the SDK's socket buffer for the next events (its
+/// `wait_for_approval` would fall back to polling). Clients ignore comments.
+fn padding() -> SseEvent {
+    SseEvent::default().comment(" ".repeat(PADDING))
+}
+
 fn sse(name: &str, data: &Value) -> SseEvent {
     SseEvent::default()
         .event(name)
@@ -126,45 +138,49 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
     ]);
     let principal = caller.principal.clone();
     let operator = caller.operator;
-    // State: the subscription, the pending `connected` event, and whether to stop.
-    let state = (rx, Some(connected), false);
-    let events = futures_util::stream::unfold(state, move |(mut rx, first, done)| {
-        // The permit lives as long as the stream.
-        let _permit = &permit;
-        let principal = principal.clone();
-        let stop = stopping.clone();
-        async move {
-            if done {
-                return None;
-            }
-            if let Some(c) = first {
-                return Some((Ok::<_, Infallible>(sse("connected", &c)), (rx, None, false)));
-            }
-            let mut stop = stop;
-            loop {
-                if *stop.borrow() {
+    // State: the subscription, what to send before reading it again, and whether to end then.
+    let first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
+    let events = futures_util::stream::unfold(
+        (rx, first, false),
+        move |(mut rx, mut queue, done)| {
+            // The permit lives as long as the stream.
+            let _permit = &permit;
+            let principal = principal.clone();
+            let mut stop = stopping.clone();
+            async move {
+                if let Some(next) = queue.pop_front() {
+                    return Some((Ok::<_, Infallible>(next), (rx, queue, done)));
+                }
+                if done {
                     return None;
                 }
-                tokio::select! {
-                    got = rx.recv() => match got {
-                        Ok(e) if operator || e.created_by == principal => {
-                            return Some((Ok(sse(e.name, &e.data)), (rx, None, false)));
-                        }
-                        Ok(_) => {}
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            let body = Value::object([
-                                ("error", Value::str("The subscriber fell behind: events were missed; reconnect and read the actions again")),
-                                ("missed", Value::from(n as i64)),
-                            ]);
-                            return Some((Ok(sse("stream.lagged", &body)), (rx, None, true)));
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    },
-                    changed = stop.changed() => if changed.is_err() { return None; },
+                loop {
+                    if *stop.borrow() {
+                        return None;
+                    }
+                    tokio::select! {
+                        got = rx.recv() => match got {
+                            Ok(e) if operator || e.created_by == principal => {
+                                queue.push_back(padding());
+                                return Some((Ok(sse(e.name, &e.data)), (rx, queue, false)));
+                            }
+                            Ok(_) => {}
+                            Err(broadcast::error::RecvError::Lagged(n)) => {
+                                let body = Value::object([
+                                    ("error", Value::str("The subscriber fell behind: events were missed; reconnect and read the actions again")),
+                                    ("missed", Value::from(n as i64)),
+                                ]);
+                                queue.push_back(padding());
+                                return Some((Ok(sse("stream.lagged", &body)), (rx, queue, true)));
+                            }
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        },
+                        changed = stop.changed() => if changed.is_err() { return None; },
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     (
         [(axum::http::header::CACHE_CONTROL, "no-cache, no-transform")],
         Sse::new(events).keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat")),
