@@ -20,7 +20,9 @@
 #     installed): 32 claimers spread over both, exactly one winner; outcomes one-shot across them;
 #   - SIGHUP reloads the keys file (a key added while it runs works, the server runs on), /metrics
 #     counts the reload, and no key or secret reaches a server's log;
-#   - SIGTERM stops each server with exit code 0;
+#   - wait_for_approval hears an approval and a denial on GET /api/stream, with no poll of
+#     GET /api/actions/{id} (counted in the server's access log);
+#   - SIGTERM stops each server with exit code 0, with an event stream open;
 #   then `verify` and `git fsck --strict` are clean on every repository.
 # If the package index cannot be reached, prints a SKIP line and exits 0.
 # Usage: scripts/e2e-serve.sh   (BIN=path/to/action-ledger to choose the binary;
@@ -434,8 +436,17 @@ for k in "$bot_key" "$ops_key" "$hup_key" "$cron_secret"; do
   ! grep -qF -- "$k" "$work"/*.err || fail "a key or the cron secret reached a server's log"
 done
 ok "SIGHUP reloads the keys file: the new key works, the server runs on; /metrics counts it; no key in the logs"
+# An open event stream does not hold the shutdown: it ends when the server stops.
+curl -sN -H "x-api-key: $ops_key" "$a_url/api/stream" >"$work/stream.txt" 2>/dev/null &
+stream_pid=$!
+pids+=("$stream_pid")
+for _ in $(seq 200); do grep -q '^event: connected' "$work/stream.txt" && break; sleep 0.05; done
+grep -q '^event: connected' "$work/stream.txt" || fail "no connected event on /api/stream"
+started=$(date +%s)
 for s in a late nosecret; do stop "$s"; done
-ok "SIGTERM stops the servers with exit code 0"
+[ $(($(date +%s) - started)) -lt 10 ] || fail "an open /api/stream held the shutdown"
+wait "$stream_pid" || true
+ok "SIGTERM stops the servers with exit code 0, an open /api/stream included"
 
 # Two servers, two repositories, one bare remote with the hook.
 export ACTION_LEDGER_BIN=$bin

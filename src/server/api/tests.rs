@@ -3030,3 +3030,30 @@ async fn the_stream_is_authenticated_bounded_and_ends_at_shutdown() {
         );
     }
 }
+
+/// A subscriber that falls more than the channel's capacity behind is told (`stream.lagged`,
+/// with how many it missed) and disconnected; the writer never waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_subscriber_is_told_and_dropped() {
+    let s = server();
+    let (_, sub) = subscribe(&s, OPS).await;
+    let mut sub = sub.unwrap();
+    let app = s.app.as_ref().unwrap();
+    for i in 0..stream::CHANNEL + 10 {
+        let event = stream::Event {
+            name: "action.updated",
+            created_by: "bot".into(),
+            data: Value::object([("n", Value::from(i as i64))]),
+        };
+        assert!(app.events.send(Arc::new(event)).is_ok(), "never blocks");
+    }
+    let (name, data) = sub.expect().await;
+    assert_eq!(name, "stream.lagged");
+    assert_eq!(data.get("missed"), Some(&Value::from(10)));
+    let started = std::time::Instant::now();
+    assert_eq!(sub.next(std::time::Duration::from_secs(10)).await, None);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "then it ends"
+    );
+}
