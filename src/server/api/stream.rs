@@ -12,7 +12,7 @@
 //! | `action.updated` | an approval, a denial (`status: "failed"`, the reasoning as `error_message`), an expiry (`status: "expired"`) or a sweep's close | the action row |
 //! | `stream.lagged` | the subscriber fell too far behind; the stream then ends | `{"error":…,"missed":N}` |
 //!
-//! Each event is followed by a comment line of [`PADDING`] bytes (see [`padding`] for why), and
+//! Each event is followed by a comment line of [`PADDING`] bytes (see [`PADDING`] for why), and
 //! a comment line `: heartbeat` is sent every 15 seconds ([`HEARTBEAT`], DashClaw's interval)
 //! so that proxies keep the connection open.
 //!
@@ -104,13 +104,13 @@ pub(crate) fn channel() -> broadcast::Sender<Arc<Event>> {
     broadcast::channel(CHANNEL).0
 }
 
-/// The size of the comment sent after each event ([`padding`]).
+/// The size of the comment sent after each event: the Python SDK reads the stream in blocks of
+/// 4 KiB and acts on an event only once the block that ends it is full, so without it an
+/// approval would wait in the SDK's socket buffer for the next events (and its
+/// `wait_for_approval` would wait out its polling interval). Clients ignore comments.
 pub const PADDING: usize = 4096;
 
-/// A comment of [`PADDING`] bytes, sent after each event: the Python SDK reads the stream in
-/// blocks of 4 KiB and acts on an event only once the block that ends it is full, so without
-/// it an approval would wait in the SDK's socket buffer for the next events (its
-/// `wait_for_approval` would fall back to polling). Clients ignore comments.
+/// A comment of [`PADDING`] bytes, sent after each event.
 fn padding() -> SseEvent {
     SseEvent::default().comment(" ".repeat(PADDING))
 }
