@@ -31,7 +31,8 @@
 //! - The channel holds the last [`CHANNEL`] events, shared by every subscriber (a subscriber's
 //!   memory is bounded by it): one that falls further behind gets `stream.lagged` and is
 //!   disconnected (a client reconnects and reads the actions it cares about).
-//! - The streams end when the server stops, so a shutdown never waits on them.
+//! - The streams end when the server stops, so a shutdown never waits on them, and after
+//!   [`MAX_DURATION`] (DashClaw's 30 minutes).
 //!
 //! # Not streamed
 //!
@@ -61,6 +62,10 @@ use crate::finality::State as ActionState;
 
 /// How often the keep-alive comment is sent: DashClaw's 15 seconds.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// A stream ends after this long (DashClaw's 30 minutes): clients reconnect, and a subscriber
+/// that stopped reading does not hold its slot for ever.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 60);
 
 /// The events the broadcast channel holds for its slowest subscriber.
 pub const CHANNEL: usize = 1024;
@@ -139,6 +144,7 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
     let principal = caller.principal.clone();
     let operator = caller.operator;
     // State: the subscription, what to send before reading it again, and whether to end then.
+    let deadline = tokio::time::Instant::now() + MAX_DURATION;
     let first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
     let events = futures_util::stream::unfold(
         (rx, first, false),
@@ -176,6 +182,7 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
                             Err(broadcast::error::RecvError::Closed) => return None,
                         },
                         changed = stop.changed() => if changed.is_err() { return None; },
+                    () = tokio::time::sleep_until(deadline) => return None,
                     }
                 }
             }
