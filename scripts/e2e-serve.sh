@@ -20,7 +20,9 @@
 #     installed): 32 claimers spread over both, exactly one winner; outcomes one-shot across them;
 #   - SIGHUP reloads the keys file (a key added while it runs works, the server runs on), /metrics
 #     counts the reload, and no key or secret reaches a server's log;
-#   - SIGTERM stops each server with exit code 0;
+#   - wait_for_approval hears an approval and a denial on GET /api/stream, with no poll of
+#     GET /api/actions/{id} (counted in the server's access log);
+#   - SIGTERM stops each server with exit code 0, with an event stream open;
 #   then `verify` and `git fsck --strict` are clean on every repository.
 # If the package index cannot be reached, prints a SKIP line and exits 0.
 # Usage: scripts/e2e-serve.sh   (BIN=path/to/action-ledger to choose the binary;
@@ -301,6 +303,59 @@ if case == "sdk":
     ok(f"get_guard_decisions lists the agent's {g['total']} decisions, filtered by verdict; a bad verdict is 400; "
        "/api/actions/stats counts every action")
 
+elif case == "stream":
+    # wait_for_approval through GET /api/stream (issue 45): an operator decides while the SDK
+    # waits, and the SDK hears it on the stream. The SDK reads the action once when it starts
+    # waiting and, on an approval, once more for the result; a poll is any other
+    # GET /api/actions/{id}: the interval (30 s) is longer than the whole wait, so a poll can
+    # only come from the stream failing (the SDK then polls at once and waits out the interval).
+    log = sys.argv[3]
+    ops = DashClaw(url, ops_key, "operator-console")
+    def reads():
+        n = 0
+        for line in open(log):
+            if '"type":"access"' in line:
+                e = json.loads(line)
+                n += e["method"] == "GET" and e["route"] == "/api/actions/{id}" and e.get("principal") == "bot"
+        return n
+    def streams():
+        return sum('"route":"/api/stream"' in line for line in open(log))
+    for decision in ("allow", "deny"):
+        aid = dc.guard({"action_type": "deploy", "declared_goal": "stream " + decision, "act": act,
+                        "client_capabilities": ["execution_claims"]}, record=True)["action_id"]
+        assert dc.get_action(aid)["action"]["status"] == "pending_approval"
+        before, opened = reads(), streams()
+        result = {}
+        def wait():
+            try:
+                result["value"] = dc.wait_for_approval(aid, timeout=20, interval=30)
+            except Exception as e:
+                result["error"] = e
+        t = threading.Thread(target=wait)
+        t.start()
+        for _ in range(400):
+            if streams() > opened:
+                break
+            time.sleep(0.025)
+        else:
+            raise AssertionError("the SDK did not open /api/stream")
+        time.sleep(0.5)
+        decided = time.time()
+        ops.approve_action(aid, decision, reasoning="not now" if decision == "deny" else None)
+        t.join(25)
+        took = time.time() - decided
+        polls = reads() - before - (2 if decision == "allow" else 1)
+        if decision == "allow":
+            assert result.get("value", {}).get("action", {}).get("approved_by") == "ops", result
+        else:
+            e = result.get("error")
+            assert type(e).__name__ == "ApprovalDeniedError" and e.decision == "failed", repr(e)
+            assert "not now" in str(e), str(e)
+        assert polls == 0, f"the SDK polled GET /api/actions/{{id}} {polls} time(s) while waiting"
+        assert took < 5, f"the decision reached the SDK after {took:.1f} s"
+        ok(f"wait_for_approval hears the {'approval' if decision == 'allow' else 'denial'} on /api/stream "
+           f"in {took:.2f} s, with no poll of GET /api/actions/{{id}}")
+
 elif case == "sweep":
     sweep_url = sys.argv[3]
     secret = os.environ["CRON_SECRET"]
@@ -350,6 +405,7 @@ EOF
 
 export BOT_KEY=$bot_key OPS_KEY=$ops_key CRON_SECRET=$cron_secret
 "$py" "$work/cases.py" "$a_url" sdk || fail "SDK cases"
+"$py" "$work/cases.py" "$a_url" stream "$work/a.err" || fail "stream cases"
 
 # The sweep: an action left pending, then a second server on the same repository whose clock is
 # two hours ahead must not sweep it through the cron endpoint (issue 43 item 1).
@@ -380,8 +436,17 @@ for k in "$bot_key" "$ops_key" "$hup_key" "$cron_secret"; do
   ! grep -qF -- "$k" "$work"/*.err || fail "a key or the cron secret reached a server's log"
 done
 ok "SIGHUP reloads the keys file: the new key works, the server runs on; /metrics counts it; no key in the logs"
+# An open event stream does not hold the shutdown: it ends when the server stops.
+curl -sN -H "x-api-key: $ops_key" "$a_url/api/stream" >"$work/stream.txt" 2>/dev/null &
+stream_pid=$!
+pids+=("$stream_pid")
+for _ in $(seq 200); do grep -q '^event: connected' "$work/stream.txt" && break; sleep 0.05; done
+grep -q '^event: connected' "$work/stream.txt" || fail "no connected event on /api/stream"
+started=$(date +%s)
 for s in a late nosecret; do stop "$s"; done
-ok "SIGTERM stops the servers with exit code 0"
+[ $(($(date +%s) - started)) -lt 10 ] || fail "an open /api/stream held the shutdown"
+wait "$stream_pid" || true
+ok "SIGTERM stops the servers with exit code 0, an open /api/stream included"
 
 # Two servers, two repositories, one bare remote with the hook.
 export ACTION_LEDGER_BIN=$bin

@@ -440,6 +440,8 @@ pub(super) enum Command {
     /// loopback with --insecure-no-auth. $ACTION_LEDGER_CRON_SECRET enables
     /// `GET /api/cron/outcome-sweep` (Authorization: Bearer SECRET). $ACTION_LEDGER_NOW starts
     /// its clock at that time. SIGINT or SIGTERM stop it after the requests in flight (exit 0).
+    /// `GET /api/stream` streams the landed changes of actions as Server-Sent Events (what the
+    /// SDK's `wait_for_approval` listens to), at most --max-streams at once.
     /// SIGHUP (`systemctl reload`, a log rotation) reads --api-keys and --policy again and puts
     /// both in force together, the key of $ACTION_LEDGER_API_KEY kept; if either file is
     /// malformed (or no key would be left), the old ones stay and one line on stderr says which
@@ -1014,4 +1016,8 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value_t = 256, hide = true,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(super) max_batch: u32,
+    /// Most `GET /api/stream` (Server-Sent Events) subscribers open at once; past it, 503.
+    #[arg(long, default_value_t = 256, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub(super) max_streams: u32,
 }

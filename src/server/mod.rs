@@ -151,6 +151,9 @@ pub struct Settings {
     pub batch_linger: Duration,
     /// How long a client may take to send a request's headers, and then its body.
     pub client_timeout: Duration,
+    /// At most this many `GET /api/stream` subscribers at once; past it, 503
+    /// ([`api::stream`]).
+    pub max_streams: usize,
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// Diagnostics.

@@ -12,6 +12,7 @@ use crate::finality::batch::{self, BatchError, Op, Target};
 use crate::store::Store;
 
 use super::Clock;
+pub use super::api::stream::Event;
 use super::metrics::Metrics;
 
 /// A successful answer of an operation: HTTP status and JSON body.
@@ -23,6 +24,9 @@ pub struct Answer {
     pub body: Value,
     /// Send `Cache-Control: no-store` (claims).
     pub no_store: bool,
+    /// What the operation changed, told to `GET /api/stream`'s subscribers once (and only if)
+    /// its batch landed ([`crate::server::api::stream`]).
+    pub events: Vec<Event>,
 }
 
 impl Answer {
@@ -32,7 +36,15 @@ impl Answer {
             status,
             body,
             no_store: false,
+            events: Vec::new(),
         }
+    }
+
+    /// This answer, telling the stream's subscribers `event` when it lands.
+    #[must_use]
+    pub fn with_event(mut self, event: Event) -> Answer {
+        self.events.push(event);
+        self
     }
 }
 
@@ -160,6 +172,7 @@ impl Writer {
         linger: std::time::Duration,
         log: super::Log,
         metrics: Arc<Metrics>,
+        events: tokio::sync::broadcast::Sender<Arc<Event>>,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
@@ -247,17 +260,28 @@ impl Writer {
                                 took.as_millis()
                             ));
                         }
-                        results
+                        (results, landed.commit.is_some())
                     }));
-                    let results = landed.unwrap_or_else(|_| {
-                        (0..txs.len())
+                    let (mut results, committed) = landed.unwrap_or_else(|_| {
+                        let failed = (0..txs.len())
                             .map(|_| {
                                 Err(BatchError::Unavailable {
                                     reason: "internal error while planning the batch".into(),
                                 })
                             })
-                            .collect()
+                            .collect();
+                        (failed, false)
                     });
+                    // Only what landed is told: an operation that refused, or a batch that did
+                    // not land, emits nothing. A send never blocks (the channel is a ring: a
+                    // slow subscriber lags and is dropped, `api::stream`).
+                    for answer in results.iter_mut().filter_map(|r| r.as_mut().ok()) {
+                        for event in std::mem::take(&mut answer.events) {
+                            if committed {
+                                let _ = events.send(Arc::new(event));
+                            }
+                        }
+                    }
                     // Requests that did not land are answered 503 with the reason; the
                     // operator reads the cause (a full disk, an I/O error) in the log.
                     if let Some(reason) = results.iter().find_map(|r| match r {
@@ -324,6 +348,7 @@ mod tests {
             std::time::Duration::ZERO,
             Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned())),
             Arc::new(Metrics::new()),
+            tokio::sync::broadcast::channel(4).0,
         )
         .unwrap();
         let r = writer

@@ -132,6 +132,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         max_batch: a.max_batch as usize,
         batch_linger: std::time::Duration::from_millis(5),
         client_timeout: std::time::Duration::from_secs(30),
+        max_streams: a.max_streams as usize,
         clock: serve_clock(env)?,
         // Straight to file descriptor 2: `main` holds the lock of `std::io::stderr` for the whole
         // run, so `eprintln!` from the server's threads would wait for it forever. Every line is

@@ -50,7 +50,7 @@ use crate::finality::{
     self, ActionId, ClaimRequest, Lifecycle, NewAction, State as ActionState, Verdict,
 };
 use crate::server::auth;
-use crate::server::writer::Answer;
+use crate::server::writer::{Answer, Event};
 use crate::time::Timestamp;
 
 /// What a guard or create request asks about.
@@ -502,6 +502,7 @@ pub(super) async fn guard(
             fields.push(("action_id", Value::str(action_id.as_str())));
             fields.push(("action_status", Value::str(state.lifecycle().as_str())));
             let verdict = state.action.guard_verdict;
+            let mut changed = !replayed;
             if let Some(fold) = &fold
                 && matches!(verdict, Verdict::Allow | Verdict::Warn)
             {
@@ -519,11 +520,13 @@ pub(super) async fn guard(
                     .claim
                     .as_ref()
                     .filter(|c| replayed && c.attempt_id.as_str() == fold.attempt_id);
+                let fresh = own_claim.is_none();
                 match own_claim.map_or_else(
                     || batch::claim(ov, action_id.as_str(), &request, now),
                     |c| Ok(c.clone()),
                 ) {
                     Ok(c) => {
+                        changed |= fresh;
                         fields.push(("claimed", Value::Bool(true)));
                         fields.push((
                             "claimed_at",
@@ -549,7 +552,18 @@ pub(super) async fn guard(
                     }
                 }
             }
-            Ok(Answer::new(200, Value::object(fields)))
+            let mut answer = Answer::new(200, Value::object(fields));
+            // The stream is told of the new action (as it reads after a folded claim), or of a
+            // replay's newly granted claim.
+            if changed && let Some(now_state) = ov.state(action_id)? {
+                let row = action_view(&now_state, decision_of(ov, &now_state).as_ref());
+                answer = answer.with_event(if replayed {
+                    Event::updated(&now_state, row)
+                } else {
+                    Event::created(&now_state, row)
+                });
+            }
+            Ok(answer)
         },
     );
     let reply = app.writer.submit(op).await;
@@ -590,8 +604,10 @@ fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
     }
     if replayed {
         fields.push(("idempotent_replay", Value::Bool(true)));
+        return Answer::new(status, Value::object(fields));
     }
-    Answer::new(status, Value::object(fields))
+    let row = fields[0].1.clone();
+    Answer::new(status, Value::object(fields)).with_event(Event::created(state, row))
 }
 
 pub(super) async fn create(

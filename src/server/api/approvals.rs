@@ -18,7 +18,7 @@ use super::respond::{error_with, reply_or, validation};
 use crate::canonical::Value;
 use crate::finality::batch::{self, Overlay};
 use crate::finality::{self, ApprovalDecision, Lifecycle, Security};
-use crate::server::writer::{Answer, Reply};
+use crate::server::writer::{Answer, Event, Reply};
 use crate::time::Timestamp;
 
 /// The reference's answer to a decision on an expired approval.
@@ -75,17 +75,16 @@ pub(crate) async fn submit_decision(
                 &mut security,
                 now,
             )?;
+            let row = action_view(&state, decision_of(ov, &state).as_ref());
             Ok(Answer::new(
                 200,
                 Value::object([
                     ("success", Value::Bool(true)),
-                    (
-                        "action",
-                        action_view(&state, decision_of(ov, &state).as_ref()),
-                    ),
+                    ("action", row.clone()),
                     ("security", security_value(&security, critical)),
                 ]),
-            ))
+            )
+            .with_event(Event::updated(&state, row)))
         },
     );
     app.writer.submit(op).await

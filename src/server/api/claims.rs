@@ -171,6 +171,7 @@ pub(super) async fn patch_action(
                         ),
                     ]),
                     no_store: true,
+                    events: Vec::new(),
                 })
             },
         );

@@ -13,6 +13,7 @@
 //! | `GET /api/actions/{id}/outcome` | the outcome view | [`reads`] |
 //! | `POST /api/actions/{id}/outcome` | the one-shot outcome report | [`outcomes`] |
 //! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
+//! | `GET /api/stream` | the actions' changes as Server-Sent Events (`wait_for_approval`) | [`stream`] |
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
 //! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
@@ -78,6 +79,7 @@ pub mod observe;
 pub mod outcomes;
 pub mod reads;
 pub mod respond;
+pub mod stream;
 pub mod sweep;
 
 #[cfg(test)]
@@ -112,6 +114,12 @@ pub struct App {
     /// The operators' dashboard's sessions and its cached lane view
     /// ([`crate::server::dashboard`]).
     pub(crate) dashboard: crate::server::dashboard::Dashboard,
+    /// The landed changes, fed by the writer, read by `GET /api/stream` ([`stream`]).
+    events: tokio::sync::broadcast::Sender<Arc<stream::Event>>,
+    /// One permit per open stream ([`Settings::max_streams`]).
+    streams: Arc<tokio::sync::Semaphore>,
+    /// Set to `true` by [`App::stop`]: the open streams end.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl App {
@@ -140,6 +148,7 @@ impl App {
             Observations::new()
         });
         let metrics = Arc::new(Metrics::new());
+        let events = stream::channel();
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
@@ -149,8 +158,10 @@ impl App {
             settings.batch_linger,
             settings.log.clone(),
             metrics.clone(),
+            events.clone(),
         )
         .map_err(Error::Thread)?;
+        let streams = Arc::new(tokio::sync::Semaphore::new(settings.max_streams));
         let cron_digest = settings
             .cron_secret
             .as_deref()
@@ -171,6 +182,9 @@ impl App {
                 observations: std::sync::Mutex::new(seen),
                 observations_file,
                 dashboard: crate::server::dashboard::Dashboard::new(),
+                events,
+                streams,
+                shutdown: tokio::sync::watch::channel(false).0,
             }),
             handle,
         ))
@@ -231,10 +245,12 @@ impl App {
         &self.metrics
     }
 
-    /// Tells the work that can take long (a sweep's scan) to give up: the server is stopping.
+    /// Tells the work that can take long (a sweep's scan) to give up and ends the open event
+    /// streams: the server is stopping.
     pub fn stop(&self) {
         self.stopping
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shutdown.send_replace(true);
     }
 
     /// Keeps the sweep's sightings for the next run (once the last request has been answered):
@@ -323,6 +339,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(reads::get_outcome).post(outcomes::post_outcome),
         )
         .route("/api/actions/{id}/approve", post(approvals::approve))
+        .route("/api/stream", get(stream::stream))
         .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
         .merge(crate::server::dashboard::routes())
         .fallback(respond::not_found)

@@ -109,7 +109,19 @@ async fn sweep_once(app: &Arc<App>) -> Reply {
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let report = batch::sweep_candidates(ov, &scan, minutes, now)?;
-            Ok(Answer::new(
+            // Each action the sweep closed or expired is told to the stream, as it reads now.
+            let mut events = Vec::new();
+            let changed = report.swept.iter().map(|s| &s.action_id);
+            for id in changed.chain(report.expired.iter()) {
+                if let Some(state) = ov.state(id)? {
+                    let row = super::reads::action_view(
+                        &state,
+                        super::reads::decision_of(ov, &state).as_ref(),
+                    );
+                    events.push(crate::server::writer::Event::updated(&state, row));
+                }
+            }
+            let mut answer = Answer::new(
                 200,
                 Value::object([
                     ("ok", Value::Bool(true)),
@@ -153,7 +165,9 @@ async fn sweep_once(app: &Arc<App>) -> Reply {
                         ),
                     ),
                 ]),
-            ))
+            );
+            answer.events = events;
+            Ok(answer)
         },
     );
     app.writer.submit(op).await

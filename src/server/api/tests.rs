@@ -82,6 +82,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         max_batch: 64,
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
+        max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS,
         clock: Arc::new(move || Timestamp::from_millis(clock.load(Ordering::SeqCst))),
         log: Arc::new(|_| {}),
     }
@@ -2785,4 +2786,274 @@ async fn approvals_expire_and_denials_keep_their_reasoning() {
         crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
             .unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+/// A subscriber of `GET /api/stream`: the body's frames, parsed into events as they arrive.
+struct Subscriber {
+    body: axum::body::BodyDataStream,
+    buffer: String,
+}
+
+impl Subscriber {
+    /// The next event (`event:` name and parsed `data:`) within `wait`, comments skipped;
+    /// `None` when nothing came or the stream ended.
+    async fn next(&mut self, wait: std::time::Duration) -> Option<(String, Value)> {
+        use futures_util::StreamExt as _;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = None;
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(n) = line.strip_prefix("event: ") {
+                        name = Some(n.to_owned());
+                    } else if let Some(d) = line.strip_prefix("data: ") {
+                        data.push_str(d);
+                    }
+                }
+                match name {
+                    Some(n) => return Some((n, canonical::parse(&data).unwrap())),
+                    None => continue, // a comment (the heartbeat)
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
+                .await
+                .ok()??
+                .unwrap();
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Whether the stream stays quiet for a moment (no event for it).
+    async fn quiet(&mut self) -> bool {
+        self.next(std::time::Duration::from_millis(300))
+            .await
+            .is_none()
+    }
+
+    /// The next event, which must come within 5 s.
+    async fn expect(&mut self) -> (String, Value) {
+        self.next(std::time::Duration::from_secs(5))
+            .await
+            .expect("an event")
+    }
+}
+
+/// `GET /api/stream` with `key`: the status, and the subscriber when it is 200 (its
+/// `connected` event read).
+async fn subscribe(s: &Server, key: &str) -> (u16, Option<Subscriber>) {
+    let req = axum::http::Request::builder()
+        .uri("/api/stream")
+        .header("x-api-key", key)
+        .header("accept", "text/event-stream")
+        .body(Body::empty())
+        .unwrap();
+    let resp = s.router.clone().oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    if status != 200 {
+        return (status, None);
+    }
+    assert_eq!(
+        resp.headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap()),
+        Some("text/event-stream")
+    );
+    let mut sub = Subscriber {
+        body: resp.into_body().into_data_stream(),
+        buffer: String::new(),
+    };
+    let (name, data) = sub.expect().await;
+    assert_eq!(name, "connected");
+    assert_eq!(data.get("status").and_then(Value::as_str), Some("ok"));
+    (status, Some(sub))
+}
+
+fn field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The stream tells each landed change of an approval in DashClaw's names and row shape: the
+/// creation pending approval, the approval (`approved_by`), the denial (`failed`, the reasoning
+/// as `error_message`) and the sweep's expiry (`expired`). The creator and the operators see
+/// them; another principal does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_tells_approvals_denials_and_expiries() {
+    let s = server();
+    let (_, bot) = subscribe(&s, BOT).await;
+    let (_, ops) = subscribe(&s, OPS).await;
+    let (_, other) = subscribe(&s, OTHER).await;
+    let (mut bot, mut ops, mut other) = (bot.unwrap(), ops.unwrap(), other.unwrap());
+
+    let approved = recorded(&s, "deploy", ACT, "").await;
+    for sub in [&mut bot, &mut ops] {
+        let (name, data) = sub.expect().await;
+        assert_eq!(name, "action.created");
+        assert_eq!(field(&data, "action_id"), Some(approved.as_str()));
+        assert_eq!(field(&data, "status"), Some("pending_approval"));
+    }
+    let g = s
+        .post(
+            format!("/api/actions/{approved}/approve"),
+            OPS,
+            r#"{"decision":"approve"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    for sub in [&mut bot, &mut ops] {
+        let (name, data) = sub.expect().await;
+        assert_eq!(name, "action.updated");
+        assert_eq!(field(&data, "action_id"), Some(approved.as_str()));
+        assert_eq!(field(&data, "approved_by"), Some("ops"));
+        // The row is the one `GET /api/actions/{id}` answers.
+        let got = s.get(format!("/api/actions/{approved}"), BOT).await;
+        assert_eq!(Some(&data), got.body.get("action"));
+    }
+
+    let denied = recorded(&s, "deploy", ACT, "").await;
+    assert_eq!(bot.expect().await.0, "action.created");
+    let g = s
+        .post(
+            format!("/api/actions/{denied}/approve"),
+            OPS,
+            r#"{"decision":"deny","reasoning":"not today"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let (name, data) = bot.expect().await;
+    assert_eq!(name, "action.updated");
+    assert_eq!(field(&data, "action_id"), Some(denied.as_str()));
+    assert_eq!(field(&data, "status"), Some("failed"));
+    assert_eq!(field(&data, "error_message"), Some("not today"));
+    assert_eq!(field(&data, "approved_by"), None);
+
+    let expiring = recorded(&s, "deploy", ACT, r#","approval_wait_seconds":5"#).await;
+    assert_eq!(bot.expect().await.0, "action.created");
+    s.clock.fetch_add(905_001, Ordering::SeqCst);
+    let ok = [("authorization", "Bearer cron-secret")];
+    let g = call_raw(&s, "GET", "/api/cron/outcome-sweep", &ok, vec![]).await;
+    assert_eq!(
+        g.body.get("expired"),
+        Some(&Value::Array(vec![Value::str(expiring.as_str())]))
+    );
+    // The sweep may also close the approved action nobody claimed: each change is told.
+    let expired_seen = |events: &[(String, Value)]| {
+        events.iter().any(|(name, data)| {
+            name == "action.updated"
+                && field(data, "action_id") == Some(expiring.as_str())
+                && field(data, "status") == Some("expired")
+        })
+    };
+    let mut told = Vec::new();
+    while let Some(e) = bot.next(std::time::Duration::from_millis(500)).await {
+        told.push(e);
+    }
+    assert!(expired_seen(&told), "{told:?}");
+
+    // The operator saw all of it; the other principal none of it.
+    let mut seen = Vec::new();
+    while let Some(e) = ops.next(std::time::Duration::from_millis(500)).await {
+        seen.push(e);
+    }
+    assert!(expired_seen(&seen), "{seen:?}");
+    assert_eq!(seen.len(), 3 + told.len(), "created, updated, created, …");
+    assert!(
+        other.quiet().await,
+        "another principal's actions are not shown"
+    );
+}
+
+/// A write that is refused lands nothing and tells nothing: a second decision on a decided
+/// action (409), a decision on an unknown action (404), a replayed creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_emits_nothing() {
+    let s = server();
+    let id = recorded(&s, "deploy", ACT, r#","idempotency_key":"once""#).await;
+    let g = s
+        .post(
+            format!("/api/actions/{id}/approve"),
+            OPS,
+            r#"{"decision":"approve"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200);
+    let (_, sub) = subscribe(&s, OPS).await;
+    let mut sub = sub.unwrap();
+    let g = s
+        .post(
+            format!("/api/actions/{id}/approve"),
+            OPS,
+            r#"{"decision":"deny"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 409, "{:?}", g.body);
+    let g = s
+        .post(
+            "/api/actions/act_nothere/approve",
+            OPS,
+            r#"{"decision":"deny"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 404, "{:?}", g.body);
+    assert!(sub.quiet().await, "a refused write emits nothing");
+}
+
+/// The stream takes the API keys (401 without one), at most `max_streams` subscribers (503
+/// past it, a slot freed when one leaves), and ends when the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_is_authenticated_bounded_and_ends_at_shutdown() {
+    let s = server_custom(
+        Some("cron-secret"),
+        |_| Target::Local,
+        |st| st.max_streams = 2,
+    );
+    let g = call_raw(&s, "GET", "/api/stream", &[], vec![]).await;
+    assert_eq!((g.status, g.str("error")), (401, "Unauthorized"));
+    let g = call(&s, "GET", "/api/stream", "k-wrong", "").await;
+    assert_eq!(g.status, 401);
+    let (a, first) = subscribe(&s, BOT).await;
+    let (b, second) = subscribe(&s, OPS).await;
+    assert_eq!((a, b), (200, 200));
+    let g = call(&s, "GET", "/api/stream", BOT, "").await;
+    assert_eq!(g.status, 503, "{:?}", g.body);
+    drop(first);
+    let (c, third) = subscribe(&s, BOT).await;
+    assert_eq!(c, 200, "a closed stream frees its slot");
+    s.app.as_ref().unwrap().stop();
+    for mut sub in [second.unwrap(), third.unwrap()] {
+        let started = std::time::Instant::now();
+        assert_eq!(sub.next(std::time::Duration::from_secs(10)).await, None);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "the stream ends when the server stops, not at a timeout"
+        );
+    }
+}
+
+/// A subscriber that falls more than the channel's capacity behind is told (`stream.lagged`,
+/// with how many it missed) and disconnected; the writer never waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_subscriber_is_told_and_dropped() {
+    let s = server();
+    let (_, sub) = subscribe(&s, OPS).await;
+    let mut sub = sub.unwrap();
+    let app = s.app.as_ref().unwrap();
+    for i in 0..stream::CHANNEL + 10 {
+        let event = stream::Event {
+            name: "action.updated",
+            created_by: "bot".into(),
+            data: Value::object([("n", Value::from(i as i64))]),
+        };
+        assert!(app.events.send(Arc::new(event)).is_ok(), "never blocks");
+    }
+    let (name, data) = sub.expect().await;
+    assert_eq!(name, "stream.lagged");
+    assert_eq!(data.get("missed"), Some(&Value::from(10)));
+    let started = std::time::Instant::now();
+    assert_eq!(sub.next(std::time::Duration::from_secs(10)).await, None);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "then it ends"
+    );
 }
