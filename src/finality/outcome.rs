@@ -265,6 +265,8 @@ pub(super) struct PreparedClose {
     pub(super) outcome_status: OutcomeStatus,
     pub(super) id: ActionId,
     pub(super) summary: Option<String>,
+    /// The sent `error_message`, redacted and truncated as the summary is.
+    pub(super) error_message: Option<String>,
     pub(super) security: Security,
 }
 
@@ -287,7 +289,7 @@ impl PreparedClose {
             status: self.outcome_status,
             outcome_at: now,
             summary: self.summary.clone(),
-            error_message: None,
+            error_message: self.error_message.clone(),
             progress: None,
             attempt_id: None,
             lifecycle: self.lifecycle,
@@ -308,7 +310,8 @@ pub(super) fn outcome_line(outcome: &Outcome) -> String {
 }
 
 /// The input rules of a legacy close (see [`close`]), checked before anything is read: the
-/// status, then the action id; the summary redacted and truncated to [`MAX_TEXT_UNITS`].
+/// status, then the action id; the summary and the error message (kept as sent, as DashClaw's
+/// server keeps a close's `error_message`) redacted and truncated to [`MAX_TEXT_UNITS`].
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for a status that is not `completed`, `failed`, `cancelled` or
@@ -317,6 +320,7 @@ pub(super) fn prepare_close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
+    error_message: Option<&str>,
 ) -> Result<PreparedClose, Error> {
     let lifecycle = Lifecycle::parse(status)
         .filter(|l| l.legacy_outcome().is_some())
@@ -330,11 +334,13 @@ pub(super) fn prepare_close(
     })?;
     let mut security = Security::default();
     let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let error_message = error_message.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
     Ok(PreparedClose {
         lifecycle,
         outcome_status,
         id,
         summary,
+        error_message,
         security,
     })
 }
@@ -359,7 +365,7 @@ pub fn close(
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     // The close is refused before the tip is read.
-    prepare_close(action_id, status, summary)?;
+    prepare_close(action_id, status, summary, None)?;
     run(store, options, now, |ov, now| {
         batch::close(ov, action_id, status, summary, by, now)
     })
@@ -369,6 +375,44 @@ pub fn close(
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
+
+    /// A legacy close keeps the `error_message` it is sent, redacted, in `outcome.json`, and
+    /// stays one-shot: a second close with another message changes nothing (issue 45).
+    #[test]
+    fn a_legacy_close_keeps_its_error_message_once() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let close_with = |message: &str| {
+            batch::run(&store, &opts, at(BASE), |ov, now| {
+                batch::close_with_error(
+                    ov,
+                    ACTION,
+                    "failed",
+                    None,
+                    Some(message),
+                    &Settler::Operator,
+                    now,
+                )
+            })
+        };
+        let written = close_with("kaput; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa").unwrap();
+        let kept = written.value.outcome.error_message.clone().unwrap();
+        assert!(kept.starts_with("kaput"), "{kept}");
+        assert!(!kept.contains("ghp_aaaa"), "{kept}");
+        assert_eq!(
+            written.value.security.findings, 1,
+            "{:?}",
+            written.value.security
+        );
+        assert!(matches!(
+            close_with("again"),
+            Err(Error::TerminalState { .. })
+        ));
+        let st = crate::finality::show(&store, "refs/heads/main", ACTION).unwrap();
+        assert_eq!(
+            st.outcome.unwrap().error_message.as_deref(),
+            Some(kept.as_str())
+        );
+    }
 
     /// Each refusal of a progress value names its own rule and, where it has one, the path.
     #[test]

@@ -13,6 +13,7 @@
 //! | `GET /api/actions/{id}/outcome` | the outcome view | [`reads`] |
 //! | `POST /api/actions/{id}/outcome` | the one-shot outcome report | [`outcomes`] |
 //! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
+//! | `POST /api/actions/{id}/cancel` | cancel an action allowed but never executed (one-shot) | [`cancel`] |
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
 //! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
@@ -71,6 +72,7 @@ use crate::store::Store;
 
 pub mod actions;
 pub mod approvals;
+pub mod cancel;
 pub mod claims;
 pub mod extract;
 pub mod lists;
@@ -323,6 +325,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(reads::get_outcome).post(outcomes::post_outcome),
         )
         .route("/api/actions/{id}/approve", post(approvals::approve))
+        .route("/api/actions/{id}/cancel", post(cancel::cancel))
         .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
         .merge(crate::server::dashboard::routes())
         .fallback(respond::not_found)

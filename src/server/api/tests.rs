@@ -2786,3 +2786,52 @@ async fn approvals_expire_and_denials_keep_their_reasoning() {
             .unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
 }
+
+/// Issue 45: a legacy close keeps the `error_message` it is sent (redacted as every stored
+/// text is), and the GET reads it back; the columns DashClaw's server acts on but a close here
+/// does not record are a 400 that changes nothing, never a silent 200.
+#[tokio::test]
+async fn a_legacy_close_keeps_its_error_message_and_refuses_unrecorded_columns() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    for body in [
+        r#"{"status":"failed","containment_status":"promoted"}"#,
+        r#"{"status":"failed","executed_despite":true}"#,
+        r#"{"status":"failed","error_message":7}"#,
+    ] {
+        let g = s.patch(&uri, BOT, body).await;
+        assert_eq!(g.status, 400, "{body}: {:?}", g.body);
+    }
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(
+        g.str_at("action", "status"),
+        Some("running"),
+        "{:?}",
+        g.body
+    );
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            r#"{"status":"failed","error_message":"kaput; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let message = g.str_at("action", "error_message").unwrap().to_owned();
+    assert!(message.starts_with("kaput"), "{message}");
+    assert!(!message.contains("ghp_aaaa"), "{message}");
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(g.str_at("action", "error_message"), Some(message.as_str()));
+    assert_eq!(g.str_at("action", "status"), Some("failed"));
+    // Still one-shot.
+    let g = s
+        .patch(&uri, BOT, r#"{"status":"failed","error_message":"again"}"#)
+        .await;
+    assert_eq!((g.status, g.str("status")), (409, "failed"));
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
