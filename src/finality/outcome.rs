@@ -371,10 +371,104 @@ pub fn close(
     })
 }
 
+/// Cancels an action that was allowed but never executed ([`batch::cancel`], as DashClaw's
+/// server cancels it): `running`, no outcome, never claimed; it becomes `cancelled`, once.
+///
+/// # Errors
+/// As [`batch::cancel`]; the write path's errors.
+pub fn cancel(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    reason: &str,
+    by: &Settler,
+    now: Timestamp,
+) -> Result<Written<Reported>, Error> {
+    run(store, options, now, |ov, now| {
+        batch::cancel(ov, action_id, reason, by, now)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
+
+    /// A cancel is one-shot: a second cancel, and every later claim, outcome and close, are
+    /// refused; the read shows `cancelled` with the reason in the summary (issue 45).
+    #[test]
+    fn a_cancel_is_one_shot_and_final() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let by = Settler::Principal("principal-a".into());
+        let other = Settler::Principal("principal-b".into());
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "  ", &by, at(BASE)),
+            Err(Error::InvalidInput {
+                field: "reason",
+                ..
+            })
+        ));
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "no", &other, at(BASE)),
+            Err(Error::NotFound { .. })
+        ));
+        let written = cancel(&store, &opts, ACTION, "not needed", &by, at(BASE)).unwrap();
+        assert_eq!(written.value.outcome.lifecycle, Lifecycle::Cancelled);
+        assert_eq!(
+            written.value.outcome.summary.as_deref(),
+            Some("Deliberately not executed: not needed")
+        );
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "again", &Settler::Operator, at(BASE)),
+            Err(Error::TerminalState {
+                lifecycle: Lifecycle::Cancelled,
+                ..
+            })
+        ));
+        assert!(
+            crate::finality::claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).is_err()
+        );
+        let report = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        assert!(matches!(
+            report_outcome(&store, &opts, ACTION, &report, &by, at(BASE)),
+            Err(Error::OutcomeAlreadySet { .. })
+        ));
+        assert!(close(&store, &opts, ACTION, "completed", None, &by, at(BASE)).is_err());
+        let st = crate::finality::show(&store, "refs/heads/main", ACTION).unwrap();
+        assert_eq!(st.lifecycle(), Lifecycle::Cancelled);
+    }
+
+    /// A claimed action, or one whose outcome is set, is not cancellable (issue 45).
+    #[test]
+    fn a_claimed_or_settled_action_is_not_cancellable() {
+        let (_dir, store, opts, _) = repo_with_action();
+        crate::finality::claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).unwrap();
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
+            Err(Error::TerminalState {
+                lifecycle: Lifecycle::Running,
+                ..
+            })
+        ));
+        let report = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        report_outcome(&store, &opts, ACTION, &report, &Settler::Operator, at(BASE)).unwrap();
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
+            Err(Error::TerminalState { .. })
+        ));
+    }
 
     /// A legacy close keeps the `error_message` it is sent, redacted, in `outcome.json`, and
     /// stays one-shot: a second close with another message changes nothing (issue 45).
