@@ -765,6 +765,14 @@ pub(super) enum ActionCommand {
     /// Only the principal that created the action, or --operator, may close it; for any other
     /// --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Close(CloseArgs),
+    /// Cancel an action that was allowed but never executed (as DashClaw's server cancels it):
+    /// it must be running, without an outcome and never claimed, and becomes cancelled, once.
+    ///
+    /// The reason is required and kept, redacted, in the summary ("Deliberately not executed:
+    /// <reason>"). A claimed, settled, pending-approval or already cancelled action is
+    /// NOT_CANCELLABLE (exit 1). Only the principal that created the action, or --operator, may
+    /// cancel it; for any other --principal the action is NOT_FOUND (exit 1), as an unknown id is.
+    Cancel(CancelArgs),
     /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
     ///
     /// elapsed_ms runs from creation to the outcome, or to now while pending, and is never
@@ -892,6 +900,29 @@ pub(super) struct CloseArgs {
     #[arg(long)]
     pub(super) principal: Option<String>,
     /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
+    /// Print a JSON object of type `outcome`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action cancel` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct CancelArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The action id.
+    pub(super) action_id: String,
+    /// Why the action is not executed (required; redacted, truncated to 4000 characters).
+    #[arg(long)]
+    pub(super) reason: String,
+    /// Who cancels: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may cancel it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Cancel as an operator, who may cancel any principal's action (instead of --principal).
     #[arg(long, conflicts_with = "principal")]
     pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.

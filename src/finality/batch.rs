@@ -638,7 +638,7 @@ pub fn cancellable(state: &State) -> bool {
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for a blank reason; [`Error::NotFound`] (also when `by` may not
-/// settle the action); [`Error::TerminalState`] with the current lifecycle when the action is
+/// settle the action); [`Error::NotCancellable`] with the current lifecycle when the action is
 /// not [`cancellable`] (claimed, settled, pending approval, or already cancelled).
 pub fn cancel(
     ov: &mut Overlay<'_>,
@@ -669,9 +669,10 @@ pub fn cancel(
         .filter(|s| by.may_settle(&s.action))
         .ok_or_else(not_found)?;
     if !cancellable(&state) {
-        return Err(Error::TerminalState {
+        return Err(Error::NotCancellable {
             action_id: p.id.clone(),
             lifecycle: state.lifecycle(),
+            claimed: state.claim.is_some(),
         });
     }
     let outcome = p.outcome_on(&state, now)?;

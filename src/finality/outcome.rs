@@ -420,8 +420,9 @@ mod tests {
         );
         assert!(matches!(
             cancel(&store, &opts, ACTION, "again", &Settler::Operator, at(BASE)),
-            Err(Error::TerminalState {
+            Err(Error::NotCancellable {
                 lifecycle: Lifecycle::Cancelled,
+                claimed: false,
                 ..
             })
         ));
@@ -451,8 +452,9 @@ mod tests {
         crate::finality::claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).unwrap();
         assert!(matches!(
             cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
-            Err(Error::TerminalState {
+            Err(Error::NotCancellable {
                 lifecycle: Lifecycle::Running,
+                claimed: true,
                 ..
             })
         ));
@@ -466,7 +468,7 @@ mod tests {
         report_outcome(&store, &opts, ACTION, &report, &Settler::Operator, at(BASE)).unwrap();
         assert!(matches!(
             cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
-            Err(Error::TerminalState { .. })
+            Err(Error::NotCancellable { .. })
         ));
     }
 
