@@ -348,16 +348,17 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Governed actions (execution finality): create, claim, report an outcome, close, show, list.
+    /// Governed actions (execution finality): create, claim, report an outcome, close, cancel,
+    /// show, list.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is
     /// recorded once and never rewritten, in the same state repository as the ledger
     /// (`finality/v1/actions/...`), one commit and one compare-and-swap per operation.
     /// $ACTION_LEDGER_NOW (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) replaces the clock of the records.
     /// Refusals (EXECUTION_CLAIM_CONFLICT, NOT_FOUND, OUTCOME_ALREADY_SET, LIFECYCLE_CONFLICT,
-    /// TERMINAL_STATE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving) exit 1; input
-    /// and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED, INVALID_STATUS,
-    /// INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a refusal is also
+    /// TERMINAL_STATE, NOT_CANCELLABLE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving)
+    /// exit 1; input and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED,
+    /// INVALID_STATUS, INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a refusal is also
     /// a `{"type":"refusal","command","action_id","code","error"}` object (with
     /// `current_status` where the contract has one).
     Action {
