@@ -358,8 +358,8 @@ pub(super) enum Command {
     /// Refusals (EXECUTION_CLAIM_CONFLICT, NOT_FOUND, OUTCOME_ALREADY_SET, LIFECYCLE_CONFLICT,
     /// TERMINAL_STATE, NOT_CANCELLABLE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving)
     /// exit 1; input and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED,
-    /// INVALID_STATUS, INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a refusal is also
-    /// a `{"type":"refusal","command","action_id","code","error"}` object (with
+    /// INVALID_STATUS, INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a
+    /// refusal is also a `{"type":"refusal","command","action_id","code","error"}` object (with
     /// `current_status` where the contract has one).
     Action {
         #[command(subcommand)]
