@@ -14,6 +14,8 @@
 #   - listings: get_actions (filtered by status, agent and type), get_pending_approvals (the
 #     operator finds the waiting action there), get_guard_decisions (by verdict), each refusing
 #     a bad parameter with 400, and /api/actions/stats;
+#   - cancel (through the SDK's _request): success, 400 without a reason, 409 NOT_CANCELLABLE,
+#     404, a claim after it refused; update_outcome keeps error_message, refuses executed_despite;
 #   - the cron sweep: 401 without the secret, 503 on a server without one, 200 not sweeping a fresh
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
@@ -302,6 +304,40 @@ if case == "sdk":
     assert s == 200 and b["total"] == page["total"] and b["approval"] == 0, (s, b)
     ok(f"get_guard_decisions lists the agent's {g['total']} decisions, filtered by verdict; a bad verdict is 400; "
        "/api/actions/stats counts every action")
+
+    # Cancel (issue 45): the SDK has no method for it, so its low-level _request posts it.
+    cid = recorded("cancel me")
+    try:
+        dc._request(f"/api/actions/{cid}/cancel", method="POST", body={})
+        raise AssertionError("a cancel without a reason was answered")
+    except DashClawError as e:
+        assert e.status == 400, e.status
+    c = dc._request(f"/api/actions/{cid}/cancel", method="POST", body={"reason": "not needed"})
+    assert c["ok"] is True and c["action_id"] == cid and c["status"] == "cancelled", c
+    assert dc.get_action(cid)["action"]["status"] == "cancelled"
+    s, b = raw("POST", f"/api/actions/{cid}/cancel", {"reason": "again"}, key=ops_key)
+    assert s == 409 and b["code"] == "NOT_CANCELLABLE" and b["current_status"] == "cancelled", (s, b)
+    try:
+        dc.claim_execution(cid, act)
+        raise AssertionError("a cancelled action was claimed")
+    except ExecutionClaimError:
+        pass
+    s, b = raw("POST", "/api/actions/act_nope/cancel", {"reason": "x"})
+    assert s == 404, (s, b)
+    ok("cancel: a never-claimed action is cancelled once; no reason is 400, a second cancel 409 NOT_CANCELLABLE, "
+       "a claim after it is refused, an unknown id 404")
+
+    # Legacy close keeps what it is sent (issue 45).
+    lid = recorded("close me")
+    try:
+        dc.update_outcome(lid, status="failed", executed_despite=True)
+        raise AssertionError("executed_despite was answered 200")
+    except DashClawError as e:
+        assert e.status == 400, e.status
+    dc.update_outcome(lid, status="failed", error_message="kaput")
+    a = dc.get_action(lid)["action"]
+    assert a["status"] == "failed" and a["error_message"] == "kaput", a
+    ok("update_outcome keeps error_message; executed_despite is refused with 400")
 
 elif case == "stream":
     # wait_for_approval through GET /api/stream (issue 45): an operator decides while the SDK

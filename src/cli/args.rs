@@ -348,17 +348,18 @@ pub(super) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Governed actions (execution finality): create, claim, report an outcome, close, show, list.
+    /// Governed actions (execution finality): create, claim, report an outcome, close, cancel,
+    /// show, list.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is
     /// recorded once and never rewritten, in the same state repository as the ledger
     /// (`finality/v1/actions/...`), one commit and one compare-and-swap per operation.
     /// $ACTION_LEDGER_NOW (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`) replaces the clock of the records.
     /// Refusals (EXECUTION_CLAIM_CONFLICT, NOT_FOUND, OUTCOME_ALREADY_SET, LIFECYCLE_CONFLICT,
-    /// TERMINAL_STATE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving) exit 1; input
-    /// and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED, INVALID_STATUS,
-    /// INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a refusal is also
-    /// a `{"type":"refusal","command","action_id","code","error"}` object (with
+    /// TERMINAL_STATE, NOT_CANCELLABLE, ATTEMPT_MISMATCH, ACTION_EXISTS, a ref that kept moving)
+    /// exit 1; input and I/O errors (INVALID_EXECUTION_CLAIM, AGENT_IDENTITY_REQUIRED,
+    /// INVALID_STATUS, INVALID_OUTCOME, EXECUTION_CLAIM_UNAVAILABLE, ...) exit 2. With --json a
+    /// refusal is also a `{"type":"refusal","command","action_id","code","error"}` object (with
     /// `current_status` where the contract has one).
     Action {
         #[command(subcommand)]
@@ -767,6 +768,14 @@ pub(super) enum ActionCommand {
     /// Only the principal that created the action, or --operator, may close it; for any other
     /// --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Close(CloseArgs),
+    /// Cancel an action that was allowed but never executed (as DashClaw's server cancels it):
+    /// it must be running, without an outcome and never claimed, and becomes cancelled, once.
+    ///
+    /// The reason is required and kept, redacted, in the summary ("Deliberately not executed:
+    /// <reason>"). A claimed, settled, pending-approval or already cancelled action is
+    /// NOT_CANCELLABLE (exit 1). Only the principal that created the action, or --operator, may
+    /// cancel it; for any other --principal the action is NOT_FOUND (exit 1), as an unknown id is.
+    Cancel(CancelArgs),
     /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
     ///
     /// elapsed_ms runs from creation to the outcome, or to now while pending, and is never
@@ -894,6 +903,29 @@ pub(super) struct CloseArgs {
     #[arg(long)]
     pub(super) principal: Option<String>,
     /// Settle as an operator, who may settle any principal's action (instead of --principal).
+    #[arg(long, conflicts_with = "principal")]
+    pub(super) operator: bool,
+    /// Print a JSON object of type `outcome`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action cancel` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct CancelArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The action id.
+    pub(super) action_id: String,
+    /// Why the action is not executed (required; redacted, truncated to 4000 characters).
+    #[arg(long)]
+    pub(super) reason: String,
+    /// Who cancels: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
+    /// created the action may cancel it; another principal's action is NOT_FOUND, as an
+    /// unknown id is.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Cancel as an operator, who may cancel any principal's action (instead of --principal).
     #[arg(long, conflicts_with = "principal")]
     pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.

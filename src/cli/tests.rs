@@ -3923,3 +3923,69 @@ fn project_views_save_resume_and_compare() {
     );
     insta::assert_snapshot!("project_view_lines", lines);
 }
+
+/// Issue 45: `action cancel` cancels an action that was never claimed, once: the owner
+/// cancels (text and `--json`), a second cancel and a cancel of a claimed action exit 1
+/// NOT_CANCELLABLE, another `--principal` gets NOT_FOUND as for an unknown id, `--operator`
+/// cancels another principal's action, and a claim after a cancel is refused.
+#[test]
+fn action_cancel_is_one_shot() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let created = |id: &str| {
+        let args = action_create(&["--repo", repo], id, "gd_1");
+        assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    };
+    let cancel = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", "cancel", "--repo", repo, id];
+        args.extend_from_slice(extra);
+        run_finality(tmp, T1, &args)
+    };
+    let mut out = Vec::new();
+    created("act_cancel");
+    let theirs = cancel("act_cancel", &["--principal", "eve", "--reason", "mine"]);
+    let unknown = cancel("act_nope", &["--principal", "eve", "--reason", "mine"]);
+    assert_eq!(
+        theirs.replace("act_cancel", "ID"),
+        unknown.replace("act_nope", "ID")
+    );
+    assert!(theirs.starts_with("exit: 1"), "{theirs}");
+    out.push(theirs);
+    let first = cancel("act_cancel", &["--reason", "not needed"]);
+    assert!(first.starts_with("exit: 0"), "{first}");
+    out.push(first);
+    let again = cancel("act_cancel", &["--json", "--reason", "again"]);
+    assert!(again.starts_with("exit: 1"), "{again}");
+    out.push(again);
+    let claim = [
+        "action",
+        "claim",
+        "--repo",
+        repo,
+        "act_cancel",
+        "--attempt",
+        "attempt-0000000001",
+    ];
+    let refused = run_finality(tmp, T1, &claim);
+    assert!(refused.starts_with("exit: 1"), "{refused}");
+    out.push(refused);
+    created("act_ops");
+    let ops = cancel("act_ops", &["--operator", "--json", "--reason", "ops"]);
+    assert!(ops.starts_with("exit: 0"), "{ops}");
+    out.push(ops);
+    created("act_claimed");
+    let claim = [
+        "action",
+        "claim",
+        "--repo",
+        repo,
+        "act_claimed",
+        "--attempt",
+        "attempt-0000000001",
+    ];
+    assert!(run_finality(tmp, T0, &claim).starts_with("exit: 0"));
+    let late = cancel("act_claimed", &["--reason", "late"]);
+    assert!(late.starts_with("exit: 1"), "{late}");
+    out.push(late);
+    insta::assert_snapshot!("action_cancel", out.join("\n"));
+}

@@ -588,7 +588,25 @@ pub fn close(
     by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
-    let p = prepare_close(action_id, status, summary)?;
+    close_with_error(ov, action_id, status, summary, None, by, now)
+}
+
+/// [`close`] with the `error_message` the closer sent, kept (redacted and truncated as the
+/// summary is) in `outcome.json` and read back as the action's `error_message`, as DashClaw's
+/// server keeps it on a legacy `PATCH`.
+///
+/// # Errors
+/// As [`close`].
+pub fn close_with_error(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    status: &str,
+    summary: Option<&str>,
+    error_message: Option<&str>,
+    by: &Settler,
+    now: Timestamp,
+) -> Result<Reported, Error> {
+    let p = prepare_close(action_id, status, summary, error_message)?;
     let not_found = || Error::NotFound {
         action_id: action_id.to_owned(),
     };
@@ -596,6 +614,67 @@ pub fn close(
         .state(&p.id)?
         .filter(|s| by.may_settle(&s.action))
         .ok_or_else(not_found)?;
+    let outcome = p.outcome_on(&state, now)?;
+    Ok(stage_outcome(ov, state, outcome, p.security, now))
+}
+
+/// The prefix of a cancel's stored summary, as DashClaw's server writes it on the row it
+/// cancels (`outcome_summary`).
+pub const CANCEL_SUMMARY_PREFIX: &str = "Deliberately not executed: ";
+
+/// Whether `state` may still be cancelled, as DashClaw's server decides it: `running`, no
+/// outcome, and never claimed (a claimed action must report its real outcome instead).
+pub fn cancellable(state: &State) -> bool {
+    state.lifecycle() == Lifecycle::Running && state.outcome.is_none() && state.claim.is_none()
+}
+
+/// Cancels an action that was allowed but never executed (`POST /api/actions/{id}/cancel`,
+/// `action cancel`): stages the one `outcome.json` of a direct close to `cancelled` (outcome
+/// `failed`), its summary [`CANCEL_SUMMARY_PREFIX`] and the `reason` (redacted and truncated
+/// as every stored text is; what the redaction found is reported). The same create-only record
+/// as every close, so a cancel racing a claim, an outcome or another cancel has one winner, and
+/// a cancelled action refuses every later claim, outcome and close. Only the action's principal
+/// or an operator may cancel ([`Settler`]).
+///
+/// # Errors
+/// [`Error::InvalidInput`] for a blank reason; [`Error::NotFound`] (also when `by` may not
+/// settle the action); [`Error::NotCancellable`] with the current lifecycle when the action is
+/// not [`cancellable`] (claimed, settled, pending approval, or already cancelled).
+pub fn cancel(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    reason: &str,
+    by: &Settler,
+    now: Timestamp,
+) -> Result<Reported, Error> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(Error::InvalidInput {
+            field: "reason",
+            reason: "a cancel needs a reason".into(),
+        });
+    }
+    let summary = format!("{CANCEL_SUMMARY_PREFIX}{reason}");
+    let p = prepare_close(
+        action_id,
+        Lifecycle::Cancelled.as_str(),
+        Some(&summary),
+        None,
+    )?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let state = ov
+        .state(&p.id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(not_found)?;
+    if !cancellable(&state) {
+        return Err(Error::NotCancellable {
+            action_id: p.id.clone(),
+            lifecycle: state.lifecycle(),
+            claimed: state.claim.is_some(),
+        });
+    }
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }

@@ -93,6 +93,19 @@ pub enum Error {
         /// Its current lifecycle.
         lifecycle: Lifecycle,
     },
+    /// A cancel of an action that is no longer cancellable (claimed, settled, pending approval
+    /// or already cancelled), DashClaw's `NOT_CANCELLABLE`.
+    #[error(
+        "action {action_id} is no longer cancellable: it has been claimed or reached a terminal state (status '{lifecycle}', claimed: {claimed})"
+    )]
+    NotCancellable {
+        /// The action.
+        action_id: ActionId,
+        /// Its current lifecycle.
+        lifecycle: Lifecycle,
+        /// Whether its execution was claimed.
+        claimed: bool,
+    },
     /// An outcome reported with an attempt id that is not the action's claim.
     #[error(
         "attempt {attempt_id} does not hold the claim of action {action_id}: report without an attempt id or with the claiming one"
@@ -194,6 +207,7 @@ impl Error {
             Error::LifecycleConflict { .. } => "LIFECYCLE_CONFLICT",
             Error::OutcomeAlreadySet { .. } => "OUTCOME_ALREADY_SET",
             Error::TerminalState { .. } => "TERMINAL_STATE",
+            Error::NotCancellable { .. } => "NOT_CANCELLABLE",
             Error::AttemptMismatch { .. } => "ATTEMPT_MISMATCH",
             Error::ActionExists { .. } => "ACTION_EXISTS",
             Error::Corrupt { .. } => "CORRUPT_RECORD",
@@ -212,9 +226,9 @@ impl Error {
     pub fn current_status(&self) -> Option<&'static str> {
         match self {
             Error::OutcomeAlreadySet { current_status, .. } => Some(current_status.as_str()),
-            Error::LifecycleConflict { lifecycle, .. } | Error::TerminalState { lifecycle, .. } => {
-                Some(lifecycle.as_str())
-            }
+            Error::LifecycleConflict { lifecycle, .. }
+            | Error::TerminalState { lifecycle, .. }
+            | Error::NotCancellable { lifecycle, .. } => Some(lifecycle.as_str()),
             _ => None,
         }
     }
@@ -229,6 +243,7 @@ impl Error {
                 | Error::LifecycleConflict { .. }
                 | Error::OutcomeAlreadySet { .. }
                 | Error::TerminalState { .. }
+                | Error::NotCancellable { .. }
                 | Error::AttemptMismatch { .. }
                 | Error::ActionExists { .. }
                 | Error::Contention { .. }

@@ -265,6 +265,8 @@ pub(super) struct PreparedClose {
     pub(super) outcome_status: OutcomeStatus,
     pub(super) id: ActionId,
     pub(super) summary: Option<String>,
+    /// The sent `error_message`, redacted and truncated as the summary is.
+    pub(super) error_message: Option<String>,
     pub(super) security: Security,
 }
 
@@ -287,7 +289,7 @@ impl PreparedClose {
             status: self.outcome_status,
             outcome_at: now,
             summary: self.summary.clone(),
-            error_message: None,
+            error_message: self.error_message.clone(),
             progress: None,
             attempt_id: None,
             lifecycle: self.lifecycle,
@@ -308,7 +310,8 @@ pub(super) fn outcome_line(outcome: &Outcome) -> String {
 }
 
 /// The input rules of a legacy close (see [`close`]), checked before anything is read: the
-/// status, then the action id; the summary redacted and truncated to [`MAX_TEXT_UNITS`].
+/// status, then the action id; the summary and the error message (kept as sent, as DashClaw's
+/// server keeps a close's `error_message`) redacted and truncated to [`MAX_TEXT_UNITS`].
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for a status that is not `completed`, `failed`, `cancelled` or
@@ -317,6 +320,7 @@ pub(super) fn prepare_close(
     action_id: &str,
     status: &str,
     summary: Option<&str>,
+    error_message: Option<&str>,
 ) -> Result<PreparedClose, Error> {
     let lifecycle = Lifecycle::parse(status)
         .filter(|l| l.legacy_outcome().is_some())
@@ -330,11 +334,13 @@ pub(super) fn prepare_close(
     })?;
     let mut security = Security::default();
     let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let error_message = error_message.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
     Ok(PreparedClose {
         lifecycle,
         outcome_status,
         id,
         summary,
+        error_message,
         security,
     })
 }
@@ -359,9 +365,27 @@ pub fn close(
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     // The close is refused before the tip is read.
-    prepare_close(action_id, status, summary)?;
+    prepare_close(action_id, status, summary, None)?;
     run(store, options, now, |ov, now| {
         batch::close(ov, action_id, status, summary, by, now)
+    })
+}
+
+/// Cancels an action that was allowed but never executed ([`batch::cancel`], as DashClaw's
+/// server cancels it): `running`, no outcome, never claimed; it becomes `cancelled`, once.
+///
+/// # Errors
+/// As [`batch::cancel`]; the write path's errors.
+pub fn cancel(
+    store: &Store,
+    options: &Options,
+    action_id: &str,
+    reason: &str,
+    by: &Settler,
+    now: Timestamp,
+) -> Result<Written<Reported>, Error> {
+    run(store, options, now, |ov, now| {
+        batch::cancel(ov, action_id, reason, by, now)
     })
 }
 
@@ -369,6 +393,122 @@ pub fn close(
 mod tests {
     use super::*;
     use crate::finality::test_support::*;
+
+    /// A cancel is one-shot: a second cancel, and every later claim, outcome and close, are
+    /// refused; the read shows `cancelled` with the reason in the summary (issue 45).
+    #[test]
+    fn a_cancel_is_one_shot_and_final() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let by = Settler::Principal("principal-a".into());
+        let other = Settler::Principal("principal-b".into());
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "  ", &by, at(BASE)),
+            Err(Error::InvalidInput {
+                field: "reason",
+                ..
+            })
+        ));
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "no", &other, at(BASE)),
+            Err(Error::NotFound { .. })
+        ));
+        let written = cancel(&store, &opts, ACTION, "not needed", &by, at(BASE)).unwrap();
+        assert_eq!(written.value.outcome.lifecycle, Lifecycle::Cancelled);
+        assert_eq!(
+            written.value.outcome.summary.as_deref(),
+            Some("Deliberately not executed: not needed")
+        );
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "again", &Settler::Operator, at(BASE)),
+            Err(Error::NotCancellable {
+                lifecycle: Lifecycle::Cancelled,
+                claimed: false,
+                ..
+            })
+        ));
+        assert!(
+            crate::finality::claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).is_err()
+        );
+        let report = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        assert!(matches!(
+            report_outcome(&store, &opts, ACTION, &report, &by, at(BASE)),
+            Err(Error::OutcomeAlreadySet { .. })
+        ));
+        assert!(close(&store, &opts, ACTION, "completed", None, &by, at(BASE)).is_err());
+        let st = crate::finality::show(&store, "refs/heads/main", ACTION).unwrap();
+        assert_eq!(st.lifecycle(), Lifecycle::Cancelled);
+    }
+
+    /// A claimed action, or one whose outcome is set, is not cancellable (issue 45).
+    #[test]
+    fn a_claimed_or_settled_action_is_not_cancellable() {
+        let (_dir, store, opts, _) = repo_with_action();
+        crate::finality::claim(&store, &opts, ACTION, &request(ATTEMPT), at(BASE)).unwrap();
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
+            Err(Error::NotCancellable {
+                lifecycle: Lifecycle::Running,
+                claimed: true,
+                ..
+            })
+        ));
+        let report = OutcomeReport {
+            status: "completed".into(),
+            summary: None,
+            error_message: None,
+            progress: None,
+            attempt_id: None,
+        };
+        report_outcome(&store, &opts, ACTION, &report, &Settler::Operator, at(BASE)).unwrap();
+        assert!(matches!(
+            cancel(&store, &opts, ACTION, "late", &Settler::Operator, at(BASE)),
+            Err(Error::NotCancellable { .. })
+        ));
+    }
+
+    /// A legacy close keeps the `error_message` it is sent, redacted, in `outcome.json`, and
+    /// stays one-shot: a second close with another message changes nothing (issue 45).
+    #[test]
+    fn a_legacy_close_keeps_its_error_message_once() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let close_with = |message: &str| {
+            batch::run(&store, &opts, at(BASE), |ov, now| {
+                batch::close_with_error(
+                    ov,
+                    ACTION,
+                    "failed",
+                    None,
+                    Some(message),
+                    &Settler::Operator,
+                    now,
+                )
+            })
+        };
+        let written = close_with("kaput; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa").unwrap();
+        let kept = written.value.outcome.error_message.clone().unwrap();
+        assert!(kept.starts_with("kaput"), "{kept}");
+        assert!(!kept.contains("ghp_aaaa"), "{kept}");
+        assert_eq!(
+            written.value.security.findings, 1,
+            "{:?}",
+            written.value.security
+        );
+        assert!(matches!(
+            close_with("again"),
+            Err(Error::TerminalState { .. })
+        ));
+        let st = crate::finality::show(&store, "refs/heads/main", ACTION).unwrap();
+        assert_eq!(
+            st.outcome.unwrap().error_message.as_deref(),
+            Some(kept.as_str())
+        );
+    }
 
     /// Each refusal of a progress value names its own rule and, where it has one, the path.
     #[test]

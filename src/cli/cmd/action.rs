@@ -1,4 +1,4 @@
-//! `action create | claim | outcome | close | show | list`: the governed-action commands of execution
+//! `action create | claim | outcome | close | cancel | show | list`: the governed-action commands of execution
 //! finality, and the renderings of their results that `run` and `sweep` share.
 //!
 //! Refusals (a conflict, a used claim, an outcome already set, a lifecycle that forbids the
@@ -12,7 +12,7 @@ use crate::store::Store;
 
 use crate::cli::Env;
 use crate::cli::args::{
-    ActionCommand, ClaimArgs, CloseArgs, CreateArgs, ListArgs, OutcomeArgs, ShowArgs,
+    ActionCommand, CancelArgs, ClaimArgs, CloseArgs, CreateArgs, ListArgs, OutcomeArgs, ShowArgs,
 };
 use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
 use crate::cli::settings::{
@@ -84,6 +84,7 @@ pub(in crate::cli) fn run(
         ActionCommand::Claim(a) => claim(out, env, now, a),
         ActionCommand::Outcome(a) => outcome(out, env, now, a),
         ActionCommand::Close(a) => close(out, env, now, a),
+        ActionCommand::Cancel(a) => cancel(out, env, now, a),
         ActionCommand::Show(a) => show(out, env, now, a),
         ActionCommand::List(a) => list(out, env, now, a),
     }
@@ -310,6 +311,25 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         now,
     )
     .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;
+    print_reported(out, json, &written);
+    Ok(())
+}
+
+/// Runs `action cancel`.
+fn cancel(out: &mut Printer, env: &Env, now: Timestamp, a: CancelArgs) -> Result<(), Failure> {
+    let CancelArgs {
+        state,
+        action_id,
+        reason,
+        principal,
+        operator,
+        json,
+    } = a;
+    let by = settler(env, principal, operator)?;
+    let options = finality_options(env, &state)?;
+    let store = open_state(env, &state)?;
+    let written = finality::cancel(&store, &options, &action_id, &reason, &by, now)
+        .map_err(|e| finality_failure(out, json, "cancel", &action_id, &e))?;
     print_reported(out, json, &written);
     Ok(())
 }

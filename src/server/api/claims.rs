@@ -24,6 +24,10 @@ use crate::server::policy::Policy;
 use crate::server::writer::Answer;
 use crate::time::Timestamp;
 
+/// Columns of DashClaw's action row that its server acts on when a `PATCH` sets them, and
+/// that a legacy close here does not record: refused with 400, never a silent 200.
+const UNRECORDED_CLOSE_FIELDS: [&str; 2] = ["containment_status", "executed_despite"];
+
 const CLAIM_CONFLICT: &str =
     "Action is not eligible for a new execution attempt. Reconcile its state before retrying.";
 
@@ -181,29 +185,56 @@ pub(super) async fn patch_action(
             Err(BatchError::Refused(e)) => claim_error(&e, &id),
         };
     }
-    // The legacy lifecycle close; other columns of the reference (tokens, cost, model) are not
-    // kept here and are ignored.
-    let status = match map.get("status") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return validation(vec!["status must be a string".into()]),
+    // The legacy lifecycle close. `error_message` is kept as sent (DashClaw's server keeps
+    // it); the columns the reference acts on but this ledger does not record
+    // (`containment_status`, `executed_despite`) are refused with 400 rather than answered 200
+    // with nothing changed. Other columns of the reference (tokens, cost, model) are not kept.
+    if let Some(field) = UNRECORDED_CLOSE_FIELDS
+        .iter()
+        .find(|f| map.get(**f).is_some_and(|v| !matches!(v, Value::Null)))
+    {
+        return validation(vec![format!(
+            "{field} cannot be set by a PATCH here: it is not recorded by a legacy close"
+        )]);
+    }
+    let text_field = |key: &str| match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(validation(vec![format!("{key} must be a string")])),
     };
-    let summary = match map.get("output_summary") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return validation(vec!["output_summary must be a string".into()]),
+    let status = match text_field("status") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let summary = match text_field("output_summary") {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let error_message = match text_field("error_message") {
+        Ok(s) => s,
+        Err(r) => return r,
     };
     let Some(status) = status else {
         return answer_action(&app, &id).await;
     };
     let action_id = id.clone();
     let by = caller.settler();
-    let critical = summary
-        .as_deref()
-        .map_or(0, |s| finality::mask_secrets(s).1);
+    let critical = [summary.as_deref(), error_message.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(|s| finality::mask_secrets(s).1)
+        .sum();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let reported = batch::close(ov, &action_id, &status, summary.as_deref(), &by, now)?;
+            let reported = batch::close_with_error(
+                ov,
+                &action_id,
+                &status,
+                summary.as_deref(),
+                error_message.as_deref(),
+                &by,
+                now,
+            )?;
             let id = ActionId::parse(&action_id).expect("closed, so valid");
             let state = ov.state(&id)?.expect("closed, so present");
             Ok(Answer::new(

@@ -3057,3 +3057,150 @@ async fn a_lagging_subscriber_is_told_and_dropped() {
         "then it ends"
     );
 }
+
+/// Issue 45: a legacy close keeps the `error_message` it is sent (redacted as every stored
+/// text is), and the GET reads it back; the columns DashClaw's server acts on but a close here
+/// does not record are a 400 that changes nothing, never a silent 200.
+#[tokio::test]
+async fn a_legacy_close_keeps_its_error_message_and_refuses_unrecorded_columns() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    for body in [
+        r#"{"status":"failed","containment_status":"promoted"}"#,
+        r#"{"status":"failed","executed_despite":true}"#,
+        r#"{"status":"failed","error_message":7}"#,
+    ] {
+        let g = s.patch(&uri, BOT, body).await;
+        assert_eq!(g.status, 400, "{body}: {:?}", g.body);
+    }
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(
+        g.str_at("action", "status"),
+        Some("running"),
+        "{:?}",
+        g.body
+    );
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            r#"{"status":"failed","error_message":"kaput; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let message = g.str_at("action", "error_message").unwrap().to_owned();
+    assert!(message.starts_with("kaput"), "{message}");
+    assert!(!message.contains("ghp_aaaa"), "{message}");
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(g.str_at("action", "error_message"), Some(message.as_str()));
+    assert_eq!(g.str_at("action", "status"), Some("failed"));
+    // Still one-shot.
+    let g = s
+        .patch(&uri, BOT, r#"{"status":"failed","error_message":"again"}"#)
+        .await;
+    assert_eq!((g.status, g.str("status")), (409, "failed"));
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+/// Issue 45: `POST /api/actions/{id}/cancel` as DashClaw's server answers it: a reason is
+/// required, another principal gets 404, the principal or an operator cancels an action that
+/// was never claimed, once; a claimed action and a second cancel are 409 `NOT_CANCELLABLE`;
+/// a cancelled action refuses claims and outcomes and reads back `cancelled`.
+#[tokio::test]
+async fn cancel_answers_as_dashclaw() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    let g = s.post(format!("{uri}/cancel"), BOT, r#"{}"#).await;
+    assert_eq!((g.status, g.str("error")), (400, "reason is required"));
+    let g = s
+        .post(format!("{uri}/cancel"), BOT, r#"{"reason":"   "}"#)
+        .await;
+    assert_eq!(g.status, 400);
+    let g = s
+        .post(format!("{uri}/cancel"), OTHER, r#"{"reason":"mine now"}"#)
+        .await;
+    assert_eq!(g.status, 404, "{:?}", g.body);
+    let g = s
+        .post("/api/actions/act_missing/cancel", BOT, r#"{"reason":"x"}"#)
+        .await;
+    assert_eq!(g.status, 404);
+    let g = s
+        .post(format!("{uri}/cancel"), BOT, r#"{"reason":"not needed"}"#)
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.body.get("ok"), Some(&Value::Bool(true)));
+    assert_eq!(g.str("action_id"), id);
+    assert_eq!(g.str("status"), "cancelled");
+    assert!(g.body.get("security").is_some());
+    let g = s
+        .post(format!("{uri}/cancel"), OPS, r#"{"reason":"again"}"#)
+        .await;
+    assert_eq!(g.status, 409, "{:?}", g.body);
+    assert_eq!(g.str("code"), "NOT_CANCELLABLE");
+    assert_eq!(g.str("current_status"), "cancelled");
+    assert_eq!(g.body.get("execution_claimed"), Some(&Value::Bool(false)));
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(g.str_at("action", "status"), Some("cancelled"));
+    assert_eq!(s.patch(&uri, BOT, &claim_body(A1, ACT)).await.status, 409);
+    let g = s
+        .post(format!("{uri}/outcome"), BOT, r#"{"status":"completed"}"#)
+        .await;
+    assert_eq!(g.status, 409);
+    // An operator cancels another principal's action; a claimed action is not cancellable.
+    let id2 = recorded(&s, "build", ACT, "").await;
+    let g = s
+        .post(
+            format!("/api/actions/{id2}/cancel"),
+            OPS,
+            r#"{"reason":"ops"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let id3 = recorded(&s, "build", ACT, "").await;
+    let uri3 = format!("/api/actions/{id3}");
+    assert_eq!(s.patch(&uri3, BOT, &claim_body(A1, ACT)).await.status, 200);
+    let g = s
+        .post(format!("{uri3}/cancel"), BOT, r#"{"reason":"late"}"#)
+        .await;
+    assert_eq!(g.status, 409);
+    assert_eq!(g.str("code"), "NOT_CANCELLABLE");
+    assert_eq!(g.str("current_status"), "running");
+    assert_eq!(g.str("outcome_status"), "pending");
+    assert_eq!(g.body.get("execution_claimed"), Some(&Value::Bool(true)));
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+/// A landed cancel is told on the stream as `action.updated` with the cancelled row; a refused
+/// cancel (409, 404) tells nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_tells_a_cancel_once() {
+    let s = server();
+    let id = recorded(&s, "build", ACT, "").await;
+    let (_, sub) = subscribe(&s, BOT).await;
+    let mut sub = sub.unwrap();
+    let uri = format!("/api/actions/{id}/cancel");
+    let g = s.post(&uri, BOT, r#"{"reason":"not needed"}"#).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let (name, data) = sub.expect().await;
+    assert_eq!(name, "action.updated");
+    assert_eq!(field(&data, "action_id"), Some(id.as_str()));
+    assert_eq!(field(&data, "status"), Some("cancelled"));
+    let got = s.get(format!("/api/actions/{id}"), BOT).await;
+    assert_eq!(Some(&data), got.body.get("action"));
+    assert_eq!(s.post(&uri, BOT, r#"{"reason":"again"}"#).await.status, 409);
+    let g = s
+        .post("/api/actions/act_missing/cancel", BOT, r#"{"reason":"x"}"#)
+        .await;
+    assert_eq!(g.status, 404);
+    assert!(sub.quiet().await, "a refused cancel emits nothing");
+}
