@@ -39,17 +39,21 @@ pub(super) enum Tab {
     PendingOutcome,
     Completed,
     Failed,
+    Cancelled,
+    Expired,
     LostConfirmation,
     All,
 }
 
 impl Tab {
-    const ALL: [Tab; 7] = [
+    const ALL: [Tab; 9] = [
         Tab::PendingApproval,
         Tab::Running,
         Tab::PendingOutcome,
         Tab::Completed,
         Tab::Failed,
+        Tab::Cancelled,
+        Tab::Expired,
         Tab::LostConfirmation,
         Tab::All,
     ];
@@ -61,6 +65,8 @@ impl Tab {
             Tab::PendingOutcome => "pending_outcome",
             Tab::Completed => "completed",
             Tab::Failed => "failed",
+            Tab::Cancelled => "cancelled",
+            Tab::Expired => "expired",
             Tab::LostConfirmation => "lost_confirmation",
             Tab::All => "all",
         }
@@ -73,6 +79,8 @@ impl Tab {
             Tab::PendingOutcome => "Pending outcome",
             Tab::Completed => "Completed",
             Tab::Failed => "Failed",
+            Tab::Cancelled => "Cancelled",
+            Tab::Expired => "Approval expired",
             Tab::LostConfirmation => "Lost confirmation",
             Tab::All => "All",
         }
@@ -91,6 +99,8 @@ impl Tab {
             Tab::PendingOutcome => Some(("outcome_status", "pending")),
             Tab::Completed => Some(("status", "completed")),
             Tab::Failed => Some(("status", "failed")),
+            Tab::Cancelled => Some(("status", "cancelled")),
+            Tab::Expired => Some(("status", "expired")),
             Tab::LostConfirmation => Some(("outcome_status", "lost_confirmation")),
             Tab::All => None,
         }

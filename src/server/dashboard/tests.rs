@@ -545,3 +545,25 @@ async fn the_lanes_page_folds_the_status_view_and_follows_the_tip() {
     assert_eq!(g.text.matches("<rect").count(), 2, "{}", g.text);
     assert_eq!(g.text.matches("review.item").count(), 2);
 }
+
+/// Issue 45: a cancelled action has a tab of its own, and so has an expired approval; a
+/// cancelled action is not listed as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_actions_have_their_tab() {
+    let s = server(false);
+    let id = s.action("build").await;
+    s.api(
+        "POST",
+        &format!("/api/actions/{id}/cancel"),
+        BOT,
+        r#"{"reason":"not needed"}"#,
+    )
+    .await;
+    let (cookie, _) = s.login(OPS).await;
+    let g = s.page("/?tab=cancelled", &cookie).await;
+    assert_eq!(g.status, 200, "{}", g.text);
+    assert!(g.text.contains(&id), "{}", g.text);
+    assert!(g.text.contains("Approval expired"), "{}", g.text);
+    assert!(!s.page("/?tab=failed", &cookie).await.text.contains(&id));
+    assert_eq!(s.page("/?tab=expired", &cookie).await.status, 200);
+}
