@@ -26,7 +26,10 @@
 //!
 //! - The same keys as every `/api` route (`x-api-key`, 401 otherwise). A key without the
 //!   `operator` mark sees the actions its principal created (DashClaw scopes the stream to the
-//!   caller's organisation); an operator's key sees all.
+//!   caller's organisation); an operator's key sees all. A reload (SIGHUP) applies to open
+//!   streams too: the next event after it is sent only if the stream's key still
+//!   authenticates as the same principal with the same mark; otherwise the stream ends
+//!   ([`still_admitted`]).
 //! - At most [`crate::server::Settings::max_streams`] streams are open at once; past it, 503.
 //! - The channel holds the last [`CHANNEL`] events, shared by every subscriber (a subscriber's
 //!   memory is bounded by it): one that falls further behind gets `stream.lagged` and is
@@ -50,6 +53,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast;
@@ -126,7 +130,25 @@ fn sse(name: &str, data: &Value) -> SseEvent {
         .data(crate::canonical::to_canonical_unchecked(data))
 }
 
-pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Response {
+/// Whether a stream opened by `caller` with the key `presented` may still be sent events: the
+/// keys in force are those it was opened under, or the key authenticates under the keys now in
+/// force as the same principal with the same `operator` mark (a reload removed or changed
+/// neither). Without authentication, always.
+fn still_admitted(app: &App, caller: &Caller, presented: &[u8]) -> bool {
+    let now = app.access();
+    Arc::ptr_eq(&now, &caller.access)
+        || app.settings.insecure_no_auth
+        || now
+            .keys
+            .authenticate(presented)
+            .is_some_and(|key| key.principal == caller.principal && key.operator == caller.operator)
+}
+
+pub(super) async fn stream(
+    State(app): State<Arc<App>>,
+    caller: Caller,
+    headers: HeaderMap,
+) -> Response {
     let Ok(permit) = app.streams.clone().try_acquire_owned() else {
         return error(503, "Too many open streams");
     };
@@ -143,6 +165,11 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
     ]);
     let principal = caller.principal.clone();
     let operator = caller.operator;
+    let presented: Arc<[u8]> = headers
+        .get("x-api-key")
+        .map_or(&[][..], |v| v.as_bytes())
+        .into();
+    let caller = Arc::new(caller);
     // State: the subscription, what to send before reading it again, and whether to end then.
     let deadline = tokio::time::Instant::now() + MAX_DURATION;
     let first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
@@ -153,6 +180,7 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
             let _permit = &permit;
             let principal = principal.clone();
             let mut stop = stopping.clone();
+            let (app, caller, presented) = (app.clone(), caller.clone(), presented.clone());
             async move {
                 if let Some(next) = queue.pop_front() {
                     return Some((Ok::<_, Infallible>(next), (rx, queue, done)));
@@ -166,6 +194,8 @@ pub(super) async fn stream(State(app): State<Arc<App>>, caller: Caller) -> Respo
                     }
                     tokio::select! {
                         got = rx.recv() => match got {
+                            // A reload removed or changed the stream's key: it ends.
+                            Ok(_) if !still_admitted(&app, &caller, &presented) => return None,
                             Ok(e) if operator || e.created_by == principal => {
                                 queue.push_back(padding());
                                 return Some((Ok(sse(e.name, &e.data)), (rx, queue, false)));

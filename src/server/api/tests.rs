@@ -3204,3 +3204,58 @@ async fn the_stream_tells_a_cancel_once() {
     assert_eq!(g.status, 404);
     assert!(sub.quiet().await, "a refused cancel emits nothing");
 }
+
+/// A reload applies to open streams: a stream whose key the reload removed, or whose key lost
+/// its `operator` mark, ends before the next event; one whose key is unchanged goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_ends_the_streams_of_revoked_keys() {
+    const OPS2: &str = "k-second-operator";
+    let Reloading {
+        s, keys_file, _dir, ..
+    } = reloading_server();
+    let app = s.app.clone().unwrap();
+    std::fs::write(
+        &keys_file,
+        key_line("bot", BOT, false) + &key_line("ops", OPS, true) + &key_line("ops2", OPS2, true),
+    )
+    .unwrap();
+    app.reload().unwrap();
+    let (_, kept) = subscribe(&s, OPS).await;
+    let (_, revoked) = subscribe(&s, OPS2).await;
+    let (mut kept, mut revoked) = (kept.unwrap(), revoked.unwrap());
+    let first = recorded(&s, "build", ACT, "").await;
+    for sub in [&mut kept, &mut revoked] {
+        assert_eq!(
+            field(&sub.expect().await.1, "action_id"),
+            Some(first.as_str())
+        );
+    }
+    // `ops2` removed.
+    std::fs::write(
+        &keys_file,
+        key_line("bot", BOT, false) + &key_line("ops", OPS, true),
+    )
+    .unwrap();
+    app.reload().unwrap();
+    let second = recorded(&s, "build", ACT, "").await;
+    assert_eq!(
+        field(&kept.expect().await.1, "action_id"),
+        Some(second.as_str())
+    );
+    assert_eq!(revoked.next(std::time::Duration::from_secs(5)).await, None);
+    // `ops2` back as an operator, then without the mark: the stream it opened as an operator
+    // ends instead of showing another principal's action.
+    let both = key_line("bot", BOT, false) + &key_line("ops", OPS, true);
+    std::fs::write(&keys_file, both + &key_line("ops2", OPS2, true)).unwrap();
+    app.reload().unwrap();
+    let (_, demoted) = subscribe(&s, OPS2).await;
+    let mut demoted = demoted.unwrap();
+    std::fs::write(
+        &keys_file,
+        key_line("bot", BOT, false) + &key_line("ops", OPS, true) + &key_line("ops2", OPS2, false),
+    )
+    .unwrap();
+    app.reload().unwrap();
+    recorded(&s, "build", ACT, "").await;
+    assert_eq!(demoted.next(std::time::Duration::from_secs(5)).await, None);
+}
