@@ -65,6 +65,13 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// One line of readable text on stdout, built from stored values: control characters and
+    /// bidirectional overrides are escaped ([`terminal_safe`]), so a value cannot move the
+    /// cursor, recolour the terminal or forge a line.
+    pub(super) fn text(&mut self, line: &str) {
+        self.data(&terminal_safe(line));
+    }
+
     /// One line of data on stdout.
     pub(super) fn data(&mut self, line: &str) {
         if self.broken.is_none()
@@ -444,6 +451,24 @@ impl Printer<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_from_values_cannot_act_on_the_terminal() {
+        use super::terminal_safe;
+        assert_eq!(terminal_safe("plain text, é 日本"), "plain text, é 日本");
+        assert_eq!(
+            terminal_safe("x\u{1b}[31mRED\u{1b}[0m\nprincipal:    mallory\r\u{7}"),
+            "x\\u{1b}[31mRED\\u{1b}[0m\\u{a}principal:    mallory\\u{d}\\u{7}"
+        );
+        assert_eq!(
+            terminal_safe("\u{1b}]0;title\u{7}"),
+            "\\u{1b}]0;title\\u{7}"
+        );
+        assert_eq!(
+            terminal_safe("a\u{202e}b\u{2066}c\u{7f}\u{9b}"),
+            "a\\u{202e}b\\u{2066}c\\u{7f}\\u{9b}"
+        );
+    }
+
     use super::*;
     use std::time::Duration;
 
@@ -494,4 +519,25 @@ mod tests {
             "progress: 12 sources, 2 s"
         );
     }
+}
+
+/// `text` with every character that a terminal acts on instead of showing written as `\u{…}`:
+/// the C0 controls (escape, carriage return, newline, bell, …), DEL, the C1 controls, and the
+/// bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), which
+/// reorder what follows them on the line. Text without any is returned as it is.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }

@@ -3989,3 +3989,30 @@ fn action_cancel_is_one_shot() {
     out.push(late);
     insta::assert_snapshot!("action_cancel", out.join("\n"));
 }
+
+/// Stored free text reaches the terminal escaped: a cancel reason with an escape sequence, a
+/// carriage return, a bell, a bidirectional override and a newline that forges a line is shown
+/// by `action show` as `\u{…}` escapes on its one line (found by trying the product).
+#[test]
+fn action_show_escapes_what_a_terminal_would_act_on() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let args = action_create(&["--repo", repo], "act_esc", "gd_1");
+    assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    let reason = "x\u{1b}[31mRED\u{1b}[0m\nprincipal:    mallory\r\u{7}\u{202e}txt";
+    let cancel = [
+        "action", "cancel", "--repo", repo, "act_esc", "--reason", reason,
+    ];
+    assert!(run_finality(tmp, T1, &cancel).starts_with("exit: 0"));
+    let shown = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_esc"]);
+    assert!(shown.starts_with("exit: 0"), "{shown}");
+    assert!(
+        !shown.contains(['\u{1b}', '\r', '\u{7}', '\u{202e}']),
+        "{shown:?}"
+    );
+    assert!(!shown.contains("\nprincipal:    mallory"), "{shown}");
+    assert!(
+        shown.contains(r"x\u{1b}[31mRED\u{1b}[0m\u{a}principal:    mallory\u{d}\u{7}\u{202e}txt"),
+        "{shown}"
+    );
+}

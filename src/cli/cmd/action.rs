@@ -411,7 +411,7 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
         lines.push(format!("clock skew:   {skew}"));
     }
     for l in lines {
-        out.data(&l);
+        out.text(&l);
     }
     Ok(())
 }

@@ -113,7 +113,7 @@ pub(in crate::cli) fn run(
         if json {
             out.data(entry.json);
         } else {
-            out.data(&columns(entry));
+            out.text(&columns(entry));
         }
     };
     let stats = if filter.operation.is_some() {
@@ -143,7 +143,7 @@ pub(in crate::cli) fn run(
                         )
                     })
                     .unwrap_or_default();
-                out.data(&format!(
+                out.text(&format!(
                     "attempt #{} of {attempts}: {}, {} event(s), {producer}",
                     n + 1,
                     if attempt.is_empty() {
