@@ -449,6 +449,27 @@ impl Printer<'_> {
     }
 }
 
+/// `text` with every character that a terminal acts on instead of showing written as `\u{…}`:
+/// the C0 controls (escape, carriage return, newline, bell, …), DEL, the C1 controls, and the
+/// bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), which
+/// reorder what follows them on the line. Text without any is returned as it is.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -519,25 +540,4 @@ mod tests {
             "progress: 12 sources, 2 s"
         );
     }
-}
-
-/// `text` with every character that a terminal acts on instead of showing written as `\u{…}`:
-/// the C0 controls (escape, carriage return, newline, bell, …), DEL, the C1 controls, and the
-/// bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069), which
-/// reorder what follows them on the line. Text without any is returned as it is.
-pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    let acts =
-        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    if !text.chars().any(acts) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if acts(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }

@@ -29,7 +29,7 @@
 //!   caller's organisation); an operator's key sees all. A reload (SIGHUP) applies to open
 //!   streams too: the next event after it is sent only if the stream's key still
 //!   authenticates as the same principal with the same mark; otherwise the stream ends
-//!   ([`still_admitted`]).
+//!   (checked by the private `still_admitted`).
 //! - At most [`crate::server::Settings::max_streams`] streams are open at once; past it, 503.
 //! - The channel holds the last [`CHANNEL`] events, shared by every subscriber (a subscriber's
 //!   memory is bounded by it): one that falls further behind gets `stream.lagged` and is
