@@ -573,7 +573,11 @@ impl Store {
                         created_dir |= created;
                         break;
                     }
-                    Err(e) if vanished(&e) && attempt < LOOSE_DIR_ATTEMPTS => continue,
+                    Err(e) if vanished(&e) && attempt < LOOSE_DIR_ATTEMPTS => {
+                        // Give the remover the processor, rather than racing it in lockstep.
+                        std::thread::yield_now();
+                        continue;
+                    }
                     Err(e) => return Err(io(e)),
                 }
             }
@@ -602,8 +606,11 @@ impl Store {
 }
 
 /// How many times a loose object is written again when git's maintenance removes its fan-out
-/// directory meanwhile.
-const LOOSE_DIR_ATTEMPTS: u32 = 50;
+/// directory meanwhile. The window lost each time is the few microseconds between creating
+/// the directory and creating the temporary file in it; a remover that loops on the directory
+/// (as the test does) on a loaded machine won 50 attempts in a row once, so the bound is
+/// generous: a try costs a `mkdir` and an `open`.
+const LOOSE_DIR_ATTEMPTS: u32 = 1000;
 
 /// Whether `e` says a path (a fan-out directory) is gone.
 fn vanished(e: &std::io::Error) -> bool {
