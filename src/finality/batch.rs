@@ -567,11 +567,7 @@ pub fn report(
         action_id: action_id.to_owned(),
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    // Another principal's action answers as an unknown id: no existence oracle.
-    let state = ov
-        .state(&id)?
-        .filter(|s| by.may_settle(&s.action))
-        .ok_or_else(not_found)?;
+    let state = settleable(ov, &id, by)?;
     let outcome = p.outcome_on(&state, &id, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -607,13 +603,7 @@ pub fn close_with_error(
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let p = prepare_close(action_id, status, summary, error_message)?;
-    let not_found = || Error::NotFound {
-        action_id: action_id.to_owned(),
-    };
-    let state = ov
-        .state(&p.id)?
-        .filter(|s| by.may_settle(&s.action))
-        .ok_or_else(not_found)?;
+    let state = settleable(ov, &p.id, by)?;
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
@@ -661,13 +651,7 @@ pub fn cancel(
         Some(&summary),
         None,
     )?;
-    let not_found = || Error::NotFound {
-        action_id: action_id.to_owned(),
-    };
-    let state = ov
-        .state(&p.id)?
-        .filter(|s| by.may_settle(&s.action))
-        .ok_or_else(not_found)?;
+    let state = settleable(ov, &p.id, by)?;
     if !cancellable(&state) {
         return Err(Error::NotCancellable {
             action_id: p.id.clone(),
@@ -677,6 +661,19 @@ pub fn cancel(
     }
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
+}
+
+/// The state of `id` when `by` may settle it (an outcome, a close, a cancel).
+///
+/// # Errors
+/// [`Error::NotFound`] for an unknown action and for another principal's: it answers as an
+/// unknown id, so the refusal is no existence oracle.
+fn settleable(ov: &mut Overlay<'_>, id: &ActionId, by: &Settler) -> Result<State, Error> {
+    ov.state(id)?
+        .filter(|s| by.may_settle(&s.action))
+        .ok_or_else(|| Error::NotFound {
+            action_id: id.as_str().to_owned(),
+        })
 }
 
 /// Stages `outcome.json` for an outcome of `state` and answers with the action as it reads
