@@ -439,8 +439,8 @@ pub(super) async fn confirm(
     action_page(&app, &viewer, &id, Some(decision)).await
 }
 
-/// `POST /ui/actions/{id}/decide`: an operator's confirmed decision, written by the JSON
-/// route's own operation.
+/// `POST /ui/actions/{id}/decide`: an operator's confirmed decision (`decision`, optional
+/// `reasoning`), written by the JSON route's own operation.
 pub(super) async fn decide(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -459,7 +459,12 @@ pub(super) async fn decide(
     if ActionId::parse(&id).is_none() {
         return refuse(404, Some(&viewer), "No such action.");
     }
-    match approvals::submit_decision(&app, &id, decision, &viewer.principal, None).await {
+    // An empty reasoning box is no reasoning; the text is redacted and cut as the JSON route's.
+    let reasoning = field(&pairs, "reasoning")
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned);
+    match approvals::submit_decision(&app, &id, decision, &viewer.principal, reasoning).await {
         Ok(_) => see_other(&format!("/ui/actions/{id}")),
         Err(BatchError::Unavailable { .. }) => unreadable(&viewer),
         Err(BatchError::Refused(e)) => {

@@ -337,6 +337,9 @@ pub(super) fn action(
                 h2 { "Approval" }
                 @if let Some(p) = &state.approval {
                     p { (p.decision.as_str()) " by " (p.decided_by) " at " (time(p.decided_at)) }
+                    @if let Some(r) = &p.reasoning {
+                        p #approval-reasoning { "Reasoning: " (shown(r)) }
+                    }
                 } @else if decidable(state) {
                     p { "Waiting for an operator." }
                     @if viewer.operator {
@@ -346,6 +349,13 @@ pub(super) fn action(
                                     p { "Really " (d.as_str()) " this action?" }
                                     input type="hidden" name="csrf" value=(viewer.csrf);
                                     input type="hidden" name="decision" value=(d.as_str());
+                                    p {
+                                        label for="reasoning" { "Reasoning (optional, kept with the decision"
+                                            @if d == ApprovalDecision::Deny { " and shown to the agent as the error" }
+                                            "):" }
+                                        br;
+                                        textarea #reasoning name="reasoning" rows="3" cols="60" maxlength=(finality::MAX_TEXT_UNITS) {}
+                                    }
                                     button #confirm-button type="submit" class=(d.as_str()) { "Confirm: " (d.as_str()) }
                                     " "
                                     a href=(format!("/ui/actions/{id}")) { "Cancel" }

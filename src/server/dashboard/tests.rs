@@ -567,3 +567,71 @@ async fn cancelled_actions_have_their_tab() {
     assert!(!s.page("/?tab=failed", &cookie).await.text.contains(&id));
     assert_eq!(s.page("/?tab=expired", &cookie).await.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_through_the_page_keeps_its_reasoning_redacted_and_escaped() {
+    let s = server(false);
+    let (cookie, csrf) = s.login(OPS).await;
+    // The confirmation form has the box for both decisions.
+    let first = s.action("deploy").await;
+    for d in ["approve", "deny"] {
+        let confirm = s
+            .page(
+                &format!("/ui/actions/{first}/confirm?decision={d}"),
+                &cookie,
+            )
+            .await;
+        assert!(
+            confirm.text.contains(r#"name="reasoning""#),
+            "{d}: {}",
+            confirm.text
+        );
+    }
+    // A denial with markup and a token in its reasoning: the agent reads it as the error
+    // message, redacted; the page shows it redacted and escaped.
+    let reasoning = "not <b>today</b> & not with ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let body = format!(
+        "decision=deny&csrf={csrf}&reasoning={}",
+        reasoning
+            .bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect::<String>()
+    );
+    let g = s
+        .form(&format!("/ui/actions/{first}/decide"), &cookie, &body)
+        .await;
+    assert_eq!(g.status, 303, "{}", g.text);
+    let v = s
+        .api("GET", &format!("/api/actions/{first}"), BOT, "")
+        .await;
+    let a = v.get("action").unwrap();
+    assert_eq!(a.get("status").unwrap().as_str(), Some("failed"));
+    let message = a.get("error_message").unwrap().as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with("not <b>today</b> & not with "),
+        "{message}"
+    );
+    assert!(!message.contains("ghp_0123"), "{message}");
+    let page = s.page(&format!("/ui/actions/{first}"), &cookie).await;
+    assert!(
+        page.text
+            .contains("Reasoning: not &lt;b&gt;today&lt;/b&gt; &amp; not with "),
+        "{}",
+        page.text
+    );
+    assert!(!page.text.contains("ghp_0123"), "{}", page.text);
+    assert!(!page.text.contains("<b>today"), "{}", page.text);
+    // An empty box (or only spaces) is no reasoning: nothing shown, the default message.
+    let second = s.action("deploy").await;
+    let g = s
+        .form(
+            &format!("/ui/actions/{second}/decide"),
+            &cookie,
+            &format!("decision=deny&csrf={csrf}&reasoning=+++"),
+        )
+        .await;
+    assert_eq!(g.status, 303, "{}", g.text);
+    let page = s.page(&format!("/ui/actions/{second}"), &cookie).await;
+    assert!(page.text.contains("deny by ops"), "{}", page.text);
+    assert!(!page.text.contains("approval-reasoning"), "{}", page.text);
+}
