@@ -4,19 +4,26 @@
 # script (standard library only: its own minimal WebSocket client; no browser or driver is
 # downloaded by any tool).
 #   - serve runs on 127.0.0.1 with a keys file (an agent key, an operator key) and a policy that
-#     sends deploys to approval; a deploy is recorded through the JSON route (curl);
-#   - the operator logs in through the form, finds the action under "Pending approval", opens
-#     it, approves it through the confirmation step, and sees it running, approved by `ops`;
-#   - the agent claims it and reports its outcome (JSON routes); the page then shows `completed`
-#     and the summary, escaped;
-#   - the operator logs out; the agent's key logs in, sees no approve or deny button on a second
-#     pending action, and a forged decision form posted from its session is answered 403;
+#     sends deploys to approval;
+#   - two agents of the real `dashclaw` SDK (dashclaw==5.33.9, in a virtual environment) call
+#     `run_governed` for a deploy each and wait for an operator;
+#   - the operator logs in through the form, finds both under "Pending approval", opens the
+#     first, approves it through the confirmation step, and sees it running, approved by `ops`;
+#     the SDK's callback then runs, and the page shows the outcome `completed`;
+#   - a build recorded, claimed and reported through the JSON routes (curl) shows its summary
+#     escaped on its page;
+#   - the operator logs out; the agent's key logs in, sees no approve or deny button on the
+#     second deploy, and a forged decision form posted from its session is answered 403;
+#   - the operator logs in again and denies the second deploy with a reasoning; the page shows
+#     it failed with the reasoning, and the waiting SDK raises `ApprovalDeniedError` carrying
+#     it, its callback never run;
 #   - no key reaches a page or the server's log; SIGTERM stops the server with exit code 0.
 # Screenshots of each step are saved under the output folder (printed; E2E_DASHBOARD_OUT to
 # choose it; default: $CARGO_TARGET_DIR/e2e-dashboard).
-# Without chromium (and when it cannot be installed with apt-get as root) prints one SKIP line
-# and exits 0.
-# Usage: scripts/e2e-dashboard.sh   (BIN=path/to/action-ledger to choose the binary)
+# Without chromium (and when it cannot be installed with apt-get as root), or when the SDK
+# cannot be installed from the package index, prints one SKIP line and exits 0.
+# Usage: scripts/e2e-dashboard.sh   (BIN=path/to/action-ledger to choose the binary;
+#                                    SERVE_VENV=dir to reuse a virtual environment with dashclaw)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-${CARGO_TARGET_DIR:-$here/target}/debug/action-ledger}
@@ -47,6 +54,9 @@ trap cleanup EXIT
 unset ACTION_LEDGER_NOW ACTION_LEDGER_API_KEY ACTION_LEDGER_CRON_SECRET SOURCE_DATE_EPOCH
 fail() { echo "e2e-dashboard: FAIL: $*" >&2; for f in "$work"/*.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
 ok() { echo "e2e-dashboard: ok: $*"; }
+# shellcheck source=scripts/lib-dashclaw.sh
+. "$here/scripts/lib-dashclaw.sh"
+dashclaw_python e2e-dashboard
 
 newkey() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
@@ -75,14 +85,53 @@ api() { # method path key [body]
   curl -sS --max-time 10 -X "$1" "$url$2" -H "x-api-key: $3" -H 'content-type: application/json' ${4:+-d "$4"}
 }
 act='{"kind":"shell","command":"deploy.sh prod"}'
-record() { # agent -> action id of a recorded deploy awaiting approval
-  api POST '/api/guard?record=true' "$bot_key" \
-    "{\"action_type\":\"deploy\",\"agent_id\":\"$1\",\"act\":$act,\"client_capabilities\":[\"execution_claims\"]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decision"]=="require_approval", d; print(d["action_id"])'
-}
-first=$(record release-bot) || fail "recording the first deploy"
-second=$(record other-bot) || fail "recording the second deploy"
-ok "two deploys await approval: $first $second"
+# The server names the action of an idempotency key after the principal and the key.
+action_id() { printf 'act_%s' "$(sha "$(printf 'action-ledger idempotency\nbot\n%s' "$1")" | cut -c1-32)"; }
+first=$(action_id dashboard-first) second=$(action_id dashboard-second)
+
+# Two SDK agents wait in run_governed for an operator; each writes what happened to a file.
+cat >"$work/agent.py" <<'PY'
+import json, os, sys
+from dashclaw import DashClaw
+url, key, agent, idem, work, name = sys.argv[1:7]
+act = {"kind": "shell", "command": "deploy.sh prod"}
+def callback():
+    open(os.path.join(work, f"ran-{name}"), "w").close()
+    return "deployed"
+try:
+    value = DashClaw(url, key, agent).run_governed(
+        act, {"action_type": "deploy", "declared_goal": "prod", "idempotency_key": idem}, callback)
+    result = {"value": value}
+except Exception as e:  # recorded for the script to check
+    result = {"error": type(e).__name__, "message": str(e), "decision": getattr(e, "decision", None)}
+with open(os.path.join(work, f"agent-{name}.json"), "w") as f:
+    json.dump(result, f)
+PY
+"$py" "$work/agent.py" "$url" "$bot_key" release-bot dashboard-first "$work" first 2>"$work/agent-first.err" &
+pids+=("$!")
+"$py" "$work/agent.py" "$url" "$bot_key" other-bot dashboard-second "$work" second 2>"$work/agent-second.err" &
+pids+=("$!")
+status_of() { api GET "/api/actions/$1" "$bot_key" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("action",{}).get("status",""))' 2>/dev/null || true; }
+for _ in $(seq 300); do
+  [ "$(status_of "$first")" = pending_approval ] && [ "$(status_of "$second")" = pending_approval ] && break
+  sleep 0.1
+done
+[ "$(status_of "$first")" = pending_approval ] && [ "$(status_of "$second")" = pending_approval ] ||
+  fail "the SDK's deploys did not reach pending_approval"
+ok "two deploys of the SDK's run_governed await approval: $first $second"
+
+# A build through the JSON routes, reported with a summary that must be shown escaped.
+third=$(api POST '/api/guard?record=true' "$bot_key" \
+  "{\"action_type\":\"build\",\"agent_id\":\"ci-bot\",\"act\":$act,\"client_capabilities\":[\"execution_claims\"]}" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decision"]=="allow", d; print(d["action_id"])') ||
+  fail "recording the build"
+attempt=$(python3 -c 'import uuid; print(uuid.uuid4())')
+api PATCH "/api/actions/$third" "$bot_key" \
+  "{\"claim_execution\":true,\"attempt_id\":\"$attempt\",\"agent_id\":\"ci-bot\",\"act\":$act}" >"$work/claim.json"
+api POST "/api/actions/$third/outcome" "$bot_key" \
+  "{\"status\":\"completed\",\"attempt_id\":\"$attempt\",\"summary\":\"<b>deployed</b> \\\"prod\\\"\"}" >"$work/outcome.json"
+[ "$(status_of "$third")" = completed ] ||
+  fail "the build was not completed (claim: $(cat "$work/claim.json"), outcome: $(cat "$work/outcome.json"))"
 
 mkdir -p "$out"
 rm -f "$out"/*.png
@@ -105,7 +154,7 @@ cat >"$work/drive.py" <<'PY'
 """Drives the dashboard over the Chrome DevTools Protocol (standard library only)."""
 import base64, json, os, socket, struct, sys, time, urllib.parse
 
-ws_url, url, out, bot_key, ops_key, first, second, work = sys.argv[1:9]
+ws_url, url, out, bot_key, ops_key, first, second, third, work = sys.argv[1:10]
 
 class WebSocket:
     """A minimal RFC 6455 client: text frames, masked, no extensions."""
@@ -249,19 +298,28 @@ check(page.text("#status") == "running", "after the confirmation the action is r
 check("approve by ops" in (page.text("#approval") or ""), "the page names the approving operator")
 page.shot("05-approved")
 
-# The agent claims and reports (JSON routes), the page shows the outcome.
-with open(os.path.join(work, "approved"), "w") as f:
-    f.write(first)
-for _ in range(200):
-    if os.path.exists(os.path.join(work, "reported")):
-        break
-    time.sleep(0.05)
-check(os.path.exists(os.path.join(work, "reported")), "the agent claimed and reported")
+# The waiting SDK hears the approval, claims, runs its callback and reports.
+def agent_result(name):
+    path = os.path.join(work, f"agent-{name}.json")
+    for _ in range(600):  # bounded: 30 s
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    return json.load(f)
+            except ValueError:
+                pass  # still being written
+        time.sleep(0.05)
+    return None
+result = agent_result("first")
+check(result == {"value": "deployed"}, f"the SDK's run_governed returned its callback's value ({result})")
+check(os.path.exists(os.path.join(work, "ran-first")), "the SDK ran its callback after the approval")
 page.goto(f"/ui/actions/{first}")
-check(page.text("#outcome-status") == "completed", "the page shows the outcome completed")
-check(page.text("#summary") == '<b>deployed</b> "prod"', "the summary is shown as text")
-check("<b>deployed" not in page.html(), "the summary is escaped in the page's markup")
+check(page.text("#outcome-status") == "completed", "the page shows the SDK's outcome completed")
 page.shot("06-completed")
+page.goto(f"/ui/actions/{third}")
+check(page.text("#summary") == '<b>deployed</b> "prod"', "a reported summary is shown as text")
+check("<b>deployed" not in page.html(), "the summary is escaped in the page's markup")
+page.shot("06b-summary")
 
 page.loaded("document.querySelector('header form button').click()")
 check(page.eval("location.pathname") == "/ui/login", "logout leads back to the login form")
@@ -285,26 +343,28 @@ check(page.text("#status") == "pending_approval", "the forged approval changed n
 page.goto("/ui/lanes")
 check(page.eval("document.querySelector('h1').textContent") == "Lanes", "the lanes page renders")
 page.shot("09-lanes")
+
+# The operator denies the second deploy with a reasoning; the waiting SDK raises with it.
+page.loaded("document.querySelector('header form button').click()")
+login(ops_key)
+page.goto(f"/ui/actions/{second}")
+page.loaded("document.querySelector('#deny').click()")
+reasoning = "not during the <freeze>"
+page.eval(f"document.querySelector('#reasoning').value = {json.dumps(reasoning)}")
+page.shot("10-deny-confirm")
+page.loaded("document.querySelector('#confirm-button').click()")
+check(page.text("#status") == "failed", "after the denial the action is failed")
+check(page.text("#approval-reasoning") == f"Reasoning: {reasoning}", "the page shows the denial's reasoning as text")
+page.shot("11-denied")
+result = agent_result("second")
+check(result is not None and result.get("error") == "ApprovalDeniedError" and reasoning in result.get("message", ""),
+      f"the waiting SDK raised ApprovalDeniedError with the reasoning ({result})")
+check(not os.path.exists(os.path.join(work, "ran-second")), "the denied deploy's callback never ran")
 browser.call("Browser.close")
 PY
 
-# The agent's side: waits for the approval, then claims and reports over the JSON routes.
-(
-  for _ in $(seq 600); do [ -f "$work/approved" ] && break; sleep 0.05; done
-  [ -f "$work/approved" ] || exit 1
-  attempt=$(python3 -c 'import uuid; print(uuid.uuid4())')
-  api PATCH "/api/actions/$first" "$bot_key" \
-    "{\"claim_execution\":true,\"attempt_id\":\"$attempt\",\"agent_id\":\"release-bot\",\"act\":$act}" >"$work/claim.json"
-  api POST "/api/actions/$first/outcome" "$bot_key" \
-    "{\"status\":\"completed\",\"attempt_id\":\"$attempt\",\"summary\":\"<b>deployed</b> \\\"prod\\\"\"}" >"$work/outcome.json"
-  touch "$work/reported"
-) &
-agent_pid=$!
-pids+=("$agent_pid")
-
-python3 "$work/drive.py" "$ws" "$url" "$out" "$bot_key" "$ops_key" "$first" "$second" "$work" ||
-  fail "the browser run (claim: $(cat "$work/claim.json" 2>/dev/null), outcome: $(cat "$work/outcome.json" 2>/dev/null))"
-wait "$agent_pid" || fail "the agent's claim and report"
+python3 "$work/drive.py" "$ws" "$url" "$out" "$bot_key" "$ops_key" "$first" "$second" "$third" "$work" ||
+  fail "the browser run"
 
 kill -TERM "$serve_pid"
 rc=0

@@ -45,16 +45,9 @@ unset ACTION_LEDGER_NOW ACTION_LEDGER_API_KEY ACTION_LEDGER_CRON_SECRET SOURCE_D
 fail() { echo "e2e-serve: FAIL: $*" >&2; for f in "$work"/*.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
 ok() { echo "e2e-serve: ok: $*"; }
 
-venv=${SERVE_VENV:-$work/venv}
-if ! "$venv/bin/python" -c 'import dashclaw' 2>/dev/null; then
-  python3 -m venv "$venv" >/dev/null 2>&1 || { echo "e2e-serve: SKIP: python3 -m venv is not available"; exit 0; }
-  if ! "$venv/bin/pip" install -q --disable-pip-version-check dashclaw==5.33.9 >"$work/pip.log" 2>&1; then
-    echo "e2e-serve: SKIP: cannot install dashclaw==5.33.9 from the package index ($(tail -1 "$work/pip.log"))"
-    exit 0
-  fi
-fi
-py="$venv/bin/python"
-"$py" -c 'import importlib.metadata as m; v = m.version("dashclaw"); assert v == "5.33.9", v' || fail "dashclaw is not 5.33.9"
+# shellcheck source=scripts/lib-dashclaw.sh
+. "$here/scripts/lib-dashclaw.sh"
+dashclaw_python e2e-serve
 
 newkey() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
