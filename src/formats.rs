@@ -25,7 +25,7 @@
 //! | Shard-set reservation | `ledger/v1/import-bindings/shard-sets/<sha256>.json` | `schema: "clawsweeper.action-ledger-import-shard-set"` | [`crate::ledger::binding`] |
 //! | Completion marker | `ledger/v1/import-bindings/completed-shard-sets/<sha256>.json` | `schema: "clawsweeper.action-ledger-import-shard-set-completion"` | [`crate::ledger::binding`] |
 //! | CrabFleet request body | posted, and `crabfleet-outbox/<seq>.<event_id>.request` | the reference's wire shape | [`crate::live`] |
-//! | DashClaw wire contract | `serve`'s HTTP answers | the contract's routes and codes | [`crate::server`] |
+//! | DashClaw wire contract | `serve`'s HTTP answers | the contract's routes and codes | `src/server/` |
 //!
 //! # Formats of this crate
 //!
@@ -54,7 +54,7 @@
 //! | Confirmed remote tips | `refs/action-ledger/confirmed/<sha256>` in a cache repository | the ref name | [`crate::store::remote`] |
 //! | Outbox state files | `.clawsweeper-repair/crabfleet-outbox/*.{intent,sending,delivered,failed,void}` | the file suffix | [`crate::live::outbox`] |
 //! | Packs and indexes | `objects/pack/` | Git's pack version 2 and index version 2 (`gitformat-pack(5)`) | [`crate::store::pack`] |
-//! | `--json` output lines | the CLI's stdout | `"v": 1` and `"type"` on every line | [`crate::cli`] |
+//! | `--json` output lines | the CLI's stdout | `"v": 1` and `"type"` on every line | `src/cli/` |
 //! | Projection views (`project`, `--save`) | the CLI's stdout, or the `--save` file (never in the ledger) | `schema: "action-ledger.project.<view>.v1"` (`status`, `commands`, `review-history`, `notifications`, `evidence`), with `revision` the commit folded at | [`crate::project`] |
 //!
 //! A `--json` line may gain fields within `"v": 1` (readers must ignore what they do not

@@ -34,7 +34,7 @@
 //! Every stage is a pure function of its inputs and of the tip it builds on: replaying the
 //! same input is a no-op (`unchanged`), and different content under an existing identity is a
 //! conflict that writes nothing. The library never reads the clock or the environment; the
-//! [`cli`] resolves them into values.
+//! command line (`src/cli/`, private to the program) resolves them into values.
 //!
 //! # Example
 //!
@@ -158,14 +158,16 @@
 //!   sweep.
 //! - [`publish`]: the publisher: validation, bindings, landing locally or on a remote.
 //! - [`compact`]: monthly segments after the retention window.
-//! - [`server`]: `serve`, the finality API over HTTP.
+//! - `server` (`src/server/`, private to the program): `serve`, the finality API over HTTP
+//!   and the operators' dashboard, built on [`finality`].
 //! - [`verify`]: offline verification of a revision or a push range, compacted months
 //!   ([`compact`]) and finality records ([`finality`]) included.
 //! - [`log`]: the events of a revision in canonical order, filtered, every shard read through
 //!   [`verify`]'s checks.
 //! - [`project`]: views folded from the events [`log`] hands out, bounded, the same bytes for
 //!   the same events; a saved view is brought up to date from [`log::added_shards`].
-//! - [`cli`]: the command line, the only place that reads the process's environment.
+//! - `cli` (`src/cli/`, private to the program, entered through [`run_process`]): the command
+//!   line, the only place that reads the process's environment.
 //!
 //! [`formats`] lists every byte format the crate writes, with its version marker and the rule
 //! for changing it.
@@ -223,7 +225,12 @@
 //!   action has at most one outcome: a report and the sweep race to exactly one.
 
 pub mod canonical;
-pub mod cli;
+/// The command-line program as a function, the `action-ledger` binary's whole `main`: parses
+/// `args` (the program name first), runs the command with `env` as its whole environment, and
+/// returns the exit code. The CLI and `serve` are parts of the program, not of the library's
+/// API: their modules are private.
+pub use cli::{Env, run_process};
+mod cli;
 pub mod compact;
 pub mod durable;
 pub mod event;
@@ -240,6 +247,12 @@ pub mod progress;
 pub mod project;
 pub mod publish;
 pub mod random;
+#[cfg(not(feature = "fuzzing"))]
+mod server;
+/// `serve`'s router and settings, public only to the fuzz targets (`scripts/fuzz/`, feature
+/// `fuzzing`): not part of the library's API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod server;
 pub mod store;
 #[cfg(test)]

@@ -18,6 +18,6 @@ fn main() {
             }
         }
     }
-    let code = action_ledger::cli::run_process(args, &env);
+    let code = action_ledger::run_process(args, &env);
     std::process::exit(code);
 }

@@ -1049,7 +1049,7 @@ pub(super) struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(super) max_batch: u32,
     /// Most `GET /api/stream` (Server-Sent Events) subscribers open at once; past it, 503.
-    #[arg(long, default_value_t = 256, value_name = "N",
+    #[arg(long, default_value_t = crate::server::api::stream::DEFAULT_MAX_STREAMS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(super) max_streams: u32,
 }

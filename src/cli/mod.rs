@@ -45,7 +45,8 @@ pub type Env = BTreeMap<String, String>;
 /// `args` includes the program name first, as `std::env::args` gives it. Nothing is read from
 /// the process environment: `env` is the whole environment the commands see (tests inject it).
 /// `--help` and `--version` print on `stdout` and return 0; a usage error prints on `stderr`
-/// and returns 2.
+/// and returns 2. The in-process runner of the CLI's tests.
+#[cfg(test)]
 pub fn run(
     args: impl IntoIterator<Item = String>,
     env: &Env,
@@ -56,7 +57,7 @@ pub fn run(
     run_with(args, env, stdin, stdout, stderr, output::ProgressMode::Off)
 }
 
-/// Runs the CLI on the process's own standard streams (the binary's entry point): as [`run`],
+/// Runs the CLI on the process's own standard streams (the binary's entry point): as `run`,
 /// and with progress on stderr for long commands: a bar when stderr is a terminal, else a
 /// plain line at most every few seconds (none with `-q`).
 pub fn run_process(args: impl IntoIterator<Item = String>, env: &Env) -> i32 {

@@ -345,18 +345,6 @@ pub async fn serve(
     result.map_err(|source| Error::Io { addr, source })
 }
 
-/// [`start`] then [`serve`].
-///
-/// # Errors
-/// Those of [`start`] and [`serve`].
-pub async fn run(
-    settings: Settings,
-    listener: tokio::net::TcpListener,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    serve(start(settings)?, listener, shutdown).await
-}
-
 async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: axum::Router,

@@ -87,9 +87,6 @@ pub mod sweep;
 #[cfg(test)]
 mod tests;
 
-pub use actions::idempotent_action_id;
-pub use extract::ActionPath;
-pub use reads::action_view;
 pub use sweep::spawn_sweeper;
 
 /// The shared state of the handlers.
@@ -240,11 +237,6 @@ impl App {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
         Ok(())
-    }
-
-    /// The metrics of `GET /metrics`.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up and ends the open event

@@ -75,7 +75,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 60);
 pub const CHANNEL: usize = 1024;
 
 /// The default of [`crate::server::Settings::max_streams`].
-pub const DEFAULT_MAX_STREAMS: usize = 256;
+pub const DEFAULT_MAX_STREAMS: u32 = 256;
 
 /// A change to an action, to be told to the subscribers that may read it.
 #[derive(Clone, Debug, PartialEq)]

@@ -82,7 +82,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         max_batch: 64,
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
-        max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS,
+        max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS as usize,
         clock: Arc::new(move || Timestamp::from_millis(clock.load(Ordering::SeqCst))),
         log: Arc::new(|_| {}),
     }

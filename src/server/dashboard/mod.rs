@@ -71,7 +71,7 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-pub use session::{Session, SessionError, Sessions};
+pub use session::Sessions;
 
 /// The dashboard's state inside the server: its sessions and the lane view last folded.
 #[derive(Debug, Default)]

@@ -55,6 +55,7 @@ fn token() -> Result<String, SessionError> {
 
 impl Sessions {
     /// No sessions.
+    #[cfg(test)]
     pub fn new() -> Sessions {
         Sessions::default()
     }
@@ -114,11 +115,13 @@ impl Sessions {
     }
 
     /// The number of sessions kept (expired ones not yet dropped included).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether no session is kept.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
