@@ -4016,3 +4016,86 @@ fn action_show_escapes_what_a_terminal_would_act_on() {
         "{shown}"
     );
 }
+
+/// `action containment`: a contained action awaits promotion once its outcome is completed;
+/// its creator may not resolve it; an operator promotes it once (the grant is shown running and
+/// approved), a second verdict is refused with the status; a discard creates no grant (issue
+/// 45).
+#[test]
+fn action_containment_promotes_or_discards_once() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let contained = |id: &str| {
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
+        args.extend_from_slice(&[
+            "--containment-ref",
+            "sandbox/main",
+            "--verdict",
+            "allow_contained",
+        ]);
+        assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    };
+    let complete = |id: &str| {
+        let args = ["action", "outcome", "--repo", repo, id, "completed"];
+        let done = run_finality(tmp, T0, &args);
+        assert!(done.starts_with("exit: 0"), "{done}");
+    };
+    let resolve = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", "containment", "--repo", repo, id];
+        args.extend_from_slice(extra);
+        run_finality(tmp, T1, &args)
+    };
+    let mut out = Vec::new();
+    contained("act_box");
+    let early = resolve("act_box", &["promote", "--principal", "ops-lead", "--json"]);
+    assert!(early.starts_with("exit: 1"), "{early}");
+    out.push(early);
+    complete("act_box");
+    let own = resolve("act_box", &["promote"]);
+    assert!(own.starts_with("exit: 1"), "{own}");
+    out.push(own);
+    let promoted = resolve(
+        "act_box",
+        &[
+            "promote",
+            "--principal",
+            "ops-lead",
+            "--reasoning",
+            "diff reviewed",
+        ],
+    );
+    assert!(promoted.starts_with("exit: 0"), "{promoted}");
+    out.push(promoted);
+    let again = resolve(
+        "act_box",
+        &["discard", "--principal", "ops-other", "--json"],
+    );
+    assert!(again.starts_with("exit: 1"), "{again}");
+    out.push(again);
+    let shown = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_box"]);
+    assert!(
+        shown.contains("containment:  promoted by ops-lead"),
+        "{shown}"
+    );
+    let grant = "promote_".to_owned() + &crate::identity::Digest::of(b"act_box").as_str()[..40];
+    let grant_shown = run_finality(tmp, T1, &["action", "show", "--repo", repo, &grant]);
+    assert!(
+        grant_shown.contains("lifecycle:    running"),
+        "{grant_shown}"
+    );
+    assert!(
+        grant_shown.contains("approval:     approve by ops-lead"),
+        "{grant_shown}"
+    );
+    contained("act_drop");
+    complete("act_drop");
+    let dropped = resolve(
+        "act_drop",
+        &["discard", "--principal", "ops-lead", "--json"],
+    );
+    assert!(dropped.starts_with("exit: 0"), "{dropped}");
+    out.push(dropped);
+    let verified = run_finality(tmp, T1, &["verify", "--repo", repo]);
+    assert!(verified.starts_with("exit: 0"), "{verified}");
+    insta::assert_snapshot!("action_containment", out.join("\n"));
+}

@@ -14,6 +14,7 @@
 //! finality/v1/actions/<fan-out>/<action_id>/claim.json      the one claim
 //! finality/v1/actions/<fan-out>/<action_id>/outcome.json    the one outcome
 //! finality/v1/actions/<fan-out>/<action_id>/approval.json   an operator's decision
+//! finality/v1/actions/<fan-out>/<action_id>/containment.json an operator's promote or discard
 //! finality/v1/decisions/<fan-out>/<decision_id>.json        a guard decision
 //! finality/v1/pending/<YYYY-MM-DD>/<HH>/<ms>.<action_id>    a pending outcome (nibble)
 //! ```
@@ -167,6 +168,7 @@ pub mod act;
 pub mod approval;
 pub mod batch;
 pub mod claim;
+pub mod containment;
 pub mod create;
 pub mod decision;
 pub mod error;
@@ -193,6 +195,7 @@ pub(crate) mod test_support;
 pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision, ApprovalExpiry};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
+pub use containment::{Containment, ContainmentStatus, ContainmentVerdict, resolve_containment};
 pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
