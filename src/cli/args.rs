@@ -806,6 +806,22 @@ pub(super) enum ActionCommand {
     List(ListArgs),
 }
 
+impl ActionCommand {
+    /// Whether `--json` was given.
+    pub(super) fn json(&self) -> bool {
+        match self {
+            ActionCommand::Create(a) => a.json,
+            ActionCommand::Claim(a) => a.json,
+            ActionCommand::Outcome(a) => a.json,
+            ActionCommand::Close(a) => a.json,
+            ActionCommand::Cancel(a) => a.json,
+            ActionCommand::Containment(a) => a.json,
+            ActionCommand::Show(a) => a.json,
+            ActionCommand::List(a) => a.json,
+        }
+    }
+}
+
 // The flags of `action create` (its help text is on the variant).
 #[derive(clap::Args, Debug)]
 pub(super) struct CreateArgs {
@@ -929,7 +945,9 @@ pub(super) struct CancelArgs {
     pub(super) state: StateRepo,
     /// The action id.
     pub(super) action_id: String,
-    /// Why the action is not executed (required; redacted, truncated to 4000 characters).
+    /// Why the action is not executed (required, not blank; redacted, then cut to 3973
+    /// characters: the stored summary adds "Deliberately not executed: " and holds at most
+    /// 4000).
     #[arg(long)]
     pub(super) reason: String,
     /// Who cancels: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
@@ -1001,7 +1019,7 @@ pub(super) struct ListArgs {
     /// Only actions whose guard decision record (written by serve) names this action type.
     #[arg(long)]
     pub(super) action_type: Option<String>,
-    /// Most actions listed (1 to 200; more is lowered to 200).
+    /// Most actions listed (1 to 200; more exits 2).
     #[arg(long, default_value = "50")]
     pub(super) limit: String,
     /// Matching actions skipped first (0 to 1000000).

@@ -4099,3 +4099,97 @@ fn action_containment_promotes_or_discards_once() {
     assert!(verified.starts_with("exit: 0"), "{verified}");
     insta::assert_snapshot!("action_containment", out.join("\n"));
 }
+
+/// Under `--json` every failed `action` command answers one JSON line on stdout: an `error`
+/// record for a repository that cannot be opened (it printed nothing), the `refusal` record
+/// otherwise; `show --json` names the outcome's source (found by a fresh-eyes review).
+#[test]
+fn action_json_failures_answer_on_stdout() {
+    use crate::canonical::Value;
+    let tmp = &temp_root();
+    let stdout_of = |out: &str| -> Vec<Value> {
+        let body = out.split("--- stdout\n").nth(1).unwrap_or_default();
+        let body = body.split("--- stderr\n").next().unwrap_or_default();
+        body.lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| crate::canonical::parse(l).unwrap())
+            .collect()
+    };
+    for args in [
+        vec![
+            "action",
+            "show",
+            "--repo",
+            "[TMP]/missing.git",
+            "act_x",
+            "--json",
+        ],
+        vec![
+            "action",
+            "cancel",
+            "--repo",
+            "[TMP]/missing.git",
+            "act_x",
+            "--reason",
+            "r",
+            "--json",
+        ],
+        vec!["action", "list", "--repo", "[TMP]/missing.git", "--json"],
+    ] {
+        let out = run_finality(tmp, T0, &args);
+        assert!(out.starts_with("exit: 2"), "{out}");
+        let lines = stdout_of(&out);
+        assert_eq!(lines.len(), 1, "{args:?}: {out}");
+        assert_eq!(lines[0].get("type").and_then(Value::as_str), Some("error"));
+        assert_eq!(
+            lines[0].get("code").and_then(Value::as_safe_integer),
+            Some(2)
+        );
+    }
+    let repo = "[TMP]/state.git";
+    let args = action_create(&["--repo", repo], "act_src", "gd_1");
+    assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    let claim = [
+        "action",
+        "claim",
+        "--repo",
+        repo,
+        "act_src",
+        "--attempt",
+        "attempt-0000000001",
+    ];
+    assert!(run_finality(tmp, T0, &claim).starts_with("exit: 0"));
+    let cancel = [
+        "action", "cancel", "--repo", repo, "act_src", "--reason", "r", "--json",
+    ];
+    let refused = run_finality(tmp, T1, &cancel);
+    assert!(refused.starts_with("exit: 1"), "{refused}");
+    let lines = stdout_of(&refused);
+    assert_eq!(lines.len(), 1, "{refused}");
+    let r = &lines[0];
+    assert_eq!(
+        r.get("code").and_then(Value::as_str),
+        Some("NOT_CANCELLABLE")
+    );
+    assert_eq!(
+        r.get("outcome_status").and_then(Value::as_str),
+        Some("pending")
+    );
+    assert_eq!(r.get("execution_claimed"), Some(&Value::Bool(true)));
+    let outcome = ["action", "outcome", "--repo", repo, "act_src", "completed"];
+    assert!(run_finality(tmp, T1, &outcome).starts_with("exit: 0"));
+    let shown = run_finality(
+        tmp,
+        T1,
+        &["action", "show", "--repo", repo, "act_src", "--json"],
+    );
+    let lines = stdout_of(&shown);
+    assert_eq!(
+        lines[0]
+            .get("outcome")
+            .and_then(|o| o.get("source"))
+            .and_then(Value::as_str),
+        Some("outcome"),
+        "{shown}"
+    );
+}

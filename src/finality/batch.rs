@@ -614,6 +614,13 @@ pub fn close_with_error(
 /// cancels (`outcome_summary`).
 pub const CANCEL_SUMMARY_PREFIX: &str = "Deliberately not executed: ";
 
+/// The most of a cancel's reason that is kept, in UTF-16 code units (3,973): the stored summary
+/// is [`CANCEL_SUMMARY_PREFIX`] and the reason, and holds at most [`MAX_TEXT_UNITS`] (4,000)
+/// like every stored text, so the reason keeps what the prefix leaves; the rest is cut, after
+/// redaction. DashClaw cuts the reason at 4,000 and stores a longer summary, which no finality
+/// record may hold.
+pub const MAX_CANCEL_REASON_UNITS: usize = MAX_TEXT_UNITS - CANCEL_SUMMARY_PREFIX.len();
+
 /// Whether `state` may still be cancelled, as DashClaw's server decides it: `running`, no
 /// outcome, and never claimed (a claimed action must report its real outcome instead).
 pub fn cancellable(state: &State) -> bool {
@@ -622,14 +629,15 @@ pub fn cancellable(state: &State) -> bool {
 
 /// Cancels an action that was allowed but never executed (`POST /api/actions/{id}/cancel`,
 /// `action cancel`): stages the one `outcome.json` of a direct close to `cancelled` (outcome
-/// `failed`), its summary [`CANCEL_SUMMARY_PREFIX`] and the `reason` (redacted and truncated
-/// as every stored text is; what the redaction found is reported). The same create-only record
+/// `failed`), its summary [`CANCEL_SUMMARY_PREFIX`] and the `reason` (redacted, then cut to
+/// [`MAX_CANCEL_REASON_UNITS`]; what the redaction found is reported). The same create-only record
 /// as every close, so a cancel racing a claim, an outcome or another cancel has one winner, and
 /// a cancelled action refuses every later claim, outcome and close. Only the action's principal
 /// or an operator may cancel ([`Settler`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a blank reason; [`Error::NotFound`] (also when `by` may not
+/// [`Error::InvalidInput`] for a blank reason (only whitespace or invisible characters,
+/// [`is_blank`](super::is_blank)); [`Error::NotFound`] (also when `by` may not
 /// settle the action); [`Error::NotCancellable`] with the current lifecycle when the action is
 /// not [`cancellable`] (claimed, settled, pending approval, or already cancelled).
 pub fn cancel(
@@ -640,7 +648,7 @@ pub fn cancel(
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let reason = reason.trim();
-    if reason.is_empty() {
+    if super::is_blank(reason) {
         return Err(Error::InvalidInput {
             field: "reason",
             reason: "a cancel needs a reason".into(),
@@ -659,6 +667,7 @@ pub fn cancel(
             action_id: p.id.clone(),
             lifecycle: state.lifecycle(),
             claimed: state.claim.is_some(),
+            outcome_status: state.outcome_status(),
         });
     }
     let outcome = p.outcome_on(&state, now)?;

@@ -105,6 +105,8 @@ pub enum Error {
         lifecycle: Lifecycle,
         /// Whether its execution was claimed.
         claimed: bool,
+        /// Its outcome status (`pending` without an outcome).
+        outcome_status: OutcomeStatus,
     },
     /// A containment verdict on an action that is not awaiting promotion (not contained, its
     /// contained run not completed, or already promoted or discarded), DashClaw's

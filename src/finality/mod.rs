@@ -208,7 +208,7 @@ pub use records::{
     MAX_RECORD_BYTES, MAX_TEXT_UNITS, OUTCOME_SCHEMA, Outcome, RecordError, SCHEMA_VERSION,
     format_time, parse_action, parse_claim, parse_outcome, parse_time,
 };
-pub use redaction::{REDACTED, Security, clean_text, mask_secrets};
+pub use redaction::{REDACTED, Security, clean_text, is_blank, mask_secrets};
 pub use state::{
     ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show, show_at,
 };

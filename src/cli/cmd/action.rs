@@ -15,7 +15,7 @@ use crate::cli::args::{
     ActionCommand, CancelArgs, ClaimArgs, CloseArgs, ContainmentArgs, CreateArgs, ListArgs,
     OutcomeArgs, ShowArgs,
 };
-use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
+use crate::cli::output::{Failure, Printer, commit_value, error_record, line, with_type};
 use crate::cli::settings::{
     accept_if_asked, finality_now, finality_options, new_action_id, open_state, state_target,
     uuid_v4,
@@ -44,6 +44,16 @@ pub(in crate::cli) fn finality_failure(
         if let Some(s) = e.current_status() {
             v.push(("current_status", Value::str(s)));
         }
+        // What the HTTP 409 of a cancel carries beside `current_status`.
+        if let finality::Error::NotCancellable {
+            claimed,
+            outcome_status,
+            ..
+        } = e
+        {
+            v.push(("outcome_status", Value::str(outcome_status.as_str())));
+            v.push(("execution_claimed", Value::Bool(*claimed)));
+        }
         // What the HTTP 409 of a containment verdict carries.
         if let finality::Error::ContainmentNotAwaiting { status, .. } = e {
             let status = status.map_or(Value::Null, |s| Value::str(s.as_str()));
@@ -52,6 +62,22 @@ pub(in crate::cli) fn finality_failure(
         out.data(&line(&Value::object(v)));
     }
     Failure::classified(e.is_refusal(), format!("{e} ({})", e.code()))
+}
+
+/// The outcome view of `st` at `now` with its `source` (`outcome`, `legacy_close`, `sweep`;
+/// `null` while pending), as the readable `action show` names it.
+fn outcome_value(st: &finality::State, now: Timestamp) -> Value {
+    match st.view(now).to_value() {
+        Value::Object(mut m) => {
+            let source = st
+                .outcome
+                .as_ref()
+                .map_or(Value::Null, |o| Value::str(o.source.as_str()));
+            m.insert("source".into(), source);
+            Value::Object(m)
+        }
+        v => v,
+    }
 }
 
 /// The `action` object of `show --json` and `create --json`.
@@ -66,7 +92,7 @@ fn state_value(st: &finality::State, now: Timestamp) -> Value {
                 .map_or(Value::Null, finality::Claim::to_value),
         ),
         ("lifecycle", Value::str(st.lifecycle().as_str())),
-        ("outcome", st.view(now).to_value()),
+        ("outcome", outcome_value(st, now)),
     ]);
     // An operator's decision and containment verdict are shown only where there is one.
     let Value::Object(mut m) = v else {
@@ -87,6 +113,23 @@ pub(in crate::cli) fn run(
     env: &Env,
     command: ActionCommand,
 ) -> Result<(), Failure> {
+    let json = command.json();
+    let before = out.lines;
+    let result = run_command(out, env, command);
+    // Under --json every failure answers on stdout: a refusal has its `refusal` record; a
+    // failure before the command could answer (an unreadable repository, bad options) gets an
+    // `error` record.
+    if let Err(f) = &result
+        && json
+        && out.lines == before
+    {
+        out.data(&line(&error_record(f)));
+    }
+    result
+}
+
+/// [`run`] without its `error` record.
+fn run_command(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<(), Failure> {
     let now = finality_now(env)?;
     match command {
         ActionCommand::Create(a) => create(out, env, now, a),

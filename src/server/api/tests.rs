@@ -3017,6 +3017,12 @@ async fn the_stream_is_authenticated_bounded_and_ends_at_shutdown() {
     assert_eq!((a, b), (200, 200));
     let g = call(&s, "GET", "/api/stream", BOT, "").await;
     assert_eq!(g.status, 503, "{:?}", g.body);
+    assert_eq!(
+        g.headers
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap()),
+        Some(stream::RETRY_AFTER_SECONDS)
+    );
     drop(first);
     let (c, third) = subscribe(&s, BOT).await;
     assert_eq!(c, 200, "a closed stream frees its slot");
@@ -3122,6 +3128,38 @@ async fn cancel_answers_as_dashclaw() {
         .post(format!("{uri}/cancel"), BOT, r#"{"reason":"   "}"#)
         .await;
     assert_eq!(g.status, 400);
+    for invisible in [
+        r#""\u200b""#,
+        r#""\ufeff \u2060\u200d""#,
+        r#""\u00ad\u3164""#,
+    ] {
+        let g = s
+            .post(
+                format!("{uri}/cancel"),
+                BOT,
+                format!(r#"{{"reason":{invisible}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "reason is required"),
+            "{invisible}"
+        );
+    }
+    for typed in ["5", "true", r#"["x"]"#, r#"{"a":1}"#] {
+        let g = s
+            .post(
+                format!("{uri}/cancel"),
+                BOT,
+                format!(r#"{{"reason":{typed}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "reason must be a string"),
+            "{typed}"
+        );
+    }
     let g = s
         .post(format!("{uri}/cancel"), OTHER, r#"{"reason":"mine now"}"#)
         .await;
@@ -3422,4 +3460,116 @@ async fn containment_answers_as_dashclaw() {
         crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
             .unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+/// A connection that sent half a request head does not hold a stop for the client timeout
+/// (30 s here): the stop closes it at once, while a complete request is answered in full
+/// (found by a fresh-eyes test: SIGTERM waited for the header timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_request_does_not_hold_the_stop() {
+    use std::io::{Read as _, Write as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("state.git");
+    let mut st = settings(&repo, Arc::new(AtomicI64::new(T0)), None, Target::Local);
+    st.client_timeout = std::time::Duration::from_secs(30);
+    let started = crate::server::start(st).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::server::serve(started, listener, async {
+        let _ = stopped.await;
+    }));
+    let wait = Some(std::time::Duration::from_secs(10));
+    let mut full = std::net::TcpStream::connect(addr).unwrap();
+    full.set_read_timeout(wait).unwrap();
+    full.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = [0u8; 12];
+    full.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HTTP/1.1 200");
+    let mut half = std::net::TcpStream::connect(addr).unwrap();
+    half.set_read_timeout(wait).unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let began = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), server)
+        .await
+        .expect("the server stopped")
+        .unwrap()
+        .unwrap();
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(5),
+        "the stop waited {:?}",
+        began.elapsed()
+    );
+    let mut rest = Vec::new();
+    assert_eq!(half.read_to_end(&mut rest).unwrap(), 0, "closed unanswered");
+}
+
+/// What the listing and the legacy close used to take silently is refused, naming the
+/// parameter or field and its rule, and changes nothing: a `limit` above the maximum (it was
+/// lowered), a parameter given twice (the last one won), a malformed `timestamp_end` (it was
+/// ignored). The SDK's own `timestamp_end` (microseconds) is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_and_closes_refuse_what_they_used_to_ignore() {
+    let s = server();
+    let detail = |g: &Got| -> String {
+        g.body
+            .get("details")
+            .and_then(|d| d.as_array())
+            .and_then(|d| d.first())
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (uri, name, rule) in [
+        ("/api/actions?limit=201", "limit", "from 1 to 200"),
+        ("/api/guard?limit=1001", "limit", "from 1 to 1000"),
+        (
+            "/api/actions?status=running&status=completed",
+            "status",
+            "more than once",
+        ),
+        ("/api/actions?limit=5&offset=0&limit=6", "limit", "more than once"),
+        ("/api/guard?decision=allow&decision=block", "decision", "more than once"),
+    ] {
+        let g = s.get(uri, BOT).await;
+        assert_eq!(g.status, 400, "{uri}: {:?}", g.body);
+        let d = detail(&g);
+        assert!(d.contains(name) && d.contains(rule), "{uri}: {d}");
+    }
+    assert_eq!(s.get("/api/actions?limit=200", BOT).await.status, 200);
+    assert_eq!(s.get("/api/guard?limit=1000", BOT).await.status, 200);
+
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    let tip = tip_of(&s);
+    for bad in [r#""yesterday""#, "5", r#""2026-03-01 12:00:00""#, r#""2026-02-30T12:00:00Z""#] {
+        let g = s
+            .patch(
+                &uri,
+                BOT,
+                format!(r#"{{"status":"completed","timestamp_end":{bad}}}"#),
+            )
+            .await;
+        assert_eq!(g.status, 400, "{bad}: {:?}", g.body);
+        let d = detail(&g);
+        assert!(d.contains("timestamp_end") && d.contains("ISO 8601"), "{d}");
+    }
+    assert_eq!(tip_of(&s), tip, "a refused close writes nothing");
+    assert_eq!(
+        s.get(&uri, BOT).await.str_at("action", "status"),
+        Some("running")
+    );
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            r#"{"status":"completed","timestamp_end":"2026-03-01T12:00:00.123456Z"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.str_at("action", "status"), Some("completed"));
 }
