@@ -374,9 +374,13 @@ if case == "sdk":
     r = ops.resolve_containment(did, "discard")
     assert set(r) == {"action"} and r["action"]["containment_status"] == "discarded", r
     assert refused(ops, "act_nope", "discard") == 404
+    listed = [a["action_id"] for a in ops.list_contained("promoted")["actions"]]
+    assert kid in listed and did not in listed, listed
+    assert [a["action_id"] for a in ops.list_contained()["actions"]] == [own], "awaiting promotion"
     ok("resolve_containment: 409 before the contained run completed, 403 for a non-operator and for the "
        "creator, 400 for a bad verdict; promote answers a running grant the agent claims with the merge act; "
-       "a second verdict is 409 CONTAINMENT_NOT_AWAITING; discard answers {action}; an unknown id 404")
+       "a second verdict is 409 CONTAINMENT_NOT_AWAITING; discard answers {action}; an unknown id 404; "
+       "list_contained filters by containment status")
 
     # Legacy close keeps what it is sent (issue 45).
     lid = recorded("close me")

@@ -41,6 +41,7 @@
 use std::collections::BTreeMap;
 
 use super::batch::Overlay;
+use super::containment::ContainmentStatus;
 use super::decision::{self, DECISIONS, Decision, DecisionId};
 use super::ids::ActionId;
 use super::layout::ACTIONS;
@@ -134,6 +135,7 @@ const ACTION_PARAMS: &[&str] = &[
     "outcome_status",
     "agent_id",
     "action_type",
+    "containment_status",
     "limit",
     "offset",
     "swarm_id",
@@ -171,6 +173,9 @@ pub struct ActionQuery {
     /// Only actions whose guard decision record names this action type (`action_type`);
     /// actions created by the CLI have no decision record and never match.
     pub action_type: Option<String>,
+    /// Only contained actions in this containment status (`containment_status`, the SDK's
+    /// `list_contained`; [`super::containment::status`]).
+    pub containment_status: Option<ContainmentStatus>,
     /// Most actions in the page, 1 to [`MAX_ACTIONS_LIMIT`].
     pub limit: usize,
     /// Matching actions skipped before the page, at most [`MAX_OFFSET`].
@@ -185,6 +190,7 @@ impl Default for ActionQuery {
             outcome_status: None,
             agent_id: None,
             action_type: None,
+            containment_status: None,
             limit: DEFAULT_ACTIONS_LIMIT,
             offset: 0,
         }
@@ -197,7 +203,8 @@ impl ActionQuery {
     ///
     /// # Errors
     /// [`ListError::BadParam`] for a `status` or `exclude_status` that is no lifecycle, an
-    /// `outcome_status` that is no outcome status, a `limit` (1 to [`MAX_ACTIONS_LIMIT`]) or
+    /// `outcome_status` that is no outcome status, a `containment_status` that is no
+    /// [`ContainmentStatus`], a `limit` (1 to [`MAX_ACTIONS_LIMIT`]) or
     /// `offset` that breaks its rule, a filter this ledger cannot apply (`swarm_id`,
     /// `risk_min`, `days`), or a known parameter given more than once.
     pub fn parse<'a>(
@@ -232,6 +239,16 @@ impl ActionQuery {
                 }
                 "agent_id" => q.agent_id = Some(value.to_owned()),
                 "action_type" => q.action_type = Some(value.to_owned()),
+                "containment_status" => {
+                    q.containment_status =
+                        Some(ContainmentStatus::parse(value).ok_or_else(|| {
+                            bad(
+                                name,
+                                value,
+                                "must be contained, awaiting_promotion, promoted or discarded",
+                            )
+                        })?);
+                }
                 "limit" => q.limit = parse_limit(value, MAX_ACTIONS_LIMIT, ACTIONS_LIMIT_RULE)?,
                 "offset" => q.offset = parse_offset(value)?,
                 n if UNSUPPORTED.contains(&n) => {
@@ -263,6 +280,7 @@ impl ActionQuery {
             || self.outcome_status.is_some()
             || self.agent_id.is_some()
             || self.action_type.is_some()
+            || self.containment_status.is_some()
     }
 
     /// Whether `state` (with its decision record) matches the filters.
@@ -281,6 +299,9 @@ impl ActionQuery {
                 .action_type
                 .as_deref()
                 .is_none_or(|t| decision.and_then(|d| d.action_type.as_deref()) == Some(t))
+            && self
+                .containment_status
+                .is_none_or(|c| super::containment::status(state) == Some(c))
     }
 }
 

@@ -3455,6 +3455,33 @@ async fn containment_answers_as_dashclaw() {
     if won.str_at("action", "containment_status") == Some("discarded") {
         assert_eq!(won.body.get("promotion_action_id"), None);
     }
+    // The listing filters by containment status (the SDK's `list_contained`).
+    let listed = |g: &Got| -> Vec<String> {
+        g.body
+            .get("actions")
+            .and_then(|a| a.as_array())
+            .unwrap()
+            .iter()
+            .filter_map(|a| {
+                a.get("action_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let g = s.get("/api/actions?containment_status=promoted", OPS).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert!(
+        listed(&g).contains(&id) && !listed(&g).contains(&dropped),
+        "{:?}",
+        g.body
+    );
+    let g = s
+        .get("/api/actions?containment_status=awaiting_promotion", OPS)
+        .await;
+    assert_eq!(listed(&g), vec![own.clone()]);
+    let g = s.get("/api/actions?containment_status=merged", OPS).await;
+    assert_eq!(g.status, 400);
     let store = Store::open(&s.repo).unwrap();
     let report =
         crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
@@ -3532,8 +3559,16 @@ async fn listings_and_closes_refuse_what_they_used_to_ignore() {
             "status",
             "more than once",
         ),
-        ("/api/actions?limit=5&offset=0&limit=6", "limit", "more than once"),
-        ("/api/guard?decision=allow&decision=block", "decision", "more than once"),
+        (
+            "/api/actions?limit=5&offset=0&limit=6",
+            "limit",
+            "more than once",
+        ),
+        (
+            "/api/guard?decision=allow&decision=block",
+            "decision",
+            "more than once",
+        ),
     ] {
         let g = s.get(uri, BOT).await;
         assert_eq!(g.status, 400, "{uri}: {:?}", g.body);
@@ -3546,7 +3581,12 @@ async fn listings_and_closes_refuse_what_they_used_to_ignore() {
     let id = recorded(&s, "build", ACT, "").await;
     let uri = format!("/api/actions/{id}");
     let tip = tip_of(&s);
-    for bad in [r#""yesterday""#, "5", r#""2026-03-01 12:00:00""#, r#""2026-02-30T12:00:00Z""#] {
+    for bad in [
+        r#""yesterday""#,
+        "5",
+        r#""2026-03-01 12:00:00""#,
+        r#""2026-02-30T12:00:00Z""#,
+    ] {
         let g = s
             .patch(
                 &uri,
