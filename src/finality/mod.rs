@@ -41,7 +41,7 @@
 //! `cancelled` in older records) or `expired` (written by the sweep when nobody decided in
 //! time), and
 //! `outcome.json` holds the lifecycle *after* the outcome closed it. The state of an action is a
-//! pure function of its (at most four) files ([`State`]); no `outcome.json` means outcome
+//! pure function of its (at most five) files ([`State`]); no `outcome.json` means outcome
 //! `pending`.
 //!
 //! # The rules
@@ -120,6 +120,11 @@
 //!   refused ([`Error::TerminalState`] with lifecycle `expired`). An action awaiting an operator
 //!   is never swept to `lost_confirmation` (nothing can have run; the reference sweeps its
 //!   outcome all the same).
+//! - **Containment** ([`containment`]). An `allow_contained` action whose outcome is `completed`
+//!   awaits promotion; an operator other than its creating principal promotes or discards it,
+//!   once (the create-only `containment.json`). A promotion also creates, in the same commit, an
+//!   operator-approved `containment_promote` action for the same agent and principal whose act
+//!   merges the containment ref.
 //!
 //! Every operation reads the tip of the ledger ref, checks its preconditions against that
 //! snapshot, writes one commit and lands it with one compare-and-swap; when another writer moved
@@ -158,8 +163,8 @@
 //! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
 //! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
-//! [`verify`](mod@verify), [`batch`], [`approval`], [`decision`], and [`list`] (the listings of
-//! actions and guard decisions, and what a page costs).
+//! [`verify`](mod@verify), [`batch`], [`approval`], [`containment`], [`decision`], and [`list`]
+//! (the listings of actions and guard decisions, and what a page costs).
 
 #[macro_use]
 pub mod status;

@@ -28,9 +28,9 @@
 //!   [`MAPPED_BUDGET`](crate::store::MAPPED_BUDGET) above what the last release left
 //!   ([`crate::store::Store::bound_mapped_packs`]); the hot index pages of a large repository
 //!   stay mapped, 28 bytes per object for each repository that maps them.
-//! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records
-//!   and operator approvals, so `action show`, `verify` and the pre-receive hook read what the
-//!   server wrote.
+//! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records,
+//!   operator approvals and containment verdicts, so `action show`, `verify` and the
+//!   pre-receive hook read what the server wrote.
 //!
 //! # Idempotency keys
 //!
