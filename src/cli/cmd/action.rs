@@ -64,22 +64,6 @@ pub(in crate::cli) fn finality_failure(
     Failure::classified(e.is_refusal(), format!("{e} ({})", e.code()))
 }
 
-/// The outcome view of `st` at `now` with its `source` (`outcome`, `legacy_close`, `sweep`;
-/// `null` while pending), as the readable `action show` names it.
-fn outcome_value(st: &finality::State, now: Timestamp) -> Value {
-    match st.view(now).to_value() {
-        Value::Object(mut m) => {
-            let source = st
-                .outcome
-                .as_ref()
-                .map_or(Value::Null, |o| Value::str(o.source.as_str()));
-            m.insert("source".into(), source);
-            Value::Object(m)
-        }
-        v => v,
-    }
-}
-
 /// The `action` object of `show --json` and `create --json`.
 fn state_value(st: &finality::State, now: Timestamp) -> Value {
     let v = Value::object([
@@ -92,7 +76,7 @@ fn state_value(st: &finality::State, now: Timestamp) -> Value {
                 .map_or(Value::Null, finality::Claim::to_value),
         ),
         ("lifecycle", Value::str(st.lifecycle().as_str())),
-        ("outcome", outcome_value(st, now)),
+        ("outcome", st.view(now).to_value()),
     ]);
     // An operator's decision and containment verdict are shown only where there is one.
     let Value::Object(mut m) = v else {
