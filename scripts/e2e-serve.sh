@@ -16,6 +16,9 @@
 #     a bad parameter with 400, and /api/actions/stats;
 #   - cancel (through the SDK's _request): success, 400 without a reason, 409 NOT_CANCELLABLE,
 #     404, a claim after it refused; update_outcome keeps error_message, refuses executed_despite;
+#   - resolve_containment: a contained action (allow_contained) is refused 409 before its run
+#     completes, 403 for a non-operator key and for its creator; promote answers the grant, which
+#     the agent claims with the merge act; a second verdict is 409; discard answers {action};
 #   - the cron sweep: 401 without the secret, 503 on a server without one, 200 not sweeping a fresh
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
@@ -56,7 +59,8 @@ printf '# principal sha256(key) [operator]\nbot %s\nops %s operator\n' "$(sha "$
 cat >"$work/policy.json" <<'EOF'
 {"default": "allow", "rules": [
   {"id": "deploys", "action_type": "deploy", "verdict": "require_approval", "reason": "deploys need an operator"},
-  {"id": "no-drop", "act_kind": "sql", "verdict": "block", "reason": "no SQL from agents"}
+  {"id": "no-drop", "act_kind": "sql", "verdict": "block", "reason": "no SQL from agents"},
+  {"id": "sandbox", "act_kind": "file", "verdict": "allow_contained", "containment_ref": "sandbox/e2e"}
 ]}
 EOF
 
@@ -320,6 +324,57 @@ if case == "sdk":
     ok("cancel: a never-claimed action is cancelled once; no reason is 400, a second cancel 409 NOT_CANCELLABLE, "
        "a claim after it is refused, an unknown id 404")
 
+    # resolve_containment (issue 45): a contained action awaits promotion once its run completed.
+    ops = DashClaw(url, ops_key, "operator-console")
+    file_act = {"kind": "file", "path": "src/lib.rs"}
+    def contained(goal, client=dc):
+        d = client.guard({"action_type": "write", "declared_goal": goal, "act": file_act,
+                          "client_capabilities": ["execution_claims", "allow_contained"]}, record=True)
+        assert d["decision"] == "allow_contained", d
+        return d["action_id"]
+    def completed(aid, client=dc):
+        client.claim_execution(aid, file_act)
+        client.report_action_outcome(aid, "completed")
+    kid = contained("contain me")
+    def refused(client, aid, verdict):
+        try:
+            client.resolve_containment(aid, verdict)
+        except DashClawError as e:
+            return e.status
+        raise AssertionError(f"resolve_containment({verdict}) was answered")
+    assert refused(ops, kid, "promote") == 409
+    assert dc.get_action(kid)["action"]["containment_status"] == "contained"
+    completed(kid)
+    assert dc.get_action(kid)["action"]["containment_status"] == "awaiting_promotion"
+    assert refused(dc, kid, "promote") == 403
+    s, b = raw("POST", f"/api/actions/{kid}/containment", {"verdict": "merge"}, key=ops_key)
+    assert s == 400 and b["error"] == "Invalid verdict. Must be promote or discard.", (s, b)
+    r = ops.resolve_containment(kid, "promote")
+    assert r["action"]["action_id"] == kid and r["action"]["containment_status"] == "promoted", r
+    grant = r["promotion_action_id"]
+    g = dc.get_action(grant)["action"]
+    assert g["status"] == "running" and g["action_type"] == "containment_promote" and g["approved_by"] == "ops", g
+    dc.claim_execution(grant, {"kind": "shell", "command": "git merge --no-ff sandbox/e2e"})
+    dc.report_action_outcome(grant, "completed")
+    s, b = raw("POST", f"/api/actions/{kid}/containment", {"verdict": "discard"}, key=ops_key)
+    assert s == 409 and b["error"] == "CONTAINMENT_NOT_AWAITING" and b["containment_status"] == "promoted", (s, b)
+    own = contained("ops' own", client=ops)
+    completed(own, client=ops)
+    s, b = raw("POST", f"/api/actions/{own}/containment", {"verdict": "discard"}, key=ops_key)
+    assert s == 403 and b["code"] == "SELF_APPROVAL_FORBIDDEN", (s, b)
+    did = contained("discard me")
+    completed(did)
+    r = ops.resolve_containment(did, "discard")
+    assert set(r) == {"action"} and r["action"]["containment_status"] == "discarded", r
+    assert refused(ops, "act_nope", "discard") == 404
+    listed = [a["action_id"] for a in ops.list_contained("promoted")["actions"]]
+    assert kid in listed and did not in listed, listed
+    assert [a["action_id"] for a in ops.list_contained()["actions"]] == [own], "awaiting promotion"
+    ok("resolve_containment: 409 before the contained run completed, 403 for a non-operator and for the "
+       "creator, 400 for a bad verdict; promote answers a running grant the agent claims with the merge act; "
+       "a second verdict is 409 CONTAINMENT_NOT_AWAITING; discard answers {action}; an unknown id 404; "
+       "list_contained filters by containment status")
+
     # Legacy close keeps what it is sent (issue 45).
     lid = recorded("close me")
     try:
@@ -456,7 +511,7 @@ printf 'hup-bot %s\n' "$(sha "$hup_key")" >>"$work/keys"
 kill -HUP "$nosecret_pid"
 for _ in $(seq 200); do grep -q '^reloaded: ' "$work/nosecret.err" && break; sleep 0.05; done
 kill -0 "$nosecret_pid" 2>/dev/null || fail "SIGHUP stopped the server"
-grep -qx 'reloaded: 3 API key(s), 2 policy rule(s)' "$work/nosecret.err" || fail "no reload line: $(tail -3 "$work/nosecret.err")"
+grep -qx 'reloaded: 3 API key(s), 3 policy rule(s)' "$work/nosecret.err" || fail "no reload line: $(tail -3 "$work/nosecret.err")"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $hup_key" "$nosecret_url/api/actions/act_none")
 [ "$code" = 404 ] || fail "the key added before SIGHUP answered $code"
 curl -s "$nosecret_url/metrics" | grep -qx 'action_ledger_reloads_total{result="ok"} 1' || fail "/metrics does not count the reload"

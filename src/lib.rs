@@ -184,7 +184,8 @@
 //! ledger/v1/segments/YYYY/MM/segment-NNNN.jsonl, manifest.json compacted months
 //! finality/v1/layout.json                                     the finality layout (nibble only)
 //! finality/v1/actions/a/3/f/0/9/c/<id>/action.json             the binding of a governed action
-//!                                           claim.json, outcome.json, approval.json
+//!                                           claim.json, outcome.json, approval.json,
+//!                                           containment.json
 //! finality/v1/decisions/a/3/f/0/9/c/<id>.json                  guard decisions of serve
 //! finality/v1/pending/<day>/<hour>/<created ms>.<id>           the pending index (empty files)
 //! ```

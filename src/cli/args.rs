@@ -349,7 +349,7 @@ pub(super) enum Command {
         json: bool,
     },
     /// Governed actions (execution finality): create, claim, report an outcome, close, cancel,
-    /// show, list.
+    /// resolve a containment, show, list.
     ///
     /// A governed action is started by exactly one caller per attempt, and what happened is
     /// recorded once and never rewritten, in the same state repository as the ledger
@@ -434,7 +434,7 @@ pub(super) enum Command {
     /// For example `action-ledger man > action-ledger.1; man ./action-ledger.1`.
     Man,
     /// Serve the execution finality API over HTTP (guard, actions, claims, outcomes, approvals,
-    /// sweep), wire-compatible with the DashClaw clients; writes are group-committed.
+    /// cancel, containment promote/discard, sweep), wire-compatible with the DashClaw clients; writes are group-committed.
     ///
     /// It writes the same records as the CLI, so `action show`, `verify`, `sweep` and the hook
     /// work on what it wrote. Without an API key it refuses to start, unless it listens on
@@ -776,6 +776,18 @@ pub(super) enum ActionCommand {
     /// NOT_CANCELLABLE (exit 1). Only the principal that created the action, or --operator, may
     /// cancel it; for any other --principal the action is NOT_FOUND (exit 1), as an unknown id is.
     Cancel(CancelArgs),
+    /// Promote or discard a contained action awaiting promotion (as serve's
+    /// `POST /api/actions/{id}/containment`, DashClaw's `resolve_containment`).
+    ///
+    /// An action awaits promotion when its guard verdict is allow_contained and its outcome is
+    /// completed; the verdict is recorded once (containment.json). promote needs the action's
+    /// containment ref and also creates, in the same commit, a running containment_promote
+    /// action for the same agent and principal whose act is `git merge --no-ff <ref>`,
+    /// approved by --principal (claimable once within 15 minutes). An action not awaiting
+    /// promotion is CONTAINMENT_NOT_AWAITING, a promotion without a ref
+    /// CONTAINMENT_REF_MISSING, and the principal that created the action may not resolve it
+    /// (SELF_APPROVAL_FORBIDDEN); each exits 1.
+    Containment(ContainmentArgs),
     /// Show an action: its binding, claim, lifecycle and outcome (with elapsed_ms).
     ///
     /// elapsed_ms runs from creation to the outcome, or to now while pending, and is never
@@ -792,6 +804,22 @@ pub(super) enum ActionCommand {
     /// the walk reached the end ("more may follow" otherwise). A bad filter, limit or offset
     /// exits 2.
     List(ListArgs),
+}
+
+impl ActionCommand {
+    /// Whether `--json` was given.
+    pub(super) fn json(&self) -> bool {
+        match self {
+            ActionCommand::Create(a) => a.json,
+            ActionCommand::Claim(a) => a.json,
+            ActionCommand::Outcome(a) => a.json,
+            ActionCommand::Close(a) => a.json,
+            ActionCommand::Cancel(a) => a.json,
+            ActionCommand::Containment(a) => a.json,
+            ActionCommand::Show(a) => a.json,
+            ActionCommand::List(a) => a.json,
+        }
+    }
 }
 
 // The flags of `action create` (its help text is on the variant).
@@ -917,7 +945,9 @@ pub(super) struct CancelArgs {
     pub(super) state: StateRepo,
     /// The action id.
     pub(super) action_id: String,
-    /// Why the action is not executed (required; redacted, truncated to 4000 characters).
+    /// Why the action is not executed (required, not blank; redacted, then cut to 3973
+    /// characters: the stored summary adds "Deliberately not executed: " and holds at most
+    /// 4000).
     #[arg(long)]
     pub(super) reason: String,
     /// Who cancels: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
@@ -929,6 +959,28 @@ pub(super) struct CancelArgs {
     #[arg(long, conflicts_with = "principal")]
     pub(super) operator: bool,
     /// Print a JSON object of type `outcome`.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+// The flags of `action containment` (its help text is on the variant).
+#[derive(clap::Args, Debug)]
+pub(super) struct ContainmentArgs {
+    #[command(flatten)]
+    pub(super) state: StateRepo,
+    /// The contained action's id.
+    pub(super) action_id: String,
+    /// The verdict.
+    #[arg(value_parser = ["promote", "discard"])]
+    pub(super) verdict: String,
+    /// Why (optional; redacted, truncated to 4000 characters).
+    #[arg(long)]
+    pub(super) reasoning: Option<String>,
+    /// The operator who resolves (default $ACTION_LEDGER_PRINCIPAL): recorded as resolved_by
+    /// and as the approver of a promotion; it may not be the action's creating principal.
+    #[arg(long)]
+    pub(super) principal: Option<String>,
+    /// Print a JSON object of type `containment`.
     #[arg(long)]
     pub(super) json: bool,
 }
@@ -967,7 +1019,7 @@ pub(super) struct ListArgs {
     /// Only actions whose guard decision record (written by serve) names this action type.
     #[arg(long)]
     pub(super) action_type: Option<String>,
-    /// Most actions listed (1 to 200; more is lowered to 200).
+    /// Most actions listed (1 to 200; more exits 2).
     #[arg(long, default_value = "50")]
     pub(super) limit: String,
     /// Matching actions skipped first (0 to 1000000).

@@ -21,7 +21,8 @@
 //!   Types: `seal`; `publication`; `finding`, `warning`, `summary` (`verify`); `month`,
 //!   `refusal`, `compaction` (`compact`); `action`, `claim`, `outcome`, `swept`, `sweep_lost`,
 //!   `sweep`, `run`; `listening` (`serve`); `refusal` (a refused finality step); `error` (the
-//!   final error of `run --json`).
+//!   final error of `run --json` on stderr, and on stdout of an `action` command under `--json`
+//!   that failed before it could answer, e.g. an unreadable repository: [`error_record`]).
 //! - Members are only ever added within a version; a consumer ignores members it does not know.
 //!   Renaming or removing a member, or changing its meaning, takes a new `v`.
 //! - `log --json` is not a record stream: it prints the stored event lines byte for byte
@@ -47,6 +48,8 @@ pub(super) struct Printer<'a> {
     pub(super) records_on_stderr: bool,
     /// How progress is shown (set by the process entry point; off in-process).
     pub(super) progress: ProgressMode,
+    /// Lines of data written so far (whether a command already answered on stdout).
+    pub(super) lines: usize,
 }
 
 impl<'a> Printer<'a> {
@@ -62,6 +65,7 @@ impl<'a> Printer<'a> {
             broken: None,
             records_on_stderr: false,
             progress: ProgressMode::Off,
+            lines: 0,
         }
     }
 
@@ -74,6 +78,7 @@ impl<'a> Printer<'a> {
 
     /// One line of data on stdout.
     pub(super) fn data(&mut self, line: &str) {
+        self.lines += 1;
         if self.broken.is_none()
             && let Err(e) = writeln!(self.stdout, "{line}").and_then(|()| self.stdout.flush())
         {
@@ -111,11 +116,7 @@ impl<'a> Printer<'a> {
             Err(Failure { status, message }) => {
                 let message = store::remote::redact(&message);
                 if self.records_on_stderr && !message.is_empty() {
-                    let record = Value::object([
-                        ("type", Value::str("error")),
-                        ("code", Value::from(i64::from(status.code()))),
-                        ("error", Value::str(&message)),
-                    ]);
+                    let record = error_record(&Failure::new(status, message.as_str()));
                     let _ = writeln!(self.stderr, "{}", line(&record));
                 } else if !message.is_empty() && !self.records_on_stderr {
                     let _ = writeln!(self.stderr, "error: {message}");
@@ -217,6 +218,16 @@ impl Failure {
     pub(super) fn classified(is_refusal: bool, message: impl Into<String>) -> Failure {
         Failure::new(ExitStatus::of_error(is_refusal), message)
     }
+}
+
+/// The `error` record of a failure: `code` (the exit code) and `error` (the message, a remote's
+/// credentials redacted), as `run --json`'s final error.
+pub(super) fn error_record(f: &Failure) -> Value {
+    Value::object([
+        ("type", Value::str("error")),
+        ("code", Value::from(i64::from(f.status.code()))),
+        ("error", Value::str(store::remote::redact(&f.message))),
+    ])
 }
 
 /// A JSON array of strings (paths, commit ids).

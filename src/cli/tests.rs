@@ -4016,3 +4016,164 @@ fn action_show_escapes_what_a_terminal_would_act_on() {
         "{shown}"
     );
 }
+
+/// `action containment`: a contained action awaits promotion once its outcome is completed;
+/// its creator may not resolve it; an operator promotes it once (the grant is shown running and
+/// approved), a second verdict is refused with the status; a discard creates no grant (issue
+/// 45).
+#[test]
+fn action_containment_promotes_or_discards_once() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let contained = |id: &str| {
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
+        args.extend_from_slice(&[
+            "--containment-ref",
+            "sandbox/main",
+            "--verdict",
+            "allow_contained",
+        ]);
+        assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    };
+    let complete = |id: &str| {
+        let args = ["action", "outcome", "--repo", repo, id, "completed"];
+        let done = run_finality(tmp, T0, &args);
+        assert!(done.starts_with("exit: 0"), "{done}");
+    };
+    let resolve = |id: &str, extra: &[&str]| {
+        let mut args = vec!["action", "containment", "--repo", repo, id];
+        args.extend_from_slice(extra);
+        run_finality(tmp, T1, &args)
+    };
+    let mut out = Vec::new();
+    contained("act_box");
+    let early = resolve("act_box", &["promote", "--principal", "ops-lead", "--json"]);
+    assert!(early.starts_with("exit: 1"), "{early}");
+    out.push(early);
+    complete("act_box");
+    let own = resolve("act_box", &["promote"]);
+    assert!(own.starts_with("exit: 1"), "{own}");
+    out.push(own);
+    let promoted = resolve(
+        "act_box",
+        &[
+            "promote",
+            "--principal",
+            "ops-lead",
+            "--reasoning",
+            "diff reviewed",
+        ],
+    );
+    assert!(promoted.starts_with("exit: 0"), "{promoted}");
+    out.push(promoted);
+    let again = resolve(
+        "act_box",
+        &["discard", "--principal", "ops-other", "--json"],
+    );
+    assert!(again.starts_with("exit: 1"), "{again}");
+    out.push(again);
+    let shown = run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_box"]);
+    assert!(
+        shown.contains("containment:  promoted by ops-lead"),
+        "{shown}"
+    );
+    let grant = "promote_".to_owned() + &crate::identity::Digest::of(b"act_box").as_str()[..40];
+    let grant_shown = run_finality(tmp, T1, &["action", "show", "--repo", repo, &grant]);
+    assert!(
+        grant_shown.contains("lifecycle:    running"),
+        "{grant_shown}"
+    );
+    assert!(
+        grant_shown.contains("approval:     approve by ops-lead"),
+        "{grant_shown}"
+    );
+    contained("act_drop");
+    complete("act_drop");
+    let dropped = resolve(
+        "act_drop",
+        &["discard", "--principal", "ops-lead", "--json"],
+    );
+    assert!(dropped.starts_with("exit: 0"), "{dropped}");
+    out.push(dropped);
+    let verified = run_finality(tmp, T1, &["verify", "--repo", repo]);
+    assert!(verified.starts_with("exit: 0"), "{verified}");
+    insta::assert_snapshot!("action_containment", out.join("\n"));
+}
+
+/// Under `--json` every failed `action` command answers one JSON line on stdout: an `error`
+/// record for a repository that cannot be opened (it printed nothing), the `refusal` record
+/// otherwise, with what the HTTP 409 of a cancel carries (found by a fresh-eyes review).
+#[test]
+fn action_json_failures_answer_on_stdout() {
+    use crate::canonical::Value;
+    let tmp = &temp_root();
+    let stdout_of = |out: &str| -> Vec<Value> {
+        let body = out.split("--- stdout\n").nth(1).unwrap_or_default();
+        let body = body.split("--- stderr\n").next().unwrap_or_default();
+        body.lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| crate::canonical::parse(l).unwrap())
+            .collect()
+    };
+    for args in [
+        vec![
+            "action",
+            "show",
+            "--repo",
+            "[TMP]/missing.git",
+            "act_x",
+            "--json",
+        ],
+        vec![
+            "action",
+            "cancel",
+            "--repo",
+            "[TMP]/missing.git",
+            "act_x",
+            "--reason",
+            "r",
+            "--json",
+        ],
+        vec!["action", "list", "--repo", "[TMP]/missing.git", "--json"],
+    ] {
+        let out = run_finality(tmp, T0, &args);
+        assert!(out.starts_with("exit: 2"), "{out}");
+        let lines = stdout_of(&out);
+        assert_eq!(lines.len(), 1, "{args:?}: {out}");
+        assert_eq!(lines[0].get("type").and_then(Value::as_str), Some("error"));
+        assert_eq!(
+            lines[0].get("code").and_then(Value::as_safe_integer),
+            Some(2)
+        );
+    }
+    let repo = "[TMP]/state.git";
+    let args = action_create(&["--repo", repo], "act_src", "gd_1");
+    assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    let claim = [
+        "action",
+        "claim",
+        "--repo",
+        repo,
+        "act_src",
+        "--attempt",
+        "attempt-0000000001",
+    ];
+    assert!(run_finality(tmp, T0, &claim).starts_with("exit: 0"));
+    let cancel = [
+        "action", "cancel", "--repo", repo, "act_src", "--reason", "r", "--json",
+    ];
+    let refused = run_finality(tmp, T1, &cancel);
+    assert!(refused.starts_with("exit: 1"), "{refused}");
+    let lines = stdout_of(&refused);
+    assert_eq!(lines.len(), 1, "{refused}");
+    let r = &lines[0];
+    assert_eq!(
+        r.get("code").and_then(Value::as_str),
+        Some("NOT_CANCELLABLE")
+    );
+    assert_eq!(
+        r.get("outcome_status").and_then(Value::as_str),
+        Some("pending")
+    );
+    assert_eq!(r.get("execution_claimed"), Some(&Value::Bool(true)));
+}

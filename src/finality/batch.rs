@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{ApprovalDecision, ApprovalExpiry};
 use super::claim::{ClaimRefusal, check_claim, claim_input, claim_line, plan_claim};
+use super::containment::{self, Containment, ContainmentStatus, ContainmentVerdict};
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::observations::Observations;
@@ -469,6 +470,7 @@ pub fn create(ov: &mut Overlay<'_>, input: &NewAction, now: Timestamp) -> Result
         claim: None,
         outcome: None,
         approval: None,
+        containment: None,
     };
     ov.stage(
         ov.layout
@@ -612,6 +614,13 @@ pub fn close_with_error(
 /// cancels (`outcome_summary`).
 pub const CANCEL_SUMMARY_PREFIX: &str = "Deliberately not executed: ";
 
+/// The most of a cancel's reason that is kept, in UTF-16 code units (3,973): the stored summary
+/// is [`CANCEL_SUMMARY_PREFIX`] and the reason, and holds at most [`MAX_TEXT_UNITS`] (4,000)
+/// like every stored text, so the reason keeps what the prefix leaves; the rest is cut, after
+/// redaction. DashClaw cuts the reason at 4,000 and stores a longer summary, which no finality
+/// record may hold.
+pub const MAX_CANCEL_REASON_UNITS: usize = MAX_TEXT_UNITS - CANCEL_SUMMARY_PREFIX.len();
+
 /// Whether `state` may still be cancelled, as DashClaw's server decides it: `running`, no
 /// outcome, and never claimed (a claimed action must report its real outcome instead).
 pub fn cancellable(state: &State) -> bool {
@@ -620,14 +629,15 @@ pub fn cancellable(state: &State) -> bool {
 
 /// Cancels an action that was allowed but never executed (`POST /api/actions/{id}/cancel`,
 /// `action cancel`): stages the one `outcome.json` of a direct close to `cancelled` (outcome
-/// `failed`), its summary [`CANCEL_SUMMARY_PREFIX`] and the `reason` (redacted and truncated
-/// as every stored text is; what the redaction found is reported). The same create-only record
+/// `failed`), its summary [`CANCEL_SUMMARY_PREFIX`] and the `reason` (redacted, then cut to
+/// [`MAX_CANCEL_REASON_UNITS`]; what the redaction found is reported). The same create-only record
 /// as every close, so a cancel racing a claim, an outcome or another cancel has one winner, and
 /// a cancelled action refuses every later claim, outcome and close. Only the action's principal
 /// or an operator may cancel ([`Settler`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a blank reason; [`Error::NotFound`] (also when `by` may not
+/// [`Error::InvalidInput`] for a blank reason (only whitespace or invisible characters,
+/// [`is_blank`](super::is_blank)); [`Error::NotFound`] (also when `by` may not
 /// settle the action); [`Error::NotCancellable`] with the current lifecycle when the action is
 /// not [`cancellable`] (claimed, settled, pending approval, or already cancelled).
 pub fn cancel(
@@ -638,7 +648,7 @@ pub fn cancel(
     now: Timestamp,
 ) -> Result<Reported, Error> {
     let reason = reason.trim();
-    if reason.is_empty() {
+    if super::is_blank(reason) {
         return Err(Error::InvalidInput {
             field: "reason",
             reason: "a cancel needs a reason".into(),
@@ -657,6 +667,7 @@ pub fn cancel(
             action_id: p.id.clone(),
             lifecycle: state.lifecycle(),
             claimed: state.claim.is_some(),
+            outcome_status: state.outcome_status(),
         });
     }
     let outcome = p.outcome_on(&state, now)?;
@@ -757,6 +768,148 @@ pub fn approve(
     );
     state.approval = Some(approval);
     Ok(state)
+}
+
+/// What [`resolve_containment`] staged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    /// The contained action once the verdict lands.
+    pub state: State,
+    /// The promotion grant it created (a promotion only), approved by the operator.
+    pub promotion: Option<State>,
+}
+
+/// An operator's verdict on a contained action awaiting promotion (DashClaw's
+/// `POST /api/actions/{id}/containment`, [`super::containment`]): stages `containment.json`
+/// and, for a promotion, the grant: the decision, `action.json` and `approval.json` of a
+/// [`PROMOTION_ACTION_TYPE`](super::containment::PROMOTION_ACTION_TYPE) action for the same
+/// agent and principal, its act the merge of the `containment_ref`. The `reasoning` is
+/// redacted and truncated as every stored text is (what the redaction found is added to
+/// `security`). The verdict is create-only: two operators resolving at once have one winner.
+///
+/// # Errors
+/// In DashClaw's order: [`Error::InvalidInput`] for an operator that is not machine text;
+/// [`Error::NotFound`]; [`Error::ContainmentNotAwaiting`] unless the action is
+/// `awaiting_promotion` (also once resolved); [`Error::SelfApprovalForbidden`] when `operator`
+/// is the action's creating principal; [`Error::ContainmentRefMissing`] for a promotion of an
+/// action without a `containment_ref`; [`Error::ActionExists`] when the grant's id is taken by
+/// another binding; read errors.
+pub fn resolve_containment(
+    ov: &mut Overlay<'_>,
+    action_id: &str,
+    verdict: ContainmentVerdict,
+    operator: &str,
+    reasoning: Option<&str>,
+    security: &mut Security,
+    now: Timestamp,
+) -> Result<Resolved, Error> {
+    let operator = id_field(operator, "operator")?;
+    let not_found = || Error::NotFound {
+        action_id: action_id.to_owned(),
+    };
+    let id = ActionId::parse(action_id).ok_or_else(not_found)?;
+    let mut state = ov.state(&id)?.ok_or_else(not_found)?;
+    let status = containment::status(&state);
+    if status != Some(ContainmentStatus::AwaitingPromotion) {
+        return Err(Error::ContainmentNotAwaiting {
+            action_id: id,
+            status,
+        });
+    }
+    if state.action.created_by == operator {
+        return Err(Error::SelfApprovalForbidden { action_id: id });
+    }
+    let containment_ref = match (verdict, &state.action.containment_ref) {
+        (ContainmentVerdict::Promote, None) => {
+            return Err(Error::ContainmentRefMissing { action_id: id });
+        }
+        (_, r) => r.clone(),
+    };
+    let record = Containment {
+        action_id: id.clone(),
+        verdict,
+        resolved_by: operator.clone(),
+        resolved_at: now,
+        reasoning: reasoning.map(|r| clean_text(r, MAX_TEXT_UNITS, security)),
+        promotion_action_id: (verdict == ContainmentVerdict::Promote)
+            .then(|| containment::promotion_action_id(&id)),
+    };
+    ov.stage(
+        ov.layout.record_path(&id, super::RecordKind::Containment),
+        record.to_bytes(),
+        format!("{verdict} contained {id} by {operator}"),
+    );
+    let promotion = match (&record.promotion_action_id, containment_ref) {
+        (Some(grant), Some(r)) => Some(stage_promotion(ov, &state, grant, &r, &operator, now)?),
+        _ => None,
+    };
+    state.containment = Some(record);
+    Ok(Resolved { state, promotion })
+}
+
+/// Stages the promotion grant of `contained` (see [`resolve_containment`]).
+fn stage_promotion(
+    ov: &mut Overlay<'_>,
+    contained: &State,
+    grant: &ActionId,
+    containment_ref: &str,
+    operator: &str,
+    now: Timestamp,
+) -> Result<State, Error> {
+    let a = &contained.action;
+    let act = containment::promotion_act(containment_ref);
+    let input = NewAction {
+        action_id: grant.clone(),
+        agent_id: a.agent_id.clone(),
+        principal: a.created_by.clone(),
+        act: Some(act.clone()),
+        guard_decision_id: Some(grant.as_str().to_owned()),
+        verdict: super::Verdict::RequireApproval,
+        client_capabilities: a
+            .execution_protocol
+            .map(|_| super::EXECUTION_CLAIMS.to_owned())
+            .into_iter()
+            .collect(),
+        identity_verified: false,
+        containment_ref: None,
+        lifecycle: None,
+        approval_wait_seconds: None,
+    };
+    let binding = input.to_action(now)?;
+    decide(
+        ov,
+        &Decision {
+            decision_id: grant.clone(),
+            verdict: super::Verdict::RequireApproval,
+            rule: None,
+            reason: Some(format!(
+                "Operator promoted contained action {}",
+                a.action_id
+            )),
+            action_type: Some(containment::PROMOTION_ACTION_TYPE.to_owned()),
+            agent_id: Some(binding.agent_id.clone()),
+            principal: binding.created_by.clone(),
+            act_content_hash: binding.act_content_hash.clone(),
+            containment_ref: None,
+            decided_at: now,
+        },
+    )?;
+    let created = create(ov, &input, now)?;
+    if created.replayed {
+        return Err(Error::ActionExists {
+            action_id: grant.clone(),
+        });
+    }
+    let mut ignored = Security::default();
+    approve(
+        ov,
+        grant.as_str(),
+        ApprovalDecision::Approve,
+        operator,
+        None,
+        &mut ignored,
+        now,
+    )
 }
 
 /// The actions a stale-outcome sweep may reconcile, found by [`sweep_scan`]: each with no

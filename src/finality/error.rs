@@ -105,6 +105,37 @@ pub enum Error {
         lifecycle: Lifecycle,
         /// Whether its execution was claimed.
         claimed: bool,
+        /// Its outcome status (`pending` without an outcome).
+        outcome_status: OutcomeStatus,
+    },
+    /// A containment verdict on an action that is not awaiting promotion (not contained, its
+    /// contained run not completed, or already promoted or discarded), DashClaw's
+    /// `CONTAINMENT_NOT_AWAITING`.
+    #[error(
+        "action {action_id} is not awaiting promotion (containment status: {})",
+        status.map_or("none", |s| s.as_str())
+    )]
+    ContainmentNotAwaiting {
+        /// The action.
+        action_id: ActionId,
+        /// Its containment status; `None` when it is not contained.
+        status: Option<super::containment::ContainmentStatus>,
+    },
+    /// A promotion of a contained action without a `containment_ref`: there is nothing to
+    /// merge, DashClaw's `CONTAINMENT_REF_MISSING`.
+    #[error("action {action_id} has no containment_ref to promote: discard it instead")]
+    ContainmentRefMissing {
+        /// The action.
+        action_id: ActionId,
+    },
+    /// The principal that created a contained action resolving its own containment (separation
+    /// of duties), DashClaw's `SELF_APPROVAL_FORBIDDEN`.
+    #[error(
+        "the principal that created action {action_id} cannot resolve its containment: resolve it as another operator"
+    )]
+    SelfApprovalForbidden {
+        /// The action.
+        action_id: ActionId,
     },
     /// An outcome reported with an attempt id that is not the action's claim.
     #[error(
@@ -208,6 +239,9 @@ impl Error {
             Error::OutcomeAlreadySet { .. } => "OUTCOME_ALREADY_SET",
             Error::TerminalState { .. } => "TERMINAL_STATE",
             Error::NotCancellable { .. } => "NOT_CANCELLABLE",
+            Error::ContainmentNotAwaiting { .. } => "CONTAINMENT_NOT_AWAITING",
+            Error::ContainmentRefMissing { .. } => "CONTAINMENT_REF_MISSING",
+            Error::SelfApprovalForbidden { .. } => "SELF_APPROVAL_FORBIDDEN",
             Error::AttemptMismatch { .. } => "ATTEMPT_MISMATCH",
             Error::ActionExists { .. } => "ACTION_EXISTS",
             Error::Corrupt { .. } => "CORRUPT_RECORD",
@@ -244,6 +278,9 @@ impl Error {
                 | Error::OutcomeAlreadySet { .. }
                 | Error::TerminalState { .. }
                 | Error::NotCancellable { .. }
+                | Error::ContainmentNotAwaiting { .. }
+                | Error::ContainmentRefMissing { .. }
+                | Error::SelfApprovalForbidden { .. }
                 | Error::AttemptMismatch { .. }
                 | Error::ActionExists { .. }
                 | Error::Contention { .. }

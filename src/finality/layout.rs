@@ -273,6 +273,7 @@ mod tests {
                 RecordKind::Claim,
                 RecordKind::Outcome,
                 RecordKind::Approval,
+                RecordKind::Containment,
             ] {
                 let p = layout.record_path(&id, kind);
                 assert_eq!(layout.classify(&p), Some((id.clone(), kind)), "{p}");

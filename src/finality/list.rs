@@ -41,6 +41,7 @@
 use std::collections::BTreeMap;
 
 use super::batch::Overlay;
+use super::containment::ContainmentStatus;
 use super::decision::{self, DECISIONS, Decision, DecisionId};
 use super::ids::ActionId;
 use super::layout::ACTIONS;
@@ -54,11 +55,13 @@ use crate::store::{Snapshot, Store};
 
 /// `limit` of an action listing when none is given (the reference's).
 pub const DEFAULT_ACTIONS_LIMIT: usize = 50;
-/// Largest `limit` of an action listing; a larger one is lowered to it (the reference's).
+/// Largest `limit` of an action listing (the reference's); a larger one is refused (the
+/// reference lowers it silently, so a client asking for more would never learn it got less).
 pub const MAX_ACTIONS_LIMIT: usize = 200;
 /// `limit` of a decision listing when none is given (the reference's).
 pub const DEFAULT_DECISIONS_LIMIT: usize = 20;
-/// Largest `limit` of a decision listing; a larger one is lowered to it (the reference's).
+/// Largest `limit` of a decision listing (the reference's); a larger one is refused, as for
+/// [`MAX_ACTIONS_LIMIT`].
 pub const MAX_DECISIONS_LIMIT: usize = 1000;
 /// Largest `offset`: deeper pages of a walk would read that many records first.
 pub const MAX_OFFSET: usize = 1_000_000;
@@ -94,13 +97,54 @@ fn bad(param: &str, value: &str, rule: &'static str) -> ListError {
     }
 }
 
-/// `limit`: an integer of at least 1; above `max` it is lowered to `max` (the reference's rule).
-fn parse_limit(value: &str, max: usize) -> Result<usize, ListError> {
-    match value.parse::<u64>() {
-        Ok(0) | Err(_) => Err(bad("limit", value, "must be a whole number of at least 1")),
-        Ok(n) => Ok(usize::try_from(n).unwrap_or(max).min(max)),
+/// `limit`: an integer from 1 to `max` ([`MAX_ACTIONS_LIMIT`] or [`MAX_DECISIONS_LIMIT`]);
+/// `rule` names the range.
+fn parse_limit(value: &str, max: usize, rule: &'static str) -> Result<usize, ListError> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(bad("limit", value, rule)),
     }
 }
+
+/// The rule of an action listing's `limit`.
+const ACTIONS_LIMIT_RULE: &str = "must be a whole number from 1 to 200";
+/// The rule of a decision listing's `limit`.
+const DECISIONS_LIMIT_RULE: &str = "must be a whole number from 1 to 1000";
+
+/// The pairs of a query string, refusing a known parameter given twice (`?status=a&status=b`
+/// would otherwise mean whichever came last); unknown names are ignored, repeated or not.
+fn once<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    known: &[&str],
+) -> Result<Vec<(&'a str, &'a str)>, ListError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (name, value) in pairs {
+        if known.contains(&name) && !seen.insert(name) {
+            return Err(bad(name, value, "is given more than once: give it once"));
+        }
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// The parameters of [`ActionQuery::parse`] (the refused [`UNSUPPORTED`] ones included).
+const ACTION_PARAMS: &[&str] = &[
+    "status",
+    "exclude_status",
+    "outcome_status",
+    "agent_id",
+    "action_type",
+    "containment_status",
+    "limit",
+    "offset",
+    "swarm_id",
+    "risk_min",
+    "days",
+];
+
+/// The parameters of [`DecisionQuery::parse`].
+const DECISION_PARAMS: &[&str] = &["agent_id", "decision", "limit", "offset", "days"];
 
 /// `offset`: an integer from 0 to [`MAX_OFFSET`].
 fn parse_offset(value: &str) -> Result<usize, ListError> {
@@ -129,6 +173,9 @@ pub struct ActionQuery {
     /// Only actions whose guard decision record names this action type (`action_type`);
     /// actions created by the CLI have no decision record and never match.
     pub action_type: Option<String>,
+    /// Only contained actions in this containment status (`containment_status`, the SDK's
+    /// `list_contained`; [`super::containment::status`]).
+    pub containment_status: Option<ContainmentStatus>,
     /// Most actions in the page, 1 to [`MAX_ACTIONS_LIMIT`].
     pub limit: usize,
     /// Matching actions skipped before the page, at most [`MAX_OFFSET`].
@@ -143,6 +190,7 @@ impl Default for ActionQuery {
             outcome_status: None,
             agent_id: None,
             action_type: None,
+            containment_status: None,
             limit: DEFAULT_ACTIONS_LIMIT,
             offset: 0,
         }
@@ -155,13 +203,15 @@ impl ActionQuery {
     ///
     /// # Errors
     /// [`ListError::BadParam`] for a `status` or `exclude_status` that is no lifecycle, an
-    /// `outcome_status` that is no outcome status, a `limit` or `offset` that breaks its rule,
-    /// or a filter this ledger cannot apply (`swarm_id`, `risk_min`, `days`).
+    /// `outcome_status` that is no outcome status, a `containment_status` that is no
+    /// [`ContainmentStatus`], a `limit` (1 to [`MAX_ACTIONS_LIMIT`]) or
+    /// `offset` that breaks its rule, a filter this ledger cannot apply (`swarm_id`,
+    /// `risk_min`, `days`), or a known parameter given more than once.
     pub fn parse<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ActionQuery, ListError> {
         let mut q = ActionQuery::default();
-        for (name, value) in pairs {
+        for (name, value) in once(pairs, ACTION_PARAMS)? {
             if value.is_empty() {
                 continue;
             }
@@ -189,7 +239,17 @@ impl ActionQuery {
                 }
                 "agent_id" => q.agent_id = Some(value.to_owned()),
                 "action_type" => q.action_type = Some(value.to_owned()),
-                "limit" => q.limit = parse_limit(value, MAX_ACTIONS_LIMIT)?,
+                "containment_status" => {
+                    q.containment_status =
+                        Some(ContainmentStatus::parse(value).ok_or_else(|| {
+                            bad(
+                                name,
+                                value,
+                                "must be contained, awaiting_promotion, promoted or discarded",
+                            )
+                        })?);
+                }
+                "limit" => q.limit = parse_limit(value, MAX_ACTIONS_LIMIT, ACTIONS_LIMIT_RULE)?,
                 "offset" => q.offset = parse_offset(value)?,
                 n if UNSUPPORTED.contains(&n) => {
                     return Err(bad(
@@ -220,6 +280,7 @@ impl ActionQuery {
             || self.outcome_status.is_some()
             || self.agent_id.is_some()
             || self.action_type.is_some()
+            || self.containment_status.is_some()
     }
 
     /// Whether `state` (with its decision record) matches the filters.
@@ -238,6 +299,9 @@ impl ActionQuery {
                 .action_type
                 .as_deref()
                 .is_none_or(|t| decision.and_then(|d| d.action_type.as_deref()) == Some(t))
+            && self
+                .containment_status
+                .is_none_or(|c| super::containment::status(state) == Some(c))
     }
 }
 
@@ -546,13 +610,14 @@ impl DecisionQuery {
     /// The query of query-string pairs, under the rules of [`ActionQuery::parse`].
     ///
     /// # Errors
-    /// [`ListError::BadParam`] for a `decision` that is no verdict, a bad `limit` or `offset`,
-    /// or `days` (this ledger keeps no windowed count).
+    /// [`ListError::BadParam`] for a `decision` that is no verdict, a bad `limit` (1 to
+    /// [`MAX_DECISIONS_LIMIT`]) or `offset`, `days` (this ledger keeps no windowed count), or a
+    /// known parameter given more than once.
     pub fn parse<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<DecisionQuery, ListError> {
         let mut q = DecisionQuery::default();
-        for (name, value) in pairs {
+        for (name, value) in once(pairs, DECISION_PARAMS)? {
             if value.is_empty() {
                 continue;
             }
@@ -567,7 +632,7 @@ impl DecisionQuery {
                         )
                     })?);
                 }
-                "limit" => q.limit = parse_limit(value, MAX_DECISIONS_LIMIT)?,
+                "limit" => q.limit = parse_limit(value, MAX_DECISIONS_LIMIT, DECISIONS_LIMIT_RULE)?,
                 "offset" => q.offset = parse_offset(value)?,
                 "days" => {
                     return Err(bad(name, value, "this ledger keeps no windowed count"));
@@ -1030,7 +1095,44 @@ mod tests {
                 other => panic!("{name}={value}: {other:?}"),
             }
         }
-        for (name, value) in [("decision", "maybe"), ("limit", "0"), ("days", "1")] {
+        // Above the largest limit is refused, naming the range.
+        for (limit, max) in [("201", MAX_ACTIONS_LIMIT), ("5000", MAX_ACTIONS_LIMIT)] {
+            let Err(ListError::BadParam { param, rule, .. }) =
+                ActionQuery::parse([("limit", limit)])
+            else {
+                panic!("limit={limit} accepted")
+            };
+            assert_eq!(param, "limit");
+            assert!(rule.ends_with(&format!("to {max}")), "{rule}");
+        }
+        assert_eq!(
+            ActionQuery::parse([("limit", "200")]).unwrap().limit,
+            MAX_ACTIONS_LIMIT
+        );
+        assert_eq!(
+            DecisionQuery::parse([("limit", "1000")]).unwrap().limit,
+            MAX_DECISIONS_LIMIT
+        );
+        // A known parameter given twice is refused, naming it; an unknown one is ignored.
+        for name in ["status", "agent_id", "limit", "offset"] {
+            let Err(ListError::BadParam { param, .. }) =
+                ActionQuery::parse([(name, "1"), (name, "2")])
+            else {
+                panic!("{name} twice accepted")
+            };
+            assert_eq!(param, name);
+        }
+        assert!(matches!(
+            DecisionQuery::parse([("decision", "allow"), ("decision", "block")]),
+            Err(ListError::BadParam { param, .. }) if param == "decision"
+        ));
+        assert!(ActionQuery::parse([("sort", "a"), ("sort", "b")]).is_ok());
+        for (name, value) in [
+            ("decision", "maybe"),
+            ("limit", "0"),
+            ("limit", "1001"),
+            ("days", "1"),
+        ] {
             assert!(
                 matches!(
                     DecisionQuery::parse([(name, value)]),
@@ -1039,17 +1141,9 @@ mod tests {
                 "{name}={value}"
             );
         }
-        // Over the largest limit is lowered to it; empty values and unknown names are absent.
-        let q = ActionQuery::parse([("limit", "5000"), ("status", ""), ("sort", "x")]).unwrap();
-        assert_eq!(
-            q,
-            ActionQuery {
-                limit: MAX_ACTIONS_LIMIT,
-                ..ActionQuery::default()
-            }
-        );
-        let q = DecisionQuery::parse([("limit", "5000")]).unwrap();
-        assert_eq!(q.limit, MAX_DECISIONS_LIMIT);
+        // Empty values and unknown names are absent.
+        let q = ActionQuery::parse([("status", ""), ("sort", "x")]).unwrap();
+        assert_eq!(q, ActionQuery::default());
         let long = "x".repeat(500);
         let Err(ListError::BadParam { value, .. }) =
             ActionQuery::parse([("status", long.as_str())])

@@ -14,6 +14,7 @@
 //! finality/v1/actions/<fan-out>/<action_id>/claim.json      the one claim
 //! finality/v1/actions/<fan-out>/<action_id>/outcome.json    the one outcome
 //! finality/v1/actions/<fan-out>/<action_id>/approval.json   an operator's decision
+//! finality/v1/actions/<fan-out>/<action_id>/containment.json an operator's promote or discard
 //! finality/v1/decisions/<fan-out>/<decision_id>.json        a guard decision
 //! finality/v1/pending/<YYYY-MM-DD>/<HH>/<ms>.<action_id>    a pending outcome (nibble)
 //! ```
@@ -40,7 +41,7 @@
 //! `cancelled` in older records) or `expired` (written by the sweep when nobody decided in
 //! time), and
 //! `outcome.json` holds the lifecycle *after* the outcome closed it. The state of an action is a
-//! pure function of its (at most four) files ([`State`]); no `outcome.json` means outcome
+//! pure function of its (at most five) files ([`State`]); no `outcome.json` means outcome
 //! `pending`.
 //!
 //! # The rules
@@ -119,6 +120,11 @@
 //!   refused ([`Error::TerminalState`] with lifecycle `expired`). An action awaiting an operator
 //!   is never swept to `lost_confirmation` (nothing can have run; the reference sweeps its
 //!   outcome all the same).
+//! - **Containment** ([`containment`]). An `allow_contained` action whose outcome is `completed`
+//!   awaits promotion; an operator other than its creating principal promotes or discards it,
+//!   once (the create-only `containment.json`). A promotion also creates, in the same commit, an
+//!   operator-approved `containment_promote` action for the same agent and principal whose act
+//!   merges the containment ref.
 //!
 //! Every operation reads the tip of the ledger ref, checks its preconditions against that
 //! snapshot, writes one commit and lands it with one compare-and-swap; when another writer moved
@@ -157,8 +163,8 @@
 //! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
 //! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
-//! [`verify`](mod@verify), [`batch`], [`approval`], [`decision`], and [`list`] (the listings of
-//! actions and guard decisions, and what a page costs).
+//! [`verify`](mod@verify), [`batch`], [`approval`], [`containment`], [`decision`], and [`list`]
+//! (the listings of actions and guard decisions, and what a page costs).
 
 #[macro_use]
 pub mod status;
@@ -167,6 +173,7 @@ pub mod act;
 pub mod approval;
 pub mod batch;
 pub mod claim;
+pub mod containment;
 pub mod create;
 pub mod decision;
 pub mod error;
@@ -193,6 +200,7 @@ pub(crate) mod test_support;
 pub use act::{act_content_hash, check_act, check_act_text, scrub_act, shell_act};
 pub use approval::{Approval, ApprovalDecision, ApprovalExpiry};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
+pub use containment::{Containment, ContainmentStatus, ContainmentVerdict, resolve_containment};
 pub use create::{NewAction, create_action};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
@@ -205,7 +213,7 @@ pub use records::{
     MAX_RECORD_BYTES, MAX_TEXT_UNITS, OUTCOME_SCHEMA, Outcome, RecordError, SCHEMA_VERSION,
     format_time, parse_action, parse_claim, parse_outcome, parse_time,
 };
-pub use redaction::{REDACTED, Security, clean_text, mask_secrets};
+pub use redaction::{REDACTED, Security, clean_text, is_blank, mask_secrets};
 pub use state::{
     ClockSkew, OutcomeView, Stamp, State, Timing, get_outcome, read_state, show, show_at,
 };

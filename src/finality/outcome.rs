@@ -394,6 +394,34 @@ mod tests {
     use super::*;
     use crate::finality::test_support::*;
 
+    /// The reason keeps exactly [`batch::MAX_CANCEL_REASON_UNITS`] characters: one that long is
+    /// stored whole, one more is cut there (the summary is then 4,000 characters, the most a
+    /// record holds); a reason of only invisible characters is blank.
+    #[test]
+    fn a_cancel_reason_keeps_its_documented_length() {
+        let max = batch::MAX_CANCEL_REASON_UNITS;
+        assert_eq!(max, 3973);
+        for (len, kept) in [(max - 1, max - 1), (max, max), (max + 1, max)] {
+            let (_dir, store, opts, _) = repo_with_action();
+            let reason = "é".repeat(len);
+            let w = cancel(&store, &opts, ACTION, &reason, &Settler::Operator, at(BASE)).unwrap();
+            let summary = w.value.outcome.summary.unwrap();
+            let stored = summary.strip_prefix(batch::CANCEL_SUMMARY_PREFIX).unwrap();
+            assert_eq!(stored.chars().count(), kept, "{len}");
+            assert!(crate::privacy::utf16_len(&summary) <= MAX_TEXT_UNITS);
+        }
+        let (_dir, store, opts, _) = repo_with_action();
+        for blank in ["\u{200B}", " \u{FEFF}\t", "\u{2060}\u{00AD}"] {
+            assert!(matches!(
+                cancel(&store, &opts, ACTION, blank, &Settler::Operator, at(BASE)),
+                Err(Error::InvalidInput {
+                    field: "reason",
+                    ..
+                })
+            ));
+        }
+    }
+
     /// A cancel is one-shot: a second cancel, and every later claim, outcome and close, are
     /// refused; the read shows `cancelled` with the reason in the summary (issue 45).
     #[test]

@@ -18,6 +18,9 @@ pub enum RecordKind {
     Outcome,
     /// `approval.json` (an operator's decision, see [`approval`](super::approval)).
     Approval,
+    /// `containment.json` (an operator's promote or discard, see
+    /// [`containment`](super::containment)).
+    Containment,
 }
 
 impl RecordKind {
@@ -28,6 +31,7 @@ impl RecordKind {
             RecordKind::Claim => "claim.json",
             RecordKind::Outcome => "outcome.json",
             RecordKind::Approval => "approval.json",
+            RecordKind::Containment => "containment.json",
         }
     }
 
@@ -37,6 +41,7 @@ impl RecordKind {
             "claim.json" => Some(RecordKind::Claim),
             "outcome.json" => Some(RecordKind::Outcome),
             "approval.json" => Some(RecordKind::Approval),
+            "containment.json" => Some(RecordKind::Containment),
             _ => None,
         }
     }

@@ -677,6 +677,11 @@ pub enum RecordError {
     /// `allow_contained`, or missing for it.
     #[error("containment_ref is set exactly for allow_contained")]
     ContainmentRef,
+    /// `containment.json`'s `promotion_action_id` is not the grant id its verdict calls for:
+    /// the one [`promotion_action_id`](super::containment::promotion_action_id) derives for a
+    /// promotion, `null` for a discard.
+    #[error("promotion_action_id is not the promotion grant's id (null for a discard)")]
+    PromotionId,
 }
 
 #[cfg(test)]

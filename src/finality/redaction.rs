@@ -153,6 +153,34 @@ fn truncate_units(text: &str, max: usize) -> String {
     text[..end].to_owned()
 }
 
+/// Whether `text` says nothing: empty, or only whitespace and characters that show nothing
+/// (zero-width spaces and joiners, U+FEFF, the soft hyphen, direction marks and isolates, the
+/// Hangul fillers, the braille blank). A required reason made of them is missing.
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '\u{00AD}'
+                    | '\u{034F}'
+                    | '\u{061C}'
+                    | '\u{115F}'
+                    | '\u{1160}'
+                    | '\u{17B4}'
+                    | '\u{17B5}'
+                    | '\u{180B}'..='\u{180F}'
+                    | '\u{200B}'..='\u{200F}'
+                    | '\u{202A}'..='\u{202E}'
+                    | '\u{2060}'..='\u{206F}'
+                    | '\u{2800}'
+                    | '\u{3164}'
+                    | '\u{FE00}'..='\u{FE0F}'
+                    | '\u{FEFF}'
+                    | '\u{FFA0}'
+            )
+    })
+}
+
 /// The stored form of a `summary` or `error_message`: NUL characters removed, secrets and
 /// confidential identifiers replaced by `[REDACTED]`, truncated to `max_units` UTF-16 code units
 /// (never rejected). The result is a fixed point: cleaning it again changes nothing

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::approval::{self, Approval};
+use super::containment::{Containment, parse_containment};
 use super::error::Error;
 use super::ids::ActionId;
 use super::paths::RecordKind;
@@ -33,6 +34,8 @@ pub struct State {
     pub outcome: Option<Outcome>,
     /// `approval.json`, if an operator decided.
     pub approval: Option<Approval>,
+    /// `containment.json`, if an operator promoted or discarded the contained action.
+    pub containment: Option<Containment>,
 }
 
 impl State {
@@ -315,12 +318,17 @@ pub(super) fn state_from(
         Some((path, b)) => Some(approval::parse_approval(&b, id).map_err(corrupt(path))?),
         None => None,
     };
+    let containment = match read(RecordKind::Containment)? {
+        Some((path, b)) => Some(parse_containment(&b, id).map_err(corrupt(path))?),
+        None => None,
+    };
     Ok(Some(State {
         action,
         action_sha256: Digest::of(&bytes),
         claim,
         outcome,
         approval,
+        containment,
     }))
 }
 

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{self, ApprovalDecision};
+use super::containment;
 use super::decision::{self, Decision, DecisionId};
 use super::ids::ActionId;
 use super::layout::{self, DECISIONS, Detected, Layout, LayoutError};
@@ -357,6 +358,7 @@ struct Records {
     claim: Slot,
     outcome: Slot,
     approval: Slot,
+    containment: Slot,
 }
 
 impl Records {
@@ -366,6 +368,7 @@ impl Records {
             RecordKind::Claim => &mut self.claim,
             RecordKind::Outcome => &mut self.outcome,
             RecordKind::Approval => &mut self.approval,
+            RecordKind::Containment => &mut self.containment,
         }
     }
 }
@@ -732,6 +735,46 @@ pub fn verify_range(
     Ok(findings)
 }
 
+/// How a containment verdict disagrees with its action ([`containment`]): a verdict on an
+/// action that is not contained, or before its contained run completed
+/// (`finality-lifecycle-mismatch`); a promotion of an action without a `containment_ref`, or an
+/// unredacted reasoning (`finality-record-invalid`, `privacy`).
+fn containment_problems(
+    action: &Action,
+    outcome: Option<&Outcome>,
+    c: &containment::Containment,
+) -> Vec<(Rule, &'static str)> {
+    let mut out = Vec::new();
+    if action.guard_verdict != Verdict::AllowContained {
+        out.push((
+            Rule::FinalityLifecycleMismatch,
+            "a containment verdict on an action that is not contained",
+        ));
+    } else if outcome.map(|o| o.status) != Some(OutcomeStatus::Completed) {
+        out.push((
+            Rule::FinalityLifecycleMismatch,
+            "a containment verdict before the contained run completed",
+        ));
+    }
+    if c.verdict == containment::ContainmentVerdict::Promote && action.containment_ref.is_none() {
+        out.push((
+            Rule::FinalityRecordInvalid,
+            "a promotion of an action without a containment_ref",
+        ));
+    }
+    let mut security = Security::default();
+    if c.reasoning
+        .as_ref()
+        .is_some_and(|r| clean_text(r, MAX_TEXT_UNITS, &mut security) != *r)
+    {
+        out.push((
+            Rule::Privacy,
+            "the reasoning holds an unredacted secret or confidential identifier",
+        ));
+    }
+    out
+}
+
 /// Checks one action directory (see [`verify`]) in the snapshot's layout.
 ///
 /// # Errors
@@ -757,6 +800,7 @@ fn check_action(
         RecordKind::Claim,
         RecordKind::Outcome,
         RecordKind::Approval,
+        RecordKind::Containment,
     ] {
         let path = layout.record_path(id, kind);
         *records.slot(kind) = slot(&path, snap.read(&path, MAX_RECORD_BYTES), &mut out)?;
@@ -792,6 +836,9 @@ fn check_records(
     let claim_bytes = records.claim.take();
     let outcome_bytes = records.outcome.take();
     let approval_bytes = records.approval.take();
+    let containment_present = records.containment.present();
+    let containment_bytes = records.containment.take();
+    let containment_path = layout.record_path(id, RecordKind::Containment);
     let (action_path, claim_path, outcome_path) = (
         layout.record_path(id, RecordKind::Action),
         layout.record_path(id, RecordKind::Claim),
@@ -803,6 +850,7 @@ fn check_records(
             (&claim_path, claim_present),
             (&outcome_path, outcome_present),
             (&approval_path, approval_present),
+            (&containment_path, containment_present),
         ] {
             if present {
                 out.push(finding(
@@ -834,9 +882,19 @@ fn check_records(
         &approval_path,
         approval_bytes.map(|b| approval::parse_approval(&b, id)),
     );
+    let containment = parsed(
+        &mut out,
+        &containment_path,
+        containment_bytes.map(|b| containment::parse_containment(&b, id)),
+    );
     let Some((action, action_sha)) = action else {
         return Ok((out, Expect::Invalid));
     };
+    if let Some(c) = &containment {
+        for (rule, problem) in containment_problems(&action, outcome.as_ref(), c) {
+            out.push(finding(&containment_path, rule, problem));
+        }
+    }
     if approval.is_some() && action.lifecycle != Lifecycle::PendingApproval {
         out.push(finding(
             &approval_path,
@@ -942,20 +1000,22 @@ fn check_records(
             ));
         }
     }
-    let expect =
-        if (outcome_present && outcome.is_none()) || (approval_present && approval.is_none()) {
-            Expect::Invalid
-        } else {
-            let lifecycle = match (&outcome, &approval) {
-                (Some(o), _) => o.lifecycle,
-                (None, Some(a)) => a.lifecycle,
-                (None, None) => action.lifecycle,
-            };
-            Expect::Action {
-                created_at: action.created_at,
-                pending: outcome.is_none() && !lifecycle.is_sweep_excluded(),
-            }
+    let expect = if (outcome_present && outcome.is_none())
+        || (approval_present && approval.is_none())
+        || (containment_present && containment.is_none())
+    {
+        Expect::Invalid
+    } else {
+        let lifecycle = match (&outcome, &approval) {
+            (Some(o), _) => o.lifecycle,
+            (None, Some(a)) => a.lifecycle,
+            (None, None) => action.lifecycle,
         };
+        Expect::Action {
+            created_at: action.created_at,
+            pending: outcome.is_none() && !lifecycle.is_sweep_excluded(),
+        }
+    };
     Ok((out, expect))
 }
 

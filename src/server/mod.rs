@@ -28,9 +28,9 @@
 //!   [`MAPPED_BUDGET`](crate::store::MAPPED_BUDGET) above what the last release left
 //!   ([`crate::store::Store::bound_mapped_packs`]); the hot index pages of a large repository
 //!   stay mapped, 28 bytes per object for each repository that maps them.
-//! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records
-//!   and operator approvals, so `action show`, `verify` and the pre-receive hook read what the
-//!   server wrote.
+//! - The records are exactly the CLI's (`finality/v1/actions/…`), plus guard decision records,
+//!   operator approvals and containment verdicts, so `action show`, `verify` and the
+//!   pre-receive hook read what the server wrote.
 //!
 //! # Idempotency keys
 //!
@@ -299,7 +299,9 @@ pub fn start(settings: Settings) -> Result<Started, Error> {
 }
 
 /// Serves a started server on `listener` until `shutdown` resolves, then stops accepting, lets
-/// the requests in flight finish (the writer lands what was queued), and returns. Each SIGHUP
+/// the requests in flight finish (the writer lands what was queued), closes the connections
+/// that are idle or still sending a request head (a half-sent request would otherwise hold the
+/// stop for the client timeout), and returns. Each SIGHUP
 /// meanwhile reloads the keys and the policy ([`api::App::reload`]).
 ///
 /// # Errors
@@ -353,9 +355,12 @@ async fn serve_connections(
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::ServiceExt as _;
 
+    // `shutdown()` waits until every connection task has dropped its watcher (or 60 s).
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -374,12 +379,37 @@ async fn serve_connections(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                // Requests of this connection dispatched and not yet answered to the end of
+                // their body.
+                let in_flight = Arc::new(AtomicUsize::new(0));
+                let (started, answered) = (in_flight.clone(), in_flight.clone());
                 let service = router
                     .clone()
-                    .map_request(|r: hyper::Request<hyper::body::Incoming>| r.map(axum::body::Body::new));
+                    .map_request(move |r: hyper::Request<hyper::body::Incoming>| {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        r.map(axum::body::Body::new)
+                    })
+                    .map_response(move |r: axum::response::Response| {
+                        let guard = InFlight(answered.clone());
+                        r.map(|body| Counted { body, _guard: guard })
+                    });
                 let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-                let conn = graceful.watch(conn);
+                let watcher = graceful.watcher();
+                let mut stopping = stopping.clone();
                 tokio::spawn(async move {
+                    let _watcher = watcher;
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => return,
+                        _ = stopping.wait_for(|s| *s) => {}
+                    }
+                    // Nothing dispatched: the connection is idle or still sending a request
+                    // head, which would hold the shutdown for the header timeout. It is
+                    // closed; nothing of it ran.
+                    if in_flight.load(Ordering::SeqCst) == 0 {
+                        return;
+                    }
+                    conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
                 });
             }
@@ -387,7 +417,44 @@ async fn serve_connections(
         }
     }
     drop(listener);
-    // In-flight requests finish; idle keep-alive connections close at once.
+    // In-flight requests finish; idle connections and half-sent requests close at once.
+    let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(60), graceful.shutdown()).await;
     Ok(())
+}
+
+/// One request of a connection in flight, until its response body is written or dropped.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] mark until it is done; otherwise
+/// the body it wraps, frame for frame (its size hint too, so `Content-Length` is unchanged).
+struct Counted {
+    body: axum::body::Body,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }

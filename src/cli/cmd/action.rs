@@ -1,4 +1,4 @@
-//! `action create | claim | outcome | close | cancel | show | list`: the governed-action commands of execution
+//! `action create | claim | outcome | close | cancel | containment | show | list`: the governed-action commands of execution
 //! finality, and the renderings of their results that `run` and `sweep` share.
 //!
 //! Refusals (a conflict, a used claim, an outcome already set, a lifecycle that forbids the
@@ -12,9 +12,10 @@ use crate::store::Store;
 
 use crate::cli::Env;
 use crate::cli::args::{
-    ActionCommand, CancelArgs, ClaimArgs, CloseArgs, CreateArgs, ListArgs, OutcomeArgs, ShowArgs,
+    ActionCommand, CancelArgs, ClaimArgs, CloseArgs, ContainmentArgs, CreateArgs, ListArgs,
+    OutcomeArgs, ShowArgs,
 };
-use crate::cli::output::{Failure, Printer, commit_value, line, with_type};
+use crate::cli::output::{Failure, Printer, commit_value, error_record, line, with_type};
 use crate::cli::settings::{
     accept_if_asked, finality_now, finality_options, new_action_id, open_state, state_target,
     uuid_v4,
@@ -43,6 +44,21 @@ pub(in crate::cli) fn finality_failure(
         if let Some(s) = e.current_status() {
             v.push(("current_status", Value::str(s)));
         }
+        // What the HTTP 409 of a cancel carries beside `current_status`.
+        if let finality::Error::NotCancellable {
+            claimed,
+            outcome_status,
+            ..
+        } = e
+        {
+            v.push(("outcome_status", Value::str(outcome_status.as_str())));
+            v.push(("execution_claimed", Value::Bool(*claimed)));
+        }
+        // What the HTTP 409 of a containment verdict carries.
+        if let finality::Error::ContainmentNotAwaiting { status, .. } = e {
+            let status = status.map_or(Value::Null, |s| Value::str(s.as_str()));
+            v.push(("containment_status", status));
+        }
         out.data(&line(&Value::object(v)));
     }
     Failure::classified(e.is_refusal(), format!("{e} ({})", e.code()))
@@ -62,14 +78,17 @@ fn state_value(st: &finality::State, now: Timestamp) -> Value {
         ("lifecycle", Value::str(st.lifecycle().as_str())),
         ("outcome", st.view(now).to_value()),
     ]);
-    // An operator's decision (written by `serve`) is shown only where there is one.
-    match (v, &st.approval) {
-        (Value::Object(mut m), Some(p)) => {
-            m.insert("approval".into(), p.to_value());
-            Value::Object(m)
-        }
-        (v, _) => v,
+    // An operator's decision and containment verdict are shown only where there is one.
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    if let Some(p) = &st.approval {
+        m.insert("approval".into(), p.to_value());
     }
+    if let Some(c) = &st.containment {
+        m.insert("containment".into(), c.to_value());
+    }
+    Value::Object(m)
 }
 
 /// Runs an `action` subcommand at the finality clock's now.
@@ -78,6 +97,23 @@ pub(in crate::cli) fn run(
     env: &Env,
     command: ActionCommand,
 ) -> Result<(), Failure> {
+    let json = command.json();
+    let before = out.lines;
+    let result = run_command(out, env, command);
+    // Under --json every failure answers on stdout: a refusal has its `refusal` record; a
+    // failure before the command could answer (an unreadable repository, bad options) gets an
+    // `error` record.
+    if let Err(f) = &result
+        && json
+        && out.lines == before
+    {
+        out.data(&line(&error_record(f)));
+    }
+    result
+}
+
+/// [`run`] without its `error` record.
+fn run_command(out: &mut Printer, env: &Env, command: ActionCommand) -> Result<(), Failure> {
     let now = finality_now(env)?;
     match command {
         ActionCommand::Create(a) => create(out, env, now, a),
@@ -85,6 +121,7 @@ pub(in crate::cli) fn run(
         ActionCommand::Outcome(a) => outcome(out, env, now, a),
         ActionCommand::Close(a) => close(out, env, now, a),
         ActionCommand::Cancel(a) => cancel(out, env, now, a),
+        ActionCommand::Containment(a) => containment(out, env, now, a),
         ActionCommand::Show(a) => show(out, env, now, a),
         ActionCommand::List(a) => list(out, env, now, a),
     }
@@ -334,6 +371,79 @@ fn cancel(out: &mut Printer, env: &Env, now: Timestamp, a: CancelArgs) -> Result
     Ok(())
 }
 
+/// Runs `action containment`.
+fn containment(
+    out: &mut Printer,
+    env: &Env,
+    now: Timestamp,
+    a: ContainmentArgs,
+) -> Result<(), Failure> {
+    let ContainmentArgs {
+        state,
+        action_id,
+        verdict,
+        reasoning,
+        principal,
+        json,
+    } = a;
+    let verdict = finality::ContainmentVerdict::parse(&verdict)
+        .ok_or_else(|| Failure::input("the verdict must be promote or discard"))?;
+    let operator = principal
+        .or_else(|| env.get("ACTION_LEDGER_PRINCIPAL").cloned())
+        .filter(|p| !p.trim().is_empty())
+        .ok_or_else(|| {
+            Failure::input(
+                "--principal (or $ACTION_LEDGER_PRINCIPAL) is required: the operator who resolves",
+            )
+        })?;
+    let options = finality_options(env, &state)?;
+    let store = open_state(env, &state)?;
+    let written = finality::resolve_containment(
+        &store,
+        &options,
+        &action_id,
+        verdict,
+        &operator,
+        reasoning.as_deref(),
+        now,
+    )
+    .map_err(|e| finality_failure(out, json, "containment", &action_id, &e))?;
+    let (resolved, security) = &written.value;
+    let status = finality::containment::status(&resolved.state)
+        .map_or("-", finality::ContainmentStatus::as_str);
+    let grant = resolved
+        .promotion
+        .as_ref()
+        .map(|g| g.action.action_id.as_str().to_owned());
+    if json {
+        out.data(&line(&Value::object([
+            ("type", Value::str("containment")),
+            ("action_id", Value::str(action_id.as_str())),
+            ("verdict", Value::str(verdict.as_str())),
+            ("containment_status", Value::str(status)),
+            (
+                "promotion_action_id",
+                grant.clone().map_or(Value::Null, Value::str),
+            ),
+            ("commit", commit_value(written.commit)),
+        ])));
+    } else {
+        out.data(&format!(
+            "{action_id} {status}{}",
+            grant
+                .as_ref()
+                .map_or(String::new(), |g| format!(" promotion {g}"))
+        ));
+    }
+    if !security.is_clean() {
+        out.note(&format!(
+            "redacted {} secret(s) or confidential identifier(s) before storing",
+            security.findings
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `action show`.
 fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(), Failure> {
     let ShowArgs {
@@ -389,6 +499,17 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
             p.decision,
             p.decided_by,
             finality::format_time(p.decided_at)
+        ));
+    }
+    if let Some(c) = &st.containment {
+        lines.push(format!(
+            "containment:  {} by {} at {}{}",
+            c.verdict.status(),
+            c.resolved_by,
+            finality::format_time(c.resolved_at),
+            c.promotion_action_id
+                .as_ref()
+                .map_or(String::new(), |g| format!(" (promotion {g})"))
         ));
     }
     if let Some(o) = &st.outcome {

@@ -1,7 +1,10 @@
 //! `POST /api/actions/{id}/cancel`: deliberately close an action that was allowed but never
 //! executed, as DashClaw's server answers it.
 //!
-//! Body `{"reason": string}`, required (400 `reason is required` when missing or blank). Only
+//! Body `{"reason": string}`, required: 400 `reason is required` when missing, `null` or blank
+//! (only whitespace or invisible characters such as U+200B, [`finality::is_blank`]), 400
+//! `reason must be a string` for another type. The reason keeps at most
+//! [`MAX_CANCEL_REASON_UNITS`](batch::MAX_CANCEL_REASON_UNITS) characters. Only
 //! an action that is `running`, without an outcome and never claimed is cancellable
 //! ([`batch::cancel`]): it becomes `cancelled`, one-shot, through the same create-only
 //! `outcome.json` as every close, its summary `Deliberately not executed: <reason>` (redacted).
@@ -38,9 +41,13 @@ pub(super) async fn cancel(
     caller: Caller,
     JsonObject(body, _): JsonObject,
 ) -> Response {
-    let reason = match body.get("reason").and_then(Value::as_str).map(str::trim) {
-        Some(r) if !r.is_empty() => r.to_owned(),
-        _ => return error_with(400, "reason is required", []),
+    let reason = match body.get("reason") {
+        None | Some(Value::Null) => return error_with(400, "reason is required", []),
+        Some(Value::String(r)) if finality::is_blank(r) => {
+            return error_with(400, "reason is required", []);
+        }
+        Some(Value::String(r)) => r.trim().to_owned(),
+        Some(_) => return error_with(400, "reason must be a string", []),
     };
     let critical = finality::mask_secrets(&reason).1;
     let by = caller.settler();

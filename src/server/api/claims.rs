@@ -197,6 +197,19 @@ pub(super) async fn patch_action(
             "{field} cannot be set by a PATCH here: it is not recorded by a legacy close"
         )]);
     }
+    // `timestamp_end` is not kept (the close is stamped with the server's clock), but a
+    // malformed one is refused rather than ignored: the client would believe it recorded it.
+    match map.get("timestamp_end") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(t)) if crate::time::is_timestamp(t) => {}
+        Some(_) => {
+            return validation(vec![
+                "timestamp_end must be an ISO 8601 time, YYYY-MM-DDTHH:MM:SS[.fraction] then Z or \
+                 ±HH:MM"
+                    .into(),
+            ]);
+        }
+    }
     let text_field = |key: &str| match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),

@@ -4,7 +4,8 @@
 //! what a page costs.
 //!
 //! Every authenticated caller may list, as every caller may read an action by id. A query
-//! parameter that breaks its rule is a 400 `Validation failed` naming it; nothing else of the
+//! parameter that breaks its rule (a `limit` above the maximum, a parameter given twice
+//! included) is a 400 `Validation failed` naming it; nothing else of the
 //! query is checked (unknown parameters are ignored, as the reference does). Beside the
 //! reference's keys each answer carries `limit`, `offset`, `has_more` (whether more may follow
 //! the page) and `order` (`created_at_desc` from the pending index, `id_hash` for a walk);

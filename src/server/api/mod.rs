@@ -15,6 +15,7 @@
 //! | `POST /api/actions/{id}/approve` | an operator's approval or denial | [`approvals`] |
 //! | `GET /api/stream` | the actions' changes as Server-Sent Events (`wait_for_approval`) | [`stream`] |
 //! | `POST /api/actions/{id}/cancel` | cancel an action allowed but never executed (one-shot) | [`cancel`] |
+//! | `POST /api/actions/{id}/containment` | promote or discard a contained action awaiting promotion (one-shot) | [`containment`] |
 //! | `GET /api/cron/outcome-sweep` | the stale-outcome sweep (`Authorization: Bearer` cron secret) | [`sweep`] |
 //! | `GET /healthz` | 200 when the repository is readable, else 503 | [`reads`] |
 //! | `GET /metrics` | the metrics, OpenMetrics text (not JSON), no key needed | [`crate::server::metrics`] |
@@ -75,6 +76,7 @@ pub mod actions;
 pub mod approvals;
 pub mod cancel;
 pub mod claims;
+pub mod containment;
 pub mod extract;
 pub mod lists;
 pub mod observe;
@@ -335,6 +337,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/actions/{id}/approve", post(approvals::approve))
         .route("/api/stream", get(stream::stream))
         .route("/api/actions/{id}/cancel", post(cancel::cancel))
+        .route("/api/actions/{id}/containment", post(containment::resolve))
         .route("/api/cron/outcome-sweep", get(sweep::cron_sweep))
         .merge(crate::server::dashboard::routes())
         .fallback(respond::not_found)

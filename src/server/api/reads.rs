@@ -129,9 +129,7 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
         ("containment_ref", opt(a.containment_ref.clone())),
         (
             "containment_status",
-            a.containment_ref
-                .as_ref()
-                .map_or(Value::Null, |_| Value::str("contained")),
+            finality::containment::status(state).map_or(Value::Null, |s| Value::str(s.as_str())),
         ),
         ("identity_verified", Value::Bool(a.identity_verified)),
         (

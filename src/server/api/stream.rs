@@ -30,7 +30,8 @@
 //!   streams too: the next event after it is sent only if the stream's key still
 //!   authenticates as the same principal with the same mark; otherwise the stream ends
 //!   (checked by the private `still_admitted`).
-//! - At most [`crate::server::Settings::max_streams`] streams are open at once; past it, 503.
+//! - At most [`crate::server::Settings::max_streams`] streams are open at once; past it, 503
+//!   with `Retry-After` ([`RETRY_AFTER_SECONDS`]).
 //! - The channel holds the last [`CHANNEL`] events, shared by every subscriber (a subscriber's
 //!   memory is bounded by it): one that falls further behind gets `stream.lagged` and is
 //!   disconnected (a client reconnects and reads the actions it cares about).
@@ -70,6 +71,11 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// A stream ends after this long (DashClaw's 30 minutes): clients reconnect, and a subscriber
 /// that stopped reading does not hold its slot for ever.
 pub const MAX_DURATION: Duration = Duration::from_secs(30 * 60);
+
+/// `Retry-After` of the 503 past [`crate::server::Settings::max_streams`], in seconds: a slot
+/// frees when a subscriber leaves, which nothing predicts, so a client is told to come back
+/// soon rather than at a time a slot is known to be free.
+pub const RETRY_AFTER_SECONDS: &str = "5";
 
 /// The events the broadcast channel holds for its slowest subscriber.
 pub const CHANNEL: usize = 1024;
@@ -150,7 +156,12 @@ pub(super) async fn stream(
     headers: HeaderMap,
 ) -> Response {
     let Ok(permit) = app.streams.clone().try_acquire_owned() else {
-        return error(503, "Too many open streams");
+        let mut busy = error(503, "Too many open streams");
+        busy.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+        );
+        return busy;
     };
     let rx = app.events.subscribe();
     let stopping = app.shutdown.subscribe();

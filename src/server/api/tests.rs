@@ -3017,6 +3017,12 @@ async fn the_stream_is_authenticated_bounded_and_ends_at_shutdown() {
     assert_eq!((a, b), (200, 200));
     let g = call(&s, "GET", "/api/stream", BOT, "").await;
     assert_eq!(g.status, 503, "{:?}", g.body);
+    assert_eq!(
+        g.headers
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap()),
+        Some(stream::RETRY_AFTER_SECONDS)
+    );
     drop(first);
     let (c, third) = subscribe(&s, BOT).await;
     assert_eq!(c, 200, "a closed stream frees its slot");
@@ -3122,6 +3128,38 @@ async fn cancel_answers_as_dashclaw() {
         .post(format!("{uri}/cancel"), BOT, r#"{"reason":"   "}"#)
         .await;
     assert_eq!(g.status, 400);
+    for invisible in [
+        r#""\u200b""#,
+        r#""\ufeff \u2060\u200d""#,
+        r#""\u00ad\u3164""#,
+    ] {
+        let g = s
+            .post(
+                format!("{uri}/cancel"),
+                BOT,
+                format!(r#"{{"reason":{invisible}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "reason is required"),
+            "{invisible}"
+        );
+    }
+    for typed in ["5", "true", r#"["x"]"#, r#"{"a":1}"#] {
+        let g = s
+            .post(
+                format!("{uri}/cancel"),
+                BOT,
+                format!(r#"{{"reason":{typed}}}"#),
+            )
+            .await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "reason must be a string"),
+            "{typed}"
+        );
+    }
     let g = s
         .post(format!("{uri}/cancel"), OTHER, r#"{"reason":"mine now"}"#)
         .await;
@@ -3258,4 +3296,320 @@ async fn a_reload_ends_the_streams_of_revoked_keys() {
     app.reload().unwrap();
     recorded(&s, "build", ACT, "").await;
     assert_eq!(demoted.next(std::time::Duration::from_secs(5)).await, None);
+}
+
+/// A contained action created through the guard by `key`, claimed and completed by it: one
+/// awaiting promotion. Its id.
+async fn awaiting_promotion(s: &Server, key: &str) -> String {
+    const FILE: &str = r#"{"kind":"file","path":"src/lib.rs"}"#;
+    let body = format!(
+        r#"{{"action_type":"write","agent_id":"agent-1","act":{FILE},"client_capabilities":["execution_claims","allow_contained"]}}"#
+    );
+    let g = s.post("/api/guard?record=true", key, body).await;
+    assert_eq!(g.str("decision"), "allow_contained", "{:?}", g.body);
+    let id = g.str("action_id").to_owned();
+    let uri = format!("/api/actions/{id}");
+    assert_eq!(
+        s.get(&uri, key)
+            .await
+            .str_at("action", "containment_status"),
+        Some("contained")
+    );
+    assert_eq!(s.patch(&uri, key, claim_body(A1, FILE)).await.status, 200);
+    let g = s
+        .post(format!("{uri}/outcome"), key, r#"{"status":"completed"}"#)
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    id
+}
+
+/// `POST /api/actions/{id}/containment` answers every refusal as DashClaw does, in its order;
+/// a promotion answers `{action, promotion_action_id}` and creates a running, operator-approved
+/// grant claimable with the merge act; a discard answers `{action}`; the stream hears both;
+/// two operators racing have one winner; `verify` accepts what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containment_answers_as_dashclaw() {
+    let s = server();
+    const FILE: &str = r#"{"kind":"file","path":"src/lib.rs"}"#;
+    let body = format!(
+        r#"{{"action_type":"write","agent_id":"agent-1","act":{FILE},"client_capabilities":["execution_claims","allow_contained"]}}"#
+    );
+    let early = s.post("/api/guard?record=true", BOT, body).await;
+    let early = early.str("action_id").to_owned();
+    let post = |id: &str, key: &'static str, body: &'static str| {
+        let uri = format!("/api/actions/{id}/containment");
+        let s = &s;
+        async move { s.post(uri, key, body).await }
+    };
+    let g = post(&early, BOT, r#"{"verdict":"promote"}"#).await;
+    assert_eq!(
+        (g.status, g.str("code")),
+        (403, "OPERATOR_REQUIRED"),
+        "{:?}",
+        g.body
+    );
+    for bad in [r#"{}"#, r#"{"verdict":"merge"}"#, r#"{"verdict":5}"#] {
+        let g = post(&early, OPS, bad).await;
+        assert_eq!(
+            (g.status, g.str("error")),
+            (400, "Invalid verdict. Must be promote or discard."),
+            "{bad}"
+        );
+    }
+    let g = post(&early, OPS, r#"{"verdict":"promote","reasoning":5}"#).await;
+    assert_eq!(g.status, 400, "{:?}", g.body);
+    assert_eq!(
+        post("act_missing", OPS, r#"{"verdict":"discard"}"#)
+            .await
+            .status,
+        404
+    );
+    let g = post(&early, OPS, r#"{"verdict":"promote"}"#).await;
+    assert_eq!((g.status, g.str("code")), (409, "CONTAINMENT_NOT_AWAITING"));
+    assert_eq!(g.str("containment_status"), "contained");
+    // An allowed action is not contained at all.
+    let plain = recorded(&s, "build", ACT, "").await;
+    let g = post(&plain, OPS, r#"{"verdict":"discard"}"#).await;
+    assert_eq!((g.status, g.str("code")), (409, "CONTAINMENT_NOT_AWAITING"));
+    assert_eq!(g.body.get("containment_status"), Some(&Value::Null));
+
+    let id = awaiting_promotion(&s, BOT).await;
+    let uri = format!("/api/actions/{id}");
+    assert_eq!(
+        s.get(&uri, BOT)
+            .await
+            .str_at("action", "containment_status"),
+        Some("awaiting_promotion")
+    );
+    let (_, sub) = subscribe(&s, OPS).await;
+    let mut sub = sub.unwrap();
+    let g = post(
+        &id,
+        OPS,
+        r#"{"verdict":"promote","reasoning":"diff reviewed"}"#,
+    )
+    .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.str_at("action", "action_id"), Some(id.as_str()));
+    assert_eq!(g.str_at("action", "containment_status"), Some("promoted"));
+    let grant = g.str("promotion_action_id").to_owned();
+    assert_eq!(
+        grant,
+        finality::containment::promotion_action_id(&finality::ActionId::parse(&id).unwrap())
+            .as_str()
+    );
+    let (name, data) = sub.expect().await;
+    assert_eq!(
+        (name.as_str(), field(&data, "action_id")),
+        ("action.updated", Some(id.as_str()))
+    );
+    let (name, data) = sub.expect().await;
+    assert_eq!(
+        (name.as_str(), field(&data, "action_id")),
+        ("action.created", Some(grant.as_str()))
+    );
+    let g = s.get(format!("/api/actions/{grant}"), BOT).await;
+    assert_eq!(g.str_at("action", "status"), Some("running"));
+    assert_eq!(
+        g.str_at("action", "action_type"),
+        Some("containment_promote")
+    );
+    assert_eq!(g.str_at("action", "approved_by"), Some("ops"));
+    let merge = r#"{"kind":"shell","command":"git merge --no-ff sandbox/main"}"#;
+    let g = s
+        .patch(format!("/api/actions/{grant}"), BOT, claim_body(A2, merge))
+        .await;
+    assert_eq!(
+        g.status, 200,
+        "the grant is claimed with the merge act: {:?}",
+        g.body
+    );
+    let g = post(&id, OPS, r#"{"verdict":"discard"}"#).await;
+    assert_eq!((g.status, g.str("code")), (409, "CONTAINMENT_NOT_AWAITING"));
+    assert_eq!(g.str("containment_status"), "promoted");
+
+    // Separation of duties: the operator that created the action may not resolve it.
+    let own = awaiting_promotion(&s, OPS).await;
+    let g = post(&own, OPS, r#"{"verdict":"discard"}"#).await;
+    assert_eq!((g.status, g.str("code")), (403, "SELF_APPROVAL_FORBIDDEN"));
+
+    let dropped = awaiting_promotion(&s, BOT).await;
+    let g = post(&dropped, OPS, r#"{"verdict":"discard"}"#).await;
+    assert_eq!((g.status, keys_of(&g)), (200, vec!["action".to_owned()]));
+    assert_eq!(g.str_at("action", "containment_status"), Some("discarded"));
+
+    // Two verdicts at once: one winner, the other told the winner's status.
+    let raced = awaiting_promotion(&s, BOT).await;
+    let (a, b) = tokio::join!(
+        post(&raced, OPS, r#"{"verdict":"discard"}"#),
+        post(&raced, OPS, r#"{"verdict":"promote"}"#)
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{:?} {:?}", a.body, b.body);
+    let (won, lost) = if a.status == 200 { (a, b) } else { (b, a) };
+    assert_eq!(
+        lost.str("containment_status"),
+        won.str_at("action", "containment_status").unwrap()
+    );
+    if won.str_at("action", "containment_status") == Some("discarded") {
+        assert_eq!(won.body.get("promotion_action_id"), None);
+    }
+    // The listing filters by containment status (the SDK's `list_contained`).
+    let listed = |g: &Got| -> Vec<String> {
+        g.body
+            .get("actions")
+            .and_then(|a| a.as_array())
+            .unwrap()
+            .iter()
+            .filter_map(|a| {
+                a.get("action_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let g = s.get("/api/actions?containment_status=promoted", OPS).await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert!(
+        listed(&g).contains(&id) && !listed(&g).contains(&dropped),
+        "{:?}",
+        g.body
+    );
+    let g = s
+        .get("/api/actions?containment_status=awaiting_promotion", OPS)
+        .await;
+    assert_eq!(listed(&g), vec![own.clone()]);
+    let g = s.get("/api/actions?containment_status=merged", OPS).await;
+    assert_eq!(g.status, 400);
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
+/// A connection that sent half a request head does not hold a stop for the client timeout
+/// (30 s here): the stop closes it at once, while a complete request is answered in full
+/// (found by a fresh-eyes test: SIGTERM waited for the header timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_request_does_not_hold_the_stop() {
+    use std::io::{Read as _, Write as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("state.git");
+    let mut st = settings(&repo, Arc::new(AtomicI64::new(T0)), None, Target::Local);
+    st.client_timeout = std::time::Duration::from_secs(30);
+    let started = crate::server::start(st).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::server::serve(started, listener, async {
+        let _ = stopped.await;
+    }));
+    let wait = Some(std::time::Duration::from_secs(10));
+    let mut full = std::net::TcpStream::connect(addr).unwrap();
+    full.set_read_timeout(wait).unwrap();
+    full.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = [0u8; 12];
+    full.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HTTP/1.1 200");
+    let mut half = std::net::TcpStream::connect(addr).unwrap();
+    half.set_read_timeout(wait).unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let began = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(20), server)
+        .await
+        .expect("the server stopped")
+        .unwrap()
+        .unwrap();
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(5),
+        "the stop waited {:?}",
+        began.elapsed()
+    );
+    let mut rest = Vec::new();
+    assert_eq!(half.read_to_end(&mut rest).unwrap(), 0, "closed unanswered");
+}
+
+/// What the listing and the legacy close used to take silently is refused, naming the
+/// parameter or field and its rule, and changes nothing: a `limit` above the maximum (it was
+/// lowered), a parameter given twice (the last one won), a malformed `timestamp_end` (it was
+/// ignored). The SDK's own `timestamp_end` (microseconds) is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_and_closes_refuse_what_they_used_to_ignore() {
+    let s = server();
+    let detail = |g: &Got| -> String {
+        g.body
+            .get("details")
+            .and_then(|d| d.as_array())
+            .and_then(|d| d.first())
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for (uri, name, rule) in [
+        ("/api/actions?limit=201", "limit", "from 1 to 200"),
+        ("/api/guard?limit=1001", "limit", "from 1 to 1000"),
+        (
+            "/api/actions?status=running&status=completed",
+            "status",
+            "more than once",
+        ),
+        (
+            "/api/actions?limit=5&offset=0&limit=6",
+            "limit",
+            "more than once",
+        ),
+        (
+            "/api/guard?decision=allow&decision=block",
+            "decision",
+            "more than once",
+        ),
+    ] {
+        let g = s.get(uri, BOT).await;
+        assert_eq!(g.status, 400, "{uri}: {:?}", g.body);
+        let d = detail(&g);
+        assert!(d.contains(name) && d.contains(rule), "{uri}: {d}");
+    }
+    assert_eq!(s.get("/api/actions?limit=200", BOT).await.status, 200);
+    assert_eq!(s.get("/api/guard?limit=1000", BOT).await.status, 200);
+
+    let id = recorded(&s, "build", ACT, "").await;
+    let uri = format!("/api/actions/{id}");
+    let tip = tip_of(&s);
+    for bad in [
+        r#""yesterday""#,
+        "5",
+        r#""2026-03-01 12:00:00""#,
+        r#""2026-02-30T12:00:00Z""#,
+    ] {
+        let g = s
+            .patch(
+                &uri,
+                BOT,
+                format!(r#"{{"status":"completed","timestamp_end":{bad}}}"#),
+            )
+            .await;
+        assert_eq!(g.status, 400, "{bad}: {:?}", g.body);
+        let d = detail(&g);
+        assert!(d.contains("timestamp_end") && d.contains("ISO 8601"), "{d}");
+    }
+    assert_eq!(tip_of(&s), tip, "a refused close writes nothing");
+    assert_eq!(
+        s.get(&uri, BOT).await.str_at("action", "status"),
+        Some("running")
+    );
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            r#"{"status":"completed","timestamp_end":"2026-03-01T12:00:00.123456Z"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    assert_eq!(g.str_at("action", "status"), Some("completed"));
 }
