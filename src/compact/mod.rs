@@ -21,11 +21,12 @@
 //!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
 //!    parent is the tip. No ref moves.
 //! 2. **Commit point**: the same landing loop as `publish` ([`crate::store::land()`]: a
-//!    compare-and-swap of the local ref, or a leased push to the target of [`Options::land`]). When
-//!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
-//!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
-//!    retried with jittered backoff, within the attempts of [`Options::land`]. The packs are
-//!    rolled up after each landed commit as [`Options::land`] says (by default, by the loop).
+//!    compare-and-swap of the local ref, or a leased push to the target of [`Options::land`]).
+//!    When another writer moved the ref, the compaction is re-planned on the new tip (a
+//!    publication that landed meanwhile is simply folded too, or stays hot if its month is not
+//!    eligible) and retried with jittered backoff, within the attempts of [`Options::land`].
+//!    The packs are rolled up after each landed commit as [`Options::land`] says (by default,
+//!    by the loop).
 //!
 //! If the process dies before the commit point the ref is unchanged (unreachable objects at
 //! most); after it, the compaction is complete. Running it again changes nothing (no commit).
@@ -115,23 +116,8 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
-impl From<store::LandError<Error>> for Error {
-    /// A compaction that did not land: the plan's own error as it is, the landing loop's
-    /// failures as the variants above.
-    fn from(e: store::LandError<Error>) -> Self {
-        match e {
-            store::LandError::Build(e) => e,
-            store::LandError::Contention { ref_name, attempts } => {
-                Error::Contention { ref_name, attempts }
-            }
-            store::LandError::RefLocked { ref_name, lock } => Error::RefLocked { ref_name, lock },
-            store::LandError::Store(e) => Error::Store(e),
-            store::LandError::Transport(e) => Error::Remote(e),
-            store::LandError::Refused(why) => Error::RemoteRefused(why),
-            store::LandError::Rewritten(r) => Error::RemoteRewritten(r),
-        }
-    }
-}
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
 
 impl Error {
     /// True when the compaction was refused rather than failed (exit 1 in the CLI): the ref
@@ -250,8 +236,8 @@ pub fn build_on_observed(
     Ok((plan, Some(commit)))
 }
 
-/// Compacts the ledger at the ref of `options.land`: plan, commit, compare-and-swap; re-planned on a
-/// moved ref; repeated while eligible shards remain (see the module docs).
+/// Compacts the ledger at the ref of `options.land`: plan, commit, compare-and-swap; re-planned
+/// on a moved ref; repeated while eligible shards remain (see the module docs).
 ///
 /// # Errors
 /// As [`build_on`]; [`Error::Contention`] after `max_attempts` lost races for one commit;

@@ -183,23 +183,8 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
-impl From<store::LandError<Error>> for Error {
-    /// A finality write that did not land: the operation's own error as it is, the landing
-    /// loop's failures as the variants above.
-    fn from(e: store::LandError<Error>) -> Self {
-        match e {
-            store::LandError::Build(e) => e,
-            store::LandError::Contention { ref_name, attempts } => {
-                Error::Contention { ref_name, attempts }
-            }
-            store::LandError::RefLocked { ref_name, lock } => Error::RefLocked { ref_name, lock },
-            store::LandError::Store(e) => Error::Store(e),
-            store::LandError::Transport(e) => Error::Remote(e),
-            store::LandError::Refused(why) => Error::RemoteRefused(why),
-            store::LandError::Rewritten(r) => Error::RemoteRewritten(r),
-        }
-    }
-}
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
 
 /// What a failed remote step left on the remote.
 fn remote_left(e: &store::remote::Error) -> &'static str {

@@ -379,23 +379,8 @@ pub enum Error {
     },
 }
 
-impl From<store::LandError<Error>> for Error {
-    /// A publication that did not land: the plan's own error as it is, the landing loop's
-    /// failures as the variants above.
-    fn from(e: store::LandError<Error>) -> Self {
-        match e {
-            store::LandError::Build(e) => e,
-            store::LandError::Contention { ref_name, attempts } => {
-                Error::Contention { ref_name, attempts }
-            }
-            store::LandError::RefLocked { ref_name, lock } => Error::RefLocked { ref_name, lock },
-            store::LandError::Store(e) => Error::from(e),
-            store::LandError::Transport(e) => Error::Remote(e),
-            store::LandError::Refused(why) => Error::RemoteRefused(why),
-            store::LandError::Rewritten(r) => Error::RemoteRewritten(r),
-        }
-    }
-}
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
 
 impl Error {
     /// True when the publication ran and refused (exit 1 in the CLI): a conflict with the

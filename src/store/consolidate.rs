@@ -43,8 +43,9 @@
 //! landing loop, [`crate::store::land()`], for publish, compact and the finality operations; on
 //! a thread of its own for `serve`'s batches: [`crate::store::RollUp`] says who), so a commit
 //! never pays for rewriting the whole repository: packs of at least half that bound are left
-//! alone and the rule runs on the smaller ones (see [`Rollup::Geometric`]); `action-ledger maintain` runs the same roll-up without that bound (or
-//! merges every pack) when a quiet moment allows it.
+//! alone and the rule runs on the smaller ones (see [`Rollup::Geometric`]); `action-ledger
+//! maintain` runs the same roll-up without that bound (or merges every pack) when a quiet
+//! moment allows it.
 //!
 //! # Safety beside readers, publishers and a kill
 //!

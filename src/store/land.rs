@@ -41,8 +41,8 @@
 //!
 //! [`LandError<E>`] is the one error of the loop, generic over the build step's error `E`. Each
 //! writer's own error has one `From<LandError<Self>>` that keeps its build errors as they are and
-//! gives the loop's failures their wording (`publish`, `compact`, `finality`), so a writer lands
-//! with `land(..)?`.
+//! gives the loop's failures their wording (`publish`, `compact`, `finality`; one
+//! implementation for the three, `impl_from_land_error!`), so a writer lands with `land(..)?`.
 //!
 //! # Roll-up after a commit
 //!
@@ -82,8 +82,9 @@ pub enum RollUp {
     /// [`land()`] rolls the packs up after a commit landed, before it returns.
     #[default]
     AfterCommit,
-    /// [`land()`] does not; the caller owns the roll-up and runs it when it is ready (`serve`'s
-    /// roll-up thread).
+    /// [`land()`] does not; the caller owns the roll-up and runs it when it is ready: `serve`'s
+    /// roll-up thread, or `publish` once it has dropped its batch ([`RollUp::after_commit`]
+    /// on its own options).
     Caller,
 }
 
@@ -220,6 +221,35 @@ impl<E> From<remote::RewriteCheckError> for LandError<E> {
         }
     }
 }
+
+/// Implements `From<LandError<E>> for E` for a writer's error `E` (the one conversion of each
+/// writer, so that it lands with `land(..)?`): the build step's own errors pass as they are,
+/// and the loop's failures become the variants of `E` of the same meaning, which every writer's
+/// error names alike and words for its own users: `Contention { ref_name, attempts }`,
+/// `RefLocked { ref_name, lock }`, `Store`, `Remote` (the transport), `RemoteRefused` and
+/// `RemoteRewritten`. A macro because the conversion is into each writer's own type, which a
+/// generic `impl` of this module may not name.
+macro_rules! impl_from_land_error {
+    ($error:ty) => {
+        impl From<$crate::store::LandError<$error>> for $error {
+            fn from(e: $crate::store::LandError<$error>) -> Self {
+                use $crate::store::LandError;
+                match e {
+                    LandError::Build(e) => e,
+                    LandError::Contention { ref_name, attempts } => {
+                        Self::Contention { ref_name, attempts }
+                    }
+                    LandError::RefLocked { ref_name, lock } => Self::RefLocked { ref_name, lock },
+                    LandError::Store(e) => Self::Store(e),
+                    LandError::Transport(e) => Self::Remote(e),
+                    LandError::Refused(why) => Self::RemoteRefused(why),
+                    LandError::Rewritten(r) => Self::RemoteRewritten(r),
+                }
+            }
+        }
+    };
+}
+pub(crate) use impl_from_land_error;
 
 /// Runs `build` on the tip of `options.target` and lands the commit it returns with one
 /// compare-and-swap (or leased push), building again on the new tip when another writer moved

@@ -557,8 +557,9 @@ pub fn push(
 /// Where a writer lands its commits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// The local repository's ref ([`LandOptions::ref_name`](crate::store::land::LandOptions::ref_name)),
-    /// by compare-and-swap of the ref file.
+    /// The local repository's ref (the writer's
+    /// [`LandOptions::ref_name`](crate::store::LandOptions::ref_name)), by compare-and-swap of
+    /// the ref file.
     Local,
     /// A ref of a remote repository, by leased push; the local repository only caches objects.
     Remote {
