@@ -147,7 +147,8 @@
 //! - [`ledger`]: the pure file formats: [`ledger::shard`], [`ledger::binding`],
 //!   [`ledger::layout`], [`ledger::segment`].
 //! - [`store`]: all Git access: objects, trees, [`store::pack`] writing, refs with
-//!   compare-and-swap, snapshots, history, and the `git` transport in [`store::remote`].
+//!   compare-and-swap, snapshots, history, the one landing loop of every writer
+//!   ([`store::land()`], local or remote), and the `git` transport in [`store::remote`].
 //! - [`writer`]: the writer side, without Git: [`writer::files`] (handle-relative files),
 //!   [`writer::lock`], [`writer::spool`], [`writer::record`], [`writer::interrupt`],
 //!   [`writer::seal`].

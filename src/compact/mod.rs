@@ -20,11 +20,13 @@
 //!    entry is cut back out of its segment and compared with the original bytes), then write the
 //!    segment blobs, the manifest, the edited trees (shard files removed) and one commit whose
 //!    parent is the tip. No ref moves.
-//! 2. **Commit point**: the same write loop as `publish` ([`crate::store::remote::transact()`]:
-//!    a compare-and-swap of the local ref, or a leased push to [`Options::target`]). When
-//!    another writer moved the ref, the compaction is re-planned on the new tip (a publication
-//!    that landed meanwhile is simply folded too, or stays hot if its month is not eligible) and
-//!    retried with jittered backoff, within [`Options::max_attempts`].
+//! 2. **Commit point**: the same landing loop as `publish` ([`crate::store::land()`]: a
+//!    compare-and-swap of the local ref, or a leased push to the target of [`Options::land`]).
+//!    When another writer moved the ref, the compaction is re-planned on the new tip (a
+//!    publication that landed meanwhile is simply folded too, or stays hot if its month is not
+//!    eligible) and retried with jittered backoff, within the attempts of [`Options::land`].
+//!    The packs are rolled up after each landed commit as [`Options::land`] says (by default,
+//!    by the loop).
 //!
 //! If the process dies before the commit point the ref is unchanged (unreachable objects at
 //! most); after it, the compaction is complete. Running it again changes nothing (no commit).
@@ -50,8 +52,7 @@ pub use plan::{MonthFold, Plan, Refusal, plan, plan_observed};
 use std::path::PathBuf;
 
 use crate::ledger::segment::{self, Month};
-use crate::store::remote::WriteError;
-use crate::store::{self, CommitId, Signature, Store};
+use crate::store::{self, CommitId, LandOptions, Signature, Store};
 use crate::view::{self};
 
 /// Retention window used when none is given: 90 days.
@@ -115,6 +116,9 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
+
 impl Error {
     /// True when the compaction was refused rather than failed (exit 1 in the CLI): the ref
     /// kept moving or stayed locked, or the remote refused or was rewritten.
@@ -132,37 +136,30 @@ impl Error {
 /// Knobs of a compaction; the clock is an input (`now_seconds`), never read here.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Full ref name of the ledger (default `refs/heads/main`).
-    pub ref_name: String,
-    /// Author and committer of the compaction commit.
-    pub signature: Signature,
+    /// Where, as whom and how hard the commits land, and who rolls the packs up ([`LandOptions`]:
+    /// by default the local ref `refs/heads/main`, 64 attempts per commit, the roll-up after
+    /// each landed commit); with a remote target, each commit is built on the remote's tip and
+    /// pushed with a lease on it.
+    pub land: LandOptions,
     /// Months that end more than this many days before `now_seconds` are compacted (default 90).
     pub retention_days: u32,
     /// The current time, seconds since the Unix epoch.
     pub now_seconds: i64,
-    /// Compare-and-swap attempts per commit when the ref moves (default 64).
-    pub max_attempts: u32,
     /// Shard bytes folded by one commit (default 256 MiB); at least one shard is always folded.
     pub max_commit_bytes: u64,
     /// Caps of new segments (default the format's, [`segment::Caps::MAX`]).
     pub segment_caps: segment::Caps,
-    /// Where the commits land (default the local ref [`Options::ref_name`]); with a remote, each
-    /// commit is built on the remote's tip and pushed with a lease on it.
-    pub target: store::remote::Target,
 }
 
 impl Options {
     /// Defaults with the given signature and clock.
     pub fn new(signature: Signature, now_seconds: i64) -> Options {
         Options {
-            ref_name: store::transact::DEFAULT_REF.into(),
-            signature,
+            land: LandOptions::new(signature),
             retention_days: DEFAULT_RETENTION_DAYS,
             now_seconds,
-            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
             max_commit_bytes: DEFAULT_MAX_COMMIT_BYTES,
             segment_caps: segment::Caps::MAX,
-            target: store::remote::Target::Local,
         }
     }
 
@@ -234,13 +231,13 @@ pub fn build_on_observed(
         &plan.removals,
         true,
         &commit_message(&plan),
-        &options.signature,
+        &options.land.signature,
     )?;
     Ok((plan, Some(commit)))
 }
 
-/// Compacts the ledger at `options.ref_name`: plan, commit, compare-and-swap; re-planned on a
-/// moved ref; repeated while eligible shards remain (see the module docs).
+/// Compacts the ledger at the ref of `options.land`: plan, commit, compare-and-swap; re-planned
+/// on a moved ref; repeated while eligible shards remain (see the module docs).
 ///
 /// # Errors
 /// As [`build_on`]; [`Error::Contention`] after `max_attempts` lost races for one commit;
@@ -268,17 +265,11 @@ pub fn compact_observed(
         months: Vec::new(),
         refused: Vec::new(),
     };
-    let policy = store::Policy {
-        ref_name: &options.ref_name,
-        max_attempts: options.max_attempts,
-        lock_wait: store::transact::HELD_LOCK_BUDGET,
-        roll_up: true,
-    };
     // A commit folds what fits in `max_commit_bytes` (every eligible month of a smaller backlog
     // at once) and is its own compare-and-swap; the loop ends when a build finds nothing left
     // to fold.
     loop {
-        let out = store::remote::transact(store, &options.target, &policy, |tip, _| {
+        let out = store::land(store, &options.land, |tip, _| {
             let (plan, commit) = build_on_observed(store, tip, options, progress)?;
             Ok(match commit {
                 None => store::Step::Settled((tip, plan)),
@@ -288,20 +279,6 @@ pub fn compact_observed(
                     value: (tip, plan),
                 },
             })
-        })
-        .map_err(|e| match e {
-            WriteError::Build(e) => e,
-            WriteError::Contention { ref_name, attempts } => {
-                Error::Contention { ref_name, attempts }
-            }
-            WriteError::RefLocked { lock, .. } => Error::RefLocked {
-                ref_name: options.ref_name.clone(),
-                lock,
-            },
-            WriteError::Store(e) => e.into(),
-            WriteError::Transport(e) => e.into(),
-            WriteError::Refused(why) => Error::RemoteRefused(why),
-            WriteError::Rewritten(r) => Error::RemoteRewritten(r),
         })?;
         result.attempts += out.attempts;
         let (tip, plan) = out.value;

@@ -36,8 +36,8 @@ use crate::identity::Digest;
 use crate::store::{self, CommitId, Snapshot, Store};
 use crate::time::Timestamp;
 
-/// Where a batch lands: the local ref, or a remote's by leased push (the write loop shared with
-/// publishing and the CLI, [`store::remote::transact`](fn@crate::store::remote::transact)).
+/// Where a batch lands: the local ref, or a remote's by leased push (the landing loop shared
+/// with publishing and the CLI, [`store::land()`](fn@crate::store::land)).
 pub use crate::store::remote::Target;
 
 /// Why an operation of a batch did not land.
@@ -1226,8 +1226,8 @@ pub fn read_at_target<T>(
     read(&ov)
 }
 
-/// Plans `ops` in order on the target's tip and lands everything they staged as ONE commit with
-/// ONE compare-and-swap (group commit); re-plans all of them on a moved ref, at most
+/// Plans `ops` in order on the tip of `options.target` and lands everything they staged as ONE
+/// commit with ONE compare-and-swap (group commit); re-plans all of them on a moved ref, at most
 /// `options.max_attempts` times. `now` is read once per attempt. Returns one result per
 /// operation, in order, and what landed.
 ///
@@ -1235,17 +1235,17 @@ pub fn read_at_target<T>(
 /// refusal stands on its own unless it read a record staged earlier in the batch and the batch
 /// did not land, in which case it is [`BatchError::Unavailable`] like every writer.
 ///
-/// The packs are not rolled up here: `serve`'s writer answers the batch first and rolls them up
-/// on a thread of its own ([`run`] rolls up after its one operation).
+/// The packs are rolled up after a landed commit as `options.roll_up` says: `serve`'s writer
+/// lands with [`RollUp::Caller`](crate::store::RollUp::Caller), answers the batch first and
+/// rolls them up on a thread of its own.
 pub fn land<R>(
     store: &Store,
     options: &Options,
-    target: &Target,
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
     let n = ops.len();
-    let (planned, out) = plan_and_land(store, options, target, ops, clock);
+    let (planned, out) = plan_and_land(store, options, ops, clock);
     match out {
         Ok(landed) => (
             planned
@@ -1289,8 +1289,9 @@ pub fn land<R>(
 /// single-operation functions ([`create_action`](super::create_action),
 /// [`claim`](fn@super::claim), [`report_outcome`](super::report_outcome),
 /// [`close`](super::close), [`sweep`](fn@super::sweep)), so that each operation's rules exist
-/// once. Plans `op` on the tip of [`Options::target`] at `now`, lands what it staged with one
-/// compare-and-swap (planning again on a moved ref), then rolls the local packs up.
+/// once. Plans `op` on the tip of [`Options::target`] at `now` and lands what it staged with one
+/// compare-and-swap (planning again on a moved ref), rolling the local packs up as
+/// [`Options::roll_up`] says.
 ///
 /// # Errors
 /// The operation's own refusal; when it planned a write that could not land, the write path's
@@ -1303,19 +1304,14 @@ pub fn run<R>(
     op: impl FnMut(&mut Overlay<'_>, Timestamp) -> Result<R, Error> + Send,
 ) -> Result<Written<R>, Error> {
     let mut ops: [Op<'_, R>; 1] = [Box::new(op)];
-    let (planned, out) = plan_and_land(store, options, &options.target, &mut ops, &mut || now);
+    let (planned, out) = plan_and_land(store, options, &mut ops, &mut || now);
     let result = planned.and_then(|mut p| p.pop()).map(|(r, _)| r);
     match (out, result) {
-        (Ok(landed), Some(value)) => {
-            if landed.commit.is_some() {
-                store.roll_up_after_commit();
-            }
-            Ok(Written {
-                value: value?,
-                commit: landed.commit,
-                attempts: landed.attempts,
-            })
-        }
+        (Ok(landed), Some(value)) => Ok(Written {
+            value: value?,
+            commit: landed.commit,
+            attempts: landed.attempts,
+        }),
         // Alone in its batch, a refusal staged nothing and never depends on another operation.
         (Err(_), Some(Err(refusal))) => Err(refusal),
         (Err((cause, _)), _) => Err(cause),
@@ -1335,22 +1331,15 @@ type Unlanded = (Error, u32);
 fn plan_and_land<R>(
     store: &Store,
     options: &Options,
-    target: &Target,
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Option<Planned<R>>, Result<Landed, Unlanded>) {
-    let policy = store::Policy {
-        ref_name: &options.ref_name,
-        max_attempts: options.max_attempts,
-        lock_wait: options.lock_wait,
-        roll_up: false,
-    };
     // The answers of the last plan (an answer need not be Clone, so it stays out of the loop's
     // value) and the attempts made, for the answers when nothing lands.
     let mut planned: Option<Planned<R>> = None;
     let mut tried = 0u32;
     let n = ops.len();
-    let out = store::remote::transact(store, target, &policy, |tip, attempt| {
+    let out = store::land(store, options, |tip, attempt| {
         tried = attempt;
         planned = None;
         let now = clock();
@@ -1419,25 +1408,8 @@ fn plan_and_land<R>(
             attempts: landed.attempts,
             writers: landed.value,
         })
-        .map_err(|e| (write_failure(e, &options.ref_name), tried));
+        .map_err(|e| (Error::from(e), tried));
     (planned, out)
-}
-
-/// The finality error of a write that did not land.
-fn write_failure(e: store::remote::WriteError<Error>, ref_name: &str) -> Error {
-    use store::remote::WriteError;
-    match e {
-        WriteError::Build(e) => e,
-        WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
-        WriteError::RefLocked { lock, .. } => Error::RefLocked {
-            ref_name: ref_name.to_owned(),
-            lock,
-        },
-        WriteError::Store(e) => e.into(),
-        WriteError::Transport(e) => e.into(),
-        WriteError::Refused(why) => Error::RemoteRefused(why),
-        WriteError::Rewritten(r) => Error::RemoteRewritten(r),
-    }
 }
 
 #[cfg(test)]
@@ -1493,7 +1465,7 @@ mod tests {
             claim_op("act_b", "attempt-0000000000000002"),
             claim_op("act_missing", "attempt-0000000000000003"),
         ];
-        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
         assert_eq!((landed.attempts, landed.writers), (1, 1));
         assert!(matches!(
             results[0],
@@ -1531,8 +1503,7 @@ mod tests {
     fn a_sweep_lands_only_the_scanned_candidates_that_are_still_stale() {
         let (dir, store) = repo();
         let land_one = |op: Op<'static, ()>, now: Timestamp| {
-            let (results, landed) =
-                land(&store, &options(), &Target::Local, &mut [op], &mut || now);
+            let (results, landed) = land(&store, &options(), &mut [op], &mut || now);
             results.into_iter().next().unwrap().unwrap();
             landed
         };
@@ -1632,9 +1603,7 @@ mod tests {
         let sweep_at = later.saturating_add_millis(60_000);
         let mut ops: Vec<Op<'_, SweepReport>> =
             vec![Box::new(|ov, now| sweep_candidates(ov, &scan, 15.0, now))];
-        let (results, _) = land(&store, &options(), &Target::Local, &mut ops, &mut || {
-            sweep_at
-        });
+        let (results, _) = land(&store, &options(), &mut ops, &mut || sweep_at);
         drop(ops);
         let report = results.into_iter().next().unwrap().unwrap();
         assert_eq!(
@@ -1664,7 +1633,7 @@ mod tests {
         let (dir, store) = repo();
         let mut setup: Vec<Op<'static, Created>> =
             vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
-        land(&store, &options(), &Target::Local, &mut setup, &mut || T0).0[0]
+        land(&store, &options(), &mut setup, &mut || T0).0[0]
             .as_ref()
             .unwrap();
         // The first plan of our claim is overtaken by a CLI claim landing underneath.
@@ -1685,7 +1654,7 @@ mod tests {
             }
             claim(ov, "act_a", &request("attempt-srv-000000001"), now)
         })];
-        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
         drop(ops);
         assert_eq!(landed.attempts, 2);
         assert!(matches!(
@@ -1706,7 +1675,7 @@ mod tests {
             Box::new(|ov, now| create(ov, &new_action("act_a"), now)),
             Box::new(|ov, now| create(ov, &new_action("act_b"), now)),
         ];
-        land(&store, &options(), &Target::Local, &mut setup, &mut || T0);
+        land(&store, &options(), &mut setup, &mut || T0);
         // Every plan is overtaken by an unrelated write: the ref never holds still.
         let path = dir.path().join("state.git");
         let mut n = 0;
@@ -1722,7 +1691,7 @@ mod tests {
             claim_op("act_a", "attempt-0000000000000002"),
             claim_op("act_missing", "attempt-0000000000000003"),
         ];
-        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
         drop(ops);
         assert_eq!((landed.attempts, landed.commit), (3, None));
         assert!(
@@ -1802,7 +1771,7 @@ mod tests {
             )?;
             Ok(())
         })];
-        let (results, landed) = land(&store, &options(), &Target::Local, &mut ops, &mut || T0);
+        let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
         results.into_iter().for_each(|r| r.unwrap());
         let good = landed.commit.unwrap();
         let clean = crate::finality::verify(&store.snapshot(Some(good)).unwrap()).unwrap();

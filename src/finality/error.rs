@@ -214,6 +214,9 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
+
 /// What a failed remote step left on the remote.
 fn remote_left(e: &store::remote::Error) -> &'static str {
     if e.may_have_landed() {

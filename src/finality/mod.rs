@@ -67,9 +67,9 @@
 //!   whatever the cause, so a refusal reveals nothing about the action.
 //! - **Exactly one claim.** A claim is one commit adding `claim.json`, built on the tip where
 //!   the preconditions were checked and landed with one compare-and-swap of the ledger ref from
-//!   that tip ([`store::transact`](fn@crate::store::transact)). A second claimer that checked the same tip loses
-//!   the swap, re-reads the new tip, finds the first claim and is refused. Attempt ids are
-//!   single-use: repeating the winning attempt id is refused too.
+//!   that tip ([`store::land()`](fn@crate::store::land)). A second claimer that checked the
+//!   same tip loses the swap, re-reads the new tip, finds the first claim and is refused.
+//!   Attempt ids are single-use: repeating the winning attempt id is refused too.
 //! - **Outcome** ([`report_outcome`]). One-shot: `outcome.json` is added only while the outcome
 //!   is pending on the tip it was built on. A caller reports `completed`, `partial` (with a
 //!   `progress` object) or `failed` (with an `error_message`); text is redacted and truncated
@@ -134,10 +134,10 @@
 //!
 //! The ref may be a remote's ([`Options::target`], the CLI's `--remote`): the tip is then read
 //! with `git ls-remote` and fetched, and the commit is pushed with a lease on that tip
-//! ([`store::remote::transact`](fn@crate::store::remote::transact), the loop `publish` and
-//! compaction use too). The server takes its ref lock and checks the lease atomically, so
-//! claimers on different machines, each with its own local repository, still race to exactly
-//! one claim; a claimer whose lease failed fetches the winner's commit and is refused.
+//! ([`store::land()`](fn@crate::store::land), the loop `publish` and compaction use too). The
+//! server takes its ref lock and checks the lease atomically, so claimers on different
+//! machines, each with its own local repository, still race to exactly one claim; a claimer
+//! whose lease failed fetches the winner's commit and is refused.
 //!
 //! # What remains after a crash
 //!

@@ -625,7 +625,7 @@ mod tests {
                     now,
                 )
             })];
-            let (res, _) = batch::land(&store, &opts, &batch::Target::Local, &mut ops, &mut || {
+            let (res, _) = batch::land(&store, &opts, &mut ops, &mut || {
                 t0.saturating_add_millis(80_000)
             });
             res.into_iter().next().unwrap().unwrap();
@@ -677,7 +677,7 @@ mod tests {
                     now,
                 )
             })];
-            let (res, _) = batch::land(&store, &opts, &batch::Target::Local, &mut ops, &mut || {
+            let (res, _) = batch::land(&store, &opts, &mut ops, &mut || {
                 t0.saturating_add_millis(200_000)
             });
             assert!(matches!(

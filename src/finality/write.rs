@@ -1,42 +1,20 @@
 //! The knobs and the answer of every finality write. The write path itself is the batch
 //! planner's ([`batch::run`](super::batch::run) for one operation, [`batch::land`](super::batch::land)
 //! for many): plan on the tip, write one commit, land it with one compare-and-swap of the ledger
-//! ref, and plan again from scratch on the new tip when another writer moved the ref.
+//! ref through the store's landing loop ([`crate::store::land()`]), and plan again from scratch
+//! on the new tip when another writer moved the ref.
 
-use std::time::Duration;
+use crate::store::CommitId;
 
-use crate::store::remote::Target;
-use crate::store::{self, CommitId, Signature};
-
-/// Knobs of every finality operation; required inputs are parameters.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Full name of the ledger ref (default `refs/heads/main`).
-    pub ref_name: String,
-    /// Author and committer of the commits.
-    pub signature: Signature,
-    /// Attempts when the ref moves under us (default 64).
-    pub max_attempts: u32,
-    /// How long a held ref lock is waited for (default 5 s).
-    pub lock_wait: Duration,
-    /// Where the commits land (default [`Target::Local`], the ref [`Options::ref_name`]); with
-    /// a remote, the local repository only caches objects and every read is of the remote's
-    /// tip.
-    pub target: Target,
-}
-
-impl Options {
-    /// Defaults with the given signature.
-    pub fn new(signature: Signature) -> Options {
-        Options {
-            ref_name: store::transact::DEFAULT_REF.into(),
-            signature,
-            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
-            lock_wait: store::transact::HELD_LOCK_BUDGET,
-            target: Target::Local,
-        }
-    }
-}
+/// Knobs of every finality operation: the store's landing options ([`LandOptions`]: the ledger
+/// ref, signature, attempt budget, lock wait, target and who rolls the packs up); required
+/// inputs are parameters. `serve`'s writer lands with [`RollUp::Caller`] and rolls up on a
+/// thread of its own; every other writer leaves the default, [`RollUp::AfterCommit`].
+///
+/// [`LandOptions`]: crate::store::LandOptions
+/// [`RollUp::Caller`]: crate::store::RollUp::Caller
+/// [`RollUp::AfterCommit`]: crate::store::RollUp::AfterCommit
+pub type Options = crate::store::LandOptions;
 
 /// What an operation landed.
 #[derive(Clone, Debug, PartialEq)]

@@ -36,7 +36,7 @@
 //!
 //! # What an incoming publication is
 //!
-//! The commit `publish` builds today ([`super::publish_batch_to`]'s commit): single parent the
+//! The commit `publish` builds today ([`super::publish_batch`]'s commit): single parent the
 //! ledger tip it was planned on (no parent when the ledger did not exist), tree = that tip plus
 //! the publication's added files, all under `ledger/v1/`. Chosen over a commit of only the
 //! added files because:

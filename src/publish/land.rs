@@ -1,63 +1,54 @@
 //! Landing a publication: build the commit on the target's tip and move the ref through the
-//! shared write loop ([`crate::store::remote::transact()`]). Locally that is one
-//! compare-and-swap of the ref ([`crate::store::transact()`]); a held ref lock is waited out
-//! for [`HELD_LOCK_BUDGET`](crate::store::transact::HELD_LOCK_BUDGET). On a remote, each
+//! store's landing loop ([`crate::store::land()`]). Locally that is one compare-and-swap of the
+//! ref; a held ref lock is waited out for the lock wait of [`Options::land`]. On a remote, each
 //! attempt reads the remote tip (`git ls-remote`), fetches it, builds the commit locally on it
 //! and pushes with `git push --atomic --force-with-lease=<ref>:<tip>`; the local repository
 //! only caches objects. After a lost race (the ref or the remote moved) the batch is planned
-//! again on the new tip (re-validated against it) and rebuilt, with jittered backoff, up to
-//! `Options::max_attempts` builds. A refusal by the server's pre-receive hook is final and
-//! reported with the hook's lines ([`Error::RemoteRefused`]).
+//! again on the new tip (re-validated against it) and rebuilt, with jittered backoff, within
+//! the attempts of [`Options::land`]. A refusal by the server's pre-receive hook is final and
+//! reported with the hook's lines ([`Error::RemoteRefused`]). A remote publication waits for
+//! its pending publication instead when [`Options::pending_wait`] is set ([`land_pending`]).
+//!
+//! The roll-up after a landed commit is the options' decision ([`Options::land`]'s
+//! [`RollUp`]); publish runs it itself ([`roll_up`]), after the batch is dropped, so that the
+//! roll-up's memory does not come on top of the batch's and the plan's.
 
 use super::plan::{Plan, commit_message, plan};
 use super::privacy_check::check_privacy;
 use super::validate::Batch;
 use super::*;
 use super::{combine, pending};
-use crate::store::remote::{self, WriteError};
-use crate::store::{self, CommitId, Store};
+use crate::store::{self, CommitId, LandOptions, RollUp, Store};
 
-/// Publishes one validated batch into `store` at `options.ref_name`: one commit on the current
-/// tip and one compare-and-swap, re-planned on the new tip when another publisher moved the ref.
-/// The batch must also pass `options.privacy` ([`check_privacy`], after the checks against the
-/// tip); nothing is written if not.
+/// Publishes one validated batch to the target of `options.land` (by default the local ref of
+/// `store`): one commit on the current tip and one compare-and-swap (or leased push, or pending
+/// publication), re-planned on the new tip when another publisher moved the ref, then the
+/// roll-up the options ask for. The batch must also pass `options.privacy` ([`check_privacy`],
+/// after the checks against the tip); nothing is written or pushed if not.
 pub fn publish_batch(
     store: &Store,
     batch: &Batch,
     options: &Options,
 ) -> Result<Publication, Error> {
-    publish_batch_to(store, batch, options, &Target::Local)
-}
-
-/// Publishes one validated batch to `target` through the shared write loop
-/// ([`crate::store::remote::transact()`]): locally, one compare-and-swap of the ref; on a
-/// remote, read its tip, fetch it, build on it and push with a lease on that tip. Either way a
-/// moved ref means planning again on the new tip (re-validated against it), within
-/// `options.max_attempts`; a refusal by a remote's pre-receive hook is final
-/// ([`Error::RemoteRefused`]). The batch must also pass `options.privacy`
-/// ([`check_privacy`], after the checks against the tip); nothing is written or pushed if not.
-pub fn publish_batch_to(
-    store: &Store,
-    batch: &Batch,
-    options: &Options,
-    target: &Target,
-) -> Result<Publication, Error> {
-    let publication = land_batch(store, batch, options, target)?;
-    if publication.status == Status::Created {
-        store.roll_up_after_commit();
-    }
+    let publication = land_batch(store, batch, options)?;
+    roll_up(store, options, &publication);
     Ok(publication)
 }
 
-/// [`publish_batch_to`] without the roll-up, which the caller runs
-/// ([`Store::roll_up_after_commit`]) when the publication was [`Status::Created`]: a caller
-/// that owns the batch drops it first, so the roll-up's memory does not come on top of the
-/// batch's and the plan's.
+/// Rolls the packs up after `publication` when it landed a commit, as `options.land` says
+/// ([`RollUp::after_commit`]).
+pub(super) fn roll_up(store: &Store, options: &Options, publication: &Publication) {
+    if publication.status == Status::Created {
+        options.land.roll_up.after_commit(store);
+    }
+}
+
+/// [`publish_batch`] without the roll-up, which the caller runs ([`roll_up`]) once it has
+/// dropped the batch.
 pub(super) fn land_batch(
     store: &Store,
     batch: &Batch,
     options: &Options,
-    target: &Target,
 ) -> Result<Publication, Error> {
     if let (
         Target::Remote {
@@ -66,22 +57,21 @@ pub(super) fn land_batch(
             timeout,
         },
         Some(wait),
-    ) = (target, options.pending_wait)
+    ) = (&options.land.target, options.pending_wait)
     {
         let remote = pending::Remote {
             url,
             ledger_ref: ref_name,
             timeout: *timeout,
         };
-        return land_pending(store, batch, options, target, remote, wait);
+        return land_pending(store, batch, options, remote, wait);
     }
-    let policy = store::Policy {
-        ref_name: &options.ref_name,
-        max_attempts: options.max_attempts,
-        lock_wait: store::transact::HELD_LOCK_BUDGET,
-        roll_up: false,
+    // The loop lands; the roll-up is this module's, after the batch is dropped.
+    let landing = LandOptions {
+        roll_up: RollUp::Caller,
+        ..options.land.clone()
     };
-    let out = remote::transact(store, target, &policy, |tip, attempts| {
+    let out = store::land(store, &landing, |tip, attempts| {
         Ok(match build_on(store, batch, tip, options, attempts)? {
             Built::Unchanged(publication) => store::Step::Settled(Ok(publication)),
             Built::Commit(plan, commit) => store::Step::Commit {
@@ -90,15 +80,6 @@ pub(super) fn land_batch(
                 value: Err(plan),
             },
         })
-    })
-    .map_err(|e| match e {
-        WriteError::Build(e) => e,
-        WriteError::Contention { ref_name, attempts } => Error::Contention { ref_name, attempts },
-        WriteError::RefLocked { ref_name, lock } => Error::RefLocked { ref_name, lock },
-        WriteError::Store(e) => e.into(),
-        WriteError::Transport(e) => Error::Remote(e),
-        WriteError::Refused(why) => Error::RemoteRefused(why),
-        WriteError::Rewritten(r) => Error::RemoteRewritten(r),
     })?;
     Ok(match (out.value, out.commit) {
         (Ok(publication), _) => publication,
@@ -113,22 +94,23 @@ pub(super) fn land_batch(
 /// pending publication when it is this job's turn. A refusal is reported as the conflict that
 /// planning on the new tip finds ([`Error::BindingConflict`], [`Error::PayloadConflict`] and
 /// the like), else as [`Error::Refused`] with the mark's reason. A publication withdrawn from
-/// the incoming refs by someone else is built and parked again, within `max_attempts`.
+/// the incoming refs by someone else is built and parked again, within the attempts of
+/// [`Options::land`]. The tip is read as the landing loop reads it ([`store::land::tip`]:
+/// fetched, and checked not to rewrite the tip this cache last confirmed there).
 fn land_pending(
     store: &Store,
     batch: &Batch,
     options: &Options,
-    target: &Target,
     remote: pending::Remote<'_>,
     wait: std::time::Duration,
 ) -> Result<Publication, Error> {
     let start = std::time::Instant::now();
-    let mut combining = combine::Options::new(options.signature.clone());
+    let mut combining = combine::Options::new(options.land.signature.clone());
     combining.privacy = options.privacy;
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        let tip = remote_tip(store, options, target, remote)?;
+        let tip = store::land::tip::<Error>(store, &options.land)?;
         let (plan, commit) = match build_on(store, batch, tip, options, attempts)? {
             Built::Unchanged(publication) => return Ok(publication),
             Built::Commit(plan, commit) => (plan, commit),
@@ -147,7 +129,7 @@ fn land_pending(
             Ok(pending::Fate::Refused(reason)) => {
                 // Planning on the tip that refused it names the conflict as a direct
                 // publication would; a refusal it cannot see is reported with the mark's reason.
-                let tip = remote_tip(store, options, target, remote)?;
+                let tip = store::land::tip::<Error>(store, &options.land)?;
                 return match build_on(store, batch, tip, options, attempts)? {
                     Built::Unchanged(publication) => Ok(publication),
                     Built::Commit(..) => Err(Error::Refused {
@@ -157,31 +139,10 @@ fn land_pending(
                 };
             }
             Ok(other) => unreachable!("await_fate ends landed or refused, not {other:?}"),
-            Err(pending::Error::Withdrawn { .. }) if attempts < options.max_attempts => {}
+            Err(pending::Error::Withdrawn { .. }) if attempts < options.land.max_attempts => {}
             Err(e) => return Err(from_pending(e)),
         }
     }
-}
-
-/// The remote ledger tip, fetched into the cache and checked against the tip this cache last
-/// confirmed there ([`remote::check_not_rewritten`]).
-fn remote_tip(
-    store: &Store,
-    options: &Options,
-    target: &Target,
-    remote: pending::Remote<'_>,
-) -> Result<Option<CommitId>, Error> {
-    let tip = target.tip(store, &options.ref_name).map_err(|e| match e {
-        remote::TipError::Store(e) => Error::Store(e),
-        remote::TipError::Transport(e) => Error::Remote(e),
-    })?;
-    remote::check_not_rewritten(store, remote.url, remote.ledger_ref, tip).map_err(
-        |e| match e {
-            remote::RewriteCheckError::Store(e) => Error::Store(e),
-            remote::RewriteCheckError::Rewritten(r) => Error::RemoteRewritten(r),
-        },
-    )?;
-    Ok(tip)
 }
 
 /// A [`pending::Error`] as the publisher reports it: the transport, rewrite and store errors as
@@ -237,7 +198,8 @@ pub(super) fn build_on<'b>(
         }));
     }
     let message = commit_message(&plan, batch);
-    let commit = store.write_commit_on(&snap, &plan.additions, &message, &options.signature)?;
+    let commit =
+        store.write_commit_on(&snap, &plan.additions, &message, &options.land.signature)?;
     Ok(Built::Commit(plan, commit))
 }
 

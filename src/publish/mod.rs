@@ -32,8 +32,8 @@
 //!
 //! # The publication commit
 //!
-//! One commit, single parent the tip it was planned on, author and committer
-//! [`Options::signature`], message:
+//! One commit, single parent the tip it was planned on, author and committer the signature of
+//! [`Options::land`], message:
 //!
 //! ```text
 //! ledger: <repository> <workflow> run <run id>/<attempt> job <job>[ and <n> other job run(s)]: <shards> shard(s), <events> event(s), <files added> new file(s)
@@ -52,8 +52,8 @@
 //! - Existing paths keep their bytes: identical → unchanged; replay-equivalent shard → unchanged
 //!   (first writer wins); anything else → conflict, nothing written.
 //! - A moved ref (another publisher landed first) is re-read and the publication re-validated and
-//!   rebuilt on the new tip, within `Options::max_attempts` ([`publish_batch_to`]); to a remote,
-//!   the same through fetch and push with a lease.
+//!   rebuilt on the new tip, within the attempts of [`Options::land`] ([`publish_batch`]); to a
+//!   remote, the same through fetch and push with a lease.
 //! - A publication that adds nothing makes no commit and reports `unchanged`; a source without
 //!   events (a job that recorded nothing) makes no commit and reports `empty`. A sealed spool
 //!   already published whole is answered without validating its events (the replay fast path).
@@ -88,7 +88,7 @@
 //!   resident memory, checked every 32 object reads by the snapshot
 //!   ([`Store::bound_mapped_packs`]);
 //! - after landing, and after the batch and the plan are dropped (a source's publication
-//!   rolls up on its own, not on top of them: [`publish_batch_to`], whose caller holds the
+//!   rolls up on its own, not on top of them: [`publish_batch`], whose caller holds the
 //!   batch, cannot), the pack roll-up (the store's consolidation): one object at a time, plus
 //!   about 72 bytes per object rolled up, at most 262,144 objects.
 //!
@@ -98,9 +98,10 @@
 //! # Where things are
 //!
 //! `source.rs` (reading sources), `limits.rs`, `validate.rs` (batch checks), `privacy_check.rs`,
-//! `plan.rs` (checks against a tip, the commit message), `land.rs` (local landing),
+//! `plan.rs` (checks against a tip, the commit message), `land.rs` (landing a batch: through
+//! the store's landing loop, [`crate::store::land()`], or as a pending publication),
 //! `replay.rs` (the unchanged-replay fast path), `combine.rs` (many pending publications
-//! landed as one commit: the design of issue 51). Remote landing is the store's
+//! landed as one commit: the design of issue 51). The `git` transport is the store's
 //! ([`crate::store::remote`]).
 
 pub mod admit;
@@ -115,7 +116,7 @@ mod source;
 mod test_support;
 mod validate;
 
-pub use land::{publish_batch, publish_batch_to};
+pub use land::publish_batch;
 pub use privacy_check::check_privacy;
 pub use source::{SOURCE_LABEL, SourceFile, read_source};
 pub use validate::{Batch, validate_batch};
@@ -129,7 +130,7 @@ use crate::identity::Digest;
 use crate::ledger::layout::{self, Layout};
 use crate::ledger::shard::{self};
 use crate::privacy::{self, Profile};
-use crate::store::{self, CommitId, Signature, Store};
+use crate::store::{self, CommitId, LandOptions, Signature, Store};
 use crate::writer::files::{self};
 use crate::writer::seal;
 use crate::writer::spool::{self};
@@ -378,6 +379,9 @@ pub enum Error {
     },
 }
 
+// The landing loop's failures as the variants above (`store::land`).
+crate::store::land::impl_from_land_error!(Error);
+
 impl Error {
     /// True when the publication ran and refused (exit 1 in the CLI): a conflict with the
     /// ledger, a provenance or shard-set mismatch, strict privacy, the remote's refusal or
@@ -444,12 +448,11 @@ pub struct ExpectedProducer {
 /// Knobs of a publication; required inputs are parameters of [`publish`].
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Full ref name of the ledger (default `refs/heads/main`).
-    pub ref_name: String,
-    /// Author and committer of the publication commit.
-    pub signature: Signature,
-    /// Attempts when the ref moves under us (default 64).
-    pub max_attempts: u32,
+    /// Where, as whom and how hard the publication lands, and who rolls the packs up
+    /// ([`LandOptions`]: by default the local ref `refs/heads/main`, 64 attempts, the roll-up
+    /// after a landed commit, run once the batch is dropped). With a remote target the local
+    /// repository only holds objects.
+    pub land: LandOptions,
     /// Optional provenance check.
     pub expected_producer: Option<ExpectedProducer>,
     /// Optional exact list of shard paths to import (a lane manifest's `event_paths`): from a
@@ -479,9 +482,7 @@ impl Options {
     /// Defaults with the given signature.
     pub fn new(signature: Signature) -> Options {
         Options {
-            ref_name: store::transact::DEFAULT_REF.into(),
-            signature,
-            max_attempts: store::transact::DEFAULT_MAX_ATTEMPTS,
+            land: LandOptions::new(signature),
             expected_producer: None,
             expected_event_paths: None,
             layout: None,
@@ -576,20 +577,11 @@ pub struct Publication {
 /// of the state repository takes.
 pub use crate::store::remote::Target;
 
-/// Reads, validates and publishes one source (see [`read_source`]) into `store`.
-pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
-    publish_to(store, source, options, &Target::Local)
-}
-
-/// Reads, validates and publishes one source to `target`. A source without events publishes
+/// Reads, validates and publishes one source (see [`read_source`]) to the target of
+/// `options.land` (by default the local ref of `store`). A source without events publishes
 /// nothing and makes no commit ([`Status::Empty`]).
-pub fn publish_to(
-    store: &Store,
-    source: &Path,
-    options: &Options,
-    target: &Target,
-) -> Result<Publication, Error> {
-    let result = publish_one(store, source, options, target);
+pub fn publish(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
+    let result = publish_one(store, source, options);
     // Whatever this source touched in the packs is not needed by the next one: a run over many
     // sources costs the memory of its largest source, not of all of them.
     store.release_mapped_packs();
@@ -597,17 +589,13 @@ pub fn publish_to(
     result
 }
 
-fn publish_one(
-    store: &Store,
-    source: &Path,
-    options: &Options,
-    target: &Target,
-) -> Result<Publication, Error> {
+fn publish_one(store: &Store, source: &Path, options: &Options) -> Result<Publication, Error> {
+    let target = &options.land.target;
     if matches!(target, Target::Local)
         && options.expected_producer.is_none()
         && options.expected_event_paths.is_none()
     {
-        let tip = store.tip(&options.ref_name)?;
+        let tip = store.tip(&options.land.ref_name)?;
         let snap = store.snapshot(tip)?;
         if let Some(manifest) = sealed_replay(source, &snap, options.layout, options.privacy)? {
             return Ok(Publication {
@@ -634,17 +622,15 @@ fn publish_one(
             manifest: Manifest::default(),
             status: Status::Empty,
             commit: match target {
-                Target::Local => store.tip(&options.ref_name)?,
+                Target::Local => store.tip(&options.land.ref_name)?,
                 Target::Remote { .. } => None,
             },
             attempts: 0,
             files_written: 0,
         });
     }
-    let publication = land::land_batch(store, &batch, options, target)?;
+    let publication = land::land_batch(store, &batch, options)?;
     drop(batch);
-    if publication.status == Status::Created {
-        store.roll_up_after_commit();
-    }
+    land::roll_up(store, options, &publication);
     Ok(publication)
 }

@@ -8,8 +8,8 @@
 //! (pruned as they go), refusal marks under `refs/action-ledger/refused/<key>`.
 //!
 //! Every tip built on or read as landed is checked against the tip this cache last confirmed
-//! on the remote ([`remote::check_not_rewritten`], as [`remote::transact()`] does), and a landed
-//! one recorded. Not yet here: the CLI.
+//! on the remote ([`remote::check_not_rewritten`], as the landing loop [`crate::store::land()`]
+//! does), and a landed one recorded. Not yet here: the CLI.
 
 use std::time::{Duration, Instant};
 
@@ -392,7 +392,7 @@ pub fn land_all(
                     }
                 }
             }
-            Round::Moved => store::transact::jittered_sleep(25 << drained.rounds.min(6)),
+            Round::Moved => store::land::jittered_sleep(25 << drained.rounds.min(6)),
         }
     }
 }
@@ -577,7 +577,7 @@ pub fn await_fate(
             });
         }
         round += 1;
-        store::transact::jittered_sleep(poll_delay_ms(round, listing.pending.len()));
+        store::land::jittered_sleep(poll_delay_ms(round, listing.pending.len()));
     }
 }
 

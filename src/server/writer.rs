@@ -1,7 +1,9 @@
 //! The single writer: takes every operation queued at that moment and lands them as one commit
 //! ([`crate::finality::batch::land`]). It runs on its own thread, never on the async executor;
 //! requests wait for their answer on a oneshot channel. After each landed batch the packs are
-//! rolled up on a second thread, so that answers never wait for a roll-up.
+//! rolled up on a second thread, so that answers never wait for a roll-up: for `serve`, that
+//! thread is the owner of the roll-up after a commit, and the writer lands with
+//! [`RollUp::Caller`](crate::store::RollUp::Caller) so that the landing loop does not run one.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -87,19 +89,19 @@ impl Handle {
 /// load, past the clients' timeouts). The writer asks for one after each landed batch; requests
 /// made while one runs are folded into the next. Consolidation is safe beside the writer's
 /// reads and commits (`store::consolidate`).
-struct RollUp {
+struct RollUpThread {
     tx: Option<mpsc::SyncSender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl RollUp {
+impl RollUpThread {
     /// Starts the thread. A roll-up that fails (it changes nothing then: the next one retries)
     /// or takes at least [`SLOW`] is logged.
     fn start(
         repo: std::path::PathBuf,
         log: super::Log,
         metrics: Arc<Metrics>,
-    ) -> std::io::Result<RollUp> {
+    ) -> std::io::Result<RollUpThread> {
         let (tx, rx) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
             .name("action-ledger-rollup".into())
@@ -129,7 +131,7 @@ impl RollUp {
                     }
                 }
             })?;
-        Ok(RollUp {
+        Ok(RollUpThread {
             tx: Some(tx),
             thread: Some(thread),
         })
@@ -143,7 +145,7 @@ impl RollUp {
     }
 }
 
-impl Drop for RollUp {
+impl Drop for RollUpThread {
     /// Lets a running roll-up finish (it is kill-safe, but a clean stop leaves no debris).
     fn drop(&mut self) {
         drop(self.tx.take());
@@ -157,7 +159,9 @@ impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
     /// operations, gathered for at most `linger` after the first. Its queue, batches and
-    /// roll-ups are counted in `metrics`.
+    /// roll-ups are counted in `metrics`. Batches land on `target`, whatever `options.target`
+    /// says, and the writer's own roll-up thread rolls the packs up after each landed batch,
+    /// whatever `options.roll_up` says.
     ///
     /// # Errors
     /// When the thread cannot be spawned or the repository cannot be opened.
@@ -177,7 +181,12 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
-        let roll_up = RollUp::start(repo.clone(), log.clone(), metrics.clone())?;
+        let options = Options {
+            target,
+            roll_up: crate::store::RollUp::Caller,
+            ..options
+        };
+        let roll_up = RollUpThread::start(repo.clone(), log.clone(), metrics.clone())?;
         let counted = metrics.clone();
         let thread = std::thread::Builder::new()
             .name("action-ledger-writer".into())
@@ -241,7 +250,7 @@ impl Writer {
                     let started = std::time::Instant::now();
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let (results, landed) =
-                            batch::land(&store, &options, &target, &mut ops, &mut || clock.now());
+                            batch::land(&store, &options, &mut ops, &mut || clock.now());
                         if landed.commit.is_some() {
                             roll_up.request();
                         }

@@ -39,12 +39,13 @@
 //! [`VERSION_INDEX_ENTRIES`] sampled entries, 24 MiB) and the bytes of the trees written last
 //! ([`VERSION_HELD_BYTES`]).
 //!
-//! After every landed commit, the shared write loop ([`crate::store::remote::transact()`], used
-//! by publish, compact, the finality operations and `serve`'s batches) rolls up at most
-//! [`PUBLISH_ROLLUP_MAX`] objects, so a commit never pays for rewriting the whole repository:
-//! packs of at least half that bound are left alone and the rule runs on the smaller ones (see
-//! [`Rollup::Geometric`]); `action-ledger maintain` runs the same roll-up without that bound (or
-//! merges every pack) when a quiet moment allows it.
+//! After every landed commit, at most [`PUBLISH_ROLLUP_MAX`] objects are rolled up (by the
+//! landing loop, [`crate::store::land()`], for publish, compact and the finality operations; on
+//! a thread of its own for `serve`'s batches: [`crate::store::RollUp`] says who), so a commit
+//! never pays for rewriting the whole repository: packs of at least half that bound are left
+//! alone and the rule runs on the smaller ones (see [`Rollup::Geometric`]); `action-ledger
+//! maintain` runs the same roll-up without that bound (or merges every pack) when a quiet
+//! moment allows it.
 //!
 //! # Safety beside readers, publishers and a kill
 //!
@@ -129,7 +130,8 @@ impl Store {
     /// The roll-up that follows a commit that landed: [`Rollup::Geometric`] of at most
     /// [`PUBLISH_ROLLUP_MAX`] objects, its errors left to the next commit or to `maintain`
     /// (the commit has landed whatever happens here). Every writer runs it, so that the packs
-    /// stay logarithmic in the number of its commits.
+    /// stay logarithmic in the number of its commits; [`crate::store::RollUp`] says who runs it
+    /// when.
     pub fn roll_up_after_commit(&self) {
         let _ = self.consolidate_packs(Rollup::Geometric {
             max_objects: PUBLISH_ROLLUP_MAX,

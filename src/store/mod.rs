@@ -5,7 +5,8 @@
 //! rewritten), writes one commit, and moves one ref with a compare-and-swap. Every other module
 //! reaches Git through this one: through [`Store`] and [`Snapshot`] (gix, in process), through
 //! [`pack`] (our own pack writer over gix's ids and zlib), or through [`remote`] (the `git`
-//! program, for fetch and push only, which gix cannot do here).
+//! program, for fetch and push only, which gix cannot do here). Every writer lands its commits
+//! through one loop, [`land()`], on the local ref or a remote's.
 //!
 //! # Where things are
 //!
@@ -20,8 +21,8 @@
 //! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]) |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
-//! | `transact.rs` | the one compare-and-swap-with-retry loop ([`transact()`]) |
-//! | `remote.rs` | the shared write loop of every writer, local or remote ([`remote::transact`], with the pack roll-up after each landed commit); ls-remote, fetch, push with a lease (the `git` program) |
+//! | `land.rs` | the one landing loop of every writer, local or remote ([`land()`], [`LandOptions`], [`LandError`]): build on the tip, compare-and-swap or leased push, build again on a moved ref, and the roll-up after a landed commit ([`RollUp`]) |
+//! | `remote/mod.rs` | the `git` transport: ls-remote, fetch, push with a lease, failure causes, URL redaction, the rewritten-remote check ([`remote::Target`]) |
 //! | `remote/many.rs` | several remote refs at once: [`remote::list_refs`], [`remote::fetch_many`], [`remote::push_many`] (a lease per ref, atomic or not), for landing pending publications |
 //! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
 //! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
@@ -46,7 +47,7 @@
 //!
 //! A lost race is [`Error::RefMoved`] (carrying the expected and the actual value); a lock held
 //! by another writer is [`Error::RefLocked`], a different value. Writers do not handle either
-//! themselves: [`transact()`] re-reads the tip, rebuilds and retries after a lost race, and waits
+//! themselves: [`land()`] re-reads the tip, rebuilds and retries after a lost race, and waits
 //! out a held lock. A single attempt waits at most [`REF_LOCK_TIMEOUT`] for the lock.
 //!
 //! Commits carry one fixed author and committer identity ([`Signature`]: configurable, no
@@ -94,6 +95,7 @@ mod delta;
 mod error;
 mod history;
 mod ids;
+pub mod land;
 pub mod pack;
 mod quarantine;
 mod refs;
@@ -101,7 +103,6 @@ mod release;
 pub mod remote;
 mod snapshot;
 mod test_support;
-pub mod transact;
 mod tree;
 mod write;
 
@@ -110,10 +111,10 @@ pub use create::{STAGING_GRACE_MILLIS, remove_stale_staging};
 pub use error::Error;
 pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};
+pub use land::{LandError, LandOptions, Landed, RollUp, Step, land};
 pub use refs::REF_LOCK_TIMEOUT;
 pub use release::{MAPPED_BUDGET, map_large_allocations, release_free_heap};
 pub use snapshot::{Descend, Snapshot, Walked};
-pub use transact::{Landed, Policy, Step, TransactError, backoff, transact};
 pub use tree::{TreeDefect, tree_defect};
 pub use write::Signature;
 

@@ -24,7 +24,7 @@ use std::path::Path;
 use proptest::prelude::*;
 
 use crate::canonical::Value;
-use crate::finality::batch::{self, Op as BatchOp, Target};
+use crate::finality::batch::{self, Op as BatchOp};
 use crate::finality::layout::{self, Layout};
 use crate::finality::migrate;
 use crate::finality::test_support::{default_act, new_action, options, repo};
@@ -439,7 +439,7 @@ fn run_step(
                 let mut security = crate::finality::Security::default();
                 batch::approve(ov, id, decision, "ops", None, &mut security, now).map(drop)
             })];
-            let (results, _) = batch::land(store, &opts, &Target::Local, &mut ops, &mut || now);
+            let (results, _) = batch::land(store, &opts, &mut ops, &mut || now);
             let got = results.into_iter().next().expect("one result");
             let expect = model.actions.get(&a).is_some_and(|m| {
                 m.outcome.is_none() && m.approval.is_none() && m.lifecycle() == "pending_approval"

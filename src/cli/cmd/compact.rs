@@ -85,14 +85,15 @@ pub(in crate::cli) fn run(
 ) -> Result<(), Failure> {
     let now_secs = compact_now(now)?.epoch_seconds();
     let mut options = crate::compact::Options::new(signature(env)?, now_secs);
-    options.ref_name = state.ref_name.clone();
+    options.land.ref_name = state.ref_name.clone();
     options.retention_days = retention_days;
-    options.target = state_target(env, state)?;
+    options.land.target = state_target(env, state)?;
     // The ref as people read it: `--ref`, or `<url> <ref>` with --remote.
-    let shown_ref = options.target.describe(&state.ref_name);
+    let shown_ref = options.land.target.describe(&state.ref_name);
     let store = open_state(env, state)?;
     let (status, months, refused, commits, tip, attempts, remaining) = if dry_run {
         let tip = options
+            .land
             .target
             .tip(&store, &state.ref_name)
             .map_err(Failure::input)?;

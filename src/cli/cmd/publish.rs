@@ -144,9 +144,10 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     // the system when freed, not kept in the worker threads' heap arenas.
     store::map_large_allocations();
     let mut options = Options::new(signature(env)?);
-    options.ref_name = ref_name.to_owned();
+    options.land.ref_name = ref_name.to_owned();
+    options.land.target = target.clone();
     options.layout = layout;
-    options.max_attempts = max_attempts;
+    options.land.max_attempts = max_attempts;
     options.pending_wait = pending_wait;
     options.privacy = profile;
     options.expected_producer = expected.as_ref().map(|(producer, _)| producer.clone());
@@ -209,7 +210,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, request: &Request) -> Re
     let mut live = None;
     for (i, (source, root)) in sources.iter().zip(&roots).enumerate() {
         let published = finalize_spool_input(out, env, &mut live, root, profile)
-            .and_then(|()| publish::publish_to(&store, root, &options, target).map_err(Into::into));
+            .and_then(|()| publish::publish(&store, root, &options).map_err(Into::into));
         let publication = match published {
             Ok(p) => p,
             Err(e) => {

@@ -17,18 +17,9 @@
 //! past it, `git` and the helpers it started are killed and the step fails with
 //! [`Error::TimedOut`].
 //!
-//! [`transact()`] is the write loop of every writer that may land on a remote (publication,
-//! compaction, the finality operations of the CLI and the group commits of `serve`): on a
-//! [`Target::Local`] it is [`store::transact()`](crate::store::transact()) itself; on a
-//! [`Target::Remote`] each attempt reads the remote tip, fetches it when its objects are not
-//! cached yet, runs the build step on it and pushes the commit with a lease on that tip. A push
-//! rejected because the remote moved backs off (25 ms doubling to 1.6 s, plus jitter: a push
-//! round trip with the server's hook costs far more than a local ref update) and builds again,
-//! within [`Policy::max_attempts`]; a refusal by the server's hook is final
-//! ([`WriteError::Refused`]). There is no held-lock state on a remote: the server's ref lock
-//! shows as a rejected lease, i.e. a moved ref. A push whose connection broke may have landed
-//! or not; the remote holds either the old tip or the whole commit, and running the writer
-//! again converges (a replayed publication is unchanged).
+//! The loop that lands a commit through these steps (read the tip, build, push with a lease,
+//! build again when the remote moved) is [`crate::store::land()`], the same loop as for a local
+//! ref; this module is only the transport it uses, and the check it makes on each remote tip.
 //!
 //! # A rewritten remote
 //!
@@ -36,8 +27,9 @@
 //! silently drop whatever the old history held, so the cache remembers the last tip it built on
 //! or landed, per remote and ref ([`confirmed_ref()`]: a ref of the cache named by a hash of the
 //! [`redact()`]ed URL and the remote ref, so a rotated token keeps it and no credential is in
-//! it). Each attempt checks that the remote tip descends from it (after the fetch, with the
-//! objects local) and otherwise fails with [`WriteError::Rewritten`] before the build step runs.
+//! it). Each attempt of the landing loop checks that the remote tip descends from it
+//! ([`check_not_rewritten()`], after the fetch, with the objects local) and otherwise fails
+//! with [`Rewritten`] before the build step runs.
 //! Another writer's fast-forward is no rewrite. [`accept_rewritten()`] (the CLI's
 //! `--accept-rewritten-remote`) makes the remote's tip as it is now the remembered one after the
 //! user checked it. A cache that remembers nothing (a fresh CI job) cannot tell: branch
@@ -48,11 +40,10 @@ mod many;
 pub use many::{RefOutcome, RefUpdate, fetch_many, list_refs, push_many};
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::store::transact::{Landed, Policy, Step, TransactError};
 use crate::store::{self, CommitId, Store};
 
 /// What kind of failure a `git` transport step met, as its messages tell.
@@ -566,7 +557,9 @@ pub fn push(
 /// Where a writer lands its commits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// The local repository's ref ([`Policy::ref_name`]), by compare-and-swap of the ref file.
+    /// The local repository's ref (the writer's
+    /// [`LandOptions::ref_name`](crate::store::LandOptions::ref_name)), by compare-and-swap of
+    /// the ref file.
     Local,
     /// A ref of a remote repository, by leased push; the local repository only caches objects.
     Remote {
@@ -629,56 +622,6 @@ pub enum TipError {
     Transport(#[from] Error),
 }
 
-impl<E> From<TipError> for WriteError<E> {
-    fn from(e: TipError) -> Self {
-        match e {
-            TipError::Store(e) => WriteError::Store(e),
-            TipError::Transport(e) => WriteError::Transport(e),
-        }
-    }
-}
-
-/// Why a [`transact()`] did not land.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WriteError<E> {
-    /// The build step failed; nothing was landed by this call.
-    #[error(transparent)]
-    Build(E),
-    /// Every one of `attempts` builds lost the race to another writer: retry later, or raise
-    /// the attempt budget.
-    #[error("{ref_name} kept moving: gave up after {attempts} attempts")]
-    Contention {
-        /// The ref that kept moving (`<url> <ref>` for a remote).
-        ref_name: String,
-        /// Builds run.
-        attempts: u32,
-    },
-    /// Another local writer held the ref's lock for longer than [`Policy::lock_wait`]; if no
-    /// writer is running, the named lock file is stale and may be removed.
-    #[error("{ref_name} is locked by another writer ({})", lock.display())]
-    RefLocked {
-        /// The ref.
-        ref_name: String,
-        /// The lock file.
-        lock: PathBuf,
-    },
-    /// Reading the local tip or writing the local ref failed.
-    #[error(transparent)]
-    Store(store::Error),
-    /// Talking to the remote failed (`git ls-remote`, `fetch` or `push`): nothing landed.
-    #[error(transparent)]
-    Transport(Error),
-    /// The remote refused the push (its pre-receive hook or its `receive.*` rules); the text is
-    /// git's status line and the hook's lines. Final: building again would be refused again.
-    #[error("the remote refused the push:\n{0}")]
-    Refused(String),
-    /// The remote ref no longer descends from the tip this cache last confirmed there: its
-    /// history was rewritten. Nothing was built or pushed.
-    #[error(transparent)]
-    Rewritten(Rewritten),
-}
-
 /// A remote ref whose history was rewritten under this writer: it holds `tip` (or nothing),
 /// which does not descend from `confirmed`, the tip this cache last built on or landed there.
 /// Building on it would silently drop whatever the old history held that the new one lacks.
@@ -711,48 +654,6 @@ pub fn confirmed_ref(url: &str, ref_name: &str) -> String {
     format!("refs/action-ledger/confirmed/{}", hex::encode(key))
 }
 
-/// Checks that the remote `tip` descends from `confirmed` (none confirmed yet: anything goes).
-fn check_descends(
-    store: &Store,
-    confirmed: Option<CommitId>,
-    tip: Option<CommitId>,
-    remote: impl FnOnce() -> String,
-) -> Result<(), WriteErrorKind> {
-    let Some(confirmed) = confirmed else {
-        return Ok(());
-    };
-    let descends = match tip {
-        None => false,
-        Some(t) => store
-            .is_ancestor(confirmed, t)
-            .map_err(WriteErrorKind::Store)?,
-    };
-    if descends {
-        return Ok(());
-    }
-    Err(WriteErrorKind::Rewritten(Rewritten {
-        remote: remote(),
-        confirmed,
-        tip,
-    }))
-}
-
-/// Records `commit` as the tip confirmed under `confirmed_ref`. Best effort: the commit has
-/// landed (or was built on) whatever happens here; a record that cannot be written leaves the
-/// older one, which `commit` descends from.
-fn confirm(store: &Store, confirmed_ref: &str, commit: CommitId) {
-    let current = store.tip(confirmed_ref).ok().flatten();
-    if current == Some(commit) {
-        return;
-    }
-    let _ = store.update_ref(
-        confirmed_ref,
-        current,
-        commit,
-        "action-ledger: confirmed remote tip",
-    );
-}
-
 /// Why [`check_not_rewritten`] refuses to build on a remote tip.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -765,35 +666,59 @@ pub enum RewriteCheckError {
     Rewritten(Rewritten),
 }
 
-/// The check [`transact()`] makes on each remote tip, for writers that move several refs
-/// ([`crate::publish::pending`]): `tip` (the remote `ref_name`'s commit, its objects local)
-/// must descend from the tip this cache last confirmed on `ref_name` of `url`
-/// ([`confirmed_ref()`]); nothing confirmed yet accepts any tip.
+/// The check the landing loop ([`crate::store::land()`]) makes on each remote tip before it
+/// builds, also made by writers that move several refs ([`crate::publish::pending`]): `tip`
+/// (the remote `ref_name`'s commit, its objects local) must descend from the tip this cache last
+/// confirmed on `ref_name` of `url` ([`confirmed_ref()`]); nothing confirmed yet accepts any
+/// tip. Another writer's fast-forward is no rewrite.
 ///
 /// # Errors
-/// [`RewriteCheckError::Rewritten`], [`RewriteCheckError::Store`].
+/// [`RewriteCheckError::Rewritten`] naming both commits, [`RewriteCheckError::Store`] when the
+/// record or the ancestry cannot be read.
 pub fn check_not_rewritten(
     store: &Store,
     url: &str,
     ref_name: &str,
     tip: Option<CommitId>,
 ) -> Result<(), RewriteCheckError> {
-    let baseline = store
+    let Some(confirmed) = store
         .tip(&confirmed_ref(url, ref_name))
-        .map_err(RewriteCheckError::Store)?;
-    check_descends(store, baseline, tip, || {
-        format!("{} {ref_name}", redact(url))
-    })
-    .map_err(|e| match e {
-        WriteErrorKind::Store(e) => RewriteCheckError::Store(e),
-        WriteErrorKind::Rewritten(r) => RewriteCheckError::Rewritten(r),
-    })
+        .map_err(RewriteCheckError::Store)?
+    else {
+        return Ok(());
+    };
+    let descends = match tip {
+        None => false,
+        Some(t) => store
+            .is_ancestor(confirmed, t)
+            .map_err(RewriteCheckError::Store)?,
+    };
+    if descends {
+        return Ok(());
+    }
+    Err(RewriteCheckError::Rewritten(Rewritten {
+        remote: format!("{} {ref_name}", redact(url)),
+        confirmed,
+        tip,
+    }))
 }
 
-/// Records `commit` as the tip confirmed on `ref_name` of `url` (best effort, as
-/// [`transact()`] does after building on or landing a tip).
+/// Records `commit` as the tip confirmed on `ref_name` of `url`, as the landing loop does after
+/// building on or landing a tip. Best effort: the commit has landed (or was built on) whatever
+/// happens here; a record that cannot be written leaves the older one, which `commit` descends
+/// from.
 pub fn record_confirmed(store: &Store, url: &str, ref_name: &str, commit: CommitId) {
-    confirm(store, &confirmed_ref(url, ref_name), commit);
+    let record = confirmed_ref(url, ref_name);
+    let current = store.tip(&record).ok().flatten();
+    if current == Some(commit) {
+        return;
+    }
+    let _ = store.update_ref(
+        &record,
+        current,
+        commit,
+        "action-ledger: confirmed remote tip",
+    );
 }
 
 /// Accepts the remote ref of `target` as it is now (the CLI's `--accept-rewritten-remote`):
@@ -830,137 +755,11 @@ pub fn accept_rewritten(
     Ok(tip)
 }
 
-/// The failures of [`check_descends`], before they take the caller's build error type.
-enum WriteErrorKind {
-    Store(store::Error),
-    Rewritten(Rewritten),
-}
-
-impl<E> From<WriteErrorKind> for WriteError<E> {
-    fn from(e: WriteErrorKind) -> Self {
-        match e {
-            WriteErrorKind::Store(e) => WriteError::Store(e),
-            WriteErrorKind::Rewritten(r) => WriteError::Rewritten(r),
-        }
-    }
-}
-
-impl<E> From<TransactError<E>> for WriteError<E> {
-    fn from(e: TransactError<E>) -> Self {
-        match e {
-            TransactError::Build(e) => WriteError::Build(e),
-            TransactError::Contention { ref_name, attempts } => {
-                WriteError::Contention { ref_name, attempts }
-            }
-            TransactError::RefLocked { ref_name, lock } => WriteError::RefLocked { ref_name, lock },
-            TransactError::Store(e) => WriteError::Store(e),
-        }
-    }
-}
-
-/// Runs `build` on the tip of `target` and lands the commit it returns, building again on the
-/// new tip when another writer moved the ref (see the module docs): locally this is
-/// [`store::transact()`](crate::store::transact()); on a remote the tip is read with
-/// `git ls-remote`, fetched, and the commit pushed with a lease on it. `build` gets the tip
-/// (`None` when the ref does not exist yet) and the attempt number, starting at 1.
-///
-/// # Errors
-/// [`WriteError::Build`] from `build`; [`WriteError::Contention`] after
-/// `policy.max_attempts` lost races; [`WriteError::RefLocked`] when a local lock stays held;
-/// [`WriteError::Store`] for the local repository, [`WriteError::Transport`] for the remote;
-/// [`WriteError::Refused`] when the remote's hook refuses the push.
-///
-/// After a commit lands, unless `policy.roll_up` is off, the local repository's packs are rolled up
-/// ([`Rollup::Geometric`](store::Rollup::Geometric), at most [`store::PUBLISH_ROLLUP_MAX`]
-/// objects), so that every writer (publish, compact, the finality operations and `serve`'s
-/// batches) keeps the packs logarithmic in the number of its commits. The commit has landed
-/// whatever happens there: a roll-up that cannot run now (another one holds its lock, or it
-/// fails) is left to the next commit or to `maintain`, which reports its errors.
-pub fn transact<T, E>(
-    store: &Store,
-    target: &Target,
-    policy: &Policy<'_>,
-    build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
-) -> Result<Landed<T>, WriteError<E>> {
-    let landed = land(store, target, policy, build)?;
-    if landed.commit.is_some() && policy.roll_up {
-        store.roll_up_after_commit();
-    }
-    Ok(landed)
-}
-
-/// [`transact()`] without the roll-up.
-fn land<T, E>(
-    store: &Store,
-    target: &Target,
-    policy: &Policy<'_>,
-    mut build: impl FnMut(Option<CommitId>, u32) -> Result<Step<T>, E>,
-) -> Result<Landed<T>, WriteError<E>> {
-    let (url, ref_name, timeout) = match target {
-        Target::Local => return store::transact(store, policy, build).map_err(WriteError::from),
-        Target::Remote {
-            url,
-            ref_name,
-            timeout,
-        } => (url, ref_name, *timeout),
-    };
-    let confirmed = confirmed_ref(url, ref_name);
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        let tip = target.tip(store, policy.ref_name)?;
-        let baseline = store.tip(&confirmed).map_err(WriteError::Store)?;
-        check_descends(store, baseline, tip, || target.describe(policy.ref_name))?;
-        let (commit, value) = match build(tip, attempts).map_err(WriteError::Build)? {
-            Step::Settled(value) => {
-                if let Some(tip) = tip {
-                    confirm(store, &confirmed, tip);
-                }
-                return Ok(Landed {
-                    value,
-                    commit: None,
-                    attempts,
-                });
-            }
-            Step::Commit { commit, value, .. } => (commit, value),
-        };
-        match push(store.git_dir(), url, ref_name, commit, tip, timeout)
-            .map_err(WriteError::Transport)?
-        {
-            PushOutcome::Landed => {
-                confirm(store, &confirmed, commit);
-                return Ok(Landed {
-                    value,
-                    commit: Some(commit),
-                    attempts,
-                });
-            }
-            PushOutcome::Moved if attempts < policy.max_attempts => {
-                store::transact::jittered_sleep(25 << attempts.min(6));
-            }
-            PushOutcome::Moved => {
-                return Err(WriteError::Contention {
-                    ref_name: target.describe(policy.ref_name),
-                    attempts,
-                });
-            }
-            PushOutcome::Refused(why) => return Err(WriteError::Refused(why)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::test_support::{MAIN, files, sig};
     use std::time::Duration;
-
-    const POLICY: Policy<'static> = Policy {
-        ref_name: MAIN,
-        max_attempts: 4,
-        lock_wait: Duration::from_secs(1),
-        roll_up: true,
-    };
 
     /// git's messages for each kind of failure (as git 2.39 to 2.47 print them over HTTP, ssh
     /// and `git://`) are classified, and the advice names the way out.
@@ -1170,165 +969,6 @@ mod tests {
         assert!(!e.to_string().contains("SECRET43"), "{e}");
     }
 
-    /// A bare remote and two caches (two machines) that write to it.
-    fn setup() -> (tempfile::TempDir, Target, Store, Store) {
-        let tmp = tempfile::tempdir().unwrap();
-        let remote = tmp.path().join("remote.git");
-        Store::open_or_init_bare(&remote, MAIN).unwrap();
-        let a = Store::open_or_init_bare(&tmp.path().join("a.git"), MAIN).unwrap();
-        let b = Store::open_or_init_bare(&tmp.path().join("b.git"), MAIN).unwrap();
-        let target = Target::Remote {
-            url: remote.display().to_string(),
-            ref_name: MAIN.to_owned(),
-            timeout: Some(Duration::from_secs(60)),
-        };
-        (tmp, target, a, b)
-    }
-
-    /// A build step adding `path` on the tip it is given.
-    fn adding<'s>(
-        store: &'s Store,
-        path: &'s str,
-    ) -> impl FnMut(Option<CommitId>, u32) -> Result<Step<Option<CommitId>>, store::Error> + 's
-    {
-        move |tip, _| {
-            let commit = store.write_commit(tip, &files(&[(path, "x\n")]), "add\n", &sig())?;
-            Ok(Step::Commit {
-                commit,
-                reflog: "add".to_owned(),
-                value: tip,
-            })
-        }
-    }
-
-    /// A writer whose tip went stale while it built is told the remote moved, fetches the
-    /// other machine's commit and builds again on it; nothing is lost, the history is linear.
-    #[test]
-    fn a_moved_remote_is_fetched_and_built_on_again() {
-        let (tmp, target, a, b) = setup();
-        let first = transact(&a, &target, &POLICY, adding(&a, "one")).unwrap();
-        assert_eq!((first.attempts, first.value), (1, None));
-        let mut raced = false;
-        let mut inner = adding(&b, "two");
-        let second = transact(&b, &target, &POLICY, |tip, attempt| {
-            if !raced {
-                // Machine A lands in between B's read of the tip and B's push.
-                raced = true;
-                transact(&a, &target, &POLICY, adding(&a, "three")).unwrap();
-            }
-            inner(tip, attempt)
-        })
-        .unwrap();
-        assert_eq!(second.attempts, 2, "one lost race, one rebuild");
-        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
-        let tip = remote.tip(MAIN).unwrap().unwrap();
-        assert_eq!(Some(tip), second.commit);
-        let snap = remote.snapshot(Some(tip)).unwrap();
-        for path in ["one", "two", "three"] {
-            assert!(snap.exists(path).unwrap(), "{path}");
-        }
-        assert_eq!(remote.parents(tip).unwrap(), vec![second.value.unwrap()]);
-        // The caches' own refs never moved.
-        assert_eq!(a.tip(MAIN).unwrap(), None);
-        assert_eq!(b.tip(MAIN).unwrap(), None);
-    }
-
-    /// Every way a remote ref can stop descending from the tip a cache last confirmed there
-    /// (an unrelated history, a rewind to an ancestor, an amended tip, a deleted ref) is refused
-    /// before anything is built, naming both commits, and leaves the remote as it was; another
-    /// writer's fast-forward is built on as before.
-    #[test]
-    fn a_rewritten_remote_is_refused_until_accepted() {
-        let (tmp, target, a, b) = setup();
-        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
-        let one = transact(&a, &target, &POLICY, adding(&a, "one"))
-            .unwrap()
-            .commit
-            .unwrap();
-        transact(&a, &target, &POLICY, adding(&a, "two")).unwrap();
-        // Another writer's fast-forward is no rewrite.
-        let three = transact(&b, &target, &POLICY, adding(&b, "three"))
-            .unwrap()
-            .commit
-            .unwrap();
-        let confirmed = transact(&a, &target, &POLICY, adding(&a, "four"))
-            .unwrap()
-            .commit
-            .unwrap();
-        assert_eq!(remote.parents(confirmed).unwrap(), vec![three]);
-        let force = |new: Option<CommitId>| {
-            let current = remote.tip(MAIN).unwrap();
-            match new {
-                Some(n) => remote.update_ref(MAIN, current, n, "force").unwrap(),
-                None => remote.delete_ref(MAIN).unwrap(),
-            }
-        };
-        let unrelated = remote
-            .write_commit(None, &files(&[("other", "y\n")]), "other\n", &sig())
-            .unwrap();
-        let amended = remote
-            .write_commit(
-                Some(three),
-                &files(&[("amended", "z\n")]),
-                "amended\n",
-                &sig(),
-            )
-            .unwrap();
-        for (what, tip) in [
-            ("an unrelated history", Some(unrelated)),
-            ("a rewind to an ancestor", Some(one)),
-            ("an amended tip", Some(amended)),
-            ("a deleted ref", None),
-        ] {
-            force(tip);
-            let mut built = false;
-            let err = transact(&a, &target, &POLICY, |t, n| {
-                built = true;
-                adding(&a, "five")(t, n)
-            })
-            .unwrap_err();
-            let WriteError::Rewritten(r) = &err else {
-                panic!("{what}: {err}");
-            };
-            assert_eq!((r.confirmed, r.tip), (confirmed, tip), "{what}");
-            assert!(!built, "{what}: a build ran on a rewritten remote");
-            assert_eq!(remote.tip(MAIN).unwrap(), tip, "{what}: the remote moved");
-            let shown = err.to_string();
-            assert!(shown.contains(&confirmed.to_string()), "{what}: {shown}");
-            if let Some(t) = tip {
-                assert!(shown.contains(&t.to_string()), "{what}: {shown}");
-            }
-            assert!(
-                shown.contains("--accept-rewritten-remote"),
-                "{what}: {shown}"
-            );
-        }
-        // A cache that never confirmed a tip there (b confirmed `three`, an ancestor of
-        // nothing now) is refused too; a fresh cache is not.
-        assert!(matches!(
-            transact(&b, &target, &POLICY, adding(&b, "six")),
-            Err(WriteError::Rewritten(_))
-        ));
-        let fresh = Store::open_or_init_bare(&tmp.path().join("fresh.git"), MAIN).unwrap();
-        force(Some(amended));
-        transact(&fresh, &target, &POLICY, adding(&fresh, "seven")).unwrap();
-        // Accepted: the tip as it is now is confirmed and built on; the next write needs no
-        // acceptance.
-        assert_eq!(
-            accept_rewritten(&a, &target, MAIN).unwrap(),
-            remote.tip(MAIN).unwrap()
-        );
-        let accepted = remote.tip(MAIN).unwrap();
-        let landed = transact(&a, &target, &POLICY, adding(&a, "eight")).unwrap();
-        assert_eq!(landed.value, accepted);
-        transact(&a, &target, &POLICY, adding(&a, "nine")).unwrap();
-        // Accepting a deleted ref clears the record: the next write creates the ref.
-        force(None);
-        assert_eq!(accept_rewritten(&a, &target, MAIN).unwrap(), None);
-        let created = transact(&a, &target, &POLICY, adding(&a, "ten")).unwrap();
-        assert_eq!(created.value, None);
-    }
-
     /// The record of a confirmed tip is keyed by the redacted URL and the ref: a rotated token
     /// keeps it, another ref or host does not share it, and no credential is in its name.
     #[test]
@@ -1345,58 +985,5 @@ mod tests {
         assert_ne!(one, confirmed_ref("https://h/o/r.git", "refs/heads/other"));
         assert_ne!(one, confirmed_ref("https://h2/o/r.git", MAIN));
         assert!(!one.contains("OLD") && one.starts_with("refs/action-ledger/confirmed/"));
-    }
-
-    /// A refusal by the remote's hook is final (one attempt), carries the hook's lines without
-    /// git's padding, and leaves the remote as it was; a build that settles pushes nothing.
-    #[test]
-    fn a_hook_refusal_is_final_and_a_settled_build_pushes_nothing() {
-        use std::os::unix::fs::PermissionsExt;
-        let (tmp, target, a, _) = setup();
-        transact(&a, &target, &POLICY, adding(&a, "one")).unwrap();
-        let remote = Store::open(&tmp.path().join("remote.git")).unwrap();
-        let before = remote.tip(MAIN).unwrap();
-        let hook = tmp.path().join("remote.git/hooks/pre-receive");
-        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-        std::fs::write(
-            &hook,
-            "#!/bin/sh\necho 'no: closed for maintenance' >&2\nexit 1\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut builds = 0;
-        let mut inner = adding(&a, "two");
-        let refused = transact(&a, &target, &POLICY, |tip, n| {
-            builds += 1;
-            inner(tip, n)
-        })
-        .unwrap_err();
-        match refused {
-            WriteError::Refused(why) => {
-                assert!(why.ends_with("\nno: closed for maintenance"), "{why:?}");
-                assert!(why.contains("pre-receive hook declined"), "{why}");
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(builds, 1);
-        assert_eq!(remote.tip(MAIN).unwrap(), before);
-        let settled = transact(&a, &target, &POLICY, |tip, _| {
-            Ok::<_, store::Error>(Step::Settled(tip))
-        })
-        .unwrap();
-        assert_eq!((settled.commit, settled.value), (None, before));
-        // An unreachable remote is a transport error, never a refusal or contention.
-        let missing = Target::Remote {
-            url: tmp.path().join("missing.git").display().to_string(),
-            ref_name: MAIN.to_owned(),
-            timeout: None,
-        };
-        assert!(matches!(
-            transact(&a, &missing, &POLICY, adding(&a, "x")),
-            Err(WriteError::Transport(Error::Failed {
-                action: "ls-remote",
-                ..
-            }))
-        ));
     }
 }
