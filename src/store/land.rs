@@ -54,7 +54,7 @@
 //!   ([`Store::roll_up_after_commit`]) before it returns, so that the packs stay logarithmic in
 //!   the number of commits. The commit has landed whatever happens there.
 //! - [`RollUp::Caller`]: [`land()`] does not, and the caller does when it is ready. `serve`'s
-//!   writer ([`crate::server`]) answers its batch first and rolls up on a thread of its own, so
+//!   writer (`src/server/writer.rs`) answers its batch first and rolls up on a thread of its own, so
 //!   that no answer waits for a roll-up; it sets this on the options it lands with.
 //!   [`crate::publish`] lands with it too and applies its own options' decision itself once it
 //!   has dropped the batch, so that the roll-up's memory does not come on top of the batch's.
