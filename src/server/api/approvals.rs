@@ -49,8 +49,10 @@ pub(super) async fn approve(
 }
 
 /// Submits operator `operator`'s `decision` on action `id`, with its optional `reasoning`
-/// (kept redacted), to the writer: the one path of this route and of the dashboard's approve
-/// and deny buttons. The answer is this route's 200 body.
+/// (trimmed, kept redacted; a blank one, whitespace or invisible characters only
+/// ([`finality::is_blank`]), is none, as a cancel's reason is), to the writer: the one path
+/// of this route and of the dashboard's approve and deny buttons. The answer is this route's
+/// 200 body.
 pub(crate) async fn submit_decision(
     app: &Arc<App>,
     id: &str,
@@ -58,6 +60,9 @@ pub(crate) async fn submit_decision(
     operator: &str,
     reasoning: Option<String>,
 ) -> Reply {
+    let reasoning = reasoning
+        .filter(|r| !finality::is_blank(r))
+        .map(|r| r.trim().to_owned());
     let critical = reasoning
         .as_deref()
         .map_or(0, |r| finality::mask_secrets(r).1);

@@ -459,11 +459,7 @@ pub(super) async fn decide(
     if ActionId::parse(&id).is_none() {
         return refuse(404, Some(&viewer), "No such action.");
     }
-    // An empty reasoning box is no reasoning; the text is redacted and cut as the JSON route's.
-    let reasoning = field(&pairs, "reasoning")
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .map(str::to_owned);
+    let reasoning = field(&pairs, "reasoning").map(str::to_owned);
     match approvals::submit_decision(&app, &id, decision, &viewer.principal, reasoning).await {
         Ok(_) => see_other(&format!("/ui/actions/{id}")),
         Err(BatchError::Unavailable { .. }) => unreadable(&viewer),

@@ -634,4 +634,17 @@ async fn a_denial_through_the_page_keeps_its_reasoning_redacted_and_escaped() {
     let page = s.page(&format!("/ui/actions/{second}"), &cookie).await;
     assert!(page.text.contains("deny by ops"), "{}", page.text);
     assert!(!page.text.contains("approval-reasoning"), "{}", page.text);
+    // Nor is one of invisible characters only (a zero-width space between spaces).
+    let third = s.action("deploy").await;
+    let g = s
+        .form(
+            &format!("/ui/actions/{third}/decide"),
+            &cookie,
+            &format!("decision=deny&csrf={csrf}&reasoning=+%E2%80%8B+"),
+        )
+        .await;
+    assert_eq!(g.status, 303, "{}", g.text);
+    let page = s.page(&format!("/ui/actions/{third}"), &cookie).await;
+    assert!(page.text.contains("deny by ops"), "{}", page.text);
+    assert!(!page.text.contains("approval-reasoning"), "{}", page.text);
 }
