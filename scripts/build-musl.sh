@@ -3,8 +3,15 @@
 # checks that it is static and runs. The target's standard library comes from rustup and the C
 # compiler for the crates with C parts (ring, under rustls) from the distribution's musl-tools;
 # when either is missing and cannot be installed, one SKIP line says so.
-# usage: scripts/build-musl.sh
+# With --profile NAME it builds that Cargo profile instead of release (check.sh uses
+# static-smoke: the same target, linkage and start-up check, unoptimised, in a fraction of the
+# time; the release workflow builds what ships with --release).
+# usage: scripts/build-musl.sh [--profile NAME]
 set -euo pipefail
+profile=release
+if [ "${1:-}" = --profile ]; then
+  profile=${2:?usage: scripts/build-musl.sh [--profile NAME]}
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=x86_64-unknown-linux-musl
 [ "$(uname -m)-$(uname -s)" = x86_64-Linux ] || { echo "build-musl: SKIP: not an x86_64 Linux machine"; exit 0; }
@@ -26,8 +33,11 @@ if ! command -v musl-gcc >/dev/null 2>&1; then
 fi
 export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-musl-gcc}
 cd "$here"
-cargo build --release --locked --quiet --target "$target"
-bin=${CARGO_TARGET_DIR:-$here/target}/$target/release/action-ledger
+cargo build --profile "$profile" --locked --quiet --target "$target"
+# Cargo's directory of the dev profile is `debug`.
+dir=$profile
+[ "$profile" = dev ] && dir=debug
+bin=${CARGO_TARGET_DIR:-$here/target}/$target/$dir/action-ledger
 file "$bin" 2>/dev/null | grep -q "static" || ldd "$bin" 2>&1 | grep -q "not a dynamic" || { echo "build-musl: FAIL: $bin is not static"; exit 1; }
 "$bin" --version
-echo "build-musl: ok: static $target binary, $(du -h "$bin" | cut -f1)"
+echo "build-musl: ok: static $target binary ($profile profile), $(du -h "$bin" | cut -f1)"
