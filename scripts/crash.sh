@@ -31,7 +31,8 @@
 #                no object is lost (fsck, verify, the replay), and the packs of a killed
 #                consolidation are merged by the next one
 #   migrate      `maintain` moving a `flat` repository (the 0.1.0 compatibility fixture and 300
-#                more actions) to the `nibble` layout; the ref holds the old layout or the new
+#                more actions), and in every other run the same records in the `nibble` layout
+#                of 0.1.x, to the `hex2x2` layout; the ref holds the old layout or the new
 #                one, never a mix, verify is clean, and the retry migrates with every action
 #                shown as before
 #   projection   `record` and `seal` delivering live-projection requests to an HTTPS CrabFleet
@@ -138,11 +139,11 @@ report() { # what the mode checked
   killed=0 finished=0 stale_locks=0
 }
 
-# finality/v1/actions/<h0>/…/<h5>/<id>/<file> (the nibble layout; h is the hex SHA-256 of the
-# id): the file's text at main, or nothing.
-nibbles() { printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|'; }
+# finality/v1/actions/<h[0:2]>/<h[2:4]>/<id>/<file> (the hex2x2 layout of a new repository; h is
+# the hex SHA-256 of the id): the file's text at main, or nothing.
+fanout() { printf %s "$1" | sha256sum | sed -E 's|^(..)(..).*|\1/\2|'; }
 record() { # repo, id, file
-  git -C "$1" cat-file -p "main:finality/v1/actions/$(nibbles "$2")/$2/$3" 2>/dev/null || true
+  git -C "$1" cat-file -p "main:finality/v1/actions/$(fanout "$2")/$2/$3" 2>/dev/null || true
 }
 field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
@@ -594,11 +595,50 @@ mode_migrate() {
     fi
   done
   git -C "$tmpl" cat-file -e main:finality/v1/layout.json 2>/dev/null && fail setup "the template is not flat"
+  # The same records as the 0.1.x default (`nibble`) wrote them: migrated to the current
+  # layout (which builds the pending index), then moved to nibble's paths in one commit with
+  # git's plumbing, with nibble's layout record.
+  local nibble=$w/nibble.git
+  cp -a "$tmpl" "$nibble"
+  "$bin" -q maintain --repo "$nibble" >/dev/null
+  python3 - "$nibble" <<'PY'
+import hashlib, os, re, subprocess, sys
+repo = sys.argv[1]
+git = lambda *a, **k: subprocess.run(["git", "-C", repo, *a], check=True, text=True,
+                                     capture_output=True, **k).stdout
+rec = re.compile(r"^finality/v1/(actions|decisions)/[0-9a-f]{2}/[0-9a-f]{2}/(.*)$")
+blob = git("hash-object", "-w", "--stdin", input='{"layout":"nibble","schema":"action-ledger.finality-layout","schema_version":1}\n').strip()
+lines = []
+for line in git("ls-tree", "-r", "--full-tree", "main").splitlines():
+    meta, path = line.split("\t", 1)
+    m = rec.match(path)
+    if m:
+        ident = m.group(2).split("/")[0]
+        ident = ident[:-5] if m.group(1) == "decisions" else ident
+        h = hashlib.sha256(ident.encode()).hexdigest()
+        path = f"finality/v1/{m.group(1)}/{'/'.join(h[:6])}/{m.group(2)}"
+    elif path == "finality/v1/layout.json":
+        meta = f"100644 blob {blob}"
+    lines.append(f"{meta}\t{path}\n")
+env = dict(os.environ, GIT_INDEX_FILE=os.path.join(repo, "nibble.index"))
+subprocess.run(["git", "-C", repo, "update-index", "--index-info"], input="".join(lines),
+               text=True, check=True, env=env)
+tree = subprocess.run(["git", "-C", repo, "write-tree"], text=True, check=True, env=env,
+                      capture_output=True).stdout.strip()
+os.remove(env["GIT_INDEX_FILE"])
+commit = git("commit-tree", tree, "-p", "main", "-m", "test: the nibble layout of 0.1.x").strip()
+git("update-ref", "refs/heads/main", commit)
+PY
+  git -C "$nibble" cat-file -p main:finality/v1/layout.json | grep -q '"nibble"' || fail setup "the nibble template has no nibble record"
+  "$bin" -q verify --repo "$nibble" >/dev/null || fail setup "the nibble template does not verify"
   local ids=(act_mig_1 act_mig_3 act_mig_299 act_mig_300) shown_before
   shown_before=$(for id in "${ids[@]}"; do ACTION_LEDGER_NOW=2026-03-11T00:00:00Z "$bin" -q action show --repo "$tmpl" --json "$id"; done)
   cp -a "$tmpl" "$w/calibrate.git"
   calibrate "$bin" -q maintain --repo "$w/calibrate.git"
+  local from=flat
   for i in $(seq 1 "$runs"); do
+    # Every other run starts from the nibble layout.
+    if [ $((i % 2)) -eq 0 ]; then tmpl=$nibble from=nibble; else tmpl=$w/template.git from=flat; fi
     local repo=$w/run.git before after shown
     rm -rf "$repo"
     cp -a "$tmpl" "$repo"
@@ -610,16 +650,16 @@ mode_migrate() {
       old=$((old + 1))
     else
       new=$((new + 1))
-      git -C "$repo" cat-file -e main:finality/v1/layout.json || fail "$i" "the ref moved without the layout record"
+      git -C "$repo" cat-file -p main:finality/v1/layout.json | grep -q '"hex2x2"' || fail "$i" "the ref moved without the new layout record ($from)"
     fi
-    "$bin" -q maintain --repo "$repo" >/dev/null 2>"$work/err" || fail "$i" "the retry of maintain failed: $(cat "$work/err")"
-    git -C "$repo" cat-file -e main:finality/v1/layout.json || fail "$i" "no layout record after the retry"
+    "$bin" -q maintain --repo "$repo" >/dev/null 2>"$work/err" || fail "$i" "the retry of maintain failed ($from): $(cat "$work/err")"
+    git -C "$repo" cat-file -p main:finality/v1/layout.json | grep -q '"hex2x2"' || fail "$i" "no hex2x2 layout record after the retry ($from)"
     [ "$(git -C "$repo" rev-list --count "$before..main")" -eq 1 ] || fail "$i" "the migration took more than one commit"
     "$bin" -q verify --repo "$repo" >/dev/null || fail "$i" "verify after the retry"
     shown=$(for id in "${ids[@]}"; do ACTION_LEDGER_NOW=2026-03-11T00:00:00Z "$bin" -q action show --repo "$repo" --json "$id"; done)
     [ "$shown" = "$shown_before" ] || fail "$i" "action show differs after the migration"
   done
-  report "the ref held the old layout after $old kills and the migrated one after $new, never a mix; fsck and verify clean after each; every retry migrated in one commit and showed the same actions"
+  report "from flat and from nibble in turn: the ref held the old layout after $old kills and the migrated one after $new, never a mix; fsck and verify clean after each; every retry migrated in one commit and showed the same actions"
 }
 
 mode_publish_remote() {

@@ -90,8 +90,8 @@ cred_header=(GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=http.extraHeader
 
 # ---------------------------------------------------------------------------------------------
 # The writers through one transport; the caller exports its credentials.
-# finality/v1/actions/<h0>/…/<h5>/<id> (the nibble layout; h is the hex SHA-256 of the id).
-record_path() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|')/$1"; }
+# finality/v1/actions/<h[0:2]>/<h[2:4]>/<id> (the hex2x2 layout; h is the hex SHA-256 of the id).
+record_path() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(..)(..).*|\1/\2|')/$1"; }
 server_has() { # git dir, path, pattern
   git -C "$1" cat-file -p "refs/heads/main:$2" 2>/dev/null | grep -q "$3"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Out of space and I/O errors in every writer: `publish`, `compact`, `action create`,
 # `action claim`, `serve` (create, claim, outcome over HTTP) and `maintain`'s migration of a
-# `flat` repository (the 0.1.0 compatibility fixture) to the `nibble` layout.
+# `flat` repository (the 0.1.0 compatibility fixture) to the `hex2x2` layout.
 #
 # 1. Injection (runs anywhere): an LD_PRELOAD shim (scripts/enospc/shim.c, compiled here with
 #    gcc into a temporary directory) fails the Nth write/pwrite/writev/fsync/fdatasync/rename/
@@ -159,8 +159,8 @@ op_create() {
 retry_claim() {
   [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && git -C "$repo" cat-file -p "main:$(claim_path)" | grep -q enospc-attempt-0000001; }
 }
-# The nibble layout: finality/v1/actions/<h0>/…/<h5>/<id> (h is the hex SHA-256 of the id).
-action_dir() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|')/$1"; }
+# The hex2x2 layout: finality/v1/actions/<h[0:2]>/<h[2:4]>/<id> (h is the hex SHA-256 of the id).
+action_dir() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(..)(..).*|\1/\2|')/$1"; }
 claim_path() { echo "$(action_dir act_claim)/claim.json"; }
 op_claim() {
   base=$work/claim-base.git repo=$work/claim.git

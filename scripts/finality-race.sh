@@ -46,9 +46,9 @@ release() {
   for _ in $(seq "$1"); do echo go >&3; done
 }
 
-# finality/v1/actions/<h0>/<h1>/…/<h5>/<id>: the nibble layout of a new repository (h is the hex
-# SHA-256 of the id).
-record() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(.)(.)(.)(.)(.)(.).*|\1/\2/\3/\4/\5/\6|')/$1"; }
+# finality/v1/actions/<h[0:2]>/<h[2:4]>/<id>: the hex2x2 layout of a new repository (h is the
+# hex SHA-256 of the id).
+record() { echo "finality/v1/actions/$(printf %s "$1" | sha256sum | sed -E 's|^(..)(..).*|\1/\2|')/$1"; }
 
 "$bin" -q action create --repo "$repo" --id warmup --guard-decision gd_warmup -- true >/dev/null
 

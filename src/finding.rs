@@ -100,7 +100,7 @@ pub enum Rule {
     /// layouts (`maintain` migrates a `flat` repository in one commit).
     FinalityLayoutMixed,
     /// An action the sweep may reconcile (no outcome, a lifecycle the sweep closes) without
-    /// its pending-index entry (`nibble` layout).
+    /// its pending-index entry (`hex2x2` and `nibble` layouts).
     FinalityPendingMissing,
     /// A pending-index entry whose action does not exist, has an outcome, or is in a lifecycle
     /// the sweep leaves alone.

@@ -45,12 +45,12 @@
 //! | Ledger layout record | `ledger/v1/layout.json` (`fanout` only; absent: `reference`) | `schema: "action-ledger.state-layout"`, `schema_version: 1` | [`crate::ledger::layout`] |
 //! | Segment | `ledger/v1/segments/YYYY/MM/segment-NNNN.jsonl` | the manifest's | [`crate::ledger::segment`] |
 //! | Segment manifest | `ledger/v1/segments/YYYY/MM/manifest.json` | `schema: "action-ledger.segment-manifest"`, `schema_version`, `generation` | [`crate::ledger::segment`] |
-//! | Finality layout record | `finality/v1/layout.json` (`nibble`; absent: `flat`) | `schema: "action-ledger.finality-layout"` | [`crate::finality::layout`] |
+//! | Finality layout record | `finality/v1/layout.json` (`hex2x2` or `nibble`; absent: `flat`) | `schema: "action-ledger.finality-layout"` | [`crate::finality::layout`] |
 //! | Action, claim, outcome | `finality/v1/actions/<fan-out>/<id>/{action,claim,outcome}.json` | `schema: "action-ledger.finality-{action,claim,outcome}"`, `schema_version: 1` | [`crate::finality::records`] |
 //! | Operator approval | `finality/v1/actions/<fan-out>/<id>/approval.json` | `schema: "action-ledger.finality-approval"`; `decision` `approve`, `deny` or `expire` (the sweep's), an optional `reasoning` (redacted); `action.json` may carry `approval_wait_seconds` (both keys written only when set, so older records keep their bytes) | [`crate::finality::approval`] |
 //! | Containment verdict | `finality/v1/actions/<fan-out>/<id>/containment.json` | `schema: "action-ledger.finality-containment"`; `verdict` `promote` or `discard`, `promotion_action_id` (the grant's, `null` for a discard), an optional `reasoning` (redacted) | [`crate::finality::containment`] |
 //! | Guard decision | `finality/v1/decisions/<fan-out>/<id>.json` | `schema: "action-ledger.finality-decision"` | [`crate::finality::decision`] |
-//! | Pending index entry | `finality/v1/pending/<day>/<hour>/<created ms>.<id>` (`nibble` only) | the layout record; an empty file | [`crate::finality::pending`] |
+//! | Pending index entry | `finality/v1/pending/<day>/<hour>/<created ms>.<id>` (`hex2x2` and `nibble`) | the layout record; an empty file | [`crate::finality::pending`] |
 //! | Sweep sightings | `<git dir>/action-ledger/sweep-observations-<hash>.json` (never in the ledger) | `schema: "action-ledger.sweep-observations"`, `schema_version: 1` | [`crate::finality::observations`] |
 //! | Confirmed remote tips | `refs/action-ledger/confirmed/<sha256>` in a cache repository | the ref name | [`crate::store::remote`] |
 //! | Outbox state files | `.clawsweeper-repair/crabfleet-outbox/*.{intent,sending,delivered,failed,void}` | the file suffix | [`crate::live::outbox`] |

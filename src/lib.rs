@@ -183,17 +183,18 @@
 //! ledger/v1/import-bindings/shard-sets/<sha256>.json           the reservation of a shard set
 //! ledger/v1/import-bindings/completed-shard-sets/<sha256>.json its completion marker
 //! ledger/v1/segments/YYYY/MM/segment-NNNN.jsonl, manifest.json compacted months
-//! finality/v1/layout.json                                     the finality layout (nibble only)
-//! finality/v1/actions/a/3/f/0/9/c/<id>/action.json             the binding of a governed action
+//! finality/v1/layout.json                                     the finality layout
+//! finality/v1/actions/a3/f0/<id>/action.json                   the binding of a governed action
 //!                                           claim.json, outcome.json, approval.json,
 //!                                           containment.json
-//! finality/v1/decisions/a/3/f/0/9/c/<id>.json                  guard decisions of serve
+//! finality/v1/decisions/a3/f0/<id>.json                       guard decisions of serve
 //! finality/v1/pending/<day>/<hour>/<created ms>.<id>           the pending index (empty files)
 //! ```
 //!
-//! The finality paths are those of the `nibble` layout (six one-hex-digit levels of
-//! `sha256(id)`); repositories written before it are `flat` (one level of two hex digits, no
-//! pending index) until `maintain` migrates them ([`finality::layout`]).
+//! The finality paths are those of the `hex2x2` layout (two two-hex-digit levels of
+//! `sha256(id)`); repositories written before it are `nibble` (six one-hex-digit levels) or
+//! `flat` (one level of two hex digits, no pending index) until `maintain` migrates them
+//! ([`finality::layout`]).
 //!
 //! Shards are described in [`ledger::shard`], bindings in [`ledger::binding`], the `reference`
 //! and `fanout` paths (the latter puts binding files under two hex-prefix levels) in

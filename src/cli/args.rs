@@ -306,10 +306,11 @@ pub(super) enum Command {
     /// Migrate the finality records to the current layout, and consolidate the state
     /// repository's packs (safe beside readers and publishers).
     ///
-    /// A repository whose finality records are in the old `flat` layout (one 256-way fan-out
-    /// level) is first moved to the `nibble` layout in one verified commit that changes no
-    /// record's bytes and adds the pending index; the ref moves with one compare-and-swap, so
-    /// a kill leaves the old layout or the new one. Then each publication's roll-up of the
+    /// A repository whose finality records are in an older layout (`flat`: one 256-way fan-out
+    /// level; `nibble`: six 16-way levels) is first moved to the `hex2x2` layout (two 256-way
+    /// levels) in one verified commit that changes no record's bytes and adds the pending index
+    /// when there was none; the ref moves with one compare-and-swap, so a kill leaves the old
+    /// layout or the new one. Then each publication's roll-up of the
     /// smallest packs (as `git repack --geometric=2`, never more than 262,144 objects per
     /// publication) runs without the bound. Run it from a scheduled job. Prints what was done.
     ///

@@ -3297,7 +3297,7 @@ fn action_show_refuses_an_action_present_twice() {
     let tip = store.tip("refs/heads/main").unwrap().unwrap();
     let snap = store.snapshot(Some(tip)).unwrap();
     let id = crate::finality::ActionId::parse("act_twice").unwrap();
-    let nibble = crate::finality::Layout::Nibble.action_dir(&id);
+    let nibble = crate::finality::Layout::DEFAULT.action_dir(&id);
     let flat = crate::finality::Layout::Flat.action_dir(&id);
     let record = snap
         .read(&format!("{nibble}/action.json"), u64::MAX)

@@ -924,7 +924,7 @@ pub struct SweepScan {
     pub expiring: Vec<ActionId>,
     /// Action directories skipped because a record is invalid (`verify` reports them).
     pub skipped: Vec<String>,
-    /// Action directories (or, in `nibble`, pending-index entries) seen.
+    /// Action directories (or, in a layout with the pending index, its entries) seen.
     pub scanned: usize,
     /// Pending actions whose timeout has not passed yet on the sweeper's clock.
     pub waiting: usize,
@@ -974,7 +974,7 @@ impl SweepScan {
 /// seen for the first time to `observations` (at `now`) and, when it ran to the end, drops
 /// those no longer pending.
 ///
-/// In the `nibble` layout it reads the names of the pending index's entries
+/// In a layout with the pending index (`hex2x2`, `nibble`) it reads the names of the pending index's entries
 /// ([`pending::all_entries`]) and the records of only the actions seen for the first time or
 /// timed out: its cost is what is pending, not what exists. Each entry read is checked against its action's records,
 /// and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it

@@ -9,7 +9,7 @@
 //!
 //! # What a page costs
 //!
-//! The records are create-only files; the only index is the `nibble` layout's pending index
+//! The records are create-only files; the only index is the pending index of the `hex2x2` and `nibble` layouts
 //! ([`super::pending`]), which names every action whose outcome is still pending in a lifecycle
 //! the sweep may close. A listing therefore takes one of two paths:
 //!
@@ -1037,7 +1037,7 @@ mod tests {
     fn unparsable_records_are_skipped_and_named() {
         let (_dir, store, opts) = seeded();
         plant_unparsable_action(&store, "act_0");
-        let dir = Layout::Nibble.action_dir(&ActionId::parse("act_0").unwrap());
+        let dir = Layout::DEFAULT.action_dir(&ActionId::parse("act_0").unwrap());
         for params in [&[("status", "running")][..], &[][..]] {
             let page = list(&store, &opts, params);
             assert!(!ids(&page).contains(&"act_0"), "{params:?}");

@@ -1,10 +1,13 @@
-//! The migration of a `flat` repository to the `nibble` layout (`action-ledger maintain`): one
-//! commit that moves every action record and decision record to the path the new layout gives
-//! it, keeping its blob (same id, so the same bytes), writes the layout record and builds the
-//! pending index. The migration refuses a repository that does not verify, checks its own
-//! commit ([`check_migration`] and a whole [`verify`](super::verify())) before moving the ref,
-//! and lands it with one compare-and-swap: a kill leaves the old tip or the new one. A
-//! repository already in `nibble`, or with no finality records yet, is left as it is.
+//! The migration of a repository's finality records to the default layout
+//! ([`Layout::DEFAULT`], `hex2x2`) by `action-ledger maintain`: from `flat` (the layout before
+//! layouts were versioned) or `nibble` (the default of 0.1.x). One commit moves every action
+//! record and decision record to the path the new layout gives it, keeping its blob (same id,
+//! so the same bytes), writes the layout record and, from `flat`, builds the pending index (the
+//! index's paths are the same in every layout that has one, so from `nibble` it stays as it
+//! is). The migration refuses a repository that does not verify, checks its own commit
+//! ([`check_migration`] and a whole [`verify`](super::verify())) before moving the ref, and lands
+//! it with one compare-and-swap: a kill leaves the old tip or the new one. A repository already
+//! in the default layout, or with no finality records yet, is left as it is.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +27,10 @@ pub enum Migrated {
     Empty,
     /// One commit moved the records.
     Moved {
+        /// The layout the records were in.
+        from: Layout,
+        /// The layout they are in now ([`Layout::DEFAULT`]).
+        to: Layout,
         /// The new tip.
         commit: CommitId,
         /// Record files moved (action records and decisions), bytes unchanged.
@@ -139,8 +146,8 @@ pub fn check_migration(
     Ok(out)
 }
 
-/// Migrates the finality records at the tip of the local ref `ref_name` to the `nibble` layout
-/// in one commit signed by `sig` (see the module docs), moving the ref from the tip read with
+/// Migrates the finality records at the tip of the local ref `ref_name` to
+/// [`Layout::DEFAULT`] in one commit signed by `sig` (see the module docs), moving the ref from the tip read with
 /// one compare-and-swap.
 ///
 /// # Errors
@@ -154,8 +161,8 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
     if detected.fresh {
         return Ok(Migrated::Empty);
     }
-    if detected.layout == Layout::Nibble {
-        return Ok(Migrated::AlreadyCurrent(Layout::Nibble));
+    if detected.layout == Layout::DEFAULT {
+        return Ok(Migrated::AlreadyCurrent(Layout::DEFAULT));
     }
     let findings = super::verify(&snap)?;
     if let Some(first) = findings.first() {
@@ -164,7 +171,7 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
             first: describe(first),
         });
     }
-    let (from, to) = (Layout::Flat, Layout::Nibble);
+    let (from, to) = (detected.layout, Layout::DEFAULT);
     let records = records_by_target(&snap, from, to)?;
     let mut moves = Vec::with_capacity(records.len());
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
@@ -175,11 +182,14 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         }
         moves.push((source.clone(), target.clone()));
     }
-    for id in &ids {
-        if let Some(state) = read_state_in(&snap, from, id)?
-            && pending::indexed(&state)
-        {
-            files.push((pending::entry_path(id, state.action.created_at), Vec::new()));
+    // The index's paths do not depend on the layout: one that has it keeps it as it is.
+    if !from.has_pending_index() {
+        for id in &ids {
+            if let Some(state) = read_state_in(&snap, from, id)?
+                && pending::indexed(&state)
+            {
+                files.push((pending::entry_path(id, state.action.created_at), Vec::new()));
+            }
         }
     }
     let entries = files.len();
@@ -188,13 +198,15 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         to.record().unwrap_or_default().into_bytes(),
     ));
     let message = format!(
-        "finality: migrate to the {} layout\n\n{} record(s) moved with their bytes unchanged; \
-         {entries} pending-index entr{}\n",
+        "finality: migrate from the {} to the {} layout\n\n{} record(s) moved with their bytes \
+         unchanged; {entries} pending-index entr{} written\n",
+        from.name(),
         to.name(),
         records.len(),
         if entries == 1 { "y" } else { "ies" }
     );
-    let commit = store.write_commit_moving(tip, &files, &moves, &message, sig)?;
+    // The layout record of `nibble` is replaced; nothing else is (moves never replace).
+    let commit = store.write_commit_moving(tip, &files, &moves, true, &message, sig)?;
     let after = store.snapshot(Some(commit))?;
     let mut problems = check_migration(&snap, from, &after, to)?;
     problems.extend(super::verify(&after)?);
@@ -207,7 +219,7 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         ref_name,
         tip,
         commit,
-        "finality: migrate to the nibble layout",
+        &format!("finality: migrate to the {} layout", to.name()),
     ) {
         Ok(()) => {}
         Err(store::Error::RefMoved { .. }) => {
@@ -218,6 +230,8 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         Err(e) => return Err(e.into()),
     }
     Ok(Migrated::Moved {
+        from,
+        to,
         commit,
         records: records.len(),
         pending: entries,
@@ -237,6 +251,14 @@ mod tests {
 
     /// A `flat` repository with a pending action, a claimed one and a completed one.
     fn flat_repo() -> (tempfile::TempDir, Store) {
+        let (dir, store) = three_actions();
+        flatten(&store);
+        (dir, store)
+    }
+
+    /// A repository of the default layout with a pending action, a claimed one and a completed
+    /// one.
+    fn three_actions() -> (tempfile::TempDir, Store) {
         let (dir, store) = repo();
         let opts = options(REF);
         for id in ["act_pending", "act_claimed", "act_done"] {
@@ -264,7 +286,6 @@ mod tests {
             at(BASE),
         )
         .unwrap();
-        flatten(&store);
         (dir, store)
     }
 
@@ -277,6 +298,8 @@ mod tests {
             .map(|id| show(&store, REF, id).unwrap())
             .collect();
         let Migrated::Moved {
+            from,
+            to,
             commit,
             records,
             pending,
@@ -284,6 +307,7 @@ mod tests {
         else {
             panic!("not migrated")
         };
+        assert_eq!((from, to), (Layout::Flat, Layout::Hex2x2));
         assert_eq!(store.tip(REF).unwrap(), Some(commit));
         // 3 action.json, 2 claim.json, 1 outcome.json.
         assert_eq!(records, 6);
@@ -294,13 +318,13 @@ mod tests {
             store.snapshot(Some(commit)).unwrap(),
         );
         assert!(
-            check_migration(&old, Layout::Flat, &new, Layout::Nibble)
+            check_migration(&old, Layout::Flat, &new, Layout::Hex2x2)
                 .unwrap()
                 .is_empty()
         );
         assert!(super::super::verify(&new).unwrap().is_empty());
         assert!(verify_range(&store, before, commit).unwrap().is_empty());
-        assert_eq!(layout::detect(&new).unwrap().layout, Layout::Nibble);
+        assert_eq!(layout::detect(&new).unwrap().layout, Layout::Hex2x2);
         for (id, was) in ["act_pending", "act_claimed", "act_done"]
             .iter()
             .zip(&states)
@@ -310,9 +334,72 @@ mod tests {
         // Once migrated, there is nothing more to do.
         assert_eq!(
             migrate(&store, REF, &sig()).unwrap(),
-            Migrated::AlreadyCurrent(Layout::Nibble)
+            Migrated::AlreadyCurrent(Layout::Hex2x2)
         );
         assert_eq!(store.tip(REF).unwrap(), Some(commit));
+    }
+
+    #[test]
+    fn a_nibble_repository_migrates_keeping_its_pending_index_and_every_record() {
+        let (_dir, store) = three_actions();
+        // The records as the 0.1.x default wrote them.
+        crate::finality::test_support::relayout(&store, Layout::Nibble);
+        let before = store.tip(REF).unwrap();
+        let old = store.snapshot(before).unwrap();
+        let mut entries_before = Vec::new();
+        old.for_each_file(pending::PENDING, |p| entries_before.push(p.to_owned()))
+            .unwrap();
+        assert_eq!(entries_before.len(), 2);
+        let states: Vec<_> = ["act_pending", "act_claimed", "act_done"]
+            .iter()
+            .map(|id| show(&store, REF, id).unwrap())
+            .collect();
+        let Migrated::Moved {
+            from,
+            to,
+            commit,
+            records,
+            pending,
+        } = migrate(&store, REF, &sig()).unwrap()
+        else {
+            panic!("not migrated")
+        };
+        assert_eq!((from, to), (Layout::Nibble, Layout::Hex2x2));
+        assert_eq!((records, pending), (6, 0));
+        let new = store.snapshot(Some(commit)).unwrap();
+        assert!(
+            check_migration(&old, Layout::Nibble, &new, Layout::Hex2x2)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(super::super::verify(&new).unwrap().is_empty());
+        assert!(verify_range(&store, before, commit).unwrap().is_empty());
+        let mut entries_after = Vec::new();
+        new.for_each_file(pending::PENDING, |p| entries_after.push(p.to_owned()))
+            .unwrap();
+        assert_eq!(entries_after, entries_before);
+        assert_eq!(
+            new.read(layout::RECORD_PATH, 4096).unwrap(),
+            Layout::Hex2x2.record().map(String::into_bytes)
+        );
+        for (id, was) in ["act_pending", "act_claimed", "act_done"]
+            .iter()
+            .zip(&states)
+        {
+            assert_eq!(&show(&store, REF, id).unwrap(), was, "{id}");
+        }
+        // Nothing of the nibble layout is left.
+        let mut paths = Vec::new();
+        new.for_each_file("finality/v1", |p| paths.push(p.to_owned()))
+            .unwrap();
+        for p in &paths {
+            assert_eq!(Layout::Nibble.classify(p), None, "{p}");
+            assert_eq!(Layout::Nibble.classify_decision(p), None, "{p}");
+        }
+        assert_eq!(
+            migrate(&store, REF, &sig()).unwrap(),
+            Migrated::AlreadyCurrent(Layout::Hex2x2)
+        );
     }
 
     #[test]
@@ -323,7 +410,7 @@ mod tests {
         let (_dir, store, _, created) = repo_with_action();
         assert_eq!(
             migrate(&store, REF, &sig()).unwrap(),
-            Migrated::AlreadyCurrent(Layout::Nibble)
+            Migrated::AlreadyCurrent(Layout::Hex2x2)
         );
         assert_eq!(store.tip(REF).unwrap(), created.commit);
     }
@@ -350,8 +437,8 @@ mod tests {
             panic!("not migrated")
         };
         let id = ActionId::parse("act_done").unwrap();
-        let outcome = Layout::Nibble.record_path(&id, RecordKind::Outcome);
-        let claim_path = Layout::Nibble.record_path(&id, RecordKind::Claim);
+        let outcome = Layout::DEFAULT.record_path(&id, RecordKind::Outcome);
+        let claim_path = Layout::DEFAULT.record_path(&id, RecordKind::Claim);
         let none: &[(String, Vec<u8>)] = &[];
         // Altered bytes.
         let altered = store

@@ -9,21 +9,22 @@
 //! # Records and paths
 //!
 //! ```text
-//! finality/v1/layout.json                                   the layout record (nibble)
+//! finality/v1/layout.json                                   the layout record
 //! finality/v1/actions/<fan-out>/<action_id>/action.json     the binding
 //! finality/v1/actions/<fan-out>/<action_id>/claim.json      the one claim
 //! finality/v1/actions/<fan-out>/<action_id>/outcome.json    the one outcome
 //! finality/v1/actions/<fan-out>/<action_id>/approval.json   an operator's decision
 //! finality/v1/actions/<fan-out>/<action_id>/containment.json an operator's promote or discard
 //! finality/v1/decisions/<fan-out>/<decision_id>.json        a guard decision
-//! finality/v1/pending/<YYYY-MM-DD>/<HH>/<ms>.<action_id>    a pending outcome (nibble)
+//! finality/v1/pending/<YYYY-MM-DD>/<HH>/<ms>.<action_id>    a pending outcome
 //! ```
 //!
-//! The fan-out depends on the repository's [`layout`]: six one-hex-digit levels of the id's
-//! SHA-256 in `nibble` (new repositories), one two-hex-digit level in `flat` (repositories
-//! written before layouts were versioned, read and written as they are until `maintain`
-//! migrates them, see [`migrate`]). The module docs of [`layout`] weigh the options and give
-//! the bytes one operation rewrites at each size. `nibble` also keeps the [`pending`] index:
+//! The fan-out depends on the repository's [`layout`]: two two-hex-digit levels of the id's
+//! SHA-256 in `hex2x2` (new repositories), six one-hex-digit levels in `nibble` (the default of
+//! 0.1.x), one two-hex-digit level in `flat` (repositories written before layouts were
+//! versioned); the older two are read and written as they are until `maintain` migrates them
+//! (see [`migrate`]). The module docs of [`layout`] weigh the options with the bytes one action
+//! adds at each size. `hex2x2` and `nibble` also keep the [`pending`] index:
 //! one empty file per action whose outcome can still be swept, named by its creation time,
 //! added and removed in the same commit as the records it indexes, so that a sweep reads only
 //! the hours old enough. Each record file is canonical JSON plus `"\n"`
@@ -159,7 +160,7 @@
 //!
 //! [`ids`] (action and attempt ids), [`status`] (lifecycles, outcome statuses, verdicts),
 //! [`paths`] and [`layout`] (where each record lives), [`pending`] (the index of pending
-//! outcomes), [`migrate`] (flat to nibble), [`records`] (the byte format and its parsers),
+//! outcomes), [`migrate`] (older layouts to `hex2x2`), [`records`] (the byte format and its parsers),
 //! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
 //! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),

@@ -1,4 +1,4 @@
-//! The pending index of the `nibble` layout: one empty file per action the sweep may reconcile,
+//! The pending index of the `hex2x2` and `nibble` layouts (its paths are the same in both): one empty file per action the sweep may reconcile,
 //! bucketed by creation time, so that a sweep reads the names of what is pending, not the
 //! records of everything that exists.
 //!
@@ -22,7 +22,7 @@
 //! `finality-pending-time` (an entry whose time is not its action's `created_at`).
 //!
 //! The `flat` layout has no index (its sweep walks every action); `maintain` builds it when it
-//! migrates a repository to `nibble`.
+//! migrates a `flat` repository.
 
 use super::ids::ActionId;
 use super::records::format_time;

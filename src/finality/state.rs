@@ -216,7 +216,7 @@ pub fn read_state(snap: &Snapshot<'_>, id: &ActionId) -> Result<Option<State>, E
     read_state_in(snap, layout, id)
 }
 
-/// Refuses to read action `id` when the repository holds an entry for it at the other
+/// Refuses to read action `id` when the repository holds an entry for it at another
 /// layout's place too (a second copy, which `verify` reports as `finality-layout-mixed`):
 /// which copy is the action cannot be told, so neither is picked.
 ///
@@ -227,32 +227,35 @@ pub(super) fn refuse_other_copy(
     layout: super::Layout,
     id: &ActionId,
 ) -> Result<(), Error> {
-    let other = layout.other().action_dir(id);
-    if snap.mode(&other)?.is_none() {
-        return Ok(());
+    for other_layout in layout.others() {
+        let other = other_layout.action_dir(id);
+        if snap.mode(&other)?.is_none() {
+            continue;
+        }
+        let own = layout.action_dir(id);
+        let reason = if snap.mode(&own)?.is_some() {
+            format!(
+                "a second copy of action {id} at the {} layout's place, beside {own} of the {} \
+                 layout this repository uses: neither is read (`action-ledger verify` reports \
+                 finality-layout-mixed); remove the copy that is not the action's",
+                other_layout.name(),
+                layout.name()
+            )
+        } else {
+            format!(
+                "action {id} at the {} layout's place, not at {own} where the {} layout this \
+                 repository uses puts it: it is not read (`action-ledger verify` reports \
+                 finality-layout-mixed); move it there",
+                other_layout.name(),
+                layout.name()
+            )
+        };
+        return Err(Error::Corrupt {
+            reason,
+            path: other,
+        });
     }
-    let own = layout.action_dir(id);
-    let reason = if snap.mode(&own)?.is_some() {
-        format!(
-            "a second copy of action {id} at the {} layout's place, beside {own} of the {} \
-             layout this repository uses: neither is read (`action-ledger verify` reports \
-             finality-layout-mixed); remove the copy that is not the action's",
-            layout.other().name(),
-            layout.name()
-        )
-    } else {
-        format!(
-            "action {id} at the {} layout's place, not at {own} where the {} layout this \
-             repository uses puts it: it is not read (`action-ledger verify` reports \
-             finality-layout-mixed); move it there",
-            layout.other().name(),
-            layout.name()
-        )
-    };
-    Err(Error::Corrupt {
-        reason,
-        path: other,
-    })
+    Ok(())
 }
 
 /// [`read_state`] in a layout the caller has read already.

@@ -93,45 +93,62 @@ pub(crate) fn at(s: &str) -> Timestamp {
 /// written before layouts were versioned: every record moves (bytes unchanged) to its flat
 /// path, and the layout record and the pending index go. Panics when there is nothing to move.
 pub(crate) fn flatten(store: &Store) {
-    use crate::finality::layout::{self, Layout};
+    relayout(store, crate::finality::Layout::Flat);
+}
+
+/// Rewrites the tip of `refs/heads/main` into layout `to` as an older version would have
+/// written it: every record moves (bytes unchanged) to its path in `to`; the layout record is
+/// `to`'s (none for `flat`, which also has no pending index). Panics when there is nothing to
+/// move or the result does not verify.
+pub(crate) fn relayout(store: &Store, to: crate::finality::Layout) {
+    use crate::finality::layout;
     let tip = store.tip("refs/heads/main").unwrap();
     let snap = store.snapshot(tip).unwrap();
-    let moves: Vec<(String, String)> =
-        crate::finality::migrate::records_by_target(&snap, Layout::Nibble, Layout::Flat)
-            .unwrap()
-            .into_iter()
-            .map(|(to, (from, _))| (from, to))
-            .collect();
-    assert!(!moves.is_empty(), "no finality records to flatten");
-    let mut removals = vec![layout::RECORD_PATH.to_owned()];
-    snap.for_each_file(crate::finality::pending::PENDING, |p| {
-        removals.push(p.to_owned())
-    })
-    .unwrap();
+    let from = layout::detect(&snap).unwrap().layout;
+    assert_ne!(from, to, "already {to:?}");
+    let moves: Vec<(String, String)> = crate::finality::migrate::records_by_target(&snap, from, to)
+        .unwrap()
+        .into_iter()
+        .map(|(to, (from, _))| (from, to))
+        .collect();
+    assert!(!moves.is_empty(), "no finality records to move");
+    let mut removals = Vec::new();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    match to.record() {
+        Some(record) => files.push((layout::RECORD_PATH.to_owned(), record.into_bytes())),
+        None => {
+            removals.push(layout::RECORD_PATH.to_owned());
+            snap.for_each_file(crate::finality::pending::PENDING, |p| {
+                removals.push(p.to_owned())
+            })
+            .unwrap();
+        }
+    }
     let none: &[(String, Vec<u8>)] = &[];
     let moved = store
-        .write_commit_moving(tip, none, &moves, "test: flat layout", &sig())
+        .write_commit_moving(tip, &files, &moves, true, "test: older layout", &sig())
         .unwrap();
-    let flat = store
-        .write_commit_with(
-            Some(moved),
-            none,
-            &removals,
-            false,
-            "test: flat layout",
-            &sig(),
-        )
-        .unwrap();
-    store
-        .update_ref("refs/heads/main", tip, flat, "test")
-        .unwrap();
-    let detected = layout::detect(&store.snapshot(Some(flat)).unwrap()).unwrap();
-    assert_eq!(detected.layout, Layout::Flat);
-    assert!(
-        crate::finality::verify(&store.snapshot(Some(flat)).unwrap())
+    let done = if removals.is_empty() {
+        moved
+    } else {
+        store
+            .write_commit_with(
+                Some(moved),
+                none,
+                &removals,
+                false,
+                "test: older layout",
+                &sig(),
+            )
             .unwrap()
-            .is_empty()
-    );
+    };
+    store
+        .update_ref("refs/heads/main", tip, done, "test")
+        .unwrap();
+    let detected = layout::detect(&store.snapshot(Some(done)).unwrap()).unwrap();
+    assert_eq!(detected.layout, to);
+    let findings = crate::finality::verify(&store.snapshot(Some(done)).unwrap()).unwrap();
+    assert!(findings.is_empty(), "{findings:?}");
 }
 
 /// Sweep observations that saw action `id` pending at `seen` (the sweeper created it).

@@ -34,7 +34,7 @@ fn finding(path: &str, rule: Rule, detail: impl Into<String>) -> Finding {
 }
 
 /// The layout a snapshot records; an unknown record is a finding, and the rest is then checked
-/// as `nibble` (the only layout with a record).
+/// as the default layout (the one a record is most likely to have meant).
 fn layout_of(snap: &Snapshot<'_>, findings: &mut Vec<Finding>) -> Result<Detected, store::Error> {
     match layout::detect(snap) {
         Ok(d) => Ok(d),
@@ -42,10 +42,10 @@ fn layout_of(snap: &Snapshot<'_>, findings: &mut Vec<Finding>) -> Result<Detecte
             findings.push(finding(
                 layout::RECORD_PATH,
                 Rule::FinalityLayoutRecordInvalid,
-                "not the canonical nibble layout record",
+                "not the canonical record of a layout this version knows (nibble, hex2x2)",
             ));
             Ok(Detected {
-                layout: Layout::Nibble,
+                layout: Layout::DEFAULT,
                 fresh: false,
             })
         }
@@ -72,13 +72,13 @@ fn path_kind(layout: Layout, path: &str) -> PathKind {
         path.strip_prefix(dir)
             .is_some_and(|rest| rest.starts_with('/'))
     };
-    let mixed = |what: &str| {
+    let mixed = |what: &str, other: Layout| {
         PathKind::Bad(finding(
             path,
             Rule::FinalityLayoutMixed,
             format!(
                 "{what} at the {} layout's path in a {} repository",
-                layout.other().name(),
+                other.name(),
                 layout.name()
             ),
         ))
@@ -89,15 +89,17 @@ fn path_kind(layout: Layout, path: &str) -> PathKind {
     if under(layout::DECISIONS) {
         return if layout.classify_decision(path).is_some() {
             PathKind::Decision
-        } else if layout.other().classify_decision(path).is_some() {
-            mixed("a decision record")
+        } else if let Some(other) = layout.other_classifying_decision(path) {
+            mixed("a decision record", other)
         } else {
             PathKind::Decision
         };
     }
     if under(pending::PENDING) {
         return match pending::parse_entry(path) {
-            Some(_) if !layout.has_pending_index() => mixed("a pending-index entry"),
+            Some(_) if !layout.has_pending_index() => {
+                mixed("a pending-index entry", Layout::DEFAULT)
+            }
             Some((id, at)) => PathKind::Entry(id, at),
             None => PathKind::Bad(finding(
                 path,
@@ -108,16 +110,18 @@ fn path_kind(layout: Layout, path: &str) -> PathKind {
     }
     match layout.classify(path) {
         Some((id, kind)) => PathKind::Record(id, kind),
-        None if layout.other().classify(path).is_some() => mixed("an action record"),
-        None => PathKind::Bad(finding(
-            path,
-            Rule::FinalityUnknownPath,
-            format!(
-                "not an action record of the {} layout \
-                 (finality/v1/actions/<fan-out of sha256(id)>/<id>/{{action,claim,outcome,approval}}.json)",
-                layout.name()
-            ),
-        )),
+        None => match layout.other_classifying(path) {
+            Some(other) => mixed("an action record", other),
+            None => PathKind::Bad(finding(
+                path,
+                Rule::FinalityUnknownPath,
+                format!(
+                    "not an action record of the {} layout \
+                     (finality/v1/actions/<fan-out of sha256(id)>/<id>/{{action,claim,outcome,approval}}.json)",
+                    layout.name()
+                ),
+            )),
+        },
     }
 }
 
@@ -234,7 +238,7 @@ fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store:
 /// action's binding and the action was claimable; its `outcome.json` (at most one) has a status
 /// and a lifecycle the closure table, the legacy mapping or the sweep can produce from the
 /// action's initial lifecycle, names the claim's attempt when it names one, and holds no
-/// unredacted secret. In the `nibble` layout the pending index agrees with the records in both
+/// unredacted secret. In a layout with the pending index (`hex2x2`, `nibble`), the index agrees with the records in both
 /// directions (`finality-pending-missing`, `-extra`, `-time`). The findings come sorted.
 ///
 /// # Cost

@@ -120,16 +120,19 @@ impl Store {
     /// Like [`Store::write_commit`], and also moves each file `from` → `to` of `moves`: the
     /// file goes from `from` and the same blob (same id, never read or written again) appears
     /// at `to`. For a layout migration, which changes where records live and never their bytes.
+    /// With `replace`, a file of `files` may replace an existing one (a migration's new layout
+    /// record); a move's `to` never may.
     ///
     /// # Errors
     /// As [`Store::write_commit`]; a `from` that is not a file is [`Error::NotAFile`], a `to`
-    /// that exists or that `files` also writes is [`Error::Conflict`] or
-    /// [`Error::DuplicatePath`].
+    /// that exists (or a file of `files` that exists, without `replace`) is [`Error::Conflict`],
+    /// a `to` that `files` also writes [`Error::DuplicatePath`].
     pub fn write_commit_moving<B: AsRef<[u8]> + Sync>(
         &self,
         base: Option<CommitId>,
         files: &[(String, B)],
         moves: &[(String, String)],
+        replace: bool,
         message: &str,
         sig: &Signature,
     ) -> Result<CommitId, Error> {
@@ -138,7 +141,7 @@ impl Store {
             files,
             &[],
             moves,
-            false,
+            replace,
             message,
             sig,
         )

@@ -120,7 +120,7 @@ fn earlier_releases_repositories_verify_and_read_the_same() {
                     cli(&Env::new(), &["maintain", "--repo", repo_arg, "--json"]);
                 assert_eq!(code, 0, "{name}: maintain failed: {err}");
                 let done: serde_json::Value = serde_json::from_str(&out).unwrap();
-                assert_eq!(done["layout"], "nibble", "{name}: {out}");
+                assert_eq!(done["layout"], "hex2x2", "{name}: {out}");
                 let (_, again, _) = cli(&Env::new(), &["maintain", "--repo", repo_arg, "--json"]);
                 let again: serde_json::Value = serde_json::from_str(&again).unwrap();
                 assert_eq!(

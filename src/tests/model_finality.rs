@@ -12,10 +12,11 @@
 //! one-shot outcome with its closure table, the legacy close of a running action, the sweep of
 //! pending outcomes created more than the timeout ago, and the single operator decision.
 //!
-//! The sequences run on a new repository (the `nibble` layout and its pending index), and on
-//! one in the `flat` layout of repositories written before layouts were versioned, where a
-//! `Migrate` step (what `maintain` runs) can move the records to `nibble` at any point: the
-//! answers before and after it must follow the same model.
+//! The sequences run on a new repository (the default `hex2x2` layout and its pending index),
+//! and on one in an older layout (`flat`, of repositories written before layouts were
+//! versioned, or `nibble`, the default of 0.1.x), where a `Migrate` step (what `maintain` runs)
+//! can move the records to the default at any point: the answers before and after it must
+//! follow the same model.
 #![cfg(test)]
 
 use std::collections::BTreeMap;
@@ -112,7 +113,7 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// The steps of a sequence on a `flat` repository: those of [`step`], and the migration.
+/// The steps of a sequence on a repository of an older layout: those of [`step`], and the migration.
 fn step_or_migrate() -> impl Strategy<Value = Step> {
     prop_oneof![12 => step(), 1 => Just(Step::Migrate)]
 }
@@ -172,8 +173,8 @@ struct Model {
     now: i64,
     actions: BTreeMap<usize, Action>,
     attempts: u64,
-    /// The repository is in the `flat` layout (it holds records and was not migrated).
-    flat: bool,
+    /// The older layout the repository is in (it holds records and was not migrated).
+    older: Option<Layout>,
     /// The sweeper's sightings: one writer whose clock is right, which witnesses the actions
     /// it creates, so the sweep times them from their creation.
     observations: Observations,
@@ -455,14 +456,18 @@ fn run_step(
         Step::Migrate => {
             let got = migrate::migrate(store, REF, &crate::finality::test_support::sig())
                 .map_err(|e| TestCaseError::fail(format!("migrate: {e}")))?;
-            if model.flat {
-                prop_assert!(matches!(got, migrate::Migrated::Moved { .. }), "{:?}", got);
-                model.flat = false;
+            if let Some(from) = model.older {
+                prop_assert!(
+                    matches!(got, migrate::Migrated::Moved { from: f, to: Layout::DEFAULT, .. } if f == from),
+                    "{:?}",
+                    got
+                );
+                model.older = None;
             } else {
                 prop_assert!(
                     matches!(
                         got,
-                        migrate::Migrated::AlreadyCurrent(Layout::Nibble)
+                        migrate::Migrated::AlreadyCurrent(Layout::DEFAULT)
                             | migrate::Migrated::Empty
                     ),
                     "{:?}",
@@ -478,11 +483,7 @@ fn run_step(
     )
     .map_err(|e| TestCaseError::fail(format!("layout: {e}")))?;
     if !detected.fresh {
-        let want = if model.flat {
-            Layout::Flat
-        } else {
-            Layout::Nibble
-        };
+        let want = model.older.unwrap_or(Layout::DEFAULT);
         prop_assert_eq!(detected.layout, want, "after {:?}", step);
     }
     Ok(())
@@ -611,12 +612,13 @@ proptest! {
 
     #[test]
     fn finality_matches_its_model_across_a_migration(
+        older in prop_oneof![Just(Layout::Flat), Just(Layout::Nibble)],
         steps in prop::collection::vec(step_or_migrate(), 1..32),
     ) {
         let (dir, store) = repo();
         let path = dir.path().join("state.git");
-        // A terminal action outside the model's four makes the repository `flat` once
-        // flattened; no sweep or claim of the sequence can touch it.
+        // A terminal action outside the model's four gives the repository records to move to
+        // the older layout; no sweep or claim of the sequence can touch it.
         let (seed, opts) = ("act_seed", options(REF));
         let t0 = Timestamp::from_millis(T0);
         create_action(&store, &opts, &new_action(seed), t0).expect("seed created");
@@ -630,8 +632,8 @@ proptest! {
             attempt_id: None,
         };
         report_outcome(&store, &opts, seed, &done, &Settler::Operator, t0).expect("seed completed");
-        crate::finality::test_support::flatten(&store);
-        let mut model = Model { now: T0, flat: true, ..Model::default() };
+        crate::finality::test_support::relayout(&store, older);
+        let mut model = Model { now: T0, older: Some(older), ..Model::default() };
         for s in &steps {
             run_step(&store, &path, &mut model, s)?;
             compare_states(&store, &model, s)?;

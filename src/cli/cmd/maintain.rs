@@ -1,7 +1,7 @@
 //! `maintain`: the finality layout's migration and the heavier pack consolidation, on demand.
 //!
-//! A repository whose finality records are in the `flat` layout is first migrated to `nibble`
-//! ([`finality::migrate`]): one verified commit, records' bytes unchanged, one
+//! A repository whose finality records are in an older layout (`flat` or `nibble`) is first
+//! migrated to the default layout, `hex2x2` ([`finality::migrate`]): one verified commit, records' bytes unchanged, one
 //! compare-and-swap. The consolidation then packs what the migration wrote with the rest.
 //!
 //! Every landed commit (a publication, a compaction, a finality operation, a batch of `serve`)
@@ -64,20 +64,24 @@ pub(in crate::cli) fn run(
         Migrated::AlreadyCurrent(l) => (Value::str(l.name()), None, 0, 0),
         Migrated::Empty => (Value::Null, None, 0, 0),
         Migrated::Moved {
+            to,
             commit,
             records,
             pending,
-        } => (
-            Value::str(finality::Layout::Nibble.name()),
-            Some(*commit),
-            *records,
-            *pending,
-        ),
+            ..
+        } => (Value::str(to.name()), Some(*commit), *records, *pending),
     };
-    if !json && let Migrated::Moved { commit, .. } = &migrated {
+    if !json
+        && let Migrated::Moved {
+            from, to, commit, ..
+        } = &migrated
+    {
         out.data(&format!(
-            "migrated the finality records to the nibble layout at {commit}: {records} \
-                 record(s) moved with their bytes unchanged, {entries} pending-index entr{}",
+            "migrated the finality records from the {} to the {} layout at {commit}: \
+             {records} record(s) moved with their bytes unchanged, {entries} pending-index \
+             entr{} written",
+            from.name(),
+            to.name(),
             if entries == 1 { "y" } else { "ies" }
         ));
     }
