@@ -1218,10 +1218,7 @@ pub fn read_at_target<T>(
     target: &Target,
     read: impl FnOnce(&Overlay<'_>) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let tip = target.tip(store, &options.ref_name).map_err(|e| match e {
-        crate::store::remote::TipError::Transport(e) => Error::Remote(e),
-        crate::store::remote::TipError::Store(e) => Error::Store(e),
-    })?;
+    let tip = target.tip(store, &options.ref_name)?;
     let ov = Overlay::new(store.snapshot(tip)?)?;
     read(&ov)
 }

@@ -214,6 +214,17 @@ pub enum Error {
     RemoteRewritten(store::remote::Rewritten),
 }
 
+/// A target's tip that could not be read: the local ref ([`Error::Store`]) or the remote
+/// ([`Error::Remote`], an unavailable dependency, never invalid input).
+impl From<store::remote::TipError> for Error {
+    fn from(e: store::remote::TipError) -> Error {
+        match e {
+            store::remote::TipError::Store(e) => Error::Store(e),
+            store::remote::TipError::Transport(e) => Error::Remote(e),
+        }
+    }
+}
+
 // The landing loop's failures as the variants above (`store::land`).
 crate::store::land::impl_from_land_error!(Error);
 

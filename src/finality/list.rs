@@ -50,7 +50,7 @@ use super::state::State;
 use super::status::{Lifecycle, OutcomeStatus, Verdict};
 use super::{Error, format_time};
 use crate::finding::Rule;
-use crate::store::remote::{Target, TipError};
+use crate::store::remote::Target;
 use crate::store::{Snapshot, Store};
 
 /// `limit` of an action listing when none is given (the reference's).
@@ -415,10 +415,7 @@ pub fn list_at(
     ref_name: &str,
     q: &ActionQuery,
 ) -> Result<ActionPage, ListError> {
-    let tip = target.tip(store, ref_name).map_err(|e| match e {
-        TipError::Transport(e) => Error::Remote(e),
-        TipError::Store(e) => Error::Store(e),
-    })?;
+    let tip = target.tip(store, ref_name).map_err(Error::from)?;
     let snap = store.snapshot(tip).map_err(Error::from)?;
     list_actions(&Overlay::new(snap)?, q)
 }

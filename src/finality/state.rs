@@ -17,7 +17,7 @@ use super::records::{
 use super::status::{Lifecycle, OutcomeStatus};
 use crate::canonical::Value;
 use crate::identity::Digest;
-use crate::store::remote::{Target, TipError};
+use crate::store::remote::Target;
 use crate::store::{self, Snapshot, Store};
 use crate::time::Timestamp;
 
@@ -358,10 +358,7 @@ pub fn show_at(
         action_id: action_id.to_owned(),
     };
     let id = ActionId::parse(action_id).ok_or_else(not_found)?;
-    let tip = target.tip(store, ref_name).map_err(|e| match e {
-        TipError::Transport(e) => Error::Remote(e),
-        TipError::Store(e) => Error::Store(e),
-    })?;
+    let tip = target.tip(store, ref_name)?;
     let snap = store.snapshot(tip)?;
     read_state(&snap, &id)?.ok_or_else(not_found)
 }
