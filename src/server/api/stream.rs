@@ -83,7 +83,12 @@ pub const CHANNEL: usize = 1024;
 /// The default of [`crate::server::Settings::max_streams`].
 pub const DEFAULT_MAX_STREAMS: u32 = 256;
 
-/// A change to an action, to be told to the subscribers that may read it.
+/// The names of the events of actions ([`Event::name`]): the stream sends them, and the webhooks
+/// ([`crate::server::webhooks`]) deliver them.
+pub const EVENT_NAMES: [&str; 2] = ["action.created", "action.updated"];
+
+/// A change to an action, to be told to the subscribers that may read it (and, with `serve
+/// --webhooks`, delivered to the webhooks that want it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     /// DashClaw's event name: `action.created` or `action.updated`.
@@ -98,7 +103,7 @@ impl Event {
     /// `action.created` for `state`, whose row is `row`.
     pub fn created(state: &ActionState, row: Value) -> Event {
         Event {
-            name: "action.created",
+            name: EVENT_NAMES[0],
             created_by: state.action.created_by.clone(),
             data: row,
         }
@@ -107,7 +112,7 @@ impl Event {
     /// `action.updated` for `state`, whose row is `row`.
     pub fn updated(state: &ActionState, row: Value) -> Event {
         Event {
-            name: "action.updated",
+            name: EVENT_NAMES[1],
             created_by: state.action.created_by.clone(),
             data: row,
         }
