@@ -20,7 +20,9 @@
 //!
 //! The writer thread ([`crate::server::writer`]) sends an operation's events on a broadcast
 //! channel after its batch landed, never before and never for an operation that refused or a
-//! batch that did not land. Sending never blocks the writer.
+//! batch that did not land. Sending never blocks the writer. With `serve --webhooks`, the same
+//! events are written to the webhooks' durable outbox first and POSTed to the endpoints that
+//! want them ([`crate::server::webhooks`]).
 //!
 //! # Scoping, limits
 //!
