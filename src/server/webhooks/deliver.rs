@@ -214,7 +214,9 @@ async fn run(hooks: Arc<Webhooks>, mut stop: tokio::sync::watch::Receiver<bool>)
         if stopping && inflight.is_empty() {
             return;
         }
-        let next_due = if stopping {
+        // Nothing to wait for while stopping, or while every slot is taken (a slot frees when
+        // a request in flight settles): the loop would spin on a due time already past.
+        let next_due = if stopping || inflight.len() >= MAX_IN_FLIGHT {
             None
         } else {
             items.values().filter(|i| !i.running).map(|i| i.due).min()
