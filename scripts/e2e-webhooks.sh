@@ -166,10 +166,10 @@ ok "serve restarted with SIGTERM, then SIGKILLed after $killed_at receptions whi
 # Wait until the outbox is empty, then compare.
 metrics() { "$py" -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=5).read().decode())' "$url"; }
 for _ in $(seq 300); do
-  metrics | grep -q '^action_ledger_webhook_outbox_pending 0$' && break
+  metrics >"$work/metrics.txt" || true
+  grep -q '^action_ledger_webhook_outbox_pending 0$' "$work/metrics.txt" && break
   sleep 0.1
 done
-metrics >"$work/metrics.txt"
 grep -q '^action_ledger_webhook_outbox_pending 0$' "$work/metrics.txt" || fail "the outbox did not empty: $(grep webhook "$work/metrics.txt")"
 grep -q '^action_ledger_webhook_dead_letters 0$' "$work/metrics.txt" || fail "dead letters: $(grep webhook "$work/metrics.txt")"
 grep -q 'action_ledger_webhook_deliveries_total{endpoint="all",result="delivered"} [1-9]' "$work/metrics.txt" || fail "no delivery counted"
