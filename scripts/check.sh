@@ -70,6 +70,8 @@ step "execution finality races (concurrent claims; a report against the sweep)"
 scripts/finality-race.sh
 step "serve with the real DashClaw SDK (skips when the package index is unreachable)"
 scripts/e2e-serve.sh
+step "serve's webhooks: signed deliveries to a receiver across a restart and a SIGKILL, each exactly once after de-duplication (skips when the package index is unreachable)"
+scripts/e2e-webhooks.sh
 step "the operators' dashboard in headless Chromium over the DevTools protocol (skips without chromium)"
 scripts/e2e-dashboard.sh
 step "the README's GitHub Actions workflows and the action's steps, run verbatim in a simulated runner (the install's download from a local release) against a hooked server"

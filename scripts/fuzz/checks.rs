@@ -176,6 +176,7 @@ pub fn serve_settings(repo: std::path::PathBuf) -> al::server::Settings {
         batch_linger: Duration::from_millis(1),
         client_timeout: Duration::from_secs(5),
         max_streams: al::server::api::stream::DEFAULT_MAX_STREAMS as usize,
+        webhooks: None,
         clock: Arc::new(|| al::time::Timestamp::from_millis(T0)),
         log: Arc::new(|_| {}),
     }

@@ -451,7 +451,11 @@ pub(super) enum Command {
     /// answers the request, writer, sweep and reload metrics in the OpenMetrics text format that
     /// Prometheus reads. Each request leaves one JSON line on stderr (`"type":"access"`: method,
     /// route template, status, duration_ms, principal, x-request-id; never a key, body or query
-    /// string); --quiet drops it with the other diagnostics. A batch of records lands as one pack: run `git gc` on the repository now and
+    /// string); --quiet drops it with the other diagnostics. --webhooks FILE also POSTs each
+    /// event of the stream, signed as DashClaw signs webhooks, to the endpoints the file lists,
+    /// from a durable outbox (written before the request is answered, drained at start;
+    /// at-least-once, de-duplicated by X-DashClaw-Delivery); SIGHUP reads that file again too.
+    /// A batch of records lands as one pack: run `git gc` on the repository now and
     /// then.
     Serve(ServeArgs),
     /// Fold every month older than the retention window into monthly segments, removing its hot
@@ -1101,6 +1105,16 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value_t = 256, hide = true,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub(super) max_batch: u32,
+    /// Webhooks (JSON: `{"endpoints":[{"name", "url", "secret" | "secret_file", "events":
+    /// ["all"] | ["action.created", "action.updated"]}], "retry": {"max_attempts",
+    /// "initial_backoff_ms", "max_backoff_ms"}, "timeout_ms"}`): each event of `GET
+    /// /api/stream` is POSTed to the endpoints that want it, signed (`X-DashClaw-Signature`:
+    /// hex HMAC-SHA256 of the body), with `X-DashClaw-Event` and `X-DashClaw-Delivery` (the same
+    /// id on every retry), through a durable outbox in the repository, retried with backoff,
+    /// kept as a dead letter when its attempts run out. A malformed file is refused at start;
+    /// SIGHUP reads it again.
+    #[arg(long, value_name = "FILE")]
+    pub(super) webhooks: Option<PathBuf>,
     /// Most `GET /api/stream` (Server-Sent Events) subscribers open at once; past it, 503.
     #[arg(long, default_value_t = crate::server::api::stream::DEFAULT_MAX_STREAMS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65_536))]

@@ -64,6 +64,7 @@ fn server(insecure_no_auth: bool) -> Server {
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
         max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS as usize,
+        webhooks: None,
         clock: Arc::new(|| Timestamp::from_millis(1_772_366_400_000)),
         log: Arc::new(|_| {}),
     };

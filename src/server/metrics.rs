@@ -13,10 +13,16 @@
 //! | `action_ledger_sweep_runs_total` | counter | `result` (`ok`, `failed`) | sweeps (the timer's and the cron endpoint's) |
 //! | `action_ledger_sweep_actions_swept_total` | counter | | actions the sweeps moved to `lost_confirmation` |
 //! | `action_ledger_reloads_total` | counter | `result` (`ok`, `refused`) | SIGHUP reloads of the keys and policy |
+//! | `action_ledger_webhook_deliveries_total` | counter | `endpoint`, `result` (`delivered`, `failed_attempt`, `dead`) | webhook attempts that succeeded, attempts that failed and will be retried, deliveries given up ([`crate::server::webhooks`]) |
+//! | `action_ledger_webhook_outbox_pending` | gauge | | webhook deliveries in the outbox, not yet settled |
+//! | `action_ledger_webhook_dead_letters` | gauge | | webhook deliveries kept in the outbox's `dead/` directory (this run's and earlier ones) |
+//! | `action_ledger_webhook_enqueue_failures_total` | counter | | landed events whose deliveries could not be written to the outbox |
+//! | `action_ledger_webhook_reloads_total` | counter | `result` (`ok`, `refused`) | SIGHUP reloads of the webhooks file |
 //!
 //! Labels hold only values from fixed sets: `route` is the route's template
 //! (`/api/actions/{id}`, never an action id), `unmatched` for a path no route has; `method` is
-//! one of the methods the routes use or `other`; `status` is the HTTP status. No label holds a
+//! one of the methods the routes use or `other`; `status` is the HTTP status; `endpoint` is the name the webhooks file gives an
+//! endpoint (1 to 64 of `A-Z a-z 0-9 . _ -`, at most 32 of them). No label holds a
 //! key, a principal, a path or a URL. The number of pending actions is not exported: the
 //! server knows it only by scanning the ledger (what the sweep does), which a scrape must not
 //! cost.
@@ -53,6 +59,12 @@ struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    endpoint: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: &'static str,
 }
@@ -77,6 +89,11 @@ pub struct Metrics {
     sweep_runs: Family<ResultLabels, Counter>,
     swept: Counter,
     reloads: Family<ResultLabels, Counter>,
+    webhook_deliveries: Family<WebhookLabels, Counter>,
+    webhook_pending: Gauge,
+    webhook_dead_letters: Gauge,
+    webhook_enqueue_failures: Counter,
+    webhook_reloads: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -146,12 +163,45 @@ impl Metrics {
             "Reloads of the keys and the policy (SIGHUP), by result",
             reloads.clone(),
         );
+        let webhook_deliveries = Family::<WebhookLabels, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook attempts by endpoint and result (delivered, failed_attempt: retried later, dead: given up)",
+            webhook_deliveries.clone(),
+        );
+        let webhook_pending = Gauge::default();
+        registry.register(
+            "webhook_outbox_pending",
+            "Webhook deliveries in the outbox, not yet settled",
+            webhook_pending.clone(),
+        );
+        let webhook_dead_letters = Gauge::default();
+        registry.register(
+            "webhook_dead_letters",
+            "Webhook deliveries given up and kept in the outbox's dead/ directory",
+            webhook_dead_letters.clone(),
+        );
+        let webhook_enqueue_failures = Counter::default();
+        registry.register(
+            "webhook_enqueue_failures",
+            "Landed events whose webhook deliveries could not be written to the outbox",
+            webhook_enqueue_failures.clone(),
+        );
+        let webhook_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "webhook_reloads",
+            "Reloads of the webhooks file (SIGHUP), by result",
+            webhook_reloads.clone(),
+        );
         // Every result from the start, at zero: a series that appears late is missed by `rate`.
         for result in ["ok", "failed"] {
             sweep_runs.get_or_create(&ResultLabels { result }).inc_by(0);
         }
         for result in ["ok", "refused"] {
             reloads.get_or_create(&ResultLabels { result }).inc_by(0);
+            webhook_reloads
+                .get_or_create(&ResultLabels { result })
+                .inc_by(0);
         }
         Metrics {
             registry,
@@ -164,6 +214,11 @@ impl Metrics {
             sweep_runs,
             swept,
             reloads,
+            webhook_deliveries,
+            webhook_pending,
+            webhook_dead_letters,
+            webhook_enqueue_failures,
+            webhook_reloads,
         }
     }
 
@@ -232,6 +287,71 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// Sets every webhook series of `endpoint` at zero (a series that appears late is missed by
+    /// `rate`).
+    pub fn webhook_endpoint(&self, endpoint: &str) {
+        for result in ["delivered", "failed_attempt", "dead"] {
+            self.webhook(endpoint, result).inc_by(0);
+        }
+    }
+
+    fn webhook(
+        &self,
+        endpoint: &str,
+        result: &'static str,
+    ) -> impl std::ops::Deref<Target = Counter> + '_ {
+        self.webhook_deliveries.get_or_create(&WebhookLabels {
+            endpoint: endpoint.to_owned(),
+            result,
+        })
+    }
+
+    /// `n` webhook deliveries are pending in the outbox (queued now, or found at start).
+    pub fn webhook_queued(&self, n: usize) {
+        self.webhook_pending.inc_by(n as i64);
+    }
+
+    /// A pending webhook delivery was settled (delivered or given up).
+    pub fn webhook_settled(&self) {
+        self.webhook_pending.dec();
+    }
+
+    /// A webhook delivery to `endpoint` was answered 2xx.
+    pub fn webhook_delivered(&self, endpoint: &str) {
+        self.webhook(endpoint, "delivered").inc();
+    }
+
+    /// An attempt of a webhook delivery to `endpoint` failed; it is retried.
+    pub fn webhook_attempt_failed(&self, endpoint: &str) {
+        self.webhook(endpoint, "failed_attempt").inc();
+    }
+
+    /// A webhook delivery to `endpoint` was given up and kept as a dead letter.
+    pub fn webhook_dead(&self, endpoint: &str) {
+        self.webhook(endpoint, "dead").inc();
+        self.webhook_dead_letters.inc();
+    }
+
+    /// The outbox holds `n` dead letters (at start).
+    pub fn webhook_dead_letters(&self, n: u64) {
+        self.webhook_dead_letters.set(n as i64);
+    }
+
+    /// The deliveries of `events` landed events could not be written to the outbox.
+    pub fn webhook_enqueue_failed(&self, events: usize) {
+        self.webhook_enqueue_failures.inc_by(events as u64);
+    }
+
+    /// A reload of the webhooks file was tried.
+    pub fn webhook_reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "refused" };
+        self.webhook_reloads
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+}
+
 /// The `method` label: the methods the routes use, else `other` (a label never holds what a
 /// client made up).
 pub fn method_label(method: &axum::http::Method) -> &'static str {
@@ -262,6 +382,15 @@ mod tests {
         m.sweep(Some(4));
         m.sweep(None);
         m.reload(false);
+        m.webhook_endpoint("ops");
+        m.webhook_queued(3);
+        m.webhook_delivered("ops");
+        m.webhook_attempt_failed("ops");
+        m.webhook_dead("ops");
+        m.webhook_settled();
+        m.webhook_settled();
+        m.webhook_enqueue_failed(2);
+        m.webhook_reload(true);
         let text = m.encode();
         for want in [
             r#"action_ledger_http_requests_total{method="GET",route="/api/actions/{id}",status="404"} 1"#,
@@ -274,6 +403,13 @@ mod tests {
             r#"action_ledger_sweep_runs_total{result="failed"} 1"#,
             "action_ledger_sweep_actions_swept_total 4",
             r#"action_ledger_reloads_total{result="refused"} 1"#,
+            r#"action_ledger_webhook_deliveries_total{endpoint="ops",result="delivered"} 1"#,
+            r#"action_ledger_webhook_deliveries_total{endpoint="ops",result="failed_attempt"} 1"#,
+            r#"action_ledger_webhook_deliveries_total{endpoint="ops",result="dead"} 1"#,
+            "action_ledger_webhook_outbox_pending 1",
+            "action_ledger_webhook_dead_letters 1",
+            "action_ledger_webhook_enqueue_failures_total 2",
+            r#"action_ledger_webhook_reloads_total{result="ok"} 1"#,
             "# EOF",
         ] {
             assert!(text.contains(want), "{want}\n{text}");

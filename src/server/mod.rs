@@ -69,6 +69,15 @@
 //! the rule it breaks (keys-file errors never quote a column that may hold a key). The reloads
 //! are counted in `/metrics`. SIGINT and SIGTERM still stop the server gracefully.
 //!
+//! With `--webhooks FILE`, SIGHUP also reads the webhooks file again ([`webhooks`]): a malformed
+//! file keeps the webhooks in force and logs why, independently of the keys and the policy.
+//!
+//! # Webhooks
+//!
+//! The events of `GET /api/stream` are also POSTed, signed with HMAC-SHA256 as DashClaw signs
+//! them, to the endpoints of `--webhooks FILE`, through a durable outbox the writer fills after
+//! each landed commit and before it answers, and a background task drains ([`webhooks`]).
+//!
 //! The library reads neither the clock nor the environment: [`Settings`] carries everything,
 //! including a [`Clock`] that tests drive.
 
@@ -89,10 +98,15 @@ pub mod auth;
 pub mod dashboard;
 pub mod metrics;
 pub mod policy;
+pub mod webhooks;
 pub mod writer;
 
 #[cfg(test)]
 mod hostile_tests;
+
+/// How long a stopping server waits for the webhook requests in flight to be answered; those
+/// still unanswered then are sent again after the next start.
+const DELIVERER_STOP: Duration = Duration::from_secs(5);
 
 /// Largest request body (64 KiB); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -154,6 +168,9 @@ pub struct Settings {
     /// At most this many `GET /api/stream` subscribers at once; past it, 503
     /// ([`api::stream`]).
     pub max_streams: usize,
+    /// The webhooks of `--webhooks FILE` and how to read the file again on SIGHUP
+    /// ([`webhooks`]); `None`: no webhooks.
+    pub webhooks: Option<webhooks::Setup>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
     /// Diagnostics.
@@ -222,6 +239,9 @@ pub enum Error {
     /// SIGHUP could not be taken over.
     #[error("cannot listen for SIGHUP: {0}")]
     Signal(std::io::Error),
+    /// The webhooks' outbox could not be opened.
+    #[error(transparent)]
+    Webhooks(#[from] webhooks::StartError),
 }
 
 /// Whether `addr` is a loopback address (the only place `--insecure-no-auth` is accepted).
@@ -323,6 +343,9 @@ pub async fn serve(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let sweeper = api::spawn_sweeper(&app);
+    let deliverer = app
+        .webhooks()
+        .map(|hooks| webhooks::spawn_deliverer(hooks.clone(), app.stopped()));
     let router = api::router(app.clone());
     // A sweep's scan in flight (the timer's, or a cron request's that the graceful shutdown
     // would wait for) holds the app, and so the writer's queue, until it returns: told at the
@@ -344,6 +367,13 @@ pub async fn serve(
     // The router's clones of the app are gone with the connections: the queue closes and the
     // writer finishes its last batch.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    // The webhooks' task settles the requests in flight (no new one starts once stopping);
+    // whatever is left stays in the outbox for the next start.
+    if let Some(mut d) = deliverer
+        && tokio::time::timeout(DELIVERER_STOP, &mut d).await.is_err()
+    {
+        d.abort();
+    }
     result.map_err(|source| Error::Io { addr, source })
 }
 

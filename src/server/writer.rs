@@ -27,8 +27,12 @@ pub struct Answer {
     /// Send `Cache-Control: no-store` (claims).
     pub no_store: bool,
     /// What the operation changed, told to `GET /api/stream`'s subscribers once (and only if)
-    /// its batch landed ([`crate::server::api::stream`]).
+    /// its batch landed ([`crate::server::api::stream`]), and queued for the webhooks that want
+    /// them ([`crate::server::webhooks`]).
     pub events: Vec<Event>,
+    /// How many webhook deliveries the writer queued for [`Answer::events`] once its batch
+    /// landed (set by the writer; what the sweep reports as `webhooks_fired`).
+    pub webhooks_queued: usize,
 }
 
 impl Answer {
@@ -39,6 +43,7 @@ impl Answer {
             body,
             no_store: false,
             events: Vec::new(),
+            webhooks_queued: 0,
         }
     }
 
@@ -161,7 +166,9 @@ impl Writer {
     /// operations, gathered for at most `linger` after the first. Its queue, batches and
     /// roll-ups are counted in `metrics`. Batches land on `target`, whatever `options.target`
     /// says, and the writer's own roll-up thread rolls the packs up after each landed batch,
-    /// whatever `options.roll_up` says.
+    /// whatever `options.roll_up` says. The events of a landed batch are written to the
+    /// `webhooks` outbox (when configured) before any of its requests is answered, then sent to
+    /// `events`.
     ///
     /// # Errors
     /// When the thread cannot be spawned or the repository cannot be opened.
@@ -177,6 +184,7 @@ impl Writer {
         log: super::Log,
         metrics: Arc<Metrics>,
         events: tokio::sync::broadcast::Sender<Arc<Event>>,
+        webhooks: Option<Arc<super::webhooks::Webhooks>>,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
@@ -282,14 +290,36 @@ impl Writer {
                         (failed, false)
                     });
                     // Only what landed is told: an operation that refused, or a batch that did
-                    // not land, emits nothing. A send never blocks (the channel is a ring: a
-                    // slow subscriber lags and is dropped, `api::stream`).
-                    for answer in results.iter_mut().filter_map(|r| r.as_mut().ok()) {
-                        for event in std::mem::take(&mut answer.events) {
+                    // not land, emits nothing. The webhooks' deliveries are durable in their
+                    // outbox before any request of the batch is answered (they are posted in the
+                    // background). A send never blocks (the channel is a ring: a slow
+                    // subscriber lags and is dropped, `api::stream`).
+                    let mut landed: Vec<(usize, Event)> = Vec::new();
+                    for (i, result) in results.iter_mut().enumerate() {
+                        if let Ok(answer) = result {
+                            let told = std::mem::take(&mut answer.events);
                             if committed {
-                                let _ = events.send(Arc::new(event));
+                                landed.extend(told.into_iter().map(|e| (i, e)));
                             }
                         }
+                    }
+                    if let Some(hooks) = &webhooks
+                        && !landed.is_empty()
+                    {
+                        let told: Vec<&Event> = landed.iter().map(|(_, e)| e).collect();
+                        match hooks.enqueue(&told) {
+                            Ok(counts) => {
+                                for ((i, _), n) in landed.iter().zip(counts) {
+                                    if let Some(Ok(answer)) = results.get_mut(*i) {
+                                        answer.webhooks_queued += n;
+                                    }
+                                }
+                            }
+                            Err(e) => hooks.enqueue_failed(told.len(), &e),
+                        }
+                    }
+                    for (_, event) in landed {
+                        let _ = events.send(Arc::new(event));
                     }
                     // Requests that did not land are answered 503 with the reason; the
                     // operator reads the cause (a full disk, an I/O error) in the log.
@@ -358,6 +388,7 @@ mod tests {
             Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned())),
             Arc::new(Metrics::new()),
             tokio::sync::broadcast::channel(4).0,
+            None,
         )
         .unwrap();
         let r = writer

@@ -6,7 +6,9 @@
 //! contradictory or unsafe settings (no key without `--insecure-no-auth`, which is allowed on a
 //! loopback address only). SIGINT or SIGTERM stop it after the requests in flight. SIGHUP reads
 //! the keys file and the policy file again ([`keys_and_policy`], the server's reload source):
-//! the key of the environment, read once at start, is kept.
+//! the key of the environment, read once at start, is kept. With `--webhooks FILE`, the webhooks
+//! file is read at start (a malformed one refuses the start) and again on each SIGHUP
+//! ([`crate::server::webhooks`]).
 
 use crate::canonical::Value;
 use crate::finality;
@@ -69,6 +71,22 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         )
     });
     let server::Access { keys, policy } = reload().map_err(Failure::input)?;
+    // The webhooks file: refused at start when malformed (naming the file, field and rule,
+    // never a secret), read again on SIGHUP.
+    let webhooks = match a.webhooks.clone() {
+        Some(path) => {
+            let config =
+                server::webhooks::Config::load(&path).map_err(|e| Failure::input(e.to_string()))?;
+            let source: server::webhooks::Source = std::sync::Arc::new(move || {
+                server::webhooks::Config::load(&path).map_err(|e| e.to_string())
+            });
+            Some(server::webhooks::Setup {
+                config,
+                reload: Some(source),
+            })
+        }
+        None => None,
+    };
     let addr = a
         .listen
         .to_socket_addrs()
@@ -133,6 +151,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
         batch_linger: std::time::Duration::from_millis(5),
         client_timeout: std::time::Duration::from_secs(30),
         max_streams: a.max_streams as usize,
+        webhooks,
         clock: serve_clock(env)?,
         // Straight to file descriptor 2: `main` holds the lock of `std::io::stderr` for the whole
         // run, so `eprintln!` from the server's threads would wait for it forever. Every line is

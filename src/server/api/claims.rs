@@ -176,6 +176,7 @@ pub(super) async fn patch_action(
                     ]),
                     no_store: true,
                     events: Vec::new(),
+                    webhooks_queued: 0,
                 })
             },
         );

@@ -121,6 +121,8 @@ pub struct App {
     streams: Arc<tokio::sync::Semaphore>,
     /// Set to `true` by [`App::stop`]: the open streams end.
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// The webhooks (`--webhooks`), shared with the writer and the delivery task.
+    webhooks: Option<Arc<crate::server::webhooks::Webhooks>>,
 }
 
 impl App {
@@ -143,6 +145,7 @@ impl App {
             &settings.options.ref_name,
             &settings.target,
         );
+        let git_dir = store.git_dir().to_owned();
         drop(store);
         let seen = observations::load(&observations_file).unwrap_or_else(|e| {
             (settings.log)(&format!("sweep observations ignored: {e}"));
@@ -150,6 +153,26 @@ impl App {
         });
         let metrics = Arc::new(Metrics::new());
         let events = stream::channel();
+        let webhooks = match &settings.webhooks {
+            Some(setup) => {
+                let dir = crate::server::webhooks::outbox_dir(
+                    &git_dir,
+                    &settings.options.ref_name,
+                    &settings.target,
+                );
+                for e in &setup.config.endpoints {
+                    metrics.webhook_endpoint(&e.name);
+                }
+                Some(crate::server::webhooks::Webhooks::start(
+                    setup.clone(),
+                    &dir,
+                    metrics.clone(),
+                    settings.log.clone(),
+                    settings.clock.clone(),
+                )?)
+            }
+            None => None,
+        };
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
@@ -160,6 +183,7 @@ impl App {
             settings.log.clone(),
             metrics.clone(),
             events.clone(),
+            webhooks.clone(),
         )
         .map_err(Error::Thread)?;
         let streams = Arc::new(tokio::sync::Semaphore::new(settings.max_streams));
@@ -186,6 +210,7 @@ impl App {
                 events,
                 streams,
                 shutdown: tokio::sync::watch::channel(false).0,
+                webhooks,
             }),
             handle,
         ))
@@ -208,6 +233,11 @@ impl App {
     /// # Errors
     /// [`ReloadError`]: why nothing changed.
     pub fn reload(&self) -> Result<(), ReloadError> {
+        // The webhooks file is read again on its own: a malformed one keeps the webhooks in
+        // force (and is logged by it), whatever happens to the keys and the policy.
+        if let Some(hooks) = &self.webhooks {
+            let _ = hooks.reload();
+        }
         let result = self.try_reload();
         self.metrics.reload(result.is_ok());
         match &result {
@@ -239,6 +269,16 @@ impl App {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(fresh);
         Ok(())
+    }
+
+    /// The webhooks (`--webhooks`), when configured.
+    pub fn webhooks(&self) -> Option<&Arc<crate::server::webhooks::Webhooks>> {
+        self.webhooks.as_ref()
+    }
+
+    /// Turns `true` when [`App::stop`] is called.
+    pub fn stopped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
     }
 
     /// Tells the work that can take long (a sweep's scan) to give up and ends the open event

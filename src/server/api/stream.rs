@@ -20,7 +20,9 @@
 //!
 //! The writer thread ([`crate::server::writer`]) sends an operation's events on a broadcast
 //! channel after its batch landed, never before and never for an operation that refused or a
-//! batch that did not land. Sending never blocks the writer.
+//! batch that did not land. Sending never blocks the writer. With `serve --webhooks`, the same
+//! events are written to the webhooks' durable outbox first and POSTed to the endpoints that
+//! want them ([`crate::server::webhooks`]).
 //!
 //! # Scoping, limits
 //!
@@ -83,7 +85,12 @@ pub const CHANNEL: usize = 1024;
 /// The default of [`crate::server::Settings::max_streams`].
 pub const DEFAULT_MAX_STREAMS: u32 = 256;
 
-/// A change to an action, to be told to the subscribers that may read it.
+/// The names of the events of actions ([`Event::name`]): the stream sends them, and the webhooks
+/// ([`crate::server::webhooks`]) deliver them.
+pub const EVENT_NAMES: [&str; 2] = ["action.created", "action.updated"];
+
+/// A change to an action, to be told to the subscribers that may read it (and, with `serve
+/// --webhooks`, delivered to the webhooks that want it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     /// DashClaw's event name: `action.created` or `action.updated`.
@@ -98,7 +105,7 @@ impl Event {
     /// `action.created` for `state`, whose row is `row`.
     pub fn created(state: &ActionState, row: Value) -> Event {
         Event {
-            name: "action.created",
+            name: EVENT_NAMES[0],
             created_by: state.action.created_by.clone(),
             data: row,
         }
@@ -107,7 +114,7 @@ impl Event {
     /// `action.updated` for `state`, whose row is `row`.
     pub fn updated(state: &ActionState, row: Value) -> Event {
         Event {
-            name: "action.updated",
+            name: EVENT_NAMES[1],
             created_by: state.action.created_by.clone(),
             data: row,
         }

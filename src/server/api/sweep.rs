@@ -170,7 +170,14 @@ async fn sweep_once(app: &Arc<App>) -> Reply {
             Ok(answer)
         },
     );
-    app.writer.submit(op).await
+    // `webhooks_fired`: the deliveries the writer queued for the sweep's events once they
+    // landed (one per event and endpoint that wants it; 0 without --webhooks).
+    let mut answer = app.writer.submit(op).await?;
+    let fired = Value::from(answer.webhooks_queued as i64);
+    if let Value::Object(body) = &mut answer.body {
+        body.push("webhooks_fired".into(), fired);
+    }
+    Ok(answer)
 }
 
 pub(super) async fn cron_sweep(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

@@ -83,6 +83,7 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
         max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS as usize,
+        webhooks: None,
         clock: Arc::new(move || Timestamp::from_millis(clock.load(Ordering::SeqCst))),
         log: Arc::new(|_| {}),
     }

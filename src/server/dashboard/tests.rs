@@ -72,6 +72,7 @@ fn server(no_auth: bool) -> Server {
         batch_linger: std::time::Duration::from_millis(1),
         client_timeout: std::time::Duration::from_secs(5),
         max_streams: crate::server::api::stream::DEFAULT_MAX_STREAMS as usize,
+        webhooks: None,
         clock: Arc::new(move || Timestamp::from_millis(c.load(Ordering::SeqCst))),
         log: Arc::new(|_| {}),
     };
