@@ -168,6 +168,7 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
         containment_ref,
         lifecycle: lifecycle.as_deref().and_then(finality::Lifecycle::parse),
         approval_wait_seconds: None,
+        details: None,
     };
     let options = finality_options(env, &state)?;
     let store = Store::open_or_init_bare(&state.repo, &state.ref_name).map_err(|e| {
