@@ -3,9 +3,9 @@
 
 use super::act::{act_content_hash, check_act, scrub_act};
 use super::batch::{self, run};
+use super::details::Details;
 use super::error::Error;
 use super::ids::{ActionId, MAX_ID_UNITS};
-use super::details::Details;
 use super::records::{Action, EXECUTION_CLAIMS, MAX_RECORD_BYTES};
 use super::redaction::Security;
 use super::status::{Lifecycle, Verdict};

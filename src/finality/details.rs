@@ -49,7 +49,8 @@
 //! the fields the reference's scrub masks), the stored act is the redacted one and carries
 //! `act_redacted: true`: its hash cannot be recomputed (the claim still binds the full act by
 //! `act_content_hash`), and `verify` requires it to be a fixed point of the redaction that shows
-//! a `[REDACTED]`. An act with a confidential object key is not stored at all (`act_redacted:
+//! a `[REDACTED]` (the act's redaction keeps NUL characters, so that it changes nothing it
+//! does not show). An act with a confidential object key is not stored at all (`act_redacted:
 //! true` without `act`). The stored act is at most [`MAX_ACT_BYTES`] of canonical JSON, and
 //! the whole record at most [`MAX_RECORD_BYTES`](super::MAX_RECORD_BYTES); a bigger one is
 //! refused at creation.
@@ -64,7 +65,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::act::scrub_act;
-use super::redaction::{REDACTED, Security, clean_text, clean_value, keys_confidential};
+use super::redaction::{REDACTED, Security, clean_text, keys_confidential};
 use crate::canonical::{self, Value};
 use crate::privacy;
 
@@ -392,7 +393,7 @@ impl Details {
                     security.categories.insert("confidential_identifier");
                     (None, true)
                 } else {
-                    let cleaned = clean_value(&scrubbed, security);
+                    let cleaned = redact_act(&scrubbed, security);
                     let redacted = cleaned != scrubbed;
                     (Some(cleaned), redacted)
                 }
@@ -504,7 +505,7 @@ impl Details {
         }
         let mut security = Security::default();
         if let Some(act) = &self.act
-            && (clean_value(act, &mut security) != *act || keys_confidential(act))
+            && (redact_act(act, &mut security) != *act || keys_confidential(act))
         {
             out.push(Problem::Unredacted("act"));
         }
@@ -546,7 +547,10 @@ pub fn row_fields(details: Option<&Details>) -> Vec<(&'static str, Value)> {
         .collect();
     out.push((
         "act",
-        details.and_then(Details::act).cloned().unwrap_or(Value::Null),
+        details
+            .and_then(Details::act)
+            .cloned()
+            .unwrap_or(Value::Null),
     ));
     out.push((
         "act_redacted",
@@ -576,6 +580,29 @@ impl fmt::Display for Problem {
     }
 }
 
+/// The ledger's redaction of an act's strings: [`clean_text`] (without a length limit) of
+/// each run between NUL characters, which are kept (an act's NUL is no secret, and removing it
+/// would change the act without showing a `[REDACTED]`). A fixed point, as `clean_text` is.
+fn redact_act(value: &Value, security: &mut Security) -> Value {
+    match value {
+        Value::String(s) => Value::String(
+            s.split('\0')
+                .map(|piece| clean_text(piece, usize::MAX, security))
+                .collect::<Vec<_>>()
+                .join("\0"),
+        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| redact_act(v, security)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact_act(v, security)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Every string in `value`, depth first.
 fn text_values(value: &Value) -> Box<dyn Iterator<Item = &str> + '_> {
     match value {
@@ -583,5 +610,397 @@ fn text_values(value: &Value) -> Box<dyn Iterator<Item = &str> + '_> {
         Value::Array(items) => Box::new(items.iter().flat_map(text_values)),
         Value::Object(map) => Box::new(map.values().flat_map(text_values)),
         _ => Box::new(std::iter::empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finality::test_support::*;
+    use crate::finality::*;
+    use crate::finding::Rule;
+    use proptest::prelude::*;
+
+    fn body(text: &str) -> BTreeMap<String, Value> {
+        canonical::parse(text).unwrap().as_object().unwrap().clone()
+    }
+
+    /// Each kind of rule refuses what breaks it with the reference's message, naming the field
+    /// (and the item); every broken field is reported, in the table's order; `null` is absent.
+    #[test]
+    fn requests_breaking_a_rule_are_refused_naming_the_field_and_the_rule() {
+        let long = |n: usize| format!("\"{}\"", "x".repeat(n));
+        let cases: Vec<(String, &str)> = vec![
+            (
+                r#"{"declared_goal":7}"#.into(),
+                "declared_goal must be a string",
+            ),
+            (
+                format!(r#"{{"declared_goal":{}}}"#, long(2001)),
+                "declared_goal exceeds max length of 2000",
+            ),
+            (
+                format!(r#"{{"reasoning":{}}}"#, long(4001)),
+                "reasoning exceeds max length of 4000",
+            ),
+            (
+                r#"{"risk_score":"high"}"#.into(),
+                "risk_score must be an integer",
+            ),
+            (
+                r#"{"risk_score":50.5}"#.into(),
+                "risk_score must be an integer",
+            ),
+            (r#"{"risk_score":101}"#.into(), "risk_score must be <= 100"),
+            (r#"{"risk_score":-1}"#.into(), "risk_score must be >= 0"),
+            (r#"{"confidence":1000}"#.into(), "confidence must be <= 100"),
+            (
+                r#"{"reversible":"yes"}"#.into(),
+                "reversible must be a boolean",
+            ),
+            (r#"{"reversible":1}"#.into(), "reversible must be a boolean"),
+            (
+                r#"{"systems_touched":"github"}"#.into(),
+                "systems_touched must be an array",
+            ),
+            (
+                r#"{"systems_touched":["github",3]}"#.into(),
+                "systems_touched[1] must be a string",
+            ),
+            (
+                format!(r#"{{"systems_touched":["a",{}]}}"#, long(501)),
+                "systems_touched[1] exceeds max length of 500",
+            ),
+            (
+                format!(r#"{{"systems_touched":[{}]}}"#, vec!["\"s\""; 51].join(",")),
+                "systems_touched exceeds max items of 50",
+            ),
+            (
+                format!(r#"{{"assumptions":[{}]}}"#, vec!["\"a\""; 21].join(",")),
+                "assumptions exceeds max items of 20",
+            ),
+            (
+                format!(r#"{{"idempotency_key":{}}}"#, long(257)),
+                "idempotency_key exceeds max length of 256",
+            ),
+            (
+                r#"{"cost_estimate":"1"}"#.into(),
+                "cost_estimate must be a number",
+            ),
+            (
+                r#"{"cost_estimate":10000.5}"#.into(),
+                "cost_estimate must be <= 10000",
+            ),
+            (
+                r#"{"tokens_in":10000001}"#.into(),
+                "tokens_in must be <= 10000000",
+            ),
+        ];
+        for (text, want) in cases {
+            let errors = Details::from_request(&body(&text)).unwrap_err();
+            let got: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            assert_eq!(got, vec![want.to_owned()], "{text}");
+        }
+        // Characters are UTF-16 code units: 1,000 emoji are 2,000 units, one more is over.
+        let emoji = |n: usize| format!(r#"{{"declared_goal":"{}"}}"#, "😀".repeat(n));
+        assert!(Details::from_request(&body(&emoji(1000))).is_ok());
+        assert!(Details::from_request(&body(&emoji(1001))).is_err());
+        let all = Details::from_request(&body(
+            r#"{"risk_score":101,"declared_goal":1,"reversible":null,"other":"kept out"}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(
+            all.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "declared_goal must be a string",
+                "risk_score must be <= 100"
+            ]
+        );
+        let ok = Details::from_request(&body(
+            r#"{"declared_goal":"ship it","risk_score":0,"reversible":false,"systems_touched":[],"action_type":"deploy"}"#,
+        ))
+        .unwrap();
+        assert_eq!(ok.text("declared_goal"), Some("ship it"));
+        assert_eq!((ok.risk_score(), ok.reversible()), (Some(0), Some(false)));
+        assert_eq!(ok.get("action_type"), None, "not a detail field");
+    }
+
+    fn full() -> Details {
+        Details::from_request(&body(
+            r#"{"declared_goal":"rotate the key token=hunter22","risk_score":80,
+                "systems_touched":["github","/home/alice/secrets"],"reversible":false,
+                "reasoning":"the old one leaked","idempotency_key":"idem-1",
+                "assumptions":["staging is clear"]}"#,
+        ))
+        .unwrap()
+    }
+
+    /// A created action keeps its details and act, redacted, and reads them back; its record
+    /// round-trips through the parser, the act hashes to act_content_hash, and verify is clean.
+    #[test]
+    fn details_are_stored_redacted_and_read_back() {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let mut n = new_action(ACTION);
+        n.act = Some(Value::object([
+            ("kind", Value::str("shell")),
+            ("command", Value::str("deploy --token=abcdef123456 prod")),
+        ]));
+        n.details = Some(full());
+        let written = create_action(&store, &opts, &n, at(BASE)).unwrap();
+        let d = written.value.details.clone().unwrap();
+        assert_eq!(
+            d.text("declared_goal"),
+            Some("rotate the key token=[REDACTED]")
+        );
+        assert_eq!(d.list("systems_touched"), ["github", "[REDACTED]"]);
+        assert_eq!(d.risk_score(), Some(80));
+        assert_eq!(d.reversible(), Some(false));
+        assert_eq!(
+            d.act()
+                .and_then(|a| a.get("command"))
+                .and_then(Value::as_str),
+            Some("deploy --token=[REDACTED] prod")
+        );
+        assert!(!d.act_redacted(), "the reference's scrub alone masked it");
+        assert_eq!(
+            act_content_hash(d.act()),
+            written.value.act_content_hash,
+            "bound to its hash"
+        );
+        let state = show(&store, "refs/heads/main", ACTION).unwrap();
+        assert_eq!(state.action, written.value);
+        let id = ActionId::parse(ACTION).unwrap();
+        assert_eq!(
+            parse_action(&state.action.to_bytes(), &id).unwrap(),
+            state.action
+        );
+        let text = String::from_utf8(state.action.to_bytes()).unwrap();
+        assert!(
+            !text.contains("hunter22") && !text.contains("abcdef123456") && !text.contains("alice")
+        );
+        let tip = store.tip("refs/heads/main").unwrap();
+        assert_eq!(verify(&store.snapshot(tip).unwrap()).unwrap(), vec![]);
+        // A retry with other details is another binding.
+        let mut other = n.clone();
+        other
+            .details
+            .as_mut()
+            .unwrap()
+            .set("risk_score", Value::from(81));
+        assert_eq!(
+            create_action(&store, &opts, &other, at(BASE))
+                .unwrap_err()
+                .code(),
+            "ACTION_EXISTS"
+        );
+        assert_eq!(
+            create_action(&store, &opts, &n, at(BASE)).unwrap().commit,
+            None
+        );
+    }
+
+    /// An act the ledger's own redaction changes beyond the reference's scrub is stored
+    /// redacted and flagged; one with a confidential key is not stored; an act over the size
+    /// limit is refused and nothing is written.
+    #[test]
+    fn acts_are_redacted_flagged_or_refused() {
+        let mut sec = Security::default();
+        let act = Value::object([
+            ("kind", Value::str("http")),
+            ("url", Value::str("http://10.0.0.7:8080/deploy")),
+        ]);
+        let d = Details::default().stored(Some(&act), &mut sec).unwrap();
+        assert!(d.act_redacted());
+        assert_eq!(
+            d.act().and_then(|a| a.get("url")).and_then(Value::as_str),
+            Some(REDACTED)
+        );
+        assert_eq!(
+            sec.categories.iter().copied().collect::<Vec<_>>(),
+            ["confidential_identifier"]
+        );
+        let keyed = Value::object([("/home/alice/x", Value::str("v"))]);
+        let d = Details::default().stored(Some(&keyed), &mut sec).unwrap();
+        assert_eq!((d.act(), d.act_redacted()), (None, true));
+        assert_eq!(d.problems(Some("sha256:x")), vec![]);
+        let big = Value::object([
+            ("kind", Value::str("file")),
+            ("blob", Value::str("a".repeat(MAX_ACT_BYTES))),
+        ]);
+        let e = Details::default().stored(Some(&big), &mut sec).unwrap_err();
+        assert_eq!(e.field, "act");
+        assert!(e.rule.starts_with("exceeds max size of 65536 bytes"), "{e}");
+        let (_dir, store) = repo();
+        let mut n = new_action(ACTION);
+        n.act = Some(big);
+        n.details = Some(Details::default());
+        let e = create_action(&store, &options("refs/heads/main"), &n, at(BASE)).unwrap_err();
+        assert_eq!(e.code(), "INVALID_INPUT");
+        assert_eq!(
+            store.tip("refs/heads/main").unwrap(),
+            None,
+            "nothing written"
+        );
+    }
+
+    /// Plants `action.json` of `ACTION` as `edit` leaves the record of a created action with
+    /// details; returns the rules verify reports.
+    fn planted_rules(edit: impl FnOnce(&mut BTreeMap<String, Value>)) -> Vec<Rule> {
+        let (_dir, store) = repo();
+        let opts = options("refs/heads/main");
+        let mut n = new_action("act_seed");
+        n.details = Some(full());
+        let seed = create_action(&store, &opts, &n, at(BASE)).unwrap().value;
+        let mut value = seed.to_value();
+        let Value::Object(map) = &mut value else {
+            unreachable!()
+        };
+        let mut m: BTreeMap<String, Value> =
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        m.insert("action_id".into(), Value::str(ACTION));
+        edit(&mut m);
+        let bytes = super::super::records::record_bytes(&Value::Object(m.into()));
+        let tip = store.tip("refs/heads/main").unwrap();
+        let layout = crate::finality::layout::detect(&store.snapshot(tip).unwrap())
+            .unwrap()
+            .layout;
+        let id = ActionId::parse(ACTION).unwrap();
+        let path = layout.record_path(&id, RecordKind::Action);
+        let index = crate::finality::pending::entry_path(&id, at(BASE));
+        let commit = store
+            .write_commit_with(
+                tip,
+                &[(path, bytes), (index, Vec::new())],
+                &[],
+                true,
+                "plant",
+                &sig(),
+            )
+            .unwrap();
+        let snap = store.snapshot(Some(commit)).unwrap();
+        let mut rules: Vec<Rule> = verify(&snap).unwrap().into_iter().map(|f| f.rule).collect();
+        rules.dedup();
+        rules
+    }
+
+    fn details_of(m: &mut BTreeMap<String, Value>) -> &mut BTreeMap<String, Value> {
+        match m.get_mut("details") {
+            Some(Value::Object(d)) => d,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Records whose details break a rule, whose act is not bound to its hash, or whose text
+    /// is unredacted are reported with their rules (so the hook refuses them); an untouched
+    /// copy is clean.
+    #[test]
+    fn verify_reports_details_breaking_their_rules() {
+        assert_eq!(planted_rules(|_| {}), vec![]);
+        type Edit = fn(&mut BTreeMap<String, Value>);
+        let cases: [(&str, Edit, Rule); 9] = [
+            (
+                "risk out of range",
+                |m| {
+                    details_of(m).insert("risk_score".into(), Value::from(101));
+                },
+                Rule::FinalityDetailInvalid,
+            ),
+            (
+                "unknown field",
+                |m| {
+                    details_of(m).insert("mood".into(), Value::str("x"));
+                },
+                Rule::FinalityDetailInvalid,
+            ),
+            (
+                "goal too long",
+                |m| {
+                    details_of(m).insert("declared_goal".into(), Value::str("g".repeat(2001)));
+                },
+                Rule::FinalityDetailInvalid,
+            ),
+            (
+                "act_redacted false",
+                |m| {
+                    details_of(m).insert("act_redacted".into(), Value::Bool(false));
+                },
+                Rule::FinalityDetailInvalid,
+            ),
+            (
+                "details not an object",
+                |m| {
+                    m.insert("details".into(), Value::Array(vec![]));
+                },
+                Rule::FinalityDetailInvalid,
+            ),
+            (
+                "another act",
+                |m| {
+                    details_of(m).insert(
+                        "act".into(),
+                        Value::object([
+                            ("kind", Value::str("shell")),
+                            ("command", Value::str("rm -rf /")),
+                        ]),
+                    );
+                },
+                Rule::FinalityActUnbound,
+            ),
+            (
+                "redacted flag without a redaction",
+                |m| {
+                    details_of(m).insert("act_redacted".into(), Value::Bool(true));
+                },
+                Rule::FinalityActUnbound,
+            ),
+            (
+                "act without a hash",
+                |m| {
+                    m.insert("act_content_hash".into(), Value::Null);
+                },
+                Rule::FinalityActUnbound,
+            ),
+            (
+                "unredacted goal",
+                |m| {
+                    details_of(m)
+                        .insert("declared_goal".into(), Value::str("use password=hunter22"));
+                },
+                Rule::Privacy,
+            ),
+        ];
+        for (what, edit, rule) in cases {
+            assert_eq!(planted_rules(edit), vec![rule], "{what}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(crate::tests::prop_support::config(64))]
+
+        /// Whatever text a creator sends within the limits, the stored details keep every
+        /// rule, are a fixed point of the redaction (verify finds nothing) and round-trip
+        /// through the record's parser.
+        #[test]
+        fn stored_details_keep_their_rules_and_are_fixed_points(
+            goal in "(token=[a-z0-9]{1,8} |Bearer [a-z]{3,9} |/home/[a-z]{1,5} |10\\.0\\.0\\.[0-9] |[a-zA-Z ]{0,12}|\u{0}){0,12}",
+            systems in proptest::collection::vec("[a-z/\\.0-9]{0,20}", 0..5),
+            risk in 0i64..=100,
+            reversible in any::<bool>(),
+        ) {
+            let mut d = Details::default();
+            d.set("declared_goal", Value::str(goal.as_str()));
+            d.set("systems_touched", Value::Array(systems.iter().map(|s| Value::str(s.as_str())).collect()));
+            d.set("risk_score", Value::from(risk));
+            d.set("reversible", Value::Bool(reversible));
+            let act = Value::object([("kind", Value::str("shell")), ("command", Value::str(goal.as_str()))]);
+            let stored = d.stored(Some(&act), &mut Security::default()).unwrap();
+            let hash = act_content_hash(Some(&scrub_act(&act)));
+            prop_assert_eq!(stored.problems(hash.as_deref()), vec![]);
+            let back = Details::from_record(&stored.to_value()).unwrap();
+            prop_assert_eq!(&back, &stored);
+            let again = stored.stored(None, &mut Security::default()).unwrap();
+            prop_assert_eq!(again.text("declared_goal"), stored.text("declared_goal"));
+        }
     }
 }
