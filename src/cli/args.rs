@@ -849,6 +849,12 @@ pub(super) struct CreateArgs {
     /// Create a legacy action without the execution_claims capability (never claimable).
     #[arg(long)]
     pub(super) legacy: bool,
+    /// The full action record: a JSON object of DashClaw's detail fields (declared_goal,
+    /// risk_score, systems_touched, reversible, reasoning, idempotency_key, assumptions, …),
+    /// each within its limit; with it the record keeps them and the act, redacted (`{}`: the
+    /// act alone). Without it nothing but the binding is stored.
+    #[arg(long, value_name = "JSON")]
+    pub(super) details: Option<String>,
     /// Print a JSON object of type `action`.
     #[arg(long)]
     pub(super) json: bool,
