@@ -18,6 +18,9 @@
 //! ([`parse_action`], [`parse_claim`], [`parse_outcome`]) refuse anything else with a
 //! [`RecordError`] that names the field and the rule.
 //!
+//! `action.json` may also carry `details`, the full action record ([`Details`]: the goal, the
+//! act, the risk, …), written only when set: records written before it keep their bytes.
+//!
 //! `action.json` holds the *initial* lifecycle and `outcome.json` the lifecycle *after* the
 //! outcome was written, so the state of an action is a pure function of its files (see
 //! [`State`](super::State)).
