@@ -409,6 +409,7 @@ if case == "sdk":
     assert a["act_redacted"] is False, a
     assert [p for p in dc.get_pending_approvals()["actions"] if p["action_id"] == fid] == [a]
     assert secret not in json.dumps(dc.get_action(fid)), "the token reached an answer"
+    assert [x["action_id"] for x in dc.get_actions(risk_min=85)["actions"]] == [fid]
     for bad, field in [({"risk_score": 101}, "risk_score must be <= 100"),
                        ({"systems_touched": "github"}, "systems_touched must be an array"),
                        ({"reversible": "no"}, "reversible must be a boolean")]:

@@ -881,6 +881,11 @@ mod tests {
         let snap = store.snapshot(Some(commit)).unwrap();
         let mut rules: Vec<Rule> = verify(&snap).unwrap().into_iter().map(|f| f.rule).collect();
         rules.dedup();
+        // The pre-receive hook's check of the push that adds it finds the same.
+        let report = crate::verify::verify_range(&store, tip, commit).unwrap();
+        let mut pushed: Vec<Rule> = report.findings.iter().map(|f| f.rule).collect();
+        pushed.dedup();
+        assert_eq!(pushed, rules, "the hook's range check");
         rules
     }
 

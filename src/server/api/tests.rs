@@ -3778,6 +3778,29 @@ async fn the_full_action_record_is_kept_redacted_and_answered() {
         row.body.get("action").and_then(|a| a.get("risk_score")),
         Some(&Value::from(5))
     );
+    // The listing filters by the details' risk and swarm (refused before: no data).
+    let ids = |g: &Got| -> Vec<String> {
+        g.body
+            .get("actions")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .filter_map(|a| {
+                a.get("action_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let risky = s.get("/api/actions?risk_min=70", OPS).await;
+    assert_eq!(risky.status, 200);
+    assert_eq!(ids(&risky), [created.str("action_id").to_owned()]);
+    assert_eq!(ids(&s.get("/api/actions?risk_min=5", OPS).await).len(), 2);
+    assert_eq!(s.get("/api/actions?risk_min=101", OPS).await.status, 400);
+    assert_eq!(
+        ids(&s.get("/api/actions?swarm_id=none", OPS).await),
+        Vec::<String>::new()
+    );
     let tip = store.tip("refs/heads/main").unwrap();
     assert_eq!(
         finality::verify(&store.snapshot(tip).unwrap()).unwrap(),
