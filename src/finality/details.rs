@@ -387,13 +387,16 @@ impl Details {
         let (act, act_redacted) = match act {
             None => (None, false),
             Some(act) => {
+                // What the scrub and the redaction replace is counted once, on the act as
+                // sent (the scrub's own masks are the reference's secret shapes).
+                redact_act(act, security);
                 let scrubbed = scrub_act(act);
                 if keys_confidential(&scrubbed) {
                     security.findings += 1;
                     security.categories.insert("confidential_identifier");
                     (None, true)
                 } else {
-                    let cleaned = redact_act(&scrubbed, security);
+                    let cleaned = redact_act(&scrubbed, &mut Security::default());
                     let redacted = cleaned != scrubbed;
                     (Some(cleaned), redacted)
                 }
@@ -805,6 +808,21 @@ mod tests {
     /// limit is refused and nothing is written.
     #[test]
     fn acts_are_redacted_flagged_or_refused() {
+        // What the reference's scrub masks is counted, though the stored act is the hashed one.
+        let mut sec = Security::default();
+        let masked = Value::object([
+            ("kind", Value::str("shell")),
+            ("command", Value::str("deploy token=abc123")),
+        ]);
+        let d = Details::default().stored(Some(&masked), &mut sec).unwrap();
+        assert!(!d.act_redacted());
+        assert_eq!(
+            (
+                sec.findings,
+                sec.categories.iter().copied().collect::<Vec<_>>()
+            ),
+            (1, vec!["secret"])
+        );
         let mut sec = Security::default();
         let act = Value::object([
             ("kind", Value::str("http")),
