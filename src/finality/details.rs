@@ -42,7 +42,7 @@
 //!
 //! # The act
 //!
-//! The act is stored as hashed ([`scrub_act`](super::scrub_act)): `act_content_hash` is the
+//! The act is stored as hashed ([`scrub_act`]): `act_content_hash` is the
 //! hash of exactly the stored `act`, and `verify` recomputes it (`finality-act-unbound`). When
 //! the ledger's own redaction would change the scrubbed act further (a string holding a
 //! confidential identifier such as a home path or a private address, or a secret shape outside
