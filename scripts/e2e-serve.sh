@@ -19,6 +19,9 @@
 #   - resolve_containment: a contained action (allow_contained) is refused 409 before its run
 #     completes, 403 for a non-operator key and for its creator; promote answers the grant, which
 #     the agent claims with the merge act; a second verdict is 409; discard answers {action};
+#   - the full action record: create_action's goal, risk, systems, reversible and reasoning read
+#     back from get_action and get_pending_approvals, the act scrubbed of a token; bad details
+#     are 400 naming the field and the rule;
 #   - the cron sweep: 401 without the secret, 503 on a server without one, 200 not sweeping a fresh
 #     action with it;
 #   - two servers on different repositories sharing one bare remote (with the pre-receive hook
@@ -386,6 +389,39 @@ if case == "sdk":
     a = dc.get_action(lid)["action"]
     assert a["status"] == "failed" and a["error_message"] == "kaput", a
     ok("update_outcome keeps error_message; executed_despite is refused with 400")
+
+    # The full action record (issue 45): create_action keeps the goal, risk, systems,
+    # reversibility, reasoning and the act, which reads back scrubbed; bad details are 400.
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1"
+    full_act = {"kind": "shell",
+                "command": f"git -c http.extraHeader='Authorization: Bearer {secret}' push origin v2"}
+    r = dc.create_action("deploy", "publish release v2", act=full_act, risk_score=85,
+                         systems_touched=["github", "release-store"], reversible=False,
+                         reasoning="customers wait for the fix",
+                         client_capabilities=["execution_claims"])
+    fid = r["action_id"]
+    assert r["action"]["status"] == "pending_approval" and r["security"]["clean"] is False, r
+    a = dc.get_action(fid)["action"]
+    assert a["declared_goal"] == "publish release v2" and a["risk_score"] == 85, a
+    assert a["systems_touched"] == ["github", "release-store"] and a["reversible"] is False, a
+    assert a["reasoning"] == "customers wait for the fix" and a["idempotency_key"], a
+    assert a["act"]["command"] == "git -c http.extraHeader='Authorization: Bearer [REDACTED]' push origin v2", a
+    assert a["act_redacted"] is False, a
+    assert [p for p in dc.get_pending_approvals()["actions"] if p["action_id"] == fid] == [a]
+    assert secret not in json.dumps(dc.get_action(fid)), "the token reached an answer"
+    assert [x["action_id"] for x in dc.get_actions(risk_min=85)["actions"]] == [fid]
+    for bad, field in [({"risk_score": 101}, "risk_score must be <= 100"),
+                       ({"systems_touched": "github"}, "systems_touched must be an array"),
+                       ({"reversible": "no"}, "reversible must be a boolean")]:
+        try:
+            dc.create_action("build", "bad " + field, act=act, **bad)
+            raise AssertionError(f"{bad} was answered")
+        except DashClawError as e:
+            assert e.status == 400, e.status
+        s, b = raw("POST", "/api/actions", {"action_type": "build", "agent_id": agent, **bad})
+        assert s == 400 and field in b["details"], (s, b)
+    ok("create_action keeps goal, risk, systems, reversible and reasoning; the act reads back scrubbed "
+       "(no token in any answer); bad details are 400 naming the field and the rule")
 
 elif case == "stream":
     # wait_for_approval through GET /api/stream (issue 45): an operator decides while the SDK

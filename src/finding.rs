@@ -107,6 +107,13 @@ pub enum Rule {
     FinalityPendingExtra,
     /// A pending-index entry whose time is not its action's `created_at`.
     FinalityPendingTime,
+    /// `action.json`'s `details` (the goal, risk, systems, … of the full action record) break a
+    /// field's rule: an unknown field, a wrong type, a text or array over its limit, a number
+    /// out of its range (`finality::details`).
+    FinalityDetailInvalid,
+    /// `action.json` stores an act not bound to its `act_content_hash`: the stored act does not
+    /// hash to it, an act is stored without a hash, or a redacted act shows no redaction.
+    FinalityActUnbound,
     /// An entry under `ledger/v1/` or `finality/v1/` (or one of those directories itself, or
     /// `ledger` or `finality`) that is neither a plain file of mode `100644` nor a directory: a
     /// symbolic link (`120000`), an executable file (`100755`), a submodule (`160000`) or
@@ -197,6 +204,8 @@ impl Rule {
             Rule::FinalityPendingMissing => "finality-pending-missing",
             Rule::FinalityPendingExtra => "finality-pending-extra",
             Rule::FinalityPendingTime => "finality-pending-time",
+            Rule::FinalityDetailInvalid => "finality-detail-invalid",
+            Rule::FinalityActUnbound => "finality-act-unbound",
             Rule::EntryMode => "entry-mode",
             Rule::TreeDuplicateEntry => "tree-duplicate-entry",
             Rule::TreeFileDirectoryConflict => "tree-file-directory-conflict",

@@ -107,6 +107,7 @@
 //!     containment_ref: None,
 //!     lifecycle: None,
 //!     approval_wait_seconds: None,
+//!     details: None,
 //! };
 //! finality::create_action(&state, &options, &action, now)?;
 //! let request = |attempt: &str| finality::ClaimRequest {

@@ -737,9 +737,11 @@ pub(super) enum ActionCommand {
     /// Create a governed action; prints its id.
     ///
     /// Records the binding: agent, principal, the act hash (`sha256:` + base64url of the
-    /// NFC-normalised canonical JSON of the scrubbed act; the act itself is never stored), the
-    /// guard decision and verdict, protocol 1, and the initial lifecycle (`running`;
-    /// `pending_approval` for require_approval, `blocked` for block). An act with a number
+    /// NFC-normalised canonical JSON of the scrubbed act), the guard decision and verdict,
+    /// protocol 1, and the initial lifecycle (`running`; `pending_approval` for
+    /// require_approval, `blocked` for block). With --details it also keeps the full action
+    /// record (goal, risk, systems, reversible, reasoning, … and the scrubbed act itself),
+    /// redacted; a detail breaking its rule exits 2 naming it. An act with a number
     /// canonical JSON cannot write exactly (1e400, -0, integers beyond 2^53-1) is refused
     /// (exit 2). Retrying with the same binding under the same --id exits 0 and writes nothing;
     /// another binding under that id is ACTION_EXISTS.
@@ -854,6 +856,12 @@ pub(super) struct CreateArgs {
     /// Create a legacy action without the execution_claims capability (never claimable).
     #[arg(long)]
     pub(super) legacy: bool,
+    /// The full action record: a JSON object of DashClaw's detail fields (declared_goal,
+    /// risk_score, systems_touched, reversible, reasoning, idempotency_key, assumptions, …),
+    /// each within its limit; with it the record keeps them and the act, redacted (`{}`: the
+    /// act alone). Without it nothing but the binding is stored.
+    #[arg(long, value_name = "JSON")]
+    pub(super) details: Option<String>,
     /// Print a JSON object of type `action`.
     #[arg(long)]
     pub(super) json: bool,

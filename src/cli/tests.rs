@@ -4177,3 +4177,97 @@ fn action_json_failures_answer_on_stdout() {
     );
     assert_eq!(r.get("execution_claimed"), Some(&Value::Bool(true)));
 }
+
+/// The full action record through the CLI (issue 45): `action create --details` keeps the goal,
+/// risk, systems, reversible, reasoning and the act, redacted; `show` (lines and `--json`) and
+/// `list --json` answer them; bad details exit 2 naming the field and the rule and write
+/// nothing; `verify` is clean.
+#[test]
+fn action_details_are_kept_redacted_and_shown() {
+    use crate::canonical::Value;
+    let tmp = &temp_root();
+    let stdout_of = |out: &str| -> Vec<Value> {
+        let body = out.split("--- stdout\n").nth(1).unwrap_or_default();
+        let body = body.split("--- stderr\n").next().unwrap_or_default();
+        body.lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| crate::canonical::parse(l).unwrap())
+            .collect()
+    };
+    let repo = "[TMP]/state.git";
+    let details = r#"{"declared_goal":"rotate the key; old one was password=hunter22","risk_score":70,"systems_touched":["vault","github"],"reversible":false,"reasoning":"it leaked","assumptions":["nobody deploys meanwhile"]}"#;
+    for (bad, want) in [
+        (
+            r#"{"risk_score":101}"#,
+            "--details: risk_score must be <= 100",
+        ),
+        (
+            r#"{"systems_touched":[1]}"#,
+            "--details: systems_touched[0] must be a string",
+        ),
+        (
+            r#"{"mood":"good"}"#,
+            "--details: mood is not a detail field",
+        ),
+        (r#"[1]"#, "--details must be a JSON object"),
+    ] {
+        let mut args = action_create(&["--repo", repo, "--details", bad], "act_bad", "gd_1");
+        args.extend_from_slice(&["--", "./rotate.sh"]);
+        let out = run_finality(tmp, T0, &args);
+        assert!(
+            out.starts_with("exit: 2") && out.contains(want),
+            "{bad}: {out}"
+        );
+    }
+    assert!(
+        !tmp.join("state.git").exists() || {
+            let store = Store::open(&tmp.join("state.git")).unwrap();
+            store.tip("refs/heads/main").unwrap().is_none()
+        }
+    );
+    let mut args = action_create(
+        &["--repo", repo, "--details", details, "--json"],
+        "act_full",
+        "gd_1",
+    );
+    args.extend_from_slice(&["--", "./rotate.sh", "--token=abcdef123456"]);
+    let created = run_finality(tmp, T0, &args);
+    assert!(created.starts_with("exit: 0"), "{created}");
+    assert!(
+        !created.contains("hunter22") && !created.contains("abcdef123456"),
+        "{created}"
+    );
+    insta::assert_snapshot!(
+        "action_details_show",
+        run_finality(tmp, T1, &["action", "show", "--repo", repo, "act_full"])
+    );
+    insta::assert_snapshot!(
+        "action_details_show_json",
+        run_finality(
+            tmp,
+            T1,
+            &["action", "show", "--repo", repo, "act_full", "--json"]
+        )
+    );
+    let listed = run_finality(tmp, T1, &["action", "list", "--repo", repo, "--json"]);
+    let lines = stdout_of(&listed);
+    let details_of = |v: &Value| v.get("action").and_then(|a| a.get("details")).cloned();
+    let shown = stdout_of(&run_finality(
+        tmp,
+        T1,
+        &["action", "show", "--repo", repo, "act_full", "--json"],
+    ));
+    assert_eq!(
+        lines[0]
+            .get("actions")
+            .and_then(Value::as_array)
+            .map(|a| details_of(&a[0])),
+        Some(details_of(&shown[0])),
+        "{listed}"
+    );
+    let verified = run_finality(tmp, T1, &["verify", "--repo", repo]);
+    assert!(
+        verified.starts_with("exit: 0") && verified.contains("0 finding(s)"),
+        "{verified}"
+    );
+}

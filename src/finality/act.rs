@@ -1,7 +1,9 @@
 //! The act of an action: what it will do (`{"kind":"shell","command":…}`, an HTTP request, a
-//! SQL statement, a file write), as the guard, the creation and the claim see it. The act itself
-//! is never stored; the action keeps its `act_content_hash`, and a claim must present an act
-//! with the same hash, so an action created for one command cannot be claimed to run another.
+//! SQL statement, a file write), as the guard, the creation and the claim see it. The action
+//! keeps its `act_content_hash`, and a claim must present an act with the same hash, so an
+//! action created for one command cannot be claimed to run another. An action created with
+//! details also stores the scrubbed act itself, the very text hashed, so that an approver sees
+//! it and `verify` can recompute the hash ([`details`](super::details)).
 //!
 //! Before hashing, the act is scrubbed ([`scrub_act`]) the way the reference SDKs'
 //! `runGoverned` / `run_governed` helpers scrub it on the client: secret headers dropped and

@@ -874,6 +874,7 @@ fn stage_promotion(
         containment_ref: None,
         lifecycle: None,
         approval_wait_seconds: None,
+        details: None,
     };
     let binding = input.to_action(now)?;
     decide(

@@ -3,9 +3,11 @@
 
 use super::act::{act_content_hash, check_act, scrub_act};
 use super::batch::{self, run};
+use super::details::Details;
 use super::error::Error;
 use super::ids::{ActionId, MAX_ID_UNITS};
-use super::records::{Action, EXECUTION_CLAIMS};
+use super::records::{Action, EXECUTION_CLAIMS, MAX_RECORD_BYTES};
+use super::redaction::Security;
 use super::status::{Lifecycle, Verdict};
 use super::write::{Options, Written};
 use crate::canonical::Value;
@@ -22,7 +24,8 @@ pub struct NewAction {
     pub agent_id: String,
     /// The creating principal (machine text, at most [`MAX_ID_UNITS`]).
     pub principal: String,
-    /// The act; it is scrubbed and hashed ([`act_content_hash`]), never stored.
+    /// The act; it is scrubbed and hashed ([`act_content_hash`]), and stored (redacted) only
+    /// with [`details`](Self::details).
     pub act: Option<Value>,
     /// The authorising guard decision.
     pub guard_decision_id: Option<String>,
@@ -40,6 +43,10 @@ pub struct NewAction {
     /// [`approval_wait_seconds`](super::approval::approval_wait_seconds)); `None`: the
     /// sweeper's default.
     pub approval_wait_seconds: Option<u32>,
+    /// What the creator said about the action (goal, risk, systems, …; [`Details`]): with
+    /// `Some`, the record keeps them and the act, redacted ([`Details::stored`]); `None`
+    /// writes the record without them, as before they existed.
+    pub details: Option<Details>,
 }
 
 pub(super) fn id_field(value: &str, field: &'static str) -> Result<String, Error> {
@@ -77,7 +84,16 @@ impl NewAction {
             });
         }
         let opt = |v: &Option<String>, field| v.as_deref().map(|s| id_field(s, field)).transpose();
-        Ok(Action {
+        let details = self
+            .details
+            .as_ref()
+            .map(|d| d.stored(self.act.as_ref(), &mut Security::default()))
+            .transpose()
+            .map_err(|e| Error::InvalidInput {
+                field: if e.field == "act" { "act" } else { "details" },
+                reason: e.to_string(),
+            })?;
+        let action = Action {
             action_id: self.action_id.clone(),
             agent_id: id_field(&self.agent_id, "agent_id")?,
             created_by: id_field(&self.principal, "principal")?,
@@ -94,7 +110,19 @@ impl NewAction {
             lifecycle,
             created_at: now,
             approval_wait_seconds: self.approval_wait_seconds,
-        })
+            details,
+        };
+        let size = action.to_bytes().len();
+        if size as u64 > MAX_RECORD_BYTES {
+            return Err(Error::InvalidInput {
+                field: "details",
+                reason: format!(
+                    "the action record would be {size} bytes, over the {MAX_RECORD_BYTES} a \
+                     record may have: shorten the details"
+                ),
+            });
+        }
+        Ok(action)
     }
 }
 

@@ -66,9 +66,9 @@ pub const MAX_DECISIONS_LIMIT: usize = 1000;
 /// Largest `offset`: deeper pages of a walk would read that many records first.
 pub const MAX_OFFSET: usize = 1_000_000;
 
-/// Filters of the reference that this ledger cannot apply (it keeps no swarm, risk score or
-/// windowed count); asking for one is refused rather than silently ignored.
-const UNSUPPORTED: &[&str] = &["swarm_id", "risk_min", "days"];
+/// Filters of the reference that this ledger cannot apply (it keeps no windowed count);
+/// asking for one is refused rather than silently ignored.
+const UNSUPPORTED: &[&str] = &["days"];
 
 /// Why a listing could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -136,10 +136,10 @@ const ACTION_PARAMS: &[&str] = &[
     "agent_id",
     "action_type",
     "containment_status",
-    "limit",
-    "offset",
     "swarm_id",
     "risk_min",
+    "limit",
+    "offset",
     "days",
 ];
 
@@ -176,6 +176,12 @@ pub struct ActionQuery {
     /// Only contained actions in this containment status (`containment_status`, the SDK's
     /// `list_contained`; [`super::containment::status`]).
     pub containment_status: Option<ContainmentStatus>,
+    /// Only actions whose details name this swarm (`swarm_id`, [`super::details`]); actions
+    /// without details never match.
+    pub swarm_id: Option<String>,
+    /// Only actions whose details give a `risk_score` of at least this (`risk_min`, 0 to
+    /// 100); actions without one never match.
+    pub risk_min: Option<i64>,
     /// Most actions in the page, 1 to [`MAX_ACTIONS_LIMIT`].
     pub limit: usize,
     /// Matching actions skipped before the page, at most [`MAX_OFFSET`].
@@ -191,6 +197,8 @@ impl Default for ActionQuery {
             agent_id: None,
             action_type: None,
             containment_status: None,
+            swarm_id: None,
+            risk_min: None,
             limit: DEFAULT_ACTIONS_LIMIT,
             offset: 0,
         }
@@ -205,8 +213,8 @@ impl ActionQuery {
     /// [`ListError::BadParam`] for a `status` or `exclude_status` that is no lifecycle, an
     /// `outcome_status` that is no outcome status, a `containment_status` that is no
     /// [`ContainmentStatus`], a `limit` (1 to [`MAX_ACTIONS_LIMIT`]) or
-    /// `offset` that breaks its rule, a filter this ledger cannot apply (`swarm_id`,
-    /// `risk_min`, `days`), or a known parameter given more than once.
+    /// `offset` or `risk_min` that breaks its rule, a filter this ledger cannot apply
+    /// (`days`), or a known parameter given more than once.
     pub fn parse<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<ActionQuery, ListError> {
@@ -249,6 +257,16 @@ impl ActionQuery {
                             )
                         })?);
                 }
+                "swarm_id" => q.swarm_id = Some(value.to_owned()),
+                "risk_min" => {
+                    q.risk_min = Some(
+                        value
+                            .parse::<i64>()
+                            .ok()
+                            .filter(|r| (0..=100).contains(r))
+                            .ok_or_else(|| bad(name, value, "must be an integer of 0 to 100"))?,
+                    );
+                }
                 "limit" => q.limit = parse_limit(value, MAX_ACTIONS_LIMIT, ACTIONS_LIMIT_RULE)?,
                 "offset" => q.offset = parse_offset(value)?,
                 n if UNSUPPORTED.contains(&n) => {
@@ -281,6 +299,8 @@ impl ActionQuery {
             || self.agent_id.is_some()
             || self.action_type.is_some()
             || self.containment_status.is_some()
+            || self.swarm_id.is_some()
+            || self.risk_min.is_some()
     }
 
     /// Whether `state` (with its decision record) matches the filters.
@@ -302,6 +322,22 @@ impl ActionQuery {
             && self
                 .containment_status
                 .is_none_or(|c| super::containment::status(state) == Some(c))
+            && self.swarm_id.as_deref().is_none_or(|w| {
+                state
+                    .action
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.text("swarm_id"))
+                    == Some(w)
+            })
+            && self.risk_min.is_none_or(|r| {
+                state
+                    .action
+                    .details
+                    .as_ref()
+                    .and_then(super::details::Details::risk_score)
+                    .is_some_and(|s| s >= r)
+            })
     }
 }
 
@@ -1080,8 +1116,8 @@ mod tests {
             ("exclude_status", "done"),
             ("outcome_status", "running"),
             ("days", "7"),
-            ("swarm_id", "s1"),
-            ("risk_min", "70"),
+            ("risk_min", "101"),
+            ("risk_min", "high"),
         ] {
             match ActionQuery::parse([(name, value)]) {
                 Err(ListError::BadParam {

@@ -50,7 +50,10 @@
 //! - **Create** ([`create_action`]). The binding records the agent that may claim, the creating
 //!   principal, the `act_content_hash` of the scrubbed act ([`act`]), the guard decision id and
 //!   verdict, the containment ref, whether the creator's identity was verified, and protocol 1
-//!   when the creator advertised the `execution_claims` capability. The initial lifecycle comes
+//!   when the creator advertised the `execution_claims` capability; with [`details`] also the
+//!   full action record (declared goal, the scrubbed act itself, risk score, systems touched,
+//!   reversible, reasoning, idempotency key, assumptions, …), redacted and bounded, the act
+//!   bound to its hash. The initial lifecycle comes
 //!   from the verdict (`require_approval` → `pending_approval`, `block` → `blocked`, otherwise
 //!   `running`). A retry with the same binding returns the first record and writes nothing
 //!   (idempotent creation); a different binding under a taken id is refused
@@ -160,9 +163,10 @@
 //!
 //! [`ids`] (action and attempt ids), [`status`] (lifecycles, outcome statuses, verdicts),
 //! [`paths`] and [`layout`] (where each record lives), [`pending`] (the index of pending
-//! outcomes), [`migrate`] (older layouts to `hex2x2`), [`records`] (the byte format and its parsers),
-//! [`error`], [`act`] (scrub and hash), [`redaction`], [`state`] (reading an action),
-//! [`write`](mod@write) (the compare-and-swap wrapper), one module per operation ([`create`],
+//! outcomes), [`migrate`] (older layouts to `hex2x2`), [`records`] (the byte format and its
+//! parsers), [`error`], [`act`] (scrub and hash), [`details`] (the full action record),
+//! [`redaction`], [`state`] (reading an action), [`write`](mod@write) (the compare-and-swap
+//! wrapper), one module per operation ([`create`],
 //! [`claim`](mod@claim), [`outcome`], [`sweep`](mod@sweep)),
 //! [`verify`](mod@verify), [`batch`], [`approval`], [`containment`], [`decision`], and [`list`]
 //! (the listings of actions and guard decisions, and what a page costs).
@@ -177,6 +181,7 @@ pub mod claim;
 pub mod containment;
 pub mod create;
 pub mod decision;
+pub mod details;
 pub mod error;
 pub mod ids;
 pub mod layout;
@@ -203,6 +208,7 @@ pub use approval::{Approval, ApprovalDecision, ApprovalExpiry};
 pub use claim::{ClaimRefusal, ClaimRequest, claim};
 pub use containment::{Containment, ContainmentStatus, ContainmentVerdict, resolve_containment};
 pub use create::{NewAction, create_action};
+pub use details::{DetailError, Details};
 pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use layout::{Detected, Layout, LayoutError};

@@ -18,12 +18,16 @@
 //! ([`parse_action`], [`parse_claim`], [`parse_outcome`]) refuse anything else with a
 //! [`RecordError`] that names the field and the rule.
 //!
+//! `action.json` may also carry `details`, the full action record ([`Details`]: the goal, the
+//! act, the risk, …), written only when set: records written before it keep their bytes.
+//!
 //! `action.json` holds the *initial* lifecycle and `outcome.json` the lifecycle *after* the
 //! outcome was written, so the state of an action is a pure function of its files (see
 //! [`State`](super::State)).
 
 use std::collections::BTreeMap;
 
+use super::details::{DetailError, Details};
 use super::ids::{ActionId, AttemptId, MAX_ID_UNITS};
 use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::canonical::{self, Value};
@@ -93,6 +97,10 @@ pub struct Action {
     /// `None`: the sweeper's default. The key is written only when set, so records written
     /// before it existed keep their bytes.
     pub approval_wait_seconds: Option<u32>,
+    /// What the creator said about the action beyond its binding (goal, act, risk, systems,
+    /// …; [`Details`]), stored redacted under the key `details`; `None` for records written
+    /// before it existed and creations without details: the key is written only when set.
+    pub details: Option<Details>,
 }
 
 /// `claim.json`: the one claim of an action.
@@ -168,6 +176,9 @@ impl Action {
         ]);
         if let (Some(wait), Value::Object(map)) = (self.approval_wait_seconds, &mut value) {
             map.insert("approval_wait_seconds".into(), Value::from(i64::from(wait)));
+        }
+        if let (Some(details), Value::Object(map)) = (&self.details, &mut value) {
+            map.insert("details".into(), details.to_value());
         }
         value
     }
@@ -407,7 +418,7 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
             "identity_verified",
             "lifecycle",
         ],
-        &["approval_wait_seconds"],
+        &["approval_wait_seconds", "details"],
     )?;
     let action_id = f.own_id("action_id", id, "directory's")?;
     let act_content_hash = match f.opt_str("act_content_hash")? {
@@ -453,6 +464,10 @@ pub fn parse_action(bytes: &[u8], id: &ActionId) -> Result<Action, RecordError> 
                     .filter(|n| super::approval::APPROVAL_WAIT_SECONDS.contains(n))
                     .ok_or(RecordError::ApprovalWait)?,
             ),
+        },
+        details: match f.0.get("details") {
+            None => None,
+            Some(v) => Some(Details::from_record(v).map_err(RecordError::Detail)?),
         },
     })
 }
@@ -673,6 +688,10 @@ pub enum RecordError {
     /// `action.json`'s `approval_wait_seconds` is not an integer of 5 to 86400.
     #[error("approval_wait_seconds is not an integer of 5 to 86400 (seconds)")]
     ApprovalWait,
+    /// `action.json`'s `details` break a field's rule ([`Details::from_record`]); `verify`
+    /// reports it as `finality-detail-invalid`.
+    #[error("details: {0}")]
+    Detail(DetailError),
     /// A decision record's `containment_ref` is set for a verdict other than
     /// `allow_contained`, or missing for it.
     #[error("containment_ref is set exactly for allow_contained")]

@@ -41,6 +41,7 @@ pub(crate) fn new_action(id: &str) -> NewAction {
         containment_ref: None,
         lifecycle: None,
         approval_wait_seconds: None,
+        details: None,
     }
 }
 

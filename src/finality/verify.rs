@@ -1,14 +1,16 @@
 //! Verification of the finality records, for `verify`, `verify --range` and the pre-receive
 //! hook: every path is a known record at the path its id gives, every record parses, the claim
 //! matches its action's binding and the action was claimable, the outcome is one the operations
-//! can write from the action's lifecycle, nothing holds an unredacted secret, and a push never
-//! changes or removes a record (create-only).
+//! can write from the action's lifecycle, a stored act hashes to its action's `act_content_hash`
+//! (`finality-act-unbound`) and its details keep their rules (`finality-detail-invalid`), nothing
+//! holds an unredacted secret, and a push never changes or removes a record (create-only).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::approval::{self, ApprovalDecision};
 use super::containment;
 use super::decision::{self, Decision, DecisionId};
+use super::details;
 use super::ids::ActionId;
 use super::layout::{self, DECISIONS, Detected, Layout, LayoutError};
 use super::paths::{ROOT, RecordKind};
@@ -938,6 +940,15 @@ fn check_records(
             ));
         }
     }
+    if let Some(details) = &action.details {
+        for problem in details.problems(action.act_content_hash.as_deref()) {
+            let rule = match problem {
+                details::Problem::ActUnbound(_) => Rule::FinalityActUnbound,
+                details::Problem::Unredacted(_) => Rule::Privacy,
+            };
+            out.push(finding(&action_path, rule, problem.to_string()));
+        }
+    }
     if let Some(c) = &claim {
         let mut problems = Vec::new();
         if c.binding_sha256 != action_sha {
@@ -1076,11 +1087,11 @@ fn parsed<T>(out: &mut Vec<Finding>, path: &str, r: Option<Result<T, RecordError
     match r {
         Some(Ok(v)) => Some(v),
         Some(Err(reason)) => {
-            out.push(finding(
-                path,
-                Rule::FinalityRecordInvalid,
-                reason.to_string(),
-            ));
+            let rule = match reason {
+                RecordError::Detail(_) => Rule::FinalityDetailInvalid,
+                _ => Rule::FinalityRecordInvalid,
+            };
+            out.push(finding(path, rule, reason.to_string()));
             None
         }
         None => None,

@@ -629,6 +629,7 @@ fn entries_that_are_not_plain_files_are_reported_with_their_mode() {
         containment_ref: None,
         lifecycle: None,
         approval_wait_seconds: None,
+        details: None,
     };
     let tip = crate::finality::create_action(
         &store,

@@ -138,9 +138,11 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
         containment_ref,
         lifecycle,
         legacy,
+        details,
         json,
         command,
     } = a;
+    let details = details.as_deref().map(parse_details).transpose()?;
     let id = match id {
         Some(id) => id,
         None => new_action_id()?,
@@ -168,6 +170,7 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
         containment_ref,
         lifecycle: lifecycle.as_deref().and_then(finality::Lifecycle::parse),
         approval_wait_seconds: None,
+        details,
     };
     let options = finality_options(env, &state)?;
     let store = Store::open_or_init_bare(&state.repo, &state.ref_name).map_err(|e| {
@@ -220,6 +223,25 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
             .map_or("already recorded".to_owned(), |c| format!("at {c}")),
     ));
     Ok(())
+}
+
+/// `--details JSON`: an object of the detail fields only, each keeping its rule
+/// ([`finality::details`]); the first fault exits 2 naming the field and the rule.
+fn parse_details(text: &str) -> Result<finality::Details, Failure> {
+    let value = crate::canonical::parse(text)
+        .map_err(|e| Failure::input(format!("--details is not JSON: {e}")))?;
+    let map = value
+        .as_object()
+        .ok_or_else(|| Failure::input("--details must be a JSON object"))?;
+    if let Some(k) = map.keys().find(|k| finality::details::field(k).is_none()) {
+        return Err(Failure::input(format!(
+            "--details: {k} is not a detail field (see --help)"
+        )));
+    }
+    finality::Details::from_request(map).map_err(|errors| {
+        let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Failure::input(format!("--details: {}", all.join("; ")))
+    })
 }
 
 /// Runs `action claim`.
@@ -493,6 +515,42 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
         format!("lifecycle:    {}", st.lifecycle()),
         format!("outcome:      {}", view.status),
     ];
+    if let Some(d) = &a.details {
+        let shown = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+        lines.push(format!(
+            "goal:         {}",
+            shown(d.text("declared_goal").map(str::to_owned))
+        ));
+        lines.push(format!(
+            "act:          {}{}",
+            shown(d.act().map(line)),
+            if d.act_redacted() { " (redacted)" } else { "" }
+        ));
+        lines.push(format!(
+            "risk:         {}",
+            shown(d.risk_score().map(|r| r.to_string()))
+        ));
+        let systems = d.list("systems_touched");
+        lines.push(format!(
+            "systems:      {}",
+            if systems.is_empty() {
+                "-".to_owned()
+            } else {
+                systems.join(", ")
+            }
+        ));
+        lines.push(format!(
+            "reversible:   {}",
+            shown(
+                d.reversible()
+                    .map(|r| if r { "yes" } else { "no" }.to_owned())
+            )
+        ));
+        lines.push(format!(
+            "reasoning:    {}",
+            shown(d.text("reasoning").map(str::to_owned))
+        ));
+    }
     if let Some(p) = &st.approval {
         lines.push(format!(
             "approval:     {} by {} at {}",

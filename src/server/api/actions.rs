@@ -29,10 +29,23 @@
 //! - **Another binding under an explicit `action_id`**, or an id taken by another principal:
 //!   409 `ACTION_EXISTS`, as `action create --id` refuses it.
 //!
-//! What the ledger does not store (`declared_goal`, other capabilities, free-form fields) is
-//! not compared: it cannot tell them apart. A request refused before anything is written (400
-//! validation, 401, 5xx when the store is unavailable) stored nothing, so a retry under the same
-//! key is a first request and may create.
+//! The details of the full action record (`declared_goal`, `risk_score`, `systems_touched`,
+//! `reasoning`, …; [`finality::details`]) are stored but not compared, nor are other
+//! capabilities: a replay answers the action as the first request stored it, as the
+//! reference's idempotency short-circuit returns its existing row. A request refused before
+//! anything is written (400 validation, 401, 5xx when the store is unavailable) stored nothing,
+//! so a retry under the same key is a first request and may create.
+//!
+//! # The full action record
+//!
+//! Both creating routes keep the body's detail fields and the act in `action.json`
+//! ([`finality::details`] gives the fields, their rules and the redaction): a field that breaks
+//! its rule (a wrong type, a text or array over the reference's limit, a number out of range)
+//! is refused with 400 `Validation failed` and `details` naming the field and the rule in the
+//! reference's words (`risk_score must be <= 100`), and nothing is written; the plain guard
+//! checks the same rules. The answer's `security` block counts what the redaction replaced.
+//! `GET /api/actions/{id}` and the listing answer the fields in the action row, and `GET
+//! /api/actions/{id}` the assumptions as the reference's assumption rows beside it.
 
 use std::sync::Arc;
 
@@ -65,6 +78,9 @@ struct Intent {
     status: Option<Lifecycle>,
     /// `approval_wait_seconds`, rounded and clamped as the reference does.
     approval_wait: Option<u32>,
+    /// The reference's descriptive fields of the body (goal, risk, systems, …), checked
+    /// against their rules; stored, with the act, when the intent creates an action.
+    details: finality::Details,
 }
 
 fn machine(v: &str, field: &str, details: &mut Vec<String>) -> Option<String> {
@@ -86,26 +102,26 @@ fn machine(v: &str, field: &str, details: &mut Vec<String>) -> Option<String> {
 /// [`finality::check_act_text`]) is a field rule broken, here for the guard as for the
 /// creation: a decision about an act must name the act it was about.
 fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<String>> {
-    let mut details = Vec::new();
+    let mut problems = Vec::new();
     let map = body.as_object().expect("checked by object_body");
     if let Some(act) = map.get("act").filter(|a| !matches!(a, Value::Null))
         && let Err(e) =
             finality::check_act(act).and_then(|()| finality::check_act_text(text, "/act"))
     {
-        details.push(e.to_string());
+        problems.push(e.to_string());
     }
     let action_type = match map.get("action_type") {
-        Some(Value::String(s)) => machine(s, "action_type", &mut details),
+        Some(Value::String(s)) => machine(s, "action_type", &mut problems),
         _ => {
-            details.push("action_type is required (a string)".into());
+            problems.push("action_type is required (a string)".into());
             None
         }
     };
     let agent_id = match map.get("agent_id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => machine(s, "agent_id", &mut details),
+        Some(Value::String(s)) => machine(s, "agent_id", &mut problems),
         Some(_) => {
-            details.push("agent_id must be a string".into());
+            problems.push("agent_id must be a string".into());
             None
         }
     };
@@ -116,7 +132,7 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             .filter_map(|i| i.as_str().map(str::to_owned))
             .collect(),
         Some(_) => {
-            details.push("client_capabilities must be an array of strings".into());
+            problems.push("client_capabilities must be an array of strings".into());
             Vec::new()
         }
     };
@@ -126,7 +142,7 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             Some(s.clone())
         }
         Some(_) => {
-            details.push("idempotency_key must be a string of 1 to 256 characters".into());
+            problems.push("idempotency_key must be a string of 1 to 256 characters".into());
             None
         }
     };
@@ -135,10 +151,17 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
         Some(v) => match v.as_f64() {
             Some(n) => finality::approval::approval_wait_seconds(n),
             None => {
-                details.push("approval_wait_seconds must be a number (seconds)".into());
+                problems.push("approval_wait_seconds must be a number (seconds)".into());
                 None
             }
         },
+    };
+    let details = match finality::Details::from_request(map) {
+        Ok(d) => d,
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            finality::Details::default()
+        }
     };
     let mut action_id = None;
     let mut status = None;
@@ -147,25 +170,25 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => match ActionId::parse(s) {
                 Some(id) => action_id = Some(id),
-                None => details.push("action_id must match ^[A-Za-z0-9_-]{1,128}$".into()),
+                None => problems.push("action_id must match ^[A-Za-z0-9_-]{1,128}$".into()),
             },
-            Some(_) => details.push("action_id must be a string".into()),
+            Some(_) => problems.push("action_id must be a string".into()),
         }
         match map.get("status") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => {
                 match Lifecycle::parse(s).filter(|l| l.is_client_settable()) {
                     Some(l) => status = Some(l),
-                    None => details.push(format!("status {s:?} is not a client-settable status")),
+                    None => problems.push(format!("status {s:?} is not a client-settable status")),
                 }
             }
-            Some(_) => details.push("status must be a string".into()),
+            Some(_) => problems.push("status must be a string".into()),
         }
         if agent_id.is_none() && !map.contains_key("agent_id") {
-            details.push("agent_id is required".into());
+            problems.push("agent_id is required".into());
         }
     }
-    match (details.is_empty(), action_type) {
+    match (problems.is_empty(), action_type) {
         (true, Some(action_type)) => Ok(Intent {
             action_type,
             agent_id,
@@ -178,8 +201,9 @@ fn parse_intent(body: &Value, text: &str, create: bool) -> Result<Intent, Vec<St
             action_id,
             status,
             approval_wait,
+            details,
         }),
-        _ => Err(details),
+        _ => Err(problems),
     }
 }
 
@@ -385,6 +409,7 @@ fn new_action(intent: &Intent, d: &Decision, id: ActionId, principal: &str) -> N
         approval_wait_seconds: intent
             .approval_wait
             .filter(|_| d.verdict == finality::Verdict::RequireApproval),
+        details: Some(intent.details.clone()),
     }
 }
 
@@ -458,6 +483,13 @@ pub(super) async fn guard(
     };
     if record && intent.agent_id.is_none() {
         return validation(vec!["agent_id is required to record the action".into()]);
+    }
+    if record
+        && let Err(e) = intent
+            .details
+            .stored(intent.act.as_ref(), &mut finality::Security::default())
+    {
+        return validation(vec![e.to_string()]);
     }
     let decision = match decide(&intent, &caller) {
         Ok(d) => d,
@@ -583,7 +615,12 @@ pub(super) fn security_value(security: &finality::Security, critical: usize) -> 
 
 /// The answer of a creation, the same for its replays (marked `idempotent_replay`): 403 for a
 /// blocked action, 202 for one awaiting approval, 201 otherwise.
-fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
+fn created_answer(
+    d: &Decision,
+    state: &ActionState,
+    replayed: bool,
+    security: &finality::Security,
+) -> Answer {
     let action_id = Value::str(state.action.action_id.as_str());
     let mut fields = vec![("action", action_view(state, Some(d)))];
     let status = match d.verdict {
@@ -597,10 +634,7 @@ fn created_answer(d: &Decision, state: &ActionState, replayed: bool) -> Answer {
     fields.push(("action_id", action_id));
     fields.push(("decision", Value::object(decision_value(d))));
     if d.verdict != Verdict::Block {
-        fields.push((
-            "security",
-            security_value(&finality::Security::default(), 0),
-        ));
+        fields.push(("security", security_value(security, 0)));
     }
     if replayed {
         fields.push(("idempotent_replay", Value::Bool(true)));
@@ -629,6 +663,12 @@ pub(super) async fn create(
         Err(unavailable) => return unavailable,
     };
     let witnessed = action_id.clone();
+    // What the redaction of the details and the act found, for the answer's `security` block
+    // (the reference's DLP findings); a storing error is the creation's own, answered by it.
+    let mut security = finality::Security::default();
+    if let Err(e) = intent.details.stored(intent.act.as_ref(), &mut security) {
+        return validation(vec![e.to_string()]);
+    }
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
             let (d, state, replayed) = match ov.state(&action_id)? {
@@ -642,7 +682,7 @@ pub(super) async fn create(
                     (d, state, false)
                 }
             };
-            Ok(created_answer(&d, &state, replayed))
+            Ok(created_answer(&d, &state, replayed, &security))
         },
     );
     let reply = app.writer.submit(op).await;

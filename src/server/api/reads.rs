@@ -85,7 +85,9 @@ fn time(at: Option<Timestamp>) -> Value {
 }
 
 /// The action as `GET /api/actions/{id}` shows it: the reference's row columns that exist
-/// here (lifecycle `status`, outcome, claim, approval).
+/// here (lifecycle `status`, outcome, claim, approval), then the detail columns of the full
+/// action record ([`finality::details::row_fields`]: goal, risk, systems, reversible,
+/// reasoning, …, and the stored act).
 pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
     let a = &state.action;
     let o = state.outcome.as_ref();
@@ -102,7 +104,7 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
         finality::Source::LegacyClose => "direct",
         finality::Source::Sweep => "sweep",
     });
-    Value::object([
+    let mut fields = vec![
         ("action_id", Value::str(a.action_id.as_str())),
         ("agent_id", Value::str(a.agent_id.as_str())),
         ("created_by", Value::str(a.created_by.as_str())),
@@ -165,7 +167,44 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
         ("created_at", time(Some(a.created_at))),
         ("timestamp_start", time(Some(a.created_at))),
         ("timestamp_end", time(o.map(|o| o.outcome_at))),
-    ])
+    ];
+    fields.extend(finality::details::row_fields(a.details.as_ref()));
+    Value::object(fields)
+}
+
+/// The assumptions of an action as the reference's assumption rows (`GET /api/actions/{id}`
+/// answers them beside the action): one per stored assumption, in the creator's order, with
+/// an id derived from the action's and the position (`<action_id>:asm:<i>`), never validated or
+/// invalidated (nothing here updates them).
+pub fn assumption_rows(state: &ActionState) -> Value {
+    let a = &state.action;
+    let items = a
+        .details
+        .as_ref()
+        .map(|d| d.list("assumptions"))
+        .unwrap_or_default();
+    Value::Array(
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                Value::object([
+                    (
+                        "assumption_id",
+                        Value::str(format!("{}:asm:{i}", a.action_id)),
+                    ),
+                    ("action_id", Value::str(a.action_id.as_str())),
+                    ("agent_id", Value::str(a.agent_id.as_str())),
+                    ("assumption", Value::str(text)),
+                    ("basis", Value::Null),
+                    ("validated", Value::Bool(false)),
+                    ("invalidated", Value::Bool(false)),
+                    ("invalidated_reason", Value::Null),
+                    ("created_at", time(Some(a.created_at))),
+                ])
+            })
+            .collect(),
+    )
 }
 
 pub(super) async fn healthz(State(app): State<Arc<App>>) -> Response {
@@ -209,7 +248,10 @@ pub(super) async fn get_outcome(
 /// a `PATCH` without a status); answered as [`answer_state`].
 pub(super) async fn answer_action(app: &Arc<App>, raw_id: &str) -> Response {
     answer_state(app, raw_id, |ov, s, _| {
-        Value::object([("action", action_view(s, decision_of(ov, s).as_ref()))])
+        Value::object([
+            ("action", action_view(s, decision_of(ov, s).as_ref())),
+            ("assumptions", assumption_rows(s)),
+        ])
     })
     .await
 }

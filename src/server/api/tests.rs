@@ -3614,3 +3614,198 @@ async fn listings_and_closes_refuse_what_they_used_to_ignore() {
     assert_eq!(g.status, 200, "{:?}", g.body);
     assert_eq!(g.str_at("action", "status"), Some("completed"));
 }
+
+/// The full action record (issue 45): both creating routes keep the goal, risk, systems,
+/// reversible, reasoning, idempotency key, assumptions and the act, redacted, and answer them
+/// in DashClaw's row (`GET /api/actions/{id}`, the listing); bad details are refused with 400
+/// naming the field and the rule, and nothing is written.
+#[tokio::test]
+async fn the_full_action_record_is_kept_redacted_and_answered() {
+    let s = server();
+    let extra = r#","declared_goal":"rotate the deploy key; old one was password=hunter22","risk_score":72,"systems_touched":["github","vault"],"reversible":false,"reasoning":"the key leaked in a log","idempotency_key":"idem-full-1","assumptions":["nobody deploys meanwhile"],"confidence":90"#;
+    for (body, want) in [
+        (r#""risk_score":101"#, "risk_score must be <= 100"),
+        (r#""risk_score":"high""#, "risk_score must be an integer"),
+        (r#""reversible":"no""#, "reversible must be a boolean"),
+        (
+            r#""systems_touched":"github""#,
+            "systems_touched must be an array",
+        ),
+        (
+            r#""systems_touched":[1]"#,
+            "systems_touched[0] must be a string",
+        ),
+        (r#""declared_goal":7"#, "declared_goal must be a string"),
+    ] {
+        for uri in ["/api/actions", "/api/guard?record=true", "/api/guard"] {
+            let g = s
+                .post(uri, BOT, guard_body("build", ACT, &format!(",{body}")))
+                .await;
+            assert_eq!(
+                (g.status, g.str("error")),
+                (400, "Validation failed"),
+                "{uri} {body}"
+            );
+            let details = canonical::to_canonical_unchecked(g.body.get("details").unwrap());
+            assert!(details.contains(want), "{uri} {body}: {details}");
+        }
+    }
+    let long_goal = format!(r#","declared_goal":"{}""#, "g".repeat(2001));
+    let g = s
+        .post("/api/actions", BOT, guard_body("build", ACT, &long_goal))
+        .await;
+    assert_eq!(g.status, 400);
+    assert!(
+        canonical::to_canonical_unchecked(&g.body)
+            .contains("declared_goal exceeds max length of 2000")
+    );
+    let store = Store::open(&s.repo).unwrap();
+    assert_eq!(
+        store.tip("refs/heads/main").unwrap(),
+        None,
+        "nothing written"
+    );
+
+    let created = s
+        .post("/api/actions", BOT, guard_body("deploy", ACT, extra))
+        .await;
+    assert_eq!(created.status, 202, "{:?}", created.body);
+    let security = created.body.get("security").unwrap();
+    assert_eq!(
+        security.get("clean"),
+        Some(&Value::Bool(false)),
+        "{security}"
+    );
+    let id = created.str("action_id").to_owned();
+    let got = s.get(format!("/api/actions/{id}"), OPS).await;
+    assert_eq!(got.status, 200);
+    let row = got.body.get("action").unwrap();
+    let field = |k: &str| {
+        row.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing: {row}"))
+    };
+    assert_eq!(
+        field("declared_goal"),
+        Value::str("rotate the deploy key; old one was password=[REDACTED]")
+    );
+    assert_eq!(field("risk_score"), Value::from(72));
+    assert_eq!(
+        field("systems_touched"),
+        Value::Array(vec![Value::str("github"), Value::str("vault")])
+    );
+    assert_eq!(field("reversible"), Value::Bool(false));
+    assert_eq!(field("reasoning"), Value::str("the key leaked in a log"));
+    assert_eq!(field("idempotency_key"), Value::str("idem-full-1"));
+    assert_eq!(field("confidence"), Value::from(90));
+    assert_eq!(
+        field("tokens_in"),
+        Value::Null,
+        "not given, no default invented"
+    );
+    assert_eq!(field("side_effects"), Value::Array(vec![]));
+    assert_eq!(
+        field("act"),
+        canonical::parse(r#"{"kind":"shell","command":"make deploy token=[REDACTED]"}"#).unwrap()
+    );
+    assert_eq!(field("act_redacted"), Value::Bool(false));
+    assert_eq!(
+        finality::act_content_hash(Some(&field("act"))),
+        row.get("act_content_hash")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        "the stored act is the hashed one"
+    );
+    let text = canonical::to_canonical_unchecked(&got.body);
+    assert!(
+        !text.contains("hunter22") && !text.contains("abc123"),
+        "{text}"
+    );
+    let assumptions = got
+        .body
+        .get("assumptions")
+        .and_then(Value::as_array)
+        .unwrap();
+    assert_eq!(assumptions.len(), 1);
+    assert_eq!(
+        assumptions[0].get("assumption"),
+        Some(&Value::str("nobody deploys meanwhile"))
+    );
+    // The listing answers the same row.
+    let list = s.get("/api/actions?status=pending_approval", OPS).await;
+    let rows = list.body.get("actions").and_then(Value::as_array).unwrap();
+    let listed = rows
+        .iter()
+        .find(|r| r.get("action_id").and_then(Value::as_str) == Some(id.as_str()))
+        .unwrap();
+    assert_eq!(listed, row);
+    // A replay under the same key answers the stored details, whatever it says now.
+    let replay = s
+        .post(
+            "/api/actions",
+            BOT,
+            guard_body(
+                "deploy",
+                ACT,
+                &extra.replace("\"risk_score\":72", "\"risk_score\":10"),
+            ),
+        )
+        .await;
+    assert_eq!(
+        replay.body.get("idempotent_replay"),
+        Some(&Value::Bool(true))
+    );
+    assert_eq!(
+        replay.body.get("action").and_then(|a| a.get("risk_score")),
+        Some(&Value::from(72))
+    );
+    // The recorded guard keeps them too (the SDK's run_governed records through it).
+    let g = s
+        .post(
+            "/api/guard?record=true",
+            BOT,
+            guard_body(
+                "build",
+                ACT,
+                r#","declared_goal":"build it","risk_score":5,"systems_touched":["ci"]"#,
+            ),
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let id = g.str("action_id").to_owned();
+    let row = s.get(format!("/api/actions/{id}"), BOT).await;
+    assert_eq!(row.str_at("action", "declared_goal"), Some("build it"));
+    assert_eq!(
+        row.body.get("action").and_then(|a| a.get("risk_score")),
+        Some(&Value::from(5))
+    );
+    // The listing filters by the details' risk and swarm (refused before: no data).
+    let ids = |g: &Got| -> Vec<String> {
+        g.body
+            .get("actions")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .filter_map(|a| {
+                a.get("action_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    };
+    let risky = s.get("/api/actions?risk_min=70", OPS).await;
+    assert_eq!(risky.status, 200);
+    assert_eq!(ids(&risky), [created.str("action_id").to_owned()]);
+    assert_eq!(ids(&s.get("/api/actions?risk_min=5", OPS).await).len(), 2);
+    assert_eq!(s.get("/api/actions?risk_min=101", OPS).await.status, 400);
+    assert_eq!(
+        ids(&s.get("/api/actions?swarm_id=none", OPS).await),
+        Vec::<String>::new()
+    );
+    let tip = store.tip("refs/heads/main").unwrap();
+    assert_eq!(
+        finality::verify(&store.snapshot(tip).unwrap()).unwrap(),
+        vec![],
+        "verify is clean"
+    );
+}

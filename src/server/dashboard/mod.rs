@@ -6,7 +6,7 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /` | governed actions by status (tabs), paged, filtered by agent |
-//! | `GET /ui/actions/{id}` | one action: binding, approval, claim, outcome, elapsed time |
+//! | `GET /ui/actions/{id}` | one action: binding, request (goal, act, risk, systems, reversible, reasoning), approval, claim, outcome, elapsed time |
 //! | `GET /ui/actions/{id}/confirm?decision=approve\|deny` | the confirmation step (operators) |
 //! | `POST /ui/actions/{id}/decide` | the decision and its optional reasoning, through the JSON route's own path |
 //! | `GET /ui/lanes` | the ledger's `status` view as a table, and per lane an SVG bar chart of recent run durations |

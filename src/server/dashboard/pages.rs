@@ -300,6 +300,51 @@ fn decidable(state: &ActionState) -> bool {
         && state.approval.is_none()
 }
 
+/// What the creator asked for (the full action record, [`finality::details`]): the declared
+/// goal, the act as stored (the scrubbed, redacted one), the risk score, the systems touched,
+/// whether it is reversible and the reasoning; every text shown through [`shown`] and escaped
+/// by the template. A record without details says so.
+fn request(details: Option<&finality::Details>) -> Markup {
+    let text = |name: &str| details.and_then(|d| d.text(name)).map(shown);
+    let systems = details
+        .map(|d| d.list("systems_touched"))
+        .unwrap_or_default();
+    let act = details.and_then(|d| d.act()).map(|a| {
+        finality::clean_text(
+            &crate::canonical::to_canonical_unchecked(a),
+            finality::MAX_TEXT_UNITS,
+            &mut Security::default(),
+        )
+    });
+    html! {
+        section #request {
+            h2 { "Request" }
+            @if details.is_none() {
+                p { "Not recorded (an action created without its details)." }
+            }
+            dl {
+                dt { "Goal" } dd #goal { (opt(text("declared_goal").as_deref())) }
+                dt { "Act" } dd #act {
+                    @match &act {
+                        Some(a) => pre { (a) },
+                        None => span { "—" },
+                    }
+                    @if details.is_some_and(finality::Details::act_redacted) {
+                        p.note { "Redacted before it was stored: its hash cannot be recomputed from it." }
+                    }
+                }
+                dt { "Risk score" } dd #risk { (opt(details.and_then(finality::Details::risk_score).map(|r| r.to_string()).as_deref())) }
+                dt { "Systems touched" } dd #systems {
+                    @if systems.is_empty() { span { "—" } }
+                    @else { ul { @for s in &systems { li { (shown(s)) } } } }
+                }
+                dt { "Reversible" } dd #reversible { (opt(details.and_then(finality::Details::reversible).map(|r| if r { "yes" } else { "no" }))) }
+                dt { "Reasoning" } dd #request-reasoning { (opt(text("reasoning").as_deref())) }
+            }
+        }
+    }
+}
+
 /// `GET /ui/actions/{id}` (and its confirmation step).
 pub(super) fn action(
     viewer: &Viewer,
@@ -333,6 +378,7 @@ pub(super) fn action(
                     dt { "Protocol" } dd { (opt(a.execution_protocol.map(|p| p.to_string()).as_deref())) }
                 }
             }
+            (request(a.details.as_ref()))
             section #approval {
                 h2 { "Approval" }
                 @if let Some(p) = &state.approval {

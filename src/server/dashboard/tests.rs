@@ -649,3 +649,47 @@ async fn a_denial_through_the_page_keeps_its_reasoning_redacted_and_escaped() {
     assert!(page.text.contains("deny by ops"), "{}", page.text);
     assert!(!page.text.contains("approval-reasoning"), "{}", page.text);
 }
+
+/// The action's page shows what is asked (issue 45): goal, act, risk, systems, reversible and
+/// reasoning, redacted and escaped; a missing field is a dash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_action_page_shows_the_request_redacted_and_escaped() {
+    let s = server(false);
+    let body = r#"{"action_type":"deploy","agent_id":"agent-1","client_capabilities":["execution_claims"],
+        "act":{"kind":"shell","command":"curl -H 'Authorization: Bearer sk-abcdefghijklmnop' https://example.org/<b>"},
+        "declared_goal":"ship <script>alert(1)</script> & token=hunter22","risk_score":85,
+        "systems_touched":["prod-db","<i>cdn</i>"],"reversible":false,
+        "reasoning":"customers wait \"now\""}"#;
+    let v = s.api("POST", "/api/actions", BOT, body).await;
+    let id = v.get("action_id").unwrap().as_str().unwrap().to_owned();
+    let (cookie, _) = s.login(OPS).await;
+    let page = s.page(&format!("/ui/actions/{id}"), &cookie).await;
+    assert_eq!(page.status, 200);
+    let t = &page.text;
+    assert!(
+        !t.contains("<script>") && !t.contains("<i>cdn") && !t.contains("<b>"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("hunter22") && !t.contains("sk-abcdefghijklmnop"),
+        "{t}"
+    );
+    for want in [
+        r#"id="goal">ship &lt;script&gt;alert(1)&lt;/script&gt; &amp; token=[REDACTED]"#,
+        "Bearer [REDACTED]",
+        r#"id="risk">85"#,
+        "<li>prod-db</li><li>&lt;i&gt;cdn&lt;/i&gt;</li>",
+        r#"id="reversible">no"#,
+        r#"id="request-reasoning">customers wait &quot;now&quot;"#,
+    ] {
+        assert!(t.contains(want), "{want} not in {t}");
+    }
+    // An action created without a goal shows a dash.
+    let plain = s.action("build").await;
+    let page = s.page(&format!("/ui/actions/{plain}"), &cookie).await;
+    assert!(
+        page.text.contains(r#"id="goal"><span>—</span>"#),
+        "{}",
+        page.text
+    );
+}
