@@ -975,10 +975,10 @@ impl SweepScan {
 /// seen for the first time to `observations` (at `now`) and, when it ran to the end, drops
 /// those no longer pending.
 ///
-/// In a layout with the pending index (`hex2x2`, `nibble`) it reads the names of the pending index's entries
-/// ([`pending::all_entries`]) and the records of only the actions seen for the first time or
-/// timed out: its cost is what is pending, not what exists. Each entry read is checked against its action's records,
-/// and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it
+/// In a layout with the pending index (`hex2x2`, `nibble`) it reads the names of the index's
+/// entries ([`pending::all_entries`]) and the records of only the actions seen for the first
+/// time or timed out: its cost is what is pending, not what exists. Each entry read is checked
+/// against its action's records, and a disagreement refuses the sweep ([`Error::PendingIndex`]). In the `flat` layout it
 /// walks every action directory, those holding an outcome record skipped unread.
 ///
 /// `serve` runs it on a read view beside the writer and hands only the candidates to

@@ -9,8 +9,8 @@
 //!
 //! # What a page costs
 //!
-//! The records are create-only files; the only index is the pending index of the `hex2x2` and `nibble` layouts
-//! ([`super::pending`]), which names every action whose outcome is still pending in a lifecycle
+//! The records are create-only files; the only index is the pending index of the `hex2x2` and
+//! `nibble` layouts ([`super::pending`]), which names every action whose outcome is still pending in a lifecycle
 //! the sweep may close. A listing therefore takes one of two paths:
 //!
 //! - **From the pending index**, newest first, with an exact `total` and `stats`, when the

@@ -46,8 +46,8 @@
 //! commits (stamped by the same clocks); a lease renewed by the worker (needs a worker
 //! heartbeat the wire contract does not have). Two-phase needs nothing from other writers.
 //!
-//! What it reads depends on the layout: in `hex2x2` and `nibble` the names of the pending index's entries
-//! (one per pending action, [`super::pending`]) and the records of only those whose timeout has
+//! What it reads depends on the layout: in `hex2x2` and `nibble` the names of the pending
+//! index's entries (one per pending action, [`super::pending`]) and the records of only those whose timeout has
 //! passed on the sweeper's clock, so a sweep of a million closed actions reads a few small
 //! trees; in `flat`, every action directory.
 

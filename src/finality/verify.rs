@@ -235,13 +235,14 @@ fn entry_file(snap: &Snapshot<'_>, path: &str) -> Result<Option<Finding>, store:
 
 /// Checks the finality records of a whole snapshot: the layout record is one this version
 /// writes; every path under `finality/v1/` is a record at the path the repository's layout
-/// gives its id (a path of the other layout is `finality-layout-mixed`); each action directory
+/// gives its id (a path of another layout is `finality-layout-mixed`); each action directory
 /// has a valid `action.json`; its `claim.json` (at most one, by construction) matches the
 /// action's binding and the action was claimable; its `outcome.json` (at most one) has a status
 /// and a lifecycle the closure table, the legacy mapping or the sweep can produce from the
 /// action's initial lifecycle, names the claim's attempt when it names one, and holds no
-/// unredacted secret. In a layout with the pending index (`hex2x2`, `nibble`), the index agrees with the records in both
-/// directions (`finality-pending-missing`, `-extra`, `-time`). The findings come sorted.
+/// unredacted secret. In a layout with the pending index (`hex2x2`, `nibble`), the index agrees
+/// with the records in both directions (`finality-pending-missing`, `-extra`, `-time`). The
+/// findings come sorted.
 ///
 /// # Cost
 /// Every record is read once, in the order the tree holds it, and every tree once: the pending
