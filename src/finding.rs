@@ -96,9 +96,14 @@ pub enum Rule {
     FinalityAttemptMismatch,
     /// A finality layout record (`finality/v1/layout.json`) this version does not write.
     FinalityLayoutRecordInvalid,
-    /// A finality record at the path the other layout gives it: a repository never mixes
-    /// layouts (`maintain` migrates a `flat` repository in one commit).
+    /// A finality record at the path another layout gives it: a repository never mixes
+    /// layouts (`maintain` migrates an older repository in one commit).
     FinalityLayoutMixed,
+    /// A push that changes the finality layout other than by a migration: to a layout other
+    /// than the default (`hex2x2`), or while adding a record (a migration moves records and
+    /// adds none, so that the range rules, such as no claim after an outcome, cannot be
+    /// skipped by riding on one).
+    FinalityLayoutChange,
     /// An action the sweep may reconcile (no outcome, a lifecycle the sweep closes) without
     /// its pending-index entry (`hex2x2` and `nibble` layouts).
     FinalityPendingMissing,
@@ -201,6 +206,7 @@ impl Rule {
             Rule::FinalityAttemptMismatch => "finality-attempt-mismatch",
             Rule::FinalityLayoutRecordInvalid => "finality-layout-record-invalid",
             Rule::FinalityLayoutMixed => "finality-layout-mixed",
+            Rule::FinalityLayoutChange => "finality-layout-change",
             Rule::FinalityPendingMissing => "finality-pending-missing",
             Rule::FinalityPendingExtra => "finality-pending-extra",
             Rule::FinalityPendingTime => "finality-pending-time",

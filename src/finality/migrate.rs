@@ -146,6 +146,34 @@ pub fn check_migration(
     Ok(out)
 }
 
+/// Checks that `after` (in layout `to`) holds no record that `before` (in layout `from`) did
+/// not: a migration moves records and adds none, so that a push cannot ride a layout change to
+/// add a record the range rules would refuse (a claim after an outcome). Findings are
+/// `finality-layout-change`, one per added record.
+///
+/// # Errors
+/// [`store::Error`] when a snapshot cannot be read.
+pub fn check_no_record_added(
+    before: &Snapshot<'_>,
+    from: Layout,
+    after: &Snapshot<'_>,
+    to: Layout,
+) -> Result<Vec<Finding>, store::Error> {
+    let old = records_by_target(before, from, to)?;
+    let new = records_by_target(after, to, to)?;
+    Ok(new
+        .into_keys()
+        .filter(|path| !old.contains_key(path))
+        .map(|path| Finding {
+            path,
+            rule: Rule::FinalityLayoutChange,
+            detail: "a record added by a push that changes the layout: a migration moves \
+                     records and adds none; push the migration alone, then the record"
+                .to_owned(),
+        })
+        .collect())
+}
+
 /// Migrates the finality records at the tip of the local ref `ref_name` to
 /// [`Layout::DEFAULT`] in one commit signed by `sig` (see the module docs), moving the ref from the tip read with
 /// one compare-and-swap.
@@ -209,6 +237,7 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
     let commit = store.write_commit_moving(tip, &files, &moves, true, &message, sig)?;
     let after = store.snapshot(Some(commit))?;
     let mut problems = check_migration(&snap, from, &after, to)?;
+    problems.extend(check_no_record_added(&snap, from, &after, to)?);
     problems.extend(super::verify(&after)?);
     if let Some(first) = problems.first() {
         return Err(MigrateError::Unsound {
@@ -464,5 +493,72 @@ mod tests {
             .unwrap();
         let found = verify_range(&store, before, lost).unwrap();
         assert!(found.iter().any(|f| f.rule == Rule::Deleted), "{found:?}");
+    }
+
+    #[test]
+    fn a_layout_change_may_not_add_a_record_or_go_anywhere_but_the_default() {
+        // Records riding on a migration (an approval after the outcome, which a plain push may
+        // not add; a claim): refused, whatever they hold.
+        let (_dir, store) = flat_repo();
+        let before = store.tip(REF).unwrap();
+        let Migrated::Moved { commit, .. } = migrate(&store, REF, &sig()).unwrap() else {
+            panic!("not migrated")
+        };
+        let id = ActionId::parse("act_done").unwrap();
+        let pending_id = ActionId::parse("act_pending").unwrap();
+        let claimed = ActionId::parse("act_claimed").unwrap();
+        let new = store.snapshot(Some(commit)).unwrap();
+        let claim = new
+            .read(
+                &Layout::DEFAULT.record_path(&claimed, RecordKind::Claim),
+                1 << 20,
+            )
+            .unwrap()
+            .unwrap();
+        for (target, what) in [
+            (
+                Layout::DEFAULT.record_path(&pending_id, RecordKind::Claim),
+                "a claim",
+            ),
+            (
+                Layout::DEFAULT.record_path(&id, RecordKind::Approval),
+                "an approval after the outcome",
+            ),
+        ] {
+            let riding = store
+                .write_commit_with(
+                    Some(commit),
+                    &[(target.clone(), claim.clone())],
+                    &[],
+                    false,
+                    "ride",
+                    &sig(),
+                )
+                .unwrap();
+            let found = verify_range(&store, before, riding).unwrap();
+            assert!(
+                found
+                    .iter()
+                    .any(|f| f.rule == Rule::FinalityLayoutChange && f.path == target),
+                "{what}: {found:?}"
+            );
+        }
+        // Back from the default to an older layout: refused, however whole.
+        let (_dir, store) = three_actions();
+        let at = store.tip(REF).unwrap();
+        for older in [Layout::Nibble, Layout::Flat] {
+            crate::finality::test_support::relayout(&store, older);
+            let down = store.tip(REF).unwrap().unwrap();
+            let found = verify_range(&store, at, down).unwrap();
+            assert!(
+                found.iter().any(
+                    |f| f.rule == Rule::FinalityLayoutChange && f.detail.contains(older.name())
+                ),
+                "{older:?}: {found:?}"
+            );
+            store
+                .update_ref(REF, Some(down), at.unwrap(), "back")
+                .unwrap();
+        }
     }
 }

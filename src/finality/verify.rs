@@ -640,8 +640,9 @@ fn decision_problems(
 /// the records), every added path is a known record of the repository's layout, every touched
 /// action directory is valid at `new` ([`verify_action`]) and agrees with the index there, and
 /// no claim was added to an action whose outcome was already set at `old`. A push that
-/// changes the layout is a migration: it must keep every record's bytes
-/// ([`super::migrate::check_migration`]) and `new` must verify whole.
+/// changes the layout is a migration: only to the default layout, keeping every record's bytes
+/// ([`super::migrate::check_migration`]) and adding no record
+/// ([`super::migrate::check_no_record_added`]), and `new` must verify whole.
 ///
 /// # Errors
 /// [`store::Error`] when a revision cannot be read.
@@ -657,7 +658,32 @@ pub fn verify_range(
     let mut ignored = Vec::new();
     let old_layout = layout_of(&before, &mut ignored)?;
     if !old_layout.fresh && old_layout.layout != layout {
-        let mut out = super::migrate::check_migration(&before, old_layout.layout, &snap, layout)?;
+        let mut out = Vec::new();
+        if layout != Layout::DEFAULT {
+            out.push(finding(
+                layout::RECORD_PATH,
+                Rule::FinalityLayoutChange,
+                format!(
+                    "the push changes the finality layout from {} to {}; a repository only \
+                     moves to {} (`action-ledger maintain` migrates it)",
+                    old_layout.layout.name(),
+                    layout.name(),
+                    Layout::DEFAULT.name()
+                ),
+            ));
+        }
+        out.extend(super::migrate::check_migration(
+            &before,
+            old_layout.layout,
+            &snap,
+            layout,
+        )?);
+        out.extend(super::migrate::check_no_record_added(
+            &before,
+            old_layout.layout,
+            &snap,
+            layout,
+        )?);
         out.extend(verify(&snap)?);
         return Ok(out);
     }
