@@ -25,8 +25,9 @@
 # The first line is REPO itself as its writers left it (`du` of its objects) and its blobs,
 # packed with git's deltas, per action. Commit messages are replaced by one byte in the replays
 # (the same for every layout). Everything else lives in a temporary directory, removed on exit.
-# REPO: a repository with finality records in any layout (its record says which), for example
-# the one `scripts/bench-serve-scale.sh --keep-repo DIR` keeps.
+# REPO: a repository with finality records in any layout, migrated or not (a migration's moves
+# cancel out in the replay), for example the one `scripts/bench-serve-scale.sh --keep-repo DIR`
+# keeps. Its layout record is not replayed (the replay's layouts are the script's).
 # Usage: scripts/bench-finality-layouts.sh [--tiles K] REPO [LAYOUT...]
 set -euo pipefail
 tiles=1
@@ -66,11 +67,9 @@ def fan(name):
             "hex2x3": f"{h[:2]}/{h[2:4]}/{h[4:6]}", "hex2x2": f"{h[:2]}/{h[2:4]}",
             "hex3": h[:3], "hex3x2": f"{h[:3]}/{h[3:6]}",
             "flat": h[:2]}[layout]
-# The fan-out of REPO's own layout (its record; none: flat).
-record = subprocess.run(["git", "-C", repo, "cat-file", "-p", "refs/heads/main:finality/v1/layout.json"],
-                        capture_output=True, text=True).stdout
-levels = {"nibble": r"(?:[0-9a-f]/){6}", "hex2x2": r"(?:[0-9a-f]{2}/){2}"}.get(
-    (re.search(r'"layout":"([^"]+)"', record) or [None, "flat"])[1], r"[0-9a-f]{2}/")
+# The fan-out of any layout a path may be in (REPO may have been migrated: its older commits
+# use older paths): six one-hex-digit levels (nibble), two or one two-hex-digit levels.
+levels = r"(?:(?:[0-9a-f]/){6}|(?:[0-9a-f]{2}/){1,2})"
 act = re.compile(rf"^finality/v1/actions/{levels}([^/]+)/(.*)$")
 dec = re.compile(rf"^finality/v1/decisions/{levels}([^/]+)\.json$")
 pen = re.compile(r"^(finality/v1/pending/[^/]+/[^/]+/[0-9]+)\.([^/]+)$")
@@ -100,23 +99,30 @@ for line in log.splitlines():
     elif line.startswith(":"):
         meta, path = line.split("\t", 1)
         f = meta.split()
-        ops.append((f[4] == "D", f[1], f[3], path))
+        ops.append((f[4] == "D", f[1], f[3] if f[4] != "D" else f[2], path))
 if ts is not None:
     history.append((ts, ops))
 out = sys.stdout
+def net(ops, tile):
+    """A commit's operations on the replay's paths: a migration's moves (a record deleted at
+    one path and added at another, the same blob) land on one path here, and cancel out."""
+    mapped = [(d, mode, oid, remap(path, tile)) for d, mode, oid, path in ops]
+    deleted = {(p, oid) for d, _, oid, p in mapped if d}
+    added = {(p, oid) for d, _, oid, p in mapped if not d}
+    return [op for op in mapped if (op[3], op[2]) not in (deleted & added)]
 for tile in range(tiles):
     if tile == tiles - 1 and tiles > 1:
         # The state before the last tile, so that the last tile's increment can be measured.
         out.write(f"reset refs/heads/{layout}-before\nfrom refs/heads/{layout}\n\n")
     for ts, ops in history:
         out.write(f"commit refs/heads/{layout}\ncommitter a <a@invalid> {ts} +0000\ndata 1\nx\n")
-        for deleted, mode, oid, path in ops:
-            if deleted:
-                out.write(f"D {remap(path, tile)}\n")
-            elif tile and path == "finality/v1/layout.json":
+        for deleted, mode, oid, path in net(ops, tile):
+            if path == "finality/v1/layout.json":
                 continue
+            if deleted:
+                out.write(f"D {path}\n")
             else:
-                out.write(f"M {mode} {oid} {remap(path, tile)}\n")
+                out.write(f"M {mode} {oid} {path}\n")
         out.write("\n")
 PY
 
