@@ -428,7 +428,7 @@ lines = [l.split() for l in open(log_path)]
 # audit most of a run's time).
 def path(aid, kind):
     h = hashlib.sha256(aid.encode()).hexdigest()
-    return f"main:finality/v1/actions/{'/'.join(h[:6])}/{aid}/{FILE[kind]}"
+    return f"main:finality/v1/actions/{h[:2]}/{h[2:4]}/{aid}/{FILE[kind]}"
 paths = sorted({path(l[2], l[1]) for l in lines})
 out = subprocess.run(["git", "-C", repo, "cat-file", "--batch"], input="".join(p + "\n" for p in paths).encode(),
                      capture_output=True, check=True).stdout

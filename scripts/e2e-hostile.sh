@@ -278,8 +278,8 @@ server_pid=
 [ "$rc" -eq 0 ] || fail "the server exited $rc after SIGTERM"
 echo "e2e-hostile: the server stopped $((($(date +%s%N) - stop_start) / 1000000)) ms after SIGTERM"
 outside=$(git -C "$repo" ls-tree -r --name-only main |
-  grep -Ev '^finality/v1/(layout\.json|pending/[0-9]{4}-[0-9]{2}-[0-9]{2}/[0-9]{2}/[0-9]{13}\.[A-Za-z0-9_-]{1,128}|actions/([0-9a-f]/){6}[A-Za-z0-9_-]{1,128}/[a-z_]+\.json|decisions/([0-9a-f]/){6}gd_[0-9a-f]+\.json)$' | head -5 || true)
-[ -z "$outside" ] || fail "records outside the layout record, the pending index, finality/v1/actions/<h0>/…/<h5>/<id>/ and the decisions: $outside"
+  grep -Ev '^finality/v1/(layout\.json|pending/[0-9]{4}-[0-9]{2}-[0-9]{2}/[0-9]{2}/[0-9]{13}\.[A-Za-z0-9_-]{1,128}|actions/([0-9a-f]{2}/){2}[A-Za-z0-9_-]{1,128}/[a-z_]+\.json|decisions/([0-9a-f]{2}/){2}gd_[0-9a-f]+\.json)$' | head -5 || true)
+[ -z "$outside" ] || fail "records outside the layout record, the pending index, finality/v1/actions/<h[0:2]>/<h[2:4]>/<id>/ and the decisions: $outside"
 "$bin" -q verify --repo "$repo" >/dev/null || fail "verify"
 git -C "$repo" fsck --strict >/dev/null 2>&1 || fail "git fsck --strict"
 slow_report

@@ -89,7 +89,9 @@ git -C "$repo" push -q "$work/server.git" main 2>"$work/push.err" || fail "valid
 
 day=$(git -C "$repo" ls-tree -r --name-only main -- ledger/v1/events | sed -n 1p | cut -d/ -f1-6)
 month=$(echo "$day" | cut -d/ -f1-5)
-action_dir=$(git -C "$repo" ls-tree -r --name-only main -- finality/v1/actions | sed -n 1p | cut -d/ -f1-10)
+# The directory of act_e2e_1, in whatever layout the repository has.
+action_dir=$(git -C "$repo" ls-tree -r --name-only main -- finality/v1/actions | grep '/act_e2e_1/action\.json$' | sed 's|/action\.json$||')
+[ -n "$action_dir" ] || fail "no action directory of act_e2e_1"
 rule_of() { case $1 in duplicate) echo tree-duplicate-entry ;; file-directory) echo tree-file-directory-conflict ;;
   unsorted) echo tree-unsorted ;; symlink) echo entry-mode ;; zero-padded) echo tree-not-canonical ;;
   dotgit|dotdot) echo tree-bad-name ;; esac; }

@@ -2755,7 +2755,8 @@ fn maintain_migrates_a_flat_repository_once() {
         "maintain_json_after_migration",
         run_finality(tmp, T0, &["maintain", "--repo", repo, "--json"])
     );
-    // A repository whose records do not verify is not migrated.
+    // A repository whose records do not verify is not migrated; its packs are consolidated
+    // all the same (a scheduled maintain keeps it compact while someone repairs it).
     let store =
         crate::store::Store::open_or_init_bare(&tmp.join("bad.git"), "refs/heads/main").unwrap();
     let opts = crate::finality::test_support::options("refs/heads/main");
@@ -2764,10 +2765,40 @@ fn maintain_migrates_a_flat_repository_once() {
     crate::finality::create_action(&store, &opts, &action, at).unwrap();
     crate::finality::test_support::flatten(&store);
     crate::finality::test_support::plant_unparsable_action(&store, "act_bad");
+    let packs = |repo: &str| {
+        std::fs::read_dir(tmp.join(repo).join("objects/pack"))
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
+    // Two more packs, so that there is something to consolidate.
+    let sig = crate::finality::test_support::sig();
+    for round in 0..2 {
+        let tip = store.tip("refs/heads/main").unwrap();
+        let files: Vec<(String, Vec<u8>)> = (0..40)
+            .map(|i| {
+                (
+                    format!("other/{round}/{i}.txt"),
+                    format!("{round} {i}\n").into_bytes(),
+                )
+            })
+            .collect();
+        let more = store.write_commit(tip, &files, "more", &sig).unwrap();
+        store
+            .update_ref("refs/heads/main", tip, more, "more")
+            .unwrap();
+    }
+    assert!(packs("bad.git") >= 2, "{} pack(s)", packs("bad.git"));
     insta::assert_snapshot!(
         "maintain_refuses_an_unverified_repository",
         run_finality(tmp, T0, &["maintain", "--repo", "[TMP]/bad.git"])
     );
+    assert_eq!(packs("bad.git"), 1);
 }
 
 /// A ref update takes the locks git's takes: with `packed-refs.lock` present (git's

@@ -24,7 +24,10 @@
 use std::path::Path;
 
 use crate::canonical::Value;
-use crate::finality::{self, migrate::Migrated};
+use crate::finality::{
+    self,
+    migrate::{MigrateError, Migrated},
+};
 use crate::store::{Rollup, Store};
 
 use crate::cli::Env;
@@ -54,27 +57,42 @@ pub(in crate::cli) fn run(
             path.display()
         ));
     }
-    let migrated = finality::migrate::migrate(&store, ref_name, &signature(env)?).map_err(|e| {
+    let refusal = |e: &MigrateError| {
         Failure::classified(
             e.is_refusal(),
             format!("cannot maintain {}: {e}", repo.display()),
         )
-    })?;
+    };
+    // A repository that does not verify is not migrated, but its packs are still consolidated
+    // (a scheduled maintain keeps it compact while someone repairs it); the refusal is the
+    // command's result once that is done.
+    let (migrated, unverified) =
+        match finality::migrate::migrate(&store, ref_name, &signature(env)?) {
+            Ok(m) => (Some(m), None),
+            Err(e @ MigrateError::Unverified { .. }) => {
+                out.note(
+                    "the finality records cannot be migrated (the error below says why); \
+                     consolidating the packs all the same",
+                );
+                (None, Some(refusal(&e)))
+            }
+            Err(e) => return Err(refusal(&e)),
+        };
     let (layout, commit, records, entries) = match &migrated {
-        Migrated::AlreadyCurrent(l) => (Value::str(l.name()), None, 0, 0),
-        Migrated::Empty => (Value::Null, None, 0, 0),
-        Migrated::Moved {
+        Some(Migrated::AlreadyCurrent(l)) => (Value::str(l.name()), None, 0, 0),
+        Some(Migrated::Empty) | None => (Value::Null, None, 0, 0),
+        Some(Migrated::Moved {
             to,
             commit,
             records,
             pending,
             ..
-        } => (Value::str(to.name()), Some(*commit), *records, *pending),
+        }) => (Value::str(to.name()), Some(*commit), *records, *pending),
     };
     if !json
-        && let Migrated::Moved {
+        && let Some(Migrated::Moved {
             from, to, commit, ..
-        } = &migrated
+        }) = &migrated
     {
         out.data(&format!(
             "migrated the finality records from the {} to the {} layout at {commit}: \
@@ -140,7 +158,7 @@ pub(in crate::cli) fn run(
             done.merged, done.packs_before, done.objects, done.bytes, packs_after
         ));
     }
-    Ok(())
+    unverified.map_or(Ok(()), Err)
 }
 
 /// The rounds `maintain --remote` pushes at most: far more than a backlog of a few thousand
