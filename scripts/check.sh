@@ -12,7 +12,9 @@ checkout_before=$(checkout_state)
 # time. The SDK's virtual environment lives outside the checkout, removed on exit.
 scratch=$(mktemp -d)
 provision=
-trap '[ -n "$provision" ] && kill "$provision" 2>/dev/null; rm -rf "$scratch"' EXIT
+# (`|| true`: a finished provisioner cannot be killed, and under `set -e` that would be the
+# script's exit status.)
+trap 'if [ -n "$provision" ]; then kill "$provision" 2>/dev/null || true; fi; rm -rf "$scratch"' EXIT
 if [ -z "${SERVE_VENV:-}" ]; then
   export SERVE_VENV="$scratch/venv"
   scripts/provision.sh "$SERVE_VENV" >"$scratch/provision.log" 2>&1 &
