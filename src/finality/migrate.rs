@@ -318,54 +318,61 @@ mod tests {
         (dir, store)
     }
 
-    #[test]
-    fn a_flat_repository_migrates_in_one_commit_with_every_record_unchanged() {
-        let (_dir, store) = flat_repo();
+    /// Migrates the three actions of `store` (in layout `from`) and checks what every
+    /// migration must hold: one commit to the default layout, the records' bytes unchanged,
+    /// `verify` and `verify --range` clean, every action shown as before, a second run a no-op.
+    /// Returns the tip before, the migration commit, and the records and entries it counted.
+    fn migrated_as_before(
+        store: &Store,
+        from: Layout,
+    ) -> (Option<CommitId>, CommitId, usize, usize) {
+        let ids = ["act_pending", "act_claimed", "act_done"];
         let before = store.tip(REF).unwrap();
-        let states: Vec<_> = ["act_pending", "act_claimed", "act_done"]
-            .iter()
-            .map(|id| show(&store, REF, id).unwrap())
-            .collect();
+        let states: Vec<_> = ids.iter().map(|id| show(store, REF, id).unwrap()).collect();
         let Migrated::Moved {
-            from,
+            from: was,
             to,
             commit,
             records,
             pending,
-        } = migrate(&store, REF, &sig()).unwrap()
+        } = migrate(store, REF, &sig()).unwrap()
         else {
             panic!("not migrated")
         };
-        assert_eq!((from, to), (Layout::Flat, Layout::Hex2x2));
+        assert_eq!((was, to), (from, Layout::Hex2x2));
         assert_eq!(store.tip(REF).unwrap(), Some(commit));
-        // 3 action.json, 2 claim.json, 1 outcome.json.
-        assert_eq!(records, 6);
-        // The two whose outcome is pending.
-        assert_eq!(pending, 2);
         let (old, new) = (
             store.snapshot(before).unwrap(),
             store.snapshot(Some(commit)).unwrap(),
         );
         assert!(
-            check_migration(&old, Layout::Flat, &new, Layout::Hex2x2)
+            check_migration(&old, from, &new, Layout::Hex2x2)
                 .unwrap()
                 .is_empty()
         );
         assert!(super::super::verify(&new).unwrap().is_empty());
-        assert!(verify_range(&store, before, commit).unwrap().is_empty());
+        assert!(verify_range(store, before, commit).unwrap().is_empty());
         assert_eq!(layout::detect(&new).unwrap().layout, Layout::Hex2x2);
-        for (id, was) in ["act_pending", "act_claimed", "act_done"]
-            .iter()
-            .zip(&states)
-        {
-            assert_eq!(&show(&store, REF, id).unwrap(), was, "{id}");
+        for (id, was) in ids.iter().zip(&states) {
+            assert_eq!(&show(store, REF, id).unwrap(), was, "{id}");
         }
         // Once migrated, there is nothing more to do.
         assert_eq!(
-            migrate(&store, REF, &sig()).unwrap(),
+            migrate(store, REF, &sig()).unwrap(),
             Migrated::AlreadyCurrent(Layout::Hex2x2)
         );
         assert_eq!(store.tip(REF).unwrap(), Some(commit));
+        (before, commit, records, pending)
+    }
+
+    #[test]
+    fn a_flat_repository_migrates_in_one_commit_with_every_record_unchanged() {
+        let (_dir, store) = flat_repo();
+        let (_, _, records, pending) = migrated_as_before(&store, Layout::Flat);
+        // 3 action.json, 2 claim.json, 1 outcome.json.
+        assert_eq!(records, 6);
+        // The two whose outcome is pending.
+        assert_eq!(pending, 2);
     }
 
     #[test]
@@ -373,36 +380,16 @@ mod tests {
         let (_dir, store) = three_actions();
         // The records as the 0.1.x default wrote them.
         crate::finality::test_support::relayout(&store, Layout::Nibble);
-        let before = store.tip(REF).unwrap();
-        let old = store.snapshot(before).unwrap();
         let mut entries_before = Vec::new();
-        old.for_each_file(pending::PENDING, |p| entries_before.push(p.to_owned()))
+        store
+            .snapshot(store.tip(REF).unwrap())
+            .unwrap()
+            .for_each_file(pending::PENDING, |p| entries_before.push(p.to_owned()))
             .unwrap();
         assert_eq!(entries_before.len(), 2);
-        let states: Vec<_> = ["act_pending", "act_claimed", "act_done"]
-            .iter()
-            .map(|id| show(&store, REF, id).unwrap())
-            .collect();
-        let Migrated::Moved {
-            from,
-            to,
-            commit,
-            records,
-            pending,
-        } = migrate(&store, REF, &sig()).unwrap()
-        else {
-            panic!("not migrated")
-        };
-        assert_eq!((from, to), (Layout::Nibble, Layout::Hex2x2));
+        let (_, commit, records, pending) = migrated_as_before(&store, Layout::Nibble);
         assert_eq!((records, pending), (6, 0));
         let new = store.snapshot(Some(commit)).unwrap();
-        assert!(
-            check_migration(&old, Layout::Nibble, &new, Layout::Hex2x2)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(super::super::verify(&new).unwrap().is_empty());
-        assert!(verify_range(&store, before, commit).unwrap().is_empty());
         let mut entries_after = Vec::new();
         new.for_each_file(pending::PENDING, |p| entries_after.push(p.to_owned()))
             .unwrap();
@@ -411,12 +398,6 @@ mod tests {
             new.read(layout::RECORD_PATH, 4096).unwrap(),
             Layout::Hex2x2.record().map(String::into_bytes)
         );
-        for (id, was) in ["act_pending", "act_claimed", "act_done"]
-            .iter()
-            .zip(&states)
-        {
-            assert_eq!(&show(&store, REF, id).unwrap(), was, "{id}");
-        }
         // Nothing of the nibble layout is left.
         let mut paths = Vec::new();
         new.for_each_file("finality/v1", |p| paths.push(p.to_owned()))
@@ -425,10 +406,6 @@ mod tests {
             assert_eq!(Layout::Nibble.classify(p), None, "{p}");
             assert_eq!(Layout::Nibble.classify_decision(p), None, "{p}");
         }
-        assert_eq!(
-            migrate(&store, REF, &sig()).unwrap(),
-            Migrated::AlreadyCurrent(Layout::Hex2x2)
-        );
     }
 
     #[test]
