@@ -214,9 +214,11 @@ impl Writer {
                 while let Ok(first) = rx.recv() {
                     // Each landed batch of more than a few records adds a pack, and an open
                     // repository has room for a fixed number of pack indices (sized when it was
-                    // opened): open it again from time to time, sized for what is on disk now.
+                    // opened): open it again from time to time, sized for what is on disk now,
+                    // and when the process's mapped pack pages passed their budget (opening it
+                    // again unmaps them, `Store::mappings_stale`).
                     batches = batches.wrapping_add(1);
-                    if batches.is_multiple_of(REOPEN_EVERY)
+                    if (batches.is_multiple_of(REOPEN_EVERY) || store.mappings_stale())
                         && let Ok(fresh) = Store::open(&repo)
                     {
                         store = fresh;

@@ -47,12 +47,19 @@ static LIVE_STORES: AtomicUsize = AtomicUsize::new(0);
 /// Releases in progress that discard pages (`MADV_DONTNEED`, [`Store::release_mapped_packs`]).
 static DISCARDING: AtomicUsize = AtomicUsize::new(0);
 
+/// The generation of pack mappings: raised by a release in a process with several stores, so
+/// that each is opened again ([`Store::mappings_stale`]).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
 /// Counts a [`Store`] as alive from before its repository is opened until after it is dropped
 /// (the store's last field, so it drops after the repository and its pack mappings): a
 /// discarding release runs only while exactly one store is alive ([`Store::release_mapped_packs`]
 /// says why).
 #[derive(Debug)]
-pub(super) struct Alive(());
+pub(super) struct Alive {
+    /// The generation of mappings this store was opened in ([`Store::mappings_stale`]).
+    generation: u64,
+}
 
 impl Alive {
     pub(super) fn new() -> Alive {
@@ -63,7 +70,9 @@ impl Alive {
         while DISCARDING.load(Ordering::SeqCst) > 0 {
             std::thread::yield_now();
         }
-        Alive(())
+        Alive {
+            generation: GENERATION.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -99,24 +108,26 @@ impl Store {
     }
 
     /// Drops this process's page-table entries for the pack and pack-index files that are
-    /// mapped into it (Linux: `madvise` on each read-only mapping of an `objects/pack/*.pack`
-    /// or `*.idx` file listed in `/proc/self/maps`). A walk over most objects of a large
+    /// mapped into it, or asks its stores to drop them. A walk over most objects of a large
     /// repository otherwise keeps every pack page it touched resident (1.1 GiB of a
-    /// million-event ledger for `verify`). Does nothing on other systems or when the map cannot
-    /// be read; it is an optimization, never needed for correctness.
+    /// million-event ledger for `verify`). It is an optimization, never needed for correctness.
     ///
-    /// The advice depends on who else could unmap a pack meanwhile. An address range read from
-    /// the map is only known to be a pack's while nothing unmaps it: once unmapped, the range
-    /// can be handed to a new mapping (a heap allocation of another thread), and
+    /// How depends on who else could unmap a pack meanwhile. An address range read from
+    /// `/proc/self/maps` is only known to be a pack's while nothing unmaps it: once unmapped,
+    /// the range can be handed to a new mapping (a heap allocation of another thread), and
     /// `MADV_DONTNEED` on that would zero its memory. gix unmaps a pack when its repository is
     /// dropped or refreshes its pack list, and a [`Store`] is neither `Send` nor `Sync`, so:
     ///
     /// - while this is the only live store of the process (the CLI's case), only this thread
-    ///   can unmap a pack, and it is here: `MADV_DONTNEED`, which keeps the pages in the page
-    ///   cache (the next read faults them back in from memory);
-    /// - otherwise (`serve`'s reader and roll-up threads, tests), `MADV_PAGEOUT`, which never
-    ///   changes memory contents whatever the range has become, but also drops the pages from
-    ///   the page cache when no other process maps them, so the next read goes to the disk.
+    ///   can unmap a pack, and it is here: `MADV_DONTNEED` on each read-only mapping of an
+    ///   `objects/pack/*.pack` or `*.idx` file (Linux), which keeps the pages in the page cache
+    ///   (the next read faults them back in from memory);
+    /// - otherwise (`serve`'s writer, readers and roll-up), it advises nothing: it starts a new
+    ///   generation of mappings, and each store's owner opens its store again at its next safe
+    ///   point ([`Store::mappings_stale`]), which unmaps the old store's packs and keeps their
+    ///   pages in the page cache. Not `MADV_PAGEOUT`, which never changes memory contents but
+    ///   evicts the pages from the page cache, so that every later read of them goes to the
+    ///   disk (`serve` under load then reads its whole repository again every few seconds).
     pub fn release_mapped_packs(&self) {
         #[cfg(target_os = "linux")]
         {
@@ -124,49 +135,50 @@ impl Store {
             let alone = LIVE_STORES.load(Ordering::SeqCst) == 1;
             if !alone {
                 DISCARDING.fetch_sub(1, Ordering::SeqCst);
+                GENERATION.fetch_add(1, Ordering::SeqCst);
+                return;
             }
-            let advice = if alone {
-                rustix::mm::Advice::LinuxDontNeed
-            } else {
-                rustix::mm::Advice::LinuxPageOut
-            };
             if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
                 for (start, end) in maps.lines().filter_map(pack_mapping) {
                     // SAFETY: the range was a whole read-only (`r-`) mapping of a pack file
-                    // when the map was read. With `alone`, nothing can unmap it before this
-                    // call (see above); its pages were never written, so MADV_DONTNEED only
-                    // drops them and the next access faults the same file bytes back in, and
-                    // every reference into the mapping stays valid. Otherwise MADV_PAGEOUT,
-                    // which only reclaims pages and leaves the contents of any mapping as
-                    // they are.
+                    // when the map was read, and nothing can unmap it before this call: this
+                    // is the only live store (see above). Its pages were never written, so
+                    // MADV_DONTNEED only drops them, the next access faults the same file
+                    // bytes back in, and every reference into the mapping stays valid.
                     let _ = unsafe {
                         rustix::mm::madvise(
                             start as *mut std::ffi::c_void,
                             end.saturating_sub(start),
-                            advice,
+                            rustix::mm::Advice::LinuxDontNeed,
                         )
                     };
                 }
             }
-            if alone {
-                DISCARDING.fetch_sub(1, Ordering::SeqCst);
-            }
+            DISCARDING.fetch_sub(1, Ordering::SeqCst);
         }
+        #[cfg(not(target_os = "linux"))]
+        GENERATION.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether this store's pack mappings are of an older generation than the process's: a
+    /// release ([`Store::release_mapped_packs`]) found the mapped pages over the budget while
+    /// other stores were alive, and asks every store to be opened again. A process that keeps
+    /// several stores open (`serve`) checks this where it owns a store between operations and
+    /// opens it again then: dropping a store unmaps its packs, which drops their pages from
+    /// the process but not from the page cache. Never true in a process with one store.
+    pub fn mappings_stale(&self) -> bool {
+        self._alive.generation < GENERATION.load(Ordering::SeqCst)
     }
 }
 
 /// Whether `resident` file-backed bytes call for a release, given the `floor` that the last
 /// release left: above [`MAPPED_BUDGET`], and above the floor by at least half of it.
 ///
-/// Why the floor: not every resident page can be dropped. The binary's own pages are
-/// file-backed, and `MADV_PAGEOUT` (the advice of a process with several stores, as `serve`)
-/// leaves a page that more than one mapping holds, so the hot index pages that the writer's
-/// and a reader's repository both map stay resident. Once those alone pass the budget, a rule
-/// of the budget alone released after every 32 reads and dropped nothing. Measured with
-/// `serve` under 64 clients for 10 minutes, with a sweep every minute: the floor served 36 %
-/// more create/claim/outcome cycles (171,003 against 126,170), and a sweep's scan of about
-/// 120,000 actions took 31 s instead of 58 s. With the floor, a release follows at least half
-/// a budget of newly mapped pages.
+/// Why the floor: not every resident page can be dropped at once. The binary's own pages are
+/// file-backed, and in a process with several stores a release only asks them to be opened
+/// again ([`Store::mappings_stale`]): until each owner does, their pages stay mapped. A rule of
+/// the budget alone would release again after every 32 reads and drop nothing more; with the
+/// floor, a release follows at least half a budget of newly mapped pages.
 fn over_budget(resident: u64, floor: u64) -> bool {
     resident > MAPPED_BUDGET && resident > floor.saturating_add(MAPPED_BUDGET / 2)
 }
@@ -333,6 +345,34 @@ mod tests {
             Some(true)
         );
         assert_eq!(view.file_id("d0/missing.json").expect("lookup"), None);
+    }
+
+    /// With another store alive, a release advises nothing and marks every store open now as
+    /// stale, so that its owner opens it again; a store opened afterwards is of the new
+    /// generation. (Other tests may release meanwhile, which only raises the generation.)
+    #[test]
+    fn a_release_beside_another_store_marks_the_stores_open_now_as_stale() {
+        let (_tmp, repo, store) = new_store();
+        let other = Store::open(&repo).expect("second store");
+        let files: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
+            .collect();
+        let view = store
+            .snapshot(Some(publish(&store, &files)))
+            .expect("snapshot");
+        let before = GENERATION.load(Ordering::SeqCst);
+        store.release_mapped_packs();
+        assert!(GENERATION.load(Ordering::SeqCst) > before);
+        assert!(store.mappings_stale() && other.mappings_stale());
+        // Nothing was advised: the mapped pages still read the same bytes.
+        for (path, content) in &files {
+            let bytes = view.read(path, 1 << 20).expect("read").expect("present");
+            assert_eq!(bytes, content.as_bytes(), "{path}");
+        }
+        drop(view);
+        drop(other);
+        let fresh = Store::open(&repo).expect("open again");
+        assert!(fresh._alive.generation > before);
     }
 
     /// A release is due above the budget, and only when the pages mapped since the last release

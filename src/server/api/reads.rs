@@ -28,7 +28,8 @@ thread_local! {
 
 /// Reads before a thread opens its repository again: an open repository has room for the pack
 /// indices that were on disk when it was opened (and then some), and the writer keeps adding
-/// packs.
+/// packs. A thread also opens it again when the process's mapped pack pages passed their
+/// budget ([`Store::mappings_stale`]).
 const READS_PER_OPEN: u32 = 4096;
 
 fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::Error> {
@@ -36,7 +37,9 @@ fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::E
         let mut slot = cell.borrow_mut();
         if slot
             .as_ref()
-            .is_none_or(|(p, _, reads)| p != path || *reads >= READS_PER_OPEN)
+            .is_none_or(|(p, store, reads)| {
+                p != path || *reads >= READS_PER_OPEN || store.mappings_stale()
+            })
         {
             *slot = Some((path.to_owned(), Store::open(path)?, 0));
         }
