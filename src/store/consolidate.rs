@@ -641,12 +641,13 @@ struct Moved {
 /// The type bits of a tree in a pack entry's header.
 const TREE: u8 = 2;
 
-/// The most deltas in a chain that ends in a tree made a version delta by the roll-up; a blob's
-/// chain and a publication's own holds at most 3 (`pack.rs`). Trees are read along a path, each
-/// directory once, and readers keep the trees and objects they built last, so a longer chain
-/// costs them little: on a generated ledger, chains of 9 left the unchanged replay and verify
-/// as fast as chains of 3 (within the spread of the runs), for a slightly smaller repository.
-const TREE_VERSION_CHAIN: usize = 9;
+/// The most deltas in a chain that ends in a tree made a version delta by the roll-up: 50, git's
+/// default `pack.depth`; a blob's chain and a publication's own holds at most 3 (`pack.rs`).
+/// Trees are read along a path, each directory once, and readers keep the trees and objects
+/// they built last, so a longer chain costs them little, while a short one stores every few
+/// versions of a directory whole: `serve` rewrites its 256-entry fan-out trees (7 KiB each) in
+/// most batches, and with chains of 9 those whole versions were most of its repository.
+const TREE_VERSION_CHAIN: usize = 50;
 
 /// Sampled entries that [`TreeVersions`] indexes before it forgets every tree and starts again:
 /// about 24 MiB of index. A roll-up of 100,000 events holds far fewer (a fan-out leaf tree has
