@@ -340,10 +340,11 @@ pub(super) enum Command {
         /// The ledger ref on the remote (default: the value of --ref).
         #[arg(long, requires = "remote")]
         remote_ref: Option<String>,
-        /// One JSON object: `{"type":"maintain","layout","migrated","records_moved",
-        /// "pending_entries","commit","busy","packs_before","packs_merged","packs_after",
-        /// "objects_written","bytes_written","debris_removed"}` (`commit` is null when nothing
-        /// was migrated; `debris_removed` lists the paths of killed writers' leftovers removed);
+        /// One JSON object: `{"type":"maintain","layout","migrated","migrated_from",
+        /// "records_moved","pending_entries","commit","busy","packs_before","packs_merged",
+        /// "packs_after","objects_written","bytes_written","debris_removed"}` (`commit` and
+        /// `migrated_from`, the layout the records were in, are null when nothing was migrated;
+        /// `debris_removed` lists the paths of killed writers' leftovers removed);
         /// with --remote `{"type":"maintain-remote","landed","already_landed","refused",
         /// "rounds","left"}`.
         #[arg(long)]

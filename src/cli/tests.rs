@@ -2755,6 +2755,15 @@ fn maintain_migrates_a_flat_repository_once() {
         "maintain_json_after_migration",
         run_finality(tmp, T0, &["maintain", "--repo", repo, "--json"])
     );
+    // With --json, a migration names the layout it moved from.
+    let nibble = "[TMP]/nibble.git";
+    create_command(tmp, nibble, "act_three", "gd_3", &["true"]);
+    let store = crate::store::Store::open(&tmp.join("nibble.git")).unwrap();
+    crate::finality::test_support::relayout(&store, crate::finality::layout::Layout::Nibble);
+    insta::assert_snapshot!(
+        "maintain_json_migrating_from_nibble",
+        run_finality(tmp, T0, &["maintain", "--repo", nibble, "--json"])
+    );
     // A repository whose records do not verify is not migrated; its packs are consolidated
     // all the same (a scheduled maintain keeps it compact while someone repairs it).
     let store =

@@ -24,6 +24,25 @@ pub enum RecordKind {
 }
 
 impl RecordKind {
+    /// Every kind, in the order of their file names in messages.
+    pub const ALL: [RecordKind; 5] = [
+        RecordKind::Action,
+        RecordKind::Claim,
+        RecordKind::Outcome,
+        RecordKind::Approval,
+        RecordKind::Containment,
+    ];
+
+    /// The file names of every kind as one brace list for messages:
+    /// `{action,claim,outcome,approval,containment}.json`.
+    pub fn file_names_pattern() -> String {
+        let stems: Vec<&str> = RecordKind::ALL
+            .iter()
+            .map(|k| k.file_name().trim_end_matches(".json"))
+            .collect();
+        format!("{{{}}}.json", stems.join(","))
+    }
+
     /// The file name in the action directory.
     pub fn file_name(self) -> &'static str {
         match self {
@@ -36,14 +55,7 @@ impl RecordKind {
     }
 
     pub(super) fn from_file_name(name: &str) -> Option<RecordKind> {
-        match name {
-            "action.json" => Some(RecordKind::Action),
-            "claim.json" => Some(RecordKind::Claim),
-            "outcome.json" => Some(RecordKind::Outcome),
-            "approval.json" => Some(RecordKind::Approval),
-            "containment.json" => Some(RecordKind::Containment),
-            _ => None,
-        }
+        RecordKind::ALL.into_iter().find(|k| k.file_name() == name)
     }
 }
 
@@ -51,6 +63,19 @@ impl RecordKind {
 mod tests {
     use crate::finality::test_support::*;
     use crate::finality::*;
+
+    #[test]
+    fn every_record_kind_round_trips_its_file_name_and_is_in_the_pattern() {
+        let pattern = RecordKind::file_names_pattern();
+        assert_eq!(
+            pattern,
+            "{action,claim,outcome,approval,containment}.json"
+        );
+        for kind in RecordKind::ALL {
+            assert_eq!(RecordKind::from_file_name(kind.file_name()), Some(kind));
+        }
+        assert_eq!(RecordKind::from_file_name("details.json"), None);
+    }
 
     #[test]
     fn ids_and_times() {

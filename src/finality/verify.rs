@@ -119,8 +119,9 @@ fn path_kind(layout: Layout, path: &str) -> PathKind {
                 Rule::FinalityUnknownPath,
                 format!(
                     "not an action record of the {} layout \
-                     (finality/v1/actions/<fan-out of sha256(id)>/<id>/{{action,claim,outcome,approval}}.json)",
-                    layout.name()
+                     (finality/v1/actions/<fan-out of sha256(id)>/<id>/{})",
+                    layout.name(),
+                    RecordKind::file_names_pattern()
                 ),
             )),
         },

@@ -78,16 +78,22 @@ pub(in crate::cli) fn run(
             }
             Err(e) => return Err(refusal(&e)),
         };
-    let (layout, commit, records, entries) = match &migrated {
-        Some(Migrated::AlreadyCurrent(l)) => (Value::str(l.name()), None, 0, 0),
-        Some(Migrated::Empty) | None => (Value::Null, None, 0, 0),
+    let (layout, from, commit, records, entries) = match &migrated {
+        Some(Migrated::AlreadyCurrent(l)) => (Value::str(l.name()), Value::Null, None, 0, 0),
+        Some(Migrated::Empty) | None => (Value::Null, Value::Null, None, 0, 0),
         Some(Migrated::Moved {
+            from,
             to,
             commit,
             records,
             pending,
-            ..
-        }) => (Value::str(to.name()), Some(*commit), *records, *pending),
+        }) => (
+            Value::str(to.name()),
+            Value::str(from.name()),
+            Some(*commit),
+            *records,
+            *pending,
+        ),
     };
     if !json
         && let Some(Migrated::Moved {
@@ -122,6 +128,7 @@ pub(in crate::cli) fn run(
                 ("type", Value::String("maintain".into())),
                 ("layout", layout),
                 ("migrated", Value::Bool(commit.is_some())),
+                ("migrated_from", from),
                 ("records_moved", Value::from(records as i64)),
                 ("pending_entries", Value::from(entries as i64)),
                 ("commit", commit_value(commit)),
