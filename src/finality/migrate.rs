@@ -63,11 +63,18 @@ pub enum MigrateError {
         /// The first finding.
         first: String,
     },
-    /// Another writer moved the ref during the migration: nothing changed; run it again.
-    #[error("{ref_name} moved during the migration; nothing changed: run maintain again")]
+    /// Another writer moved the ref during every attempt ([`MIGRATE_ATTEMPTS`]): nothing
+    /// changed.
+    #[error(
+        "{ref_name} moved during each of {attempts} attempts at the migration (other writers \
+         are landing faster than it takes); nothing changed: run maintain again at a quieter \
+         moment, or with serve and other writers of this repository stopped"
+    )]
     Moved {
         /// The ref.
         ref_name: String,
+        /// Attempts made.
+        attempts: u32,
     },
     /// A finality read failed.
     #[error(transparent)]
@@ -174,23 +181,60 @@ pub fn check_no_record_added(
         .collect())
 }
 
+/// Attempts of [`migrate`] before it reports [`MigrateError::Moved`]: each starts again from
+/// the tip another writer landed. A writer that lands more often than a migration takes (a busy
+/// `serve`) wins them all; the error then says to run it at a quieter moment.
+pub const MIGRATE_ATTEMPTS: u32 = 5;
+
 /// Migrates the finality records at the tip of the local ref `ref_name` to
 /// [`Layout::DEFAULT`] in one commit signed by `sig` (see the module docs), moving the ref from the tip read with
-/// one compare-and-swap.
+/// one compare-and-swap. When another writer moves the ref meanwhile, it starts again from the
+/// new tip, up to [`MIGRATE_ATTEMPTS`] times in all.
 ///
 /// # Errors
 /// [`MigrateError::Unverified`] when the repository does not verify,
 /// [`MigrateError::Unsound`] when the commit does not verify, [`MigrateError::Moved`] when the
-/// ref moved meanwhile, read and write errors.
+/// ref moved during every attempt, read and write errors.
 pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrated, MigrateError> {
+    migrate_with(store, ref_name, sig, MIGRATE_ATTEMPTS, &mut |_| {})
+}
+
+/// [`migrate`] with `attempts` attempts, calling `before_swap` with the attempt's number (from
+/// 1) just before each compare-and-swap (tests land a competing commit there).
+fn migrate_with(
+    store: &Store,
+    ref_name: &str,
+    sig: &Signature,
+    attempts: u32,
+    before_swap: &mut dyn FnMut(u32),
+) -> Result<Migrated, MigrateError> {
+    for attempt in 1..=attempts {
+        match migrate_once(store, ref_name, sig, &mut || before_swap(attempt))? {
+            Some(done) => return Ok(done),
+            None => continue,
+        }
+    }
+    Err(MigrateError::Moved {
+        ref_name: ref_name.to_owned(),
+        attempts,
+    })
+}
+
+/// One attempt: `None` when another writer moved the ref before the compare-and-swap.
+fn migrate_once(
+    store: &Store,
+    ref_name: &str,
+    sig: &Signature,
+    before_swap: &mut dyn FnMut(),
+) -> Result<Option<Migrated>, MigrateError> {
     let tip = store.tip(ref_name)?;
     let snap = store.snapshot(tip)?;
     let detected = layout::detect(&snap).map_err(Error::from)?;
     if detected.fresh {
-        return Ok(Migrated::Empty);
+        return Ok(Some(Migrated::Empty));
     }
     if detected.layout == Layout::DEFAULT {
-        return Ok(Migrated::AlreadyCurrent(Layout::DEFAULT));
+        return Ok(Some(Migrated::AlreadyCurrent(Layout::DEFAULT)));
     }
     let findings = super::verify(&snap)?;
     if let Some(first) = findings.first() {
@@ -244,6 +288,7 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
             first: describe(first),
         });
     }
+    before_swap();
     match store.update_ref(
         ref_name,
         tip,
@@ -251,20 +296,16 @@ pub fn migrate(store: &Store, ref_name: &str, sig: &Signature) -> Result<Migrate
         &format!("finality: migrate to the {} layout", to.name()),
     ) {
         Ok(()) => {}
-        Err(store::Error::RefMoved { .. }) => {
-            return Err(MigrateError::Moved {
-                ref_name: ref_name.to_owned(),
-            });
-        }
+        Err(store::Error::RefMoved { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    Ok(Migrated::Moved {
+    Ok(Some(Migrated::Moved {
         from,
         to,
         commit,
         records: records.len(),
         pending: entries,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -419,6 +460,52 @@ mod tests {
             Migrated::AlreadyCurrent(Layout::Hex2x2)
         );
         assert_eq!(store.tip(REF).unwrap(), created.commit);
+    }
+
+    /// A writer that lands during a migration makes it start again from the new tip, with
+    /// that writer's record moved too; one that lands during every attempt leaves the
+    /// repository as that writer left it, with an error that says what to do.
+    #[test]
+    fn a_migration_overtaken_by_a_writer_starts_again_and_gives_up_after_its_attempts() {
+        // Overtaken once (a `nibble` writer lands a new action): the second attempt wins.
+        let (_dir, store) = three_actions();
+        relayout(&store, Layout::Nibble);
+        let opts = options(REF);
+        let mut overtake = |attempt: u32| {
+            if attempt == 1 {
+                create_action(&store, &opts, &new_action("act_late"), at(BASE)).unwrap();
+            }
+        };
+        let done = migrate_with(&store, REF, &sig(), 3, &mut overtake).unwrap();
+        let Migrated::Moved { from, records, .. } = done else {
+            panic!("not migrated: {done:?}")
+        };
+        assert_eq!(from, Layout::Nibble);
+        let tip = store.tip(REF).unwrap();
+        let snap = store.snapshot(tip).unwrap();
+        assert_eq!(layout::detect(&snap).unwrap().layout, Layout::DEFAULT);
+        assert!(super::super::verify(&snap).unwrap().is_empty());
+        assert!(show(&store, REF, "act_late").is_ok());
+        // The late action's record was moved with the others.
+        assert_eq!(records, 7, "three actions with two claims and an outcome, and the late one");
+
+        // Overtaken every time: nothing of the migration lands.
+        let (_dir, store) = three_actions();
+        relayout(&store, Layout::Nibble);
+        let mut n = 0;
+        let mut overtake = |_: u32| {
+            n += 1;
+            create_action(&store, &opts, &new_action(&format!("act_late{n}")), at(BASE)).unwrap();
+        };
+        let err = migrate_with(&store, REF, &sig(), 3, &mut overtake).unwrap_err();
+        assert!(
+            matches!(err, MigrateError::Moved { attempts: 3, .. }) && err.is_refusal(),
+            "{err}"
+        );
+        assert!(err.to_string().contains("at a quieter moment"), "{err}");
+        let snap = store.snapshot(store.tip(REF).unwrap()).unwrap();
+        assert_eq!(layout::detect(&snap).unwrap().layout, Layout::Nibble);
+        assert!(super::super::verify(&snap).unwrap().is_empty());
     }
 
     #[test]
