@@ -156,8 +156,10 @@ impl<'s> Overlay<'s> {
     /// The decision record `id`, when there is one.
     ///
     /// # Errors
-    /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record.
+    /// As [`Overlay::read`], and [`Error::Corrupt`] for an invalid record or one with a copy at
+    /// another layout's place.
     pub fn decision(&self, id: &decision::DecisionId) -> Result<Option<Decision>, Error> {
+        super::state::refuse_other_decision_copy(&self.snap, self.layout, id)?;
         let path = self.layout.decision_path(id);
         match self.read(&path)? {
             None => Ok(None),
@@ -1415,7 +1417,7 @@ mod tests {
     use super::super::{AttemptId, Verdict, act_content_hash};
     use super::*;
     use crate::finality::test_support::{
-        default_act, new_action, plant_unparsable_action, repo, request,
+        default_act, new_action, plant_unparsable_action, repo, request, sig,
     };
     use crate::store::Signature;
 
@@ -1720,6 +1722,84 @@ mod tests {
             .iter()
             .map(|f| (f.path.rsplit('/').next().unwrap().to_owned(), f.rule.code()))
             .collect()
+    }
+
+    /// A decision record with a copy at another layout's place is read by nobody, whether or
+    /// not one sits at this layout's place; the error names the stray path and what to do.
+    #[test]
+    fn a_decision_with_a_copy_at_another_layouts_place_is_not_read() {
+        let (_dir, store) = repo();
+        let decision = Decision {
+            decision_id: ActionId::parse("gd_1").unwrap(),
+            verdict: Verdict::Allow,
+            rule: None,
+            reason: None,
+            action_type: Some("deploy".into()),
+            agent_id: Some("agent-a".into()),
+            principal: "principal-a".into(),
+            act_content_hash: act_content_hash(Some(&default_act())),
+            containment_ref: None,
+            decided_at: T0,
+        };
+        let d = decision.clone();
+        let mut ops: Vec<Op<'static, ()>> = vec![Box::new(move |ov, _| decide(ov, &d))];
+        let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
+        results.into_iter().for_each(|r| r.unwrap());
+        let tip = landed.commit.unwrap();
+        let id = &decision.decision_id;
+        let own = Layout::DEFAULT.decision_path(id);
+        let bytes = store
+            .snapshot(Some(tip))
+            .unwrap()
+            .read(&own, 1 << 20)
+            .unwrap()
+            .unwrap();
+        let read = |commit| {
+            let ov = Overlay::new(store.snapshot(Some(commit)).unwrap()).unwrap();
+            ov.decision(id)
+        };
+        assert_eq!(read(tip).unwrap(), Some(decision.clone()));
+        for other in Layout::DEFAULT.others() {
+            let stray = other.decision_path(id);
+            // A second copy beside this layout's.
+            let twice = store
+                .write_commit_with(
+                    Some(tip),
+                    &[(stray.clone(), bytes.clone())],
+                    &[],
+                    false,
+                    "copy",
+                    &sig(),
+                )
+                .unwrap();
+            let err = read(twice).unwrap_err();
+            let Error::Corrupt { path, reason } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(path, &stray);
+            assert!(
+                reason.contains("a second copy of decision gd_1"),
+                "{reason}"
+            );
+            assert!(reason.contains(&own), "{reason}");
+            // Only at the other layout's place.
+            let moved = store
+                .write_commit_moving::<Vec<u8>>(
+                    Some(tip),
+                    &[],
+                    &[(own.clone(), stray.clone())],
+                    false,
+                    "move",
+                    &sig(),
+                )
+                .unwrap();
+            let err = read(moved).unwrap_err();
+            let Error::Corrupt { path, reason } = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(path, &stray);
+            assert!(reason.contains("move it there"), "{reason}");
+        }
     }
 
     #[test]

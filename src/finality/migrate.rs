@@ -487,7 +487,10 @@ mod tests {
         assert!(super::super::verify(&snap).unwrap().is_empty());
         assert!(show(&store, REF, "act_late").is_ok());
         // The late action's record was moved with the others.
-        assert_eq!(records, 7, "three actions with two claims and an outcome, and the late one");
+        assert_eq!(
+            records, 7,
+            "three actions with two claims and an outcome, and the late one"
+        );
 
         // Overtaken every time: nothing of the migration lands.
         let (_dir, store) = three_actions();
@@ -495,7 +498,13 @@ mod tests {
         let mut n = 0;
         let mut overtake = |_: u32| {
             n += 1;
-            create_action(&store, &opts, &new_action(&format!("act_late{n}")), at(BASE)).unwrap();
+            create_action(
+                &store,
+                &opts,
+                &new_action(&format!("act_late{n}")),
+                at(BASE),
+            )
+            .unwrap();
         };
         let err = migrate_with(&store, REF, &sig(), 3, &mut overtake).unwrap_err();
         assert!(

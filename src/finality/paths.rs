@@ -67,10 +67,7 @@ mod tests {
     #[test]
     fn every_record_kind_round_trips_its_file_name_and_is_in_the_pattern() {
         let pattern = RecordKind::file_names_pattern();
-        assert_eq!(
-            pattern,
-            "{action,claim,outcome,approval,containment}.json"
-        );
+        assert_eq!(pattern, "{action,claim,outcome,approval,containment}.json");
         for kind in RecordKind::ALL {
             assert_eq!(RecordKind::from_file_name(kind.file_name()), Some(kind));
         }

@@ -227,23 +227,49 @@ pub(super) fn refuse_other_copy(
     layout: super::Layout,
     id: &ActionId,
 ) -> Result<(), Error> {
+    refuse_copy_elsewhere(snap, layout, ("action", id.as_str()), |l| l.action_dir(id))
+}
+
+/// [`refuse_other_copy`] for the guard decision `id`.
+///
+/// # Errors
+/// As [`refuse_other_copy`].
+pub(super) fn refuse_other_decision_copy(
+    snap: &Snapshot<'_>,
+    layout: super::Layout,
+    id: &super::decision::DecisionId,
+) -> Result<(), Error> {
+    refuse_copy_elsewhere(snap, layout, ("decision", id.as_str()), |l| {
+        l.decision_path(id)
+    })
+}
+
+/// Refuses the record `(noun, id)` when an entry sits at its `place` in a layout other than
+/// `layout`: with or without one at this layout's place, the error names the stray path and
+/// says what to do.
+fn refuse_copy_elsewhere(
+    snap: &Snapshot<'_>,
+    layout: super::Layout,
+    (noun, id): (&str, &str),
+    place: impl Fn(super::Layout) -> String,
+) -> Result<(), Error> {
     for other_layout in layout.others() {
-        let other = other_layout.action_dir(id);
+        let other = place(other_layout);
         if snap.mode(&other)?.is_none() {
             continue;
         }
-        let own = layout.action_dir(id);
+        let own = place(layout);
         let reason = if snap.mode(&own)?.is_some() {
             format!(
-                "a second copy of action {id} at the {} layout's place, beside {own} of the {} \
+                "a second copy of {noun} {id} at the {} layout's place, beside {own} of the {} \
                  layout this repository uses: neither is read (`action-ledger verify` reports \
-                 finality-layout-mixed); remove the copy that is not the action's",
+                 finality-layout-mixed); remove the copy that is not the {noun}'s",
                 other_layout.name(),
                 layout.name()
             )
         } else {
             format!(
-                "action {id} at the {} layout's place, not at {own} where the {} layout this \
+                "{noun} {id} at the {} layout's place, not at {own} where the {} layout this \
                  repository uses puts it: it is not read (`action-ledger verify` reports \
                  finality-layout-mixed); move it there",
                 other_layout.name(),

@@ -35,12 +35,9 @@ const READS_PER_OPEN: u32 = 4096;
 fn with_store<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, store::Error> {
     STORE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot
-            .as_ref()
-            .is_none_or(|(p, store, reads)| {
-                p != path || *reads >= READS_PER_OPEN || store.mappings_stale()
-            })
-        {
+        if slot.as_ref().is_none_or(|(p, store, reads)| {
+            p != path || *reads >= READS_PER_OPEN || store.mappings_stale()
+        }) {
             *slot = Some((path.to_owned(), Store::open(path)?, 0));
         }
         let (_, store, reads) = slot.as_mut().expect("opened above");
