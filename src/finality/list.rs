@@ -395,6 +395,11 @@ pub struct ActionPage {
     pub path: Path,
     /// Action directories whose records did not parse, skipped.
     pub skipped: Vec<String>,
+    /// Entries of the action tree that are not at an action's place in the repository's
+    /// layout, in walk order (a walk only; the pending index names actions by id): an action
+    /// left at another layout's place, or something else. Not listed; `verify` reports them
+    /// (`finality-layout-mixed`, `finality-unknown-path`).
+    pub misplaced: Vec<String>,
 }
 
 /// Visits the directory entries `levels` fan-out levels under `root`, in name order at each
@@ -489,6 +494,7 @@ fn from_index(ov: &Overlay<'_>, q: &ActionQuery) -> Result<ActionPage, ListError
         more: false,
         path: Path::PendingIndex,
         skipped: Vec::new(),
+        misplaced: Vec::new(),
     };
     let mut stats = ActionStats::default();
     for (id, at, path) in entries.into_iter().rev() {
@@ -555,17 +561,27 @@ fn scan(ov: &Overlay<'_>, q: &ActionQuery, bounded: bool) -> Result<ActionPage, 
         more: false,
         path: Path::Walk,
         skipped: Vec::new(),
+        misplaced: Vec::new(),
     };
     let mut stats = ActionStats::default();
     let filters = q.filters();
     let mut matched = 0usize;
     let ended = walk(ov.snapshot(), ACTIONS, layout.levels(), &mut |dir, name| {
-        let Some(id) = ActionId::parse(name) else {
+        let path = format!("{dir}/{name}");
+        let Some(id) = ActionId::parse(name).filter(|id| layout.action_dir(id) == path) else {
+            // Not an action directory at its place: a name that is no id is a file of a
+            // directory the walk took for a fan-out level (an action of a shallower layout):
+            // that directory is named, once.
+            let stray = if ActionId::parse(name).is_some() {
+                path
+            } else {
+                dir.to_owned()
+            };
+            if page.misplaced.last() != Some(&stray) {
+                page.misplaced.push(stray);
+            }
             return Ok(true);
         };
-        if layout.action_dir(&id) != format!("{dir}/{name}") {
-            return Ok(true);
-        }
         let full = page.actions.len() >= q.limit;
         if bounded && full {
             // One more match exists (without filters: one more action): there is more.
@@ -1075,6 +1091,42 @@ mod tests {
             let page = list(&store, &opts, params);
             assert!(!ids(&page).contains(&"act_0"), "{params:?}");
             assert_eq!(page.skipped, std::slice::from_ref(&dir), "{params:?}");
+        }
+    }
+
+    /// An action left at another layout's place is not listed, and the walk names where it
+    /// is, once (the index-served statuses never see it).
+    #[test]
+    fn actions_at_another_layouts_place_are_named_not_listed() {
+        for other in Layout::DEFAULT.others() {
+            let (_dir, store, opts) = seeded();
+            let id = ActionId::parse("act_0").unwrap();
+            let tip = store.tip("refs/heads/main").unwrap();
+            let own = Layout::DEFAULT.action_dir(&id);
+            let stray = other.action_dir(&id);
+            let moves: Vec<(String, String)> = store
+                .snapshot(tip)
+                .unwrap()
+                .entry_names(&own)
+                .unwrap()
+                .into_iter()
+                .map(|f| (format!("{own}/{f}"), format!("{stray}/{f}")))
+                .collect();
+            let moved = store
+                .write_commit_moving::<Vec<u8>>(tip, &[], &moves, false, "mislay", &sig())
+                .unwrap();
+            store
+                .update_ref("refs/heads/main", tip, moved, "mislay")
+                .unwrap();
+            let page = list(&store, &opts, &[]);
+            assert!(!ids(&page).contains(&"act_0"), "{other:?}");
+            assert_eq!(page.misplaced.len(), 1, "{other:?}: {:?}", page.misplaced);
+            assert!(
+                stray.starts_with(&page.misplaced[0]),
+                "{other:?}: {} names {stray}",
+                page.misplaced[0]
+            );
+            assert!(page.skipped.is_empty());
         }
     }
 

@@ -673,6 +673,7 @@ fn list(out: &mut Printer, env: &Env, now: Timestamp, a: ListArgs) -> Result<(),
             ("has_more", Value::Bool(page.more)),
             ("order", Value::str(order)),
             ("skipped", crate::cli::output::path_list(&page.skipped)),
+            ("misplaced", crate::cli::output::path_list(&page.misplaced)),
         ])));
         return Ok(());
     }
@@ -695,6 +696,11 @@ fn list(out: &mut Printer, env: &Env, now: Timestamp, a: ListArgs) -> Result<(),
     for p in &page.skipped {
         out.note(&format!(
             "skipped {p}: a record does not parse (run verify)"
+        ));
+    }
+    for p in &page.misplaced {
+        out.note(&format!(
+            "not listed {p}: not at an action's place in this repository's layout (run verify)"
         ));
     }
     Ok(())
