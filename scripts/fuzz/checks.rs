@@ -163,7 +163,6 @@ pub fn serve_settings(repo: std::path::PathBuf) -> al::server::Settings {
     al::server::Settings {
         repo,
         options,
-        target: al::finality::batch::Target::Local,
         keys,
         insecure_no_auth: false,
         policy: al::server::policy::Policy::parse(SERVE_POLICY, "fuzz").expect("policy"),

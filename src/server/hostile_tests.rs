@@ -11,7 +11,7 @@ use tower::ServiceExt as _;
 use super::api::{App, router};
 use super::writer::Handle;
 use super::{Settings, auth, policy::Policy};
-use crate::finality::{self, batch::Target};
+use crate::finality;
 use crate::store;
 use crate::time::Timestamp;
 
@@ -51,7 +51,6 @@ fn server(insecure_no_auth: bool) -> Server {
     let settings = Settings {
         repo: repo.clone(),
         options,
-        target: Target::Local,
         keys,
         insecure_no_auth,
         policy: Policy::parse(r#"{"default":"allow","rules":[]}"#, "test").unwrap(),

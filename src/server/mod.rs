@@ -87,7 +87,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::finality::{self, batch::Target};
+use crate::finality;
 use crate::time::Timestamp;
 
 // Handlers return their early answers (401, 400, …) as `Err(Response)`: boxing them would only
@@ -131,10 +131,9 @@ pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct Settings {
     /// The state repository (with `--remote`, only a cache of objects).
     pub repo: PathBuf,
-    /// Ledger ref, commit identity, attempts and lock wait of the writer.
+    /// Ledger ref, commit identity, attempts and lock wait of the writer, and where it lands
+    /// (`options.target`: the local ref or a remote).
     pub options: finality::Options,
-    /// Local ref or remote.
-    pub target: Target,
     /// API keys at start; empty only with `insecure_no_auth` ([`api::App::access`] holds those in
     /// force after a reload).
     pub keys: auth::Keys,

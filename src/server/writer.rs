@@ -10,7 +10,7 @@ use std::sync::mpsc;
 
 use crate::canonical::Value;
 use crate::finality::Options;
-use crate::finality::batch::{self, BatchError, Op, Target};
+use crate::finality::batch::{self, BatchError, Op};
 use crate::store::Store;
 
 use super::Clock;
@@ -164,8 +164,8 @@ impl Writer {
     /// Starts the writer thread on the repository at `repo` (opened on that thread: repository
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
     /// operations, gathered for at most `linger` after the first. Its queue, batches and
-    /// roll-ups are counted in `metrics`. Batches land on `target`, whatever `options.target`
-    /// says, and the writer's own roll-up thread rolls the packs up after each landed batch,
+    /// roll-ups are counted in `metrics`. Batches land on `options.target`, and the writer's
+    /// own roll-up thread rolls the packs up after each landed batch,
     /// whatever `options.roll_up` says. The events of a landed batch are written to the
     /// `webhooks` outbox (when configured) before any of its requests is answered, then sent to
     /// `events`.
@@ -177,7 +177,6 @@ impl Writer {
     pub fn start(
         repo: std::path::PathBuf,
         options: Options,
-        target: Target,
         clock: Arc<dyn Clock>,
         max_batch: usize,
         linger: std::time::Duration,
@@ -190,7 +189,6 @@ impl Writer {
         let (opened_tx, opened_rx) = mpsc::channel::<Result<(), String>>();
         let max_batch = max_batch.max(1);
         let options = Options {
-            target,
             roll_up: crate::store::RollUp::Caller,
             ..options
         };
@@ -383,7 +381,6 @@ mod tests {
         let (writer, handle) = Writer::start(
             repo,
             options,
-            Target::Local,
             clock,
             8,
             std::time::Duration::ZERO,

@@ -119,7 +119,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
     let mut options = finality::Options::new(signature(env)?);
     options.ref_name = a.ref_name.clone();
     options.max_attempts = 32;
-    let target = match &a.remote {
+    options.target = match &a.remote {
         Some(url) => finality::batch::Target::Remote {
             url: absolute_url(url),
             ref_name: a.remote_ref.clone().unwrap_or_else(|| a.ref_name.clone()),
@@ -131,7 +131,6 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
     let settings = server::Settings {
         repo: a.repo.clone(),
         options,
-        target,
         keys,
         insecure_no_auth: a.insecure_no_auth,
         policy,
@@ -184,7 +183,7 @@ pub(in crate::cli) fn run(out: &mut Printer, env: &Env, a: ServeArgs) -> Result<
                     settings.repo.display()
                 ))
             })?;
-        super::super::settings::accept_rewritten(&store, &settings.target, &a.ref_name)?;
+        super::super::settings::accept_rewritten(&store, &settings.options.target, &a.ref_name)?;
     }
     // Opening the repository and starting the writer are Git work: done here, before serving.
     let mut started = server::start(settings).map_err(Failure::input)?;

@@ -135,7 +135,7 @@ impl App {
             path: settings.repo.display().to_string(),
             source,
         };
-        let head = match &settings.target {
+        let head = match &settings.options.target {
             Target::Local => &settings.options.ref_name,
             Target::Remote { ref_name, .. } => ref_name,
         };
@@ -143,7 +143,7 @@ impl App {
         let observations_file = observations::file_path(
             store.git_dir(),
             &settings.options.ref_name,
-            &settings.target,
+            &settings.options.target,
         );
         let git_dir = store.git_dir().to_owned();
         drop(store);
@@ -158,7 +158,7 @@ impl App {
                 let dir = crate::server::webhooks::outbox_dir(
                     &git_dir,
                     &settings.options.ref_name,
-                    &settings.target,
+                    &settings.options.target,
                 );
                 for e in &setup.config.endpoints {
                     metrics.webhook_endpoint(&e.name);
@@ -176,7 +176,6 @@ impl App {
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),
-            settings.target.clone(),
             settings.clock.clone(),
             settings.max_batch,
             settings.batch_linger,

@@ -55,9 +55,12 @@ pub(crate) async fn read<T: Send + 'static>(
     let joined = tokio::task::spawn_blocking(move || {
         let now = app.settings.clock.now();
         with_store(&app.settings.repo, |store| {
-            batch::read_at_target(store, &app.settings.options, &app.settings.target, |ov| {
-                f(ov, now)
-            })
+            batch::read_at_target(
+                store,
+                &app.settings.options,
+                &app.settings.options.target,
+                |ov| f(ov, now),
+            )
         })
     })
     .await;

@@ -67,10 +67,10 @@ fn settings(repo: &Path, clock: Arc<AtomicI64>, cron: Option<&str>, target: Targ
     });
     options.max_attempts = 3;
     options.lock_wait = std::time::Duration::from_millis(200);
+    options.target = target;
     Settings {
         repo: repo.to_owned(),
         options,
-        target,
         keys,
         insecure_no_auth: false,
         policy: Policy::parse(POLICY, "test").unwrap(),

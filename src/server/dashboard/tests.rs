@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, header};
 use tower::ServiceExt as _;
 
 use crate::canonical::{self, Value};
-use crate::finality::{self, batch::Target};
+use crate::finality;
 use crate::server::api::{App, router};
 use crate::server::policy::Policy;
 use crate::server::{Settings, auth, writer::Handle};
@@ -59,7 +59,6 @@ fn server(no_auth: bool) -> Server {
             email: "action-ledger@invalid".into(),
             time_seconds: T0 / 1000,
         }),
-        target: Target::Local,
         keys,
         insecure_no_auth: no_auth,
         policy: Policy::parse(POLICY, "test").unwrap(),

@@ -354,7 +354,6 @@ fn start(repo: &Path, clock: Arc<AtomicI64>, config: Config) -> Server {
     let settings = Settings {
         repo: repo.to_owned(),
         options,
-        target: crate::finality::batch::Target::Local,
         keys,
         insecure_no_auth: false,
         policy: Policy::parse(
