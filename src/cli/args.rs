@@ -1033,6 +1033,18 @@ pub(super) struct ListArgs {
     /// Only actions whose guard decision record (written by serve) names this action type.
     #[arg(long)]
     pub(super) action_type: Option<String>,
+    /// Only contained actions in this containment status (contained, awaiting_promotion,
+    /// promoted, discarded).
+    #[arg(long)]
+    pub(super) containment_status: Option<String>,
+    /// Only actions whose request details name this swarm (`swarm_id`); actions without
+    /// details never match.
+    #[arg(long)]
+    pub(super) swarm: Option<String>,
+    /// Only actions whose request details give a risk score of at least this (0 to 100);
+    /// actions without one never match.
+    #[arg(long)]
+    pub(super) risk_min: Option<String>,
     /// Most actions listed (1 to 200; more exits 2).
     #[arg(long, default_value = "50")]
     pub(super) limit: String,
