@@ -962,6 +962,60 @@ fn killed_writers_debris_is_removed_and_named() {
     );
 }
 
+/// `action list --swarm`, `--risk-min` and `--containment-status`: serve's listing filters on
+/// the request details and the containment, with the same refusals (exit 2, naming the flag).
+#[test]
+fn action_list_filters_on_details_and_containment() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    for (id, details) in [
+        ("act_high", Some(r#"{"swarm_id":"sw-1","risk_score":80}"#)),
+        ("act_low", Some(r#"{"swarm_id":"sw-2","risk_score":20}"#)),
+        ("act_bare", None),
+        ("act_boxed", None),
+    ] {
+        let mut args = action_create(&["--repo", repo], id, "gd_1");
+        if let Some(d) = details {
+            args.extend_from_slice(&["--details", d]);
+        }
+        if id == "act_boxed" {
+            args.extend_from_slice(&[
+                "--verdict",
+                "allow_contained",
+                "--containment-ref",
+                "sandbox-1",
+            ]);
+        }
+        let out = run_finality(tmp, T0, &args);
+        assert!(out.starts_with("exit: 0"), "{out}");
+    }
+    let list = |args: &[&str]| {
+        let mut all = vec!["action", "list", "--repo", repo];
+        all.extend_from_slice(args);
+        let out = run_finality(tmp, T0, &all);
+        format!("$ action list {}\n{out}", args.join(" "))
+    };
+    let steps = [
+        list(&["--swarm", "sw-1"]),
+        list(&["--risk-min", "50"]),
+        list(&["--risk-min", "0", "--json"]),
+        list(&["--swarm", "sw-3"]),
+        list(&["--containment-status", "contained"]),
+        list(&["--risk-min", "101"]),
+        list(&["--risk-min", "high"]),
+        list(&["--containment-status", "bogus"]),
+    ];
+    assert!(steps[0].contains("act_high") && !steps[0].contains("act_low"));
+    assert!(steps[1].contains("act_high") && !steps[1].contains("act_low"));
+    assert!(steps[2].contains("act_low") && !steps[2].contains("act_bare"));
+    for bad in &steps[5..] {
+        assert!(bad.contains("exit: 2"), "{bad}");
+    }
+    assert!(steps[4].contains("act_boxed") && !steps[4].contains("act_bare"));
+    assert!(steps[5].contains("--risk-min") && steps[7].contains("--containment-status"));
+    insta::assert_snapshot!("action_list_filters", steps.join("\n"));
+}
+
 /// `action list`: open statuses from the pending index newest first, closed ones and no filter
 /// by a walk, paging that says when more may follow, `--json`'s shape, and bad filters refused
 /// (exit 2) naming the flag.
