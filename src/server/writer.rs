@@ -165,8 +165,8 @@ impl Writer {
     /// handles stay on the thread that opened them). A batch takes at most `max_batch`
     /// operations, gathered for at most `linger` after the first. Its queue, batches and
     /// roll-ups are counted in `metrics`. Batches land on `options.target`, and the writer's
-    /// own roll-up thread rolls the packs up after each landed batch,
-    /// whatever `options.roll_up` says. The events of a landed batch are written to the
+    /// own roll-up thread rolls the packs up after each landed batch, whatever
+    /// `options.roll_up` says. The events of a landed batch are written to the
     /// `webhooks` outbox (when configured) before any of its requests is answered, then sent to
     /// `events`.
     ///
