@@ -27,7 +27,7 @@
 //! | `snapshot.rs` | [`Snapshot`]: cached read view of one commit's tree |
 //! | `history.rs` | revisions, ancestry, tree diffs ([`Store::resolve`], [`Store::diff`]) |
 //! | `quarantine.rs` | reading a pre-receive hook's quarantined objects ([`Store::with_object_dirs`]) |
-//! | `release.rs` | dropping mapped pack pages ([`Store::release_mapped_packs`]) and keeping them within [`MAPPED_BUDGET`] ([`Store::bound_mapped_packs`]), the one `unsafe` |
+//! | `release.rs` | dropping mapped pack pages ([`Store::release_mapped_packs`]; in a process with several stores, asking their owners to open them again, [`Store::mappings_stale`]) and keeping them within [`MAPPED_BUDGET`] ([`Store::bound_mapped_packs`]), the one `unsafe` |
 //!
 //! # The write path: prepare, then one commit point
 //!
