@@ -568,11 +568,16 @@ fn scan(ov: &Overlay<'_>, q: &ActionQuery, bounded: bool) -> Result<ActionPage, 
     let mut matched = 0usize;
     let ended = walk(ov.snapshot(), ACTIONS, layout.levels(), &mut |dir, name| {
         let path = format!("{dir}/{name}");
-        let Some(id) = ActionId::parse(name).filter(|id| layout.action_dir(id) == path) else {
+        let parsed = ActionId::parse(name);
+        let Some(id) = parsed
+            .as_ref()
+            .filter(|id| layout.action_dir(id) == path)
+            .cloned()
+        else {
             // Not an action directory at its place: a name that is no id is a file of a
             // directory the walk took for a fan-out level (an action of a shallower layout):
             // that directory is named, once.
-            let stray = if ActionId::parse(name).is_some() {
+            let stray = if parsed.is_some() {
                 path
             } else {
                 dir.to_owned()

@@ -209,9 +209,8 @@ fn migrate_with(
     before_swap: &mut dyn FnMut(u32),
 ) -> Result<Migrated, MigrateError> {
     for attempt in 1..=attempts {
-        match migrate_once(store, ref_name, sig, &mut || before_swap(attempt))? {
-            Some(done) => return Ok(done),
-            None => continue,
+        if let Some(done) = migrate_once(store, ref_name, sig, &mut || before_swap(attempt))? {
+            return Ok(done);
         }
     }
     Err(MigrateError::Moved {

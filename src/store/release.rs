@@ -274,6 +274,13 @@ mod tests {
     use super::*;
     use crate::store::test_support::*;
 
+    /// More than 16 files: a publication of them is written as a pack, which gix maps.
+    fn forty_files() -> Vec<(String, String)> {
+        (0..40)
+            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
+            .collect()
+    }
+
     #[test]
     fn mappings_of_packs_are_found_also_after_their_files_were_removed() {
         let line = |perms: &str, path: &str| {
@@ -309,10 +316,7 @@ mod tests {
     #[test]
     fn file_ids_are_git_blob_ids_and_reads_survive_released_pack_pages() {
         let (_tmp, repo, store) = new_store();
-        // More than 16 objects: the publication is written as a pack, which gix maps.
-        let files: Vec<(String, String)> = (0..40)
-            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
-            .collect();
+        let files = forty_files();
         let c = publish(&store, &files);
         let view = store.snapshot(Some(c)).expect("snapshot");
         let mut seen = Vec::new();
@@ -354,9 +358,7 @@ mod tests {
     fn a_release_beside_another_store_marks_the_stores_open_now_as_stale() {
         let (_tmp, repo, store) = new_store();
         let other = Store::open(&repo).expect("second store");
-        let files: Vec<(String, String)> = (0..40)
-            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
-            .collect();
+        let files = forty_files();
         let view = store
             .snapshot(Some(publish(&store, &files)))
             .expect("snapshot");
@@ -402,9 +404,7 @@ mod tests {
     fn the_budget_check_reads_resident_file_memory_and_keeps_reads_intact() {
         assert!(resident_file_bytes().is_some_and(|b| b > 0));
         let (_tmp, _repo, store) = new_store();
-        let files: Vec<(String, String)> = (0..40)
-            .map(|i| (format!("d{}/f{i}.json", i % 4), format!("content {i}\n")))
-            .collect();
+        let files = forty_files();
         let view = store
             .snapshot(Some(publish(&store, &files)))
             .expect("snapshot");
