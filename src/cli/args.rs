@@ -312,7 +312,10 @@ pub(super) enum Command {
     /// when there was none; the ref moves with one compare-and-swap, so a kill leaves the old
     /// layout or the new one. Then each publication's roll-up of the
     /// smallest packs (as `git repack --geometric=2`, never more than 262,144 objects per
-    /// publication) runs without the bound. Run it from a scheduled job. Prints what was done.
+    /// publication) runs without the bound, and a multi-pack index is written over every pack
+    /// (git's `multi-pack-index`: one lookup over all packs, read by git and by this tool),
+    /// unless the one there already names exactly those packs. Run it from a scheduled job.
+    /// Prints what was done.
     ///
     /// First it removes what killed writers left and no live process owns: staging directories
     /// beside the repository (`.NAME.init-*`, of a first publication killed while creating it)
@@ -342,8 +345,10 @@ pub(super) enum Command {
         remote_ref: Option<String>,
         /// One JSON object: `{"type":"maintain","layout","migrated","migrated_from",
         /// "records_moved","pending_entries","commit","busy","packs_before","packs_merged",
-        /// "packs_after","objects_written","bytes_written","debris_removed"}` (`commit` and
-        /// `migrated_from`, the layout the records were in, are null when nothing was migrated;
+        /// "packs_after","objects_written","bytes_written","multi_pack_index_objects",
+        /// "debris_removed"}` (`commit` and `migrated_from`, the layout the records were in, are
+        /// null when nothing was migrated; `multi_pack_index_objects` is null when no
+        /// multi-pack index was written;
         /// `debris_removed` lists the paths of killed writers' leftovers removed);
         /// with --remote `{"type":"maintain-remote","landed","already_landed","refused",
         /// "rounds","left"}`.

@@ -45,7 +45,7 @@
 //! never pays for rewriting the whole repository: packs of at least half that bound are left
 //! alone and the rule runs on the smaller ones (see [`Rollup::Geometric`]); `action-ledger
 //! maintain` runs the same roll-up without that bound (or merges every pack) when a quiet
-//! moment allows it.
+//! moment allows it, and then writes a multi-pack index over every pack.
 //!
 //! # Safety beside readers, publishers and a kill
 //!
@@ -64,7 +64,10 @@
 //!   pack gone, and git and gix then re-scan the pack directory and find the object in the new
 //!   pack. A publisher's pack written after the listing is not touched; one listed is copied
 //!   before it is removed, whether or not its commit has landed.
-//! - Packs with a `.keep` file, and every pack when a `multi-pack-index` exists, are left alone.
+//! - Packs with a `.keep` file are left alone. So are the packs a multi-pack index names,
+//!   except by `maintain` ([`Rollup::Maintain`], [`Rollup::All`]), which writes the new index
+//!   before it removes them ([`super::midx`]); a multi-pack index that cannot be read stops
+//!   every roll-up (git may still read it).
 
 use std::collections::BinaryHeap;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -91,16 +94,28 @@ pub const PUBLISH_ROLLUP_MAX: u64 = 1 << 18;
 /// Which packs [`Store::consolidate_packs`] merges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rollup {
-    /// The geometric roll-up (factor 2) within a budget: packs of at least half of
-    /// `max_objects` objects are left alone, the rule runs on the smaller ones, and a roll-up
-    /// that would still merge more than `max_objects` objects merges only the smallest of its
-    /// packs that fit.
+    /// The roll-up after a commit: geometric (factor 2) within a budget. Packs of at least
+    /// half of `max_objects` objects are left alone, the rule runs on the smaller ones, and a
+    /// roll-up that would still merge more than `max_objects` objects merges only the smallest
+    /// of its packs that fit. Packs a multi-pack index names are left alone, as are packs
+    /// with a `.keep` file ([`super::midx`]).
     Geometric {
         /// The most objects one roll-up merges.
         max_objects: u64,
     },
-    /// Every pack into one.
+    /// `maintain`: the geometric rule over every pack (those a multi-pack index names too),
+    /// without a budget, then a multi-pack index over every pack.
+    Maintain,
+    /// `maintain --all`: every pack into one, then a multi-pack index over every pack.
     All,
+}
+
+impl Rollup {
+    /// Whether this roll-up may merge the packs a multi-pack index names, and so writes the
+    /// multi-pack index anew.
+    fn owns_multi_pack_index(self) -> bool {
+        !matches!(self, Rollup::Geometric { .. })
+    }
 }
 
 /// What a consolidation did.
@@ -116,6 +131,10 @@ pub struct Consolidated {
     pub bytes: u64,
     /// Whether another consolidation was running (nothing was done).
     pub busy: bool,
+    /// The objects of the multi-pack index written ([`Rollup::Maintain`] and [`Rollup::All`]),
+    /// `None` when none was written (the one there was already true, or the roll-up does not
+    /// write one).
+    pub multi_pack_index: Option<u64>,
 }
 
 /// A pack of the repository as the consolidation sees it.
@@ -167,25 +186,51 @@ impl Store {
                 ..Consolidated::default()
             });
         }
-        let mut packs = candidates(&dir).map_err(io)?;
-        let packs_before = packs.len();
+        // A multi-pack index that cannot be read may still be read by git: touch nothing.
+        let named = midx::named(&dir).map_err(io)?;
+        let kept: &[PathBuf] = match (&named, rollup.owns_multi_pack_index()) {
+            (Some(names), false) => names,
+            _ => &[],
+        };
+        let (mut packs, packs_before) = candidates(&dir, kept).map_err(io)?;
         let chosen = match rollup {
             Rollup::All => packs.len(),
+            Rollup::Maintain => bounded_split(&mut packs, u64::MAX),
             Rollup::Geometric { max_objects } => bounded_split(&mut packs, max_objects),
         };
         if chosen < 2 {
+            let multi_pack_index = if rollup.owns_multi_pack_index() {
+                self.write_multi_pack_index(&dir, &[], None, named.as_deref())
+                    .map_err(io)?
+            } else {
+                None
+            };
             return Ok(Consolidated {
                 packs_before,
+                multi_pack_index,
                 ..Consolidated::default()
             });
         }
         let merged = &packs[..chosen];
         let (objects, bytes, written) = self.write_merged(&dir, merged)?;
+        // The new multi-pack index names the new pack and the packs that stay before any pack
+        // the old one names goes, so that a reader of the old one that misses a pack finds it.
+        let multi_pack_index = if rollup.owns_multi_pack_index() {
+            self.write_multi_pack_index(&dir, merged, Some(&written), named.as_deref())
+                .map_err(io)?
+        } else {
+            None
+        };
+        // A multi-pack index written meanwhile by git (`git maintenance`) keeps its packs.
+        let named_now = midx::named(&dir).map_err(io)?.unwrap_or_default();
         // Every object is now in a durable pack: remove the old ones, index first. The new pack
         // can be one of them: a roll-up killed after its pack was durable but before it removed
         // its inputs leaves both, and rolling them up again writes the same objects in the same
         // order, so the same bytes under the same name. That pack stays.
-        for pack in merged.iter().filter(|p| p.stem != written) {
+        for pack in merged
+            .iter()
+            .filter(|p| p.stem != written && !names_pack(&named_now, &p.stem))
+        {
             for ext in ["idx", "pack", "rev", "bitmap", "mtimes"] {
                 match std::fs::remove_file(pack.stem.with_extension(ext)) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
@@ -200,7 +245,46 @@ impl Store {
             objects,
             bytes,
             busy: false,
+            multi_pack_index,
         })
+    }
+
+    /// Writes the multi-pack index of `dir` over every pack there except those of `merged`
+    /// (`written`, the pack they were merged into, stays), unless `named` (what the current
+    /// one names) is already exactly that set. With no pack left, removes the one there.
+    /// Returns the objects of the index written.
+    fn write_multi_pack_index(
+        &self,
+        dir: &Path,
+        merged: &[Candidate],
+        written: Option<&Path>,
+        named: Option<&[PathBuf]>,
+    ) -> std::io::Result<Option<u64>> {
+        let mut indices: Vec<PathBuf> = every_pack(dir)?
+            .into_iter()
+            .filter(|stem| {
+                Some(stem.as_path()) == written || !merged.iter().any(|m| &m.stem == stem)
+            })
+            .map(|stem| stem.with_extension("idx"))
+            .collect();
+        indices.sort();
+        if indices.is_empty() {
+            midx::remove(dir)?;
+            return Ok(None);
+        }
+        let mut names: Vec<PathBuf> = indices
+            .iter()
+            .filter_map(|p| p.file_name().map(PathBuf::from))
+            .collect();
+        names.sort();
+        if named.is_some_and(|named| {
+            let mut named = named.to_vec();
+            named.sort();
+            named == names
+        }) {
+            return Ok(None);
+        }
+        midx::write(dir, indices, self.repo.object_hash()).map(Some)
     }
 
     /// Writes one pack holding every object of `packs` (each once) into `dir`, durably; returns
@@ -986,18 +1070,14 @@ impl<W: Write> Hashed<W> {
     }
 }
 
-/// The packs of `dir` that consolidation may merge: every `pack-*.idx` with its `.pack`, no
-/// `.keep`; none at all when a `multi-pack-index` exists (it would name removed packs). The
-/// object count is read from the index's fan-out table.
-fn candidates(dir: &Path) -> std::io::Result<Vec<Candidate>> {
+/// Every pack of `dir`: `objects/pack/pack-<hex>` (without extension) for each `.idx` with its
+/// `.pack`.
+fn every_pack(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    if dir.join("multi-pack-index").exists() {
-        return Ok(Vec::new());
-    }
     let mut packs = Vec::new();
     for entry in entries {
         let name = entry?.file_name();
@@ -1009,14 +1089,36 @@ fn candidates(dir: &Path) -> std::io::Result<Vec<Candidate>> {
             continue;
         };
         let stem = dir.join(stem);
-        if !stem.with_extension("pack").exists() || stem.with_extension("keep").exists() {
+        if stem.with_extension("pack").exists() {
+            packs.push(stem);
+        }
+    }
+    Ok(packs)
+}
+
+/// Whether the pack index names `named` (from a multi-pack index) include the pack `stem`.
+fn names_pack(named: &[PathBuf], stem: &Path) -> bool {
+    let idx = stem.with_extension("idx");
+    idx.file_name()
+        .is_some_and(|idx| named.iter().any(|n| n.as_os_str() == idx))
+}
+
+/// The packs of `dir` that consolidation may merge, and how many packs there are in all: every
+/// pack ([`every_pack`]) without a `.keep` file and not in `kept` (the pack index names a
+/// multi-pack index holds). The object count is read from the index's fan-out table.
+fn candidates(dir: &Path, kept: &[PathBuf]) -> std::io::Result<(Vec<Candidate>, usize)> {
+    let every = every_pack(dir)?;
+    let total = every.len();
+    let mut packs = Vec::new();
+    for stem in every {
+        if stem.with_extension("keep").exists() || names_pack(kept, &stem) {
             continue;
         }
         if let Some(objects) = index_object_count(&stem.with_extension("idx")) {
             packs.push(Candidate { stem, objects });
         }
     }
-    Ok(packs)
+    Ok((packs, total))
 }
 
 /// The object count of a pack index (version 1 or 2): the last fan-out entry. `None` when the
@@ -1819,6 +1921,186 @@ mod tests {
         assert_eq!(
             inflate_entry(&mut inflate, &entry[data_start..entry.len() - 3], size),
             None
+        );
+    }
+
+    /// The `.idx` names of the multi-pack index of `repo`, sorted, and the `.idx` files there.
+    fn midx_and_packs(repo: &Path) -> (Vec<String>, Vec<String>) {
+        let dir = repo.join("objects/pack");
+        let mut named: Vec<String> = midx::named(&dir)
+            .expect("readable")
+            .expect("a multi-pack index")
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        named.sort();
+        let mut idx: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".idx"))
+            .collect();
+        idx.sort();
+        (named, idx)
+    }
+
+    /// `maintain` (both forms) ends with a multi-pack index over every pack, which git
+    /// verifies and which the store reads; run again with nothing new it writes none.
+    #[test]
+    fn maintain_writes_a_multi_pack_index_over_every_pack() {
+        for rollup in [Rollup::Maintain, Rollup::All] {
+            let (_tmp, repo, store) = new_store();
+            // Sizes that leave more than one pack after the geometric rule.
+            publish_many(&store, 1, 200, "big");
+            let commits = publish_many(&store, 3, 30, "a");
+            let before = git(&repo, &["rev-list", "--objects", "--all"]);
+            let done = store.consolidate_packs(rollup).expect("consolidate");
+            let (named, idx) = midx_and_packs(&repo);
+            assert_eq!(named, idx, "{rollup:?}");
+            assert!(done.multi_pack_index.is_some_and(|n| n > 0), "{done:?}");
+            git(&repo, &["multi-pack-index", "verify"]);
+            assert_fsck_clean(&repo);
+            assert_eq!(git(&repo, &["rev-list", "--objects", "--all"]), before);
+            let fresh = Store::open(&repo).expect("open");
+            let view = fresh.snapshot(commits.last().copied()).expect("snapshot");
+            assert_eq!(
+                view.read("a2/d0/f0.json", 100).expect("read"),
+                Some(b"a 2 0\n".to_vec())
+            );
+            // Nothing new: the index there is true, and is not written again.
+            let again = fresh.consolidate_packs(rollup).expect("again");
+            assert_eq!(again.multi_pack_index, None, "{rollup:?}: {again:?}");
+        }
+    }
+
+    /// The roll-up after a commit leaves the packs a multi-pack index names (git's or ours)
+    /// and merges the others, so the index never names a removed pack.
+    #[test]
+    fn the_roll_up_after_a_commit_leaves_the_packs_a_multi_pack_index_names() {
+        let (_tmp, repo, store) = new_store();
+        publish_many(&store, 4, 30, "a");
+        git(&repo, &["multi-pack-index", "write"]);
+        let (named, _) = midx_and_packs(&repo);
+        assert_eq!(named.len(), 4);
+        let commits = publish_many(&store, 4, 30, "b");
+        let done = store
+            .consolidate_packs(Rollup::Geometric { max_objects: 1000 })
+            .expect("roll up");
+        assert_eq!((done.packs_before, done.merged), (8, 4), "{done:?}");
+        assert_eq!(done.multi_pack_index, None);
+        let (still, idx) = midx_and_packs(&repo);
+        assert_eq!(still, named, "the index is untouched");
+        assert!(named.iter().all(|n| idx.contains(n)), "its packs stay");
+        assert_eq!(idx.len(), 5);
+        assert!(!midx::stale(&repo.join("objects/pack")));
+        git(&repo, &["multi-pack-index", "verify"]);
+        assert_fsck_clean(&repo);
+        let fresh = Store::open(&repo).expect("open");
+        let view = fresh.snapshot(commits.last().copied()).expect("snapshot");
+        assert_eq!(
+            view.read("b3/d0/f0.json", 100).expect("read"),
+            Some(b"b 3 0\n".to_vec())
+        );
+    }
+
+    /// `maintain` merges packs the old multi-pack index names: the new index is in place
+    /// before they go, so a handle that read through the old one, and one opened at any
+    /// moment after, reads every object.
+    #[test]
+    fn maintain_replaces_the_multi_pack_index_before_removing_its_packs() {
+        let (_tmp, repo, store) = new_store();
+        let first = publish_many(&store, 4, 30, "a");
+        git(&repo, &["multi-pack-index", "write"]);
+        let reader = Store::open(&repo).expect("open");
+        // The reader loads the old index and reads through it.
+        let view = reader.snapshot(first.last().copied()).expect("snapshot");
+        assert_eq!(
+            view.read("a3/d1/f1.json", 100).expect("read"),
+            Some(b"a 3 1\n".to_vec())
+        );
+        let later = publish_many(&store, 2, 30, "b");
+        let done = store.consolidate_packs(Rollup::All).expect("maintain");
+        assert_eq!(done.merged, 6, "{done:?}");
+        let (named, idx) = midx_and_packs(&repo);
+        assert_eq!((named.len(), &named), (1, &idx));
+        git(&repo, &["multi-pack-index", "verify"]);
+        assert_fsck_clean(&repo);
+        for handle in [&reader, &Store::open(&repo).expect("open")] {
+            for (commit, path, bytes) in [
+                (first[0], "a0/d2/f2.json", "a 0 2\n"),
+                (later[1], "b1/d0/f0.json", "b 1 0\n"),
+            ] {
+                let view = handle.snapshot(Some(commit)).expect("snapshot");
+                assert_eq!(
+                    view.read(path, 100).expect("read"),
+                    Some(bytes.as_bytes().to_vec()),
+                    "{path}"
+                );
+            }
+        }
+    }
+
+    /// A multi-pack index that names a removed pack is not read by a store opened after
+    /// (git falls back the same way), and an unreadable one is never touched by a roll-up.
+    #[test]
+    fn a_stale_or_unreadable_multi_pack_index_is_not_used() {
+        let (_tmp, repo, store) = new_store();
+        publish_many(&store, 3, 30, "a");
+        let dir = repo.join("objects/pack");
+        git(&repo, &["multi-pack-index", "write"]);
+        assert!(!midx::stale(&dir));
+        let (named, _) = midx_and_packs(&repo);
+        // Every object copied into a new pack (not named), then one named pack removed by hand.
+        {
+            use std::io::Write as _;
+            let everything = git(
+                &repo,
+                &["rev-list", "--objects", "--all", "--no-object-names"],
+            );
+            let mut child = std::process::Command::new("git")
+                .args(["pack-objects", "-q", "objects/pack/pack"])
+                .current_dir(&repo)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("git");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(format!("{everything}\n").as_bytes())
+                .expect("write");
+            assert!(child.wait().expect("wait").success());
+        }
+        let gone = dir.join(&named[0]);
+        for ext in ["idx", "pack"] {
+            std::fs::remove_file(gone.with_extension(ext)).expect("remove");
+        }
+        assert!(midx::stale(&dir));
+        let fresh = Store::open(&repo).expect("open");
+        let tip = fresh.tip(MAIN).expect("tip").expect("a tip");
+        for k in 0..3 {
+            assert_eq!(
+                fresh
+                    .snapshot(Some(tip))
+                    .expect("snapshot")
+                    .read(&format!("a{k}/d0/f0.json"), 100)
+                    .expect("read"),
+                Some(format!("a {k} 0\n").into_bytes())
+            );
+        }
+        // Unreadable: no roll-up of any kind touches a pack, and readers do without it.
+        std::fs::write(dir.join(midx::FILE), b"MIDX but not one").expect("write");
+        assert!(midx::stale(&dir));
+        let before = pack_count(&repo);
+        for rollup in [Rollup::Geometric { max_objects: 1000 }, Rollup::All] {
+            assert!(fresh.consolidate_packs(rollup).is_err(), "{rollup:?}");
+            assert_eq!(pack_count(&repo), before);
+        }
+        let again = Store::open(&repo).expect("open");
+        let view = again.snapshot(Some(tip)).expect("snapshot");
+        assert_eq!(
+            view.read("a1/d1/f1.json", 100).expect("read"),
+            Some(b"a 1 1\n".to_vec())
         );
     }
 

@@ -19,6 +19,7 @@
 //! | `pack.rs` | one pack and its index for a publication with many objects, blobs as deltas |
 //! | `delta.rs` | git's binary delta format and its encoder |
 //! | `consolidate.rs` | few packs: geometric roll-up ([`Store::consolidate_packs`]) |
+//! | `midx.rs` | the multi-pack index `maintain` writes: one lookup over every pack, kept true beside roll-ups and git |
 //! | `tree.rs` | tree rules: [`TreeDefect`], [`tree_defect`], path checks |
 //! | `refs.rs` | the commit point: [`Store::tip`], [`Store::update_ref`], ref-lock ownership notes |
 //! | `land.rs` | the one landing loop of every writer, local or remote ([`land()`], [`LandOptions`], [`LandError`]): build on the tip, compare-and-swap or leased push, build again on a moved ref, and the roll-up after a landed commit ([`RollUp`]) |
@@ -96,6 +97,7 @@ mod error;
 mod history;
 mod ids;
 pub mod land;
+mod midx;
 pub mod pack;
 mod quarantine;
 mod refs;
@@ -157,8 +159,18 @@ impl Store {
     /// # Errors
     /// [`Error::Open`] if `path` is not a Git repository.
     pub fn open(path: &Path) -> Result<Store, Error> {
+        let store = Self::open_with(path, true)?;
+        if midx::stale(&store.objects_dir().join("pack")) {
+            drop(store);
+            return Self::open_with(path, false);
+        }
+        Ok(store)
+    }
+
+    /// [`Store::open`], reading the multi-pack index or not ([`midx`]).
+    fn open_with(path: &Path, multi_pack_index: bool) -> Result<Store, Error> {
         let alive = release::Alive::new();
-        gix::open_opts(path, open_options())
+        gix::open_opts(path, open_options(multi_pack_index))
             .map(|mut repo| {
                 set_delta_cache(&mut repo);
                 repo
@@ -206,27 +218,30 @@ impl Store {
 }
 
 /// How every repository is opened: only its own configuration, room for the indices of many
-/// packs, and no multi-pack index.
+/// packs, and the multi-pack index when `multi_pack_index` (it is not when it is stale).
 ///
 /// - Slots: each publication adds a pack, and a long-lived handle re-scans `objects/pack`
 ///   whenever another publisher's objects are missing; gix holds every index it ever loaded in a
 ///   fixed set of slots (32 by default), so a busy repository would exhaust them. 8,192 slots
 ///   cost well under a MiB; past that many packs, `git gc` (which only repacks, safe beside
 ///   publishers) is due.
-/// - `core.multiPackIndex=false`: a `multi-pack-index` (written by `git maintenance`'s
-///   incremental-repack task) goes stale whenever a pack it names is removed, by `git repack` or
-///   by our roll-up ([`consolidate`]) racing with the task. Git then falls back to the packs'
-///   own indices; gix does not, and reads every object the stale index places in a removed pack
-///   as missing, until git rewrites the index. Every pack keeps its own `.idx` (git requires
-///   it), so reading those alone finds every object; the cost is one probe per pack, and the
-///   roll-up keeps packs few.
-fn open_options() -> gix::open::Options {
-    gix::open::Options::isolated()
-        .config_overrides(["core.multiPackIndex=false"])
-        .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState {
+/// - `core.multiPackIndex`: a multi-pack index names packs, and goes stale when one of them is
+///   removed (by hand, or by a tool racing with `git maintenance`). Git then falls back to the
+///   packs' own indices; gix does not, and reads every object the stale index places in a
+///   removed pack as missing. [`Store::open`] therefore checks the index first ([`midx`]) and
+///   opens without it when it is stale; every pack keeps its own `.idx` (git requires it).
+fn open_options(multi_pack_index: bool) -> gix::open::Options {
+    let options = gix::open::Options::isolated().object_store_slots(
+        gix::odb::store::init::Slots::AsNeededByDiskState {
             multiplier: 2.0,
             minimum: 8192,
-        })
+        },
+    );
+    if multi_pack_index {
+        options
+    } else {
+        options.config_overrides(["core.multiPackIndex=false"])
+    }
 }
 
 /// Objects that a reader keeps once it has built them from deltas, for each handle (every

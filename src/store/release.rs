@@ -247,7 +247,7 @@ fn resident_file_bytes() -> Option<u64> {
 }
 
 /// The address range of one `/proc/self/maps` line when it is a read-only mapping of a pack
-/// or pack index (`objects/pack/*.pack`, `*.idx`), including one whose file was removed since
+/// or pack index (`objects/pack/*.pack`, `*.idx`, `multi-pack-index`), including one whose file was removed since
 /// it was mapped: the kernel then appends ` (deleted)`. Pack consolidation removes the packs it
 /// rolled up while gix keeps them mapped, so skipping those would leave every page read from a
 /// rolled-up pack resident for the rest of a long run.
@@ -257,8 +257,10 @@ fn pack_mapping(line: &str) -> Option<(usize, usize)> {
     let (range, perms) = (fields.next()?, fields.next()?);
     let path = fields.nth(3).unwrap_or("").trim_start();
     let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    let is_pack =
-        path.contains("/objects/pack/") && (path.ends_with(".pack") || path.ends_with(".idx"));
+    let is_pack = path.contains("/objects/pack/")
+        && (path.ends_with(".pack")
+            || path.ends_with(".idx")
+            || path.ends_with("/multi-pack-index"));
     if !is_pack || !perms.starts_with("r-") {
         return None;
     }
@@ -293,6 +295,15 @@ mod tests {
         let idx = "/srv/s.git/objects/pack/pack-0123abcd.idx";
         assert_eq!(pack_mapping(&line("r--s", pack)), range);
         assert_eq!(pack_mapping(&line("r--p", idx)), range);
+        let midx = "/srv/s.git/objects/pack/multi-pack-index";
+        assert_eq!(pack_mapping(&line("r--s", midx)), range);
+        assert_eq!(
+            pack_mapping(&line(
+                "r--s",
+                "/srv/s.git/objects/pack/not-a-multi-pack-index"
+            )),
+            None
+        );
         // Rolled up by consolidation while still mapped.
         assert_eq!(
             pack_mapping(&line("r--s", &format!("{pack} (deleted)"))),

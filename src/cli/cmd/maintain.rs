@@ -109,13 +109,7 @@ pub(in crate::cli) fn run(
             if entries == 1 { "y" } else { "ies" }
         ));
     }
-    let rollup = if all {
-        Rollup::All
-    } else {
-        Rollup::Geometric {
-            max_objects: u64::MAX,
-        }
-    };
+    let rollup = if all { Rollup::All } else { Rollup::Maintain };
     let done = store.consolidate_packs(rollup).map_err(|e| failed(&e))?;
     let packs_after = if done.merged == 0 {
         done.packs_before
@@ -138,6 +132,11 @@ pub(in crate::cli) fn run(
                 ("packs_after", Value::from(packs_after as i64)),
                 ("objects_written", Value::from(done.objects as i64)),
                 ("bytes_written", Value::from(done.bytes as i64)),
+                (
+                    "multi_pack_index_objects",
+                    done.multi_pack_index
+                        .map_or(Value::Null, |n| Value::from(n as i64)),
+                ),
                 (
                     "debris_removed",
                     Value::Array(
@@ -163,6 +162,11 @@ pub(in crate::cli) fn run(
         out.data(&format!(
             "merged {} of {} pack(s) into one ({} objects, {} bytes); {} pack(s) now",
             done.merged, done.packs_before, done.objects, done.bytes, packs_after
+        ));
+    }
+    if !json && let Some(objects) = done.multi_pack_index {
+        out.data(&format!(
+            "wrote a multi-pack index of {objects} objects over {packs_after} pack(s)"
         ));
     }
     unverified.map_or(Ok(()), Err)
