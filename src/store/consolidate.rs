@@ -98,7 +98,7 @@ pub enum Rollup {
     /// half of `max_objects` objects are left alone, the rule runs on the smaller ones, and a
     /// roll-up that would still merge more than `max_objects` objects merges only the smallest
     /// of its packs that fit. Packs a multi-pack index names are left alone, as are packs
-    /// with a `.keep` file ([`super::midx`]).
+    /// with a `.keep` file.
     Geometric {
         /// The most objects one roll-up merges.
         max_objects: u64,
