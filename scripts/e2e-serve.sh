@@ -15,7 +15,8 @@
 #     operator finds the waiting action there), get_guard_decisions (by verdict), each refusing
 #     a bad parameter with 400, and /api/actions/stats;
 #   - cancel (through the SDK's _request): success, 400 without a reason, 409 NOT_CANCELLABLE,
-#     404, a claim after it refused; update_outcome keeps error_message, refuses executed_despite;
+#     404, a claim after it refused; update_outcome keeps error_message, timestamp_end, tokens,
+#     cost, model and duration and refuses executed_despite, and tokens sent without a status;
 #   - resolve_containment: a contained action (allow_contained) is refused 409 before its run
 #     completes, 403 for a non-operator key and for its creator; promote answers the grant, which
 #     the agent claims with the merge act; a second verdict is 409; discard answers {action};
@@ -385,10 +386,21 @@ if case == "sdk":
         raise AssertionError("executed_despite was answered 200")
     except DashClawError as e:
         assert e.status == 400, e.status
-    dc.update_outcome(lid, status="failed", error_message="kaput")
+    try:
+        dc.update_outcome(lid, tokens_in=10)
+        raise AssertionError("tokens without a status were answered 200")
+    except DashClawError as e:
+        assert e.status == 400, e.status
+    dc.update_outcome(lid, status="failed", error_message="kaput", timestamp_end="2026-03-01T12:00:00.250Z",
+                      tokens_in=1200, tokens_out=340, cost_estimate=0.0425, model="m-1", duration_ms=5321)
     a = dc.get_action(lid)["action"]
     assert a["status"] == "failed" and a["error_message"] == "kaput", a
-    ok("update_outcome keeps error_message; executed_despite is refused with 400")
+    assert a["timestamp_end"] == "2026-03-01T12:00:00.250Z" and a["outcome_at"] != a["timestamp_end"], a
+    got = {k: a[k] for k in ("tokens_in", "tokens_out", "cost_estimate", "model", "duration_ms")}
+    assert got == {"tokens_in": 1200, "tokens_out": 340, "cost_estimate": 0.0425, "model": "m-1",
+                   "duration_ms": 5321}, got
+    ok("update_outcome keeps error_message, timestamp_end, tokens, cost, model and duration; "
+       "executed_despite, and tokens without a status, are refused with 400")
 
     # The full action record (issue 45): create_action keeps the goal, risk, systems,
     # reversibility, reasoning and the act, which reads back scrubbed; bad details are 400.

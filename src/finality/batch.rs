@@ -23,7 +23,7 @@ use super::containment::{self, Containment, ContainmentStatus, ContainmentVerdic
 use super::create::id_field;
 use super::decision::{self, Decision};
 use super::observations::Observations;
-use super::outcome::{outcome_line, prepare_close, prepare_report};
+use super::outcome::{CloseReport, outcome_line, prepare_close, prepare_report};
 use super::sweep::{ClockNotice, is_sweepable, notice, notices, timed_out};
 use super::write::Written;
 use super::{
@@ -576,7 +576,10 @@ pub fn report(
     Ok(stage_outcome(ov, state, outcome, p.security, now))
 }
 
-/// The legacy close (as [`super::close`]).
+/// The legacy close (as [`super::close`]): `outcome.json` keeps what the closer `sent`
+/// ([`CloseReport`]: the summary, the error message, `timestamp_end` and the report's tokens,
+/// cost, model, …), read back on the action's row, as DashClaw's server keeps them on a legacy
+/// `PATCH`.
 ///
 /// # Errors
 /// As [`super::close`], without its write-path errors.
@@ -584,29 +587,11 @@ pub fn close(
     ov: &mut Overlay<'_>,
     action_id: &str,
     status: &str,
-    summary: Option<&str>,
+    sent: &CloseReport,
     by: &Settler,
     now: Timestamp,
 ) -> Result<Reported, Error> {
-    close_with_error(ov, action_id, status, summary, None, by, now)
-}
-
-/// [`close`] with the `error_message` the closer sent, kept (redacted and truncated as the
-/// summary is) in `outcome.json` and read back as the action's `error_message`, as DashClaw's
-/// server keeps it on a legacy `PATCH`.
-///
-/// # Errors
-/// As [`close`].
-pub fn close_with_error(
-    ov: &mut Overlay<'_>,
-    action_id: &str,
-    status: &str,
-    summary: Option<&str>,
-    error_message: Option<&str>,
-    by: &Settler,
-    now: Timestamp,
-) -> Result<Reported, Error> {
-    let p = prepare_close(action_id, status, summary, error_message)?;
+    let p = prepare_close(action_id, status, sent)?;
     let state = settleable(ov, &p.id, by)?;
     let outcome = p.outcome_on(&state, now)?;
     Ok(stage_outcome(ov, state, outcome, p.security, now))
@@ -660,8 +645,7 @@ pub fn cancel(
     let p = prepare_close(
         action_id,
         Lifecycle::Cancelled.as_str(),
-        Some(&summary),
-        None,
+        &CloseReport::summary(Some(&summary)),
     )?;
     let state = settleable(ov, &p.id, by)?;
     if !cancellable(&state) {

@@ -409,7 +409,16 @@ mod tests {
 
         let (_dir, store, opts) = repo_with_contained(None);
         let by = Settler::Principal("principal-a".into());
-        close(&store, &opts, CONTAINED, "completed", None, &by, at(BASE)).unwrap();
+        close(
+            &store,
+            &opts,
+            CONTAINED,
+            "completed",
+            &crate::finality::CloseReport::default(),
+            &by,
+            at(BASE),
+        )
+        .unwrap();
         assert!(matches!(
             resolve(
                 &store,

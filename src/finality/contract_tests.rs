@@ -202,7 +202,7 @@ fn step(store: &Store, path: &Path, s: &Value) -> Result<Value, Error> {
             &opts,
             action,
             &field("status").unwrap(),
-            field("summary").as_deref(),
+            &CloseReport::summary(field("summary").as_deref()),
             &Settler::Operator,
             now,
         )),

@@ -23,6 +23,7 @@
 //! | `assumptions` | array of at most [`MAX_ASSUMPTIONS`] strings of at most 2,000 (ours: the reference keeps assumptions in a table of their own, each at most 2,000) |
 //! | `reversible`, `recommendation_applied` | boolean |
 //! | `risk_score`, `confidence` | integer, 0 to 100 |
+//! | `duration_ms` | integer, 0 to 2^53 − 1 (the reference sets no upper bound; this is JSON's exact integers) |
 //! | `tokens_in`, `tokens_out` | integer, 0 to 10,000,000 (the reference clamps to this bound; we refuse beyond it) |
 //! | `cost_estimate` | number, 0 to 10,000 (the same) |
 //!
@@ -162,6 +163,7 @@ pub const FIELDS: &[Field] = &[
     text("output_summary", 4000),
     list("side_effects", 50, MAX_ITEM_UNITS),
     list("artifacts_created", 100, MAX_ITEM_UNITS),
+    integer("duration_ms", 0, MAX_SAFE_INTEGER),
     integer("tokens_in", 0, 10_000_000),
     integer("tokens_out", 0, 10_000_000),
     Field {
@@ -175,6 +177,23 @@ pub const FIELDS: &[Field] = &[
     text("idempotency_key", 256),
     text("session_id", 128),
     list("assumptions", MAX_ASSUMPTIONS, 2000),
+];
+
+/// The largest integer JSON carries exactly (2^53 − 1): the bound of `duration_ms`.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// The fields of [`FIELDS`] that a legacy close keeps as its report (in `outcome.json`, see
+/// [`super::records::Outcome::report`]): the reference's outcome fields (`OUTCOME_FIELDS` of
+/// its `validateActionOutcome`) other than `status`, `output_summary`, `error_message` and
+/// `timestamp_end`, which the outcome record holds in keys of its own.
+pub const REPORT_FIELDS: &[&str] = &[
+    "side_effects",
+    "artifacts_created",
+    "duration_ms",
+    "cost_estimate",
+    "tokens_in",
+    "tokens_out",
+    "model",
 ];
 
 /// The field named `name`, if it is one.
@@ -281,9 +300,27 @@ impl Details {
     /// # Errors
     /// The [`DetailError`]s of the fields that break their rules.
     pub fn from_request(body: &BTreeMap<String, Value>) -> Result<Details, Vec<DetailError>> {
+        Details::from_request_fields(body, FIELDS.iter())
+    }
+
+    /// As [`Details::from_request`], reading only the fields of [`REPORT_FIELDS`]: a legacy
+    /// close's report.
+    ///
+    /// # Errors
+    /// The [`DetailError`]s of the fields that break their rules.
+    pub fn report_from_request(
+        body: &BTreeMap<String, Value>,
+    ) -> Result<Details, Vec<DetailError>> {
+        Details::from_request_fields(body, FIELDS.iter().filter(|f| is_report_field(f.name)))
+    }
+
+    fn from_request_fields<'a>(
+        body: &BTreeMap<String, Value>,
+        wanted: impl Iterator<Item = &'a Field>,
+    ) -> Result<Details, Vec<DetailError>> {
         let mut errors = Vec::new();
         let mut fields = BTreeMap::new();
-        for f in FIELDS {
+        for f in wanted {
             match body.get(f.name) {
                 None | Some(Value::Null) => {}
                 Some(v) => match check_field(f.name, f.rule, v) {
@@ -342,6 +379,26 @@ impl Details {
     /// so that its hash cannot be recomputed from it.
     pub fn act_redacted(&self) -> bool {
         self.act_redacted
+    }
+
+    /// Whether no field is given and no act is stored.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.act.is_none() && !self.act_redacted
+    }
+
+    /// The names of the fields given, in canonical order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.fields.keys().map(String::as_str)
+    }
+
+    /// `self` with each field of `over` set to `over`'s value: an action's details as a
+    /// legacy close's report updated them, as the reference's `PATCH` updates its row.
+    pub fn overlaid(&self, over: &Details) -> Details {
+        let mut out = self.clone();
+        for (k, v) in &over.fields {
+            out.fields.insert(k.clone(), v.clone());
+        }
+        out
     }
 
     /// Sets a field (not checked here: [`Details::stored`] checks every field).
@@ -527,6 +584,11 @@ impl Details {
         }
         out
     }
+}
+
+/// Whether `name` is one of [`REPORT_FIELDS`].
+pub fn is_report_field(name: &str) -> bool {
+    REPORT_FIELDS.contains(&name)
 }
 
 /// The detail columns of the reference's action row for an action with `details` (`None`:

@@ -825,7 +825,7 @@ mod tests {
             &opts,
             "act_2",
             "completed",
-            None,
+            &CloseReport::default(),
             &Settler::Operator,
             at(BASE),
         )

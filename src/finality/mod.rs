@@ -213,7 +213,7 @@ pub use error::Error;
 pub use ids::{ActionId, AttemptId, MAX_ID_UNITS};
 pub use layout::{Detected, Layout, LayoutError};
 pub use observations::{Observations, ObservationsError};
-pub use outcome::{OutcomeReport, Reported, Settler, cancel, close, report_outcome};
+pub use outcome::{CloseReport, OutcomeReport, Reported, Settler, cancel, close, report_outcome};
 pub use paths::{ACTIONS, ROOT, RecordKind};
 pub use records::{
     ACTION_SCHEMA, Action, CLAIM_SCHEMA, Claim, EXECUTION_CLAIMS, MAX_PROGRESS_BYTES,

@@ -4,6 +4,7 @@
 //! one outcome lands, and the losers are told the status that won.
 
 use super::batch::{self, run};
+use super::details::{self, Details};
 use super::error::Error;
 use super::ids::{ActionId, AttemptId};
 use super::records::{MAX_PROGRESS_BYTES, MAX_TEXT_UNITS, Outcome};
@@ -28,6 +29,32 @@ pub struct OutcomeReport {
     pub progress: Option<Value>,
     /// The claiming attempt, when the reporter holds it; checked against `claim.json`.
     pub attempt_id: Option<String>,
+}
+
+/// What a legacy close sends beyond its status (DashClaw's outcome fields on `PATCH
+/// /api/actions/:id`), all kept in the one `outcome.json` of the close.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloseReport {
+    /// `output_summary`; redacted and truncated to [`MAX_TEXT_UNITS`].
+    pub summary: Option<String>,
+    /// `error_message`; redacted and truncated to [`MAX_TEXT_UNITS`].
+    pub error_message: Option<String>,
+    /// `timestamp_end`, the closer's own end time; kept beside the server's `outcome_at`.
+    pub timestamp_end: Option<Timestamp>,
+    /// The report fields ([`REPORT_FIELDS`](super::details::REPORT_FIELDS): tokens, cost,
+    /// model, duration, side effects, artifacts), as read by
+    /// [`Details::report_from_request`]; checked and redacted when the close is prepared.
+    pub report: Option<Details>,
+}
+
+impl CloseReport {
+    /// A close that sends only a summary (the CLI's `action close --summary`).
+    pub fn summary(summary: Option<&str>) -> CloseReport {
+        CloseReport {
+            summary: summary.map(str::to_owned),
+            ..CloseReport::default()
+        }
+    }
 }
 
 /// Who settles an action (reports its outcome or closes it). Only the action's own principal,
@@ -122,6 +149,8 @@ impl PreparedReport {
             attempt_id: self.attempt_id.clone(),
             lifecycle: lifecycle.closed_by(self.status),
             source: Source::Outcome,
+            timestamp_end: None,
+            report: None,
         })
     }
 }
@@ -267,6 +296,9 @@ pub(super) struct PreparedClose {
     pub(super) summary: Option<String>,
     /// The sent `error_message`, redacted and truncated as the summary is.
     pub(super) error_message: Option<String>,
+    pub(super) timestamp_end: Option<Timestamp>,
+    /// The report as stored (checked, redacted); `None` when no field was sent.
+    pub(super) report: Option<Details>,
     pub(super) security: Security,
 }
 
@@ -294,6 +326,8 @@ impl PreparedClose {
             attempt_id: None,
             lifecycle: self.lifecycle,
             source: Source::LegacyClose,
+            timestamp_end: self.timestamp_end,
+            report: self.report.clone(),
         })
     }
 }
@@ -310,17 +344,19 @@ pub(super) fn outcome_line(outcome: &Outcome) -> String {
 }
 
 /// The input rules of a legacy close (see [`close`]), checked before anything is read: the
-/// status, then the action id; the summary and the error message (kept as sent, as DashClaw's
-/// server keeps a close's `error_message`) redacted and truncated to [`MAX_TEXT_UNITS`].
+/// status, then the action id, then the report's fields; the summary and the error message
+/// (kept as sent, as DashClaw's server keeps a close's `error_message`) redacted and truncated
+/// to [`MAX_TEXT_UNITS`], the report's text redacted as an action's details are.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] for a status that is not `completed`, `failed`, `cancelled` or
-/// `blocked`; [`Error::NotFound`] for a malformed action id.
+/// `blocked`, and for a report field that is not one of
+/// [`REPORT_FIELDS`](details::REPORT_FIELDS) or breaks its rule; [`Error::NotFound`] for a
+/// malformed action id.
 pub(super) fn prepare_close(
     action_id: &str,
     status: &str,
-    summary: Option<&str>,
-    error_message: Option<&str>,
+    sent: &CloseReport,
 ) -> Result<PreparedClose, Error> {
     let lifecycle = Lifecycle::parse(status)
         .filter(|l| l.legacy_outcome().is_some())
@@ -333,14 +369,35 @@ pub(super) fn prepare_close(
         action_id: action_id.to_owned(),
     })?;
     let mut security = Security::default();
-    let summary = summary.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
-    let error_message = error_message.map(|s| clean_text(s, MAX_TEXT_UNITS, &mut security));
+    let clean = |s: &String, security: &mut Security| clean_text(s, MAX_TEXT_UNITS, security);
+    let summary = sent.summary.as_ref().map(|s| clean(s, &mut security));
+    let error_message = sent.error_message.as_ref().map(|s| clean(s, &mut security));
+    let report = match sent.report.as_ref().filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => {
+            if let Some(name) = r.names().find(|n| !details::is_report_field(n)) {
+                return Err(Error::InvalidInput {
+                    field: "report",
+                    reason: format!("{name} is not a field a close reports"),
+                });
+            }
+            let stored = r
+                .stored(None, &mut security)
+                .map_err(|e| Error::InvalidInput {
+                    field: "report",
+                    reason: e.to_string(),
+                })?;
+            Some(stored)
+        }
+    };
     Ok(PreparedClose {
         lifecycle,
         outcome_status,
         id,
         summary,
         error_message,
+        timestamp_end: sent.timestamp_end,
+        report,
         security,
     })
 }
@@ -348,11 +405,12 @@ pub(super) fn prepare_close(
 /// The legacy close (`PATCH /api/actions/:id` with `status`): closes a `running` action
 /// to `completed`, `failed`, `cancelled` or `blocked` and, since its outcome is then still
 /// pending, sets the implicit outcome (`completed` → `completed`, the others → `failed`) in the
-/// same `outcome.json`. A report that landed first always wins: the lifecycle is then no longer
-/// `running`. Only the action's principal or an operator may close it ([`Settler`]).
+/// same `outcome.json`, with what the closer `sent` ([`CloseReport`]). A report that landed
+/// first always wins: the lifecycle is then no longer `running`. Only the action's principal
+/// or an operator may close it ([`Settler`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for another status, [`Error::NotFound`] (also when `by` may not
+/// [`Error::InvalidInput`] for another status or a report field that breaks its rule, [`Error::NotFound`] (also when `by` may not
 /// settle the action, before any other refusal), [`Error::TerminalState`] with the current
 /// lifecycle when it is not `running`; the write path's errors.
 pub fn close(
@@ -360,14 +418,14 @@ pub fn close(
     options: &Options,
     action_id: &str,
     status: &str,
-    summary: Option<&str>,
+    sent: &CloseReport,
     by: &Settler,
     now: Timestamp,
 ) -> Result<Written<Reported>, Error> {
     // The close is refused before the tip is read.
-    prepare_close(action_id, status, summary, None)?;
+    prepare_close(action_id, status, sent)?;
     run(store, options, now, |ov, now| {
-        batch::close(ov, action_id, status, summary, by, now)
+        batch::close(ov, action_id, status, sent, by, now)
     })
 }
 
@@ -468,7 +526,18 @@ mod tests {
             report_outcome(&store, &opts, ACTION, &report, &by, at(BASE)),
             Err(Error::OutcomeAlreadySet { .. })
         ));
-        assert!(close(&store, &opts, ACTION, "completed", None, &by, at(BASE)).is_err());
+        assert!(
+            close(
+                &store,
+                &opts,
+                ACTION,
+                "completed",
+                &CloseReport::default(),
+                &by,
+                at(BASE)
+            )
+            .is_err()
+        );
         let st = crate::finality::show(&store, "refs/heads/main", ACTION).unwrap();
         assert_eq!(st.lifecycle(), Lifecycle::Cancelled);
     }
@@ -507,15 +576,11 @@ mod tests {
         let (_dir, store, opts, _) = repo_with_action();
         let close_with = |message: &str| {
             batch::run(&store, &opts, at(BASE), |ov, now| {
-                batch::close_with_error(
-                    ov,
-                    ACTION,
-                    "failed",
-                    None,
-                    Some(message),
-                    &Settler::Operator,
-                    now,
-                )
+                let sent = CloseReport {
+                    error_message: Some(message.to_owned()),
+                    ..CloseReport::default()
+                };
+                batch::close(ov, ACTION, "failed", &sent, &Settler::Operator, now)
             })
         };
         let written = close_with("kaput; ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa").unwrap();

@@ -19,7 +19,9 @@
 //! [`RecordError`] that names the field and the rule.
 //!
 //! `action.json` may also carry `details`, the full action record ([`Details`]: the goal, the
-//! act, the risk, …), written only when set: records written before it keep their bytes.
+//! act, the risk, …), written only when set: records written before it keep their bytes. In
+//! the same way `outcome.json` of a legacy close may carry `timestamp_end` (the closer's end
+//! time) and `report` (its tokens, cost, model, duration, side effects and artifacts).
 //!
 //! `action.json` holds the *initial* lifecycle and `outcome.json` the lifecycle *after* the
 //! outcome was written, so the state of an action is a pure function of its files (see
@@ -27,7 +29,7 @@
 
 use std::collections::BTreeMap;
 
-use super::details::{DetailError, Details};
+use super::details::{self, DetailError, Details};
 use super::ids::{ActionId, AttemptId, MAX_ID_UNITS};
 use super::status::{Lifecycle, OutcomeStatus, Source, Verdict};
 use crate::canonical::{self, Value};
@@ -139,6 +141,15 @@ pub struct Outcome {
     pub lifecycle: Lifecycle,
     /// Which path wrote it.
     pub source: Source,
+    /// The end time the closer sent (a legacy close's `timestamp_end`, kept to the millisecond
+    /// in UTC as the reference's `timestamptz` keeps it); `outcome_at` stays the server's
+    /// time. Written only when set, so records without it keep their bytes.
+    pub timestamp_end: Option<Timestamp>,
+    /// What a legacy close reported beyond its texts: the fields of
+    /// [`REPORT_FIELDS`](super::details::REPORT_FIELDS) (tokens, cost, model, duration, side
+    /// effects, artifacts), checked and redacted as an action's details are, stored under the
+    /// key `report`. Written only when a field was sent.
+    pub report: Option<Details>,
 }
 
 /// `null` or the string.
@@ -215,7 +226,7 @@ impl Claim {
 impl Outcome {
     /// The record as a JSON value (keys as in the file).
     pub fn to_value(&self) -> Value {
-        Value::object([
+        let mut value = Value::object([
             ("schema", Value::str(OUTCOME_SCHEMA)),
             ("schema_version", Value::from(SCHEMA_VERSION)),
             ("action_id", Value::str(self.action_id.as_str())),
@@ -232,7 +243,16 @@ impl Outcome {
             ),
             ("lifecycle", Value::str(self.lifecycle.as_str())),
             ("source", Value::str(self.source.as_str())),
-        ])
+        ]);
+        if let Value::Object(map) = &mut value {
+            if let Some(end) = self.timestamp_end {
+                map.insert("timestamp_end".into(), Value::str(format_time(end)));
+            }
+            if let Some(report) = &self.report {
+                map.insert("report".into(), report.to_value());
+            }
+        }
+        value
     }
 
     /// The file bytes: canonical JSON and `"\n"`.
@@ -506,7 +526,7 @@ pub fn parse_claim(bytes: &[u8], id: &ActionId) -> Result<Claim, RecordError> {
 /// The first rule the file breaks ([`RecordError`]).
 pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError> {
     let value = record_value(bytes)?;
-    let f = Fields::new(
+    let f = Fields::with_optional(
         &value,
         OUTCOME_SCHEMA,
         &[
@@ -520,6 +540,7 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
             "status",
             "summary",
         ],
+        &["report", "timestamp_end"],
     )?;
     let action_id = f.own_id("action_id", id, "directory's")?;
     let status = f.parsed("status", OutcomeStatus::parse)?;
@@ -548,7 +569,35 @@ pub fn parse_outcome(bytes: &[u8], id: &ActionId) -> Result<Outcome, RecordError
         attempt_id,
         lifecycle: f.parsed("lifecycle", Lifecycle::parse)?,
         source: f.parsed("source", Source::parse)?,
+        timestamp_end: match f.0.get("timestamp_end") {
+            None => None,
+            Some(_) => Some(f.time("timestamp_end")?),
+        },
+        report: match f.0.get("report") {
+            None => None,
+            Some(v) => Some(parse_report(v)?),
+        },
     })
+}
+
+/// The `report` of `outcome.json`: a non-empty object of
+/// [`REPORT_FIELDS`](super::details::REPORT_FIELDS), each keeping its rule.
+fn parse_report(value: &Value) -> Result<Details, RecordError> {
+    let report = Details::from_record(value).map_err(RecordError::Detail)?;
+    let act = (report.act().is_some() || report.act_redacted()).then_some("act");
+    if let Some(name) = act.or_else(|| report.names().find(|n| !details::is_report_field(n))) {
+        return Err(RecordError::Detail(DetailError {
+            field: name.to_owned(),
+            rule: "is not a field of a close's report".into(),
+        }));
+    }
+    if report.is_empty() {
+        return Err(RecordError::Detail(DetailError {
+            field: "report".into(),
+            rule: "must hold a field when present".into(),
+        }));
+    }
+    Ok(report)
 }
 
 /// Why a record file is not a valid finality record: the field and the rule it breaks. The
@@ -765,5 +814,91 @@ mod tests {
             String::from_utf8(o.to_bytes()).unwrap(),
             "{\"action_id\":\"act_case\",\"attempt_id\":\"attempt-0000000001\",\"error_message\":null,\"lifecycle\":\"failed\",\"outcome_at\":\"2026-03-01T12:00:00.009Z\",\"progress\":{\"step\":2},\"schema\":\"action-ledger.finality-outcome\",\"schema_version\":1,\"source\":\"outcome\",\"status\":\"partial\",\"summary\":\"half\"}\n"
         );
+    }
+
+    /// A legacy close's `timestamp_end` and report are written only when sent, round-trip
+    /// through the parser, and read back as DashClaw's row shows them; the parser refuses a
+    /// report holding a field a close does not report, an act, or nothing, and a
+    /// `timestamp_end` not in the records' one time form (issue 45).
+    #[test]
+    fn a_close_report_round_trips_and_its_rules_are_kept() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let body = crate::canonical::parse(
+            r#"{"tokens_in":1200,"tokens_out":34,"cost_estimate":0.5,"model":"m","duration_ms":9,"side_effects":["a"],"artifacts_created":["b"],"declared_goal":"not a report field"}"#,
+        )
+        .unwrap();
+        let report = Details::report_from_request(body.as_object().unwrap()).unwrap();
+        assert_eq!(
+            report.names().collect::<Vec<_>>(),
+            [
+                "artifacts_created",
+                "cost_estimate",
+                "duration_ms",
+                "model",
+                "side_effects",
+                "tokens_in",
+                "tokens_out"
+            ],
+            "only the report's fields are read"
+        );
+        let sent = CloseReport {
+            timestamp_end: Timestamp::from_iso("2026-03-01T12:00:00.5+00:00"),
+            report: Some(report),
+            ..CloseReport::default()
+        };
+        close(
+            &store,
+            &opts,
+            ACTION,
+            "completed",
+            &sent,
+            &Settler::Operator,
+            at(BASE),
+        )
+        .unwrap();
+        let state = show(&store, "refs/heads/main", ACTION).unwrap();
+        let o = state.outcome.clone().unwrap();
+        let id = ActionId::parse(ACTION).unwrap();
+        assert_eq!(parse_outcome(&o.to_bytes(), &id).unwrap(), o);
+        let text = String::from_utf8(o.to_bytes()).unwrap();
+        assert!(
+            text.contains(r#""report":{"artifacts_created":["b"],"cost_estimate":0.5,"duration_ms":9,"model":"m","side_effects":["a"],"tokens_in":1200,"tokens_out":34}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""timestamp_end":"2026-03-01T12:00:00.500Z""#),
+            "{text}"
+        );
+        let with = |key: &str, value: &str| {
+            let mut v = o.to_value();
+            if let Value::Object(m) = &mut v {
+                m.insert(key.into(), crate::canonical::parse(value).unwrap());
+            }
+            parse_outcome(&record_bytes(&v), &id)
+        };
+        for (key, value, want) in [
+            (
+                "report",
+                r#"{"declared_goal":"x"}"#,
+                "declared_goal is not a field of a close's report",
+            ),
+            (
+                "report",
+                r#"{"act":{"kind":"x"}}"#,
+                "act is not a field of a close's report",
+            ),
+            ("report", "{}", "report must hold a field when present"),
+            ("report", r#"{"tokens_in":-1}"#, "tokens_in must be >= 0"),
+            ("report", "[]", "details must be an object"),
+            (
+                "timestamp_end",
+                r#""2026-03-01T12:00:00Z""#,
+                "timestamp_end",
+            ),
+            ("timestamp_end", "null", "timestamp_end"),
+        ] {
+            let e = with(key, value).unwrap_err().to_string();
+            assert!(e.contains(want), "{key}={value}: {e}");
+        }
     }
 }

@@ -223,6 +223,8 @@ pub(super) fn sweep_outcome(id: &ActionId, lifecycle: Lifecycle, now: Timestamp)
         attempt_id: None,
         lifecycle: lifecycle.closed_by(OutcomeStatus::LostConfirmation),
         source: Source::Sweep,
+        timestamp_end: None,
+        report: None,
     }
 }
 

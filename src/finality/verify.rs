@@ -1034,7 +1034,10 @@ fn check_records(
             .any(|t| clean_text(t, MAX_TEXT_UNITS, &mut security) != *t)
             || o.progress
                 .as_ref()
-                .is_some_and(|p| clean_value(p, &mut security) != *p || keys_confidential(p));
+                .is_some_and(|p| clean_value(p, &mut security) != *p || keys_confidential(p))
+            || o.report
+                .as_ref()
+                .is_some_and(|r| !r.problems(None).is_empty());
         if unredacted {
             out.push(finding(
                 &outcome_path,
@@ -1254,7 +1257,7 @@ mod tests {
             &opts,
             "act_late",
             "completed",
-            None,
+            &CloseReport::default(),
             &Settler::Operator,
             at(BASE),
         )
@@ -1290,6 +1293,64 @@ mod tests {
     /// The findings of a whole snapshot as `verify` found them before it walked the tree: a
     /// listing of every file, then each action looked up by path in id order. The oracle of
     /// [`the_walk_finds_what_lookups_by_path_find`].
+    /// A legacy close's report is stored redacted, so `verify` is clean; the same report with
+    /// the secret left in it is a `privacy` finding on `outcome.json` (issue 45).
+    #[test]
+    fn an_unredacted_close_report_is_a_privacy_finding() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let ref_name = "refs/heads/main";
+        let body = crate::canonical::parse(
+            r#"{"model":"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","tokens_in":3}"#,
+        )
+        .unwrap();
+        let raw = Details::report_from_request(body.as_object().unwrap()).unwrap();
+        let sent = CloseReport {
+            report: Some(raw.clone()),
+            ..CloseReport::default()
+        };
+        close(
+            &store,
+            &opts,
+            ACTION,
+            "completed",
+            &sent,
+            &Settler::Operator,
+            at(BASE),
+        )
+        .unwrap();
+        let closed = store.tip(ref_name).unwrap().unwrap();
+        let findings = crate::verify::verify_revision(&store, closed)
+            .unwrap()
+            .findings;
+        assert!(findings.is_empty(), "{findings:?}");
+        let mut o = show(&store, ref_name, ACTION).unwrap().outcome.unwrap();
+        assert!(
+            !format!("{:?}", o.report).contains("ghp_a"),
+            "stored redacted"
+        );
+        o.report = Some(raw);
+        let id = ActionId::parse(ACTION).unwrap();
+        let path = Layout::DEFAULT.record_path(&id, RecordKind::Outcome);
+        let leaked = store
+            .write_commit_with(
+                Some(closed),
+                &[(path.clone(), o.to_bytes())],
+                &[],
+                true,
+                "leak",
+                &sig(),
+            )
+            .unwrap();
+        let findings = crate::verify::verify_revision(&store, leaked)
+            .unwrap()
+            .findings;
+        assert!(
+            findings.iter().any(|f| f.rule == Rule::Privacy
+                && f.detail.contains("the outcome holds an unredacted secret")),
+            "{findings:?}"
+        );
+    }
+
     fn by_lookup(snap: &Snapshot<'_>) -> Vec<Finding> {
         let mut findings = Vec::new();
         let layout = layout_of(snap, &mut findings).unwrap().layout;
@@ -1340,7 +1401,7 @@ mod tests {
             &opts,
             "act_done",
             "completed",
-            None,
+            &CloseReport::default(),
             &Settler::Operator,
             at(BASE),
         )

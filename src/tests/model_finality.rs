@@ -364,7 +364,7 @@ fn run_step(
                 &opts,
                 ACTIONS[a].0,
                 status,
-                Some("model"),
+                &CloseReport::summary(Some("model")),
                 &Settler::Operator,
                 now,
             );

@@ -365,7 +365,7 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         &options,
         &action_id,
         &status,
-        summary.as_deref(),
+        &finality::CloseReport::summary(summary.as_deref()),
         &by,
         now,
     )

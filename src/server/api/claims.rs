@@ -15,7 +15,7 @@ use axum::response::Response;
 use super::App;
 use super::actions::security_value;
 use super::extract::{ActionPath, Caller, JsonObject};
-use super::reads::{action_view, answer_action, decision_of};
+use super::reads::{action_view, decision_of};
 use super::respond::{STORE_UNAVAILABLE, answer, error_with, reply_or, validation, with_internal};
 use crate::canonical::Value;
 use crate::finality::batch::{self, BatchError, Overlay};
@@ -27,6 +27,22 @@ use crate::time::Timestamp;
 /// Columns of DashClaw's action row that its server acts on when a `PATCH` sets them, and
 /// that a legacy close here does not record: refused with 400, never a silent 200.
 const UNRECORDED_CLOSE_FIELDS: [&str; 2] = ["containment_status", "executed_despite"];
+
+/// The reference's outcome fields of a legacy close (`OUTCOME_FIELDS` of its
+/// `validateActionOutcome`), named in its refusal of a `PATCH` with none of them.
+const OUTCOME_FIELDS: [&str; 11] = [
+    "status",
+    "output_summary",
+    "side_effects",
+    "artifacts_created",
+    "error_message",
+    "timestamp_end",
+    "duration_ms",
+    "cost_estimate",
+    "tokens_in",
+    "tokens_out",
+    "model",
+];
 
 const CLAIM_CONFLICT: &str =
     "Action is not eligible for a new execution attempt. Reconcile its state before retrying.";
@@ -186,10 +202,12 @@ pub(super) async fn patch_action(
             Err(BatchError::Refused(e)) => claim_error(&e, &id),
         };
     }
-    // The legacy lifecycle close. `error_message` is kept as sent (DashClaw's server keeps
-    // it); the columns the reference acts on but this ledger does not record
+    // The legacy lifecycle close, DashClaw's `validateActionOutcome`: `status`, then what the
+    // close keeps in its one `outcome.json` (`output_summary`, `error_message`, the sent
+    // `timestamp_end` and the report's tokens, cost, model, duration, side effects and
+    // artifacts). The columns the reference acts on but this ledger does not record
     // (`containment_status`, `executed_despite`) are refused with 400 rather than answered 200
-    // with nothing changed. Other columns of the reference (tokens, cost, model) are not kept.
+    // with nothing changed.
     if let Some(field) = UNRECORDED_CLOSE_FIELDS
         .iter()
         .find(|f| map.get(**f).is_some_and(|v| !matches!(v, Value::Null)))
@@ -198,57 +216,84 @@ pub(super) async fn patch_action(
             "{field} cannot be set by a PATCH here: it is not recorded by a legacy close"
         )]);
     }
-    // `timestamp_end` is not kept (the close is stamped with the server's clock), but a
-    // malformed one is refused rather than ignored: the client would believe it recorded it.
-    match map.get("timestamp_end") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(t)) if crate::time::is_timestamp(t) => {}
+    let mut problems = Vec::new();
+    let mut text_field = |key: &str| match map.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
         Some(_) => {
-            return validation(vec![
-                "timestamp_end must be an ISO 8601 time, YYYY-MM-DDTHH:MM:SS[.fraction] then Z or \
-                 ±HH:MM"
-                    .into(),
-            ]);
+            problems.push(format!("{key} must be a string"));
+            None
         }
+    };
+    let status = text_field("status");
+    let summary = text_field("output_summary");
+    let error_message = text_field("error_message");
+    // An empty `timestamp_end` is the reference's "now" (the server's `outcome_at`).
+    let timestamp_end = match map.get("timestamp_end") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) if t.is_empty() => None,
+        Some(v) => {
+            let at = v.as_str().and_then(Timestamp::from_iso);
+            if at.is_none() {
+                problems.push(
+                    "timestamp_end must be an ISO 8601 time, YYYY-MM-DDTHH:MM:SS[.fraction] then \
+                     Z or ±HH:MM"
+                        .into(),
+                );
+            }
+            at
+        }
+    };
+    let report = match finality::Details::report_from_request(map) {
+        Ok(r) => r,
+        Err(errors) => {
+            problems.extend(errors.iter().map(ToString::to_string));
+            finality::Details::default()
+        }
+    };
+    if !problems.is_empty() {
+        return validation(problems);
     }
-    let text_field = |key: &str| match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(validation(vec![format!("{key} must be a string")])),
-    };
-    let status = match text_field("status") {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let summary = match text_field("output_summary") {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    let error_message = match text_field("error_message") {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     let Some(status) = status else {
-        return answer_action(&app, &id).await;
+        let sent: Vec<&str> = [
+            ("output_summary", summary.is_some()),
+            ("error_message", error_message.is_some()),
+            ("timestamp_end", timestamp_end.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, sent)| sent.then_some(k))
+        .chain(report.names())
+        .collect();
+        if sent.is_empty() {
+            return validation(vec![format!(
+                "At least one outcome field is required: {}",
+                OUTCOME_FIELDS.join(", ")
+            )]);
+        }
+        // The reference updates its row in place; here an action's outcome fields are kept
+        // in the one record of its close, so they come with the status that closes it.
+        return validation(vec![format!(
+            "{} can only be recorded with status: a legacy close keeps its outcome fields in \
+             the one outcome record it writes; send them in the PATCH that closes the action",
+            sent.join(", ")
+        )]);
+    };
+    let sent = finality::CloseReport {
+        summary,
+        error_message,
+        timestamp_end,
+        report: (!report.is_empty()).then_some(report),
     };
     let action_id = id.clone();
     let by = caller.settler();
-    let critical = [summary.as_deref(), error_message.as_deref()]
+    let critical = [sent.summary.as_deref(), sent.error_message.as_deref()]
         .into_iter()
         .flatten()
         .map(|s| finality::mask_secrets(s).1)
         .sum();
     let op = Box::new(
         move |ov: &mut Overlay<'_>, now: Timestamp| -> Result<Answer, finality::Error> {
-            let reported = batch::close_with_error(
-                ov,
-                &action_id,
-                &status,
-                summary.as_deref(),
-                error_message.as_deref(),
-                &by,
-                now,
-            )?;
+            let reported = batch::close(ov, &action_id, &status, &sent, &by, now)?;
             let id = ActionId::parse(&action_id).expect("closed, so valid");
             let state = ov.state(&id)?.expect("closed, so present");
             Ok(Answer::new(

@@ -90,7 +90,8 @@ fn time(at: Option<Timestamp>) -> Value {
 /// The action as `GET /api/actions/{id}` shows it: the reference's row columns that exist
 /// here (lifecycle `status`, outcome, claim, approval), then the detail columns of the full
 /// action record ([`finality::details::row_fields`]: goal, risk, systems, reversible,
-/// reasoning, …, and the stored act).
+/// reasoning, …, and the stored act), updated by a legacy close's report (tokens, cost,
+/// model, …); `timestamp_end` is the one the closer sent, else the outcome's time.
 pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
     let a = &state.action;
     let o = state.outcome.as_ref();
@@ -169,9 +170,18 @@ pub fn action_view(state: &ActionState, decision: Option<&Decision>) -> Value {
         ),
         ("created_at", time(Some(a.created_at))),
         ("timestamp_start", time(Some(a.created_at))),
-        ("timestamp_end", time(o.map(|o| o.outcome_at))),
+        (
+            "timestamp_end",
+            time(o.map(|o| o.timestamp_end.unwrap_or(o.outcome_at))),
+        ),
     ];
-    fields.extend(finality::details::row_fields(a.details.as_ref()));
+    // A legacy close's report updates the row's columns, as the reference's PATCH does.
+    let details = match (a.details.as_ref(), o.and_then(|o| o.report.as_ref())) {
+        (d, None) => d.cloned(),
+        (None, Some(r)) => Some(r.clone()),
+        (Some(d), Some(r)) => Some(d.overlaid(r)),
+    };
+    fields.extend(finality::details::row_fields(details.as_ref()));
     Value::object(fields)
 }
 

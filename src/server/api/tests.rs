@@ -3114,6 +3114,133 @@ async fn a_legacy_close_keeps_its_error_message_and_refuses_unrecorded_columns()
     assert!(report.findings.is_empty(), "{:?}", report.findings);
 }
 
+/// Issue 45: a legacy close keeps everything DashClaw's `PATCH` keeps: the `timestamp_end` it
+/// is sent (to the millisecond, in UTC) beside the server's `outcome_at`, and the tokens, cost,
+/// model, duration, side effects and artifacts, which read back on the row over the creator's
+/// values, redacted. Each bad field is a 400 naming the field and the rule; outcome fields
+/// without a status, and a PATCH with no outcome field at all, are 400 too; none writes.
+#[tokio::test]
+async fn a_legacy_close_keeps_its_end_time_tokens_cost_and_model() {
+    let s = server();
+    let detail = |g: &Got| -> String {
+        let d = g.body.get("details").and_then(|d| d.as_array());
+        let d = d.into_iter().flatten().filter_map(Value::as_str);
+        d.collect::<Vec<_>>().join("; ")
+    };
+    let id = recorded(&s, "build", ACT, r#","model":"m-create","tokens_in":1"#).await;
+    let uri = format!("/api/actions/{id}");
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(
+        g.str_at("action", "model"),
+        Some("m-create"),
+        "{:?}",
+        g.body
+    );
+    let tip = tip_of(&s);
+    for (body, want) in [
+        (
+            r#"{"status":"completed","tokens_in":-1}"#,
+            "tokens_in must be >= 0",
+        ),
+        (
+            r#"{"status":"completed","tokens_out":1.5}"#,
+            "tokens_out must be an integer",
+        ),
+        (
+            r#"{"status":"completed","cost_estimate":"3"}"#,
+            "cost_estimate must be a number",
+        ),
+        (
+            r#"{"status":"completed","duration_ms":-5}"#,
+            "duration_ms must be >= 0",
+        ),
+        (
+            r#"{"status":"completed","side_effects":[1]}"#,
+            "side_effects[0] must be a string",
+        ),
+        (
+            r#"{"status":"completed","model":false}"#,
+            "model must be a string",
+        ),
+        (
+            r#"{"tokens_in":5,"timestamp_end":"2026-03-01T12:00:00Z"}"#,
+            "timestamp_end, tokens_in can only be recorded with status",
+        ),
+        (
+            r#"{"output_summary":"done"}"#,
+            "output_summary can only be recorded with status",
+        ),
+        (
+            r#"{}"#,
+            "At least one outcome field is required: status, output_summary",
+        ),
+        (
+            r#"{"status":null,"unknown":1}"#,
+            "At least one outcome field is required",
+        ),
+    ] {
+        let g = s.patch(&uri, BOT, body).await;
+        assert_eq!(g.status, 400, "{body}: {:?}", g.body);
+        let d = detail(&g);
+        assert!(d.contains(want), "{body}: {d}");
+    }
+    assert_eq!(tip_of(&s), tip, "a refused PATCH writes nothing");
+    let g = s
+        .patch(
+            &uri,
+            BOT,
+            r#"{"status":"completed","output_summary":"shipped","timestamp_end":"2026-03-01T13:00:00.123456+01:00","tokens_in":1200,"tokens_out":340,"cost_estimate":0.0425,"model":"m-close","duration_ms":5321,"side_effects":["cache flushed"],"artifacts_created":["s3://bucket/key?token=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    for g in [g, s.get(&uri, BOT).await] {
+        let a = g.body.get("action").expect("action");
+        let num = |k: &str| a.get(k).and_then(Value::as_f64);
+        assert_eq!(
+            g.str_at("action", "timestamp_end"),
+            Some("2026-03-01T12:00:00.123Z")
+        );
+        assert_ne!(
+            g.str_at("action", "outcome_at"),
+            Some("2026-03-01T12:00:00.123Z")
+        );
+        assert_eq!(
+            g.str_at("action", "model"),
+            Some("m-close"),
+            "the close's wins"
+        );
+        assert_eq!(num("tokens_in"), Some(1200.0));
+        assert_eq!(num("tokens_out"), Some(340.0));
+        assert_eq!(num("cost_estimate"), Some(0.0425));
+        assert_eq!(num("duration_ms"), Some(5321.0));
+        assert_eq!(g.str_at("action", "outcome_summary"), Some("shipped"));
+        let artifacts = format!("{:?}", a.get("artifacts_created"));
+        assert!(
+            artifacts.contains("[REDACTED]") && !artifacts.contains("ghp_aaaa"),
+            "{artifacts}"
+        );
+        assert!(format!("{:?}", a.get("side_effects")).contains("cache flushed"));
+    }
+    // The close is one-shot: a second one with other tokens is 409 and changes nothing.
+    let g = s
+        .patch(&uri, BOT, r#"{"status":"completed","tokens_in":9}"#)
+        .await;
+    assert_eq!((g.status, g.str("status")), (409, "completed"));
+    let g = s.get(&uri, BOT).await;
+    assert_eq!(
+        g.body
+            .get("action")
+            .and_then(|a| a.get("tokens_in"))
+            .and_then(Value::as_f64),
+        Some(1200.0)
+    );
+    let store = Store::open(&s.repo).unwrap();
+    let report =
+        crate::verify::verify_revision(&store, store.tip("refs/heads/main").unwrap().unwrap())
+            .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
+
 /// Issue 45: `POST /api/actions/{id}/cancel` as DashClaw's server answers it: a reason is
 /// required, another principal gets 404, the principal or an operator cancels an action that
 /// was never claimed, once; a claimed action and a second cancel are 409 `NOT_CANCELLABLE`;
