@@ -944,6 +944,17 @@ pub(super) struct CloseArgs {
     /// A summary (redacted, truncated to 4000 characters).
     #[arg(long)]
     pub(super) summary: Option<String>,
+    /// The error message (redacted, truncated to 4000 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub(super) error_message: Option<String>,
+    /// When the action ended on the closer's clock (YYYY-MM-DDTHH:MM:SS[.fraction] then Z or
+    /// ±HH:MM), kept to the millisecond beside the recorded outcome time.
+    #[arg(long, value_name = "TIME")]
+    pub(super) timestamp_end: Option<String>,
+    /// What the close reports: a JSON object of tokens_in, tokens_out, cost_estimate, model,
+    /// duration_ms, side_effects and artifacts_created, each within its limit (redacted).
+    #[arg(long, value_name = "JSON")]
+    pub(super) report: Option<String>,
     /// Who settles: the principal (default $ACTION_LEDGER_PRINCIPAL). Only the principal that
     /// created the action may settle it; another principal's action is NOT_FOUND, as an
     /// unknown id is.

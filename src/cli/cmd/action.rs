@@ -88,6 +88,24 @@ fn state_value(st: &finality::State, now: Timestamp) -> Value {
     if let Some(c) = &st.containment {
         m.insert("containment".into(), c.to_value());
     }
+    // What a legacy close sent beyond its texts, only where it sent something.
+    if let Some(o) = st.outcome.as_ref()
+        && (o.timestamp_end.is_some() || o.report.is_some())
+    {
+        let end = o.timestamp_end.map(finality::format_time);
+        m.insert(
+            "close".into(),
+            Value::object([
+                ("timestamp_end", end.map_or(Value::Null, Value::str)),
+                (
+                    "report",
+                    o.report
+                        .as_ref()
+                        .map_or(Value::Null, finality::Details::to_value),
+                ),
+            ]),
+        );
+    }
     Value::Object(m)
 }
 
@@ -244,6 +262,27 @@ fn parse_details(text: &str) -> Result<finality::Details, Failure> {
     })
 }
 
+/// `--report JSON` of `action close`: an object of the report fields only
+/// ([`finality::details::REPORT_FIELDS`]), each keeping its rule; the first fault exits 2
+/// naming the field and the rule.
+fn parse_report(text: &str) -> Result<finality::Details, Failure> {
+    let value = crate::canonical::parse(text)
+        .map_err(|e| Failure::input(format!("--report is not JSON: {e}")))?;
+    let map = value
+        .as_object()
+        .ok_or_else(|| Failure::input("--report must be a JSON object"))?;
+    if let Some(k) = map.keys().find(|k| !finality::details::is_report_field(k)) {
+        return Err(Failure::input(format!(
+            "--report: {k} is not a field a close reports ({})",
+            finality::details::REPORT_FIELDS.join(", ")
+        )));
+    }
+    finality::Details::report_from_request(map).map_err(|errors| {
+        let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Failure::input(format!("--report: {}", all.join("; ")))
+    })
+}
+
 /// Runs `action claim`.
 fn claim(out: &mut Printer, env: &Env, now: Timestamp, a: ClaimArgs) -> Result<(), Failure> {
     let ClaimArgs {
@@ -353,23 +392,33 @@ fn close(out: &mut Printer, env: &Env, now: Timestamp, a: CloseArgs) -> Result<(
         action_id,
         status,
         summary,
+        error_message,
+        timestamp_end,
+        report,
         principal,
         operator,
         json,
     } = a;
+    let timestamp_end = timestamp_end
+        .map(|t| {
+            Timestamp::from_iso(&t).ok_or_else(|| {
+                Failure::input(format!(
+                    "--timestamp-end {t:?} is not YYYY-MM-DDTHH:MM:SS[.fraction] then Z or ±HH:MM"
+                ))
+            })
+        })
+        .transpose()?;
+    let sent = finality::CloseReport {
+        summary,
+        error_message,
+        timestamp_end,
+        report: report.as_deref().map(parse_report).transpose()?,
+    };
     let by = settler(env, principal, operator)?;
     let options = finality_options(env, &state)?;
     let store = open_state(env, &state)?;
-    let written = finality::close(
-        &store,
-        &options,
-        &action_id,
-        &status,
-        &finality::CloseReport::summary(summary.as_deref()),
-        &by,
-        now,
-    )
-    .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;
+    let written = finality::close(&store, &options, &action_id, &status, &sent, &by, now)
+        .map_err(|e| finality_failure(out, json, "close", &action_id, &e))?;
     print_reported(out, json, &written);
     Ok(())
 }
@@ -515,6 +564,17 @@ fn show(out: &mut Printer, env: &Env, now: Timestamp, a: ShowArgs) -> Result<(),
         format!("lifecycle:    {}", st.lifecycle()),
         format!("outcome:      {}", view.status),
     ];
+    if let Some(o) = st.outcome.as_ref()
+        && (o.timestamp_end.is_some() || o.report.is_some())
+    {
+        let end = o.timestamp_end.map(finality::format_time);
+        let report = o.report.as_ref().map(|r| line(&r.to_value()));
+        lines.push(format!(
+            "closed with:  end {}, report {}",
+            end.as_deref().unwrap_or("-"),
+            report.as_deref().unwrap_or("-")
+        ));
+    }
     if let Some(d) = &a.details {
         let shown = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
         lines.push(format!(

@@ -509,6 +509,61 @@ fn only_the_actions_principal_or_an_operator_settles_it() {
     insta::assert_snapshot!("action_settle_principals", out.join("\n"));
 }
 
+/// `action close` keeps what it is sent beyond its status: `--error-message`,
+/// `--timestamp-end` (to the millisecond, UTC) and `--report` (tokens, cost, model, …,
+/// redacted), which `action show` prints; a bad time, a report field a close does not report,
+/// a field that breaks its rule and a report that is not an object each exit 2 and write
+/// nothing (issue 45).
+#[test]
+fn action_close_keeps_its_error_end_time_and_report() {
+    let tmp = &temp_root();
+    let repo = "[TMP]/state.git";
+    let args = action_create(&["--repo", repo], "act_close", "gd_1");
+    assert!(run_finality(tmp, T0, &args).starts_with("exit: 0"));
+    let close = |extra: &[&str]| {
+        let mut args = vec!["action", "close", "--repo", repo, "act_close", "--operator"];
+        args.extend_from_slice(extra);
+        args.push("failed");
+        // The command line is echoed without the secret the report sends.
+        let shown = extra.join(" ").replace("ghp_", "[SECRET]");
+        format!("$ action close {shown}\n{}", run_finality(tmp, T1, &args))
+    };
+    let mut out = Vec::new();
+    for bad in [
+        &["--timestamp-end", "yesterday"][..],
+        &["--report", r#"{"declared_goal":"x"}"#],
+        &["--report", r#"{"tokens_in":-1,"cost_estimate":"3"}"#],
+        &["--report", "[1]"],
+        &["--report", "{"],
+    ] {
+        let got = close(bad);
+        assert!(got.contains("exit: 2"), "{got}");
+        out.push(got);
+    }
+    let shown = |json: bool| {
+        let mut args = vec!["action", "show", "--repo", repo, "act_close"];
+        if json {
+            args.push("--json");
+        }
+        run_finality(tmp, T1, &args)
+    };
+    assert!(shown(true).contains(r#""outcome":{"#) && !shown(true).contains(r#""close""#));
+    out.push(close(&[
+        "--error-message",
+        "kaput",
+        "--timestamp-end",
+        "2026-03-01T13:00:00.123456+01:00",
+        "--report",
+        r#"{"tokens_in":1200,"cost_estimate":0.5,"model":"m token=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#,
+        "--json",
+    ]));
+    out.push(shown(false));
+    out.push(shown(true));
+    let all = out.join("\n");
+    assert!(!all.contains("ghp_aaaa"), "{all}");
+    insta::assert_snapshot!("action_close_report", all);
+}
+
 /// `action create --id X` retried later with the same binding exits 0, prints the id and
 /// keeps the first creation time without a commit; another binding is `ACTION_EXISTS`.
 #[test]
