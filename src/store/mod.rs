@@ -115,7 +115,7 @@ pub use history::{Change, MalformedTree, ModedPath, TreeDiff};
 pub use ids::{BlobId, CommitId, Mode};
 pub use land::{LandError, LandOptions, Landed, RollUp, Step, land};
 pub use refs::REF_LOCK_TIMEOUT;
-pub use release::{MAPPED_BUDGET, map_large_allocations, release_free_heap};
+pub use release::{MAPPED_BUDGET, map_large_allocations, release_free_heap, set_mapped_budget};
 pub use snapshot::{Descend, Snapshot, Walked};
 pub use tree::{TreeDefect, tree_defect};
 pub use write::Signature;

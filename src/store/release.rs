@@ -28,6 +28,20 @@ use crate::store::*;
 /// resident.
 pub const MAPPED_BUDGET: u64 = 24 << 20;
 
+/// The budget in force: [`MAPPED_BUDGET`] unless the process set a larger one
+/// ([`set_mapped_budget`]).
+static BUDGET: AtomicU64 = AtomicU64::new(MAPPED_BUDGET);
+
+/// Sets this process's budget of resident file-backed memory for
+/// [`Store::bound_mapped_packs`], in bytes, at least [`MAPPED_BUDGET`] (a smaller one is
+/// raised to it). A process that reads most objects of a repository once (`verify`) trades
+/// memory for fewer releases: each release drops every mapped page, and the kernel maps a
+/// large folio back on each later touch, so that under the default budget such a walk spends
+/// about as much time in the kernel as in its own work.
+pub fn set_mapped_budget(bytes: u64) {
+    BUDGET.store(bytes.max(MAPPED_BUDGET), Ordering::Relaxed);
+}
+
 /// The resident file-backed bytes that the last release left, lowered whenever a look finds
 /// less (process-wide, as the mappings are): the part of the budget's measure that releasing
 /// cannot drop. See [`over_budget`].
@@ -99,7 +113,7 @@ impl Store {
             return;
         };
         let floor = FLOOR.fetch_min(resident, Ordering::Relaxed).min(resident);
-        if over_budget(resident, floor) {
+        if over_budget(resident, floor, BUDGET.load(Ordering::Relaxed)) {
             self.release_mapped_packs();
             if let Some(left) = resident_file_bytes() {
                 FLOOR.store(left, Ordering::Relaxed);
@@ -172,15 +186,16 @@ impl Store {
 }
 
 /// Whether `resident` file-backed bytes call for a release, given the `floor` that the last
-/// release left: above [`MAPPED_BUDGET`], and above the floor by at least half of it.
+/// release left and the `budget` in force: above the budget, and above the floor by at least
+/// half of it.
 ///
 /// Why the floor: not every resident page can be dropped at once. The binary's own pages are
 /// file-backed, and in a process with several stores a release only asks them to be opened
 /// again ([`Store::mappings_stale`]): until each owner does, their pages stay mapped. A rule of
 /// the budget alone would release again after every 32 reads and drop nothing more; with the
 /// floor, a release follows at least half a budget of newly mapped pages.
-fn over_budget(resident: u64, floor: u64) -> bool {
-    resident > MAPPED_BUDGET && resident > floor.saturating_add(MAPPED_BUDGET / 2)
+fn over_budget(resident: u64, floor: u64, budget: u64) -> bool {
+    resident > budget && resident > floor.saturating_add(budget / 2)
 }
 
 /// Returns the free memory of the heap to the system (glibc: `malloc_trim(0)`, which trims
@@ -397,14 +412,18 @@ mod tests {
         const B: u64 = MAPPED_BUDGET;
         assert_eq!(B, 24 * MIB);
         // Nothing left by a release (or only the binary's pages): the budget alone decides.
-        assert!(!over_budget(B, 0));
-        assert!(over_budget(B + 1, 0));
-        assert!(over_budget(B + MIB, 10 * MIB));
+        assert!(!over_budget(B, 0, B));
+        assert!(over_budget(B + 1, 0, B));
+        assert!(over_budget(B + MIB, 10 * MIB, B));
         // A release left 60 MiB it could not drop: the next one at more than 72 MiB.
-        assert!(!over_budget(61 * MIB, 60 * MIB));
-        assert!(!over_budget(72 * MIB, 60 * MIB));
-        assert!(over_budget(72 * MIB + 1, 60 * MIB));
-        assert!(!over_budget(u64::MAX, u64::MAX));
+        assert!(!over_budget(61 * MIB, 60 * MIB, B));
+        assert!(!over_budget(72 * MIB, 60 * MIB, B));
+        assert!(over_budget(72 * MIB + 1, 60 * MIB, B));
+        assert!(!over_budget(u64::MAX, u64::MAX, B));
+        // A larger budget moves both bounds.
+        assert!(!over_budget(100 * MIB, 0, 128 * MIB));
+        assert!(over_budget(128 * MIB + 1, 0, 128 * MIB));
+        assert!(!over_budget(128 * MIB + 1, 100 * MIB, 128 * MIB));
     }
 
     /// The budget check reads this process's file-backed resident memory (the binary's own

@@ -47,7 +47,8 @@
 //! Memory: across the ledger only each binding's (kind, digest, object id) and each event's id,
 //! parent and shard index are kept (for orphans, duplicates and cycles), not the events; at most
 //! three batches of shards are in flight; pack pages mapped by gix are released after each batch
-//! ([`Store::release_mapped_packs`]).
+//! ([`Store::release_mapped_packs`]), and a process that verifies may allow itself
+//! [`MAPPED_BUDGET`] of them between releases ([`store::set_mapped_budget`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -60,6 +61,13 @@ use crate::privacy::{self, Profile};
 use crate::store::{self, BlobId, Change, CommitId, Snapshot, Store};
 
 pub use crate::finding::{Finding, Report, Rule};
+
+/// The resident file-backed memory (mapped pack and index pages) that `verify` allows itself
+/// between releases ([`store::set_mapped_budget`]): a whole-repository walk touches most pages
+/// once, and under the store's default ([`store::MAPPED_BUDGET`]) it released them every few
+/// dozen objects, refaulting each large folio it touched again. 128 MiB is half of `verify`'s
+/// memory goal at a million actions (256 MiB), leaving the other half to its heap.
+pub const MAPPED_BUDGET: u64 = 128 << 20;
 
 /// Knobs of a verification.
 #[derive(Clone, Copy, Debug, Default)]

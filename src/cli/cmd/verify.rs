@@ -25,6 +25,8 @@ pub(in crate::cli) fn run(
     profile: Profile,
 ) -> Result<(), Failure> {
     let options = crate::verify::Options { privacy: profile };
+    // A walk over most objects of the repository: fewer, larger releases of mapped pages.
+    store::set_mapped_budget(crate::verify::MAPPED_BUDGET);
     let unreadable = |e: &dyn std::fmt::Display| {
         Failure::input(format!("cannot verify {}: {e}", repo.display()))
     };
