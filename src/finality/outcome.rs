@@ -410,8 +410,8 @@ pub(super) fn prepare_close(
 /// or an operator may close it ([`Settler`]).
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for another status or a report field that breaks its rule, [`Error::NotFound`] (also when `by` may not
-/// settle the action, before any other refusal), [`Error::TerminalState`] with the current
+/// [`Error::InvalidInput`] for another status or a report field that breaks its rule,
+/// [`Error::NotFound`] (also when `by` may not settle the action, before any other refusal), [`Error::TerminalState`] with the current
 /// lifecycle when it is not `running`; the write path's errors.
 pub fn close(
     store: &Store,
@@ -601,6 +601,46 @@ mod tests {
             st.outcome.unwrap().error_message.as_deref(),
             Some(kept.as_str())
         );
+    }
+
+    /// The library refuses a report that holds a field a close does not report, or a value
+    /// that breaks its rule, before anything is read or written (issue 45).
+    #[test]
+    fn a_close_report_is_checked_before_anything_is_written() {
+        let (_dir, store, opts, _) = repo_with_action();
+        let tip = store.tip("refs/heads/main").unwrap();
+        for (body, want) in [
+            (
+                r#"{"declared_goal":"x"}"#,
+                "declared_goal is not a field a close reports",
+            ),
+            (r#"{"tokens_in":20000000}"#, "tokens_in must be <= 10000000"),
+        ] {
+            let value = crate::canonical::parse(body).unwrap();
+            let mut report = Details::default();
+            for (k, v) in value.as_object().unwrap() {
+                report.set(k, v.clone());
+            }
+            let sent = CloseReport {
+                report: Some(report),
+                ..CloseReport::default()
+            };
+            let e = close(
+                &store,
+                &opts,
+                ACTION,
+                "completed",
+                &sent,
+                &Settler::Operator,
+                at(BASE),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidInput { field: "report", reason } if reason.contains(want)),
+                "{body}: {e}"
+            );
+            assert_eq!(store.tip("refs/heads/main").unwrap(), tip, "{body}");
+        }
     }
 
     /// Each refusal of a progress value names its own rule and, where it has one, the path.
