@@ -89,7 +89,14 @@ pub(in crate::cli) fn run(
             (store, tip, format!("{url} {ref_name}"))
         }
     };
-    let rendered = project::project(
+    // Only the forms written: a large view's document or lines cost memory in proportion.
+    let forms = project::Forms {
+        json: args.json || args.save.is_some() || legacy.is_some(),
+        text: !(args.json || args.markdown || args.dot) && legacy.is_none(),
+        markdown: args.markdown,
+        dot: args.dot,
+    };
+    let rendered = project::project_forms(
         &store,
         &Request {
             kind,
@@ -100,6 +107,7 @@ pub(in crate::cli) fn run(
             },
             from: from.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
         },
+        forms,
     )
     .map_err(|e| match e {
         project::Error::Document { .. } | project::Error::NotDescendant { .. } => Failure::input(e),
@@ -109,8 +117,6 @@ pub(in crate::cli) fn run(
         crate::durable::replace_file(path, rendered.json.as_bytes(), None)
             .map_err(|e| Failure::input(format!("--save {}: {e}", path.display())))?;
     }
-    let doc: serde_json::Value =
-        serde_json::from_str(&rendered.json).expect("the fold writes JSON");
     let since = from
         .as_ref()
         .map(|(f, _)| format!(" ({} new since the checkpoint of {f})", rendered.folded))
@@ -120,10 +126,12 @@ pub(in crate::cli) fn run(
         args.view,
         name,
         commit.to_hex(),
-        doc["events"],
-        doc["truncated"],
+        rendered.events,
+        rendered.truncated,
     );
     if let Some(legacy) = legacy {
+        let doc: serde_json::Value =
+            serde_json::from_str(&rendered.json).expect("the fold writes JSON");
         let differences = project::compare(&legacy, &doc);
         for d in &differences {
             out.data(&d.to_string());
