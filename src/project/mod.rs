@@ -99,6 +99,9 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// Writing the document out failed.
+    #[error("writing the view: {0}")]
+    Write(#[source] std::io::Error),
     /// The saved view was folded at a commit the new revision does not descend from (the
     /// ledger's history was rewritten, or another ledger): refold without `--from`.
     #[error(
@@ -442,10 +445,21 @@ impl<P: Projection> Document<P> {
     /// The document's bytes: pretty JSON, a final newline (with `truncated` brought up to
     /// date).
     pub fn to_json(&mut self) -> String {
+        let mut bytes = Vec::new();
+        self.write_json(&mut bytes)
+            .expect("a Vec takes every write");
+        String::from_utf8(bytes).expect("serde_json writes UTF-8")
+    }
+
+    /// Writes [`Self::to_json`]'s bytes to `out` as they are serialized, without holding the
+    /// whole document in memory.
+    ///
+    /// # Errors
+    /// The writer's.
+    pub fn write_json(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         self.finish();
-        let mut text = serde_json::to_string_pretty(self).expect("a view serializes");
-        text.push('\n');
-        text
+        serde_json::to_writer_pretty(&mut *out, self).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")
     }
 
     /// Reads a saved document; `file` names it in errors.
@@ -759,18 +773,44 @@ pub fn project_forms(
     request: &Request<'_>,
     forms: Forms,
 ) -> Result<Rendered, Error> {
+    dispatch(store, request, forms, None)
+}
+
+/// As [`project_forms`], but the document ([`Forms::json`]) is written to `json` as it is
+/// serialized, and [`Rendered::json`] is left empty: the document of a large view need not be
+/// held in memory beside the view.
+///
+/// # Errors
+/// As [`project_forms`]; [`Error::Write`] when `json` fails.
+pub fn project_into(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+    json: &mut dyn std::io::Write,
+) -> Result<Rendered, Error> {
+    dispatch(store, request, forms, Some(json))
+}
+
+fn dispatch(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+    out: Option<&mut dyn std::io::Write>,
+) -> Result<Rendered, Error> {
     let (md, dot) = (forms.markdown, forms.dot);
     match request.kind {
-        Kind::Status => run::<status::Status>(store, request, forms, |_| (None, None)),
-        Kind::Commands => run::<commands::Commands>(store, request, forms, |_| (None, None)),
-        Kind::ReviewHistory => run::<review_history::ReviewHistory>(store, request, forms, |v| {
-            (md.then(|| v.markdown()), None)
-        }),
+        Kind::Status => run::<status::Status>(store, request, forms, out, |_| (None, None)),
+        Kind::Commands => run::<commands::Commands>(store, request, forms, out, |_| (None, None)),
+        Kind::ReviewHistory => {
+            run::<review_history::ReviewHistory>(store, request, forms, out, |v| {
+                (md.then(|| v.markdown()), None)
+            })
+        }
         Kind::Notifications => {
-            run::<notifications::Notifications>(store, request, forms, |_| (None, None))
+            run::<notifications::Notifications>(store, request, forms, out, |_| (None, None))
         }
         Kind::Evidence => {
-            run::<evidence::Evidence>(store, request, forms, |v| (None, dot.then(|| v.dot())))
+            run::<evidence::Evidence>(store, request, forms, out, |v| (None, dot.then(|| v.dot())))
         }
     }
 }
@@ -779,6 +819,7 @@ fn run<P: Projection>(
     store: &Store,
     request: &Request<'_>,
     forms: Forms,
+    out: Option<&mut dyn std::io::Write>,
     extra: impl Fn(&P) -> (Option<String>, Option<String>),
 ) -> Result<Rendered, Error> {
     let (mut doc, before) = match request.from {
@@ -792,11 +833,16 @@ fn run<P: Projection>(
             0,
         ),
     };
-    let json = if forms.json {
-        doc.to_json()
-    } else {
-        doc.finish();
-        String::new()
+    let json = match out {
+        Some(out) if forms.json => {
+            doc.write_json(out).map_err(Error::Write)?;
+            String::new()
+        }
+        _ if forms.json => doc.to_json(),
+        _ => {
+            doc.finish();
+            String::new()
+        }
     };
     let (markdown, dot) = extra(&doc.view);
     let text = if forms.text {
