@@ -308,6 +308,9 @@ impl IdSet {
     /// Adds `id`, keeping at most `cap`.
     pub fn add(&mut self, id: &str, cap: u32) {
         if let Err(at) = self.ids.binary_search_by(|x| x.as_str().cmp(id)) {
+            // Most sets hold one or two ids: grow one at a time rather than by doubling, as a
+            // view keeps one set per key.
+            self.ids.reserve_exact(1);
             self.ids.insert(at, id.to_owned());
             if self.ids.len() > cap.max(1) as usize {
                 self.ids.pop();
