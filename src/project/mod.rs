@@ -99,6 +99,9 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// Writing the document out failed.
+    #[error("writing the view: {0}")]
+    Write(#[source] std::io::Error),
     /// The saved view was folded at a commit the new revision does not descend from (the
     /// ledger's history was rewritten, or another ledger): refold without `--from`.
     #[error(
@@ -305,6 +308,9 @@ impl IdSet {
     /// Adds `id`, keeping at most `cap`.
     pub fn add(&mut self, id: &str, cap: u32) {
         if let Err(at) = self.ids.binary_search_by(|x| x.as_str().cmp(id)) {
+            // Most sets hold one or two ids: grow one at a time rather than by doubling, as a
+            // view keeps one set per key.
+            self.ids.reserve_exact(1);
             self.ids.insert(at, id.to_owned());
             if self.ids.len() > cap.max(1) as usize {
                 self.ids.pop();
@@ -432,14 +438,31 @@ impl<P: Projection> Document<P> {
         self.events += 1;
     }
 
+    /// Brings the view's derived members and `truncated` up to date (as [`Self::to_json`]
+    /// does before writing).
+    pub fn finish(&mut self) {
+        self.view.finish();
+        self.truncated = self.view.truncated();
+    }
+
     /// The document's bytes: pretty JSON, a final newline (with `truncated` brought up to
     /// date).
     pub fn to_json(&mut self) -> String {
-        self.view.finish();
-        self.truncated = self.view.truncated();
-        let mut text = serde_json::to_string_pretty(self).expect("a view serializes");
-        text.push('\n');
-        text
+        let mut bytes = Vec::new();
+        self.write_json(&mut bytes)
+            .expect("a Vec takes every write");
+        String::from_utf8(bytes).expect("serde_json writes UTF-8")
+    }
+
+    /// Writes [`Self::to_json`]'s bytes to `out` as they are serialized, without holding the
+    /// whole document in memory.
+    ///
+    /// # Errors
+    /// The writer's.
+    pub fn write_json(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.finish();
+        serde_json::to_writer_pretty(&mut *out, self).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")
     }
 
     /// Reads a saved document; `file` names it in errors.
@@ -692,7 +715,7 @@ pub struct Request<'a> {
     pub from: Option<(&'a str, &'a str)>,
 }
 
-/// A folded view in the forms the CLI writes.
+/// A folded view in the forms the CLI writes (a form not asked for in [`Forms`] is empty).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rendered {
     /// The document ([`Document::to_json`]).
@@ -705,30 +728,101 @@ pub struct Rendered {
     pub dot: Option<String>,
     /// Events folded by this run (all of them, or only the increment's).
     pub folded: u64,
+    /// The document's `events`: every event of the view, a saved view's included.
+    pub events: u64,
+    /// The document's `truncated`.
+    pub truncated: u64,
 }
 
-/// Folds (or brings up to date) the view of `request` and renders it.
+/// Which forms [`project_forms`] renders: a large view's forms cost memory in proportion to
+/// it, so a caller asks only for those it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forms {
+    /// [`Rendered::json`].
+    pub json: bool,
+    /// [`Rendered::text`].
+    pub text: bool,
+    /// [`Rendered::markdown`] (review-history only).
+    pub markdown: bool,
+    /// [`Rendered::dot`] (evidence only).
+    pub dot: bool,
+}
+
+impl Forms {
+    /// Every form.
+    pub const ALL: Forms = Forms {
+        json: true,
+        text: true,
+        markdown: true,
+        dot: true,
+    };
+}
+
+/// Folds (or brings up to date) the view of `request` and renders it in every form.
+///
+/// # Errors
+/// As [`project_forms`].
+pub fn project(store: &Store, request: &Request<'_>) -> Result<Rendered, Error> {
+    project_forms(store, request, Forms::ALL)
+}
+
+/// Folds (or brings up to date) the view of `request` and renders the `forms` asked for.
 ///
 /// # Errors
 /// As [`fold_revision`] and [`fold_increment`]; [`Error::Document`] for a `from` file that is
 /// not a saved view of this kind.
-pub fn project(store: &Store, request: &Request<'_>) -> Result<Rendered, Error> {
+pub fn project_forms(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+) -> Result<Rendered, Error> {
+    dispatch(store, request, forms, None)
+}
+
+/// As [`project_forms`], but the document ([`Forms::json`]) is written to `json` as it is
+/// serialized, and [`Rendered::json`] is left empty: the document of a large view need not be
+/// held in memory beside the view.
+///
+/// # Errors
+/// As [`project_forms`]; [`Error::Write`] when `json` fails.
+pub fn project_into(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+    json: &mut dyn std::io::Write,
+) -> Result<Rendered, Error> {
+    dispatch(store, request, forms, Some(json))
+}
+
+fn dispatch(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+    out: Option<&mut dyn std::io::Write>,
+) -> Result<Rendered, Error> {
+    let (md, dot) = (forms.markdown, forms.dot);
     match request.kind {
-        Kind::Status => run::<status::Status>(store, request, |_| (None, None)),
-        Kind::Commands => run::<commands::Commands>(store, request, |_| (None, None)),
+        Kind::Status => run::<status::Status>(store, request, forms, out, |_| (None, None)),
+        Kind::Commands => run::<commands::Commands>(store, request, forms, out, |_| (None, None)),
         Kind::ReviewHistory => {
-            run::<review_history::ReviewHistory>(store, request, |v| (Some(v.markdown()), None))
+            run::<review_history::ReviewHistory>(store, request, forms, out, |v| {
+                (md.then(|| v.markdown()), None)
+            })
         }
         Kind::Notifications => {
-            run::<notifications::Notifications>(store, request, |_| (None, None))
+            run::<notifications::Notifications>(store, request, forms, out, |_| (None, None))
         }
-        Kind::Evidence => run::<evidence::Evidence>(store, request, |v| (None, Some(v.dot()))),
+        Kind::Evidence => {
+            run::<evidence::Evidence>(store, request, forms, out, |v| (None, dot.then(|| v.dot())))
+        }
     }
 }
 
 fn run<P: Projection>(
     store: &Store,
     request: &Request<'_>,
+    forms: Forms,
+    out: Option<&mut dyn std::io::Write>,
     extra: impl Fn(&P) -> (Option<String>, Option<String>),
 ) -> Result<Rendered, Error> {
     let (mut doc, before) = match request.from {
@@ -742,11 +836,27 @@ fn run<P: Projection>(
             0,
         ),
     };
-    let json = doc.to_json();
+    let json = match out {
+        Some(out) if forms.json => {
+            doc.write_json(out).map_err(Error::Write)?;
+            String::new()
+        }
+        _ if forms.json => doc.to_json(),
+        _ => {
+            doc.finish();
+            String::new()
+        }
+    };
     let (markdown, dot) = extra(&doc.view);
-    let text = doc.view.lines().into_iter().map(|l| l + "\n").collect();
+    let text = if forms.text {
+        doc.view.lines().into_iter().map(|l| l + "\n").collect()
+    } else {
+        String::new()
+    };
     Ok(Rendered {
         folded: doc.events - before,
+        events: doc.events,
+        truncated: doc.truncated,
         json,
         text,
         markdown,

@@ -74,15 +74,21 @@ impl Projection for Status {
             producer("job")
         );
         let op = slot(slot(&mut self.lanes, &lane), e.operation_id);
-        if op.events == 0 || e.rank.at < op.started_at {
+        let first = op.events == 0;
+        // The end and the duration follow the start and the last event only: recomputed when
+        // either changes, not for every event.
+        let mut moved = false;
+        if first || e.rank.at < op.started_at {
             op.started_at = e.rank.at.clone();
+            moved = true;
         }
-        if op.events == 0 || e.rank > op.last {
+        if first || e.rank > op.last {
             op.last = e.rank.clone();
             op.event_type = e.event_type.to_owned();
             op.subject = e.subject();
             op.status = e.status.to_owned();
             op.reason_code = e.reason.map(str::to_owned);
+            moved = true;
         }
         op.events += 1;
         if e.status == "failed" {
@@ -91,12 +97,14 @@ impl Projection for Status {
         op.attempt_ids.add(e.attempt_id, limits.entries);
         op.attempts = op.attempt_ids.ids.len() as u64;
         op.attempts_truncated = op.attempt_ids.truncated;
-        if TERMINAL_STATUSES.contains(&op.status.as_str()) {
-            op.ended_at = Some(op.last.at.clone());
-            op.duration_ms = millis_between(&op.started_at, &op.last.at);
-        } else {
-            op.ended_at = None;
-            op.duration_ms = None;
+        if moved {
+            if TERMINAL_STATUSES.contains(&op.status.as_str()) {
+                op.ended_at = Some(op.last.at.clone());
+                op.duration_ms = millis_between(&op.started_at, &op.last.at);
+            } else {
+                op.ended_at = None;
+                op.duration_ms = None;
+            }
         }
     }
 

@@ -5,6 +5,8 @@
 //! does not have, a `--from` or `--compare` file that is not what it should be) exits 2 and
 //! writes nothing; differences found by `--compare` exit 1.
 
+use std::io::Write as _;
+
 use crate::cli::args::ProjectArgs;
 use crate::cli::output::{Failure, Printer};
 use crate::project::{self, Kind, Limits, Request};
@@ -89,18 +91,32 @@ pub(in crate::cli) fn run(
             (store, tip, format!("{url} {ref_name}"))
         }
     };
-    let rendered = project::project(
-        &store,
-        &Request {
-            kind,
-            commit,
-            filter: &filter,
-            limits: Limits {
-                entries: args.limit,
-            },
-            from: from.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+    // Only the forms written: a large view's document or lines cost memory in proportion.
+    let forms = project::Forms {
+        json: args.json || args.save.is_some() || legacy.is_some(),
+        text: !(args.json || args.markdown || args.dot) && legacy.is_none(),
+        markdown: args.markdown,
+        dot: args.dot,
+    };
+    let request = Request {
+        kind,
+        commit,
+        filter: &filter,
+        limits: Limits {
+            entries: args.limit,
         },
-    )
+        from: from.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+    };
+    // A document only printed is written as it is serialized, never held whole.
+    let streamed = args.json && args.save.is_none() && legacy.is_none();
+    let rendered = if streamed {
+        let mut sink = std::io::BufWriter::with_capacity(1 << 16, Raw(out));
+        let rendered = project::project_into(&store, &request, forms, &mut sink);
+        sink.flush().expect("Raw takes every write");
+        rendered
+    } else {
+        project::project_forms(&store, &request, forms)
+    }
     .map_err(|e| match e {
         project::Error::Document { .. } | project::Error::NotDescendant { .. } => Failure::input(e),
         other => unreadable(&other),
@@ -109,8 +125,6 @@ pub(in crate::cli) fn run(
         crate::durable::replace_file(path, rendered.json.as_bytes(), None)
             .map_err(|e| Failure::input(format!("--save {}: {e}", path.display())))?;
     }
-    let doc: serde_json::Value =
-        serde_json::from_str(&rendered.json).expect("the fold writes JSON");
     let since = from
         .as_ref()
         .map(|(f, _)| format!(" ({} new since the checkpoint of {f})", rendered.folded))
@@ -120,10 +134,12 @@ pub(in crate::cli) fn run(
         args.view,
         name,
         commit.to_hex(),
-        doc["events"],
-        doc["truncated"],
+        rendered.events,
+        rendered.truncated,
     );
     if let Some(legacy) = legacy {
+        let doc: serde_json::Value =
+            serde_json::from_str(&rendered.json).expect("the fold writes JSON");
         let differences = project::compare(&legacy, &doc);
         for d in &differences {
             out.data(&d.to_string());
@@ -139,6 +155,10 @@ pub(in crate::cli) fn run(
         out.note("the legacy projection equals the fold");
         return Ok(());
     }
+    if streamed {
+        out.note(&summary);
+        return Ok(());
+    }
     let text = if args.markdown {
         rendered.markdown.unwrap_or_default()
     } else if args.dot {
@@ -151,4 +171,19 @@ pub(in crate::cli) fn run(
     out.raw(text.as_bytes());
     out.note(&summary);
     Ok(())
+}
+
+/// The printer's stdout as an [`std::io::Write`]: a failed write is remembered by the printer
+/// (and reported at the end), so writing here never fails.
+struct Raw<'p, 'a>(&'p mut Printer<'a>);
+
+impl std::io::Write for Raw<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.raw(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

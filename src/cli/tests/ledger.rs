@@ -1584,6 +1584,17 @@ fn project_views_save_resume_and_compare() {
     };
     assert!(resumed.starts_with("exit: 0"), "{resumed}");
     assert_eq!(stdout(&resumed), stdout(&full));
+    // `--json` alone is written as it is serialized: the same bytes as with `--save`, where
+    // the document is held to be saved.
+    let saved_full = project(&[
+        "status",
+        "--json",
+        "--limit",
+        "2",
+        "--save",
+        "[TMP]/full.json",
+    ]);
+    assert_eq!(stdout(&saved_full), stdout(&full));
     assert!(
         resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
         "{resumed}"
