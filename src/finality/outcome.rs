@@ -625,16 +625,7 @@ mod tests {
                 report: Some(report),
                 ..CloseReport::default()
             };
-            let e = close(
-                &store,
-                &opts,
-                ACTION,
-                "completed",
-                &sent,
-                &Settler::Operator,
-                at(BASE),
-            )
-            .unwrap_err();
+            let e = close_as_operator(&store, &opts, &sent).unwrap_err();
             assert!(
                 matches!(&e, Error::InvalidInput { field: "report", reason } if reason.contains(want)),
                 "{body}: {e}"

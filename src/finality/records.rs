@@ -823,11 +823,9 @@ mod tests {
     #[test]
     fn a_close_report_round_trips_and_its_rules_are_kept() {
         let (_dir, store, opts, _) = repo_with_action();
-        let body = crate::canonical::parse(
+        let report = report_of(
             r#"{"tokens_in":1200,"tokens_out":34,"cost_estimate":0.5,"model":"m","duration_ms":9,"side_effects":["a"],"artifacts_created":["b"],"declared_goal":"not a report field"}"#,
-        )
-        .unwrap();
-        let report = Details::report_from_request(body.as_object().unwrap()).unwrap();
+        );
         assert_eq!(
             report.names().collect::<Vec<_>>(),
             [
@@ -846,16 +844,7 @@ mod tests {
             report: Some(report),
             ..CloseReport::default()
         };
-        close(
-            &store,
-            &opts,
-            ACTION,
-            "completed",
-            &sent,
-            &Settler::Operator,
-            at(BASE),
-        )
-        .unwrap();
+        close_as_operator(&store, &opts, &sent).unwrap();
         let state = show(&store, "refs/heads/main", ACTION).unwrap();
         let o = state.outcome.clone().unwrap();
         let id = ActionId::parse(ACTION).unwrap();

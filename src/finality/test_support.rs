@@ -86,6 +86,29 @@ pub(crate) fn plant_unparsable_action(store: &Store, id: &str) {
         .unwrap();
 }
 
+/// An operator's legacy close of [`ACTION`] to `completed` at [`BASE`] with what `sent` holds.
+pub(crate) fn close_as_operator(
+    store: &Store,
+    opts: &Options,
+    sent: &CloseReport,
+) -> Result<Written<Reported>, Error> {
+    close(
+        store,
+        opts,
+        ACTION,
+        "completed",
+        sent,
+        &Settler::Operator,
+        at(BASE),
+    )
+}
+
+/// The report of a close read from a JSON object of report fields (panics on a broken rule).
+pub(crate) fn report_of(json: &str) -> Details {
+    let body = crate::canonical::parse(json).unwrap();
+    Details::report_from_request(body.as_object().unwrap()).unwrap()
+}
+
 pub(crate) fn at(s: &str) -> Timestamp {
     parse_time(s).unwrap_or_else(|| panic!("bad time {s}"))
 }

@@ -1299,25 +1299,13 @@ mod tests {
     fn an_unredacted_close_report_is_a_privacy_finding() {
         let (_dir, store, opts, _) = repo_with_action();
         let ref_name = "refs/heads/main";
-        let body = crate::canonical::parse(
-            r#"{"model":"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","tokens_in":3}"#,
-        )
-        .unwrap();
-        let raw = Details::report_from_request(body.as_object().unwrap()).unwrap();
+        let raw =
+            report_of(r#"{"model":"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","tokens_in":3}"#);
         let sent = CloseReport {
             report: Some(raw.clone()),
             ..CloseReport::default()
         };
-        close(
-            &store,
-            &opts,
-            ACTION,
-            "completed",
-            &sent,
-            &Settler::Operator,
-            at(BASE),
-        )
-        .unwrap();
+        close_as_operator(&store, &opts, &sent).unwrap();
         let closed = store.tip(ref_name).unwrap().unwrap();
         let findings = crate::verify::verify_revision(&store, closed)
             .unwrap()

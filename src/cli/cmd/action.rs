@@ -246,40 +246,53 @@ fn create(out: &mut Printer, env: &Env, now: Timestamp, a: CreateArgs) -> Result
 /// `--details JSON`: an object of the detail fields only, each keeping its rule
 /// ([`finality::details`]); the first fault exits 2 naming the field and the rule.
 fn parse_details(text: &str) -> Result<finality::Details, Failure> {
-    let value = crate::canonical::parse(text)
-        .map_err(|e| Failure::input(format!("--details is not JSON: {e}")))?;
-    let map = value
-        .as_object()
-        .ok_or_else(|| Failure::input("--details must be a JSON object"))?;
-    if let Some(k) = map.keys().find(|k| finality::details::field(k).is_none()) {
-        return Err(Failure::input(format!(
-            "--details: {k} is not a detail field (see --help)"
-        )));
-    }
-    finality::Details::from_request(map).map_err(|errors| {
-        let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        Failure::input(format!("--details: {}", all.join("; ")))
-    })
+    parse_fields(
+        "--details",
+        text,
+        |k| finality::details::field(k).is_some(),
+        "is not a detail field (see --help)".into(),
+        finality::Details::from_request,
+    )
 }
 
 /// `--report JSON` of `action close`: an object of the report fields only
 /// ([`finality::details::REPORT_FIELDS`]), each keeping its rule; the first fault exits 2
 /// naming the field and the rule.
 fn parse_report(text: &str) -> Result<finality::Details, Failure> {
+    parse_fields(
+        "--report",
+        text,
+        finality::details::is_report_field,
+        format!(
+            "is not a field a close reports ({})",
+            finality::details::REPORT_FIELDS.join(", ")
+        ),
+        finality::Details::report_from_request,
+    )
+}
+
+/// The JSON object of `flag`: every key one that `known` accepts (else `unknown` is said of
+/// it), then each field's rule as `read` checks it.
+fn parse_fields(
+    flag: &str,
+    text: &str,
+    known: impl Fn(&str) -> bool,
+    unknown: String,
+    read: impl Fn(
+        &std::collections::BTreeMap<String, Value>,
+    ) -> Result<finality::Details, Vec<finality::DetailError>>,
+) -> Result<finality::Details, Failure> {
     let value = crate::canonical::parse(text)
-        .map_err(|e| Failure::input(format!("--report is not JSON: {e}")))?;
+        .map_err(|e| Failure::input(format!("{flag} is not JSON: {e}")))?;
     let map = value
         .as_object()
-        .ok_or_else(|| Failure::input("--report must be a JSON object"))?;
-    if let Some(k) = map.keys().find(|k| !finality::details::is_report_field(k)) {
-        return Err(Failure::input(format!(
-            "--report: {k} is not a field a close reports ({})",
-            finality::details::REPORT_FIELDS.join(", ")
-        )));
+        .ok_or_else(|| Failure::input(format!("{flag} must be a JSON object")))?;
+    if let Some(k) = map.keys().find(|k| !known(k)) {
+        return Err(Failure::input(format!("{flag}: {k} {unknown}")));
     }
-    finality::Details::report_from_request(map).map_err(|errors| {
+    read(map).map_err(|errors| {
         let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        Failure::input(format!("--report: {}", all.join("; ")))
+        Failure::input(format!("{flag}: {}", all.join("; ")))
     })
 }
 
