@@ -1228,8 +1228,29 @@ pub fn land<R>(
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
 ) -> (Vec<Result<R, BatchError>>, Landed) {
+    land_with(store, options, ops, clock, &mut |_, _| {})
+}
+
+/// Called by [`land_with`] for each commit it is about to land: after the commit is written,
+/// before its compare-and-swap, with the plan's answers (one per operation, in order; `None`
+/// for a refusal). At most one such commit lands: the one of the last call when
+/// [`Landed::commit`] names it, none otherwise.
+pub type BeforeLanding<'h, R> = dyn FnMut(CommitId, &[Option<&R>]) + 'h;
+
+/// [`land`], calling `before` with each commit before it is landed, so that a caller can make
+/// what the commit's answers imply durable first and learn afterwards whether it landed (a
+/// kill in between leaves the commit to be looked for with
+/// [`Store::has_landed`](crate::store::Store::has_landed)): `serve` stages a batch's webhook
+/// deliveries this way.
+pub fn land_with<R>(
+    store: &Store,
+    options: &Options,
+    ops: &mut [Op<'_, R>],
+    clock: &mut dyn FnMut() -> Timestamp,
+    before: &mut BeforeLanding<'_, R>,
+) -> (Vec<Result<R, BatchError>>, Landed) {
     let n = ops.len();
-    let (planned, out) = plan_and_land(store, options, ops, clock);
+    let (planned, out) = plan_and_land(store, options, ops, clock, before);
     match out {
         Ok(landed) => (
             planned
@@ -1288,7 +1309,7 @@ pub fn run<R>(
     op: impl FnMut(&mut Overlay<'_>, Timestamp) -> Result<R, Error> + Send,
 ) -> Result<Written<R>, Error> {
     let mut ops: [Op<'_, R>; 1] = [Box::new(op)];
-    let (planned, out) = plan_and_land(store, options, &mut ops, &mut || now);
+    let (planned, out) = plan_and_land(store, options, &mut ops, &mut || now, &mut |_, _| {});
     let result = planned.and_then(|mut p| p.pop()).map(|(r, _)| r);
     match (out, result) {
         (Ok(landed), Some(value)) => Ok(Written {
@@ -1317,6 +1338,7 @@ fn plan_and_land<R>(
     options: &Options,
     ops: &mut [Op<'_, R>],
     clock: &mut dyn FnMut() -> Timestamp,
+    before: &mut BeforeLanding<'_, R>,
 ) -> (Option<Planned<R>>, Result<Landed, Unlanded>) {
     // The answers of the last plan (an answer need not be Clone, so it stays out of the loop's
     // value) and the attempts made, for the answers when nothing lands.
@@ -1376,10 +1398,16 @@ fn plan_and_land<R>(
         }
         let removals: Vec<String> = ov.removed.iter().cloned().collect();
         drop(ov);
-        planned = Some(results);
         let mut sig = options.signature.clone();
         sig.time_seconds = now.epoch_seconds();
-        let commit = store.write_commit_with(tip, &files, &removals, false, &message, &sig)?;
+        let written = store.write_commit_with(tip, &files, &removals, false, &message, &sig);
+        let answers: Vec<Option<&R>> = results.iter().map(|(r, _)| r.as_ref().ok()).collect();
+        if let Ok(commit) = &written {
+            before(*commit, &answers);
+        }
+        drop(answers);
+        planned = Some(results);
+        let commit = written?;
         Ok(store::Step::Commit {
             commit,
             reflog: message.lines().next().unwrap_or("finality").to_owned(),
@@ -1650,6 +1678,59 @@ mod tests {
             st.claim.unwrap().attempt_id.as_str(),
             "attempt-cli-000000001"
         );
+    }
+
+    /// `before` sees each written commit with its plan's answers before the compare-and-swap;
+    /// only the last one lands, and the one a moved ref overtook is found never to have landed.
+    #[test]
+    fn before_landing_sees_every_commit_written_and_the_last_one_lands() {
+        let (dir, store) = repo();
+        let mut setup: Vec<Op<'static, Created>> =
+            vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
+        land(&store, &options(), &mut setup, &mut || T0).0[0]
+            .as_ref()
+            .unwrap();
+        let path = dir.path().join("state.git");
+        let mut moved = false;
+        let mut ops: Vec<Op<'_, Option<Claim>>> = vec![
+            Box::new(|ov, now| {
+                if !moved {
+                    moved = true;
+                    let other = Store::open(&path).unwrap();
+                    crate::finality::claim(
+                        &other,
+                        &options(),
+                        "act_a",
+                        &request("attempt-cli-000000001"),
+                        now,
+                    )
+                    .unwrap();
+                }
+                claim(ov, "act_a", &request("attempt-srv-000000001"), now).map(Some)
+            }),
+            Box::new(|ov, now| create(ov, &new_action("act_b"), now).map(|_| None)),
+        ];
+        let mut seen: Vec<(CommitId, Vec<bool>)> = Vec::new();
+        let (results, landed) = land_with(
+            &store,
+            &options(),
+            &mut ops,
+            &mut || T0,
+            &mut |commit, answers| {
+                seen.push((commit, answers.iter().map(Option::is_some).collect()))
+            },
+        );
+        drop(ops);
+        assert!(results[1].is_ok(), "{:?}", results[1]);
+        assert_eq!(landed.attempts, 2);
+        // First plan: both operations answered; second: the claim lost to the CLI's.
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].1, [true, true]);
+        assert_eq!(seen[1].1, [false, true]);
+        assert_eq!(landed.commit, Some(seen[1].0));
+        let tip = store.tip("refs/heads/main").unwrap().unwrap();
+        assert!(store.has_landed(seen[1].0, tip).unwrap());
+        assert!(!store.has_landed(seen[0].0, tip).unwrap());
     }
 
     #[test]

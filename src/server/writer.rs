@@ -17,6 +17,10 @@ use super::Clock;
 pub use super::api::stream::Event;
 use super::metrics::Metrics;
 
+/// One commit's webhook deliveries, staged, or why they could not be (with the commit).
+type StagedOr =
+    Result<super::webhooks::Staged, (crate::store::CommitId, super::webhooks::outbox::Error)>;
+
 /// A successful answer of an operation: HTTP status and JSON body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
@@ -256,9 +260,39 @@ impl Writer {
                     // A planner that panics (a bug) must not take the writer down with it: the
                     // batch did not land, and every request of it is told so.
                     let started = std::time::Instant::now();
+                    // The webhooks' deliveries of each commit, staged in their outbox before
+                    // its compare-and-swap: (the commit's staging, or why it failed; the
+                    // operation of each event).
+                    let mut staged: Option<(StagedOr, Vec<usize>)> = None;
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let (results, landed) =
-                            batch::land(&store, &options, &mut ops, &mut || clock.now());
+                        let mut before = |commit, answers: &[Option<&Answer>]| {
+                            let Some(hooks) = &webhooks else { return };
+                            if let Some((Ok(overtaken), _)) = staged.take() {
+                                hooks.discard(overtaken);
+                            }
+                            let mut owners = Vec::new();
+                            let mut told = Vec::new();
+                            for (i, answer) in answers.iter().enumerate() {
+                                for event in answer.map(|a| a.events.as_slice()).unwrap_or_default()
+                                {
+                                    owners.push(i);
+                                    told.push(event);
+                                }
+                            }
+                            if !told.is_empty() {
+                                staged = Some((
+                                    hooks.stage(commit, &told).map_err(|e| (commit, e)),
+                                    owners,
+                                ));
+                            }
+                        };
+                        let (results, landed) = batch::land_with(
+                            &store,
+                            &options,
+                            &mut ops,
+                            &mut || clock.now(),
+                            &mut before,
+                        );
                         if landed.commit.is_some() {
                             roll_up.request();
                         }
@@ -277,9 +311,9 @@ impl Writer {
                                 took.as_millis()
                             ));
                         }
-                        (results, landed.commit.is_some())
+                        (results, landed.commit)
                     }));
-                    let (mut results, committed) = landed.unwrap_or_else(|_| {
+                    let (mut results, commit) = landed.unwrap_or_else(|_| {
                         let failed = (0..txs.len())
                             .map(|_| {
                                 Err(BatchError::Unavailable {
@@ -287,13 +321,15 @@ impl Writer {
                                 })
                             })
                             .collect();
-                        (failed, false)
+                        (failed, None)
                     });
+                    let committed = commit.is_some();
                     // Only what landed is told: an operation that refused, or a batch that did
-                    // not land, emits nothing. The webhooks' deliveries are durable in their
-                    // outbox before any request of the batch is answered (they are posted in the
-                    // background). A send never blocks (the channel is a ring: a slow
-                    // subscriber lags and is dropped, `api::stream`).
+                    // not land, emits nothing. The webhooks' deliveries of the commit that
+                    // landed are confirmed (sent in the background), those of every other
+                    // commit removed, before any request of the batch is answered. A send never
+                    // blocks (the channel is a ring: a slow subscriber lags and is dropped,
+                    // `api::stream`).
                     let mut landed: Vec<(usize, Event)> = Vec::new();
                     for (i, result) in results.iter_mut().enumerate() {
                         if let Ok(answer) = result {
@@ -303,19 +339,20 @@ impl Writer {
                             }
                         }
                     }
-                    if let Some(hooks) = &webhooks
-                        && !landed.is_empty()
-                    {
-                        let told: Vec<&Event> = landed.iter().map(|(_, e)| e).collect();
-                        match hooks.enqueue(&told) {
-                            Ok(counts) => {
-                                for ((i, _), n) in landed.iter().zip(counts) {
-                                    if let Some(Ok(answer)) = results.get_mut(*i) {
+                    if let Some(hooks) = &webhooks {
+                        match staged {
+                            Some((Ok(s), owners)) if commit == Some(s.commit) => {
+                                for (i, n) in owners.into_iter().zip(hooks.confirm(s)) {
+                                    if let Some(Ok(answer)) = results.get_mut(i) {
                                         answer.webhooks_queued += n;
                                     }
                                 }
                             }
-                            Err(e) => hooks.enqueue_failed(told.len(), &e),
+                            Some((Ok(s), _)) => hooks.discard(s),
+                            Some((Err((c, e)), owners)) if commit == Some(c) => {
+                                hooks.enqueue_failed(owners.len(), &e);
+                            }
+                            Some((Err(_), _)) | None => {}
                         }
                     }
                     for (_, event) in landed {

@@ -208,6 +208,36 @@ impl Store {
         Ok(false)
     }
 
+    /// Whether `commit` is in the history of `tip` (`tip` itself or one of its ancestors), the
+    /// question "did this commit land?" asked of a commit written before a compare-and-swap
+    /// whose outcome is unknown (a kill fell in between).
+    ///
+    /// Walks back from `tip` and never below `commit`'s own parents, which cannot have `commit`
+    /// among their ancestors: when the commit landed on the tip it was planned on, the walk
+    /// costs the commits landed since, not the history. A commit absent from the repository
+    /// did not land.
+    ///
+    /// # Errors
+    /// As [`Store::parents`], for a commit of `tip`'s history that cannot be read.
+    pub fn has_landed(&self, commit: CommitId, tip: CommitId) -> Result<bool, Error> {
+        let floor: std::collections::HashSet<CommitId> = match self.parents(commit) {
+            Ok(parents) => parents.into_iter().collect(),
+            Err(Error::MissingObject { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut queue = std::collections::VecDeque::from([tip]);
+        while let Some(id) = queue.pop_front() {
+            if id == commit {
+                return Ok(true);
+            }
+            if !floor.contains(&id) && seen.insert(id) {
+                queue.extend(self.parents(id)?);
+            }
+        }
+        Ok(false)
+    }
+
     /// File-level changes from the tree of `old` (`None` = empty) to the tree of `new`, below
     /// `prefix` (`""` = everything). Only subtrees whose ids differ are read, so the cost follows
     /// the size of the change, not of the repository. Sorted by path.
@@ -355,6 +385,41 @@ mod tests {
     use super::*;
     use crate::store::test_support::*;
     use std::process::Command;
+
+    /// A commit written on a tip lands or not; `has_landed` tells which from any later tip,
+    /// for a commit planned on the tip, on an older tip, as the first commit, or never written.
+    #[test]
+    fn has_landed_tells_a_landed_commit_from_one_that_lost_its_compare_and_swap() {
+        let (_tmp, _repo, store) = new_store();
+        let c1 = publish(&store, &[("a", "1")]);
+        // Lost its race: another writer landed c2 on c1 first.
+        let lost = commit_on(&store, c1, &[("x", "lost")], "lost\n");
+        let c2 = publish(&store, &[("b", "2")]);
+        let c3 = publish(&store, &[("c", "3")]);
+        // Planned on c2, never landed, while c3 and c4 did.
+        let stale = commit_on(&store, c2, &[("y", "stale")], "stale\n");
+        let c4 = publish(&store, &[("d", "4")]);
+        let root_elsewhere = store
+            .write_commit(None, &files(&[("z", "root")]), "root\n", &sig())
+            .unwrap();
+        for (commit, want) in [
+            (c1, true),
+            (c2, true),
+            (c3, true),
+            (c4, true),
+            (lost, false),
+            (stale, false),
+            (root_elsewhere, false),
+        ] {
+            assert_eq!(store.has_landed(commit, c4).unwrap(), want, "{commit}");
+        }
+        assert!(
+            !store.has_landed(c4, c2).unwrap(),
+            "a later commit is not below"
+        );
+        let absent = CommitId::from_hex(&"1".repeat(40)).unwrap();
+        assert!(!store.has_landed(absent, c4).unwrap());
+    }
 
     /// `resolve` reads what `git rev-parse` reads (checked against git itself), peels
     /// annotated tags, and tells a ref that does not exist yet from an unknown name.

@@ -70,7 +70,7 @@ use super::writer::{Handle, Writer};
 use super::{Access, Error, ReloadError, Settings};
 use crate::finality::batch::Target;
 use crate::finality::{Observations, observations};
-use crate::store::Store;
+use crate::store::{CommitId, Store};
 
 pub mod actions;
 pub mod approvals;
@@ -146,7 +146,6 @@ impl App {
             &settings.options.target,
         );
         let git_dir = store.git_dir().to_owned();
-        drop(store);
         let seen = observations::load(&observations_file).unwrap_or_else(|e| {
             (settings.log)(&format!("sweep observations ignored: {e}"));
             Observations::new()
@@ -163,9 +162,29 @@ impl App {
                 for e in &setup.config.endpoints {
                     metrics.webhook_endpoint(&e.name);
                 }
+                // A kill between a batch's staged deliveries and its compare-and-swap: look for
+                // the commit in the ledger's history (read at most once per start).
+                let mut tip = None;
+                let mut landed = |hex: &str| -> Result<bool, String> {
+                    let commit = CommitId::from_hex(hex).map_err(|e| e.to_string())?;
+                    let tip = tip
+                        .get_or_insert_with(|| {
+                            settings
+                                .options
+                                .target
+                                .tip(&store, &settings.options.ref_name)
+                                .map_err(|e| e.to_string())
+                        })
+                        .clone()?;
+                    match tip {
+                        Some(tip) => store.has_landed(commit, tip).map_err(|e| e.to_string()),
+                        None => Ok(false),
+                    }
+                };
                 Some(crate::server::webhooks::Webhooks::start(
                     setup.clone(),
                     &dir,
+                    &mut landed,
                     metrics.clone(),
                     settings.log.clone(),
                     settings.clock.clone(),
@@ -173,6 +192,7 @@ impl App {
             }
             None => None,
         };
+        drop(store);
         let (writer, handle) = Writer::start(
             settings.repo.clone(),
             settings.options.clone(),

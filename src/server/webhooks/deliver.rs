@@ -169,6 +169,17 @@ async fn run(hooks: Arc<Webhooks>, mut stop: tokio::sync::watch::Receiver<bool>)
                 "webhooks: an outbox segment cannot be read and is kept as it is: {bad}"
             ));
         }
+        for unknown in &scan.unconfirmed {
+            (hooks.log)(&format!(
+                "webhooks: whether a staged batch's commit landed cannot be known now; its deliveries are kept unsent until a start that can tell: {unknown}"
+            ));
+        }
+        if scan.discarded > 0 {
+            (hooks.log)(&format!(
+                "webhooks: {} staged batch(es) whose commit never landed (the last run was stopped before its compare-and-swap) removed unsent",
+                scan.discarded
+            ));
+        }
         let n = scan.pending.len();
         for d in scan.pending {
             add(&mut items, &mut left, d);

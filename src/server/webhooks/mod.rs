@@ -62,11 +62,14 @@
 //!
 //! # Delivery
 //!
-//! - **Durable before the answer.** The writer ([`crate::server::writer`]) writes the
-//!   deliveries of a landed batch into the outbox ([`outbox`]: one file per batch, fsynced, by
-//!   a create-only staging link) after its commit landed and before any request of the batch is
-//!   answered. It posts nothing: delivery runs on a background task ([`deliver`]), so an endpoint
-//!   that is slow or down never holds a commit.
+//! - **Durable before the commit lands.** The writer ([`crate::server::writer`]) writes the
+//!   deliveries of a batch into the outbox ([`outbox`]: one file per batch, fsynced, by a
+//!   create-only staging link) after its commit is written and before the compare-and-swap
+//!   that lands it, then confirms them (it landed) or removes them (it did not) before any
+//!   request of the batch is answered. A kill in between is settled at the next start by
+//!   looking for the commit in the ledger's history: an event is delivered if and only if its
+//!   commit landed, even across a SIGKILL. The writer posts nothing: delivery runs on a
+//!   background task ([`deliver`]), so an endpoint that is slow or down never holds a commit.
 //! - **Retries.** A delivery succeeds on a 2xx answer. Anything else (another status, a refused
 //!   connection, a timeout, a redirect to another origin) is retried after
 //!   `initial_backoff_ms`, doubling up to `max_backoff_ms`, until `max_attempts` attempts were
@@ -76,10 +79,11 @@
 //!   `/metrics` (`action_ledger_webhook_dead_letters`) and logged: nothing is dropped silently.
 //! - **Restarts.** The outbox is drained at start. Attempts are counted per run of the
 //!   server: a restart gives each delivery still in the outbox `max_attempts` more.
-//! - **At least once.** A delivery is removed only after its 2xx; a kill between a receiver's
-//!   2xx and that removal sends it again after the restart, with the same delivery id and body.
-//!   Receivers de-duplicate by `X-DashClaw-Delivery` (or `delivery_id`). Deliveries are not
-//!   ordered: a retry can arrive after a later event.
+//! - **Exactly once, by delivery id.** A delivery is removed only after its 2xx; a kill between
+//!   a receiver's 2xx and that removal sends it again after the restart, with the same delivery
+//!   id and body. Receivers de-duplicate by `X-DashClaw-Delivery` (or `delivery_id`): each
+//!   landed event then counts once. Deliveries are not ordered: a retry can arrive after a
+//!   later event.
 //! - **Lost only with the disk.** If the outbox cannot be written (a full disk), the commit
 //!   has landed all the same: the requests are answered, and the failure is logged and counted
 //!   (`action_ledger_webhook_enqueue_failures_total`).
@@ -593,6 +597,17 @@ pub enum StartError {
     Outbox(#[from] outbox::Error),
 }
 
+/// The deliveries of one batch, staged for its commit ([`Webhooks::stage`]).
+#[derive(Debug)]
+pub struct Staged {
+    /// The commit they belong to.
+    pub commit: crate::store::CommitId,
+    /// The segment; `None` when no endpoint wants any of the events.
+    segment: Option<outbox::Staged>,
+    /// Deliveries per event, in order.
+    counts: Vec<usize>,
+}
+
 /// The outbox directory of the repository at `git_dir` for the ledger ref and target (module
 /// docs).
 pub fn outbox_dir(
@@ -617,14 +632,17 @@ impl Webhooks {
     /// # Errors
     /// [`StartError::Outbox`]: the directory cannot be created or read, or another server holds
     /// its lock.
+    /// `landed` says whether the commit of a segment a kill left staged landed
+    /// ([`outbox::Outbox::open`]).
     pub fn start(
         setup: Setup,
         dir: &Path,
+        landed: &mut outbox::Landed<'_>,
         metrics: Arc<crate::server::metrics::Metrics>,
         log: crate::server::Log,
         clock: Arc<dyn crate::server::Clock>,
     ) -> Result<Arc<Webhooks>, StartError> {
-        let outbox = outbox::Outbox::open(dir)?;
+        let outbox = outbox::Outbox::open(dir, landed)?;
         metrics.webhook_dead_letters(outbox.dead_count()?);
         let (queued, receiver) = tokio::sync::mpsc::unbounded_channel();
         Ok(Arc::new(Webhooks {
@@ -679,17 +697,19 @@ impl Webhooks {
         }
     }
 
-    /// Writes the deliveries of `events` (landed, in order) to the outbox, durably, and hands
-    /// them to the delivery task. Returns how many deliveries each event got (one per endpoint
-    /// that wants it). Called by the writer after a batch landed, before it answers.
+    /// Writes the deliveries of `events` (in order), the events of `commit` about to be landed,
+    /// to the outbox, durably; nothing is sent before [`Webhooks::confirm`]. Returns them with
+    /// how many deliveries each event got (one per endpoint that wants it). Called by the
+    /// writer before the compare-and-swap.
     ///
     /// # Errors
-    /// The outbox could not be written: nothing of these events is queued (logged and counted
-    /// by the caller).
-    pub fn enqueue(
+    /// The outbox could not be written: nothing of these events is queued; when the commit
+    /// lands all the same the caller reports it ([`Webhooks::enqueue_failed`]).
+    pub fn stage(
         &self,
+        commit: crate::store::CommitId,
         events: &[&crate::server::api::stream::Event],
-    ) -> Result<Vec<usize>, outbox::Error> {
+    ) -> Result<Staged, outbox::Error> {
         let config = self.config();
         let now = self.clock.now();
         let mut counts = Vec::with_capacity(events.len());
@@ -715,16 +735,50 @@ impl Webhooks {
             }
             counts.push(n);
         }
-        if lines.is_empty() {
-            return Ok(counts);
-        }
-        let deliveries = self.outbox.append(lines)?;
-        self.metrics.webhook_queued(deliveries.len());
-        let _ = self.queued.send(deliveries);
-        Ok(counts)
+        let segment = if lines.is_empty() {
+            None
+        } else {
+            Some(self.outbox.stage(lines, &commit.to_hex())?)
+        };
+        Ok(Staged {
+            commit,
+            segment,
+            counts,
+        })
     }
 
-    /// Counts a failed [`Webhooks::enqueue`] and logs it.
+    /// The commit of `staged` landed: its deliveries are pending and handed to the delivery
+    /// task. Returns how many deliveries each event got. A segment that cannot be renamed is
+    /// sent all the same (logged): a restart finds its commit landed and sends what was not
+    /// settled again, under the same delivery ids.
+    pub fn confirm(&self, staged: Staged) -> Vec<usize> {
+        if let Some(segment) = staged.segment {
+            if let Err(e) = self.outbox.confirm(&segment) {
+                (self.log)(&format!(
+                    "webhooks: a landed batch's deliveries stay staged in the outbox ({e}); they are sent now and settled again at the next start"
+                ));
+            }
+            let deliveries = segment.into_deliveries();
+            self.metrics.webhook_queued(deliveries.len());
+            let _ = self.queued.send(deliveries);
+        }
+        staged.counts
+    }
+
+    /// The commit of `staged` did not land: its deliveries are removed, never sent (one that
+    /// cannot be removed is removed at the next start, which finds its commit did not land).
+    pub fn discard(&self, staged: Staged) {
+        if let Some(segment) = staged.segment
+            && let Err(e) = self.outbox.discard(segment)
+        {
+            (self.log)(&format!(
+                "webhooks: the deliveries of a batch that did not land stay in the outbox until the next start ({e})"
+            ));
+        }
+    }
+
+    /// Counts the events of a landed commit whose deliveries could not be staged
+    /// ([`Webhooks::stage`]) and logs it.
     pub fn enqueue_failed(&self, events: usize, error: &outbox::Error) {
         self.metrics.webhook_enqueue_failed(events);
         (self.log)(&format!(

@@ -9,9 +9,12 @@
 //! ([`crate::live::outbox`]) writes its requests, so that a name never holds part of its bytes:
 //!
 //! - `lock`: held (`flock`, exclusive) by the one server that delivers from this outbox.
-//! - `queue/<seq>.jsonl`: the deliveries of one landed batch, one JSON object a line
-//!   (`delivery_id`, `endpoint`, `event`, `body`: the exact bytes to send). `seq` (20 digits)
-//!   grows with each batch.
+//! - `queue/<seq>.<commit>.staged`: the deliveries of one batch, written before its commit's
+//!   compare-and-swap ([`Outbox::stage`]), one JSON object a line (`delivery_id`, `endpoint`,
+//!   `event`, `body`: the exact bytes to send). `seq` (20 digits) grows with each batch;
+//!   `commit` is the hex id of the commit the deliveries belong to.
+//! - `queue/<seq>.jsonl`: the same segment once its commit landed ([`Outbox::confirm`], a
+//!   rename); a segment whose commit did not land is removed ([`Outbox::discard`]).
 //! - `queue/<seq>.<index>.sent`: the delivery on line `index` (from 0) is settled: answered 2xx,
 //!   or moved to `dead/`. Empty.
 //! - `dead/<delivery_id>.json`: a dead letter: the delivery, its attempts, its last error and
@@ -22,9 +25,13 @@
 //! # Crash rules
 //!
 //! A kill leaves a segment whole or absent (its staging file, `*.tmp`, is removed at the next
-//! start); a mark whole or absent. At start ([`Outbox::open`]) every line without a mark is
-//! pending again, except one whose dead letter exists (the kill fell between the dead letter and
-//! its mark, which is then written). A kill after a receiver's 2xx and before the mark sends the
+//! start); a mark whole or absent. A kill between a segment's staging and its confirmation
+//! leaves a commit whose fate the outbox does not know: at start ([`Outbox::open`]) the caller
+//! says whether it landed (in the ledger's history), and the segment is confirmed or removed,
+//! so an event is sent if and only if its commit landed; a segment whose commit cannot be
+//! looked up (an unreachable remote) is kept unsent until a start that can. Then every line
+//! without a mark is pending again, except one whose dead letter exists (the kill fell between
+//! the dead letter and its mark, which is then written). A kill after a receiver's 2xx and before the mark sends the
 //! delivery again: at least once, never lost. Marks left by a kill between a segment's removal
 //! and theirs are removed, and a new segment's number is above every number on disk, so a left
 //! mark never settles a new line.
@@ -100,6 +107,36 @@ pub struct Scan {
     pub pending: Vec<Delivery>,
     /// The segments that could not be read (kept on disk, named here for the log).
     pub unreadable: Vec<String>,
+    /// Staged segments whose commit could not be looked up, with why (kept unsent on disk).
+    pub unconfirmed: Vec<String>,
+    /// Staged segments removed because their commit never landed.
+    pub discarded: usize,
+}
+
+/// A segment written for a commit before its compare-and-swap ([`Outbox::stage`]): confirmed
+/// when the commit landed, discarded when it did not.
+#[derive(Debug)]
+pub struct Staged {
+    seq: u64,
+    commit: String,
+    lines: Vec<Line>,
+}
+
+impl Staged {
+    /// Its lines as pending deliveries (after [`Outbox::confirm`]).
+    pub fn into_deliveries(self) -> Vec<Delivery> {
+        let (seq, of) = (self.seq, self.lines.len() as u32);
+        self.lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, line)| Delivery {
+                seq,
+                index: i as u32,
+                of,
+                line: Arc::new(line),
+            })
+            .collect()
+    }
 }
 
 /// The outbox, open and locked.
@@ -118,30 +155,62 @@ fn mark(seq: u64, index: u32) -> String {
     format!("queue/{seq:020}.{index}.sent")
 }
 
-/// The number of a queue file name: `<seq>.jsonl` or `<seq>.<index>.sent`.
-fn parse_name(name: &str) -> Option<(u64, Option<u32>)> {
+fn staged(seq: u64, commit: &str) -> String {
+    format!("queue/{seq:020}.{commit}.staged")
+}
+
+/// A queue file, by its name.
+#[derive(Debug, PartialEq, Eq)]
+enum Name {
+    /// `<seq>.jsonl`
+    Segment(u64),
+    /// `<seq>.<index>.sent`
+    Mark(u64, u32),
+    /// `<seq>.<commit>.staged`
+    Staged(u64, String),
+}
+
+impl Name {
+    fn seq(&self) -> u64 {
+        match self {
+            Name::Segment(s) | Name::Mark(s, _) | Name::Staged(s, _) => *s,
+        }
+    }
+}
+
+fn parse_name(name: &str) -> Option<Name> {
     let (seq, rest) = name.split_once('.')?;
     if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let seq = seq.parse().ok()?;
     if rest == "jsonl" {
-        return Some((seq, None));
+        return Some(Name::Segment(seq));
+    }
+    if let Some(commit) = rest.strip_suffix(".staged") {
+        let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        return (matches!(commit.len(), 40 | 64) && commit.bytes().all(hex))
+            .then(|| Name::Staged(seq, commit.to_owned()));
     }
     let index = rest.strip_suffix(".sent")?;
     if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some((seq, Some(index.parse().ok()?)))
+    Some(Name::Mark(seq, index.parse().ok()?))
 }
 
+/// Tells [`Outbox::open`] whether the commit of a staged segment (its hex id) landed:
+/// `Err(why)` when that cannot be known now.
+pub type Landed<'a> = dyn FnMut(&str) -> Result<bool, String> + 'a;
+
 impl Outbox {
-    /// Creates (when absent) and locks the outbox at `dir`, clears what killed writers left, and
-    /// reads what is pending ([`Outbox::take_scan`]).
+    /// Creates (when absent) and locks the outbox at `dir`, clears what killed writers left,
+    /// settles each staged segment by whether its commit `landed`, and reads what is pending
+    /// ([`Outbox::take_scan`]).
     ///
     /// # Errors
     /// [`Error::Locked`] when another process holds it; [`Error::Files`], [`Error::Io`].
-    pub fn open(dir: &Path) -> Result<Outbox, Error> {
+    pub fn open(dir: &Path, landed: &mut Landed<'_>) -> Result<Outbox, Error> {
         let root = Root::open_or_create(dir, "webhook outbox")?;
         let io = |path: PathBuf| move |source| Error::Io { path, source };
         let lock_path = dir.join("lock");
@@ -166,7 +235,7 @@ impl Outbox {
             next: Mutex::new(0),
             scan: Mutex::new(None),
         };
-        let scan = outbox.scan()?;
+        let scan = outbox.scan(landed)?;
         *outbox.scan.lock().unwrap_or_else(|e| e.into_inner()) = Some(scan);
         Ok(outbox)
     }
@@ -181,41 +250,65 @@ impl Outbox {
         self.scan.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    fn scan(&self) -> Result<Scan, Error> {
+    fn scan(&self, landed: &mut Landed<'_>) -> Result<Scan, Error> {
         let listed = self
             .root
             .list_dir("queue", MAX_ENTRIES)?
             .unwrap_or_default();
         let mut segments = BTreeSet::new();
         let mut marks: BTreeMap<u64, BTreeSet<u32>> = BTreeMap::new();
+        let mut staged_segments = Vec::new();
         let mut high = None;
         for (name, kind) in &listed {
             if *kind != EntryKind::File {
                 continue;
             }
-            let Some((seq, index)) = parse_name(name) else {
+            let Some(name) = parse_name(name) else {
                 continue;
             };
-            high = high.max(Some(seq));
-            match index {
-                None => {
+            high = high.max(Some(name.seq()));
+            match name {
+                Name::Segment(seq) => {
                     segments.insert(seq);
                 }
-                Some(i) => {
+                Name::Mark(seq, i) => {
                     marks.entry(seq).or_default().insert(i);
                 }
+                Name::Staged(seq, commit) => staged_segments.push((seq, commit)),
             }
         }
         *self.next.lock().unwrap_or_else(|e| e.into_inner()) = high.map_or(0, |h| h + 1);
+        let mut scan = Scan::default();
+        // Staged segments a kill left between staging and confirmation: their commit decides.
+        let mut kept = BTreeSet::new();
+        for (seq, commit) in staged_segments {
+            let name = staged(seq, &commit);
+            match landed(&commit) {
+                Ok(true) => {
+                    self.rename(&name, &segment(seq))?;
+                    segments.insert(seq);
+                }
+                Ok(false) => {
+                    self.remove(&name)?;
+                    scan.discarded += 1;
+                }
+                Err(why) => {
+                    scan.unconfirmed.push(format!(
+                        "{}: {why}",
+                        self.root.display_path(&name).display()
+                    ));
+                    kept.insert(seq);
+                }
+            }
+        }
         // Marks of segments already removed: a kill fell between the two removals.
         for (seq, indices) in &marks {
-            if !segments.contains(seq) {
+            if !segments.contains(seq) && !kept.contains(seq) {
                 for i in indices {
                     self.remove(&mark(*seq, *i))?;
                 }
             }
         }
-        let mut scan = Scan::default();
         for seq in segments {
             let lines = match self.read_segment(seq) {
                 Ok(lines) => lines,
@@ -273,11 +366,13 @@ impl Outbox {
             .is_some())
     }
 
-    /// Writes `lines` as a new segment, durably, and returns them as pending deliveries.
+    /// Writes `lines`, the deliveries of commit `commit` (hex id), as a new staged segment,
+    /// durably, before that commit's compare-and-swap. Nothing is sent until
+    /// [`Outbox::confirm`].
     ///
     /// # Errors
-    /// [`Error::Files`]: nothing was queued.
-    pub fn append(&self, lines: Vec<Line>) -> Result<Vec<Delivery>, Error> {
+    /// [`Error::Files`]: nothing was staged.
+    pub fn stage(&self, lines: Vec<Line>, commit: &str) -> Result<Staged, Error> {
         let mut text = String::new();
         for line in &lines {
             // A struct of strings always serializes.
@@ -289,26 +384,46 @@ impl Outbox {
             let seq = *next;
             *next += 1;
             match self.root.write_create_only(
-                &segment(seq),
+                &staged(seq, commit),
                 text.as_bytes(),
                 "webhook outbox segment",
             )? {
                 Written::Created => {
-                    let of = lines.len() as u32;
-                    return Ok(lines
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, line)| Delivery {
-                            seq,
-                            index: i as u32,
-                            of,
-                            line: Arc::new(line),
-                        })
-                        .collect());
+                    return Ok(Staged {
+                        seq,
+                        commit: commit.to_owned(),
+                        lines,
+                    });
                 }
                 Written::Exists => {}
             }
         }
+    }
+
+    /// The commit of `staged` landed: its segment becomes pending (a rename, made durable by
+    /// the next fsync of the directory; a kill before that leaves it staged, and the next start
+    /// finds the commit landed).
+    ///
+    /// # Errors
+    /// [`Error::Io`]: it stays staged on disk, and is confirmed at the next start.
+    pub fn confirm(&self, staged_segment: &Staged) -> Result<(), Error> {
+        self.rename(
+            &staged(staged_segment.seq, &staged_segment.commit),
+            &segment(staged_segment.seq),
+        )
+    }
+
+    /// The commit of `staged` did not land: its segment is removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`]: it stays on disk, and the next start removes it.
+    pub fn discard(&self, staged_segment: Staged) -> Result<(), Error> {
+        self.remove(&staged(staged_segment.seq, &staged_segment.commit))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<(), Error> {
+        let (from, to) = (self.root.path().join(from), self.root.path().join(to));
+        std::fs::rename(&from, &to).map_err(|source| Error::Io { path: from, source })
     }
 
     /// Marks line `index` of segment `seq` settled.
@@ -387,8 +502,22 @@ mod tests {
         }
     }
 
+    const LANDED: &str = "1111111111111111111111111111111111111111";
+
+    /// Opens with every commit landed.
+    fn open(dir: &Path) -> Result<Outbox, Error> {
+        Outbox::open(dir, &mut |_| Ok(true))
+    }
+
+    /// Stages `lines` for a commit that lands, and confirms them.
+    fn append(outbox: &Outbox, lines: Vec<Line>) -> Result<Vec<Delivery>, Error> {
+        let staged = outbox.stage(lines, LANDED)?;
+        outbox.confirm(&staged)?;
+        Ok(staged.into_deliveries())
+    }
+
     fn pending(dir: &Path) -> Vec<(u64, u32, String)> {
-        let outbox = Outbox::open(dir).unwrap();
+        let outbox = open(dir).unwrap();
         let scan = outbox.take_scan().unwrap();
         assert!(scan.unreadable.is_empty(), "{:?}", scan.unreadable);
         scan.pending
@@ -402,13 +531,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("outbox");
         {
-            let outbox = Outbox::open(&dir).unwrap();
+            let outbox = open(&dir).unwrap();
             assert!(outbox.take_scan().unwrap().pending.is_empty());
-            let a = outbox.append(vec![line(0), line(1), line(2)]).unwrap();
-            let b = outbox.append(vec![line(3)]).unwrap();
+            let a = append(&outbox, vec![line(0), line(1), line(2)]).unwrap();
+            let b = append(&outbox, vec![line(3)]).unwrap();
             assert_eq!((a[0].seq, b[0].seq, a[2].index, a[2].of), (0, 1, 2, 3));
             // A second server cannot deliver from it.
-            assert!(matches!(Outbox::open(&dir), Err(Error::Locked(_))));
+            assert!(matches!(open(&dir), Err(Error::Locked(_))));
             outbox.mark_sent(0, 1).unwrap();
             outbox.bury(&a[2], "{}").unwrap();
             assert_eq!(outbox.dead_count().unwrap(), 1);
@@ -425,9 +554,9 @@ mod tests {
         let dir = tmp.path().join("outbox");
         let q = dir.join("queue");
         {
-            let outbox = Outbox::open(&dir).unwrap();
-            let a = outbox.append(vec![line(0), line(1)]).unwrap();
-            outbox.append(vec![line(2)]).unwrap();
+            let outbox = open(&dir).unwrap();
+            let a = append(&outbox, vec![line(0), line(1)]).unwrap();
+            append(&outbox, vec![line(2)]).unwrap();
             // Killed between a dead letter and its mark.
             outbox
                 .root
@@ -446,13 +575,13 @@ mod tests {
         .unwrap();
         // Marks of a removed segment (killed between the removals), numbered above the rest.
         std::fs::write(q.join(format!("{:020}.0.sent", 9)), b"").unwrap();
-        let outbox = Outbox::open(&dir).unwrap();
+        let outbox = open(&dir).unwrap();
         let scan = outbox.take_scan().unwrap();
         let left: Vec<_> = scan.pending.iter().map(|d| (d.seq, d.index)).collect();
         assert_eq!(left, [(1, 0)]);
         // The next segment is numbered above every number seen (the stray marks' 9), so no old
         // mark could settle one of its lines.
-        assert_eq!(outbox.append(vec![line(4)]).unwrap()[0].seq, 10);
+        assert_eq!(append(&outbox, vec![line(4)]).unwrap()[0].seq, 10);
         outbox.mark_sent(1, 0).unwrap();
         outbox.finish(1, 1).unwrap();
         drop(outbox);
@@ -471,10 +600,10 @@ mod tests {
     fn an_unreadable_segment_is_named_and_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("outbox");
-        drop(Outbox::open(&dir).unwrap());
+        drop(open(&dir).unwrap());
         let bad = dir.join("queue").join(format!("{:020}.jsonl", 0));
         std::fs::write(&bad, b"not json\n").unwrap();
-        let outbox = Outbox::open(&dir).unwrap();
+        let outbox = open(&dir).unwrap();
         let scan = outbox.take_scan().unwrap();
         assert_eq!(scan.unreadable.len(), 1, "{:?}", scan.unreadable);
         assert!(
@@ -483,6 +612,115 @@ mod tests {
             scan.unreadable
         );
         assert!(bad.exists());
-        assert_eq!(outbox.append(vec![line(0)]).unwrap()[0].seq, 1);
+        assert_eq!(append(&outbox, vec![line(0)]).unwrap()[0].seq, 1);
+    }
+
+    /// A kill between staging and confirmation: the segment of a commit that landed is sent,
+    /// that of one that did not is removed, and one whose commit cannot be looked up is kept
+    /// unsent (with its marks) until a start that can; numbering stays above all of them.
+    #[test]
+    fn a_staged_segment_is_sent_if_and_only_if_its_commit_landed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("outbox");
+        let (won, lost, unknown) = ("a".repeat(40), "b".repeat(40), "c".repeat(64));
+        {
+            let outbox = open(&dir).unwrap();
+            append(&outbox, vec![line(0)]).unwrap();
+            outbox.stage(vec![line(1), line(2)], &won).unwrap();
+            outbox.stage(vec![line(3)], &lost).unwrap();
+            let kept = outbox.stage(vec![line(4), line(5)], &unknown).unwrap();
+            // A discarded segment leaves nothing.
+            let gone = outbox.stage(vec![line(6)], &lost).unwrap();
+            outbox.discard(gone).unwrap();
+            // Its first line was settled before a confirmation that a kill lost.
+            outbox.mark_sent(kept.seq, 0).unwrap();
+        }
+        let mut asked = Vec::new();
+        let outbox = Outbox::open(&dir, &mut |c: &str| {
+            asked.push(c.to_owned());
+            match c.as_bytes()[0] {
+                b'a' => Ok(true),
+                b'b' => Ok(false),
+                _ => Err("the remote cannot be reached".into()),
+            }
+        })
+        .unwrap();
+        asked.sort();
+        assert_eq!(asked, [won.clone(), lost.clone(), unknown.clone()]);
+        let scan = outbox.take_scan().unwrap();
+        let left: Vec<_> = scan
+            .pending
+            .iter()
+            .map(|d| (d.seq, d.index, d.line.delivery_id.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (0, 0, "wd_00000000"),
+                (1, 0, "wd_00000001"),
+                (1, 1, "wd_00000002")
+            ]
+        );
+        assert_eq!(scan.discarded, 1);
+        assert_eq!(scan.unconfirmed.len(), 1, "{:?}", scan.unconfirmed);
+        assert!(
+            scan.unconfirmed[0].contains("cannot be reached"),
+            "{:?}",
+            scan.unconfirmed
+        );
+        // The discarded segments' numbers are free again; none of them left a mark.
+        assert_eq!(append(&outbox, vec![line(7)]).unwrap()[0].seq, 4);
+        drop(outbox);
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("queue"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                format!("{:020}.jsonl", 0),
+                format!("{:020}.jsonl", 1),
+                format!("{:020}.0.sent", 3),
+                format!("{:020}.{unknown}.staged", 3),
+                format!("{:020}.jsonl", 4),
+            ]
+        );
+        // Once the commit can be looked up and landed, the unsent rest of it is pending.
+        let outbox = Outbox::open(&dir, &mut |_| Ok(true)).unwrap();
+        let left: Vec<_> = outbox
+            .take_scan()
+            .unwrap()
+            .pending
+            .iter()
+            .map(|d| (d.seq, d.index))
+            .collect();
+        assert_eq!(left, [(0, 0), (1, 0), (1, 1), (3, 1), (4, 0)]);
+    }
+
+    #[test]
+    fn queue_names_parse_and_nothing_else_does() {
+        let seq = format!("{:020}", 42);
+        let sha1 = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(parse_name(&format!("{seq}.jsonl")), Some(Name::Segment(42)));
+        assert_eq!(
+            parse_name(&format!("{seq}.7.sent")),
+            Some(Name::Mark(42, 7))
+        );
+        assert_eq!(
+            parse_name(&format!("{seq}.{sha1}.staged")),
+            Some(Name::Staged(42, sha1.into()))
+        );
+        for bad in [
+            format!("{seq}.{}.staged", &sha1[..39]),
+            format!("{seq}.{}.staged", sha1.to_uppercase()),
+            format!("{seq}.x.sent"),
+            format!("{seq}..sent"),
+            format!("{seq}.jsonl.123.abc.tmp"),
+            "42.jsonl".into(),
+            format!("{seq}.json"),
+        ] {
+            assert_eq!(parse_name(&bad), None, "{bad}");
+        }
     }
 }

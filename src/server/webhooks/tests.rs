@@ -436,7 +436,14 @@ fn outbox_files(repo: &Path, sub: &str) -> Vec<PathBuf> {
         if d.file_name().to_string_lossy().starts_with("webhooks-")
             && let Ok(files) = std::fs::read_dir(d.path().join(sub))
         {
-            out.extend(files.flatten().map(|f| f.path()));
+            // A create-only write stages its bytes under `*.tmp` in the same directory: only
+            // final names count, as the outbox itself counts them.
+            out.extend(
+                files
+                    .flatten()
+                    .map(|f| f.path())
+                    .filter(|p| p.extension().is_none_or(|e| e != "tmp")),
+            );
         }
     }
     out
@@ -646,4 +653,91 @@ async fn events_reach_the_webhooks_signed_retried_buried_and_drained_after_a_res
     for r in [all, flaky, back] {
         r.task.abort();
     }
+}
+
+/// A kill between a batch's staged deliveries and the compare-and-swap of its commit, both
+/// ways: at the next start the segment of the commit that landed is sent (under its delivery
+/// id, once) and that of a commit planned on the same tip that never landed is removed unsent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_before_the_compare_and_swap_sends_an_event_if_and_only_if_its_commit_landed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("state.git");
+    let clock = Arc::new(AtomicI64::new(T0));
+    // First run: the receiver never answers 2xx, so the creation's delivery stays queued.
+    let down = receiver(usize::MAX).await;
+    let s = start(
+        &repo,
+        clock.clone(),
+        config(vec![endpoint("ops", &down.url, Wants::All)], 1000),
+    );
+    let (status, body) = s
+        .call("POST", "/api/actions", BOT, &create("landed", "build"))
+        .await;
+    assert_eq!(status, 201, "{body:?}");
+    until("a first attempt", || !down.got.lock().unwrap().is_empty()).await;
+    s.stop().await;
+    down.task.abort();
+    let first = down.got.lock().unwrap()[0].clone();
+    let queued = outbox_files(&repo, "queue");
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let name = queued[0].file_name().unwrap().to_str().unwrap().to_owned();
+    let seq: u64 = name.strip_suffix(".jsonl").unwrap().parse().unwrap();
+
+    // As a kill leaves them: the landed commit's segment still staged, and the segment of a
+    // commit written on the same tip whose compare-and-swap never happened.
+    let store = crate::store::Store::open(&repo).unwrap();
+    let sig = crate::store::Signature {
+        name: "t".into(),
+        email: "t@invalid".into(),
+        time_seconds: T0 / 1000,
+    };
+    let ref_name = crate::finality::Options::new(sig.clone()).ref_name;
+    let tip = store.tip(&ref_name).unwrap().unwrap();
+    let lost = store
+        .write_commit(
+            Some(tip),
+            &[("lost".to_owned(), b"x".to_vec())],
+            "lost\n",
+            &sig,
+        )
+        .unwrap();
+    let queue = queued[0].parent().unwrap();
+    std::fs::rename(&queued[0], queue.join(format!("{seq:020}.{tip}.staged"))).unwrap();
+    let line = outbox::Line {
+        delivery_id: "wd_never-landed".into(),
+        endpoint: "ops".into(),
+        event: "action.created".into(),
+        body: "{}".into(),
+    };
+    std::fs::write(
+        queue.join(format!("{:020}.{lost}.staged", seq + 1)),
+        format!("{}\n", serde_json::to_string(&line).unwrap()),
+    )
+    .unwrap();
+    drop(store);
+
+    let up = receiver(0).await;
+    let s = start(
+        &repo,
+        clock.clone(),
+        config(vec![endpoint("ops", &up.url, Wants::All)], 1000),
+    );
+    until("the outbox emptied", || {
+        outbox_files(&repo, "queue").is_empty()
+    })
+    .await;
+    let logged = s.stop().await;
+    up.task.abort();
+    let got = up.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (&got[0].delivery, &got[0].body),
+        (&first.delivery, &first.body)
+    );
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("1 staged batch(es) whose commit never landed")),
+        "{logged:?}"
+    );
 }
