@@ -18,28 +18,36 @@
 #       keeps its sightings of them, two hours back on its clock, in the repository's sightings
 #       file, which the sweepers read: they time the actions from there, as a sweeper on the
 #       machine that created them does;
+#       the listing of the pending approvals among every closed action (LISTED of them, created
+#       through a `serve` whose policy asks for approval; page of 50, newest first), over HTTP
+#       (GET /api/actions?status=pending_approval, the SDK's get_pending_approvals) and with
+#       the CLI (`action list --status pending_approval`), each with the total it answered;
 #       `action show` of the oldest action; `verify` of the whole repository beside `git
 #       cat-file --batch` of every blob in it (the ratio verify / cat-file);
 #   - PostgreSQL's row-lock claim (the cycle of scripts/bench-serve.sh through pgbench, with an
 #     index on the pending outcomes) in rounds of the same size up to the same table size
 #     ("mode":"postgresql row lock": ops/s, cycle p50/p99, claim average, table bytes and bytes
 #     per action), then its sweep with nothing stale and with STALE stale rows
-#     ("mode":"postgresql sweep"), when a PostgreSQL server can be started here; else one SKIP
-#     line.
+#     ("mode":"postgresql sweep"), and its listing of LISTED pending approvals (a partial index
+#     on them by creation time; "mode":"postgresql list"), when a PostgreSQL server can be
+#     started here; else one SKIP line.
 # Everything listens on 127.0.0.1 (PostgreSQL on a Unix socket) and lives in one temporary
 # directory ($TMPDIR; a 1M-action repository may take tens of GB), removed on exit with its
 # processes. The default run (1,000,000 actions) takes hours. HTTP times are curl's (request
 # to the whole answer); CLI times are the whole process, start included.
 #
 # Usage: scripts/bench-serve-scale.sh [--actions N] [--round N] [--clients N] [--stale N]
-#                                     [--repeat N] [--bin PATH] [--keep-repo DIR] [--no-postgres]
+#                                     [--repeat N] [--listed N] [--bin PATH] [--keep-repo DIR]
+#                                     [--no-postgres]
 #   or the same through the environment: ACTIONS=1000000 ROUND=20000 CLIENTS=64 STALE=1000
-#   REPEAT=3 BIN=path/to/action-ledger KEEP_REPO=dir NO_POSTGRES=1 scripts/bench-serve-scale.sh
+#   REPEAT=3 LISTED=100 BIN=path/to/action-ledger KEEP_REPO=dir NO_POSTGRES=1
+#   scripts/bench-serve-scale.sh
 #   --actions  actions in the history at the end (default 1,000,000)
 #   --round    actions per round (default 20,000; rounded up to a multiple of the clients)
 #   --clients  concurrent clients (default 64)
 #   --stale    stale actions of each stale sweep (default 1,000)
 #   --repeat   runs of each repeatable timing (default 3)
+#   --listed   pending approvals among the closed actions for the listing (default 100)
 #   --bin      the action-ledger binary to measure (default: build this checkout, release)
 #   --keep-repo  move the final repository to DIR (which must not exist) instead of removing it,
 #              to profile or time it further
@@ -52,6 +60,7 @@ round=${ROUND:-20000}
 clients=${CLIENTS:-64}
 stale=${STALE:-1000}
 repeat=${REPEAT:-3}
+listed=${LISTED:-100}
 bin=${BIN:-}
 no_postgres=${NO_POSTGRES:-}
 keep_repo=${KEEP_REPO:-}
@@ -63,6 +72,7 @@ while [ $# -gt 0 ]; do
     --clients) clients=${2:?}; shift 2 ;;
     --stale) stale=${2:?}; shift 2 ;;
     --repeat) repeat=${2:?}; shift 2 ;;
+    --listed) listed=${2:?}; shift 2 ;;
     --bin) bin=${2:?}; shift 2 ;;
     --keep-repo) keep_repo=${2:?}; shift 2 ;;
     --no-postgres) no_postgres=1; shift ;;
@@ -70,7 +80,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench-serve-scale: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in actions round clients stale repeat; do
+for v in actions round clients stale repeat listed; do
   case ${!v} in
     ''|*[!0-9]*|0*) echo "bench-serve-scale: --$v must be a positive integer, got '${!v}'" >&2; exit 2 ;;
   esac
@@ -136,11 +146,12 @@ printf 'bench %s\n' "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$work/ke
 repo=$work/state.git
 url=
 
-start_server() { # [ACTION_LEDGER_NOW]: starts serve on $repo, sets server_pid and url
+start_server() { # [ACTION_LEDGER_NOW [ARGS...]]: starts serve on $repo, sets server_pid and url
   local now=${1:-}
+  shift || true
   : >"$work/out"
   ACTION_LEDGER_NOW=$now ACTION_LEDGER_CRON_SECRET=$cron "$bin" serve --repo "$repo" \
-    --listen 127.0.0.1:0 --api-keys "$work/keys" --sweep-every 0 --json \
+    --listen 127.0.0.1:0 --api-keys "$work/keys" --sweep-every 0 --json "$@" \
     >"$work/out" 2>"$work/err" &
   server_pid=$!
   for _ in $(seq 600); do
@@ -279,6 +290,28 @@ ms=$(repeat=1 time_cmd "sweep" "$bin" sweep --repo "$repo" --json)
 summary=$(grep '"type":"sweep"' "$work/cmd.out" | tail -1 || true)
 echo "{\"mode\":\"sweep\",\"via\":\"cli\",\"actions\":$total,\"stale\":$stale,\"runs\":1,\"ms\":$ms,\"summary\":${summary:-null}}"
 
+# The pending approvals among every closed action: created through a serve whose policy asks
+# for approval of the load's action type, then listed over HTTP and with the CLI.
+echo '{"default":"allow","rules":[{"id":"bench-approvals","action_type":"build","verdict":"require_approval"}]}' \
+  >"$work/approvals.json"
+for c in 4 2 1; do [ $(( listed % c )) -eq 0 ] && break; done
+start_server "" --policy "$work/approvals.json"
+in_bg "$work/load.out" "$work/load.err" "$load" "$url" "$key" "$c" $(( listed / c )) pending
+[ "$(json_num actions "$(cat "$work/load.out")")" = "$listed" ] \
+  || { echo "bench-serve-scale: creating $listed pending approvals failed: $(cat "$work/load.out")" >&2; exit 2; }
+total=$(( total + listed ))
+: >"$work/times"
+for _ in $(seq "$repeat"); do
+  s=$(curl -sS --max-time 600 -o "$work/list.json" -w '%{time_total} %{http_code}' -H "x-api-key: $key" \
+    "$url/api/actions?status=pending_approval&limit=50") || { echo "bench-serve-scale: the listing failed" >&2; exit 2; }
+  [ "${s#* }" = 200 ] || { echo "bench-serve-scale: the listing answered ${s#* }" >&2; exit 2; }
+  awk -v s="${s%% *}" 'BEGIN {printf "%.1f\n", s * 1000}' >>"$work/times"
+done
+echo "{\"mode\":\"list pending approvals\",\"via\":\"http\",\"actions\":$total,\"pending_approvals\":$listed,\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times"),\"total\":$(json_num total "$(tr -d '\n' <"$work/list.json")")}"
+stop_server
+ms=$(time_cmd "action list" "$bin" action list --repo "$repo" --status pending_approval --limit 50 --json)
+echo "{\"mode\":\"list pending approvals\",\"via\":\"cli\",\"actions\":$total,\"pending_approvals\":$listed,\"runs\":$repeat,\"ms\":$ms,\"total\":$(json_num total "$(tr -d '\n' <"$work/cmd.out")")}"
+
 # One point lookup, then the whole repository against git's own reading of its blobs.
 ms=$(time_cmd "action show" "$bin" action show --repo "$repo" --json "$first_action")
 echo "{\"mode\":\"action show\",\"actions\":$total,\"action_id\":\"$first_action\",\"runs\":$repeat,\"ms\":$ms}"
@@ -355,3 +388,15 @@ psql_ -c "INSERT INTO action_records (action_id, agent_id, created_by, act_conte
   SELECT 'stale_' || i, 'bench-agent', 'bench', 'sha256:x', 'running', 1, now() - interval '2 hours' FROM generate_series(1, $stale) i"
 out=$(pg_sweep); ms=${out%% *}; swept=${out#* }
 echo "{\"mode\":\"postgresql sweep\",\"actions\":$(( pg_total + stale )),\"stale\":$stale,\"runs\":1,\"ms\":{\"min\":$ms,\"median\":$ms,\"max\":$ms},\"swept\":${swept:-null}}"
+# Its listing of the pending approvals: the newest page of 50, by a partial index.
+psql_ -c "CREATE INDEX action_records_pending_approval ON action_records (created_at) WHERE status = 'pending_approval';
+  INSERT INTO action_records (action_id, agent_id, created_by, act_content_hash, status, execution_protocol)
+  SELECT 'approval_' || i, 'bench-agent', 'bench', 'sha256:x', 'pending_approval', 1 FROM generate_series(1, $listed) i" >/dev/null
+pg_list() { # prints the statement's time in ms (psql's \timing)
+  runuser -u postgres -- psql -h "$pg" -U postgres -X -v ON_ERROR_STOP=1 -At -c '\timing on' \
+    -c "SELECT * FROM action_records WHERE status = 'pending_approval' ORDER BY created_at DESC LIMIT 50" \
+    | awk '/^Time: / {t = $2} END {print t}'
+}
+: >"$work/times"
+for _ in $(seq "$repeat"); do pg_list >>"$work/times"; done
+echo "{\"mode\":\"postgresql list\",\"actions\":$(( pg_total + stale + listed )),\"pending_approvals\":$listed,\"runs\":$repeat,\"ms\":$(stats_ms <"$work/times")}"
