@@ -17,10 +17,6 @@ use super::Clock;
 pub use super::api::stream::Event;
 use super::metrics::Metrics;
 
-/// One commit's webhook deliveries, staged, or why they could not be (with the commit).
-type StagedOr =
-    Result<super::webhooks::Staged, (crate::store::CommitId, super::webhooks::outbox::Error)>;
-
 /// A successful answer of an operation: HTTP status and JSON body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer {
@@ -261,29 +257,18 @@ impl Writer {
                     // batch did not land, and every request of it is told so.
                     let started = std::time::Instant::now();
                     // The webhooks' deliveries of each commit, staged in their outbox before
-                    // its compare-and-swap: (the commit's staging, or why it failed; the
-                    // operation of each event).
-                    let mut staged: Option<(StagedOr, Vec<usize>)> = None;
+                    // its compare-and-swap.
+                    let mut staging = webhooks.as_deref().map(super::webhooks::Webhooks::staging);
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let mut before = |commit, answers: &[Option<&Answer>]| {
-                            let Some(hooks) = &webhooks else { return };
-                            if let Some((Ok(overtaken), _)) = staged.take() {
-                                hooks.discard(overtaken);
-                            }
-                            let mut owners = Vec::new();
-                            let mut told = Vec::new();
-                            for (i, answer) in answers.iter().enumerate() {
-                                for event in answer.map(|a| a.events.as_slice()).unwrap_or_default()
-                                {
-                                    owners.push(i);
-                                    told.push(event);
-                                }
-                            }
-                            if !told.is_empty() {
-                                staged = Some((
-                                    hooks.stage(commit, &told).map_err(|e| (commit, e)),
-                                    owners,
-                                ));
+                            if let Some(staging) = &mut staging {
+                                staging.before_landing(
+                                    commit,
+                                    answers.iter().enumerate().flat_map(|(i, a)| {
+                                        a.iter()
+                                            .flat_map(move |a| a.events.iter().map(move |e| (i, e)))
+                                    }),
+                                );
                             }
                         };
                         let (results, landed) = batch::land_with(
@@ -339,20 +324,11 @@ impl Writer {
                             }
                         }
                     }
-                    if let Some(hooks) = &webhooks {
-                        match staged {
-                            Some((Ok(s), owners)) if commit == Some(s.commit) => {
-                                for (i, n) in owners.into_iter().zip(hooks.confirm(s)) {
-                                    if let Some(Ok(answer)) = results.get_mut(i) {
-                                        answer.webhooks_queued += n;
-                                    }
-                                }
+                    if let Some(staging) = staging {
+                        for (i, n) in staging.after_landing(commit) {
+                            if let Some(Ok(answer)) = results.get_mut(i) {
+                                answer.webhooks_queued += n;
                             }
-                            Some((Ok(s), _)) => hooks.discard(s),
-                            Some((Err((c, e)), owners)) if commit == Some(c) => {
-                                hooks.enqueue_failed(owners.len(), &e);
-                            }
-                            Some((Err(_), _)) | None => {}
                         }
                     }
                     for (_, event) in landed {

@@ -600,12 +600,78 @@ pub enum StartError {
 /// The deliveries of one batch, staged for its commit ([`Webhooks::stage`]).
 #[derive(Debug)]
 pub struct Staged {
-    /// The commit they belong to.
-    pub commit: crate::store::CommitId,
     /// The segment; `None` when no endpoint wants any of the events.
     segment: Option<outbox::Staged>,
     /// Deliveries per event, in order.
     counts: Vec<usize>,
+}
+
+/// The webhook side of one batch of the writer: stages each commit's deliveries before its
+/// compare-and-swap ([`Staging::before_landing`]), then confirms those of the commit that
+/// landed and discards the others ([`Staging::after_landing`]).
+pub struct Staging<'a> {
+    hooks: &'a Webhooks,
+    /// The last commit's staging.
+    last: Option<Last>,
+}
+
+/// The deliveries staged for the last commit of a batch.
+struct Last {
+    commit: crate::store::CommitId,
+    /// The staged segment, or why it could not be written.
+    staged: Result<Staged, outbox::Error>,
+    /// The operation (index in the batch) of each event.
+    owners: Vec<usize>,
+}
+
+impl Staging<'_> {
+    /// `commit` is about to be landed with `events` (each with its operation's index in the
+    /// batch): stages their deliveries, and discards those of an earlier commit of the batch
+    /// (a moved ref overtook it).
+    pub fn before_landing<'e>(
+        &mut self,
+        commit: crate::store::CommitId,
+        events: impl Iterator<Item = (usize, &'e crate::server::api::stream::Event)>,
+    ) {
+        if let Some(Last {
+            staged: Ok(overtaken),
+            ..
+        }) = self.last.take()
+        {
+            self.hooks.discard(overtaken);
+        }
+        let (owners, told): (Vec<usize>, Vec<_>) = events.unzip();
+        if !told.is_empty() {
+            self.last = Some(Last {
+                commit,
+                staged: self.hooks.stage(commit, &told),
+                owners,
+            });
+        }
+    }
+
+    /// The batch ended with `landed` (the commit that landed, if any): the deliveries staged
+    /// for it are sent, any other removed. Returns `(operation index, deliveries queued)` for
+    /// each event sent.
+    pub fn after_landing(self, landed: Option<crate::store::CommitId>) -> Vec<(usize, usize)> {
+        let Some(last) = self.last else {
+            return Vec::new();
+        };
+        match last.staged {
+            Ok(s) if landed == Some(last.commit) => {
+                last.owners.into_iter().zip(self.hooks.confirm(s)).collect()
+            }
+            Ok(s) => {
+                self.hooks.discard(s);
+                Vec::new()
+            }
+            Err(e) if landed == Some(last.commit) => {
+                self.hooks.enqueue_failed(last.owners.len(), &e);
+                Vec::new()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 /// The outbox directory of the repository at `git_dir` for the ledger ref and target (module
@@ -697,6 +763,14 @@ impl Webhooks {
         }
     }
 
+    /// The staging of one batch's deliveries (the writer's, [`Staging`]).
+    pub fn staging(&self) -> Staging<'_> {
+        Staging {
+            hooks: self,
+            last: None,
+        }
+    }
+
     /// Writes the deliveries of `events` (in order), the events of `commit` about to be landed,
     /// to the outbox, durably; nothing is sent before [`Webhooks::confirm`]. Returns them with
     /// how many deliveries each event got (one per endpoint that wants it). Called by the
@@ -740,11 +814,7 @@ impl Webhooks {
         } else {
             Some(self.outbox.stage(lines, &commit.to_hex())?)
         };
-        Ok(Staged {
-            commit,
-            segment,
-            counts,
-        })
+        Ok(Staged { segment, counts })
     }
 
     /// The commit of `staged` landed: its deliveries are pending and handed to the delivery
