@@ -459,8 +459,9 @@ pub(super) enum Command {
     /// route template, status, duration_ms, principal, x-request-id; never a key, body or query
     /// string); --quiet drops it with the other diagnostics. --webhooks FILE also POSTs each
     /// event of the stream, signed as DashClaw signs webhooks, to the endpoints the file lists,
-    /// from a durable outbox (written before the request is answered, drained at start;
-    /// at-least-once, de-duplicated by X-DashClaw-Delivery); SIGHUP reads that file again too.
+    /// from a durable outbox (written before the batch's commit lands, drained at start; every
+    /// landed event once after de-duplication by X-DashClaw-Delivery, across a SIGKILL too);
+    /// SIGHUP reads that file again too.
     /// A batch of records lands as one pack: run `git gc` on the repository now and
     /// then.
     Serve(ServeArgs),

@@ -31,10 +31,10 @@
 //! so an event is sent if and only if its commit landed; a segment whose commit cannot be
 //! looked up (an unreachable remote) is kept unsent until a start that can. Then every line
 //! without a mark is pending again, except one whose dead letter exists (the kill fell between
-//! the dead letter and its mark, which is then written). A kill after a receiver's 2xx and before the mark sends the
-//! delivery again: at least once, never lost. Marks left by a kill between a segment's removal
-//! and theirs are removed, and a new segment's number is above every number on disk, so a left
-//! mark never settles a new line.
+//! the dead letter and its mark, which is then written). A kill after a receiver's 2xx and
+//! before the mark sends the delivery again: at least once, never lost. Marks left by a kill
+//! between a segment's removal and theirs are removed, and a new segment's number is above
+//! every number on disk, so a left mark never settles a new line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
