@@ -241,6 +241,9 @@ pub enum Error {
     /// The webhooks' outbox could not be opened.
     #[error(transparent)]
     Webhooks(#[from] webhooks::StartError),
+    /// The event stream's run id (random) could not be made.
+    #[error("cannot make the event stream's run id: {0}")]
+    Random(crate::random::Unavailable),
 }
 
 /// Whether `addr` is a loopback address (the only place `--insecure-no-auth` is accepted).

@@ -182,7 +182,7 @@ impl Writer {
         linger: std::time::Duration,
         log: super::Log,
         metrics: Arc<Metrics>,
-        events: tokio::sync::broadcast::Sender<Arc<Event>>,
+        events: Arc<super::api::stream::Feed>,
         webhooks: Option<Arc<super::webhooks::Webhooks>>,
     ) -> std::io::Result<(Writer, Handle)> {
         let (tx, rx) = mpsc::channel::<Job>();
@@ -332,7 +332,7 @@ impl Writer {
                         }
                     }
                     for (_, event) in landed {
-                        let _ = events.send(Arc::new(event));
+                        events.send(event);
                     }
                     // Requests that did not land are answered 503 with the reason; the
                     // operator reads the cause (a full disk, an I/O error) in the log.
@@ -399,7 +399,7 @@ mod tests {
             std::time::Duration::ZERO,
             Arc::new(move |line: &str| logged.lock().unwrap().push(line.to_owned())),
             Arc::new(Metrics::new()),
-            tokio::sync::broadcast::channel(4).0,
+            Arc::new(crate::server::api::stream::Feed::new("test".into())),
             None,
         )
         .unwrap();

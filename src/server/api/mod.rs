@@ -116,7 +116,7 @@ pub struct App {
     /// ([`crate::server::dashboard`]).
     pub(crate) dashboard: crate::server::dashboard::Dashboard,
     /// The landed changes, fed by the writer, read by `GET /api/stream` ([`stream`]).
-    events: tokio::sync::broadcast::Sender<Arc<stream::Event>>,
+    events: Arc<stream::Feed>,
     /// One permit per open stream ([`Settings::max_streams`]).
     streams: Arc<tokio::sync::Semaphore>,
     /// Set to `true` by [`App::stop`]: the open streams end.
@@ -151,7 +151,8 @@ impl App {
             Observations::new()
         });
         let metrics = Arc::new(Metrics::new());
-        let events = stream::channel();
+        let run = crate::random::bytes::<4>().map_err(Error::Random)?;
+        let events = Arc::new(stream::Feed::new(hex::encode(run)));
         let webhooks = match &settings.webhooks {
             Some(setup) => {
                 let dir = crate::server::webhooks::outbox_dir(

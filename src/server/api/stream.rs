@@ -3,11 +3,12 @@
 //!
 //! # Events
 //!
-//! Each event is `event: NAME` and one `data: JSON` line, then a blank line:
+//! Each event is `event: NAME` and one `data: JSON` line, then a blank line; an action's
+//! event is preceded by `id: CURSOR`, its place in this server's feed ([`Feed`]):
 //!
 //! | Event | When | `data` |
 //! |---|---|---|
-//! | `connected` | first, once subscribed | `{"status":"ok","orgId":PRINCIPAL,"backend":"memory","realtimeStatus":"healthy","replayed":0,"lastEventId":null,"replayError":null}` |
+//! | `connected` | first, once subscribed | `{"status":"ok","orgId":PRINCIPAL,"backend":"memory","realtimeStatus":"healthy","replayed":N,"lastEventId":CURSOR\|null,"replayError":TEXT\|null}` |
 //! | `action.created` | an action was created (also pending approval, or blocked) | the action row, as `GET /api/actions/{id}` answers it under `action` |
 //! | `action.updated` | an approval, a denial (`status: "failed"`, the reasoning as `error_message`), an expiry (`status: "expired"`) or a sweep's close | the action row |
 //! | `stream.lagged` | the subscriber fell too far behind; the stream then ends | `{"error":…,"missed":N}` |
@@ -48,8 +49,19 @@
 //!   the stream).
 //! - Claims, outcome reports and legacy closes are not streamed yet, nor DashClaw's other
 //!   families (messages, goals, loops, guard decisions): this server has no such records.
-//! - No replay: `Last-Event-ID` is ignored and no `id:` lines are sent (DashClaw replays from
-//!   its event store; this server keeps none).
+//!
+//! # Replay
+//!
+//! A client that reconnects with the last cursor it read (the `Last-Event-ID` header, which
+//! browsers' `EventSource` sends by itself, or DashClaw's `?lastEventId=` query) first gets
+//! the events after it that it may read, then the live ones, none twice and none skipped
+//! (the subscription and the replay are taken under one lock, [`Feed::subscribe`]); the
+//! `connected` event says how many were replayed. The feed keeps the last [`CHANNEL`] events
+//! of this run, in memory: a cursor of an earlier run (the server restarted), one older than
+//! what is kept, or one that is not a cursor replays what can be replayed and says why the
+//! rest cannot in `replayError`; the client then reads the actions it cares about again.
+//! DashClaw replays at most 200 events from its event store; this server replays up to
+//! [`CHANNEL`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -121,9 +133,105 @@ impl Event {
     }
 }
 
-/// The channel the writer feeds and the streams read.
-pub(crate) fn channel() -> broadcast::Sender<Arc<Event>> {
-    broadcast::channel(CHANNEL).0
+/// An event as the feed keeps it: with its number in this run.
+#[derive(Debug)]
+pub struct Told {
+    /// Its number in this run (from 1).
+    pub seq: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// The events of this run: the writer sends each landed event once ([`Feed::send`]); each
+/// stream subscribes, replaying what it missed ([`Feed::subscribe`]).
+pub struct Feed {
+    live: broadcast::Sender<Arc<Told>>,
+    /// The last [`CHANNEL`] events, oldest first, and the next number.
+    kept: std::sync::Mutex<(std::collections::VecDeque<Arc<Told>>, u64)>,
+    /// Random, per run: a cursor of another run is known not to be this one's.
+    run: String,
+}
+
+/// The most characters of a client's `Last-Event-ID` echoed back in `connected`.
+const MAX_CURSOR_ECHO: usize = 100;
+
+/// What a subscription replays.
+pub struct Replay {
+    /// The events after the client's cursor (all that are kept, when it is unknown).
+    pub events: Vec<Arc<Told>>,
+    /// Why the replay may miss events, for `replayError`.
+    pub error: Option<String>,
+}
+
+impl Feed {
+    /// A feed for one run of the server; `run` tells its cursors from another run's.
+    pub fn new(run: String) -> Feed {
+        Feed {
+            live: broadcast::channel(CHANNEL).0,
+            kept: std::sync::Mutex::new((std::collections::VecDeque::with_capacity(CHANNEL), 1)),
+            run,
+        }
+    }
+
+    /// Numbers `event`, keeps it for replay and tells the live subscribers. Never blocks on a
+    /// subscriber.
+    pub fn send(&self, event: Event) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let told = Arc::new(Told { seq: kept.1, event });
+        kept.1 += 1;
+        if kept.0.len() == CHANNEL {
+            kept.0.pop_front();
+        }
+        kept.0.push_back(told.clone());
+        // Under the lock, so that a subscription sees each event once: kept or live.
+        let _ = self.live.send(told);
+    }
+
+    /// The cursor of event `seq`: `<run>-<seq>`.
+    pub fn cursor(&self, seq: u64) -> String {
+        format!("{}-{seq}", self.run)
+    }
+
+    /// Subscribes to the live events, and takes the kept events after `last` (a client's
+    /// `Last-Event-ID`; none for a new client, which replays nothing).
+    pub fn subscribe(&self, last: Option<&str>) -> (broadcast::Receiver<Arc<Told>>, Replay) {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let rx = self.live.subscribe();
+        let Some(last) = last else {
+            return (
+                rx,
+                Replay {
+                    events: Vec::new(),
+                    error: None,
+                },
+            );
+        };
+        let oldest = kept.0.front().map_or(kept.1, |t| t.seq);
+        let after = match last
+            .strip_prefix(self.run.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|n| *n < kept.1)
+        {
+            Some(n) if n + 1 >= oldest => Ok(n),
+            Some(_) => Err(format!(
+                "events after this cursor were dropped: this server keeps the last {CHANNEL}; read the actions again"
+            )),
+            None => Err(
+                "unknown cursor (from another run of the server, or not one of its cursors); read the actions again"
+                    .to_owned(),
+            ),
+        };
+        let from = *after.as_ref().unwrap_or(&0);
+        let events = kept.0.iter().filter(|t| t.seq > from).cloned().collect();
+        (
+            rx,
+            Replay {
+                events,
+                error: after.err(),
+            },
+        )
+    }
 }
 
 /// The size of the comment sent after each event: the Python SDK reads the stream in blocks of
@@ -141,6 +249,27 @@ fn sse(name: &str, data: &Value) -> SseEvent {
     SseEvent::default()
         .event(name)
         .data(crate::canonical::to_canonical_unchecked(data))
+}
+
+/// An action's event, with its cursor.
+fn sse_told(feed: &Feed, told: &Told) -> SseEvent {
+    sse(told.event.name, &told.event.data).id(feed.cursor(told.seq))
+}
+
+/// The client's cursor: the `Last-Event-ID` header, else DashClaw's `lastEventId` query
+/// parameter; an empty one is none.
+fn last_event_id(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| {
+            url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+                .find(|(k, _)| k == "lastEventId")
+                .map(|(_, v)| v.into_owned())
+        })
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// Whether a stream opened by `caller` with the key `presented` may still be sent events: the
@@ -161,6 +290,7 @@ pub(super) async fn stream(
     State(app): State<Arc<App>>,
     caller: Caller,
     headers: HeaderMap,
+    uri: axum::http::Uri,
 ) -> Response {
     let Ok(permit) = app.streams.clone().try_acquire_owned() else {
         let mut busy = error(503, "Too many open streams");
@@ -170,19 +300,34 @@ pub(super) async fn stream(
         );
         return busy;
     };
-    let rx = app.events.subscribe();
+    let last = last_event_id(&headers, uri.query());
+    let (rx, replay) = app.events.subscribe(last.as_deref());
     let stopping = app.shutdown.subscribe();
+    let principal = caller.principal.clone();
+    let operator = caller.operator;
+    let replayed: Vec<SseEvent> = replay
+        .events
+        .iter()
+        .filter(|t| operator || t.event.created_by == principal)
+        .flat_map(|t| [sse_told(&app.events, t), padding()])
+        .collect();
     let connected = Value::object([
         ("status", Value::str("ok")),
         ("orgId", Value::str(caller.principal.as_str())),
         ("backend", Value::str("memory")),
         ("realtimeStatus", Value::str("healthy")),
-        ("replayed", Value::from(0)),
-        ("lastEventId", Value::Null),
-        ("replayError", Value::Null),
+        ("replayed", Value::from((replayed.len() / 2) as i64)),
+        (
+            "lastEventId",
+            last.as_deref().map_or(Value::Null, |l| {
+                Value::str(l.chars().take(MAX_CURSOR_ECHO).collect::<String>())
+            }),
+        ),
+        (
+            "replayError",
+            replay.error.as_deref().map_or(Value::Null, Value::str),
+        ),
     ]);
-    let principal = caller.principal.clone();
-    let operator = caller.operator;
     let presented: Arc<[u8]> = headers
         .get("x-api-key")
         .map_or(&[][..], |v| v.as_bytes())
@@ -190,7 +335,8 @@ pub(super) async fn stream(
     let caller = Arc::new(caller);
     // State: the subscription, what to send before reading it again, and whether to end then.
     let deadline = tokio::time::Instant::now() + MAX_DURATION;
-    let first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
+    let mut first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
+    first.extend(replayed);
     let events = futures_util::stream::unfold(
         (rx, first, false),
         move |(mut rx, mut queue, done)| {
@@ -214,9 +360,9 @@ pub(super) async fn stream(
                         got = rx.recv() => match got {
                             // A reload removed or changed the stream's key: it ends.
                             Ok(_) if !still_admitted(&app, &caller, &presented) => return None,
-                            Ok(e) if operator || e.created_by == principal => {
+                            Ok(t) if operator || t.event.created_by == principal => {
                                 queue.push_back(padding());
-                                return Some((Ok(sse(e.name, &e.data)), (rx, queue, false)));
+                                return Some((Ok(sse_told(&app.events, &t)), (rx, queue, false)));
                             }
                             Ok(_) => {}
                             Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -241,4 +387,66 @@ pub(super) async fn stream(
         Sse::new(events).keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat")),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: i64) -> Event {
+        Event {
+            name: EVENT_NAMES[1],
+            created_by: "bot".into(),
+            data: Value::object([("n", Value::from(n))]),
+        }
+    }
+
+    fn seqs(replay: &Replay) -> Vec<u64> {
+        replay.events.iter().map(|t| t.seq).collect()
+    }
+
+    /// A cursor replays what came after it, and the live subscription goes on from there: each
+    /// event once, none skipped. A cursor the feed cannot place replays all it keeps and says
+    /// why.
+    #[test]
+    fn a_cursor_replays_what_came_after_it_and_only_that() {
+        let feed = Feed::new("r1".into());
+        for n in 1..=3 {
+            feed.send(event(n));
+        }
+        let (_, fresh) = feed.subscribe(None);
+        assert!(fresh.events.is_empty() && fresh.error.is_none());
+        let (mut rx, replay) = feed.subscribe(Some(&feed.cursor(1)));
+        assert_eq!((seqs(&replay), replay.error), (vec![2, 3], None));
+        feed.send(event(4));
+        assert_eq!(rx.try_recv().unwrap().seq, 4);
+        assert!(rx.try_recv().is_err());
+        let (_, none) = feed.subscribe(Some("r1-4"));
+        assert_eq!((seqs(&none), none.error), (vec![], None));
+        for unknown in ["r0-2", "r1-5", "r1-x", "r1", "r12", "nonsense", "-1"] {
+            let (_, all) = feed.subscribe(Some(unknown));
+            assert_eq!(seqs(&all), [1, 2, 3, 4], "{unknown}");
+            assert!(
+                all.error.as_deref().unwrap().contains("unknown cursor"),
+                "{unknown}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_feed_keeps_the_last_events_and_says_when_a_cursor_is_older() {
+        let feed = Feed::new("r".into());
+        for n in 0..(CHANNEL + 10) as i64 {
+            feed.send(event(n));
+        }
+        let oldest = 11;
+        // Just before the oldest kept: nothing was dropped after it.
+        let (_, replay) = feed.subscribe(Some(&feed.cursor(oldest - 1)));
+        assert_eq!(replay.events.len(), CHANNEL);
+        assert_eq!(replay.error, None);
+        let (_, replay) = feed.subscribe(Some(&feed.cursor(oldest - 2)));
+        assert_eq!(replay.events.len(), CHANNEL);
+        assert_eq!(replay.events[0].seq, oldest);
+        assert!(replay.error.as_deref().unwrap().contains("dropped"));
+    }
 }

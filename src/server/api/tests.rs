@@ -2793,6 +2793,8 @@ async fn approvals_expire_and_denials_keep_their_reasoning() {
 struct Subscriber {
     body: axum::body::BodyDataStream,
     buffer: String,
+    /// The `id:` of the last event returned that had one.
+    last_id: Option<String>,
 }
 
 impl Subscriber {
@@ -2806,15 +2808,23 @@ impl Subscriber {
                 let block: String = self.buffer.drain(..end + 2).collect();
                 let mut name = None;
                 let mut data = String::new();
+                let mut id = None;
                 for line in block.lines() {
                     if let Some(n) = line.strip_prefix("event: ") {
                         name = Some(n.to_owned());
                     } else if let Some(d) = line.strip_prefix("data: ") {
                         data.push_str(d);
+                    } else if let Some(i) = line.strip_prefix("id: ") {
+                        id = Some(i.to_owned());
                     }
                 }
                 match name {
-                    Some(n) => return Some((n, canonical::parse(&data).unwrap())),
+                    Some(n) => {
+                        if id.is_some() {
+                            self.last_id = id;
+                        }
+                        return Some((n, canonical::parse(&data).unwrap()));
+                    }
                     None => continue, // a comment (the heartbeat)
                 }
             }
@@ -2844,12 +2854,25 @@ impl Subscriber {
 /// `GET /api/stream` with `key`: the status, and the subscriber when it is 200 (its
 /// `connected` event read).
 async fn subscribe(s: &Server, key: &str) -> (u16, Option<Subscriber>) {
-    let req = axum::http::Request::builder()
-        .uri("/api/stream")
+    let (status, sub) = subscribe_after(s, key, None, "").await;
+    (status, sub.map(|(sub, _)| sub))
+}
+
+/// [`subscribe`] with a `Last-Event-ID` header and a query; also returns `connected`'s data.
+async fn subscribe_after(
+    s: &Server,
+    key: &str,
+    last_event_id: Option<&str>,
+    query: &str,
+) -> (u16, Option<(Subscriber, Value)>) {
+    let mut req = axum::http::Request::builder()
+        .uri(format!("/api/stream{query}"))
         .header("x-api-key", key)
-        .header("accept", "text/event-stream")
-        .body(Body::empty())
-        .unwrap();
+        .header("accept", "text/event-stream");
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let req = req.body(Body::empty()).unwrap();
     let resp = s.router.clone().oneshot(req).await.unwrap();
     let status = resp.status().as_u16();
     if status != 200 {
@@ -2864,11 +2887,12 @@ async fn subscribe(s: &Server, key: &str) -> (u16, Option<Subscriber>) {
     let mut sub = Subscriber {
         body: resp.into_body().into_data_stream(),
         buffer: String::new(),
+        last_id: None,
     };
     let (name, data) = sub.expect().await;
     assert_eq!(name, "connected");
     assert_eq!(data.get("status").and_then(Value::as_str), Some("ok"));
-    (status, Some(sub))
+    (status, Some((sub, data)))
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -3038,6 +3062,74 @@ async fn the_stream_is_authenticated_bounded_and_ends_at_shutdown() {
     }
 }
 
+/// A client that reconnects with the last cursor it read (`Last-Event-ID`, or DashClaw's
+/// `?lastEventId=`) gets what it missed, in its scope, then the live events: each once. A
+/// cursor the server cannot place replays what it keeps and says why in `replayError`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_client_gets_what_it_missed_once() {
+    let s = server();
+    let (_, ops) = subscribe(&s, OPS).await;
+    let mut ops = ops.unwrap();
+    let first = recorded(&s, "deploy", ACT, "").await;
+    assert_eq!(ops.expect().await.0, "action.created");
+    let cursor = ops.last_id.clone().expect("an action's event has an id");
+    drop(ops);
+    // Missed while disconnected: an approval of the first, a creation by another principal.
+    let g = s
+        .post(
+            format!("/api/actions/{first}/approve"),
+            OPS,
+            r#"{"decision":"approve"}"#,
+        )
+        .await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let g = s.guard(OTHER, "build", ACT, "").await;
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let other = g.str("action_id").to_owned();
+    let (_, back) = subscribe_after(&s, OPS, Some(&cursor), "").await;
+    let (mut back, connected) = back.unwrap();
+    assert_eq!(connected.get("replayed"), Some(&Value::from(2)));
+    assert_eq!(field(&connected, "lastEventId"), Some(cursor.as_str()));
+    assert_eq!(connected.get("replayError"), Some(&Value::Null));
+    let (name, data) = back.expect().await;
+    assert_eq!(
+        (name.as_str(), field(&data, "action_id")),
+        ("action.updated", Some(first.as_str()))
+    );
+    let (name, data) = back.expect().await;
+    assert_eq!(
+        (name.as_str(), field(&data, "action_id")),
+        ("action.created", Some(other.as_str()))
+    );
+    // Then live, with nothing replayed twice.
+    let third = recorded(&s, "build", ACT, "").await;
+    let (_, data) = back.expect().await;
+    assert_eq!(field(&data, "action_id"), Some(third.as_str()));
+    assert!(back.quiet().await);
+
+    // The creator's key, by the query parameter: only its own actions are replayed.
+    let query = format!("?lastEventId={cursor}");
+    let (_, bot) = subscribe_after(&s, BOT, None, &query).await;
+    let (mut bot, connected) = bot.unwrap();
+    assert_eq!(connected.get("replayed"), Some(&Value::from(2)));
+    for want in [&first, &third] {
+        assert_eq!(
+            field(&bot.expect().await.1, "action_id"),
+            Some(want.as_str())
+        );
+    }
+    assert!(bot.quiet().await);
+
+    // A cursor of another run (or none of the server's): all that is kept, and why.
+    let (_, stale) = subscribe_after(&s, OPS, Some("0123abcd-7"), "").await;
+    let (_, connected) = stale.unwrap();
+    assert_eq!(connected.get("replayed"), Some(&Value::from(4)));
+    assert!(
+        field(&connected, "replayError").is_some_and(|e| e.contains("unknown cursor")),
+        "{connected:?}"
+    );
+}
+
 /// A subscriber that falls more than the channel's capacity behind is told (`stream.lagged`,
 /// with how many it missed) and disconnected; the writer never waits for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3052,7 +3144,7 @@ async fn a_lagging_subscriber_is_told_and_dropped() {
             created_by: "bot".into(),
             data: Value::object([("n", Value::from(i as i64))]),
         };
-        assert!(app.events.send(Arc::new(event)).is_ok(), "never blocks");
+        app.events.send(event); // never blocks
     }
     let (name, data) = sub.expect().await;
     assert_eq!(name, "stream.lagged");
