@@ -50,7 +50,7 @@
 //! repository), which no file-writing crate covers. The helpers here are a few lines each over
 //! `std::fs` and `rustix`.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::Path;
 
 /// Prefix of every temporary file this crate creates in a repository.
@@ -120,21 +120,43 @@ pub fn write_synced(tmp: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
 /// # Errors
 /// Any I/O error; the temporary file is removed on failure.
 pub fn replace_file(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    replace_file_with(path, mode, |out| out.write_all(bytes))
+}
+
+/// [`replace_file`] with the bytes written by `write` as they are produced (buffered), so that
+/// a large file need not be held in memory first. When `write` fails, `path` is left as it was.
+///
+/// # Errors
+/// `write`'s error, or any I/O error; the temporary file is removed on failure.
+pub fn replace_file_with(
+    path: &Path,
+    mode: Option<u32>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let tmp = dir.join(temp_name("replace"));
     let result = (|| {
-        write_synced(&tmp, &[bytes])?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+        write(&mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         #[cfg(unix)]
         if let Some(mode) = mode {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-            sync_file(&tmp)?;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
         #[cfg(not(unix))]
         let _ = mode;
+        file.sync_all()?;
+        drop(file);
         std::fs::rename(&tmp, path)?;
         sync_dir(dir)
     })();

@@ -506,3 +506,47 @@ fn added_shards_follow_publications_across_a_compaction() {
         Vec::<String>::new()
     );
 }
+
+/// A `--from` file that is not a saved view of this kind is refused with why: not JSON, no
+/// schema (not an object, or a schema that is not a string), another view's schema, or this
+/// schema with a body that is not this view's.
+#[test]
+fn a_saved_view_is_read_only_when_it_is_one_of_this_kind() {
+    let why = |text: &str| match Document::<status::Status>::parse(text, "v.json") {
+        Err(Error::Document { file, reason }) => {
+            assert_eq!(file, "v.json");
+            reason
+        }
+        other => panic!("{text}: {other:?}"),
+    };
+    for (text, want) in [
+        ("", "not JSON"),
+        ("{\"schema\":", "not JSON"),
+        ("{\"schema\":\"x\"} trailing", "not JSON"),
+        ("[1,2]", "no `schema` member"),
+        ("\"action-ledger.project.status.v1\"", "no `schema` member"),
+        ("{\"schema\":7}", "no `schema` member"),
+        ("{\"view\":{}}", "no `schema` member"),
+        (
+            "{\"schema\":\"action-ledger.project.commands.v1\"}",
+            "its schema is action-ledger.project.commands.v1, not action-ledger.project.status.v1",
+        ),
+        (
+            "{\"schema\":\"action-ledger.project.status.v1\",\"view\":[]}",
+            "not a status view",
+        ),
+    ] {
+        let reason = why(text);
+        assert!(reason.contains(want), "{text}: {reason}");
+    }
+    // A saved one reads back equal.
+    let mut doc = Document::<status::Status>::new(FilterDoc::default(), Limits { entries: 3 });
+    doc.revision = "r".into();
+    let text = doc.to_json();
+    assert_eq!(
+        Document::<status::Status>::parse(&text, "v.json")
+            .unwrap()
+            .to_json(),
+        text
+    );
+}

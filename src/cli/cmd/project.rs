@@ -107,24 +107,51 @@ pub(in crate::cli) fn run(
         },
         from: from.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
     };
-    // A document only printed is written as it is serialized, never held whole.
+    // A document only printed, or only saved, is written as it is serialized, never held whole.
     let streamed = args.json && args.save.is_none() && legacy.is_none();
-    let rendered = if streamed {
-        let mut sink = std::io::BufWriter::with_capacity(1 << 16, Raw(out));
-        let rendered = project::project_into(&store, &request, forms, &mut sink);
-        sink.flush().expect("Raw takes every write");
-        rendered
-    } else {
-        project::project_forms(&store, &request, forms)
-    }
-    .map_err(|e| match e {
+    let save_streamed = !args.json && legacy.is_none();
+    let failed = |e| match e {
         project::Error::Document { .. } | project::Error::NotDescendant { .. } => Failure::input(e),
         other => unreadable(&other),
-    })?;
-    if let Some(path) = &args.save {
-        crate::durable::replace_file(path, rendered.json.as_bytes(), None)
-            .map_err(|e| Failure::input(format!("--save {}: {e}", path.display())))?;
-    }
+    };
+    let save_failed =
+        |path: &std::path::Path, e| Failure::input(format!("--save {}: {e}", path.display()));
+    let rendered = match &args.save {
+        _ if streamed => {
+            let mut sink = std::io::BufWriter::with_capacity(1 << 16, Raw(out));
+            let rendered = project::project_into(&store, &request, forms, &mut sink);
+            sink.flush().expect("Raw takes every write");
+            rendered.map_err(failed)?
+        }
+        Some(path) if save_streamed => {
+            // The fold's own failure leaves the file as it was, and is reported as the fold's.
+            let mut folded = None;
+            let saved = crate::durable::replace_file_with(path, None, |file| {
+                let rendered = project::project_into(&store, &request, forms, file);
+                let ok = rendered.is_ok();
+                folded = Some(rendered);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other("the fold failed"))
+                }
+            });
+            match (folded, saved) {
+                (Some(Err(e)), _) => return Err(failed(e)),
+                (_, Err(e)) => return Err(save_failed(path, e)),
+                (Some(Ok(rendered)), Ok(())) => rendered,
+                (None, Ok(())) => unreachable!("a saved file was written by the fold"),
+            }
+        }
+        _ => {
+            let rendered = project::project_forms(&store, &request, forms).map_err(failed)?;
+            if let Some(path) = &args.save {
+                crate::durable::replace_file(path, rendered.json.as_bytes(), None)
+                    .map_err(|e| save_failed(path, e))?;
+            }
+            rendered
+        }
+    };
     let since = from
         .as_ref()
         .map(|(f, _)| format!(" ({} new since the checkpoint of {f})", rendered.folded))

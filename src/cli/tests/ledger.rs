@@ -1595,6 +1595,33 @@ fn project_views_save_resume_and_compare() {
         "[TMP]/full.json",
     ]);
     assert_eq!(stdout(&saved_full), stdout(&full));
+    // `--save` alone writes the document to the file as it is serialized: the same bytes.
+    let streamed = project(&["status", "--limit", "2", "--save", "[TMP]/streamed.json"]);
+    assert!(streamed.starts_with("exit: 0"), "{streamed}");
+    let file = |name: &str| std::fs::read_to_string(tmp.join(name)).unwrap();
+    let saved = file("streamed.json");
+    assert!(saved == file("full.json"), "--save alone wrote other bytes");
+    // A fold that fails leaves the saved file as it was; a file that cannot be written is
+    // named.
+    let bad = project(&[
+        "status",
+        "--from",
+        "[TMP]/commands.json",
+        "--save",
+        "[TMP]/streamed.json",
+    ]);
+    assert!(bad.starts_with("exit: 2"), "{bad}");
+    assert!(bad.contains("not action-ledger.project.status.v1"), "{bad}");
+    assert!(
+        file("streamed.json") == saved,
+        "a failed fold changed the saved file"
+    );
+    let nowhere = project(&["status", "--save", "[TMP]/no/such/dir/v.json"]);
+    assert!(nowhere.starts_with("exit: 2"), "{nowhere}");
+    assert!(
+        nowhere.contains("--save [TMP]/no/such/dir/v.json"),
+        "{nowhere}"
+    );
     assert!(
         resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
         "{resumed}"
