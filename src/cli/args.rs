@@ -460,7 +460,8 @@ pub(super) enum Command {
     /// string); --quiet drops it with the other diagnostics. --webhooks FILE also POSTs each
     /// event of the stream, signed as DashClaw signs webhooks, to the endpoints the file lists,
     /// from a durable outbox (written before the batch's commit lands, drained at start; every
-    /// landed event once after de-duplication by X-DashClaw-Delivery, across a SIGKILL too);
+    /// landed event once after de-duplication by X-DashClaw-Delivery, across a SIGKILL too,
+    /// unless its attempts run out: then it is kept as a dead letter);
     /// SIGHUP reads that file again too.
     /// A batch of records lands as one pack: run `git gc` on the repository now and
     /// then.

@@ -1191,6 +1191,11 @@ pub struct Landed {
     pub attempts: u32,
     /// Operations that staged records in the landed commit.
     pub writers: usize,
+    /// When nothing is known to have landed because the landing failed: the last commit
+    /// written, whose compare-and-swap may have taken effect all the same (a push cut off
+    /// after the remote took it, a ref renamed into place whose directory could not be
+    /// synced). Look for it with [`Store::has_landed`](crate::store::Store::has_landed).
+    pub unsettled: Option<CommitId>,
 }
 
 /// The state of action `id` at the target's tip (for reads outside a batch).
@@ -1233,8 +1238,9 @@ pub fn land<R>(
 
 /// Called by [`land_with`] for each commit it is about to land: after the commit is written,
 /// before its compare-and-swap, with the plan's answers (one per operation, in order; `None`
-/// for a refusal). At most one such commit lands: the one of the last call when
-/// [`Landed::commit`] names it, none otherwise.
+/// for a refusal). At most one such commit lands: the one [`Landed::commit`] names; when the
+/// landing failed, the one [`Landed::unsettled`] names may have (look for it); none of the
+/// others did.
 pub type BeforeLanding<'h, R> = dyn FnMut(CommitId, &[Option<&R>]) + 'h;
 
 /// [`land`], calling `before` with each commit before it is landed, so that a caller can make
@@ -1260,7 +1266,7 @@ pub fn land_with<R>(
                 .collect(),
             landed,
         ),
-        Err((cause, tried)) => {
+        Err((cause, tried, unsettled)) => {
             let reason = cause.to_string();
             let unavailable = || BatchError::Unavailable {
                 reason: reason.clone(),
@@ -1284,6 +1290,7 @@ pub fn land_with<R>(
                     commit: None,
                     attempts: tried,
                     writers: 0,
+                    unsettled,
                 },
             )
         }
@@ -1319,7 +1326,7 @@ pub fn run<R>(
         }),
         // Alone in its batch, a refusal staged nothing and never depends on another operation.
         (Err(_), Some(Err(refusal))) => Err(refusal),
-        (Err((cause, _)), _) => Err(cause),
+        (Err((cause, ..)), _) => Err(cause),
         (Ok(_), None) => unreachable!("a landed batch was planned"),
     }
 }
@@ -1327,8 +1334,9 @@ pub fn run<R>(
 /// The planned answers, each with whether it wrote or read a staged record.
 type Planned<R> = Vec<(Result<R, Error>, bool)>;
 
-/// Why a batch did not land, and the attempts made.
-type Unlanded = (Error, u32);
+/// Why a batch did not land, the attempts made, and the last commit written (which may have
+/// landed all the same: [`Landed::unsettled`]).
+type Unlanded = (Error, u32, Option<CommitId>);
 
 /// The one loop of [`land`] and [`run`]: plans every operation on the tip, writes one commit and
 /// lands it. Returns the last plan's answers (`None` when nothing was planned) and what landed,
@@ -1344,6 +1352,7 @@ fn plan_and_land<R>(
     // value) and the attempts made, for the answers when nothing lands.
     let mut planned: Option<Planned<R>> = None;
     let mut tried = 0u32;
+    let mut written_last = None;
     let n = ops.len();
     let out = store::land(store, options, |tip, attempt| {
         tried = attempt;
@@ -1403,6 +1412,7 @@ fn plan_and_land<R>(
         let written = store.write_commit_with(tip, &files, &removals, false, &message, &sig);
         let answers: Vec<Option<&R>> = results.iter().map(|(r, _)| r.as_ref().ok()).collect();
         if let Ok(commit) = &written {
+            written_last = Some(*commit);
             before(*commit, &answers);
         }
         drop(answers);
@@ -1419,8 +1429,9 @@ fn plan_and_land<R>(
             commit: landed.commit,
             attempts: landed.attempts,
             writers: landed.value,
+            unsettled: None,
         })
-        .map_err(|e| (Error::from(e), tried));
+        .map_err(|e| (Error::from(e), tried, written_last));
     (planned, out)
 }
 

@@ -259,6 +259,8 @@ impl Writer {
                     // The webhooks' deliveries of each commit, staged in their outbox before
                     // its compare-and-swap.
                     let mut staging = webhooks.as_deref().map(super::webhooks::Webhooks::staging);
+                    // What landed (and what may have), kept before anything else can panic.
+                    let mut outcome = None;
                     let landed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let mut before = |commit, answers: &[Option<&Answer>]| {
                             if let Some(staging) = &mut staging {
@@ -278,6 +280,7 @@ impl Writer {
                             &mut || clock.now(),
                             &mut before,
                         );
+                        outcome = Some((landed.commit, landed.unsettled));
                         if landed.commit.is_some() {
                             roll_up.request();
                         }
@@ -296,17 +299,20 @@ impl Writer {
                                 took.as_millis()
                             ));
                         }
-                        (results, landed.commit)
+                        results
                     }));
-                    let (mut results, commit) = landed.unwrap_or_else(|_| {
-                        let failed = (0..txs.len())
+                    // A panic before the landing's end leaves its fate to be looked for: the
+                    // last staged commit may have landed.
+                    let (commit, unsettled) = outcome
+                        .unwrap_or_else(|| (None, staging.as_ref().and_then(|s| s.last_commit())));
+                    let mut results = landed.unwrap_or_else(|_| {
+                        (0..txs.len())
                             .map(|_| {
                                 Err(BatchError::Unavailable {
                                     reason: "internal error while planning the batch".into(),
                                 })
                             })
-                            .collect();
-                        (failed, None)
+                            .collect()
                     });
                     let committed = commit.is_some();
                     // Only what landed is told: an operation that refused, or a batch that did
@@ -325,11 +331,20 @@ impl Writer {
                         }
                     }
                     if let Some(staging) = staging {
-                        for (i, n) in staging.after_landing(commit) {
+                        for (i, n) in staging.after_landing(commit, unsettled) {
                             if let Some(Ok(answer)) = results.get_mut(i) {
                                 answer.webhooks_queued += n;
                             }
                         }
+                    }
+                    // Deliveries kept for a commit whose landing failed: a landed commit's
+                    // history tells whether it landed before this one.
+                    if let (Some(hooks), Some(tip)) = (&webhooks, commit)
+                        && hooks.has_undecided()
+                    {
+                        hooks.settle_undecided(&mut |c| {
+                            store.has_landed(c, tip).map_err(|e| e.to_string())
+                        });
                     }
                     for (_, event) in landed {
                         events.send(event);

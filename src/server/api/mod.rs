@@ -151,7 +151,7 @@ impl App {
             Observations::new()
         });
         let metrics = Arc::new(Metrics::new());
-        let run = crate::random::bytes::<4>().map_err(Error::Random)?;
+        let run = crate::random::bytes::<8>().map_err(Error::Random)?;
         let events = Arc::new(stream::Feed::new(hex::encode(run)));
         let webhooks = match &settings.webhooks {
             Some(setup) => {
@@ -167,7 +167,10 @@ impl App {
                 // the commit in the ledger's history (read at most once per start).
                 let mut tip = None;
                 let mut landed = |hex: &str| -> Result<bool, String> {
-                    let commit = CommitId::from_hex(hex).map_err(|e| e.to_string())?;
+                    // A name no commit of this repository can have never landed.
+                    let Ok(commit) = CommitId::from_hex(hex) else {
+                        return Ok(false);
+                    };
                     let tip = tip
                         .get_or_insert_with(|| {
                             settings

@@ -19,11 +19,12 @@
 //!
 //! # Where events come from
 //!
-//! The writer thread ([`crate::server::writer`]) sends an operation's events on a broadcast
-//! channel after its batch landed, never before and never for an operation that refused or a
-//! batch that did not land. Sending never blocks the writer. With `serve --webhooks`, the same
-//! events are written to the webhooks' durable outbox first and POSTed to the endpoints that
-//! want them ([`crate::server::webhooks`]).
+//! The writer thread ([`crate::server::writer`]) sends an operation's events to the [`Feed`]
+//! (which numbers them, keeps the last [`CHANNEL`] and broadcasts them) after its batch landed,
+//! never before and never for an operation that refused or a batch that did not land. Sending
+//! never blocks the writer. With `serve --webhooks`, the same events are staged in the
+//! webhooks' durable outbox before the batch's commit lands and POSTed to the endpoints that
+//! want them once it did ([`crate::server::webhooks`]).
 //!
 //! # Scoping, limits
 //!
@@ -91,7 +92,8 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 60);
 /// soon rather than at a time a slot is known to be free.
 pub const RETRY_AFTER_SECONDS: &str = "5";
 
-/// The events the broadcast channel holds for its slowest subscriber.
+/// The events the feed keeps for replay, and its broadcast channel holds for its slowest
+/// subscriber.
 pub const CHANNEL: usize = 1024;
 
 /// The default of [`crate::server::Settings::max_streams`].
@@ -157,6 +159,10 @@ const MAX_CURSOR_ECHO: usize = 100;
 
 /// What a subscription replays.
 pub struct Replay {
+    /// The number after which the subscription's events (replayed, then live) start: the
+    /// cursor `connected` carries, so that a client that reads nothing more and reconnects
+    /// with it misses nothing.
+    pub after: u64,
     /// The events after the client's cursor (all that are kept, when it is unknown).
     pub events: Vec<Arc<Told>>,
     /// Why the replay may miss events, for `replayError`.
@@ -201,6 +207,7 @@ impl Feed {
             return (
                 rx,
                 Replay {
+                    after: kept.1 - 1,
                     events: Vec::new(),
                     error: None,
                 },
@@ -222,11 +229,12 @@ impl Feed {
                     .to_owned(),
             ),
         };
-        let from = *after.as_ref().unwrap_or(&0);
+        let from = *after.as_ref().unwrap_or(&(oldest - 1));
         let events = kept.0.iter().filter(|t| t.seq > from).cloned().collect();
         (
             rx,
             Replay {
+                after: from,
                 events,
                 error: after.err(),
             },
@@ -305,18 +313,18 @@ pub(super) async fn stream(
     let stopping = app.shutdown.subscribe();
     let principal = caller.principal.clone();
     let operator = caller.operator;
-    let replayed: Vec<SseEvent> = replay
+    // Only pointers to the kept events: each is rendered when it is sent.
+    let replayed: std::collections::VecDeque<Arc<Told>> = replay
         .events
-        .iter()
+        .into_iter()
         .filter(|t| operator || t.event.created_by == principal)
-        .flat_map(|t| [sse_told(&app.events, t), padding()])
         .collect();
     let connected = Value::object([
         ("status", Value::str("ok")),
         ("orgId", Value::str(caller.principal.as_str())),
         ("backend", Value::str("memory")),
         ("realtimeStatus", Value::str("healthy")),
-        ("replayed", Value::from((replayed.len() / 2) as i64)),
+        ("replayed", Value::from(replayed.len() as i64)),
         (
             "lastEventId",
             last.as_deref().map_or(Value::Null, |l| {
@@ -335,11 +343,13 @@ pub(super) async fn stream(
     let caller = Arc::new(caller);
     // State: the subscription, what to send before reading it again, and whether to end then.
     let deadline = tokio::time::Instant::now() + MAX_DURATION;
-    let mut first = std::collections::VecDeque::from([sse("connected", &connected), padding()]);
-    first.extend(replayed);
+    let first = std::collections::VecDeque::from([
+        sse("connected", &connected).id(app.events.cursor(replay.after)),
+        padding(),
+    ]);
     let events = futures_util::stream::unfold(
-        (rx, first, false),
-        move |(mut rx, mut queue, done)| {
+        (rx, first, replayed, false),
+        move |(mut rx, mut queue, mut replayed, done)| {
             // The permit lives as long as the stream.
             let _permit = &permit;
             let principal = principal.clone();
@@ -347,7 +357,12 @@ pub(super) async fn stream(
             let (app, caller, presented) = (app.clone(), caller.clone(), presented.clone());
             async move {
                 if let Some(next) = queue.pop_front() {
-                    return Some((Ok::<_, Infallible>(next), (rx, queue, done)));
+                    return Some((Ok::<_, Infallible>(next), (rx, queue, replayed, done)));
+                }
+                if let Some(t) = replayed.pop_front() {
+                    queue.push_back(padding());
+                    let next = sse_told(&app.events, &t);
+                    return Some((Ok(next), (rx, queue, replayed, done)));
                 }
                 if done {
                     return None;
@@ -362,7 +377,8 @@ pub(super) async fn stream(
                             Ok(_) if !still_admitted(&app, &caller, &presented) => return None,
                             Ok(t) if operator || t.event.created_by == principal => {
                                 queue.push_back(padding());
-                                return Some((Ok(sse_told(&app.events, &t)), (rx, queue, false)));
+                                let next = sse_told(&app.events, &t);
+                                return Some((Ok(next), (rx, queue, replayed, false)));
                             }
                             Ok(_) => {}
                             Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -371,7 +387,7 @@ pub(super) async fn stream(
                                     ("missed", Value::from(n as i64)),
                                 ]);
                                 queue.push_back(padding());
-                                return Some((Ok(sse("stream.lagged", &body)), (rx, queue, true)));
+                                return Some((Ok(sse("stream.lagged", &body)), (rx, queue, replayed, true)));
                             }
                             Err(broadcast::error::RecvError::Closed) => return None,
                         },
@@ -416,6 +432,7 @@ mod tests {
         }
         let (_, fresh) = feed.subscribe(None);
         assert!(fresh.events.is_empty() && fresh.error.is_none());
+        assert_eq!(fresh.after, 3);
         let (mut rx, replay) = feed.subscribe(Some(&feed.cursor(1)));
         assert_eq!((seqs(&replay), replay.error), (vec![2, 3], None));
         feed.send(event(4));
@@ -447,6 +464,7 @@ mod tests {
         let (_, replay) = feed.subscribe(Some(&feed.cursor(oldest - 2)));
         assert_eq!(replay.events.len(), CHANNEL);
         assert_eq!(replay.events[0].seq, oldest);
+        assert_eq!(replay.after, oldest - 1);
         assert!(replay.error.as_deref().unwrap().contains("dropped"));
     }
 }

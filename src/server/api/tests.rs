@@ -3070,9 +3070,12 @@ async fn a_reconnecting_client_gets_what_it_missed_once() {
     let s = server();
     let (_, ops) = subscribe(&s, OPS).await;
     let mut ops = ops.unwrap();
+    // `connected` carries the place the stream starts from.
+    let at_connect = ops.last_id.clone().expect("connected has an id");
     let first = recorded(&s, "deploy", ACT, "").await;
     assert_eq!(ops.expect().await.0, "action.created");
     let cursor = ops.last_id.clone().expect("an action's event has an id");
+    assert_ne!(cursor, at_connect);
     drop(ops);
     // Missed while disconnected: an approval of the first, a creation by another principal.
     let g = s
@@ -3119,6 +3122,13 @@ async fn a_reconnecting_client_gets_what_it_missed_once() {
         );
     }
     assert!(bot.quiet().await);
+
+    // A client that read nothing after `connected` misses nothing when it comes back with its
+    // id.
+    let (_, early) = subscribe_after(&s, OPS, Some(&at_connect), "").await;
+    let (_, connected) = early.unwrap();
+    assert_eq!(connected.get("replayed"), Some(&Value::from(4)));
+    assert_eq!(connected.get("replayError"), Some(&Value::Null));
 
     // A cursor of another run (or none of the server's): all that is kept, and why.
     let (_, stale) = subscribe_after(&s, OPS, Some("0123abcd-7"), "").await;

@@ -84,9 +84,15 @@
 //!   id and body. Receivers de-duplicate by `X-DashClaw-Delivery` (or `delivery_id`): each
 //!   landed event then counts once. Deliveries are not ordered: a retry can arrive after a
 //!   later event.
-//! - **Lost only with the disk.** If the outbox cannot be written (a full disk), the commit
-//!   has landed all the same: the requests are answered, and the failure is logged and counted
-//!   (`action_ledger_webhook_enqueue_failures_total`).
+//! - **A landing that failed may have landed.** When a batch's landing fails in a way that may
+//!   have taken effect all the same (a push cut off after the remote took it, a ref renamed
+//!   into place whose directory could not be synced), its deliveries stay staged, unsent, until
+//!   the history of the writer's next landed commit (or the next start) tells whether that
+//!   commit landed ([`Webhooks::settle_undecided`]).
+//! - **Lost only with the disk, or given up.** If the outbox cannot be written (a full disk),
+//!   the commit has landed all the same: the requests are answered, and the failure is logged
+//!   and counted (`action_ledger_webhook_enqueue_failures_total`). A delivery whose attempts
+//!   ran out is a dead letter (above), kept, never delivered by itself.
 //!
 //! The outbox lives in the state repository's git directory,
 //! `action-ledger/webhooks-<digest>/` (the digest of the ref and target, as the sweep's
@@ -580,6 +586,9 @@ pub struct Webhooks {
     config: RwLock<Arc<Config>>,
     reload: Option<Source>,
     outbox: outbox::Outbox,
+    /// Staged deliveries of commits whose landing failed in a way that may have landed them
+    /// ([`Staging::after_landing`]), each with its commit.
+    undecided: std::sync::Mutex<Vec<(crate::store::CommitId, Staged)>>,
     queued: tokio::sync::mpsc::UnboundedSender<Vec<outbox::Delivery>>,
     /// Taken once by [`spawn_deliverer`].
     receiver: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Vec<outbox::Delivery>>>>,
@@ -650,10 +659,22 @@ impl Staging<'_> {
         }
     }
 
-    /// The batch ended with `landed` (the commit that landed, if any): the deliveries staged
-    /// for it are sent, any other removed. Returns `(operation index, deliveries queued)` for
-    /// each event sent.
-    pub fn after_landing(self, landed: Option<crate::store::CommitId>) -> Vec<(usize, usize)> {
+    /// The commit of the last staging, if any.
+    pub fn last_commit(&self) -> Option<crate::store::CommitId> {
+        self.last.as_ref().map(|l| l.commit)
+    }
+
+    /// The batch ended with `landed` (the commit that landed, if any) or, when the landing
+    /// failed, `unsettled` (a commit that may have landed all the same,
+    /// [`crate::finality::batch::Landed::unsettled`]): the deliveries staged for the landed
+    /// commit are sent; those of an unsettled one are kept unsent until a later landing (or the
+    /// next start) tells whether it landed ([`Webhooks::settle_undecided`]); any other is
+    /// removed. Returns `(operation index, deliveries queued)` for each event sent.
+    pub fn after_landing(
+        self,
+        landed: Option<crate::store::CommitId>,
+        unsettled: Option<crate::store::CommitId>,
+    ) -> Vec<(usize, usize)> {
         let Some(last) = self.last else {
             return Vec::new();
         };
@@ -661,11 +682,23 @@ impl Staging<'_> {
             Ok(s) if landed == Some(last.commit) => {
                 last.owners.into_iter().zip(self.hooks.confirm(s)).collect()
             }
+            Ok(s) if unsettled == Some(last.commit) => {
+                (self.hooks.log)(&format!(
+                    "webhooks: whether commit {} landed is not known (its landing failed); its deliveries are kept unsent until that is known",
+                    last.commit
+                ));
+                self.hooks
+                    .undecided
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((last.commit, s));
+                Vec::new()
+            }
             Ok(s) => {
                 self.hooks.discard(s);
                 Vec::new()
             }
-            Err(e) if landed == Some(last.commit) => {
+            Err(e) if landed == Some(last.commit) || unsettled == Some(last.commit) => {
                 self.hooks.enqueue_failed(last.owners.len(), &e);
                 Vec::new()
             }
@@ -693,13 +726,12 @@ pub fn outbox_dir(
 }
 
 impl Webhooks {
-    /// Opens (creates) and locks the outbox at `dir` and counts what it holds.
+    /// Opens (creates) and locks the outbox at `dir` and counts what it holds. `landed` says
+    /// whether the commit of a segment a kill left staged landed ([`outbox::Outbox::open`]).
     ///
     /// # Errors
     /// [`StartError::Outbox`]: the directory cannot be created or read, or another server holds
     /// its lock.
-    /// `landed` says whether the commit of a segment a kill left staged landed
-    /// ([`outbox::Outbox::open`]).
     pub fn start(
         setup: Setup,
         dir: &Path,
@@ -715,6 +747,7 @@ impl Webhooks {
             config: RwLock::new(Arc::new(setup.config)),
             reload: setup.reload,
             outbox,
+            undecided: std::sync::Mutex::new(Vec::new()),
             queued,
             receiver: std::sync::Mutex::new(Some(receiver)),
             metrics,
@@ -833,6 +866,45 @@ impl Webhooks {
             let _ = self.queued.send(deliveries);
         }
         staged.counts
+    }
+
+    /// Settles the deliveries kept by [`Staging::after_landing`] for commits that may have
+    /// landed: sent for each commit `landed` says landed, removed for each it says did not,
+    /// kept when it cannot tell. The writer calls it after each batch it landed, with that
+    /// batch's commit as the tip to look from; a restart settles what is left from the outbox.
+    pub fn settle_undecided(
+        &self,
+        landed: &mut dyn FnMut(crate::store::CommitId) -> Result<bool, String>,
+    ) {
+        let undecided = std::mem::take(
+            &mut *self
+                .undecided
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut kept = Vec::new();
+        for (commit, staged) in undecided {
+            match landed(commit) {
+                Ok(true) => {
+                    self.confirm(staged);
+                }
+                Ok(false) => self.discard(staged),
+                Err(_) => kept.push((commit, staged)),
+            }
+        }
+        self.undecided
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(kept);
+    }
+
+    /// Whether deliveries wait for [`Webhooks::settle_undecided`].
+    pub fn has_undecided(&self) -> bool {
+        !self
+            .undecided
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
     }
 
     /// The commit of `staged` did not land: its deliveries are removed, never sent (one that

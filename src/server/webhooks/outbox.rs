@@ -32,7 +32,8 @@
 //! looked up (an unreachable remote) is kept unsent until a start that can. Then every line
 //! without a mark is pending again, except one whose dead letter exists (the kill fell between
 //! the dead letter and its mark, which is then written). A kill after a receiver's 2xx and
-//! before the mark sends the delivery again: at least once, never lost. Marks left by a kill
+//! before the mark sends the delivery again, under the same delivery id (a receiver that
+//! de-duplicates by it counts it once). Marks left by a kill
 //! between a segment's removal and theirs are removed, and a new segment's number is above
 //! every number on disk, so a left mark never settles a new line.
 
@@ -145,6 +146,9 @@ pub struct Outbox {
     _lock: std::fs::File,
     next: Mutex<u64>,
     scan: Mutex<Option<Scan>>,
+    /// Segments confirmed whose rename failed: still under their staged name, which
+    /// [`Outbox::finish`] removes with them.
+    unrenamed: Mutex<BTreeMap<u64, String>>,
 }
 
 fn segment(seq: u64) -> String {
@@ -233,6 +237,7 @@ impl Outbox {
             root,
             _lock: lock,
             next: Mutex::new(0),
+            unrenamed: Mutex::new(BTreeMap::new()),
             scan: Mutex::new(None),
         };
         let scan = outbox.scan(landed)?;
@@ -405,12 +410,18 @@ impl Outbox {
     /// finds the commit landed).
     ///
     /// # Errors
-    /// [`Error::Io`]: it stays staged on disk, and is confirmed at the next start.
+    /// [`Error::Io`]: it stays under its staged name, which [`Outbox::finish`] removes once its
+    /// lines are settled (a kill before that sends its unsettled lines again at the next start).
     pub fn confirm(&self, staged_segment: &Staged) -> Result<(), Error> {
-        self.rename(
-            &staged(staged_segment.seq, &staged_segment.commit),
-            &segment(staged_segment.seq),
-        )
+        let name = staged(staged_segment.seq, &staged_segment.commit);
+        let renamed = self.rename(&name, &segment(staged_segment.seq));
+        if renamed.is_err() {
+            self.unrenamed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(staged_segment.seq, name);
+        }
+        renamed
     }
 
     /// The commit of `staged` did not land: its segment is removed.
@@ -455,6 +466,14 @@ impl Outbox {
     /// [`Error::Io`].
     pub fn finish(&self, seq: u64, of: u32) -> Result<(), Error> {
         self.remove(&segment(seq))?;
+        let unrenamed = self
+            .unrenamed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&seq);
+        if let Some(name) = unrenamed {
+            self.remove(&name)?;
+        }
         for i in 0..of {
             self.remove(&mark(seq, i))?;
         }

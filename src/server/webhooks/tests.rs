@@ -741,3 +741,81 @@ async fn a_kill_before_the_compare_and_swap_sends_an_event_if_and_only_if_its_co
         "{logged:?}"
     );
 }
+
+/// A batch whose landing failed in a way that may have landed its commit (a push cut off, a
+/// ref renamed but not synced): its deliveries are neither sent nor removed, but kept until a
+/// later landing's history says whether the commit landed.
+#[test]
+fn deliveries_of_a_commit_that_may_have_landed_wait_for_its_fate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("outbox");
+    let logged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = logged.clone();
+    let hooks = Webhooks::start(
+        Setup {
+            config: config(
+                vec![endpoint("ops", "http://127.0.0.1:9/in", Wants::All)],
+                3,
+            ),
+            reload: None,
+        },
+        &dir,
+        &mut |_| Ok(true),
+        Arc::new(crate::server::metrics::Metrics::new()),
+        Arc::new(move |line: &str| log.lock().unwrap().push(line.to_owned())),
+        Arc::new(|| Timestamp::from_millis(T0)),
+    )
+    .unwrap();
+    let event = crate::server::api::stream::Event {
+        name: "action.created",
+        created_by: "bot".into(),
+        data: Value::object([("action_id", Value::str("act_1"))]),
+    };
+    let names = || {
+        let mut n: Vec<String> = std::fs::read_dir(dir.join("queue"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.ends_with(".tmp"))
+            .collect();
+        n.sort();
+        n
+    };
+    let (won, lost) = (
+        crate::store::CommitId::from_hex(&"ab".repeat(20)).unwrap(),
+        crate::store::CommitId::from_hex(&"cd".repeat(20)).unwrap(),
+    );
+    for commit in [won, lost] {
+        let mut staging = hooks.staging();
+        staging.before_landing(commit, [(0usize, &event)].into_iter());
+        assert_eq!(staging.last_commit(), Some(commit));
+        assert!(staging.after_landing(None, Some(commit)).is_empty());
+    }
+    assert_eq!(
+        names(),
+        [
+            format!("{:020}.{won}.staged", 0),
+            format!("{:020}.{lost}.staged", 1)
+        ]
+    );
+    // Not known yet: both kept.
+    hooks.settle_undecided(&mut |_| Err("the remote cannot be reached".into()));
+    assert!(hooks.has_undecided());
+    assert_eq!(names().len(), 2);
+    // One landed, the other did not.
+    hooks.settle_undecided(&mut |c| Ok(c == won));
+    assert!(!hooks.has_undecided());
+    assert_eq!(names(), [format!("{:020}.jsonl", 0)]);
+    // A commit neither landed nor unsettled (a moved ref overtook it): removed at once.
+    let mut staging = hooks.staging();
+    staging.before_landing(lost, [(0usize, &event)].into_iter());
+    assert!(staging.after_landing(None, None).is_empty());
+    assert_eq!(names(), [format!("{:020}.jsonl", 0)]);
+    assert!(
+        logged
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("is not known")),
+        "{logged:?}"
+    );
+}
