@@ -1194,7 +1194,7 @@ pub struct Landed {
     /// When nothing is known to have landed because the landing failed: the last commit
     /// written, whose compare-and-swap may have taken effect all the same (a push cut off
     /// after the remote took it, a ref renamed into place whose directory could not be
-    /// synced). Look for it with [`Store::has_landed`](crate::store::Store::has_landed).
+    /// synced). Look for it with [`Store::is_ancestor`](crate::store::Store::is_ancestor).
     pub unsettled: Option<CommitId>,
 }
 
@@ -1246,7 +1246,7 @@ pub type BeforeLanding<'h, R> = dyn FnMut(CommitId, &[Option<&R>]) + 'h;
 /// [`land`], calling `before` with each commit before it is landed, so that a caller can make
 /// what the commit's answers imply durable first and learn afterwards whether it landed (a
 /// kill in between leaves the commit to be looked for with
-/// [`Store::has_landed`](crate::store::Store::has_landed)): `serve` stages a batch's webhook
+/// [`Store::is_ancestor`](crate::store::Store::is_ancestor)): `serve` stages a batch's webhook
 /// deliveries this way.
 pub fn land_with<R>(
     store: &Store,
@@ -1651,30 +1651,41 @@ mod tests {
         drop(dir);
     }
 
-    #[test]
-    fn a_moved_ref_is_replanned_so_a_claim_landed_elsewhere_wins() {
+    /// A repository in which `act_a` was created.
+    fn repo_with_act_a() -> (tempfile::TempDir, Store) {
         let (dir, store) = repo();
         let mut setup: Vec<Op<'static, Created>> =
             vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
         land(&store, &options(), &mut setup, &mut || T0).0[0]
             .as_ref()
             .unwrap();
+        (dir, store)
+    }
+
+    /// The first time (`moved` unset), a CLI claim of `act_a` lands through another handle on
+    /// the repository at `path`: the ref moves under the plan that calls this.
+    fn claim_underneath_once(path: &std::path::Path, moved: &mut bool, now: Timestamp) {
+        if !std::mem::replace(moved, true) {
+            let other = Store::open(path).unwrap();
+            crate::finality::claim(
+                &other,
+                &options(),
+                "act_a",
+                &request("attempt-cli-000000001"),
+                now,
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_moved_ref_is_replanned_so_a_claim_landed_elsewhere_wins() {
+        let (dir, store) = repo_with_act_a();
         // The first plan of our claim is overtaken by a CLI claim landing underneath.
         let path = dir.path().join("state.git");
         let mut moved = false;
         let mut ops: Vec<Op<'_, Claim>> = vec![Box::new(|ov, now| {
-            if !moved {
-                moved = true;
-                let other = Store::open(&path).unwrap();
-                crate::finality::claim(
-                    &other,
-                    &options(),
-                    "act_a",
-                    &request("attempt-cli-000000001"),
-                    now,
-                )
-                .unwrap();
-            }
+            claim_underneath_once(&path, &mut moved, now);
             claim(ov, "act_a", &request("attempt-srv-000000001"), now)
         })];
         let (results, landed) = land(&store, &options(), &mut ops, &mut || T0);
@@ -1695,28 +1706,12 @@ mod tests {
     /// only the last one lands, and the one a moved ref overtook is found never to have landed.
     #[test]
     fn before_landing_sees_every_commit_written_and_the_last_one_lands() {
-        let (dir, store) = repo();
-        let mut setup: Vec<Op<'static, Created>> =
-            vec![Box::new(|ov, now| create(ov, &new_action("act_a"), now))];
-        land(&store, &options(), &mut setup, &mut || T0).0[0]
-            .as_ref()
-            .unwrap();
+        let (dir, store) = repo_with_act_a();
         let path = dir.path().join("state.git");
         let mut moved = false;
         let mut ops: Vec<Op<'_, Option<Claim>>> = vec![
             Box::new(|ov, now| {
-                if !moved {
-                    moved = true;
-                    let other = Store::open(&path).unwrap();
-                    crate::finality::claim(
-                        &other,
-                        &options(),
-                        "act_a",
-                        &request("attempt-cli-000000001"),
-                        now,
-                    )
-                    .unwrap();
-                }
+                claim_underneath_once(&path, &mut moved, now);
                 claim(ov, "act_a", &request("attempt-srv-000000001"), now).map(Some)
             }),
             Box::new(|ov, now| create(ov, &new_action("act_b"), now).map(|_| None)),
@@ -1740,8 +1735,8 @@ mod tests {
         assert_eq!(seen[1].1, [false, true]);
         assert_eq!(landed.commit, Some(seen[1].0));
         let tip = store.tip("refs/heads/main").unwrap().unwrap();
-        assert!(store.has_landed(seen[1].0, tip).unwrap());
-        assert!(!store.has_landed(seen[0].0, tip).unwrap());
+        assert!(store.is_ancestor(seen[1].0, tip).unwrap());
+        assert!(!store.is_ancestor(seen[0].0, tip).unwrap());
     }
 
     #[test]

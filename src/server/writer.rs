@@ -343,7 +343,7 @@ impl Writer {
                         && hooks.has_undecided()
                     {
                         hooks.settle_undecided(&mut |c| {
-                            store.has_landed(c, tip).map_err(|e| e.to_string())
+                            store.is_ancestor(c, tip).map_err(|e| e.to_string())
                         });
                     }
                     for (_, event) in landed {

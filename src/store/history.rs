@@ -190,45 +190,30 @@ impl Store {
         Ok(String::from_utf8_lossy(message).into_owned())
     }
 
-    /// Whether `ancestor` is `descendant` or one of its ancestors (walks all parents).
+    /// Whether `ancestor` is `descendant` or one of its ancestors: for a commit written before
+    /// a compare-and-swap whose outcome is unknown (a kill fell in between), whether it landed.
+    ///
+    /// Walks back from `descendant` through every parent, and never below `ancestor`'s own
+    /// parents, which cannot have `ancestor` among their ancestors: asked of a commit planned
+    /// on a recent tip, the walk costs the commits landed since, not the history. An
+    /// `ancestor` absent from the repository is no ancestor.
     ///
     /// # Errors
-    /// As [`Store::parents`].
+    /// As [`Store::parents`], for a commit of `descendant`'s history (or `ancestor`) that cannot
+    /// be read.
     pub fn is_ancestor(&self, ancestor: CommitId, descendant: CommitId) -> Result<bool, Error> {
-        let mut seen = std::collections::HashSet::new();
-        let mut queue = std::collections::VecDeque::from([descendant]);
-        while let Some(id) = queue.pop_front() {
-            if id == ancestor {
-                return Ok(true);
-            }
-            if seen.insert(id) {
-                queue.extend(self.parents(id)?);
-            }
+        if ancestor == descendant {
+            return Ok(true);
         }
-        Ok(false)
-    }
-
-    /// Whether `commit` is in the history of `tip` (`tip` itself or one of its ancestors), the
-    /// question "did this commit land?" asked of a commit written before a compare-and-swap
-    /// whose outcome is unknown (a kill fell in between).
-    ///
-    /// Walks back from `tip` and never below `commit`'s own parents, which cannot have `commit`
-    /// among their ancestors: when the commit landed on the tip it was planned on, the walk
-    /// costs the commits landed since, not the history. A commit absent from the repository
-    /// did not land.
-    ///
-    /// # Errors
-    /// As [`Store::parents`], for a commit of `tip`'s history that cannot be read.
-    pub fn has_landed(&self, commit: CommitId, tip: CommitId) -> Result<bool, Error> {
-        let floor: std::collections::HashSet<CommitId> = match self.parents(commit) {
+        let floor: std::collections::HashSet<CommitId> = match self.parents(ancestor) {
             Ok(parents) => parents.into_iter().collect(),
             Err(Error::MissingObject { .. }) => return Ok(false),
             Err(e) => return Err(e),
         };
         let mut seen = std::collections::HashSet::new();
-        let mut queue = std::collections::VecDeque::from([tip]);
+        let mut queue = std::collections::VecDeque::from([descendant]);
         while let Some(id) = queue.pop_front() {
-            if id == commit {
+            if id == ancestor {
                 return Ok(true);
             }
             if !floor.contains(&id) && seen.insert(id) {
@@ -386,10 +371,10 @@ mod tests {
     use crate::store::test_support::*;
     use std::process::Command;
 
-    /// A commit written on a tip lands or not; `has_landed` tells which from any later tip,
+    /// A commit written on a tip lands or not; `is_ancestor` tells which from any later tip,
     /// for a commit planned on the tip, on an older tip, as the first commit, or never written.
     #[test]
-    fn has_landed_tells_a_landed_commit_from_one_that_lost_its_compare_and_swap() {
+    fn is_ancestor_tells_a_landed_commit_from_one_that_lost_its_compare_and_swap() {
         let (_tmp, _repo, store) = new_store();
         let c1 = publish(&store, &[("a", "1")]);
         // Lost its race: another writer landed c2 on c1 first.
@@ -411,14 +396,14 @@ mod tests {
             (stale, false),
             (root_elsewhere, false),
         ] {
-            assert_eq!(store.has_landed(commit, c4).unwrap(), want, "{commit}");
+            assert_eq!(store.is_ancestor(commit, c4).unwrap(), want, "{commit}");
         }
         assert!(
-            !store.has_landed(c4, c2).unwrap(),
+            !store.is_ancestor(c4, c2).unwrap(),
             "a later commit is not below"
         );
         let absent = CommitId::from_hex(&"1".repeat(40)).unwrap();
-        assert!(!store.has_landed(absent, c4).unwrap());
+        assert!(!store.is_ancestor(absent, c4).unwrap());
     }
 
     /// `resolve` reads what `git rev-parse` reads (checked against git itself), peels

@@ -181,7 +181,7 @@ impl App {
                         })
                         .clone()?;
                     match tip {
-                        Some(tip) => store.has_landed(commit, tip).map_err(|e| e.to_string()),
+                        Some(tip) => store.is_ancestor(commit, tip).map_err(|e| e.to_string()),
                         None => Ok(false),
                     }
                 };

@@ -2849,6 +2849,15 @@ impl Subscriber {
             .await
             .expect("an event")
     }
+
+    /// The next event's name and its action's id (which it must have).
+    async fn expect_action(&mut self) -> (String, String) {
+        let (name, data) = self.expect().await;
+        let id = field(&data, "action_id")
+            .expect("an action's event")
+            .to_owned();
+        (name, id)
+    }
 }
 
 /// `GET /api/stream` with `key`: the status, and the subscriber when it is 200 (its
@@ -3094,15 +3103,13 @@ async fn a_reconnecting_client_gets_what_it_missed_once() {
     assert_eq!(connected.get("replayed"), Some(&Value::from(2)));
     assert_eq!(field(&connected, "lastEventId"), Some(cursor.as_str()));
     assert_eq!(connected.get("replayError"), Some(&Value::Null));
-    let (name, data) = back.expect().await;
     assert_eq!(
-        (name.as_str(), field(&data, "action_id")),
-        ("action.updated", Some(first.as_str()))
+        back.expect_action().await,
+        ("action.updated".to_owned(), first.clone())
     );
-    let (name, data) = back.expect().await;
     assert_eq!(
-        (name.as_str(), field(&data, "action_id")),
-        ("action.created", Some(other.as_str()))
+        back.expect_action().await,
+        ("action.created".to_owned(), other.clone())
     );
     // Then live, with nothing replayed twice.
     let third = recorded(&s, "build", ACT, "").await;
@@ -3628,15 +3635,13 @@ async fn containment_answers_as_dashclaw() {
         finality::containment::promotion_action_id(&finality::ActionId::parse(&id).unwrap())
             .as_str()
     );
-    let (name, data) = sub.expect().await;
     assert_eq!(
-        (name.as_str(), field(&data, "action_id")),
-        ("action.updated", Some(id.as_str()))
+        sub.expect_action().await,
+        ("action.updated".to_owned(), id.clone())
     );
-    let (name, data) = sub.expect().await;
     assert_eq!(
-        (name.as_str(), field(&data, "action_id")),
-        ("action.created", Some(grant.as_str()))
+        sub.expect_action().await,
+        ("action.created".to_owned(), grant.clone())
     );
     let g = s.get(format!("/api/actions/{grant}"), BOT).await;
     assert_eq!(g.str_at("action", "status"), Some("running"));

@@ -858,7 +858,7 @@ impl Webhooks {
         if let Some(segment) = staged.segment {
             if let Err(e) = self.outbox.confirm(&segment) {
                 (self.log)(&format!(
-                    "webhooks: a landed batch's deliveries stay staged in the outbox ({e}); they are sent now and settled again at the next start"
+                    "webhooks: a landed batch's deliveries stay staged in the outbox ({e}); they are sent now, and the staged file is removed once they are settled"
                 ));
             }
             let deliveries = segment.into_deliveries();
