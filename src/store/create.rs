@@ -134,6 +134,14 @@ impl Store {
             .collect()
     }
 
+    /// Whether `path` is an existing repository with a work tree (not bare). Absent, empty or
+    /// not a repository: `false`. Reads only the repository's own configuration, and maps no
+    /// object: every gix handle of the crate is opened here, in `store`, as
+    /// [`Store::release_mapped_packs`]'s safety argument requires.
+    pub fn has_work_tree(path: &Path) -> bool {
+        gix::open_opts(path, gix::open::Options::isolated()).is_ok_and(|repo| !repo.is_bare())
+    }
+
     /// Open the repository at `path`, or create a bare one when `path` does not exist or is an
     /// empty directory. On creation, `HEAD` is made a symbolic ref to `ref_name` (a full name such
     /// as `refs/heads/main`) so that a fresh `git clone` checks out the ledger ref.

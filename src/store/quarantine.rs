@@ -55,3 +55,34 @@ impl Drop for Store {
         }
     }
 }
+#[cfg(test)]
+mod tests {
+    use crate::store::test_support::*;
+    use crate::store::*;
+
+    /// Objects found only through the added directories are read through them, also after
+    /// a release of the mapped pack pages.
+    #[test]
+    fn objects_of_the_added_directories_stay_readable_after_a_release() {
+        let (_tmp, repo, _store) = new_store();
+        let (_other_tmp, other, other_store) = new_store();
+        let files: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("q{}/f{i}.json", i % 3), format!("pushed {i}\n")))
+            .collect();
+        let commit = publish(&other_store, &files);
+        assert!(Store::open(&repo).expect("open").snapshot(Some(commit)).is_err());
+
+        let store = Store::open(&repo)
+            .and_then(|s| s.with_object_dirs(&[other.join("objects")]))
+            .expect("overlay");
+        for _ in 0..2 {
+            let view = store.snapshot(Some(commit)).expect("snapshot through the overlay");
+            for (path, content) in &files {
+                let bytes = view.read(path, 1 << 20).expect("read").expect("present");
+                assert_eq!(bytes, content.as_bytes(), "{path}");
+            }
+            drop(view);
+            store.release_mapped_packs();
+        }
+    }
+}

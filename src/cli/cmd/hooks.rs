@@ -151,10 +151,7 @@ fn is_executable(_meta: &std::fs::Metadata) -> bool {
 /// Refuses an existing repository that has a work tree. A path that is absent, empty or not a
 /// repository is left to `Store::open_or_init_bare` (created bare, or an open error).
 fn refuse_work_tree(repo: &Path) -> Result<(), Failure> {
-    let Ok(found) = gix::open_opts(repo, gix::open::Options::isolated()) else {
-        return Ok(());
-    };
-    if found.is_bare() {
+    if !Store::has_work_tree(repo) {
         return Ok(());
     }
     Err(Failure::input(format!(
