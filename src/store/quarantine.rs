@@ -70,13 +70,20 @@ mod tests {
             .map(|i| (format!("q{}/f{i}.json", i % 3), format!("pushed {i}\n")))
             .collect();
         let commit = publish(&other_store, &files);
-        assert!(Store::open(&repo).expect("open").snapshot(Some(commit)).is_err());
+        assert!(
+            Store::open(&repo)
+                .expect("open")
+                .snapshot(Some(commit))
+                .is_err()
+        );
 
         let store = Store::open(&repo)
             .and_then(|s| s.with_object_dirs(&[other.join("objects")]))
             .expect("overlay");
         for _ in 0..2 {
-            let view = store.snapshot(Some(commit)).expect("snapshot through the overlay");
+            let view = store
+                .snapshot(Some(commit))
+                .expect("snapshot through the overlay");
             for (path, content) in &files {
                 let bytes = view.read(path, 1 << 20).expect("read").expect("present");
                 assert_eq!(bytes, content.as_bytes(), "{path}");
