@@ -383,10 +383,11 @@ fn confirm(store: &Store, target: &Target, commit: CommitId) {
 /// publications poll with it ([`crate::publish::pending`]).
 pub fn jittered_sleep(base_ms: u64) {
     let base = base_ms.max(1);
-    let mut random = [0u8; 8];
-    let jitter = match rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()) {
-        Ok(8) => u64::from_le_bytes(random) % base,
-        _ => u64::from(std::process::id()) % base,
+    // A jitter need not be unpredictable: without the kernel's generator the process id
+    // still spreads processes apart.
+    let jitter = match crate::random::bytes::<8>() {
+        Ok(random) => u64::from_le_bytes(random) % base,
+        Err(_) => u64::from(std::process::id()) % base,
     };
     std::thread::sleep(Duration::from_millis(base + jitter));
 }
