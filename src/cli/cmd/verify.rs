@@ -121,7 +121,12 @@ pub(in crate::cli) fn open_with_quarantine(env: &Env, repo: &Path) -> Result<Sto
     if let Some(dirs) = env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES") {
         quarantine.extend(dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
     }
-    Store::open(repo).and_then(|s| s.with_object_dirs(&quarantine))
+    // The private object directory that reads through them goes in the temporary directory.
+    let scratch = env
+        .get("TMPDIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    Store::open(repo).and_then(|s| s.with_object_dirs(&quarantine, &scratch))
 }
 
 /// What `verify` and `log` read when no `--range` is given: the ledger ref of `--ref` by its
