@@ -40,12 +40,10 @@ fi
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 # cargo-deny (scripts/deny.sh, configured by scripts/deny.toml): licences, bans and sources
-# always, advisories only when the RustSec database can be fetched now (why, in deny.sh); a
-# violation fails the gate. It runs when cargo-deny is on PATH and otherwise prints one SKIP
-# line: check.sh does not install it. `cargo install --locked cargo-deny` took 4.8 min of CPU
-# (12.4 min wall, beside other work) on the 2-core machine, more than the ~4 min of CPU an
-# install in the background beside the build (as provision.sh does) may cost a run that must
-# stay under ~30 min; CI machines that want the gate install cargo-deny beforehand.
+# always, advisories only when the RustSec database can be fetched now; a violation fails the
+# gate. It runs when cargo-deny is on PATH and otherwise prints one SKIP line: building it costs
+# minutes of CPU (CHANGELOG), too much to add to every run beside the build, so CI machines that
+# want the gate install cargo-deny beforehand.
 step "cargo deny: licences, bans, sources; advisories when the database can be fetched (skips without cargo-deny)"
 scripts/deny.sh
 # The declared minimum Rust version (Cargo.toml's rust-version) is built with when that

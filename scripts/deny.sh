@@ -5,8 +5,8 @@
 #     other than crates.io or from git fails the gate;
 #   - advisories (the RustSec database), only when the database can be fetched now.
 # Without cargo-deny on PATH it prints one SKIP line and exits 0; it does not install it
-# (`cargo install --locked cargo-deny` compiles ~210 crates with LTO: 4.8 min of CPU, 12.4 min
-# of wall time on this project's 2-core machine beside other work).
+# (`cargo install --locked cargo-deny` compiles about 210 crates with LTO; its cost is in the
+# CHANGELOG).
 # usage: scripts/deny.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -33,7 +33,7 @@ impl Store {
         std::fs::create_dir(&overlay).map_err(open_err)?;
         // From here on the store owns it, and removes it when dropped.
         self.overlay = Some(overlay.clone());
-        std::fs::create_dir_all(overlay.join("info")).map_err(open_err)?;
+        std::fs::create_dir(overlay.join("info")).map_err(open_err)?;
         let own = self.repo.common_dir().join("objects");
         let mut lines = String::new();
         for dir in dirs.iter().chain([&own]) {
