@@ -257,18 +257,8 @@ pub fn land_listed(
     if listing.pending.is_empty() {
         return Ok(Round::Idle);
     }
+    fetch_listed(store, remote, listing)?;
     let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
-    if !tip
-        .into_iter()
-        .chain(listing.pending.iter().map(|p| p.commit))
-        .all(cached)
-    {
-        let mut specs = vec![format!("+{INCOMING_PREFIX}*:{CACHE_INCOMING}*")];
-        if tip.is_some() {
-            specs.push(format!("+{}:{CACHE_LEDGER}", remote.ledger_ref));
-        }
-        remote::fetch_many(git_dir, remote.url, &specs, remote.timeout)?;
-    }
     if tip.is_some_and(|t| !cached(t)) {
         return Ok(Round::Moved);
     }
@@ -342,6 +332,30 @@ pub fn land_listed(
         return Err(Error::Refused(why.clone()));
     }
     Ok(Round::Moved)
+}
+
+/// Fetches, with ONE `git fetch`, the ledger tip and every pending publication that `listing`
+/// names, unless all of them are cached already: a lander reads them all, and one fetch costs
+/// one round of requests where a fetch of the tip and another of the publications cost two.
+///
+/// # Errors
+/// [`Error::Remote`].
+fn fetch_listed(store: &Store, remote: Remote<'_>, listing: &Listing) -> Result<(), Error> {
+    let cached = |c: CommitId| store.snapshot(Some(c)).is_ok();
+    if listing
+        .tip
+        .into_iter()
+        .chain(listing.pending.iter().map(|p| p.commit))
+        .all(cached)
+    {
+        return Ok(());
+    }
+    let mut specs = vec![format!("+{INCOMING_PREFIX}*:{CACHE_INCOMING}*")];
+    if listing.tip.is_some() {
+        specs.push(format!("+{}:{CACHE_LEDGER}", remote.ledger_ref));
+    }
+    remote::fetch_many(store.git_dir(), remote.url, &specs, remote.timeout)?;
+    Ok(())
 }
 
 /// What [`land_all`] did.
@@ -516,9 +530,11 @@ pub fn poll_delay_ms(round: u32, pending: usize) -> u64 {
 /// Reads the fate of `incoming` and, while it is pending, lands every pending publication
 /// ([`land_listed`]) when its key is the first pending one, or when the first one stayed
 /// first for its [`patience`] (by its own position among the pending keys); otherwise it
-/// waits for that job's round. Rounds back off ([`poll_delay_ms`], jittered) until it is
-/// landed or refused or `budget` has passed. One `git ls-remote` per round serves both the
-/// fate and the landing.
+/// waits for that job's round. Rounds back off ([`poll_delay_ms`], but never shorter than the
+/// last read took; jittered) until it is landed or refused or `budget` has passed. One
+/// `git ls-remote` per round serves both the fate and the landing; the tip is fetched only
+/// when this job lands the pending set or its publication is no longer listed, and a lander
+/// fetches the tip and the publications with one `git fetch`.
 ///
 /// # Errors
 /// [`Error::StillPending`] past the budget, [`Error::Withdrawn`] after [`GONE_READS`] reads
@@ -536,8 +552,33 @@ pub fn await_fate(
     // The first pending key and since when it is first.
     let mut first: Option<(String, Instant)> = None;
     loop {
+        let read_at = Instant::now();
         let listing = list(store, remote, Some(&incoming.key))?;
-        match fate_in(store, remote, incoming, &listing)? {
+        let read = read_at.elapsed();
+        let leader = listing.pending.first().map(|p| p.key.clone());
+        let waited = match (&first, &leader) {
+            (Some((k, since)), Some(l)) if k == l => since.elapsed(),
+            _ => {
+                first = leader.map(|l| (l, Instant::now()));
+                Duration::ZERO
+            }
+        };
+        let own = listing.pending.iter().position(|p| p.key == incoming.key);
+        // Whether this job lands the pending set should its publication still be pending.
+        let lands = own.is_some_and(|at| at == 0 || waited >= patience(at, listing.pending.len()));
+        let fate = if own.is_some() && !lands && listing.mark.is_none() {
+            // Listed and not marked, it is pending: a landing deletes its incoming ref in the
+            // push that moves the ledger, so the tip need not be fetched to tell (a ref store
+            // that applies that push ref by ref shows it landed at the next read).
+            Fate::Pending
+        } else {
+            if lands {
+                // The fate's read of the tip and the landing's read of the publications at once.
+                fetch_listed(store, remote, &listing)?;
+            }
+            fate_in(store, remote, incoming, &listing)?
+        };
+        match fate {
             f @ (Fate::Landed(_) | Fate::Refused(_)) => return Ok(f),
             Fate::Gone => {
                 gone += 1;
@@ -549,22 +590,7 @@ pub fn await_fate(
             }
             Fate::Pending => {
                 gone = 0;
-                let leader = listing.pending.first().map(|p| p.key.clone());
-                let position = listing
-                    .pending
-                    .iter()
-                    .position(|p| p.key == incoming.key)
-                    .unwrap_or(listing.pending.len());
-                let waited = match (&first, &leader) {
-                    (Some((k, since)), Some(l)) if k == l => since.elapsed(),
-                    _ => {
-                        first = leader.clone().map(|l| (l, Instant::now()));
-                        Duration::ZERO
-                    }
-                };
-                if (position == 0 || waited >= patience(position, listing.pending.len()))
-                    && let Round::Landed(_) = land_listed(store, remote, &listing, options)?
-                {
+                if lands && let Round::Landed(_) = land_listed(store, remote, &listing, options)? {
                     continue;
                 }
             }
@@ -577,7 +603,11 @@ pub fn await_fate(
             });
         }
         round += 1;
-        store::land::jittered_sleep(poll_delay_ms(round, listing.pending.len()));
+        // Never read more often than a read takes: a server slowed by the others' reads
+        // answers them slower, and this job's reads back off with it.
+        let delay = poll_delay_ms(round, listing.pending.len())
+            .max(u64::try_from(read.as_millis()).unwrap_or(u64::MAX));
+        store::land::jittered_sleep(delay);
     }
 }
 
