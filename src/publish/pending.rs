@@ -590,7 +590,19 @@ pub fn await_fate(
             }
             Fate::Pending => {
                 gone = 0;
-                if lands && let Round::Landed(_) = land_listed(store, remote, &listing, options)? {
+                if lands
+                    && let Round::Landed(combined) = land_listed(store, remote, &listing, options)?
+                {
+                    // The push that landed the set tells this one's fate without another read.
+                    let verdict = combined
+                        .verdicts
+                        .iter()
+                        .find(|(i, _)| i.key == incoming.key);
+                    if let (Some((_, Verdict::Landed { .. } | Verdict::AlreadyLanded)), Some(at)) =
+                        (verdict, combined.commit.or(listing.tip))
+                    {
+                        return Ok(Fate::Landed(at));
+                    }
                     continue;
                 }
             }
