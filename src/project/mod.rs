@@ -52,6 +52,8 @@
 //! Maps are sorted by key. The `schema` string names the view's version: a reader refuses a
 //! `--from` file of another schema, filter or limit (refold instead). A view may gain members
 //! within a version; removing or retyping one, or changing what it means, is a new version.
+//! (Any change of members is a new version of the saved form below, whose members have no
+//! names.)
 //!
 //! # The saved form
 //!

@@ -24,8 +24,9 @@
 //! v2); `--from` still reads it. A file whose version line names another version, whose
 //! checksum does not match, or whose body does not decode is refused with
 //! [`Error::Saved`](super::Error::Saved) naming the file, the field and the rule, and nothing
-//! is written: fold the view again without `--from`. Changing the encoding, or the types it
-//! follows in a way that changes their order or types, raises the version.
+//! is written: fold the view again without `--from`. As members carry no names, any change to
+//! the encoding or to the types it follows (a member added, removed, moved or retyped, even one
+//! the JSON schema allows within its version) raises the version line.
 
 use std::fmt;
 use std::io::Write;
