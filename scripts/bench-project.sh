@@ -8,7 +8,9 @@
 #   (2) bringing a saved status view up to date after INC more events were published
 #       (`project status --from SAVED --save OUT`) against folding the whole ledger again
 #       (`project status --json`): the share of a full fold that the increment costs.
-# Both folds of (2) are compared byte for byte first (the incremental equals the full).
+# Both folds of (2) are compared byte for byte first (the incremental equals the full): the
+# document the increment prints with --json, and the one its saved file prints at the same
+# revision.
 # One line per measurement and per ratio on stdout.
 #
 # usage: scripts/bench-project.sh [--events N] [--increment INC] [--repeat K]
@@ -49,13 +51,16 @@ python3 "$here/scripts/gen-spools.py" "$work/inc" --events "$increment" --spools
 "$bin" -q seal "$work/a"/* >/dev/null
 "$bin" -q seal "$work/inc"/* >/dev/null
 "$bin" -q publish --repo "$work/r.git" "$work/a"/* >/dev/null
-"$bin" -q project status --repo "$work/r.git" --save "$work/saved.json" >/dev/null
+"$bin" -q project status --repo "$work/r.git" --save "$work/saved" >/dev/null
 "$bin" -q publish --repo "$work/r.git" "$work/inc"/* >/dev/null
 
-# The incremental fold equals the full one.
-"$bin" -q project status --repo "$work/r.git" --from "$work/saved.json" --save "$work/updated.json" >/dev/null
+# The incremental fold equals the full one, and so does its saved file read back.
+"$bin" -q project status --repo "$work/r.git" --from "$work/saved" --save "$work/updated" --json >"$work/incremental.json"
+"$bin" -q project status --repo "$work/r.git" --from "$work/updated" --json >"$work/resaved.json"
 "$bin" -q project status --repo "$work/r.git" --json >"$work/full.json"
-cmp -s "$work/updated.json" "$work/full.json" || { echo "bench-project: the incremental fold differs from the full one" >&2; exit 1; }
+for f in incremental resaved; do
+  cmp -s "$work/$f.json" "$work/full.json" || { echo "bench-project: the $f fold differs from the full one" >&2; exit 1; }
+done
 
 # run LABEL COMMAND...: one whole-process run; appends "wall cpu peak_kib" to $work/LABEL.
 run() {
@@ -78,8 +83,8 @@ ratio() { # A B COLUMN NAME
 for _ in $(seq "$repeat"); do
   run log "$bin" -q log --repo "$work/r.git"
   run status "$bin" -q project status --repo "$work/r.git" --json
-  cp "$work/saved.json" "$work/from.json"
-  run incremental "$bin" -q project status --repo "$work/r.git" --from "$work/from.json" --save "$work/out.json"
+  cp "$work/saved" "$work/from"
+  run incremental "$bin" -q project status --repo "$work/r.git" --from "$work/from" --save "$work/out"
   run full "$bin" -q project status --repo "$work/r.git" --json
 done
 echo "(1) project status --json against log, $(( events + increment )) events"

@@ -332,11 +332,12 @@ pub fn stream_paths(
 }
 
 /// The shard paths a descendant `new` holds that `old` did not, hot or compacted, sorted:
-/// shard files the tree diff of `ledger/v1/` adds, and entries of a month's manifest that
+/// shard files the tree diff of `ledger/v1/events/` adds, and entries of a month's manifest that
 /// `new` adds or replaces which neither `old`'s manifest lists nor `old` held hot (a shard a
 /// compaction in between moved into a segment was there before). Only the subtrees that
 /// differ are read ([`store::Store::diff`], as `verify --range` reads a push), so the cost
-/// follows the change, not the ledger.
+/// follows the change, not the ledger; and only below the events and the segments, as the
+/// import bindings a publication adds beside each shard name no shard.
 ///
 /// # Errors
 /// [`Error::Store`]; [`Error::View`] for an invalid manifest at either side.
@@ -347,7 +348,8 @@ pub fn added_shards(
 ) -> Result<Vec<String>, Error> {
     use crate::ledger::segment::{self, SegmentFile};
     use std::collections::BTreeSet;
-    let changes = store.diff(Some(old), new, "ledger/v1")?;
+    let mut changes = store.diff(Some(old), new, shard::EVENTS_ROOT)?;
+    changes.extend(store.diff(Some(old), new, segment::SEGMENTS_ROOT)?);
     let mut added = BTreeSet::new();
     let mut removed = BTreeSet::new();
     let mut months = BTreeSet::new();

@@ -563,15 +563,18 @@ pub(super) enum Command {
     ///
     /// Prints one readable line per entry, or with --json the view as one JSON document
     /// (`schema` `action-ledger.project.<view>.v1`, `revision` the commit folded at, `filter`,
-    /// `limits`, `events`, `truncated`, `view`; the form --save writes). The
+    /// `limits`, `events`, `truncated`, `view`). The
     /// same events give the same bytes whatever the order they were published in and whether
     /// they are hot or compacted. Every shard passes `verify`'s checks of a shard before any of
     /// its events is folded (else exit 2, naming the shard). Read-only: the ledger is never
     /// written.
     ///
-    /// --save FILE writes the document (its checkpoint is its `revision`); --from FILE brings
-    /// such a file up to date by folding only the shards added since its checkpoint (a tree
-    /// diff), with the file's own filter and limit; the result equals a full refold.
+    /// --save FILE writes the view in a compact binary saved form (its checkpoint is its
+    /// `revision`; the first line names the form's version, a CRC-32 ends it); --from FILE
+    /// brings such a file, or a JSON document printed by --json, up to date by folding only
+    /// the shards added since its checkpoint (a tree diff), with the file's own filter and
+    /// limit; the result equals a full refold. A damaged saved file, or one of another
+    /// version, is refused naming the file, the field and the rule (fold again without --from).
     /// --compare FILE compares a legacy projection JSON with the fold instead of printing it:
     /// one line per difference (`JSON-PATH: legacy X, fold Y`; `revision` and `events` are not
     /// compared; a file without `schema` is a bare view, compared with the document's `view`),
@@ -623,7 +626,8 @@ pub(super) struct ProjectArgs {
     #[arg(long, default_value_t = crate::project::DEFAULT_ENTRIES,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(super) limit: u32,
-    /// Write the JSON document, with its checkpoint, to FILE (replaced atomically).
+    /// Save the view, with its checkpoint, to FILE in the binary saved form (replaced
+    /// atomically), for --from.
     #[arg(long, value_name = "FILE")]
     pub(super) save: Option<PathBuf>,
     /// Bring the view saved in FILE up to date (its filter and limit are used: give neither).

@@ -52,6 +52,17 @@
 //! Maps are sorted by key. The `schema` string names the view's version: a reader refuses a
 //! `--from` file of another schema, filter or limit (refold instead). A view may gain members
 //! within a version; removing or retyping one, or changing what it means, is a new version.
+//! (Any change of members is a new version of the saved form below, whose members have no
+//! names.)
+//!
+//! # The saved form
+//!
+//! `--save` writes the same document in the compact binary form of [`saved`] (saved form v2:
+//! a version line, the members in order without names, a CRC-32), which is what `--from` reads
+//! back at a fraction of the JSON's cost; `--from` also reads the JSON document itself (saved
+//! form v1, what `--save` wrote before). A saved file of another version, damaged, or that
+//! does not decode is refused ([`Error::Saved`]: the file, the field, the rule), and nothing is
+//! written: fold again without `--from`.
 //!
 //! | View | `schema` | Keyed by | Module |
 //! |---|---|---|---|
@@ -76,6 +87,7 @@ pub mod commands;
 pub mod evidence;
 pub mod notifications;
 pub mod review_history;
+pub mod saved;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -98,6 +110,18 @@ pub enum Error {
         file: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A `--from` file in the saved form ([`saved`]) that cannot be read: another version of
+    /// the form, a damaged file, or a member that breaks the form's rules. Nothing is written:
+    /// fold the view again without `--from`.
+    #[error("{file}: {field}: {rule}: fold the view again without --from")]
+    Saved {
+        /// The file as the caller named it.
+        file: String,
+        /// Where: `version line`, `checksum`, `body`, or a member path (`view.lanes`).
+        field: String,
+        /// The rule it breaks.
+        rule: String,
     },
     /// Writing the document out failed.
     #[error("writing the view: {0}")]
@@ -334,6 +358,14 @@ pub trait Projection: Default + Serialize + DeserializeOwned {
     fn finish(&mut self) {}
     /// One readable line per entry, in key order (the CLI's default output).
     fn lines(&self) -> Vec<String>;
+    /// [`Self::lines`], each ending in a newline, appended to `out` (a view of many entries
+    /// overrides it to write them without a string per line).
+    fn write_lines(&self, out: &mut String) {
+        for line in self.lines() {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
 }
 
 /// `status`, or `status/reason` when the reason says more (as `log` shows them).
@@ -460,9 +492,64 @@ impl<P: Projection> Document<P> {
     /// # Errors
     /// The writer's.
     pub fn write_json(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        use std::io::Write as _;
         self.finish();
-        serde_json::to_writer_pretty(&mut *out, self).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")
+        // A buffer of a concrete type: serde_json writes a few bytes at a time, which through
+        // `dyn Write` would each be a call through the vtable.
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
+    /// Writes the view in the saved form ([`saved`]) to `out` (with `truncated` brought up
+    /// to date): what `--save` writes, and [`Self::read_saved`] reads.
+    ///
+    /// # Errors
+    /// The writer's.
+    pub fn write_saved(&mut self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.finish();
+        saved::write(self, out)
+    }
+
+    /// Reads a saved view: the saved form ([`saved`]), or the JSON document (saved form v1,
+    /// as [`Self::parse`]); `file` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::Document`] when it is a view of another schema, or not a saved view;
+    /// [`Error::Saved`] when it is in a saved form this version does not read, damaged, or
+    /// does not decode.
+    pub fn read_saved(bytes: &[u8], file: &str) -> Result<Self, Error> {
+        if !saved::is_binary(bytes) {
+            let text = std::str::from_utf8(bytes).map_err(|e| Error::Document {
+                file: file.to_owned(),
+                reason: format!("not JSON, nor a saved view: {e}"),
+            })?;
+            return Self::parse(text, file);
+        }
+        let refused = |r: saved::Refusal| Error::Saved {
+            file: file.to_owned(),
+            field: r.field,
+            rule: r.rule,
+        };
+        // The schema first (the first member), so that another view's file is named as such.
+        #[derive(serde::Deserialize)]
+        struct Head {
+            schema: String,
+        }
+        let head: Head = saved::read(bytes).map_err(refused)?;
+        if head.schema != P::SCHEMA {
+            return Err(Error::Document {
+                file: file.to_owned(),
+                reason: format!(
+                    "its schema is {}, not {}: save it with `project {}`",
+                    head.schema,
+                    P::SCHEMA,
+                    P::NAME
+                ),
+            });
+        }
+        saved::read_all(bytes).map_err(refused)
     }
 
     /// Reads a saved document; `file` names it in errors.
@@ -474,9 +561,22 @@ impl<P: Projection> Document<P> {
             file: file.to_owned(),
             reason,
         };
-        // The schema first, skipping the rest unread (a saved view can be hundreds of MB);
-        // then the document straight into its types, never as a tree of JSON values, which
-        // cost several times the view's own memory and most of an increment's time.
+        // The document straight into its types, never as a tree of JSON values, which cost
+        // several times the view's own memory and most of an increment's time; its schema is
+        // checked after. Only a document that does not read is read again for its schema
+        // alone, to say which view it is (a pass over the whole text: not paid when it reads).
+        let schema_error = |found: &str| {
+            bad(format!(
+                "its schema is {found}, not {}: save it with `project {}`",
+                P::SCHEMA,
+                P::NAME
+            ))
+        };
+        let full_error = match serde_json::from_str::<Self>(text) {
+            Ok(doc) if doc.schema == P::SCHEMA => return Ok(doc),
+            Ok(doc) => return Err(schema_error(&doc.schema)),
+            Err(e) => e,
+        };
         #[derive(serde::Deserialize)]
         struct Head {
             schema: Option<String>,
@@ -488,17 +588,10 @@ impl<P: Projection> Document<P> {
             Err(_) => None,
         };
         match schema {
-            Some(s) if s == P::SCHEMA => {}
-            Some(s) => {
-                return Err(bad(format!(
-                    "its schema is {s}, not {}: save it with `project {}`",
-                    P::SCHEMA,
-                    P::NAME
-                )));
-            }
-            None => return Err(bad("it has no `schema` member: not a saved view".into())),
+            Some(s) if s == P::SCHEMA => Err(bad(format!("not a {} view: {full_error}", P::NAME))),
+            Some(s) => Err(schema_error(&s)),
+            None => Err(bad("it has no `schema` member: not a saved view".into())),
         }
-        serde_json::from_str(text).map_err(|e| bad(format!("not a {} view: {e}", P::NAME)))
     }
 }
 
@@ -722,8 +815,8 @@ pub struct Request<'a> {
     pub filter: &'a log::Filter,
     /// The bounds (ignored with `from`).
     pub limits: Limits,
-    /// A saved view to bring up to date: its file name and text.
-    pub from: Option<(&'a str, &'a str)>,
+    /// A saved view to bring up to date: its file name and bytes ([`Document::read_saved`]).
+    pub from: Option<(&'a str, &'a [u8])>,
 }
 
 /// A folded view in the forms the CLI writes (a form not asked for in [`Forms`] is empty).
@@ -787,7 +880,7 @@ pub fn project_forms(
     request: &Request<'_>,
     forms: Forms,
 ) -> Result<Rendered, Error> {
-    dispatch(store, request, forms, None)
+    dispatch(store, request, forms, None, None)
 }
 
 /// As [`project_forms`], but the document ([`Forms::json`]) is written to `json` as it is
@@ -802,7 +895,22 @@ pub fn project_into(
     forms: Forms,
     json: &mut dyn std::io::Write,
 ) -> Result<Rendered, Error> {
-    dispatch(store, request, forms, Some(json))
+    dispatch(store, request, forms, Some(json), None)
+}
+
+/// As [`project_into`] (the document to `json` when given, else as [`project_forms`]), and
+/// the view in the saved form ([`Document::write_saved`]) to `saved`, before the document.
+///
+/// # Errors
+/// As [`project_forms`]; [`Error::Write`] when `saved` or `json` fails.
+pub fn project_saving(
+    store: &Store,
+    request: &Request<'_>,
+    forms: Forms,
+    json: Option<&mut dyn std::io::Write>,
+    saved: &mut dyn std::io::Write,
+) -> Result<Rendered, Error> {
+    dispatch(store, request, forms, json, Some(saved))
 }
 
 fn dispatch(
@@ -810,22 +918,25 @@ fn dispatch(
     request: &Request<'_>,
     forms: Forms,
     out: Option<&mut dyn std::io::Write>,
+    saved: Option<&mut dyn std::io::Write>,
 ) -> Result<Rendered, Error> {
     let (md, dot) = (forms.markdown, forms.dot);
     match request.kind {
-        Kind::Status => run::<status::Status>(store, request, forms, out, |_| (None, None)),
-        Kind::Commands => run::<commands::Commands>(store, request, forms, out, |_| (None, None)),
+        Kind::Status => run::<status::Status>(store, request, forms, out, saved, |_| (None, None)),
+        Kind::Commands => {
+            run::<commands::Commands>(store, request, forms, out, saved, |_| (None, None))
+        }
         Kind::ReviewHistory => {
-            run::<review_history::ReviewHistory>(store, request, forms, out, |v| {
+            run::<review_history::ReviewHistory>(store, request, forms, out, saved, |v| {
                 (md.then(|| v.markdown()), None)
             })
         }
         Kind::Notifications => {
-            run::<notifications::Notifications>(store, request, forms, out, |_| (None, None))
+            run::<notifications::Notifications>(store, request, forms, out, saved, |_| (None, None))
         }
-        Kind::Evidence => {
-            run::<evidence::Evidence>(store, request, forms, out, |v| (None, dot.then(|| v.dot())))
-        }
+        Kind::Evidence => run::<evidence::Evidence>(store, request, forms, out, saved, |v| {
+            (None, dot.then(|| v.dot()))
+        }),
     }
 }
 
@@ -834,11 +945,12 @@ fn run<P: Projection>(
     request: &Request<'_>,
     forms: Forms,
     out: Option<&mut dyn std::io::Write>,
+    saved: Option<&mut dyn std::io::Write>,
     extra: impl Fn(&P) -> (Option<String>, Option<String>),
 ) -> Result<Rendered, Error> {
     let (mut doc, before) = match request.from {
-        Some((file, text)) => {
-            let saved = Document::<P>::parse(text, file)?;
+        Some((file, bytes)) => {
+            let saved = Document::<P>::read_saved(bytes, file)?;
             let before = saved.events;
             (fold_increment(store, saved, file, request.commit)?, before)
         }
@@ -847,6 +959,9 @@ fn run<P: Projection>(
             0,
         ),
     };
+    if let Some(saved) = saved {
+        doc.write_saved(saved).map_err(Error::Write)?;
+    }
     let json = match out {
         Some(out) if forms.json => {
             doc.write_json(out).map_err(Error::Write)?;
@@ -860,7 +975,9 @@ fn run<P: Projection>(
     };
     let (markdown, dot) = extra(&doc.view);
     let text = if forms.text {
-        doc.view.lines().into_iter().map(|l| l + "\n").collect()
+        let mut text = String::new();
+        doc.view.write_lines(&mut text);
+        text
     } else {
         String::new()
     };

@@ -19,9 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Ev, IdSet, Limits, Projection, Rank, TERMINAL_STATUSES, millis_between, slot, with_reason,
-};
+use super::{Ev, IdSet, Limits, Projection, Rank, TERMINAL_STATUSES, millis_between, slot};
 
 /// The `status` view.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -122,27 +120,50 @@ impl Projection for Status {
         let mut out = Vec::new();
         for (lane, ops) in &self.lanes {
             for (id, o) in ops {
-                let mut line = format!(
-                    "{lane} op={} {} {} {} started={}",
-                    super::short(id),
-                    o.event_type,
-                    with_reason(&o.status, o.reason_code.as_deref()),
-                    o.subject,
-                    o.started_at
-                );
-                if let (Some(end), Some(ms)) = (&o.ended_at, o.duration_ms) {
-                    line.push_str(&format!(" ended={end} duration_ms={ms}"));
-                }
-                let more = if o.attempts_truncated { "+" } else { "" };
-                line.push_str(&format!(
-                    " attempts={}{more} failures={}",
-                    o.attempts, o.failures
-                ));
+                let mut line = String::new();
+                write_line(&mut line, lane, id, o);
+                line.pop();
                 out.push(line);
             }
         }
         out
     }
+
+    fn write_lines(&self, out: &mut String) {
+        for (lane, ops) in &self.lanes {
+            for (id, o) in ops {
+                write_line(out, lane, id, o);
+            }
+        }
+    }
+}
+
+/// Appends the line of one operation, with its newline.
+fn write_line(out: &mut String, lane: &str, id: &str, o: &Operation) {
+    use std::fmt::Write as _;
+    // Writing to a String cannot fail.
+    let _ = write!(
+        out,
+        "{lane} op={} {} {}",
+        super::short(id),
+        o.event_type,
+        o.status
+    );
+    if let Some(r) = o.reason_code.as_deref()
+        && r != o.status
+    {
+        let _ = write!(out, "/{r}");
+    }
+    let _ = write!(out, " {} started={}", o.subject, o.started_at);
+    if let (Some(end), Some(ms)) = (&o.ended_at, o.duration_ms) {
+        let _ = write!(out, " ended={end} duration_ms={ms}");
+    }
+    let more = if o.attempts_truncated { "+" } else { "" };
+    let _ = writeln!(
+        out,
+        " attempts={}{more} failures={}",
+        o.attempts, o.failures
+    );
 }
 
 #[cfg(test)]

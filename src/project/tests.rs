@@ -214,10 +214,13 @@ fn increments_and_compaction_give_the_full_fold() {
     let first = publish_all(&store, &jobs[..3]);
     let filter = log::Filter::default();
     let limits = Limits { entries: 4 };
-    let saved: Vec<String> = Kind::ALL
+    // Each view saved in the saved form and as the JSON document (saved form v1), which
+    // `from` reads as well.
+    let saved: Vec<(Vec<u8>, String)> = Kind::ALL
         .into_iter()
         .map(|kind| {
-            project(
+            let mut bytes = Vec::new();
+            let r = super::project_saving(
                 &store,
                 &Request {
                     kind,
@@ -226,9 +229,13 @@ fn increments_and_compaction_give_the_full_fold() {
                     limits,
                     from: None,
                 },
+                super::Forms::ALL,
+                None,
+                &mut bytes,
             )
-            .unwrap()
-            .json
+            .unwrap();
+            assert!(bytes.starts_with(super::saved::VERSION_LINE));
+            (bytes, r.json)
         })
         .collect();
     let second = publish_all(&store, &jobs[3..6]);
@@ -240,7 +247,18 @@ fn increments_and_compaction_give_the_full_fold() {
     let fourth = publish_all(&store, &jobs[6..8]);
     let full_second = all_views(&store, second, 4);
     assert_eq!(all_views(&store, third, 4), full_second, "compacted vs not");
-    for (kind, text) in Kind::ALL.into_iter().zip(&saved) {
+    for (kind, (bytes, text)) in Kind::ALL.into_iter().zip(&saved) {
+        let from_json = project(
+            &store,
+            &Request {
+                kind,
+                commit: fourth,
+                filter: &filter,
+                limits: Limits::default(),
+                from: Some(("saved.json", text.as_bytes())),
+            },
+        )
+        .unwrap();
         let r = project(
             &store,
             &Request {
@@ -248,10 +266,11 @@ fn increments_and_compaction_give_the_full_fold() {
                 commit: fourth,
                 filter: &filter,
                 limits: Limits::default(),
-                from: Some(("saved.json", text)),
+                from: Some(("saved", bytes)),
             },
         )
         .unwrap();
+        assert_eq!(r, from_json, "{kind:?}: the two saved forms");
         let full = project(
             &store,
             &Request {
@@ -292,7 +311,7 @@ fn increments_and_compaction_give_the_full_fold() {
             commit: first,
             filter: &filter,
             limits,
-            from: Some(("later.json", &later)),
+            from: Some(("later.json", later.as_bytes())),
         },
     )
     .unwrap_err();
@@ -305,7 +324,7 @@ fn increments_and_compaction_give_the_full_fold() {
             commit: fourth,
             filter: &filter,
             limits,
-            from: Some(("later.json", &later)),
+            from: Some(("later.json", later.as_bytes())),
         },
     )
     .unwrap_err();
@@ -407,7 +426,9 @@ fn resumed(kind: Kind, first: &[&str], rest: &[&str], entries: u32) -> String {
             doc.add(&canonical::parse(l).unwrap());
         }
         doc.revision = "r".into();
-        let mut doc = Document::<P>::parse(&doc.to_json(), "saved").unwrap();
+        let mut bytes = Vec::new();
+        doc.write_saved(&mut bytes).unwrap();
+        let mut doc = Document::<P>::read_saved(&bytes, "saved").unwrap();
         for l in rest {
             doc.add(&canonical::parse(l).unwrap());
         }
@@ -444,11 +465,13 @@ proptest! {
         let limits = Limits { entries };
         let (_a, one) = crate::tests::scratch_store();
         let checkpoint = publish_all(&one, &jobs[..cut]);
-        let saved: Vec<String> = Kind::ALL
+        let saved: Vec<Vec<u8>> = Kind::ALL
             .into_iter()
             .map(|kind| {
                 let request = Request { kind, commit: checkpoint, filter: &filter, limits, from: None };
-                project(&one, &request).unwrap().json
+                let mut bytes = Vec::new();
+                super::project_saving(&one, &request, Forms::ALL, None, &mut bytes).unwrap();
+                bytes
             })
             .collect();
         let tip = publish_all(&one, &jobs[cut..]);
@@ -462,7 +485,7 @@ proptest! {
         let full = all_views(&one, tip, entries);
         prop_assert_eq!(&all_views(&two, compacted, entries), &full);
         for ((kind, text), want) in Kind::ALL.into_iter().zip(&saved).zip(&full) {
-            let request = Request { kind, commit: tip, filter: &filter, limits, from: Some(("saved", text)) };
+            let request = Request { kind, commit: tip, filter: &filter, limits, from: Some(("saved", text.as_slice())) };
             let got = project(&one, &request).unwrap().json.replace(&tip.to_hex(), "REVISION");
             prop_assert_eq!(&got, want);
         }
@@ -549,4 +572,83 @@ fn a_saved_view_is_read_only_when_it_is_one_of_this_kind() {
             .to_json(),
         text
     );
+}
+
+/// The saved form reads back to the same document, and `read_saved` reads the JSON document
+/// too; another view's file, another version of the form, a damaged file and a member that
+/// breaks the form's rules are refused, naming the file, the field and the rule.
+#[test]
+fn the_saved_form_is_read_back_or_refused_with_why() {
+    let lines = sample_lines();
+    let mut doc = Document::<status::Status>::new(FilterDoc::default(), Limits { entries: 3 });
+    for l in lines {
+        doc.add(&canonical::parse(l).unwrap());
+    }
+    doc.revision = "r".into();
+    let mut bytes = Vec::new();
+    doc.write_saved(&mut bytes).unwrap();
+    let json = doc.to_json();
+    let read = |b: &[u8]| Document::<status::Status>::read_saved(b, "v.saved");
+    assert_eq!(read(&bytes).unwrap().to_json(), json);
+    assert_eq!(read(json.as_bytes()).unwrap().to_json(), json);
+    assert!(bytes.len() < json.len(), "{} {}", bytes.len(), json.len());
+
+    let mut other = Document::<commands::Commands>::new(FilterDoc::default(), Limits::default());
+    let mut other_bytes = Vec::new();
+    other.write_saved(&mut other_bytes).unwrap();
+    let e = read(&other_bytes).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "v.saved: its schema is action-ledger.project.commands.v1, not \
+             action-ledger.project.status.v1"
+        ),
+        "{e}"
+    );
+    let refused = |b: &[u8]| match read(b) {
+        Err(Error::Saved { file, field, rule }) => {
+            assert_eq!(file, "v.saved");
+            let e = read(b).unwrap_err().to_string();
+            assert!(e.ends_with(": fold the view again without --from"), "{e}");
+            (field, rule)
+        }
+        other => panic!("{other:?}"),
+    };
+    let v3 = [
+        b"action-ledger.project.saved.v3\n".as_slice(),
+        &bytes[saved::VERSION_LINE.len()..],
+    ]
+    .concat();
+    let (field, rule) = refused(&v3);
+    assert_eq!(field, "version line");
+    assert!(
+        rule.contains("\"v3\" is not one this version reads"),
+        "{rule}"
+    );
+    let mut damaged = bytes.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x20;
+    assert_eq!(refused(&damaged).0, "checksum");
+    assert_eq!(refused(&bytes[..bytes.len() - 1]).0, "checksum");
+    // A body whose checksum is right but whose `limits.entries` is over 32 bits.
+    let mut forged = Vec::new();
+    #[derive(serde::Serialize)]
+    struct Forged<'a> {
+        schema: &'a str,
+        revision: &'a str,
+        filter: FilterDoc,
+        limits: u64,
+    }
+    saved::write(
+        &Forged {
+            schema: status::Status::SCHEMA,
+            revision: "r",
+            filter: FilterDoc::default(),
+            limits: u64::from(u32::MAX) + 1,
+        },
+        &mut forged,
+    )
+    .unwrap();
+    let (field, rule) = refused(&forged);
+    assert_eq!(field, "limits.entries");
+    assert!(rule.contains("out of the member's range"), "{rule}");
 }

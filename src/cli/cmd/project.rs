@@ -44,8 +44,13 @@ pub(in crate::cli) fn run(
         std::fs::read_to_string(path)
             .map_err(|e| Failure::input(format!("{flag} {}: {e}", path.display())))
     };
+    // Bytes: the saved form is binary (`project::saved`), or the JSON document of before.
     let from = match &args.from {
-        Some(path) => Some((path.display().to_string(), read_file("--from", path)?)),
+        Some(path) => Some((
+            path.display().to_string(),
+            std::fs::read(path)
+                .map_err(|e| Failure::input(format!("--from {}: {e}", path.display())))?,
+        )),
         None => None,
     };
     let legacy = match &args.compare {
@@ -93,7 +98,7 @@ pub(in crate::cli) fn run(
     };
     // Only the forms written: a large view's document or lines cost memory in proportion.
     let forms = project::Forms {
-        json: args.json || args.save.is_some() || legacy.is_some(),
+        json: args.json || legacy.is_some(),
         text: !(args.json || args.markdown || args.dot) && legacy.is_none(),
         markdown: args.markdown,
         dot: args.dot,
@@ -105,29 +110,39 @@ pub(in crate::cli) fn run(
         limits: Limits {
             entries: args.limit,
         },
-        from: from.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+        from: from.as_ref().map(|(f, b)| (f.as_str(), b.as_slice())),
     };
-    // A document only printed, or only saved, is written as it is serialized, never held whole.
-    let streamed = args.json && args.save.is_none() && legacy.is_none();
-    let save_streamed = !args.json && legacy.is_none();
+    // A document printed is written as it is serialized, never held whole (unless compared);
+    // so is the saved form.
+    let streamed = args.json && legacy.is_none();
     let failed = |e| match e {
-        project::Error::Document { .. } | project::Error::NotDescendant { .. } => Failure::input(e),
+        project::Error::Document { .. }
+        | project::Error::NotDescendant { .. }
+        | project::Error::Saved { .. } => Failure::input(e),
         other => unreadable(&other),
     };
     let save_failed =
         |path: &std::path::Path, e| Failure::input(format!("--save {}: {e}", path.display()));
     let rendered = match &args.save {
-        _ if streamed => {
+        _ if streamed && args.save.is_none() => {
             let mut sink = std::io::BufWriter::with_capacity(1 << 16, Raw(out));
             let rendered = project::project_into(&store, &request, forms, &mut sink);
             sink.flush().expect("Raw takes every write");
             rendered.map_err(failed)?
         }
-        Some(path) if save_streamed => {
+        Some(path) => {
             // The fold's own failure leaves the file as it was, and is reported as the fold's.
             let mut folded = None;
             let saved = crate::durable::replace_file_with(path, None, |file| {
-                let rendered = project::project_into(&store, &request, forms, file);
+                let rendered = if streamed {
+                    let mut sink = std::io::BufWriter::with_capacity(1 << 16, Raw(&mut *out));
+                    let rendered =
+                        project::project_saving(&store, &request, forms, Some(&mut sink), file);
+                    sink.flush().expect("Raw takes every write");
+                    rendered
+                } else {
+                    project::project_saving(&store, &request, forms, None, file)
+                };
                 let ok = rendered.is_ok();
                 folded = Some(rendered);
                 if ok {
@@ -143,14 +158,7 @@ pub(in crate::cli) fn run(
                 (None, Ok(())) => unreachable!("a saved file was written by the fold"),
             }
         }
-        _ => {
-            let rendered = project::project_forms(&store, &request, forms).map_err(failed)?;
-            if let Some(path) = &args.save {
-                crate::durable::replace_file(path, rendered.json.as_bytes(), None)
-                    .map_err(|e| save_failed(path, e))?;
-            }
-            rendered
-        }
+        None => project::project_forms(&store, &request, forms).map_err(failed)?,
     };
     let since = from
         .as_ref()

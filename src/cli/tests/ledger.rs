@@ -1549,9 +1549,9 @@ fn project_views_save_resume_and_compare() {
         "--subject",
         "openclaw/openclaw#41379",
         "--save",
-        "[TMP]/commands.json",
+        "[TMP]/commands.saved",
     ]);
-    let saved_status = project(&["status", "--limit", "2", "--save", "[TMP]/status.json"]);
+    let saved_status = project(&["status", "--limit", "2", "--save", "[TMP]/status.saved"]);
     assert!(saved_status.starts_with("exit: 0"), "{saved_status}");
     let markdown = project(&[
         "review-history",
@@ -1571,7 +1571,7 @@ fn project_views_save_resume_and_compare() {
     ]);
     // Up to date from the saved file: only the third job's events are folded, and the bytes
     // are those of a full fold with the same limit.
-    let resumed = project(&["status", "--json", "--from", "[TMP]/status.json"]);
+    let resumed = project(&["status", "--json", "--from", "[TMP]/status.saved"]);
     let full = project(&["status", "--json", "--limit", "2"]);
     let stdout = |s: &str| {
         s.split_once("--- stdout\n")
@@ -1584,37 +1584,58 @@ fn project_views_save_resume_and_compare() {
     };
     assert!(resumed.starts_with("exit: 0"), "{resumed}");
     assert_eq!(stdout(&resumed), stdout(&full));
-    // `--json` alone is written as it is serialized: the same bytes as with `--save`, where
-    // the document is held to be saved.
+    // `--json` with `--save` prints the same document, and saves the same file as `--save`
+    // alone: the saved form (`project::saved`), which brought up to date at the same revision
+    // prints the document again.
     let saved_full = project(&[
         "status",
         "--json",
         "--limit",
         "2",
         "--save",
-        "[TMP]/full.json",
+        "[TMP]/full.saved",
     ]);
     assert_eq!(stdout(&saved_full), stdout(&full));
-    // `--save` alone writes the document to the file as it is serialized: the same bytes.
-    let streamed = project(&["status", "--limit", "2", "--save", "[TMP]/streamed.json"]);
+    let streamed = project(&["status", "--limit", "2", "--save", "[TMP]/streamed.saved"]);
     assert!(streamed.starts_with("exit: 0"), "{streamed}");
-    let file = |name: &str| std::fs::read_to_string(tmp.join(name)).unwrap();
-    let saved = file("streamed.json");
-    assert!(saved == file("full.json"), "--save alone wrote other bytes");
+    let file = |name: &str| std::fs::read(tmp.join(name)).unwrap();
+    let saved = file("streamed.saved");
+    assert!(
+        saved == file("full.saved"),
+        "--save alone wrote other bytes"
+    );
+    assert!(saved.starts_with(b"action-ledger.project.saved.v2\n"));
+    let again = project(&["status", "--json", "--from", "[TMP]/streamed.saved"]);
+    assert_eq!(stdout(&again), stdout(&full));
+    assert!(again.contains("(0 new since the checkpoint"), "{again}");
     // A fold that fails leaves the saved file as it was; a file that cannot be written is
     // named.
     let bad = project(&[
         "status",
         "--from",
-        "[TMP]/commands.json",
+        "[TMP]/commands.saved",
         "--save",
-        "[TMP]/streamed.json",
+        "[TMP]/streamed.saved",
     ]);
     assert!(bad.starts_with("exit: 2"), "{bad}");
     assert!(bad.contains("not action-ledger.project.status.v1"), "{bad}");
     assert!(
-        file("streamed.json") == saved,
+        file("streamed.saved") == saved,
         "a failed fold changed the saved file"
+    );
+    // A damaged saved file is refused, naming the file, the field and the rule.
+    let mut damaged = saved.clone();
+    let mid = damaged.len() / 2;
+    damaged[mid] ^= 0x20;
+    std::fs::write(tmp.join("damaged.saved"), damaged).unwrap();
+    let refused = project(&["status", "--from", "[TMP]/damaged.saved"]);
+    assert!(refused.starts_with("exit: 2"), "{refused}");
+    assert!(
+        refused.contains(
+            "[TMP]/damaged.saved: checksum: the CRC-32 of the body does not match: the file \
+             is damaged or cut short: fold the view again without --from"
+        ),
+        "{refused}"
     );
     let nowhere = project(&["status", "--save", "[TMP]/no/such/dir/v.json"]);
     assert!(nowhere.starts_with("exit: 2"), "{nowhere}");
@@ -1623,14 +1644,16 @@ fn project_views_save_resume_and_compare() {
         "{nowhere}"
     );
     assert!(
-        resumed.contains("(196 new since the checkpoint of [TMP]/status.json)"),
+        resumed.contains("(196 new since the checkpoint of [TMP]/status.saved)"),
         "{resumed}"
     );
     // A saved view keeps its filter: brought up to date, it is the full fold of that filter.
     let command_full = project(&["commands", "--json", "--subject", "openclaw/openclaw#41379"]);
-    let command_resumed = project(&["commands", "--json", "--from", "[TMP]/commands.json"]);
+    let command_resumed = project(&["commands", "--json", "--from", "[TMP]/commands.saved"]);
     assert!(command_full.contains("\"schema\": \"action-ledger.project.commands.v1\""));
     assert_eq!(stdout(&command_resumed), stdout(&command_full));
+    // `--compare` reads JSON: the document as `--json` printed it.
+    std::fs::write(tmp.join("commands-doc.json"), stdout(&command_full)).unwrap();
     // The same fold of a remote's tip, through a cache repository.
     let remote = run_cli(
         tmp,
@@ -1655,9 +1678,9 @@ fn project_views_save_resume_and_compare() {
         "--subject",
         "openclaw/openclaw#41379",
         "--compare",
-        "[TMP]/commands.json",
+        "[TMP]/commands-doc.json",
     ]);
-    let text = std::fs::read_to_string(tmp.join("commands.json")).unwrap();
+    let text = std::fs::read_to_string(tmp.join("commands-doc.json")).unwrap();
     let edited = text.replacen("\"status\": \"completed\"", "\"status\": \"failed\"", 1);
     assert_ne!(edited, text);
     std::fs::write(tmp.join("legacy.json"), edited).unwrap();
@@ -1673,8 +1696,8 @@ fn project_views_save_resume_and_compare() {
         project(&["status", "--markdown"]),
         project(&["commands", "--dot"]),
         project(&["status", "--from", "[TMP]/bad.json"]),
-        project(&["status", "--from", "[TMP]/commands.json"]),
-        project(&["status", "--from", "[TMP]/status.json", "--limit", "3"]),
+        project(&["status", "--from", "[TMP]/commands.saved"]),
+        project(&["status", "--from", "[TMP]/status.saved", "--limit", "3"]),
         project(&["status", "--compare", "[TMP]/missing.json"]),
     ];
     for r in &refusals {
