@@ -118,7 +118,8 @@ pub enum Error {
     Saved {
         /// The file as the caller named it.
         file: String,
-        /// Where: `version line`, `checksum`, `body`, or a member path (`view.lanes`).
+        /// Where: `version line`, `checksum`, `body`, or a member path by position
+        /// (`member [3][0]`).
         field: String,
         /// The rule it breaks.
         rule: String,
