@@ -57,7 +57,7 @@
 //! | Packs and indexes | `objects/pack/` | Git's pack version 2 and index version 2 (`gitformat-pack(5)`) | [`crate::store::pack`] |
 //! | `--json` output lines | the CLI's stdout | `"v": 1` and `"type"` on every line | `src/cli/` |
 //! | Projection views (`project --json`) | the CLI's stdout (never in the ledger) | `schema: "action-ledger.project.<view>.v1"` (`status`, `commands`, `review-history`, `notifications`, `evidence`), with `revision` the commit folded at | [`crate::project`] |
-//! | Saved projection views (`project --save`, `--from`) | the `--save` file (never in the ledger) | the version line `action-ledger.project.saved.v2`, then the view's document (its `schema` first) in a binary encoding and a CRC-32; `--from` also reads the JSON document (saved form v1) | [`crate::project::saved`] |
+//! | Saved projection views (`project --save`, `--from`) | the `--save` file (never in the ledger) | the version line `action-ledger.project.saved.v2`, then the view's document (its `schema` first) in postcard's wire format and a CRC-32; `--from` also reads the JSON document (saved form v1) | [`crate::project::saved`] |
 //!
 //! A `--json` line may gain fields within `"v": 1` (readers must ignore what they do not
 //! know); removing or retyping a field, or changing what one means, raises `"v"`. A projection
