@@ -168,8 +168,7 @@ impl Store {
     /// [`Error::MissingObject`], [`Error::NotACommit`], [`Error::Git`].
     pub fn parents(&self, id: CommitId) -> Result<Vec<CommitId>, Error> {
         let object = self
-            .repo
-            .try_find_object(id.0)
+            .find_object(id.0)
             .map_err(git_err("read commit", &id.to_hex()))?
             .ok_or_else(|| Error::MissingObject { id: id.to_hex() })?;
         let commit = object

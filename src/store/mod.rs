@@ -136,6 +136,11 @@ pub struct Store {
     overlay: Option<PathBuf>,
     /// Upper trees decoded by this store's snapshots, shared by the next ones.
     trees: snapshot::SharedTrees,
+    /// Whether `repo` reads through git's multi-pack index ([`midx`]).
+    multi_pack_index: bool,
+    /// With the multi-pack index, the same repository read without it, opened at the first
+    /// miss ([`Store::find_object`]; `None` when it did not open).
+    without_midx: std::cell::OnceCell<Option<gix::Repository>>,
     /// Counts this store among the live ones until after `repo` (and its pack mappings) is
     /// dropped: declared last, so it drops last ([`release::Alive`]).
     _alive: release::Alive,
@@ -179,6 +184,8 @@ impl Store {
                 repo,
                 overlay: None,
                 trees: snapshot::SharedTrees::default(),
+                multi_pack_index,
+                without_midx: std::cell::OnceCell::new(),
                 _alive: alive,
             })
             .map_err(|err| Error::Open {
@@ -192,10 +199,53 @@ impl Store {
         self.repo.common_dir()
     }
 
+    /// Reads object `id`. A store that reads through git's multi-pack index sees only the
+    /// packs it names, and gix does not look past it when an object misses; git's maintenance
+    /// (`repack -d`, `gc`, `maintenance run`) moves objects into new packs while others read,
+    /// so a miss there is read again from the same repository opened without the index
+    /// (once per store, at its first miss; a missing object costs that open).
+    ///
+    /// # Errors
+    /// gix's, when the object cannot be read.
+    fn find_object(&self, id: ObjectId) -> Result<Option<gix::Object<'_>>, gix::Error> {
+        if let Some(object) = self.repo.try_find_object(id)? {
+            return Ok(Some(object));
+        }
+        match self.without_midx() {
+            Some(repo) => repo.try_find_object(id),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Self::find_object`] for a tree, reporting a miss as gix's `find_tree` does.
+    ///
+    /// # Errors
+    /// gix's, when the tree cannot be read, is missing or is not a tree.
+    fn find_tree(&self, id: ObjectId) -> Result<gix::Tree<'_>, gix::Error> {
+        match self.find_object(id)? {
+            Some(object) => object.try_into_tree(),
+            None => self.repo.find_tree(id),
+        }
+    }
+
+    /// The repository read without the multi-pack index, when this store reads with it and
+    /// it opens (else the miss stands as it is).
+    fn without_midx(&self) -> Option<&gix::Repository> {
+        if !self.multi_pack_index {
+            return None;
+        }
+        self.without_midx
+            .get_or_init(|| {
+                let mut repo = gix::open_opts(self.repo.git_dir(), open_options(false)).ok()?;
+                set_delta_cache(&mut repo);
+                Some(repo)
+            })
+            .as_ref()
+    }
+
     fn find_commit(&self, id: CommitId) -> Result<gix::Commit<'_>, Error> {
         let object = self
-            .repo
-            .try_find_object(id.0)
+            .find_object(id.0)
             .map_err(git_err("read object", id))?
             .ok_or_else(|| Error::MissingObject { id: id.to_hex() })?;
         if object.kind != gix::objs::Kind::Commit {
@@ -376,5 +426,42 @@ mod tests {
             Store::open_or_init_bare(not_a_repo.path(), MAIN),
             Err(Error::Open { .. })
         ));
+    }
+
+    /// git's maintenance packs new objects into a pack the multi-pack index does not name
+    /// (here `repack -d` of loose objects) while a store that reads through that index is
+    /// open: its reads still find them, and its way past the index reads them too. (What
+    /// made gix miss such objects is a race with git's maintenance loop, which
+    /// `scripts/e2e-maintenance.sh` runs.)
+    #[test]
+    fn objects_in_a_pack_the_multi_pack_index_does_not_name_are_found() {
+        let (_tmp, repo, first) = new_store();
+        publish(&first, &[("a/one.json", "1\n")]);
+        git(&repo, &["repack", "-q", "-a", "-d"]);
+        git(&repo, &["multi-pack-index", "write"]);
+        let reader = Store::open(&repo).expect("open");
+        assert!(
+            reader.multi_pack_index,
+            "opened with the index that names every pack"
+        );
+        let old = reader.tip(MAIN).expect("tip").expect("a tip");
+        assert!(reader.snapshot(Some(old)).is_ok());
+        let writer = Store::open(&repo).expect("open");
+        let new = publish(&writer, &[("b/two.json", "2\n")]);
+        git(&repo, &["repack", "-q", "-d"]);
+        assert!(repo.join("objects/pack/multi-pack-index").exists());
+        let view = reader.snapshot(Some(new)).expect("the new commit");
+        assert_eq!(
+            view.read("b/two.json", 100).expect("read"),
+            Some(b"2\n".to_vec())
+        );
+        assert_eq!(reader.parents(new).expect("parents"), vec![old]);
+        // The way past the index itself: it reads what the index does not name; a store
+        // opened without the index has none.
+        let past = reader.without_midx().expect("opened without the index");
+        assert!(past.try_find_object(new.0).expect("read").is_some());
+        std::fs::remove_file(repo.join("objects/pack/multi-pack-index")).expect("remove");
+        let plain = Store::open_with(&repo, false).expect("open");
+        assert!(!plain.multi_pack_index && plain.without_midx().is_none());
     }
 }

@@ -131,8 +131,9 @@ impl Store {
     /// the range can be handed to a new mapping (a heap allocation of another thread), and
     /// `MADV_DONTNEED` on that would zero its memory. gix unmaps a pack when its repository is
     /// dropped or refreshes its pack list; every gix repository of the process is a [`Store`]'s
-    /// (its handle is private, gix is opened nowhere outside `src/store/`, which
-    /// `scripts/check.sh` enforces), and a [`Store`] is neither `Send` nor `Sync`, so:
+    /// (its handle, and its way past a multi-pack index, are private; gix is opened nowhere
+    /// outside `src/store/`, which `scripts/check.sh` enforces), and a [`Store`] is neither
+    /// `Send` nor `Sync`, so:
     ///
     /// - while this is the only live store of the process (the CLI's case), only this thread
     ///   can unmap a pack, and it is here: `MADV_DONTNEED` on each read-only mapping of an

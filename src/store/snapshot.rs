@@ -211,13 +211,21 @@ impl<'a> Snapshot<'a> {
 
     fn read_entry(&self, id: ObjectId, path: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
         self.store.bound_mapped_packs();
-        let repo = &self.store.repo;
-        let header = repo
+        let missing = || Error::MissingObject {
+            id: id.to_hex().to_string(),
+        };
+        let mut repo = &self.store.repo;
+        let mut header = repo
             .try_find_header(id)
-            .map_err(git_err("read object header of", path))?
-            .ok_or_else(|| Error::MissingObject {
-                id: id.to_hex().to_string(),
-            })?;
+            .map_err(git_err("read object header of", path))?;
+        if header.is_none() {
+            // Past the multi-pack index ([`Store::find_object`]), header and blob alike.
+            repo = self.store.without_midx().ok_or_else(missing)?;
+            header = repo
+                .try_find_header(id)
+                .map_err(git_err("read object header of", path))?;
+        }
+        let header = header.ok_or_else(missing)?;
         if header.size() > max_bytes {
             return Err(Error::TooLarge {
                 path: path.to_owned(),
@@ -301,7 +309,6 @@ impl<'a> Snapshot<'a> {
                     let first = paths[group[0]];
                     let tree = self
                         .store
-                        .repo
                         .find_tree(id)
                         .map_err(git_err("read tree on the way to", first))?;
                     let hash = self.store.repo.object_hash();
@@ -451,14 +458,14 @@ impl<'a> Snapshot<'a> {
                 }
             }
         };
-        let repo = &self.store.repo;
         let mut pending = vec![(prefix.to_owned(), start)];
         let mut full = String::new();
         while let Some((dir_path, id)) = pending.pop() {
             // A walk of a large tree reads trees from every pack: keep resident memory
             // bounded by what the walk holds, not by the packs it passed through.
             self.store.bound_mapped_packs();
-            let tree = repo
+            let tree = self
+                .store
                 .find_tree(id)
                 .map_err(git_err("read tree on the way to", &dir_path))?;
             let decoded = tree
@@ -755,7 +762,6 @@ impl<'a> Snapshot<'a> {
         self.store.bound_mapped_packs();
         let mut tree = self
             .store
-            .repo
             .find_tree(id)
             .map_err(git_err("read tree on the way to", path))?;
         Dir::decode(
