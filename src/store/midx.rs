@@ -31,9 +31,11 @@
 //!   gone re-scans the directory and finds the new index.
 //! - [`crate::store::Store::open`] checks that every pack the index names is there
 //!   ([`stale`]) and, if one is not (removed by hand, or by a tool racing with git's
-//!   maintenance), opens the repository without it, as git would read it. A handle opened
-//!   before the index went stale reports the objects of the removed pack missing until it is
-//!   opened again; `maintain`, or `git multi-pack-index write`, writes a true one.
+//!   maintenance), opens the repository without it, as git would read it. A store opened
+//!   before the index went stale (git's repacks remove the packs it names while others read)
+//!   reads what misses through it again from the repository opened without it, once per store
+//!   at its first miss (`Store::find_object`); `maintain`, or `git multi-pack-index write`,
+//!   writes a true one.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
