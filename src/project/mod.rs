@@ -538,7 +538,9 @@ impl<P: Projection> Document<P> {
         struct Head {
             schema: String,
         }
-        let head: Head = saved::read(bytes).map_err(refused)?;
+        // The version line and the checksum once, for both reads.
+        let body = saved::body(bytes).map_err(refused)?;
+        let head: Head = saved::decode_prefix(body).map_err(refused)?;
         if head.schema != P::SCHEMA {
             return Err(Error::Document {
                 file: file.to_owned(),
@@ -550,7 +552,7 @@ impl<P: Projection> Document<P> {
                 ),
             });
         }
-        saved::read_all(bytes).map_err(refused)
+        saved::decode_all(body).map_err(refused)
     }
 
     /// Reads a saved document; `file` names it in errors.

@@ -116,7 +116,7 @@ pub fn is_binary(bytes: &[u8]) -> bool {
 /// # Errors
 /// A [`Refusal`] naming the field and the rule.
 pub fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
-    decode(body(bytes)?).map(|(value, _)| value)
+    decode_prefix(body(bytes)?)
 }
 
 /// Reads a whole document: as [`read`], and every byte of the body must be read.
@@ -124,7 +124,23 @@ pub fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
 /// # Errors
 /// As [`read`]; a body with bytes after the document.
 pub fn read_all<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
-    let (value, left) = decode(body(bytes)?)?;
+    decode_all(body(bytes)?)
+}
+
+/// Decodes a `T` from the start of a [`body`] (a prefix of the document's members).
+///
+/// # Errors
+/// A [`Refusal`] naming the member and the rule.
+pub fn decode_prefix<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
+    decode(body).map(|(value, _)| value)
+}
+
+/// Decodes a whole document from a [`body`]: every byte must be read.
+///
+/// # Errors
+/// As [`decode_prefix`]; a body with bytes after the document.
+pub fn decode_all<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
+    let (value, left) = decode(body)?;
     if left > 0 {
         return Err(Refusal::new(
             "body",
@@ -154,8 +170,12 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<(T, usize), Refusal> {
     Ok((value, left))
 }
 
-/// The body of a saved file, its version line and checksum checked.
-fn body(bytes: &[u8]) -> Result<&[u8], Refusal> {
+/// The body of a saved file, its version line and checksum checked (once: then
+/// [`decode_prefix`] and [`decode_all`] read it).
+///
+/// # Errors
+/// A [`Refusal`] of the version line or the checksum.
+pub fn body(bytes: &[u8]) -> Result<&[u8], Refusal> {
     let line_end = bytes
         .iter()
         .take(64)
