@@ -5,6 +5,7 @@
 # record=true, claim, outcome: the load generator of scripts/bench-serve.sh, bench_serve.rs) until
 # the history holds ACTIONS actions. It prints JSON lines:
 #   - per round ("mode":"serve"): actions so far, ops/s, claim and cycle p50/p99 (ms), errors,
+#     serve's CPU time in the round (user + system, s) and per operation (µs; three an action),
 #     repository bytes (du of the git directory), bytes per action added in the round, packs
 #     and loose objects, and serve's resident memory (VmRSS) and peak (VmHWM) in KiB;
 #   - then, on the final repository ("mode":"get action", "sweep", "action show", "verify"; each
@@ -180,6 +181,10 @@ kib() { # FIELD: serve's /proc status line, in KiB (null when unreadable)
   v=$(awk -v f="$1:" '$1 == f {print $2}' "/proc/$server_pid/status" 2>/dev/null || true)
   echo "${v:-null}"
 }
+cpu_ticks() { # serve's user + system CPU time so far, in clock ticks (fields 14 and 15 of stat)
+  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$server_pid/stat" 2>/dev/null || echo 0
+}
+tick_hz=$(getconf CLK_TCK)
 # The clock in microseconds, read without starting a process (bash 5's $EPOCHREALTIME).
 now_us() { local t=$EPOCHREALTIME; echo "${t/[.,]/}"; }
 ms_since() { local b; b=$(now_us); awk -v a="$1" -v b="$b" 'BEGIN {printf "%.1f", (b - a) / 1e3}'; }
@@ -242,7 +247,9 @@ for r in $(seq "$max_rounds"); do
   remaining=$(( actions - total ))
   [ "$remaining" -gt 0 ] || break
   n=$(( remaining < round ? (remaining + clients - 1) / clients : per_client ))
+  cpu_before=$(cpu_ticks)
   in_bg "$work/load.out" "$work/load.err" "$load" "$url" "$key" "$clients" "$n"
+  cpu_round=$(( $(cpu_ticks) - cpu_before ))
   result=$(cat "$work/load.out")
   created=$(json_num actions "$result")
   [ "$created" != null ] || created=0
@@ -251,7 +258,7 @@ for r in $(seq "$max_rounds"); do
   bytes=$(repo_bytes)
   per_action=$(awk -v a="$bytes" -v b="$bytes_before" -v n="$created" 'BEGIN {printf "%.0f", n ? (a - b) / n : 0}')
   bytes_before=$bytes
-  echo "{\"mode\":\"serve\",\"round\":$r,\"actions\":$total,\"round_actions\":$created,\"clients\":$clients,\"seconds\":$(json_num seconds "$result"),\"ops_per_s\":$(json_num ops_per_s "$result"),\"claim_ms\":$(json_obj claim_ms "$result"),\"cycle_ms\":$(json_obj cycle_ms "$result"),\"errors\":$(json_num errors "$result"),\"repo_bytes\":$bytes,\"bytes_per_action\":$per_action,\"packs\":$(packs),\"loose_objects\":$(loose),\"rss_kib\":$(kib VmRSS),\"peak_rss_kib\":$(kib VmHWM)}"
+  echo "{\"mode\":\"serve\",\"round\":$r,\"actions\":$total,\"round_actions\":$created,\"clients\":$clients,\"seconds\":$(json_num seconds "$result"),\"ops_per_s\":$(json_num ops_per_s "$result"),\"claim_ms\":$(json_obj claim_ms "$result"),\"cycle_ms\":$(json_obj cycle_ms "$result"),\"errors\":$(json_num errors "$result"),\"serve_cpu_s\":$(awk -v t="$cpu_round" -v hz="$tick_hz" 'BEGIN {printf "%.1f", t / hz}'),\"cpu_us_per_op\":$(awk -v t="$cpu_round" -v hz="$tick_hz" -v n="$created" 'BEGIN {printf "%.0f", n ? t / hz * 1e6 / (3 * n) : 0}'),\"repo_bytes\":$bytes,\"bytes_per_action\":$per_action,\"packs\":$(packs),\"loose_objects\":$(loose),\"rss_kib\":$(kib VmRSS),\"peak_rss_kib\":$(kib VmHWM)}"
   if [ "$created" -eq 0 ]; then
     echo "bench-serve-scale: a round created no action: $(json_str first_error "$result")" >&2
     exit 2

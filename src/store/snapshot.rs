@@ -64,67 +64,138 @@ const PINNED_DEPTH: usize = 6;
 /// The most bytes ([`dir_bytes`]) of [`SharedTrees`]: 16 MiB.
 const SHARED_TREE_BYTES: usize = 16 << 20;
 
-/// Trees near the root (depth < [`PINNED_DEPTH`]) decoded by any snapshot of one [`Store`], kept
-/// for the next snapshots: a tree id names its content, so a decoded tree is valid in every
-/// commit that holds it. A writer that lands commit after commit on the same tip (`serve`, a
-/// publisher's retries, a publish of many sources) otherwise decodes the same upper trees again
-/// for every snapshot; with the finality layout's 256 buckets, each holding a growing share of
-/// every action, that cost grows with the repository.
+/// Trees near the root (depth < [`PINNED_DEPTH`]) decoded by any snapshot of one [`Store`], or
+/// written by it, kept for the next snapshots: a tree id names its content, so a decoded tree
+/// is valid in every commit that holds it. A writer that lands commit after commit on the same
+/// tip (`serve`, a publisher's retries, a publish of many sources) otherwise reads the same
+/// upper trees from their packs again for every snapshot: with the finality layout's two levels
+/// of 256 directories, a batch of 64 operations touches a quarter of the first level's trees,
+/// and each of those (8 KiB once a history passes about 100,000 actions) was read back from its
+/// pack and decoded again by the next batch that touched it. A tree the store writes is held as
+/// its bytes and decoded (and checked, as every tree read) only when a snapshot reads it.
 ///
-/// Only the trees of the last two tips are kept: each snapshot of a new root tree starts a
-/// generation, and a tree not used in this generation or the one before is dropped then. So the
-/// cache holds what the current and the previous tip share, never the superseded trees of a
-/// long run of commits. Bounded also by [`SHARED_TREE_BYTES`]: when full it starts over.
-#[derive(Default)]
+/// Each snapshot of a new root tree starts a generation, and a tree is marked with the last
+/// generation that read or wrote it. Bounded by [`SHARED_TREE_BYTES`]: when an insertion passes
+/// it, the least recently used generations are dropped until at most three quarters of it is
+/// held, so superseded trees of a long run of commits age out and the trees that every commit
+/// touches stay.
 pub(super) struct SharedTrees {
-    map: RefCell<HashMap<ObjectId, (Rc<Dir>, u64)>>,
+    map: RefCell<HashMap<ObjectId, (Held, u64)>>,
     bytes: std::cell::Cell<usize>,
     /// The current generation and the root tree that started it.
     generation: std::cell::Cell<(u64, Option<ObjectId>)>,
+    /// The most bytes held ([`SHARED_TREE_BYTES`]; smaller in tests).
+    budget: usize,
+}
+
+/// A tree in [`SharedTrees`]: as written (not decoded yet) or decoded.
+enum Held {
+    Written(Box<[u8]>),
+    Decoded(Rc<Dir>),
+}
+
+impl Held {
+    /// Its heap bytes and its share of the cache, as [`dir_bytes`] counts them.
+    fn bytes(&self) -> usize {
+        match self {
+            Held::Written(raw) => raw.len() + 16 + 48,
+            Held::Decoded(dir) => dir_bytes(dir),
+        }
+    }
+}
+
+impl Default for SharedTrees {
+    fn default() -> SharedTrees {
+        SharedTrees::with_budget(SHARED_TREE_BYTES)
+    }
 }
 
 impl SharedTrees {
-    /// Notes a snapshot of `root`: a root other than the current generation's starts the next
-    /// one and drops the trees used in neither it nor the one before.
-    pub(super) fn begin(&self, root: Option<ObjectId>) {
-        let (generation, current) = self.generation.get();
-        if current == root {
-            return;
+    fn with_budget(budget: usize) -> SharedTrees {
+        SharedTrees {
+            map: RefCell::default(),
+            bytes: std::cell::Cell::new(0),
+            generation: std::cell::Cell::new((0, None)),
+            budget,
         }
-        let generation = generation + 1;
-        self.generation.set((generation, root));
-        let mut bytes = 0;
-        self.map.borrow_mut().retain(|_, (dir, used)| {
-            let keep = *used + 1 >= generation;
-            if keep {
-                bytes += dir_bytes(dir);
-            }
-            keep
-        });
-        self.bytes.set(bytes);
     }
 
-    fn get(&self, id: &ObjectId) -> Option<Rc<Dir>> {
+    /// Notes a snapshot of `root`: a root other than the current generation's starts the next
+    /// generation.
+    pub(super) fn begin(&self, root: Option<ObjectId>) {
+        let (generation, current) = self.generation.get();
+        if current != root {
+            self.generation.set((generation + 1, root));
+        }
+    }
+
+    /// The decoded tree `id` (ids of `hash`), decoding it now if it was held as written;
+    /// `None` when it is not held (or does not decode, which its reader then reports).
+    fn get(&self, id: &ObjectId, hash: gix::hash::Kind) -> Option<Rc<Dir>> {
         let generation = self.generation.get().0;
-        self.map.borrow_mut().get_mut(id).map(|(dir, used)| {
-            *used = generation;
-            Rc::clone(dir)
-        })
+        let mut map = self.map.borrow_mut();
+        let (held, used) = map.get_mut(id)?;
+        *used = generation;
+        let dir = match held {
+            Held::Decoded(dir) => return Some(Rc::clone(dir)),
+            Held::Written(raw) => Rc::new(Dir::decode(raw.to_vec(), hash).ok()?),
+        };
+        let before = held.bytes();
+        *held = Held::Decoded(Rc::clone(&dir));
+        self.bytes.set(self.bytes.get() - before + held.bytes());
+        Some(dir)
     }
 
     fn insert(&self, id: ObjectId, dir: &Rc<Dir>) {
-        let bytes = dir_bytes(dir);
-        if self.bytes.get() + bytes > SHARED_TREE_BYTES {
-            self.map.borrow_mut().clear();
-            self.bytes.set(0);
+        self.hold(id, Held::Decoded(Rc::clone(dir)));
+    }
+
+    /// Keeps the tree `raw` (id `id`) that a commit writes at component depth `depth` (0: the
+    /// root), for the next snapshot that reads it: the next commit on the new tip then finds
+    /// it here instead of in its pack.
+    pub(super) fn insert_written(&self, id: ObjectId, raw: &[u8], depth: usize) {
+        if depth < PINNED_DEPTH && !self.map.borrow().contains_key(&id) {
+            self.hold(id, Held::Written(raw.into()));
         }
-        if bytes <= SHARED_TREE_BYTES {
-            self.bytes.set(self.bytes.get() + bytes);
-            let generation = self.generation.get().0;
-            self.map
-                .borrow_mut()
-                .insert(id, (Rc::clone(dir), generation));
+    }
+
+    fn hold(&self, id: ObjectId, held: Held) {
+        let bytes = held.bytes();
+        if bytes > self.budget / 4 {
+            return;
         }
+        let generation = self.generation.get().0;
+        if let Some((old, _)) = self.map.borrow_mut().insert(id, (held, generation)) {
+            self.bytes.set(self.bytes.get() - old.bytes());
+        }
+        self.bytes.set(self.bytes.get() + bytes);
+        if self.bytes.get() > self.budget {
+            self.evict();
+        }
+    }
+
+    /// Drops the least recently used generations until at most three quarters of the budget
+    /// is held.
+    fn evict(&self) {
+        let mut map = self.map.borrow_mut();
+        let mut by_use: Vec<(u64, usize)> = map
+            .values()
+            .map(|(held, used)| (*used, held.bytes()))
+            .collect();
+        by_use.sort_unstable();
+        let (mut held, target) = (self.bytes.get(), self.budget / 4 * 3);
+        let mut cutoff = None;
+        for (used, bytes) in by_use {
+            if held <= target && cutoff != Some(used) {
+                break;
+            }
+            held -= bytes;
+            cutoff = Some(used);
+        }
+        if let Some(cutoff) = cutoff {
+            map.retain(|_, (_, used)| *used > cutoff);
+        }
+        self.bytes.set(held);
     }
 
     /// How many trees are held (for tests).
@@ -731,7 +802,7 @@ impl<'a> Snapshot<'a> {
             return Ok(Rc::clone(dir));
         }
         if depth < PINNED_DEPTH {
-            let dir = match self.store.trees.get(&id) {
+            let dir = match self.store.trees.get(&id, self.store.repo.object_hash()) {
                 Some(dir) => dir,
                 None => {
                     let dir = Rc::new(self.decode_tree(id, path)?);
@@ -933,7 +1004,7 @@ mod tests {
         assert_eq!(fresh.files_exist(&asked).unwrap(), want);
     }
 
-    /// Upper trees decoded by one snapshot serve the next snapshots of the store: a commit that
+    /// Upper trees written or decoded by a store serve its next snapshots: a commit that
     /// changes one bucket adds only the trees on the changed path, and a tree shared by two
     /// commits reads the same in both.
     #[test]
@@ -949,37 +1020,104 @@ mod tests {
             &store,
             &[("finality/v1/a/x/f", "1"), ("finality/v1/b/y/f", "2")],
         );
+        // Written, so held before any read: root, finality, v1, a, a/x, b, b/y.
+        assert_eq!(store.trees.len(), 7);
         let view = store.snapshot(Some(first)).expect("snapshot");
         assert!(view.exists("finality/v1/a/x/f").unwrap());
         assert!(view.exists("finality/v1/b/y/f").unwrap());
-        // root, finality, v1, a, a/x, b, b/y
         assert_eq!(store.trees.len(), 7);
         drop(view);
         let second = publish(&store, &[("finality/v1/a/z/f", "3")]);
+        // New: root, finality, v1, a, a/z.
+        assert_eq!(store.trees.len(), 12);
         let view = store.snapshot(Some(second)).expect("snapshot");
         reads(&view, "finality/v1/b/y/f", "2");
         reads(&view, "finality/v1/a/z/f", "3");
         reads(&view, "finality/v1/a/x/f", "1");
-        // New: root, finality, v1, a, a/z; b and b/y (and a/x) are the first commit's trees.
         assert_eq!(store.trees.len(), 12);
         drop(view);
-        // A third tip drops what only the first used (its root, finality, v1 and a); the
-        // second's trees stay, read or not.
+        // Nothing is dropped while the budget holds; another snapshot of the same tip starts
+        // no generation.
         let third = publish(&store, &[("finality/v1/a/w/f", "4")]);
         let view = store.snapshot(Some(third)).expect("snapshot");
-        assert_eq!(store.trees.len(), 8);
         reads(&view, "finality/v1/a/w/f", "4");
         reads(&view, "finality/v1/b/y/f", "2");
-        // New: root, finality, v1, a, a/w.
-        assert_eq!(store.trees.len(), 13);
-        // Another snapshot of the same tip starts no generation.
+        assert_eq!(store.trees.len(), 17);
         let same = store.snapshot(Some(third)).expect("snapshot");
         assert!(same.exists("finality/v1/a/x/f").unwrap());
-        assert_eq!(store.trees.len(), 13);
+        assert_eq!(store.trees.len(), 17);
         // A store opened afresh starts empty and reads the same.
         let other = Store::open(store.git_dir()).expect("open");
+        assert_eq!(other.trees.len(), 0);
         let again = other.snapshot(Some(second)).expect("snapshot");
         reads(&again, "finality/v1/b/y/f", "2");
+        reads(&again, "finality/v1/a/x/f", "1");
+    }
+
+    /// Past its budget, the shared cache drops the least recently used generations, down to
+    /// three quarters of the budget: a tree used by the latest snapshots stays, however early
+    /// it was first read.
+    #[test]
+    fn the_shared_tree_cache_drops_the_least_recently_used_first() {
+        let hash = gix::hash::Kind::Sha1;
+        let tree = |n: u8| {
+            let name = format!("f{n:03}");
+            let id = [n; 20];
+            let entry = gix::objs::tree::EntryRef {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: name.as_str().into(),
+                oid: gix::oid::from_bytes_unchecked(&id),
+            };
+            let mut raw = Vec::new();
+            gix::objs::WriteTo::write_to(
+                &gix::objs::TreeRef {
+                    entries: vec![entry],
+                },
+                &mut raw,
+            )
+            .expect("tree");
+            (gix::ObjectId::from_bytes_or_panic(&[n; 20]), raw)
+        };
+        let root = |n: u8| Some(gix::ObjectId::from_bytes_or_panic(&[200 + n; 20]));
+        let decoded = |n: u8| Rc::new(Dir::decode(tree(n).1, hash).expect("decode"));
+        let one = dir_bytes(&decoded(0));
+        // Room for ten trees.
+        let cache = SharedTrees::with_budget(one * 10);
+        for n in 0..10u8 {
+            cache.begin(root(n));
+            cache.insert(tree(n).0, &decoded(n));
+            // Tree 0 is used by every generation.
+            assert!(cache.get(&tree(0).0, hash).is_some());
+        }
+        assert_eq!(cache.len(), 10);
+        // The eleventh passes the budget: the oldest generations go until 7 trees are held
+        // (trees 1 to 4 go), and tree 0, used by this generation, stays.
+        cache.begin(root(10));
+        assert!(cache.get(&tree(0).0, hash).is_some());
+        cache.insert(tree(10).0, &decoded(10));
+        assert_eq!(cache.len(), 7);
+        for n in [0, 5, 6, 7, 8, 9, 10] {
+            assert!(cache.get(&tree(n).0, hash).is_some(), "tree {n}");
+        }
+        for n in 1..=4 {
+            assert!(cache.get(&tree(n).0, hash).is_none(), "tree {n}");
+        }
+        // A written tree is held as its bytes until a read decodes it.
+        let (id, raw) = tree(11);
+        let before = cache.bytes.get();
+        cache.insert_written(id, &raw, 1);
+        assert_eq!(cache.bytes.get(), before + raw.len() + 64);
+        let read = cache.get(&id, hash).expect("held");
+        assert_eq!(read.names(), vec![b"f011".as_slice()]);
+        assert_eq!(cache.bytes.get(), before + one);
+        // Deeper trees, and a tree larger than a quarter of the budget, are not kept.
+        let (id, raw) = tree(12);
+        cache.insert_written(id, &raw, PINNED_DEPTH);
+        assert!(cache.get(&id, hash).is_none());
+        let (id, raw) = tree(13);
+        let small = SharedTrees::with_budget(raw.len() * 3);
+        small.insert_written(id, &raw, 0);
+        assert_eq!(small.len(), 0);
     }
 
     /// The deep-tree cache is bounded by bytes: one large directory is worth many small ones.

@@ -538,8 +538,9 @@ impl Store {
             subject: dir_path.to_owned(),
             source: Box::new(e),
         })?;
-        self.put(sink, gix::objs::Kind::Tree, buf, "a tree")
-            .map(Some)
+        let id = self.put(sink, gix::objs::Kind::Tree, buf, "a tree")?;
+        self.trees.insert_written(id, buf, depth);
+        Ok(Some(id))
     }
 
     /// Writes `objects` as loose object files following [`crate::durable`]: each is written to a
