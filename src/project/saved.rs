@@ -110,23 +110,6 @@ pub fn is_binary(bytes: &[u8]) -> bool {
     bytes.starts_with(PREFIX)
 }
 
-/// Reads the body of a saved file (after checking its version line and checksum) as a `T`.
-/// `T` may be a prefix of the document's members (its `schema` alone, say).
-///
-/// # Errors
-/// A [`Refusal`] naming the field and the rule.
-pub fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
-    decode_prefix(body(bytes)?)
-}
-
-/// Reads a whole document: as [`read`], and every byte of the body must be read.
-///
-/// # Errors
-/// As [`read`]; a body with bytes after the document.
-pub fn read_all<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
-    decode_all(body(bytes)?)
-}
-
 /// Decodes a `T` from the start of a [`body`] (a prefix of the document's members).
 ///
 /// # Errors
@@ -210,6 +193,16 @@ pub fn body(bytes: &[u8]) -> Result<&[u8], Refusal> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// A saved file's prefix of members, as `Document::read_saved` reads its head.
+    fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
+        decode_prefix(body(bytes)?)
+    }
+
+    /// A whole saved document, as `Document::read_saved` reads it.
+    fn read_all<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Refusal> {
+        decode_all(body(bytes)?)
+    }
 
     #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
     struct Sample {

@@ -348,8 +348,7 @@ impl Store {
             .create_new(true)
             .open(tmp_pack)
             .map_err(|e| pack_io(dir, e))?;
-        let mut merger = Merger::new(self, dir, file, count, copies)?;
-        merger.recompress_trees = at_rest;
+        let mut merger = Merger::new(self, dir, file, count, copies, at_rest)?;
         for (p, pack) in packs.iter().enumerate() {
             merger.copy_pack(p, pack)?;
         }
@@ -494,13 +493,15 @@ struct Merger<'a> {
 }
 
 impl<'a> Merger<'a> {
-    /// A merger writing into `file`, its header (`count` objects) written.
+    /// A merger writing into `file`, its header (`count` objects) written;
+    /// `recompress_trees`: [`Merger::recompress_trees`].
     fn new(
         store: &'a Store,
         dir: &'a Path,
         file: std::fs::File,
         count: u32,
         copies: &'a Copies,
+        recompress_trees: bool,
     ) -> Result<Merger<'a>, Error> {
         let hash_kind = store.repo.object_hash();
         let mut out = Hashed {
@@ -529,7 +530,7 @@ impl<'a> Merger<'a> {
             delta: Vec::new(),
             versions: TreeVersions::default(),
             inflate: gix_zlib::Inflate::default(),
-            recompress_trees: false,
+            recompress_trees,
         })
     }
 

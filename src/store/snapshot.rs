@@ -51,10 +51,14 @@ pub enum Descend {
 /// bytes; see [`dir_bytes`]).
 const MAX_CACHED_TREE_BYTES: usize = 16 << 20;
 
+/// The bytes a cache counts for one tree beside the tree itself: its reference-counted box's
+/// counts and its slot in the map.
+const CACHE_SLOT_BYTES: usize = 16 + 48;
+
 /// The heap bytes of a decoded tree and its share of a cache: the tree object's bytes, its
 /// index of entries, the [`Dir`] in its reference-counted box, and the cache's slot.
 fn dir_bytes(dir: &Dir) -> usize {
-    dir.heap_bytes() + std::mem::size_of::<Dir>() + 16 + 48
+    dir.heap_bytes() + std::mem::size_of::<Dir>() + CACHE_SLOT_BYTES
 }
 
 /// Trees at depths 0..6 (root, `ledger`, `v1`, `import-bindings`, a binding kind, its first
@@ -98,7 +102,7 @@ impl Held {
     /// Its heap bytes and its share of the cache, as [`dir_bytes`] counts them.
     fn bytes(&self) -> usize {
         match self {
-            Held::Written(raw) => raw.len() + 16 + 48,
+            Held::Written(raw) => raw.len() + CACHE_SLOT_BYTES,
             Held::Decoded(dir) => dir_bytes(dir),
         }
     }
@@ -1106,7 +1110,7 @@ mod tests {
         let (id, raw) = tree(11);
         let before = cache.bytes.get();
         cache.insert_written(id, &raw, 1);
-        assert_eq!(cache.bytes.get(), before + raw.len() + 64);
+        assert_eq!(cache.bytes.get(), before + raw.len() + CACHE_SLOT_BYTES);
         let read = cache.get(&id, hash).expect("held");
         assert_eq!(read.names(), vec![b"f011".as_slice()]);
         assert_eq!(cache.bytes.get(), before + one);
